@@ -1,0 +1,12 @@
+# -DAMDCR_SANITIZE=ON builds everything with AddressSanitizer and
+# UndefinedBehaviorSanitizer. -DAMDCR_SANITIZE=thread builds with
+# ThreadSanitizer (for the copy engine and the emulator's engines).
+set(AMDCR_SANITIZE OFF CACHE STRING "OFF, ON (address+undefined) or thread")
+if(AMDCR_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(AMDCR_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined
+                      -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "base/log.h"
+
+#include <dlfcn.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "amdgpu_plugin/criu_plugin_abi.h"
+#include "base/result.h"
+
+namespace amdcr {
+namespace {
+
+// Resolved once; immutable afterwards.
+criu_print_on_level_t *criu_printer()
+{
+	static criu_print_on_level_t *const fn =
+		reinterpret_cast<criu_print_on_level_t *>(dlsym(RTLD_DEFAULT, "print_on_level"));
+	return fn;
+}
+
+bool stderr_debug()
+{
+	static const bool on = std::getenv("AMDGPU_PLUGIN_LOG_DEBUG") != nullptr;
+	return on;
+}
+
+void emit(LogLevel level, const std::string &line)
+{
+	if (criu_print_on_level_t *p = criu_printer()) {
+		p(static_cast<unsigned>(level), "amdgpu_plugin: %s\n", line.c_str());
+		return;
+	}
+	if (level == LogLevel::Debug && !stderr_debug())
+		return;
+	std::fprintf(stderr, "amdgpu_plugin: %s\n", line.c_str());
+}
+
+} // namespace
+
+void log_msg(LogLevel level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	std::string s = vstrprintf(fmt, ap);
+	va_end(ap);
+	emit(level, s);
+}
+
+void log_gpu(LogLevel level, uint32_t gpu_id, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	std::string s = strprintf("gpu 0x%04x: ", gpu_id) + vstrprintf(fmt, ap);
+	va_end(ap);
+	emit(level, s);
+}
+
+} // namespace amdcr

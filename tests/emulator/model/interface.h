@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The contract between the emulated GPU's device model (tests/emulator/model)
+// and its transport (tests/emulator/transport, shim, launcher).
+//
+// The model is pure state and kernel semantics: it never touches sockets or
+// /proc. The transport carries a client process's device calls to it and
+// gives it a Caller: the window through which the model reads and writes the
+// calling process's memory and installs fds in it, as the kernel would with
+// copy_from_user/copy_to_user/fd_install.
+//
+// Errors follow the kernel: 0 or a negative errno.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kfdemu {
+
+// ---------------------------------------------------------------------------
+// Machine description (profiles). Filled by the transport's profile loader
+// (named profiles and custom machine files), consumed by the model (device
+// behaviour) and by the transport's sysfs writer (topology tree).
+// ---------------------------------------------------------------------------
+
+struct IoLinkDesc {
+	uint32_t type = 2;	// 2 = PCIe, 11 = XGMI
+	uint32_t node_to = 0;	// topology node index
+	uint32_t weight = 20;
+	uint32_t min_bandwidth = 0, max_bandwidth = 0;
+};
+
+struct MemBankDesc {
+	uint32_t heap_type = 0;	// 0 system, 1 FB public, 2 FB private
+	uint64_t size_in_bytes = 0;
+	uint32_t width = 0, mem_clk_max = 0;
+};
+
+struct CacheDesc {
+	uint32_t level = 1, size_kb = 16, cache_line_size = 64, type = 1;
+};
+
+// One KFD topology node: a CPU (NUMA node) or a GPU.
+struct NodeDesc {
+	bool is_gpu = false;
+	uint32_t gpu_id = 0;		// 0 for CPUs
+	std::string name;		// ASIC name for GPUs, empty for CPUs
+	// Every numeric key of nodes/N/properties, in the kernel's order
+	// (see ../shared/reference/kfd-amdgpu-interfaces.md §3.2). Counts
+	// (mem_banks_count, caches_count, io_links_count) are kept consistent
+	// with the vectors below by the profile loader.
+	std::vector<std::pair<std::string, uint64_t>> properties;
+	std::vector<MemBankDesc> mem_banks;
+	std::vector<CacheDesc> caches;
+	std::vector<IoLinkDesc> io_links;
+
+	// GPU-only device facts used by the render-node model.
+	uint32_t drm_render_minor = 0;	// 128..191
+	uint32_t card_index = 0;	// /dev/dri/card<N>
+	uint32_t family = 141;		// AMDGPU_FAMILY_AI
+	uint32_t pci_device_id = 0;
+	std::string pci_slot;		// "0000:03:00.0"
+	uint32_t num_sdma_engines = 2;
+	double sdma_gbps = 0;		// per-engine bandwidth model; 0 = unthrottled
+	bool large_bar = true;
+
+	uint64_t property(std::string_view key, uint64_t dflt = 0) const;
+};
+
+struct MachineDesc {
+	std::string name;
+	std::vector<NodeDesc> nodes;	// CPUs first, then GPUs (kernel order)
+	uint32_t kfd_minor_version = 14; // reported by GET_VERSION (>= 8 has CRIU)
+};
+
+// ---------------------------------------------------------------------------
+// Fault injection and introspection.
+// ---------------------------------------------------------------------------
+
+struct FaultRule {
+	// What to match: an ioctl name ("AMDKFD_IOC_CRIU_OP",
+	// "DRM_IOCTL_AMDGPU_CS", ...), a CRIU sub-op ("CRIU_OP:CHECKPOINT"),
+	// "sdma" for SDMA jobs, or "*" for any ioctl.
+	std::string target;
+	uint32_t nth = 1;		// the Nth matching call (1-based) fails
+	int err = 5;			// positive errno to fail with (EIO default)
+	enum class Action { Fail, Hang } action = Action::Fail; // Hang: sdma only
+};
+
+// ---------------------------------------------------------------------------
+// Files.
+// ---------------------------------------------------------------------------
+
+// Identity of an emulated open file: the inode of the real file (a memfd)
+// that backs the fd in client processes. One open file description of a
+// device node = one FileKey. fds are never identified by (pid, number).
+struct FileKey {
+	dev_t dev = 0;
+	ino_t ino = 0;
+	auto operator<=>(const FileKey &) const = default;
+};
+
+enum class FileKind { Kfd, Render, DmaBuf };
+
+struct FileInfo {
+	FileKind kind;
+	uint32_t render_minor = 0;	// Render
+	uint64_t size = 0;		// DmaBuf: buffer size
+};
+
+// ---------------------------------------------------------------------------
+// The caller: implemented by the transport for each device call.
+// ---------------------------------------------------------------------------
+
+struct CallerIdentity {
+	pid_t tgid = 0;
+	pid_t tid = 0;
+	bool cap_checkpoint_restore = false; // CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN
+	bool compat32 = false;
+};
+
+class Caller {
+public:
+	virtual ~Caller() = default;
+	virtual const CallerIdentity &identity() const = 0;
+
+	// copy_from_user / copy_to_user on the calling process: 0 or -EFAULT.
+	virtual int read(uint64_t addr, void *dst, size_t len) = 0;
+	virtual int write(uint64_t addr, const void *src, size_t len) = 0;
+
+	// fd_install: give the caller a new fd referring to the same open file
+	// description as `model_fd` (an fd the model owns; the transport dups
+	// what it needs). The fd number is only known once the caller has
+	// received it, so the transport writes it, as a u32, at user address
+	// `patch_addr` (0: nowhere) and returns it from the syscall when
+	// `as_result` is set (open, PRIME export). fds are delivered only if
+	// the call returns 0 (or >= 0); on error none is installed.
+	virtual void install_fd(int model_fd, bool cloexec, uint64_t patch_addr,
+				bool as_result = false) = 0;
+
+	// The emulated file behind one of the caller's fd numbers (drm_fd of
+	// ACQUIRE_VM and of CRIU RESTORE device buckets, PRIME_FD_TO_HANDLE).
+	// nullopt when the fd is not open or not an emulated file; `raw_fd`
+	// receives a daemon-owned dup (closed by the transport after the call)
+	// for fds the model needs to inspect, e.g. foreign dma-bufs.
+	virtual std::optional<FileKey> resolve_fd(int caller_fd) = 0;
+
+	// Whether the caller is the ptrace tracer of process `pid` (KFD's rule
+	// for CRIU_OP on another process's context).
+	virtual bool is_tracer_of(pid_t pid) = 0;
+
+	// Whether process `pid` is alive in the caller's pid namespace
+	// (CRIU RESUME looks up by pid).
+	virtual bool process_exists(pid_t pid) = 0;
+};
+
+// Where an mmap of an emulated fd lands: `fd` (model-owned) at `offset`.
+struct MmapTarget {
+	int fd = -1;
+	uint64_t offset = 0;
+};
+
+// ---------------------------------------------------------------------------
+// The model.
+// ---------------------------------------------------------------------------
+
+class Model {
+public:
+	virtual ~Model() = default;
+
+	// open(2) of /dev/kfd or /dev/dri/renderD<minor>: creates the open file
+	// (the model creates the backing memfd; the transport installs it in
+	// the caller with Caller::install_fd(as_result=true)). Returns 0 or
+	// -errno (ENODEV: no such minor, EPERM: 32-bit caller, ...).
+	virtual int open_kfd(Caller &c, bool cloexec) = 0;
+	virtual int open_render(Caller &c, uint32_t minor, bool cloexec) = 0;
+
+	// Called when the last reference to an open file description is gone
+	// (its release): frees its handles, VM, contexts as the kernel does.
+	virtual void release(FileKey file) = 0;
+
+	// Called when a client process exits (its KFD context goes away).
+	virtual void process_exit(pid_t tgid) = 0;
+
+	// What an fd is, for the shim's fstat/readlink/lseek answers.
+	virtual std::optional<FileInfo> describe(FileKey file) const = 0;
+
+	// ioctl(2) on an emulated fd. 0 (or a non-negative result) or -errno.
+	virtual long ioctl(Caller &c, FileKey file, unsigned long cmd,
+			   uint64_t arg) = 0;
+
+	// mmap(2) of an emulated fd at `offset` for `len` bytes.
+	virtual int mmap(Caller &c, FileKey file, uint64_t offset, uint64_t len,
+			 int prot, MmapTarget *out) = 0;
+
+	// Test and benchmark support. `query` is one of the commands listed in
+	// tests/emulator/README.md ("processes", "bos <pid>", "counters",
+	// "queues <pid>", ...); the answer is JSON.
+	virtual std::string introspect(std::string_view query) = 0;
+	virtual void set_faults(std::vector<FaultRule> rules) = 0;
+};
+
+std::unique_ptr<Model> make_model(const MachineDesc &machine);
+
+} // namespace kfdemu
