@@ -161,6 +161,18 @@ public:
 	virtual bool process_exists(pid_t pid) = 0;
 };
 
+// Access to any client process's memory outside a call: SDMA engine threads
+// copy to and from userptr BOs of the process that registered them, after
+// the ioctl that submitted the job has returned. Implemented by the
+// transport (process_vm_readv/writev); in-process tests use memcpy.
+class ProcessMemory {
+public:
+	virtual ~ProcessMemory() = default;
+	// 0 or -errno (-EFAULT: unmapped, -ESRCH: the process is gone).
+	virtual int read(pid_t tgid, uint64_t addr, void *dst, size_t len) = 0;
+	virtual int write(pid_t tgid, uint64_t addr, const void *src, size_t len) = 0;
+};
+
 // Where an mmap of an emulated fd lands: `fd` (model-owned) at `offset`.
 struct MmapTarget {
 	int fd = -1;
@@ -207,6 +219,10 @@ public:
 	virtual void set_faults(std::vector<FaultRule> rules) = 0;
 };
 
-std::unique_ptr<Model> make_model(const MachineDesc &machine);
+// The model keeps `memory` for the life of the model. Thread-safe: the
+// transport calls it from one thread per client connection; calls that block
+// (WAIT_CS, WAIT_EVENTS) must not hold locks that other calls need.
+std::unique_ptr<Model> make_model(const MachineDesc &machine,
+				  std::shared_ptr<ProcessMemory> memory);
 
 } // namespace kfdemu
