@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The two tiny interfaces between the data path (src/copy) and where the
+// bytes live (a pages image file, a buffer in a test, ...).
+//
+// Both are sequential: each call continues where the previous one ended.
+// A call moves the whole range or fails; there are no short counts. Errors
+// name the file (or whatever the stream stands for) and what failed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/result.h"
+
+namespace amdcr {
+
+// Where checkpointed bytes go (dump direction).
+class ByteSink {
+public:
+	virtual ~ByteSink() = default;
+	// Appends exactly `len` bytes.
+	virtual Status write(const void *buf, size_t len) = 0;
+};
+
+// Where checkpointed bytes come from (restore direction).
+class ByteSource {
+public:
+	virtual ~ByteSource() = default;
+	// Reads exactly `len` bytes; fewer left than `len` is an Error.
+	virtual Status read(void *buf, size_t len) = 0;
+	// Skips `len` bytes without reading them (e.g. a BO that is not
+	// restored); past the end is an Error.
+	virtual Status skip(uint64_t len) = 0;
+	// Bytes not yet read.
+	virtual uint64_t remaining() const = 0;
+};
+
+} // namespace amdcr
