@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine, builds everything and runs every test.
+#   scripts/test.sh            normal build (build/)
+#   SANITIZE=ON scripts/test.sh   ASan+UBSan build (build-asan/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+san=${SANITIZE:-OFF}
+dir=build
+[ "$san" = OFF ] || dir=build-san-$san
+cmake -S . -B "$dir" -DAMDCR_SANITIZE="$san" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$dir" -j"$(nproc)"
+cd "$dir"
+ctest --output-on-failure --timeout 600 -j1
