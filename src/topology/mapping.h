@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// Restore-time GPU mapping: each GPU the checkpointed process held is given
+// a distinct local GPU that can stand in for it.
+//
+// A local GPU can stand in for a checkpointed one when
+//  - the shape properties are equal (simd_count, mem_banks_count,
+//    io_links_count, max_waves_per_simd, lds_size_in_kb, wave_front_size,
+//    array_count, simd_arrays_per_engine, cu_per_simd_array, simd_per_cu,
+//    max_slots_scratch_cu, vendor_id, device_id, num_sdma_engines,
+//    num_sdma_xgmi_engines, num_sdma_queues_per_engine, num_cp_queues,
+//    vram_public);
+//  - unless switched off in Config: vram_size, num_gws, caches_count,
+//    fw_version and sdma_fw_version are not smaller locally, capability is
+//    equal;
+//  - its links to CPUs are at least as good (XGMI can replace PCIe,
+//    bidirectional can replace one-way), and with the NUMA check on, GPUs
+//    that shared a CPU node share one locally and GPUs on distinct CPU nodes
+//    stay on distinct ones;
+//  - two held GPUs joined by a bidirectional XGMI link map to two local GPUs
+//    joined the same way (so a hive lands inside a hive).
+// The search is exhaustive (backtracking, most-constrained GPU first, the
+// same gpu_id tried first), so it finds a mapping whenever one exists.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "config/config.h"
+#include "topology/topology.h"
+
+namespace amdcr {
+
+struct GpuMapEntry {
+	uint32_t checkpointed_gpu_id = 0;
+	uint32_t local_gpu_id = 0;
+	uint32_t local_render_minor = 0;
+	uint32_t local_node_id = 0;
+};
+
+class GpuMap {
+public:
+	GpuMap() = default;
+	explicit GpuMap(std::vector<GpuMapEntry> entries) : entries_(std::move(entries)) {}
+
+	// In the order of the checkpointed gpu_ids given to map_gpus().
+	const std::vector<GpuMapEntry> &entries() const { return entries_; }
+	const GpuMapEntry *find_checkpointed(uint32_t checkpointed_gpu_id) const;
+	const GpuMapEntry *find_local(uint32_t local_gpu_id) const;
+	// 0 when the checkpointed gpu_id is not mapped.
+	uint32_t local_gpu_id(uint32_t checkpointed_gpu_id) const;
+
+private:
+	std::vector<GpuMapEntry> entries_;
+};
+
+// One property a local GPU does not satisfy.
+struct PropertyMismatch {
+	std::string property;	    // e.g. "vram_size"
+	uint64_t checkpointed = 0;
+	uint64_t local = 0;
+	std::string requirement;    // "equal" or "checkpointed <= local"
+	std::optional<Check> check; // the switch that relaxes it, if any
+
+	// "vram_size: checkpointed 68702699520 > local 34342961152
+	//  (relax with KFD_VRAM_SIZE_CHECK=0)"
+	std::string describe() const;
+};
+
+// The node-property part of the rules, for one pair.
+std::vector<PropertyMismatch> compare_gpu_properties(const TopologyNode &checkpointed,
+						     const TopologyNode &local, const Config &config);
+
+struct MappingInput {
+	const Topology *checkpointed = nullptr; // e.g. topology_from_device_entries()
+	const Topology *local = nullptr;	// e.g. parse_topology()
+	// gpu_ids (checkpointed) the process held; empty means every
+	// accessible GPU of the checkpointed topology.
+	std::vector<uint32_t> held_gpu_ids;
+	// Which local GPUs the process may use (e.g. its render node opens).
+	// Unset means every accessible local GPU. Inaccessible GPUs are never
+	// candidates.
+	std::function<bool(const TopologyNode &)> usable;
+	Config config;
+};
+
+// The mapping, or EINVAL with a message that names the checkpointed GPU that
+// could not be placed, each candidate tried and why it was refused, and the
+// KFD_*_CHECK that would relax it (or that it cannot be relaxed).
+Result<GpuMap> map_gpus(const MappingInput &input);
+
+} // namespace amdcr

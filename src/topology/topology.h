@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The KFD topology: what /sys/class/kfd/kfd/topology describes (CPU and GPU
+// nodes, their properties, memory banks and io links), and the same
+// information as stored in the checkpoint image (kfd_device_entry).
+//
+// Parsing is rooted at an injectable directory ("/" in production, a fixture
+// tree in tests) and goes through an injectable file-system interface, so
+// tests can produce the errors of a real sysfs (EPERM from a device cgroup).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "criu-amdgpu.pb-c.h"
+
+namespace amdcr {
+
+// io link types kept from sysfs; every other type is dropped.
+inline constexpr uint32_t kIoLinkTypePcie = 2;
+inline constexpr uint32_t kIoLinkTypeXgmi = 11;
+// Memory bank heap types that describe VRAM.
+inline constexpr uint32_t kHeapTypeFrameBufferPublic = 1;
+inline constexpr uint32_t kHeapTypeFrameBufferPrivate = 2;
+
+struct IoLink {
+	uint32_t type = 0;    // kIoLinkTypePcie or kIoLinkTypeXgmi
+	uint32_t node_to = 0; // topology node id of the other end
+
+	bool operator==(const IoLink &) const = default;
+};
+
+struct TopologyNode {
+	uint32_t node_id = 0;
+	// 0 for a CPU node. Also 0 for a GPU node that is not accessible and
+	// whose gpu_id file could not be read.
+	uint32_t gpu_id = 0;
+	bool is_gpu = false;
+	// False when the device cgroup hides the GPU (its files fail with
+	// EPERM): the node is listed, but holds no properties and is never a
+	// mapping candidate. CPU nodes are always accessible.
+	bool accessible = true;
+	std::string name; // "" for CPUs; not stored in images
+
+	// Properties (the ones the image stores, same names as in sysfs).
+	uint32_t cpu_cores_count = 0;
+	uint32_t simd_count = 0;
+	uint32_t mem_banks_count = 0;
+	uint32_t caches_count = 0;
+	uint32_t io_links_count = 0;
+	uint32_t max_waves_per_simd = 0;
+	uint32_t lds_size_in_kb = 0;
+	uint32_t gds_size_in_kb = 0;
+	uint32_t num_gws = 0;
+	uint32_t wave_front_size = 0;
+	uint32_t array_count = 0;
+	uint32_t simd_arrays_per_engine = 0;
+	uint32_t cu_per_simd_array = 0;
+	uint32_t simd_per_cu = 0;
+	uint32_t max_slots_scratch_cu = 0;
+	uint32_t vendor_id = 0;
+	uint32_t device_id = 0;
+	uint32_t domain = 0;
+	uint32_t drm_render_minor = 0;
+	uint64_t hive_id = 0;
+	uint32_t num_sdma_engines = 0;
+	uint32_t num_sdma_xgmi_engines = 0;
+	uint32_t num_sdma_queues_per_engine = 0;
+	uint32_t num_cp_queues = 0;
+	uint32_t fw_version = 0;
+	uint32_t capability = 0;
+	uint32_t sdma_fw_version = 0;
+	// From the first memory bank with heap type 1 (public) or 2 (private).
+	bool vram_public = false;
+	uint64_t vram_size = 0;
+
+	// PCIe and XGMI links, in sysfs order (links of other types dropped).
+	std::vector<IoLink> io_links;
+
+	bool is_cpu() const { return !is_gpu; }
+};
+
+struct SystemProperties {
+	uint64_t platform_oem = 0;
+	uint64_t platform_id = 0;
+	uint64_t platform_rev = 0;
+};
+
+class Topology {
+public:
+	Topology() = default;
+	// Nodes are kept sorted by node_id.
+	explicit Topology(std::vector<TopologyNode> nodes, SystemProperties system = {});
+
+	const std::vector<TopologyNode> &nodes() const { return nodes_; }
+	const SystemProperties &system() const { return system_; }
+
+	const TopologyNode *node(uint32_t node_id) const;
+	// A GPU node by gpu_id (gpu_id 0 never matches).
+	const TopologyNode *gpu(uint32_t gpu_id) const;
+	const TopologyNode *gpu_by_render_minor(uint32_t minor) const;
+	// All GPU nodes / accessible GPU nodes / CPU nodes, in node_id order.
+	std::vector<const TopologyNode *> gpus() const;
+	std::vector<const TopologyNode *> accessible_gpus() const;
+	std::vector<const TopologyNode *> cpus() const;
+
+	// A link is valid when its far end is an accessible node of this
+	// topology (links to hidden GPUs are ignored, as the kernel still lists
+	// them).
+	bool link_valid(const IoLink &link) const;
+	// The link of `type` from node `from` to node `to`, if it is valid.
+	const IoLink *find_link(uint32_t from, uint32_t to, uint32_t type) const;
+	// Valid links of `type` both ways between two nodes.
+	bool bidirectional(uint32_t node_a, uint32_t node_b, uint32_t type) const;
+	// Two GPUs (by gpu_id) joined by a bidirectional XGMI link.
+	bool xgmi_peers(uint32_t gpu_a, uint32_t gpu_b) const;
+
+	// XGMI hives: groups of >= 2 accessible GPUs connected by bidirectional
+	// XGMI links (connected components). gpu_ids, each hive in node order,
+	// hives ordered by their first node.
+	std::vector<std::vector<uint32_t>> hives() const;
+	// NUMA affinity: node ids of the CPU nodes a GPU has valid links to
+	// (normally exactly one), in link order. Empty for an unknown gpu_id.
+	std::vector<uint32_t> cpu_nodes_of_gpu(uint32_t gpu_id) const;
+
+private:
+	std::vector<TopologyNode> nodes_;
+	SystemProperties system_;
+};
+
+// File access used by the parser. Paths are absolute.
+class TopologyFs {
+public:
+	struct DirEntry {
+		std::string name;
+		bool is_dir = false;
+	};
+
+	virtual ~TopologyFs() = default;
+	// The whole file, read until EOF. Errors carry the errno (EPERM, ...).
+	virtual Result<std::string> read_file(const std::string &path) const = 0;
+	virtual Result<std::vector<DirEntry>> list_dir(const std::string &path) const = 0;
+};
+
+// The real file system.
+const TopologyFs &disk_topology_fs();
+
+// "<root>/sys/class/kfd/kfd/topology" ("/" gives the real sysfs).
+std::string topology_dir(const std::string &root);
+
+// Parses the whole topology. Errors: ENOENT/EACCES... when the topology
+// directory cannot be listed; EINVAL for a malformed line (the message names
+// the file and the 1-based line number) or a GPU without a VRAM bank. A GPU
+// node whose files fail with EPERM/EACCES is recorded with accessible=false.
+Result<Topology> parse_topology(const std::string &root, const TopologyFs &fs = disk_topology_fs());
+
+// ---- image conversion ------------------------------------------------------
+
+// A kfd_device_entry together with the memory its pointers refer to.
+// Move-only; entry() stays valid for the object's lifetime.
+class OwnedDeviceEntry {
+public:
+	OwnedDeviceEntry();
+	OwnedDeviceEntry(OwnedDeviceEntry &&) noexcept;
+	OwnedDeviceEntry &operator=(OwnedDeviceEntry &&) noexcept;
+	OwnedDeviceEntry(const OwnedDeviceEntry &) = delete;
+	OwnedDeviceEntry &operator=(const OwnedDeviceEntry &) = delete;
+	~OwnedDeviceEntry();
+
+	KfdDeviceEntry *entry();
+	const KfdDeviceEntry *entry() const;
+
+private:
+	friend OwnedDeviceEntry to_device_entry(const Topology &topology, const TopologyNode &node);
+	struct Storage;
+	std::unique_ptr<Storage> s_;
+};
+
+// One node as an image entry. Only valid links are stored (as upstream).
+OwnedDeviceEntry to_device_entry(const Topology &topology, const TopologyNode &node);
+// Every accessible node of the topology, in node order (what a dump stores).
+std::vector<OwnedDeviceEntry> to_device_entries(const Topology &topology);
+
+// An image entry back as a node (accessible; is_gpu = gpu_id != 0).
+TopologyNode node_from_device_entry(const KfdDeviceEntry &entry);
+// The checkpointed topology from the image's device entries. EINVAL for a
+// null entry, duplicate node ids or duplicate non-zero gpu_ids.
+Result<Topology> topology_from_device_entries(std::span<const KfdDeviceEntry *const> entries);
+
+} // namespace amdcr
