@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// SdmaEngine: DmaEngine on an amdgpu render node through libdrm_amdgpu.
+//
+// One per GPU (and thread). It owns ONE context, ONE IB BO (GTT, CPU
+// mapped, GPU mapped, sized for `ib_packets` copy packets) and ONE BO list
+// for the current set of BOs (IB + staging + imported buffers), rebuilt only
+// when that set changes; all are reused across chunks and BOs.
+//
+// Typical use (dump of one GPU's BOs):
+//   auto eng = SdmaEngine::create(render_fd);
+//   for each BO: bufs.push_back(eng->import_dmabuf(fd, bucket.size));
+//   auto stats = transfer_to_file(*eng, bufs, sink, bound);
+//   eng->release_buffers();
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "base/result.h"
+#include "copy/dma_engine.h"
+#include "copy/sdma_packets.h"
+#include "device/amdgpu.h"
+
+namespace amdcr {
+
+struct SdmaEngineOptions {
+	// Copy packets one submission may carry (sizes the IB BO).
+	size_t ib_packets = 4096;
+	// Wait per submission before giving up with ETIMEDOUT.
+	uint64_t fence_timeout_ns = 60ull * 1000 * 1000 * 1000;
+};
+
+class SdmaEngine final : public DmaEngine {
+public:
+	// `render_fd` stays the caller's (libdrm dups it).
+	static Result<std::unique_ptr<SdmaEngine>> create(int render_fd,
+							  SdmaEngineOptions opts = {});
+	~SdmaEngine() override;
+
+	uint32_t family_id() const { return dev_.family_id(); }
+	const SdmaCaps &caps() const { return caps_; }
+	const Device &device() const { return dev_; }
+
+	// Imports a dma-buf and maps it. `size` (e.g. the KFD bucket's) is
+	// the bytes to copy; 0 means the whole dma-buf; larger is EINVAL.
+	Result<GpuBuffer> import_dmabuf(int dmabuf_fd, uint64_t size = 0);
+	// Drops every imported buffer (no submission may be outstanding).
+	void release_buffers();
+
+	Result<uint64_t> attach_staging(void *ptr, size_t size) override;
+	void detach_staging() override;
+	uint64_t max_bytes_per_range() const override { return caps_.max_bytes_per_packet; }
+	size_t max_ranges_per_submission() const override { return max_packets_; }
+	Result<uint64_t> submit(std::span<const CopyRange> ranges) override;
+	Status wait(uint64_t ticket) override;
+
+private:
+	struct Mapped {
+		Bo bo;
+		VaMapping va;
+	};
+
+	SdmaEngine(Device dev, Context ctx, Bo ib, VaMapping ib_va, CpuMapping ib_cpu,
+		   SdmaEngineOptions opts);
+	Status refresh_bo_list();
+
+	// Destroyed in reverse order: list, buffers, staging, IB, context,
+	// then the device.
+	Device dev_;
+	SdmaCaps caps_;
+	Context ctx_;
+	Bo ib_;
+	VaMapping ib_va_;
+	CpuMapping ib_cpu_;
+	std::optional<Mapped> staging_;
+	std::vector<Mapped> buffers_;
+	BoList list_;
+	bool list_stale_ = true;
+	SdmaEngineOptions opts_;
+	size_t ib_dwords_capacity_ = 0;
+	size_t max_packets_ = 0;
+	std::optional<DmaFence> outstanding_;
+};
+
+} // namespace amdcr

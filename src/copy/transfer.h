@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The one data path between GPU buffers and a checkpoint image, with a
+// direction: dump (GPU -> file) and restore (file -> GPU) share it.
+//
+// The file layout is the raw concatenation of the BOs' contents in the order
+// given (BO bucket order). Staging memory is allocated ONCE (anonymous,
+// page aligned, page-multiple), attached to the engine, and split into two
+// halves whose total never exceeds the bound. Each half holds one chunk: a
+// run of the file, made of pieces of one or more BOs (a BO larger than a
+// half takes several chunks; many small BOs share one chunk, and one chunk
+// is ONE engine submission). The DMA of chunk n+1 overlaps the file write of
+// chunk n (dump); the file read of chunk n+1 overlaps the DMA of chunk n
+// (restore). At most one submission is outstanding.
+//
+// Errors stop the pipeline at once; an outstanding DMA is waited for before
+// the staging memory is detached and freed, and the first error is the one
+// returned.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "base/result.h"
+#include "copy/dma_engine.h"
+#include "image/byte_stream.h"
+
+namespace amdcr {
+
+// Staging bound when KFD_MAX_BUFFER_SIZE is unset: 64 MiB per GPU.
+// Why: two 32 MiB halves carry 8 maximal SDMA packets (4 MiB) each, so a
+// submission's fixed cost (ioctl, fence, scheduling; tens of microseconds)
+// is well under 1% of its copy time, and 32 MiB file writes/reads are long
+// enough for full storage throughput. It does not grow with VRAM: upstream
+// sizes the buffer to the largest BO, which fails when a BO (or VRAM) is
+// larger than free RAM; 64 MiB of pinned memory per GPU is 512 MiB on an
+// 8-GPU node, when all GPUs are copied in parallel.
+inline constexpr uint64_t kDefaultStagingBound = 64ull << 20;
+
+enum class Direction { GpuToFile, FileToGpu };
+
+// How the staging memory is sized for a bound and a set of BOs.
+struct StagingPlan {
+	size_t half_bytes = 0;	// page multiple, > 0
+	size_t total_bytes = 0; // 2 * half_bytes, <= bound
+};
+
+// half = min(round_down(bound / 2, page), round_up(total BO bytes, page)),
+// at least one page. EINVAL when the bound is below two pages.
+Result<StagingPlan> plan_staging(uint64_t bound, std::span<const GpuBuffer> bos);
+
+struct TransferStats {
+	uint64_t bos = 0;
+	uint64_t bytes = 0;
+	double seconds = 0;
+	double gbps = 0; // 1e9 bytes per second
+	uint64_t peak_staging_bytes = 0;
+	uint64_t submissions = 0;
+};
+
+// Dump: copies `bos` (in order) out through `engine` and appends their
+// contents to `sink`.
+Result<TransferStats> transfer_to_file(DmaEngine &engine, std::span<const GpuBuffer> bos,
+				       ByteSink &sink, uint64_t bound);
+// Restore: reads the contents of `bos` (in order) from `source` and copies
+// them in through `engine`.
+Result<TransferStats> transfer_from_file(DmaEngine &engine, std::span<const GpuBuffer> bos,
+					 ByteSource &source, uint64_t bound);
+
+} // namespace amdcr
