@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "plugin/criu_api.h"
+
+#include <dlfcn.h>
+
+#include "amdgpu_plugin/criu_plugin_abi.h"
+
+namespace amdcr::criu {
+namespace {
+
+template <typename Fn>
+Fn *lookup(const char *symbol)
+{
+	return reinterpret_cast<Fn *>(dlsym(RTLD_DEFAULT, symbol));
+}
+
+} // namespace
+
+std::optional<int> image_dir_fd()
+{
+	auto *fn = lookup<criu_get_image_dir_t>("criu_get_image_dir");
+	if (!fn)
+		return std::nullopt;
+	const int fd = fn();
+	if (fd < 0)
+		return std::nullopt;
+	return fd;
+}
+
+bool add_inventory_plugin(const char *name)
+{
+	using Fn = int(const char *);
+	auto *fn = lookup<Fn>("add_inventory_plugin");
+	return fn && fn(name) == 0;
+}
+
+bool inventory_names_plugin(const char *name)
+{
+	// CRIU 4.0-4.2: bool check_and_remove_inventory_plugin(const char *name, size_t n);
+	// newer CRIU drops `n`. Passing both is correct for either on x86-64
+	// SysV (an extra integer argument is ignored by the callee).
+	using Fn = bool(const char *, size_t);
+	auto *fn = lookup<Fn>("check_and_remove_inventory_plugin");
+	if (!fn)
+		return true;
+	size_t n = 0;
+	while (name[n])
+		n++;
+	return fn(name, n + 1);
+}
+
+} // namespace amdcr::criu

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "plugin/system.h"
+
+#include <fcntl.h>
+#include <sys/sysmacros.h>
+
+#include "base/file_io.h"
+
+namespace amdcr {
+
+std::string SystemPaths::render_path(uint32_t minor) const
+{
+	return dev_dir + "/dri/renderD" + std::to_string(minor);
+}
+
+DeviceNumbers DeviceNumbers::probe(const SystemPaths &paths)
+{
+	DeviceNumbers d;
+	struct stat st {};
+	if (::stat(paths.kfd_path().c_str(), &st) == 0 && S_ISCHR(st.st_mode))
+		d.kfd = st.st_rdev;
+	if (::stat(paths.render_path(kFirstRenderMinor).c_str(), &st) == 0 && S_ISCHR(st.st_mode))
+		d.drm_major = major(st.st_rdev);
+	return d;
+}
+
+DeviceFile classify_device(const struct stat &st, const DeviceNumbers &devs)
+{
+	if (!S_ISCHR(st.st_mode))
+		return DeviceFile::Other;
+	if (devs.kfd && major(st.st_rdev) == major(*devs.kfd) && minor(st.st_rdev) == 0)
+		return DeviceFile::Kfd;
+	if (devs.drm_major && major(st.st_rdev) == *devs.drm_major &&
+	    minor(st.st_rdev) >= kFirstRenderMinor && minor(st.st_rdev) <= kLastRenderMinor)
+		return DeviceFile::Render;
+	return DeviceFile::Other;
+}
+
+Result<UniqueFd> open_render_node(const SystemPaths &paths, uint32_t minor)
+{
+	return open_at(AT_FDCWD, paths.render_path(minor), O_RDWR);
+}
+
+} // namespace amdcr
