@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "config/config.h"
+
+#include <cstdlib>
+#include <limits>
+
+namespace amdcr {
+
+namespace {
+
+constexpr const char *kBoolForms = "0, 1, yes or no (case-insensitive)";
+constexpr const char *kSizeForms =
+	"a decimal byte count with an optional K, M or G suffix (x1024), 0 for no cap";
+
+struct CheckInfo {
+	Check check;
+	const char *env;
+	bool Config::*field;
+};
+
+constexpr CheckInfo kCheckTable[] = {
+	{Check::FwVersion, "KFD_FW_VER_CHECK", &Config::fw_version_check},
+	{Check::SdmaFwVersion, "KFD_SDMA_FW_VER_CHECK", &Config::sdma_fw_version_check},
+	{Check::CachesCount, "KFD_CACHES_COUNT_CHECK", &Config::caches_count_check},
+	{Check::NumGws, "KFD_NUM_GWS_CHECK", &Config::num_gws_check},
+	{Check::VramSize, "KFD_VRAM_SIZE_CHECK", &Config::vram_size_check},
+	{Check::Numa, "KFD_NUMA_CHECK", &Config::numa_check},
+	{Check::Capability, "KFD_CAPABILITY_CHECK", &Config::capability_check},
+};
+
+const CheckInfo &info(Check check)
+{
+	for (const auto &i : kCheckTable)
+		if (i.check == check)
+			return i;
+	// Every enumerator is in the table.
+	__builtin_unreachable();
+}
+
+char lower(char c)
+{
+	return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+bool iequals(std::string_view a, std::string_view b)
+{
+	if (a.size() != b.size())
+		return false;
+	for (size_t i = 0; i < a.size(); i++)
+		if (lower(a[i]) != lower(b[i]))
+			return false;
+	return true;
+}
+
+} // namespace
+
+const char *check_env_name(Check check)
+{
+	return info(check).env;
+}
+
+bool Config::enabled(Check check) const
+{
+	return this->*(info(check).field);
+}
+
+Config Config::with(Check check, bool on) const
+{
+	Config copy = *this;
+	copy.*(info(check).field) = on;
+	return copy;
+}
+
+Result<bool> parse_bool_setting(std::string_view value)
+{
+	if (value == "1" || iequals(value, "yes"))
+		return true;
+	if (value == "0" || iequals(value, "no"))
+		return false;
+	return make_error(EINVAL, "expected %s", kBoolForms);
+}
+
+Result<uint64_t> parse_size_setting(std::string_view value)
+{
+	size_t digits = 0;
+	while (digits < value.size() && value[digits] >= '0' && value[digits] <= '9')
+		digits++;
+	if (digits == 0)
+		return make_error(EINVAL, "expected %s", kSizeForms);
+
+	uint64_t multiplier = 1;
+	std::string_view suffix = value.substr(digits);
+	if (suffix.size() > 1)
+		return make_error(EINVAL, "expected %s", kSizeForms);
+	if (suffix.size() == 1) {
+		switch (lower(suffix[0])) {
+		case 'k':
+			multiplier = uint64_t{1} << 10;
+			break;
+		case 'm':
+			multiplier = uint64_t{1} << 20;
+			break;
+		case 'g':
+			multiplier = uint64_t{1} << 30;
+			break;
+		default:
+			return make_error(EINVAL, "expected %s", kSizeForms);
+		}
+	}
+
+	constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+	uint64_t n = 0;
+	for (size_t i = 0; i < digits; i++) {
+		const uint64_t d = static_cast<uint64_t>(value[i] - '0');
+		if (n > (kMax - d) / 10)
+			return make_error(ERANGE, "value does not fit in 64 bits; expected %s",
+					  kSizeForms);
+		n = n * 10 + d;
+	}
+	if (n > kMax / multiplier)
+		return make_error(ERANGE, "value times the suffix does not fit in 64 bits; expected %s",
+				  kSizeForms);
+	return n * multiplier;
+}
+
+ConfigLoad load_config(const EnvSource &env)
+{
+	ConfigLoad out;
+	for (const auto &i : kCheckTable) {
+		const std::optional<std::string> v = env(i.env);
+		if (!v)
+			continue;
+		auto parsed = parse_bool_setting(*v);
+		if (parsed)
+			out.config.*(i.field) = *parsed;
+		else
+			out.warnings.push_back(strprintf("%s=\"%s\" is not valid: %s; keeping the default (%s)",
+							 i.env, v->c_str(), parsed.error().message().c_str(),
+							 out.config.*(i.field) ? "1" : "0"));
+	}
+
+	if (const std::optional<std::string> v = env(kMaxBufferSizeEnv)) {
+		auto parsed = parse_size_setting(*v);
+		if (parsed)
+			out.config.max_buffer_size = *parsed;
+		else
+			out.warnings.push_back(strprintf("%s=\"%s\" is not valid: %s; keeping the default (%llu)",
+							 kMaxBufferSizeEnv, v->c_str(),
+							 parsed.error().message().c_str(),
+							 static_cast<unsigned long long>(out.config.max_buffer_size)));
+	}
+	return out;
+}
+
+ConfigLoad load_config(const std::map<std::string, std::string, std::less<>> &vars)
+{
+	return load_config([&vars](std::string_view name) -> std::optional<std::string> {
+		auto it = vars.find(name);
+		if (it == vars.end())
+			return std::nullopt;
+		return it->second;
+	});
+}
+
+ConfigLoad config_from_process_env()
+{
+	return load_config([](std::string_view name) -> std::optional<std::string> {
+		const char *v = std::getenv(std::string(name).c_str());
+		if (!v)
+			return std::nullopt;
+		return std::string(v);
+	});
+}
+
+} // namespace amdcr
