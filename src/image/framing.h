@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The on-disk framing of every amdgpu image file, as the upstream plugin
+// writes it (open_img_file/write_img_file): an 8-byte header holding the
+// size of what follows, then the payload.
+//
+//   offset 0: uint64 payload size, little-endian (upstream writes a native
+//             size_t; every platform with amdgpu CRIU support is 64-bit LE)
+//   offset 8: payload — a packed protobuf message for kfd/renderD/dmabuf
+//             images; the raw concatenated BO contents for pages files
+//
+// The header lets upstream read images through CRIU's image streamer, where
+// the size of a file is not known up front. Nothing follows the payload; a
+// file longer or shorter than 8 + header is corrupt.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "image/image_dir.h"
+
+namespace amdcr {
+
+inline constexpr size_t kImageHeaderSize = 8;
+
+void encode_image_header(uint64_t payload_size, uint8_t out[kImageHeaderSize]);
+uint64_t decode_image_header(const uint8_t in[kImageHeaderSize]);
+
+// Checks that a file of `file_size` bytes whose header says `payload_size`
+// is consistent; the Error names `name`.
+Status check_image_framing(const std::string &name, uint64_t file_size, uint64_t payload_size);
+
+// Reads and checks a whole framed metadata image; returns the payload.
+// Errors: missing file, shorter than the header, size mismatch, above
+// dir.max_metadata_size() — each naming the file.
+Result<std::vector<uint8_t>> read_image_payload(const ImageDir &dir, const std::string &name);
+// Decodes framed bytes already in memory (same checks, no size cap).
+Result<std::span<const uint8_t>> unframe_image(const std::string &name,
+					       std::span<const uint8_t> file);
+// Writes header + payload atomically under `name`.
+Status write_image_payload(const ImageDir &dir, const std::string &name,
+			   std::span<const uint8_t> payload);
+
+} // namespace amdcr

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// ImageDir: the image directory, as a directory fd. Every image file is
+// opened relative to it. The plugin passes CRIU's criu_get_image_dir()
+// (borrowed: CRIU owns that fd); tests and tools open a path (owned).
+//
+// Writing is atomic per file: AtomicFile writes to a hidden temporary name
+// in the same directory (".<name>.tmp-XXXXXXXX", mode 0600: GPU memory may
+// hold secrets) and renameat()s it onto the final name in commit(). An
+// AtomicFile destroyed (or abort()ed) before commit() unlinks its temporary,
+// so a file under a final name is always complete.
+//
+// fsync policy: by default commit() does not fsync. CRIU does not fsync its
+// own images either; a dump's durability is the caller's business (sync
+// after criu dump). The rename still orders "all data written" before "name
+// visible" for readers on this system. With ImageDir::Sync::Full, commit()
+// fsyncs the file before the rename and the directory after it, which also
+// makes the file crash-safe, at the cost of a flush per file.
+//
+// Streaming (CRIU's --stream, img_streamer_open) is not supported.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/result.h"
+#include "base/unique_fd.h"
+
+namespace amdcr {
+
+class AtomicFile;
+
+class ImageDir {
+public:
+	enum class Sync { None, Full };
+
+	// Largest metadata image (kfd/renderD/dmabuf) that read_image_file
+	// accepts. The largest real ones are priv_data of processes with many
+	// queues: megabytes, not gigabytes.
+	static constexpr uint64_t kDefaultMaxMetadataSize = 256ull << 20;
+
+	// Borrows `dirfd` (not closed by ImageDir). The caller keeps it open
+	// while this ImageDir and every AtomicFile made from it are alive.
+	static ImageDir borrow(int dirfd, Sync sync = Sync::None);
+	// Opens `path` as a directory; owns the fd.
+	static Result<ImageDir> open(const std::string &path, Sync sync = Sync::None);
+
+	ImageDir(ImageDir &&) noexcept = default;
+	ImageDir &operator=(ImageDir &&) noexcept = default;
+	ImageDir(const ImageDir &) = delete;
+	ImageDir &operator=(const ImageDir &) = delete;
+	~ImageDir() = default;
+
+	int fd() const { return fd_; }
+	Sync sync() const { return sync_; }
+	uint64_t max_metadata_size() const { return max_metadata_size_; }
+	void set_max_metadata_size(uint64_t bytes) { max_metadata_size_ = bytes; }
+
+	// Creates the temporary file for `name` (mode 0600).
+	Result<AtomicFile> create(const std::string &name) const;
+	// Opens `name` read-only (O_CLOEXEC). A missing file is ENOENT with a
+	// message naming it.
+	Result<UniqueFd> open_read(const std::string &name) const;
+	// Whether `name` exists (any error but ENOENT is an Error).
+	Result<bool> exists(const std::string &name) const;
+	// Size in bytes of `name`, from fstatat.
+	Result<uint64_t> file_size(const std::string &name) const;
+	// Removes `name`; a missing file is not an error.
+	Status remove(const std::string &name) const;
+
+private:
+	ImageDir(int fd, UniqueFd owned, Sync sync) : fd_(fd), owned_(std::move(owned)), sync_(sync) {}
+
+	int fd_ = -1;
+	UniqueFd owned_;
+	Sync sync_ = Sync::None;
+	uint64_t max_metadata_size_ = kDefaultMaxMetadataSize;
+};
+
+// A file being written under a temporary name; see above.
+class AtomicFile {
+public:
+	AtomicFile(AtomicFile &&o) noexcept;
+	AtomicFile &operator=(AtomicFile &&o) noexcept;
+	AtomicFile(const AtomicFile &) = delete;
+	AtomicFile &operator=(const AtomicFile &) = delete;
+	// Unlinks the temporary file unless committed.
+	~AtomicFile();
+
+	// The final name (what error messages use).
+	const std::string &name() const { return name_; }
+	// The temporary name, while not committed.
+	const std::string &temp_name() const { return temp_; }
+	int fd() const { return fd_.get(); }
+	uint64_t bytes_written() const { return written_; }
+	bool committed() const { return committed_; }
+
+	// Appends all of `buf` (short writes retried; ENOSPC/EIO are Errors
+	// naming the file).
+	Status write(const void *buf, size_t len);
+	// Makes the file visible under its final name (replacing an older file
+	// of that name). After an Error, the temporary is still removed by the
+	// destructor.
+	Status commit();
+	// Drops the temporary file now.
+	void abort();
+
+private:
+	friend class ImageDir;
+	AtomicFile(int dirfd, ImageDir::Sync sync, std::string name, std::string temp, UniqueFd fd);
+
+	int dirfd_ = -1;
+	ImageDir::Sync sync_ = ImageDir::Sync::None;
+	std::string name_;
+	std::string temp_;
+	UniqueFd fd_;
+	uint64_t written_ = 0;
+	bool committed_ = false;
+};
+
+} // namespace amdcr

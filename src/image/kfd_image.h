@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The KFD image (amdgpu-kfd-<id>.img): the process's KFD topology as seen at
+// checkpoint, its BO table and the opaque private data of the KFD CRIU op.
+//
+// Callers use these plain C++ types; the protobuf-c structs never leave
+// kfd_image.cpp. KfdDevice has exactly the fields of the proto message
+// kfd_device_entry (same names), so topology code can fill it directly.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "image/image_dir.h"
+
+namespace amdcr {
+
+// KFD_IOC_ALLOC_MEM_FLAGS_* of <linux/kfd_ioctl.h> that decide whether a BO
+// has contents in the pages file.
+inline constexpr uint32_t kKfdAllocVram = 1u << 0;
+inline constexpr uint32_t kKfdAllocGtt = 1u << 1;
+
+// DRM render node minors (renderD128 .. renderD255).
+inline constexpr uint32_t kFirstRenderMinor = 128;
+inline constexpr uint32_t kLastRenderMinor = 255;
+
+struct KfdIoLink {
+	uint32_t type = 0; // 2 = PCIe, 11 = XGMI
+	uint32_t node_to_id = 0;
+	bool operator==(const KfdIoLink &) const = default;
+};
+
+// One topology node; a CPU node has gpu_id == 0.
+struct KfdDevice {
+	uint32_t node_id = 0;
+	uint32_t gpu_id = 0;
+	uint32_t cpu_cores_count = 0;
+	uint32_t simd_count = 0;
+	uint32_t mem_banks_count = 0;
+	uint32_t caches_count = 0;
+	uint32_t io_links_count = 0;
+	uint32_t max_waves_per_simd = 0;
+	uint32_t lds_size_in_kb = 0;
+	uint32_t gds_size_in_kb = 0;
+	uint32_t num_gws = 0;
+	uint32_t wave_front_size = 0;
+	uint32_t array_count = 0;
+	uint32_t simd_arrays_per_engine = 0;
+	uint32_t cu_per_simd_array = 0;
+	uint32_t simd_per_cu = 0;
+	uint32_t max_slots_scratch_cu = 0;
+	uint32_t vendor_id = 0;
+	uint32_t device_id = 0;
+	uint32_t domain = 0;
+	uint32_t drm_render_minor = 0;
+	uint64_t hive_id = 0;
+	uint32_t num_sdma_engines = 0;
+	uint32_t num_sdma_xgmi_engines = 0;
+	uint32_t num_sdma_queues_per_engine = 0;
+	uint32_t num_cp_queues = 0;
+	uint32_t fw_version = 0;
+	uint32_t capability = 0;
+	uint32_t sdma_fw_version = 0;
+	uint32_t vram_public = 0;
+	uint64_t vram_size = 0;
+	std::vector<KfdIoLink> iolinks;
+
+	bool is_gpu() const { return gpu_id != 0; }
+	bool operator==(const KfdDevice &) const = default;
+};
+
+// One KFD BO (a bucket of the CHECKPOINT op).
+struct KfdBo {
+	uint64_t addr = 0;
+	uint64_t size = 0;
+	uint64_t offset = 0; // mmap offset
+	uint32_t alloc_flags = 0;
+	uint32_t gpu_id = 0;
+	uint32_t handle = 0; // GEM handle of the dma-buf import
+
+	// VRAM and GTT BOs have their contents in the pages file.
+	bool has_contents() const { return (alloc_flags & (kKfdAllocVram | kKfdAllocGtt)) != 0; }
+	bool operator==(const KfdBo &) const = default;
+};
+
+struct KfdImage {
+	uint32_t pid = 0;
+	// All topology nodes, CPUs and GPUs, in topology order. On disk,
+	// num_of_gpus = number of GPU entries, num_of_cpus = the rest.
+	std::vector<KfdDevice> devices;
+	// In the order of the CHECKPOINT op's BO buckets; this order is the
+	// order of the contents in the pages files.
+	std::vector<KfdBo> bos;
+	uint32_t num_of_objects = 0;
+	uint64_t shared_mem_size = 0;
+	uint32_t shared_mem_magic = 0;
+	std::vector<uint8_t> priv_data;
+
+	uint32_t gpu_count() const;
+	uint32_t cpu_count() const;
+	// The device entry of `gpu_id`, or nullptr.
+	const KfdDevice *find_gpu(uint32_t gpu_id) const;
+	// Sum of the sizes of gpu_id's VRAM/GTT BOs: its pages file's payload.
+	// Errors on overflow.
+	Result<uint64_t> pages_size(uint32_t gpu_id) const;
+
+	bool operator==(const KfdImage &) const = default;
+};
+
+// Checks a KfdImage for everything read_kfd_image checks (used on write
+// too, so that we never write what we would refuse to read). `name` is put
+// in the messages.
+Status validate_kfd_image(const KfdImage &img, const std::string &name);
+
+// Packed protobuf payload (no framing).
+Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img);
+// Unpacks and validates a payload; errors name `name`.
+Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::string &name);
+
+// amdgpu-kfd-<id>.img, framed, atomically.
+Status write_kfd_image(const ImageDir &dir, int id, const KfdImage &img);
+Result<KfdImage> read_kfd_image(const ImageDir &dir, int id);
+
+} // namespace amdcr

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// Pages files: the contents of BOs, in upstream's framing (8-byte size
+// header, then the raw bytes). A KFD pages file (amdgpu-pages-<id>-<gpu>.img)
+// holds the VRAM/GTT BOs of one GPU concatenated in BO-table order; a DRM
+// pages file holds one render-node BO.
+//
+// PagesWriter is the copy engine's ByteSink on dump, PagesReader its
+// ByteSource on restore. Both do large I/O straight on the fd (no stdio).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/result.h"
+#include "base/unique_fd.h"
+#include "image/byte_stream.h"
+#include "image/image_dir.h"
+
+namespace amdcr {
+
+class PagesWriter final : public ByteSink {
+public:
+	// Starts `name` (under a temporary name) for exactly `payload_size`
+	// bytes; the size goes into the header first.
+	static Result<PagesWriter> create(const ImageDir &dir, const std::string &name,
+					  uint64_t payload_size);
+	static Result<PagesWriter> create_kfd(const ImageDir &dir, int id, uint32_t gpu_id,
+					      uint64_t payload_size);
+
+	PagesWriter(PagesWriter &&) noexcept = default;
+	PagesWriter &operator=(PagesWriter &&) noexcept = default;
+	~PagesWriter() override = default; // uncommitted: the temporary goes
+
+	// Appends; more than the declared size in total is EINVAL.
+	Status write(const void *buf, size_t len) override;
+	// Requires exactly the declared size written, then renames into place.
+	Status commit();
+	void abort() { file_.abort(); }
+
+	const std::string &name() const { return file_.name(); }
+	uint64_t payload_size() const { return payload_size_; }
+	uint64_t written() const { return written_; }
+	uint64_t remaining() const { return payload_size_ - written_; }
+
+private:
+	PagesWriter(AtomicFile file, uint64_t payload_size)
+		: file_(std::move(file)), payload_size_(payload_size)
+	{
+	}
+
+	AtomicFile file_;
+	uint64_t payload_size_ = 0;
+	uint64_t written_ = 0;
+};
+
+class PagesReader final : public ByteSource {
+public:
+	// Opens `name` and checks its header against the file size.
+	static Result<PagesReader> open(const ImageDir &dir, const std::string &name);
+	static Result<PagesReader> open_kfd(const ImageDir &dir, int id, uint32_t gpu_id);
+
+	PagesReader(PagesReader &&) noexcept = default;
+	PagesReader &operator=(PagesReader &&) noexcept = default;
+	~PagesReader() override = default;
+
+	// Sequential: reads the next `len` bytes; past the end is an Error
+	// naming the file.
+	Status read(void *buf, size_t len) override;
+	Status skip(uint64_t len) override;
+	uint64_t remaining() const override { return payload_size_ - pos_; }
+
+	// Random access within the payload (does not move the position).
+	Status read_at(uint64_t payload_offset, void *buf, size_t len) const;
+
+	const std::string &name() const { return name_; }
+	uint64_t payload_size() const { return payload_size_; }
+	uint64_t position() const { return pos_; }
+
+private:
+	PagesReader(std::string name, UniqueFd fd, uint64_t payload_size)
+		: name_(std::move(name)), fd_(std::move(fd)), payload_size_(payload_size)
+	{
+	}
+
+	std::string name_;
+	UniqueFd fd_;
+	uint64_t payload_size_ = 0;
+	uint64_t pos_ = 0;
+};
+
+} // namespace amdcr

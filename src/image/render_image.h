@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The render node image (amdgpu-renderD-<id>.img) and the dma-buf image
+// (amdgpu-dmabuf_<id>.img), as plain C++ types.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "image/image_dir.h"
+
+namespace amdcr {
+
+// AMDGPU_GEM_DOMAIN_* of <drm/amdgpu_drm.h> whose BOs have contents.
+inline constexpr uint32_t kGemDomainGtt = 0x2;
+inline constexpr uint32_t kGemDomainVram = 0x4;
+
+struct DrmVm {
+	uint64_t start = 0;
+	uint64_t last = 0;
+	uint64_t offset = 0;
+	uint64_t flags = 0;
+	bool operator==(const DrmVm &) const = default;
+};
+
+struct DrmBo {
+	uint64_t addr = 0;
+	uint64_t size = 0;
+	uint64_t offset = 0;
+	uint64_t alloc_flags = 0;
+	uint32_t preferred_domains = 0;
+	uint32_t handle = 0;
+	bool is_import = false;
+	std::vector<DrmVm> vms;
+
+	bool has_contents() const
+	{
+		return (preferred_domains & (kGemDomainGtt | kGemDomainVram)) != 0;
+	}
+	bool operator==(const DrmBo &) const = default;
+};
+
+struct RenderNodeImage {
+	uint32_t gpu_id = 0;
+	uint32_t id = 0;
+	uint32_t drm_render_minor = 0;
+	std::vector<DrmBo> bos;
+	bool operator==(const RenderNodeImage &) const = default;
+};
+
+struct DmabufImage {
+	uint32_t gem_handle = 0;
+	bool operator==(const DmabufImage &) const = default;
+};
+
+Status validate_render_image(const RenderNodeImage &img, const std::string &name);
+
+Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img);
+Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload,
+					    const std::string &name);
+Status write_render_image(const ImageDir &dir, int id, const RenderNodeImage &img);
+Result<RenderNodeImage> read_render_image(const ImageDir &dir, int id);
+
+Result<std::vector<uint8_t>> pack_dmabuf_image(const DmabufImage &img);
+Result<DmabufImage> unpack_dmabuf_image(std::span<const uint8_t> payload,
+					const std::string &name);
+Status write_dmabuf_image(const ImageDir &dir, int id, const DmabufImage &img);
+Result<DmabufImage> read_dmabuf_image(const ImageDir &dir, int id);
+
+} // namespace amdcr
