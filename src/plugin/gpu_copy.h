@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// Moving the contents of a process's KFD buffers between the GPUs and the
+// pages images: one job per GPU, all GPUs in parallel, each through its own
+// SDMA engine on that GPU's render node and the one bounded, pipelined
+// transfer (src/copy), in the direction of the stage.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "copy/transfer.h"
+#include "image/image_dir.h"
+
+namespace amdcr {
+
+struct GpuCopyBo {
+	int dmabuf_fd = -1; // borrowed; the caller keeps it open during the run
+	uint64_t size = 0;
+};
+
+struct GpuCopyJob {
+	uint32_t image_gpu_id = 0;  // names the pages file and the log lines
+	uint32_t render_minor = 0;  // the local GPU's render node
+	std::string render_path;    // /dev/dri/renderD<minor>
+	std::string pages_file;     // in the image directory
+	std::vector<GpuCopyBo> bos; // in BO bucket order = file order
+};
+
+struct GpuCopyResult {
+	uint32_t image_gpu_id = 0;
+	TransferStats stats;
+};
+
+// Runs every job on its own thread and waits for all of them. Dump:
+// each pages file is written atomically (nothing visible under its name on
+// failure). Restore: each pages file must hold exactly the jobs' bytes.
+// Returns the per-GPU stats, or the first job's error (by job order) after
+// all jobs have stopped. Logs one summary line per GPU on success.
+Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir &images,
+						  const std::vector<GpuCopyJob> &jobs,
+						  uint64_t staging_bound);
+
+} // namespace amdcr
