@@ -36,6 +36,14 @@ struct IoLink {
 	bool operator==(const IoLink &) const = default;
 };
 
+// One caches/<i> entry (informational: not stored in images, not compared).
+struct CacheInfo {
+	uint32_t level = 0;
+	uint32_t size = 0; // KiB
+	uint32_t cache_line_size = 0;
+	uint32_t type = 0;
+};
+
 struct TopologyNode {
 	uint32_t node_id = 0;
 	// 0 for a CPU node. Also 0 for a GPU node that is not accessible and
@@ -82,6 +90,10 @@ struct TopologyNode {
 
 	// PCIe and XGMI links, in sysfs order (links of other types dropped).
 	std::vector<IoLink> io_links;
+	// p2p_links/<i> (same filtering). Informational: not stored in images.
+	std::vector<IoLink> p2p_links;
+	// caches/<i>, in index order. Informational.
+	std::vector<CacheInfo> caches;
 
 	bool is_cpu() const { return !is_gpu; }
 };

@@ -1,0 +1,804 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "topology/topology.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "base/file_io.h"
+
+namespace amdcr {
+
+// ---- Topology queries --------------------------------------------------------
+
+Topology::Topology(std::vector<TopologyNode> nodes, SystemProperties system)
+	: nodes_(std::move(nodes)), system_(system)
+{
+	std::stable_sort(nodes_.begin(), nodes_.end(),
+			 [](const TopologyNode &a, const TopologyNode &b) { return a.node_id < b.node_id; });
+}
+
+const TopologyNode *Topology::node(uint32_t node_id) const
+{
+	for (const auto &n : nodes_)
+		if (n.node_id == node_id)
+			return &n;
+	return nullptr;
+}
+
+const TopologyNode *Topology::gpu(uint32_t gpu_id) const
+{
+	if (gpu_id == 0)
+		return nullptr;
+	for (const auto &n : nodes_)
+		if (n.is_gpu && n.gpu_id == gpu_id)
+			return &n;
+	return nullptr;
+}
+
+const TopologyNode *Topology::gpu_by_render_minor(uint32_t minor) const
+{
+	for (const auto &n : nodes_)
+		if (n.is_gpu && n.accessible && n.drm_render_minor == minor)
+			return &n;
+	return nullptr;
+}
+
+std::vector<const TopologyNode *> Topology::gpus() const
+{
+	std::vector<const TopologyNode *> out;
+	for (const auto &n : nodes_)
+		if (n.is_gpu)
+			out.push_back(&n);
+	return out;
+}
+
+std::vector<const TopologyNode *> Topology::accessible_gpus() const
+{
+	std::vector<const TopologyNode *> out;
+	for (const auto &n : nodes_)
+		if (n.is_gpu && n.accessible)
+			out.push_back(&n);
+	return out;
+}
+
+std::vector<const TopologyNode *> Topology::cpus() const
+{
+	std::vector<const TopologyNode *> out;
+	for (const auto &n : nodes_)
+		if (n.is_cpu())
+			out.push_back(&n);
+	return out;
+}
+
+bool Topology::link_valid(const IoLink &link) const
+{
+	const TopologyNode *to = node(link.node_to);
+	return to && to->accessible;
+}
+
+const IoLink *Topology::find_link(uint32_t from, uint32_t to, uint32_t type) const
+{
+	const TopologyNode *n = node(from);
+	if (!n || !n->accessible)
+		return nullptr;
+	for (const auto &l : n->io_links)
+		if (l.node_to == to && l.type == type && link_valid(l))
+			return &l;
+	return nullptr;
+}
+
+bool Topology::bidirectional(uint32_t node_a, uint32_t node_b, uint32_t type) const
+{
+	return find_link(node_a, node_b, type) && find_link(node_b, node_a, type);
+}
+
+bool Topology::xgmi_peers(uint32_t gpu_a, uint32_t gpu_b) const
+{
+	const TopologyNode *a = gpu(gpu_a);
+	const TopologyNode *b = gpu(gpu_b);
+	if (!a || !b || a == b)
+		return false;
+	return bidirectional(a->node_id, b->node_id, kIoLinkTypeXgmi);
+}
+
+std::vector<std::vector<uint32_t>> Topology::hives() const
+{
+	const auto g = accessible_gpus();
+	std::vector<size_t> parent(g.size());
+	std::iota(parent.begin(), parent.end(), size_t{0});
+	auto find = [&parent](size_t i) {
+		while (parent[i] != i)
+			i = parent[i] = parent[parent[i]];
+		return i;
+	};
+	for (size_t i = 0; i < g.size(); i++)
+		for (size_t j = i + 1; j < g.size(); j++)
+			if (bidirectional(g[i]->node_id, g[j]->node_id, kIoLinkTypeXgmi))
+				parent[find(j)] = find(i);
+
+	std::vector<std::vector<uint32_t>> out;
+	std::map<size_t, size_t> index; // root -> position in out
+	for (size_t i = 0; i < g.size(); i++) {
+		const size_t r = find(i);
+		auto [it, inserted] = index.emplace(r, out.size());
+		if (inserted)
+			out.emplace_back();
+		out[it->second].push_back(g[i]->gpu_id);
+	}
+	std::erase_if(out, [](const auto &h) { return h.size() < 2; });
+	return out;
+}
+
+std::vector<uint32_t> Topology::cpu_nodes_of_gpu(uint32_t gpu_id) const
+{
+	std::vector<uint32_t> out;
+	const TopologyNode *g = gpu(gpu_id);
+	if (!g || !g->accessible)
+		return out;
+	for (const auto &l : g->io_links) {
+		const TopologyNode *to = node(l.node_to);
+		if (to && to->accessible && to->is_cpu() &&
+		    std::find(out.begin(), out.end(), l.node_to) == out.end())
+			out.push_back(l.node_to);
+	}
+	return out;
+}
+
+// ---- the file system ---------------------------------------------------------
+
+namespace {
+
+class DiskTopologyFs final : public TopologyFs {
+public:
+	Result<std::string> read_file(const std::string &path) const override
+	{
+		return read_text_file(AT_FDCWD, path);
+	}
+
+	Result<std::vector<DirEntry>> list_dir(const std::string &path) const override
+	{
+		DIR *d = ::opendir(path.c_str());
+		if (!d)
+			return errno_error(errno, "opendir " + path);
+		std::vector<DirEntry> out;
+		int err = 0;
+		for (;;) {
+			errno = 0;
+			const struct dirent *e = ::readdir(d);
+			if (!e) {
+				err = errno;
+				break;
+			}
+			const std::string name = e->d_name;
+			if (name == "." || name == "..")
+				continue;
+			struct stat st = {};
+			const bool is_dir = ::stat((path + "/" + name).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+			out.push_back({name, is_dir});
+		}
+		::closedir(d);
+		if (err)
+			return errno_error(err, "readdir " + path);
+		return out;
+	}
+};
+
+bool is_decimal(std::string_view s)
+{
+	return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool parse_u64(std::string_view s, uint64_t &out)
+{
+	if (!is_decimal(s))
+		return false;
+	auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+	return ec == std::errc() && p == s.data() + s.size();
+}
+
+bool is_denied(const Error &e)
+{
+	return e.code() == EPERM || e.code() == EACCES;
+}
+
+// Numeric subdirectories of `path`, sorted by number. A missing directory
+// is an empty list when `optional`.
+Result<std::vector<std::pair<uint32_t, std::string>>> numeric_subdirs(const TopologyFs &fs,
+								       const std::string &path, bool optional)
+{
+	std::vector<std::pair<uint32_t, std::string>> out;
+	auto entries = fs.list_dir(path);
+	if (!entries) {
+		if (optional && entries.error().code() == ENOENT)
+			return out;
+		return std::move(entries).error();
+	}
+	for (const auto &e : *entries) {
+		uint64_t n = 0;
+		if (!e.is_dir || !parse_u64(e.name, n) || n > std::numeric_limits<uint32_t>::max())
+			continue;
+		out.emplace_back(static_cast<uint32_t>(n), path + "/" + e.name);
+	}
+	std::sort(out.begin(), out.end());
+	return out;
+}
+
+struct KeyValue {
+	std::string key;
+	uint64_t value = 0;
+	std::string raw; // the value text (for non-numeric values we allow)
+	size_t line = 0;
+};
+
+// Splits "<key> <value>" lines. Every non-empty line must have exactly two
+// whitespace-separated fields; the value must be an unsigned decimal unless
+// `allow_raw(key)` says otherwise. The only empty line allowed is after the
+// last newline.
+template <typename AllowRaw>
+Result<std::vector<KeyValue>> parse_key_values(const std::string &path, const std::string &text,
+					       AllowRaw allow_raw)
+{
+	std::vector<KeyValue> out;
+	size_t pos = 0;
+	size_t line_no = 0;
+	while (pos < text.size()) {
+		size_t end = text.find('\n', pos);
+		if (end == std::string::npos)
+			end = text.size();
+		const std::string_view line(text.data() + pos, end - pos);
+		line_no++;
+		pos = end + 1;
+
+		std::vector<std::string_view> fields;
+		size_t i = 0;
+		while (i < line.size()) {
+			while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r'))
+				i++;
+			const size_t start = i;
+			while (i < line.size() && line[i] != ' ' && line[i] != '\t' && line[i] != '\r')
+				i++;
+			if (i > start)
+				fields.push_back(line.substr(start, i - start));
+		}
+		KeyValue kv;
+		kv.line = line_no;
+		bool ok = fields.size() == 2;
+		if (ok) {
+			kv.key = std::string(fields[0]);
+			kv.raw = std::string(fields[1]);
+			if (!parse_u64(fields[1], kv.value))
+				ok = allow_raw(kv.key);
+		}
+		if (!ok)
+			return make_error(EINVAL, "%s:%zu: malformed line \"%.*s\" (expected \"<name> <unsigned decimal>\")",
+					  path.c_str(), line_no, static_cast<int>(line.size()), line.data());
+		out.push_back(std::move(kv));
+	}
+	return out;
+}
+
+Result<std::vector<KeyValue>> parse_key_values(const std::string &path, const std::string &text)
+{
+	return parse_key_values(path, text, [](const std::string &) { return false; });
+}
+
+Result<uint32_t> to_u32(const std::string &path, const KeyValue &kv)
+{
+	if (kv.value > std::numeric_limits<uint32_t>::max())
+		return make_error(EINVAL, "%s:%zu: value of %s (%llu) does not fit in 32 bits", path.c_str(),
+				  kv.line, kv.key.c_str(), static_cast<unsigned long long>(kv.value));
+	return static_cast<uint32_t>(kv.value);
+}
+
+// The uint32 properties of a node, by sysfs key.
+constexpr struct {
+	const char *key;
+	uint32_t TopologyNode::*field;
+} kU32Properties[] = {
+	{"cpu_cores_count", &TopologyNode::cpu_cores_count},
+	{"simd_count", &TopologyNode::simd_count},
+	{"mem_banks_count", &TopologyNode::mem_banks_count},
+	{"caches_count", &TopologyNode::caches_count},
+	{"io_links_count", &TopologyNode::io_links_count},
+	{"max_waves_per_simd", &TopologyNode::max_waves_per_simd},
+	{"lds_size_in_kb", &TopologyNode::lds_size_in_kb},
+	{"gds_size_in_kb", &TopologyNode::gds_size_in_kb},
+	{"num_gws", &TopologyNode::num_gws},
+	{"wave_front_size", &TopologyNode::wave_front_size},
+	{"array_count", &TopologyNode::array_count},
+	{"simd_arrays_per_engine", &TopologyNode::simd_arrays_per_engine},
+	{"cu_per_simd_array", &TopologyNode::cu_per_simd_array},
+	{"simd_per_cu", &TopologyNode::simd_per_cu},
+	{"max_slots_scratch_cu", &TopologyNode::max_slots_scratch_cu},
+	{"vendor_id", &TopologyNode::vendor_id},
+	{"device_id", &TopologyNode::device_id},
+	{"domain", &TopologyNode::domain},
+	{"drm_render_minor", &TopologyNode::drm_render_minor},
+	{"num_sdma_engines", &TopologyNode::num_sdma_engines},
+	{"num_sdma_xgmi_engines", &TopologyNode::num_sdma_xgmi_engines},
+	{"num_sdma_queues_per_engine", &TopologyNode::num_sdma_queues_per_engine},
+	{"num_cp_queues", &TopologyNode::num_cp_queues},
+	{"fw_version", &TopologyNode::fw_version},
+	{"capability", &TopologyNode::capability},
+	{"sdma_fw_version", &TopologyNode::sdma_fw_version},
+};
+
+Status parse_properties(const std::string &path, const std::string &text, TopologyNode &node)
+{
+	auto kvs = parse_key_values(path, text);
+	if (!kvs)
+		return std::move(kvs).error();
+	for (const auto &kv : *kvs) {
+		if (kv.key == "hive_id") {
+			node.hive_id = kv.value;
+			continue;
+		}
+		for (const auto &p : kU32Properties) {
+			if (kv.key != p.key)
+				continue;
+			auto v = to_u32(path, kv);
+			if (!v)
+				return std::move(v).error();
+			node.*(p.field) = *v;
+			break;
+		}
+		// Unknown keys are ignored: newer kernels add some.
+	}
+	return ok_status();
+}
+
+class NodeParser {
+public:
+	NodeParser(const TopologyFs &fs, std::string dir, TopologyNode &node) : fs_(fs), dir_(std::move(dir)), node_(node) {}
+
+	// On success, denied() tells whether the device cgroup hides the node.
+	Status parse()
+	{
+		if (auto s = read_gpu_id(); !s)
+			return s;
+		if (denied_)
+			return ok_status();
+		for (auto step : {&NodeParser::read_name, &NodeParser::read_properties, &NodeParser::read_mem_banks,
+				  &NodeParser::read_caches, &NodeParser::read_links}) {
+			if (auto s = (this->*step)(); !s)
+				return s;
+			if (denied_)
+				return ok_status();
+		}
+		return ok_status();
+	}
+
+	bool denied() const { return denied_; }
+
+private:
+	// Reads a file of this node. A denial on a GPU node (or on the gpu_id
+	// file, before we know the kind) sets denied_ and yields nullopt.
+	Result<std::optional<std::string>> read(const std::string &path)
+	{
+		auto text = fs_.read_file(path);
+		if (text)
+			return std::optional<std::string>(std::move(*text));
+		if (is_denied(text.error()) && (node_.is_gpu || !known_)) {
+			denied_ = true;
+			return std::optional<std::string>();
+		}
+		return std::move(text).error();
+	}
+
+	Result<std::optional<std::vector<std::pair<uint32_t, std::string>>>> subdirs(const std::string &path)
+	{
+		auto d = numeric_subdirs(fs_, path, true);
+		if (d)
+			return std::optional(std::move(*d));
+		if (is_denied(d.error()) && node_.is_gpu) {
+			denied_ = true;
+			return std::optional<std::vector<std::pair<uint32_t, std::string>>>();
+		}
+		return std::move(d).error();
+	}
+
+	Status read_gpu_id()
+	{
+		const std::string path = dir_ + "/gpu_id";
+		auto text = read(path);
+		if (!text)
+			return std::move(text).error();
+		if (denied_) {
+			node_.is_gpu = true; // CPU nodes are never hidden by the device cgroup
+			node_.accessible = false;
+			return ok_status();
+		}
+		std::string_view v = **text;
+		if (!v.empty() && v.back() == '\n')
+			v.remove_suffix(1);
+		uint64_t id = 0;
+		if (!parse_u64(v, id) || id > std::numeric_limits<uint32_t>::max())
+			return make_error(EINVAL, "%s:1: malformed gpu_id \"%.*s\" (expected an unsigned decimal)",
+					  path.c_str(), static_cast<int>(v.size()), v.data());
+		node_.gpu_id = static_cast<uint32_t>(id);
+		node_.is_gpu = id != 0;
+		known_ = true;
+		return ok_status();
+	}
+
+	Status read_name()
+	{
+		auto text = read(dir_ + "/name");
+		if (!text) {
+			if (text.error().code() == ENOENT)
+				return ok_status(); // optional
+			return std::move(text).error();
+		}
+		if (*text) {
+			std::string name = std::move(**text);
+			while (!name.empty() && (name.back() == '\n' || name.back() == ' '))
+				name.pop_back();
+			node_.name = std::move(name);
+		}
+		return ok_status();
+	}
+
+	Status read_properties()
+	{
+		const std::string path = dir_ + "/properties";
+		auto text = read(path);
+		if (!text)
+			return std::move(text).error();
+		if (!*text)
+			return ok_status();
+		return parse_properties(path, **text, node_);
+	}
+
+	Status read_mem_banks()
+	{
+		if (!node_.is_gpu)
+			return ok_status();
+		auto banks = subdirs(dir_ + "/mem_banks");
+		if (!banks)
+			return std::move(banks).error();
+		if (!*banks)
+			return ok_status();
+		for (const auto &[index, bank_dir] : **banks) {
+			const std::string path = bank_dir + "/properties";
+			auto text = read(path);
+			if (!text)
+				return std::move(text).error();
+			if (!*text)
+				return ok_status();
+			auto kvs = parse_key_values(path, **text);
+			if (!kvs)
+				return std::move(kvs).error();
+			uint64_t heap_type = 0, size = 0;
+			for (const auto &kv : *kvs) {
+				if (kv.key == "heap_type")
+					heap_type = kv.value;
+				else if (kv.key == "size_in_bytes")
+					size = kv.value;
+			}
+			if (heap_type == kHeapTypeFrameBufferPublic || heap_type == kHeapTypeFrameBufferPrivate) {
+				if (size == 0)
+					return make_error(EINVAL, "%s: VRAM bank (heap_type %llu) has size 0",
+							  path.c_str(), static_cast<unsigned long long>(heap_type));
+				node_.vram_public = heap_type == kHeapTypeFrameBufferPublic;
+				node_.vram_size = size;
+				return ok_status();
+			}
+		}
+		return make_error(EINVAL, "%s/mem_banks: GPU %u has no VRAM bank (heap_type %u or %u)", dir_.c_str(),
+				  node_.gpu_id, kHeapTypeFrameBufferPublic, kHeapTypeFrameBufferPrivate);
+	}
+
+	Status read_caches()
+	{
+		auto caches = subdirs(dir_ + "/caches");
+		if (!caches)
+			return std::move(caches).error();
+		if (!*caches)
+			return ok_status();
+		for (const auto &[index, cache_dir] : **caches) {
+			const std::string path = cache_dir + "/properties";
+			auto text = read(path);
+			if (!text)
+				return std::move(text).error();
+			if (!*text)
+				return ok_status();
+			// sibling_map is a comma-separated list, not a number.
+			auto kvs = parse_key_values(path, **text, [](const std::string &key) { return key == "sibling_map"; });
+			if (!kvs)
+				return std::move(kvs).error();
+			CacheInfo c;
+			for (const auto &kv : *kvs) {
+				uint32_t CacheInfo::*field = nullptr;
+				if (kv.key == "level")
+					field = &CacheInfo::level;
+				else if (kv.key == "size")
+					field = &CacheInfo::size;
+				else if (kv.key == "cache_line_size")
+					field = &CacheInfo::cache_line_size;
+				else if (kv.key == "type")
+					field = &CacheInfo::type;
+				if (!field)
+					continue;
+				auto v = to_u32(path, kv);
+				if (!v)
+					return std::move(v).error();
+				c.*field = *v;
+			}
+			node_.caches.push_back(c);
+		}
+		return ok_status();
+	}
+
+	Status read_link_dir(const std::string &which, std::vector<IoLink> &out)
+	{
+		auto links = subdirs(dir_ + "/" + which);
+		if (!links)
+			return std::move(links).error();
+		if (!*links)
+			return ok_status();
+		for (const auto &[index, link_dir] : **links) {
+			const std::string path = link_dir + "/properties";
+			auto text = read(path);
+			if (!text)
+				return std::move(text).error();
+			if (!*text)
+				return ok_status();
+			auto kvs = parse_key_values(path, **text);
+			if (!kvs)
+				return std::move(kvs).error();
+			IoLink link;
+			for (const auto &kv : *kvs) {
+				if (kv.key != "type" && kv.key != "node_to")
+					continue;
+				auto v = to_u32(path, kv);
+				if (!v)
+					return std::move(v).error();
+				(kv.key == "type" ? link.type : link.node_to) = *v;
+			}
+			if (link.type == kIoLinkTypePcie || link.type == kIoLinkTypeXgmi)
+				out.push_back(link);
+		}
+		return ok_status();
+	}
+
+	Status read_links()
+	{
+		if (auto s = read_link_dir("io_links", node_.io_links); !s || denied_)
+			return s;
+		return read_link_dir("p2p_links", node_.p2p_links);
+	}
+
+	const TopologyFs &fs_;
+	std::string dir_;
+	TopologyNode &node_;
+	bool known_ = false; // the node kind (gpu_id) is known
+	bool denied_ = false;
+};
+
+Result<SystemProperties> read_system_properties(const TopologyFs &fs, const std::string &dir)
+{
+	SystemProperties sys;
+	const std::string path = dir + "/system_properties";
+	auto text = fs.read_file(path);
+	if (!text)
+		return sys; // informational only
+	auto kvs = parse_key_values(path, *text);
+	if (!kvs)
+		return std::move(kvs).error();
+	for (const auto &kv : *kvs) {
+		if (kv.key == "platform_oem")
+			sys.platform_oem = kv.value;
+		else if (kv.key == "platform_id")
+			sys.platform_id = kv.value;
+		else if (kv.key == "platform_rev")
+			sys.platform_rev = kv.value;
+	}
+	return sys;
+}
+
+} // namespace
+
+const TopologyFs &disk_topology_fs()
+{
+	static const DiskTopologyFs fs;
+	return fs;
+}
+
+std::string topology_dir(const std::string &root)
+{
+	std::string r = root;
+	while (!r.empty() && r.back() == '/')
+		r.pop_back();
+	return r + "/sys/class/kfd/kfd/topology";
+}
+
+Result<Topology> parse_topology(const std::string &root, const TopologyFs &fs)
+{
+	const std::string dir = topology_dir(root);
+	auto sys = read_system_properties(fs, dir);
+	if (!sys)
+		return std::move(sys).error();
+
+	auto node_dirs = numeric_subdirs(fs, dir + "/nodes", false);
+	if (!node_dirs)
+		return std::move(node_dirs).error().context("KFD topology");
+
+	std::vector<TopologyNode> nodes;
+	std::set<uint32_t> gpu_ids;
+	for (const auto &[id, node_dir] : *node_dirs) {
+		TopologyNode node;
+		node.node_id = id;
+		NodeParser parser(fs, node_dir, node);
+		if (auto s = parser.parse(); !s)
+			return std::move(s).error();
+		if (parser.denied()) {
+			// Keep what identifies the node; nothing else is reliable.
+			TopologyNode hidden;
+			hidden.node_id = id;
+			hidden.gpu_id = node.gpu_id;
+			hidden.is_gpu = true;
+			hidden.accessible = false;
+			node = std::move(hidden);
+		}
+		if (node.gpu_id != 0 && !gpu_ids.insert(node.gpu_id).second)
+			return make_error(EINVAL, "%s/gpu_id: gpu_id %u appears on two nodes", node_dir.c_str(),
+					  node.gpu_id);
+		nodes.push_back(std::move(node));
+	}
+	return Topology(std::move(nodes), *sys);
+}
+
+// ---- image conversion --------------------------------------------------------
+
+struct OwnedDeviceEntry::Storage {
+	KfdDeviceEntry entry;
+	std::vector<DevIolink> links;
+	std::vector<DevIolink *> link_ptrs;
+};
+
+OwnedDeviceEntry::OwnedDeviceEntry() : s_(std::make_unique<Storage>())
+{
+	kfd_device_entry__init(&s_->entry);
+}
+OwnedDeviceEntry::OwnedDeviceEntry(OwnedDeviceEntry &&) noexcept = default;
+OwnedDeviceEntry &OwnedDeviceEntry::operator=(OwnedDeviceEntry &&) noexcept = default;
+OwnedDeviceEntry::~OwnedDeviceEntry() = default;
+
+KfdDeviceEntry *OwnedDeviceEntry::entry()
+{
+	return s_ ? &s_->entry : nullptr;
+}
+
+const KfdDeviceEntry *OwnedDeviceEntry::entry() const
+{
+	return s_ ? &s_->entry : nullptr;
+}
+
+namespace {
+
+// Node fields <-> entry fields, for the uint32 ones with the same meaning.
+constexpr struct {
+	uint32_t TopologyNode::*node;
+	uint32_t KfdDeviceEntry::*entry;
+} kEntryFields[] = {
+	{&TopologyNode::cpu_cores_count, &KfdDeviceEntry::cpu_cores_count},
+	{&TopologyNode::simd_count, &KfdDeviceEntry::simd_count},
+	{&TopologyNode::mem_banks_count, &KfdDeviceEntry::mem_banks_count},
+	{&TopologyNode::caches_count, &KfdDeviceEntry::caches_count},
+	{&TopologyNode::io_links_count, &KfdDeviceEntry::io_links_count},
+	{&TopologyNode::max_waves_per_simd, &KfdDeviceEntry::max_waves_per_simd},
+	{&TopologyNode::lds_size_in_kb, &KfdDeviceEntry::lds_size_in_kb},
+	{&TopologyNode::gds_size_in_kb, &KfdDeviceEntry::gds_size_in_kb},
+	{&TopologyNode::num_gws, &KfdDeviceEntry::num_gws},
+	{&TopologyNode::wave_front_size, &KfdDeviceEntry::wave_front_size},
+	{&TopologyNode::array_count, &KfdDeviceEntry::array_count},
+	{&TopologyNode::simd_arrays_per_engine, &KfdDeviceEntry::simd_arrays_per_engine},
+	{&TopologyNode::cu_per_simd_array, &KfdDeviceEntry::cu_per_simd_array},
+	{&TopologyNode::simd_per_cu, &KfdDeviceEntry::simd_per_cu},
+	{&TopologyNode::max_slots_scratch_cu, &KfdDeviceEntry::max_slots_scratch_cu},
+	{&TopologyNode::vendor_id, &KfdDeviceEntry::vendor_id},
+	{&TopologyNode::device_id, &KfdDeviceEntry::device_id},
+	{&TopologyNode::domain, &KfdDeviceEntry::domain},
+	{&TopologyNode::drm_render_minor, &KfdDeviceEntry::drm_render_minor},
+	{&TopologyNode::num_sdma_engines, &KfdDeviceEntry::num_sdma_engines},
+	{&TopologyNode::num_sdma_xgmi_engines, &KfdDeviceEntry::num_sdma_xgmi_engines},
+	{&TopologyNode::num_sdma_queues_per_engine, &KfdDeviceEntry::num_sdma_queues_per_engine},
+	{&TopologyNode::num_cp_queues, &KfdDeviceEntry::num_cp_queues},
+	{&TopologyNode::fw_version, &KfdDeviceEntry::fw_version},
+	{&TopologyNode::capability, &KfdDeviceEntry::capability},
+	{&TopologyNode::sdma_fw_version, &KfdDeviceEntry::sdma_fw_version},
+};
+
+} // namespace
+
+OwnedDeviceEntry to_device_entry(const Topology &topology, const TopologyNode &node)
+{
+	OwnedDeviceEntry out;
+	OwnedDeviceEntry::Storage &s = *out.s_;
+	KfdDeviceEntry &e = s.entry;
+	e.node_id = node.node_id;
+	e.gpu_id = node.gpu_id;
+	for (const auto &f : kEntryFields)
+		e.*(f.entry) = node.*(f.node);
+	e.hive_id = node.hive_id;
+	e.vram_public = node.vram_public ? 1 : 0;
+	e.vram_size = node.vram_size;
+
+	for (const auto &l : node.io_links) {
+		if (!topology.link_valid(l))
+			continue;
+		DevIolink dl;
+		dev_iolink__init(&dl);
+		dl.type = l.type;
+		dl.node_to_id = l.node_to;
+		s.links.push_back(dl);
+	}
+	for (auto &dl : s.links)
+		s.link_ptrs.push_back(&dl);
+	e.n_iolinks = s.link_ptrs.size();
+	e.iolinks = s.link_ptrs.empty() ? nullptr : s.link_ptrs.data();
+	return out;
+}
+
+std::vector<OwnedDeviceEntry> to_device_entries(const Topology &topology)
+{
+	std::vector<OwnedDeviceEntry> out;
+	for (const auto &n : topology.nodes())
+		if (n.accessible)
+			out.push_back(to_device_entry(topology, n));
+	return out;
+}
+
+TopologyNode node_from_device_entry(const KfdDeviceEntry &e)
+{
+	TopologyNode n;
+	n.node_id = e.node_id;
+	n.gpu_id = e.gpu_id;
+	n.is_gpu = e.gpu_id != 0;
+	n.accessible = true;
+	for (const auto &f : kEntryFields)
+		n.*(f.node) = e.*(f.entry);
+	n.hive_id = e.hive_id;
+	n.vram_public = e.vram_public != 0;
+	n.vram_size = e.vram_size;
+	for (size_t i = 0; i < e.n_iolinks; i++) {
+		if (!e.iolinks || !e.iolinks[i])
+			continue;
+		n.io_links.push_back({e.iolinks[i]->type, e.iolinks[i]->node_to_id});
+	}
+	return n;
+}
+
+Result<Topology> topology_from_device_entries(std::span<const KfdDeviceEntry *const> entries)
+{
+	std::vector<TopologyNode> nodes;
+	std::set<uint32_t> node_ids, gpu_ids;
+	for (size_t i = 0; i < entries.size(); i++) {
+		const KfdDeviceEntry *e = entries[i];
+		if (!e)
+			return make_error(EINVAL, "device entry %zu is missing", i);
+		if (e->n_iolinks && !e->iolinks)
+			return make_error(EINVAL, "device entry %zu (node %u) has %zu io links but no array", i,
+					  e->node_id, e->n_iolinks);
+		for (size_t j = 0; j < e->n_iolinks; j++)
+			if (!e->iolinks[j])
+				return make_error(EINVAL, "device entry %zu (node %u): io link %zu is missing", i,
+						  e->node_id, j);
+		if (!node_ids.insert(e->node_id).second)
+			return make_error(EINVAL, "device entry %zu: node %u appears twice", i, e->node_id);
+		if (e->gpu_id != 0 && !gpu_ids.insert(e->gpu_id).second)
+			return make_error(EINVAL, "device entry %zu: gpu_id %u appears twice", i, e->gpu_id);
+		nodes.push_back(node_from_device_entry(*e));
+	}
+	return Topology(std::move(nodes));
+}
+
+} // namespace amdcr
