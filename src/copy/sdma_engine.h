@@ -65,6 +65,7 @@ private:
 	SdmaEngine(Device dev, Context ctx, Bo ib, VaMapping ib_va, CpuMapping ib_cpu,
 		   SdmaEngineOptions opts);
 	Status refresh_bo_list();
+	Status wait_outstanding();
 
 	// Destroyed in reverse order: list, buffers, staging, IB, context,
 	// then the device.

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "copy/sdma_engine.h"
+
+#include <amdgpu_drm.h>
+#include <unistd.h>
+
+#include <cinttypes>
+
+namespace amdcr {
+
+namespace {
+
+size_t page_size()
+{
+	const long p = ::sysconf(_SC_PAGESIZE);
+	return p > 0 ? static_cast<size_t>(p) : 4096;
+}
+
+} // namespace
+
+Result<std::unique_ptr<SdmaEngine>> SdmaEngine::create(int render_fd, SdmaEngineOptions opts)
+{
+	if (opts.ib_packets == 0)
+		return make_error(EINVAL, "SDMA engine: ib_packets is 0");
+	auto dev = Device::initialize(render_fd);
+	if (!dev)
+		return std::move(dev).error();
+	auto ctx = Context::create(*dev);
+	if (!ctx)
+		return std::move(ctx).error();
+	const size_t page = page_size();
+	const size_t ib_bytes = (sdma_ib_dwords(opts.ib_packets) * 4 + page - 1) / page * page;
+	auto ib = Bo::alloc(*dev, ib_bytes, AMDGPU_GEM_DOMAIN_GTT);
+	if (!ib)
+		return std::move(ib).error().context("SDMA IB");
+	auto ib_va = VaMapping::map(*dev, *ib);
+	if (!ib_va)
+		return std::move(ib_va).error().context("SDMA IB");
+	auto ib_cpu = CpuMapping::map(*ib);
+	if (!ib_cpu)
+		return std::move(ib_cpu).error().context("SDMA IB");
+	return std::unique_ptr<SdmaEngine>(new SdmaEngine(std::move(*dev), std::move(*ctx), std::move(*ib),
+							   std::move(*ib_va), std::move(*ib_cpu), opts));
+}
+
+SdmaEngine::SdmaEngine(Device dev, Context ctx, Bo ib, VaMapping ib_va, CpuMapping ib_cpu,
+		       SdmaEngineOptions opts)
+	: dev_(std::move(dev)), caps_(SdmaCaps::for_family(dev_.family_id())), ctx_(std::move(ctx)),
+	  ib_(std::move(ib)), ib_va_(std::move(ib_va)), ib_cpu_(std::move(ib_cpu)), opts_(opts)
+{
+	ib_dwords_capacity_ = ib_.size() / 4;
+	max_packets_ = sdma_max_packets(ib_dwords_capacity_);
+}
+
+SdmaEngine::~SdmaEngine()
+{
+	// Never free what a running job uses.
+	if (outstanding_)
+		(void)wait_fence(*outstanding_, opts_.fence_timeout_ns);
+}
+
+Result<GpuBuffer> SdmaEngine::import_dmabuf(int dmabuf_fd, uint64_t size)
+{
+	auto bo = Bo::import_dmabuf(dev_, dmabuf_fd);
+	if (!bo)
+		return std::move(bo).error();
+	if (size > bo->size())
+		return make_error(EINVAL, "%s holds %" PRIu64 " bytes, %" PRIu64 " requested",
+				  bo->name().c_str(), bo->size(), size);
+	auto va = VaMapping::map(dev_, *bo);
+	if (!va)
+		return std::move(va).error();
+	GpuBuffer out{va->va(), size ? size : bo->size()};
+	buffers_.push_back(Mapped{std::move(*bo), std::move(*va)});
+	list_stale_ = true;
+	return out;
+}
+
+void SdmaEngine::release_buffers()
+{
+	if (outstanding_)
+		(void)wait_outstanding();
+	list_ = BoList();
+	// Unmap before free: each Mapped destroys va, then bo.
+	buffers_.clear();
+	list_stale_ = true;
+}
+
+Result<uint64_t> SdmaEngine::attach_staging(void *ptr, size_t size)
+{
+	if (staging_)
+		return make_error(EBUSY, "SDMA engine: staging memory already attached");
+	auto bo = Bo::from_user_mem(dev_, ptr, size);
+	if (!bo)
+		return std::move(bo).error();
+	auto va = VaMapping::map(dev_, *bo);
+	if (!va)
+		return std::move(va).error();
+	const uint64_t addr = va->va();
+	staging_.emplace(Mapped{std::move(*bo), std::move(*va)});
+	list_stale_ = true;
+	return addr;
+}
+
+void SdmaEngine::detach_staging()
+{
+	if (outstanding_)
+		(void)wait_outstanding();
+	list_ = BoList();
+	staging_.reset();
+	list_stale_ = true;
+}
+
+Status SdmaEngine::refresh_bo_list()
+{
+	if (!list_stale_ && list_.valid())
+		return ok_status();
+	std::vector<amdgpu_bo_handle> handles;
+	handles.reserve(buffers_.size() + 2);
+	handles.push_back(ib_.get());
+	if (staging_)
+		handles.push_back(staging_->bo.get());
+	for (const auto &b : buffers_)
+		handles.push_back(b.bo.get());
+	list_ = BoList(); // destroy the old list before making the new one
+	auto list = BoList::create(dev_, handles);
+	if (!list)
+		return std::move(list).error();
+	list_ = std::move(*list);
+	list_stale_ = false;
+	return ok_status();
+}
+
+Result<uint64_t> SdmaEngine::submit(std::span<const CopyRange> ranges)
+{
+	if (outstanding_)
+		return make_error(EBUSY, "SDMA engine: a submission is still outstanding");
+	if (ranges.empty())
+		return make_error(EINVAL, "SDMA engine: empty submission");
+	if (auto st = refresh_bo_list(); !st)
+		return std::move(st).error();
+	std::span<uint32_t> ib(static_cast<uint32_t *>(ib_cpu_.ptr()), ib_dwords_capacity_);
+	const size_t dwords = sdma_encode_copies(caps_, ranges, ib);
+	if (dwords == 0)
+		return make_error(E2BIG, "SDMA engine: %zu ranges do not fit an IB of %zu dwords",
+				  ranges.size(), ib_dwords_capacity_);
+	auto fence = submit_dma(ctx_, list_, ib_va_.va(), static_cast<uint32_t>(dwords));
+	if (!fence)
+		return std::move(fence).error();
+	outstanding_ = *fence;
+	return fence->seq();
+}
+
+Status SdmaEngine::wait(uint64_t ticket)
+{
+	if (!outstanding_ || outstanding_->seq() != ticket)
+		return make_error(EINVAL, "SDMA engine: no outstanding submission %" PRIu64, ticket);
+	return wait_outstanding();
+}
+
+Status SdmaEngine::wait_outstanding()
+{
+	const DmaFence f = *outstanding_;
+	outstanding_.reset();
+	return wait_fence(f, opts_.fence_timeout_ns);
+}
+
+} // namespace amdcr
