@@ -9,59 +9,10 @@
 #include "base/file_io.h"
 #include "base/log.h"
 #include "copy/sdma_engine.h"
+#include "image/pages_file.h"
 
 namespace amdcr {
 namespace {
-
-// The pages file being written, as the transfer's sink.
-class AtomicFileSink final : public ByteSink {
-public:
-	explicit AtomicFileSink(AtomicFile &f) : f_(f) {}
-	Status write(const void *buf, size_t len) override { return f_.write(buf, len); }
-
-private:
-	AtomicFile &f_;
-};
-
-// A pages file read sequentially, as the transfer's source.
-class FileSource final : public ByteSource {
-public:
-	FileSource(UniqueFd fd, uint64_t size, std::string name)
-		: fd_(std::move(fd)), size_(size), name_(std::move(name))
-	{
-	}
-	Status read(void *buf, size_t len) override
-	{
-		if (len > size_ - pos_)
-			return make_error(EIO, "%s: truncated: %zu bytes wanted at offset %llu, %llu left",
-					  name_.c_str(), len, static_cast<unsigned long long>(pos_),
-					  static_cast<unsigned long long>(size_ - pos_));
-		auto n = pread_full(fd_.get(), buf, len, pos_);
-		if (!n)
-			return std::move(n).error().context(name_);
-		if (*n != len)
-			return make_error(EIO, "%s: truncated at offset %llu", name_.c_str(),
-					  static_cast<unsigned long long>(pos_ + *n));
-		pos_ += len;
-		return ok_status();
-	}
-	Status skip(uint64_t len) override
-	{
-		if (len > size_ - pos_)
-			return make_error(EIO, "%s: cannot skip %llu bytes at offset %llu", name_.c_str(),
-					  static_cast<unsigned long long>(len),
-					  static_cast<unsigned long long>(pos_));
-		pos_ += len;
-		return ok_status();
-	}
-	uint64_t remaining() const override { return size_ - pos_; }
-
-private:
-	UniqueFd fd_;
-	uint64_t size_ = 0;
-	uint64_t pos_ = 0;
-	std::string name_;
-};
 
 uint64_t job_bytes(const GpuCopyJob &job)
 {
@@ -90,32 +41,28 @@ Result<TransferStats> run_one(Direction dir, const ImageDir &images, const GpuCo
 		bufs.push_back(*b);
 	}
 
+	const uint64_t bytes = job_bytes(job);
 	if (dir == Direction::GpuToFile) {
-		auto file = images.create(job.pages_file);
-		if (!file)
-			return std::move(file).error();
-		AtomicFileSink sink(*file);
-		auto stats = transfer_to_file(**engine, bufs, sink, bound);
+		auto pages = PagesWriter::create(images, job.pages_file, bytes);
+		if (!pages)
+			return std::move(pages).error();
+		auto stats = transfer_to_file(**engine, bufs, *pages, bound);
 		if (!stats)
 			return std::move(stats).error().context(job.pages_file);
-		if (auto st = file->commit(); !st)
+		if (auto st = pages->commit(); !st)
 			return std::move(st).error();
 		return stats;
 	}
 
-	auto size = images.file_size(job.pages_file);
-	if (!size)
-		return std::move(size).error();
-	const uint64_t want = job_bytes(job);
-	if (*size != want)
+	auto pages = PagesReader::open(images, job.pages_file);
+	if (!pages)
+		return std::move(pages).error();
+	if (pages->payload_size() != bytes)
 		return make_error(EINVAL, "%s: holds %llu bytes, the BO table needs %llu",
-				  job.pages_file.c_str(), static_cast<unsigned long long>(*size),
-				  static_cast<unsigned long long>(want));
-	auto fd = images.open_read(job.pages_file);
-	if (!fd)
-		return std::move(fd).error();
-	FileSource source(std::move(*fd), *size, job.pages_file);
-	auto stats = transfer_from_file(**engine, bufs, source, bound);
+				  job.pages_file.c_str(),
+				  static_cast<unsigned long long>(pages->payload_size()),
+				  static_cast<unsigned long long>(bytes));
+	auto stats = transfer_from_file(**engine, bufs, *pages, bound);
 	if (!stats)
 		return std::move(stats).error().context(job.pages_file);
 	return stats;

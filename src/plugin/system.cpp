@@ -5,6 +5,7 @@
 #include <sys/sysmacros.h>
 
 #include "base/file_io.h"
+#include "image/kfd_image.h" // kFirstRenderMinor, kLastRenderMinor
 
 namespace amdcr {
 

@@ -41,10 +41,6 @@ struct DeviceNumbers {
 	bool has_kfd() const { return kfd.has_value(); }
 };
 
-// Render minors are 128..191 for libdrm (its node type is minor >> 6).
-inline constexpr uint32_t kFirstRenderMinor = 128;
-inline constexpr uint32_t kLastRenderMinor = 255;
-
 enum class DeviceFile { Kfd, Render, Other };
 
 // What a file (by its stat) is. KFD: the KFD node's device number with

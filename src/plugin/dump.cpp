@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "plugin/dump.h"
+
+#include <fcntl.h>
+#include <sys/sysmacros.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "base/log.h"
+#include "image/image_names.h"
+#include "image/kfd_image.h"
+#include "image/render_image.h"
+#include "plugin/criu_api.h"
+#include "plugin/device_entries.h"
+#include "plugin/gpu_copy.h"
+#include "plugin/hsakmt_shm.h"
+
+namespace amdcr {
+namespace {
+
+// KFD ioctl interface versions with the CRIU op.
+constexpr uint32_t kKfdMajor = 1;
+constexpr uint32_t kKfdMinCriuMinor = 8;
+
+constexpr const char *kPluginName = "amdgpu_plugin";
+
+Status check_kfd_version(const SystemPaths &paths)
+{
+	auto own = Kfd::open(paths.kfd_path());
+	if (!own)
+		return std::move(own).error();
+	auto v = own->get_version();
+	if (!v)
+		return std::move(v).error().context("AMDKFD_IOC_GET_VERSION");
+	if (v->major != kKfdMajor || v->minor < kKfdMinCriuMinor)
+		return make_error(EPROTONOSUPPORT,
+				  "CR not supported by the kernel driver: KFD ioctl interface %u.%u, "
+				  "checkpoint/restore needs %u.%u or newer",
+				  v->major, v->minor, kKfdMajor, kKfdMinCriuMinor);
+	return ok_status();
+}
+
+} // namespace
+
+DumpSession::DumpSession(SessionEnv env) : env_(std::move(env)), devs_(DeviceNumbers::probe(env_.paths)) {}
+
+DumpSession::~DumpSession()
+{
+	if (!paused_.empty())
+		(void)unpause_all();
+}
+
+const Topology *DumpSession::topology()
+{
+	if (!topo_)
+		topo_.emplace(parse_topology(env_.paths.sys_root));
+	return topo_->ok() ? &topo_->value() : nullptr;
+}
+
+const TopologyNode *DumpSession::amd_render_gpu(const struct stat &st)
+{
+	const Topology *topo = topology();
+	if (!topo)
+		return nullptr;
+	const TopologyNode *gpu = topo->gpu_by_render_minor(minor(st.st_rdev));
+	return gpu && gpu->accessible ? gpu : nullptr;
+}
+
+void DumpSession::claim()
+{
+	if (claimed_)
+		return;
+	claimed_ = true;
+	criu::add_inventory_plugin(kPluginName);
+}
+
+int DumpSession::handle_device_vma(int /*fd*/, const struct stat &st)
+{
+	switch (classify_device(st, devs_)) {
+	case DeviceFile::Kfd:
+		claim();
+		return 0;
+	case DeviceFile::Render:
+		if (amd_render_gpu(st)) {
+			claim();
+			return 0;
+		}
+		break;
+	case DeviceFile::Other:
+		break;
+	}
+	return -ENOTSUP;
+}
+
+int DumpSession::dump_ext_file(int fd, int id)
+{
+	struct stat st {};
+	if (::fstat(fd, &st) != 0) {
+		log_debug("file %d: fstat: errno %d; not ours", id, errno);
+		return -ENOTSUP;
+	}
+	Status status;
+	switch (classify_device(st, devs_)) {
+	case DeviceFile::Kfd:
+		status = dump_kfd(fd, id);
+		break;
+	case DeviceFile::Render:
+		if (const TopologyNode *gpu = amd_render_gpu(st)) {
+			status = dump_render(id, *gpu);
+			break;
+		}
+		log_debug("file %d: render node %u is not an AMD GPU's", id, minor(st.st_rdev));
+		return -ENOTSUP;
+	case DeviceFile::Other:
+		return -ENOTSUP;
+	}
+	if (!status) {
+		log_error("dump of file %d failed: %s", id, status.error().message().c_str());
+		return status.error().neg();
+	}
+	claim();
+	return 0;
+}
+
+Status DumpSession::dump_kfd(int fd, int id)
+{
+	if (auto st = check_kfd_version(env_.paths); !st)
+		return st;
+	auto images = session_image_dir(env_);
+	if (!images)
+		return std::move(images).error();
+
+	// Our own reference to the target's KFD file: it outlives CRIU's copy
+	// and is what UNPAUSE goes through later.
+	const int dup_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dup_fd < 0)
+		return errno_error(errno, "dup of the /dev/kfd file");
+	Kfd target = Kfd::adopt(UniqueFd(dup_fd));
+	auto info = target.process_info();
+	if (!info)
+		return std::move(info).error().context("CRIU_OP PROCESS_INFO");
+	paused_.push_back({std::move(target), info->pid, id});
+	const Kfd &kfd = paused_.back().kfd;
+	log_info("pid %u: GPU queues paused (%u GPUs, %u BOs, %u objects)", info->pid, info->num_devices,
+		 info->num_bos, info->num_objects);
+
+	const Topology *topo = topology();
+	if (!topo)
+		return topo_->error().context("KFD topology");
+
+	auto ck = kfd.checkpoint(*info);
+	if (!ck)
+		return std::move(ck).error().context("CRIU_OP CHECKPOINT");
+
+	KfdImage img;
+	img.pid = info->pid;
+	img.num_of_objects = info->num_objects;
+	img.priv_data = std::move(ck->priv_data);
+	for (const TopologyNode *cpu : topo->cpus())
+		img.devices.push_back(device_from_node(*topo, *cpu, 0));
+
+	std::vector<GpuCopyJob> jobs;
+	for (const auto &b : ck->devices) {
+		const TopologyNode *gpu = topo->gpu(b.actual_gpu_id);
+		if (!gpu || !gpu->accessible)
+			return make_error(ENODEV,
+					  "the driver reports gpu 0x%04x (user id 0x%04x), which the KFD "
+					  "topology does not list as accessible",
+					  b.actual_gpu_id, b.user_gpu_id);
+		img.devices.push_back(device_from_node(*topo, *gpu, b.user_gpu_id));
+		GpuCopyJob job;
+		job.image_gpu_id = b.user_gpu_id;
+		job.render_minor = gpu->drm_render_minor;
+		job.render_path = env_.paths.render_path(gpu->drm_render_minor);
+		job.pages_file = kfd_pages_image_name(id, b.user_gpu_id);
+		jobs.push_back(std::move(job));
+	}
+	std::sort(img.devices.begin(), img.devices.end(),
+		  [](const KfdDevice &a, const KfdDevice &b) { return a.node_id < b.node_id; });
+
+	for (size_t i = 0; i < ck->bos.size(); i++) {
+		const KfdBoBucket &b = ck->bos[i];
+		KfdBo bo{b.addr, b.size, b.offset, b.alloc_flags, b.gpu_id, 0};
+		if (bo.has_contents()) {
+			auto job = std::find_if(jobs.begin(), jobs.end(), [&](const GpuCopyJob &j) {
+				return j.image_gpu_id == b.gpu_id;
+			});
+			if (job == jobs.end())
+				return make_error(EINVAL, "BO %zu at 0x%llx is on gpu 0x%04x, which has no device bucket",
+						  i, static_cast<unsigned long long>(b.addr), b.gpu_id);
+			if (!b.dmabuf.valid())
+				return make_error(EINVAL, "BO %zu at 0x%llx: the driver gave no dma-buf for it",
+						  i, static_cast<unsigned long long>(b.addr));
+			job->bos.push_back({b.dmabuf.get(), b.size});
+		}
+		img.bos.push_back(bo);
+	}
+
+	auto shm = read_hsakmt_shm(env_.paths.shm_dir);
+	if (!shm)
+		return std::move(shm).error().context("hsakmt shared memory");
+	img.shared_mem_size = shm->size;
+	img.shared_mem_magic = shm->magic;
+
+	const std::string name = kfd_image_name(id);
+	if (auto st = validate_kfd_image(img, name); !st)
+		return st;
+
+	// Contents first, metadata last: a KFD image under its final name
+	// implies its pages files are complete.
+	auto copied = run_gpu_copies(Direction::GpuToFile, *images, jobs, staging_bound(env_.config));
+	if (!copied)
+		return std::move(copied).error();
+	if (auto st = write_kfd_image(*images, id, img); !st)
+		return st;
+	log_info("pid %u: wrote %s (%zu devices, %zu BOs)", info->pid, name.c_str(), img.devices.size(),
+		 img.bos.size());
+	return ok_status();
+}
+
+Status DumpSession::dump_render(int id, const TopologyNode &gpu)
+{
+	auto images = session_image_dir(env_);
+	if (!images)
+		return std::move(images).error();
+	RenderNodeImage img;
+	img.gpu_id = gpu.gpu_id;
+	img.id = static_cast<uint32_t>(id);
+	img.drm_render_minor = gpu.drm_render_minor;
+	if (auto st = write_render_image(*images, id, img); !st)
+		return st;
+	log_gpu(LogLevel::Debug, gpu.gpu_id, "render node %u: wrote %s", gpu.drm_render_minor,
+		render_image_name(id).c_str());
+	return ok_status();
+}
+
+Status DumpSession::unpause_all()
+{
+	Status first;
+	for (auto &p : paused_) {
+		if (auto st = p.kfd.unpause(); !st) {
+			log_error("pid %u: CRIU_OP UNPAUSE failed: %s", p.pid, st.error().message().c_str());
+			if (first)
+				first = std::move(st);
+		} else {
+			log_info("pid %u: GPU queues resumed", p.pid);
+		}
+	}
+	paused_.clear();
+	return first;
+}
+
+int DumpSession::dump_devices_late(int /*root_pid*/)
+{
+	if (auto st = unpause_all(); !st)
+		return st.error().neg();
+	// Not 0: the other plugins must see this hook too.
+	return -ENOTSUP;
+}
+
+void DumpSession::finish(int ret)
+{
+	if (!paused_.empty()) {
+		log_info("dump ended (%d) before DUMP_DEVICES_LATE: resuming %zu paused process(es)", ret,
+			 paused_.size());
+		(void)unpause_all();
+	}
+}
+
+} // namespace amdcr

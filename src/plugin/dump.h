@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The dump stage: one DumpSession from init(DUMP) to exit(DUMP).
+//
+// A process's GPU queues are paused by PROCESS_INFO when its /dev/kfd file
+// is dumped and stay paused until DUMP_DEVICES_LATE, when every paused
+// process is unpaused. If the dump fails before that, finish() (exit)
+// unpauses them; the destructor does too, so a session can never leave a
+// process paused.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <optional>
+#include <vector>
+
+#include "device/kfd.h"
+#include "plugin/session.h"
+#include "topology/topology.h"
+
+namespace amdcr {
+
+class DumpSession {
+public:
+	explicit DumpSession(SessionEnv env);
+	~DumpSession();
+	DumpSession(const DumpSession &) = delete;
+	DumpSession &operator=(const DumpSession &) = delete;
+
+	// The hooks: 0, -ENOTSUP when the file/mapping is not ours, or -errno
+	// (logged here, once).
+	int dump_ext_file(int fd, int id);
+	int handle_device_vma(int fd, const struct stat &st);
+	int dump_devices_late(int root_pid);
+	// exit(DUMP, ret).
+	void finish(int ret);
+
+	// Processes whose queues are paused now (tests).
+	size_t paused_count() const { return paused_.size(); }
+
+private:
+	struct Paused {
+		Kfd kfd; // our dup of the target's /dev/kfd file
+		uint32_t pid = 0;
+		int id = 0;
+	};
+
+	Status dump_kfd(int fd, int id);
+	Status dump_render(int id, const TopologyNode &gpu);
+	// The local topology, parsed on first use. nullptr (not an error) when
+	// the machine has no KFD topology.
+	const Topology *topology();
+	const TopologyNode *amd_render_gpu(const struct stat &st);
+	Status unpause_all();
+	void claim();
+
+	SessionEnv env_;
+	DeviceNumbers devs_;
+	std::optional<Result<Topology>> topo_;
+	std::vector<Paused> paused_;
+	bool claimed_ = false;
+};
+
+} // namespace amdcr

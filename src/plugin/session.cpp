@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "plugin/session.h"
+
+#include "copy/transfer.h"
+#include "plugin/criu_api.h"
+
+namespace amdcr {
+
+Result<ImageDir> session_image_dir(const SessionEnv &env)
+{
+	std::optional<int> fd = env.image_dir_fd;
+	if (!fd)
+		fd = criu::image_dir_fd();
+	if (!fd)
+		return Error(EBADF, "no image directory: criu_get_image_dir() is not available");
+	return ImageDir::borrow(*fd);
+}
+
+uint64_t staging_bound(const Config &config)
+{
+	return config.max_buffer_size ? config.max_buffer_size : kDefaultStagingBound;
+}
+
+} // namespace amdcr

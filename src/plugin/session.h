@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// What every stage's session is given: the configuration (parsed once at
+// init), where the machine's device nodes and sysfs are, and the image
+// directory (CRIU's, or a test's).
+#pragma once
+
+#include <optional>
+
+#include "config/config.h"
+#include "image/image_dir.h"
+#include "plugin/system.h"
+
+namespace amdcr {
+
+struct SessionEnv {
+	Config config;
+	SystemPaths paths;
+	// The image directory fd (borrowed). Unset: ask CRIU at first use.
+	std::optional<int> image_dir_fd;
+};
+
+// The image directory of `env`, or an error saying there is none.
+Result<ImageDir> session_image_dir(const SessionEnv &env);
+
+// Staging bytes per GPU: KFD_MAX_BUFFER_SIZE, or the built-in default bound.
+uint64_t staging_bound(const Config &config);
+
+} // namespace amdcr
