@@ -1,0 +1,436 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// KFD topology parsing from fixture trees, and image entry conversion.
+#include <criterion/criterion.h>
+
+#include <string>
+
+#include "overlay_fs.h"
+#include "topology/topology.h"
+
+using namespace amdcr;
+using namespace amdcr::test;
+
+namespace {
+
+Topology parse_ok(const std::string &fixture, const TopologyFs &fs = disk_topology_fs())
+{
+	auto t = parse_topology(fixture_root(fixture), fs);
+	cr_assert(t.ok(), "parse %s: %s", fixture.c_str(), t.ok() ? "" : t.error().message().c_str());
+	return std::move(t).value();
+}
+
+Error parse_fails(const std::string &fixture, const TopologyFs &fs = disk_topology_fs())
+{
+	auto t = parse_topology(fixture_root(fixture), fs);
+	cr_assert(!t.ok(), "parse %s unexpectedly succeeded", fixture.c_str());
+	return std::move(t).error();
+}
+
+bool has(const std::string &s, const std::string &part)
+{
+	return s.find(part) != std::string::npos;
+}
+
+} // namespace
+
+Test(topology, mi100_nodes)
+{
+	Topology t = parse_ok("mi100");
+	cr_assert_eq(t.nodes().size(), 2u);
+	cr_assert_eq(t.cpus().size(), 1u);
+	cr_assert_eq(t.gpus().size(), 1u);
+
+	const TopologyNode *cpu = t.node(0);
+	cr_assert_not_null(cpu);
+	cr_assert(cpu->is_cpu());
+	cr_assert_eq(cpu->gpu_id, 0u);
+	cr_assert_eq(cpu->cpu_cores_count, 64u);
+	cr_assert_eq(cpu->io_links.size(), 1u);
+	cr_assert_eq(cpu->io_links[0], (IoLink{kIoLinkTypePcie, 1}));
+	cr_assert_str_eq(cpu->name.c_str(), "");
+	cr_assert_eq(cpu->vram_size, 0u, "CPU memory banks are not VRAM");
+
+	cr_assert_eq(t.system().platform_oem, 35498446626881u);
+	cr_assert_eq(t.system().platform_rev, 1u);
+}
+
+Test(topology, mi100_gpu_properties)
+{
+	Topology t = parse_ok("mi100");
+	const TopologyNode *g = t.gpu(42700);
+	cr_assert_not_null(g);
+	cr_assert_eq(g, t.node(1));
+	cr_assert(g->is_gpu && g->accessible);
+	cr_assert_str_eq(g->name.c_str(), "arcturus");
+	cr_assert_eq(g->cpu_cores_count, 0u);
+	cr_assert_eq(g->simd_count, 480u);
+	cr_assert_eq(g->mem_banks_count, 1u);
+	cr_assert_eq(g->caches_count, 217u);
+	cr_assert_eq(g->io_links_count, 1u);
+	cr_assert_eq(g->max_waves_per_simd, 10u);
+	cr_assert_eq(g->lds_size_in_kb, 64u);
+	cr_assert_eq(g->gds_size_in_kb, 0u);
+	cr_assert_eq(g->num_gws, 64u);
+	cr_assert_eq(g->wave_front_size, 64u);
+	cr_assert_eq(g->array_count, 8u);
+	cr_assert_eq(g->simd_arrays_per_engine, 1u);
+	cr_assert_eq(g->cu_per_simd_array, 16u);
+	cr_assert_eq(g->simd_per_cu, 4u);
+	cr_assert_eq(g->max_slots_scratch_cu, 32u);
+	cr_assert_eq(g->vendor_id, 4098u);
+	cr_assert_eq(g->device_id, 29580u);
+	cr_assert_eq(g->domain, 0u);
+	cr_assert_eq(g->drm_render_minor, 128u);
+	cr_assert_eq(g->hive_id, 0u);
+	cr_assert_eq(g->num_sdma_engines, 2u);
+	cr_assert_eq(g->num_sdma_xgmi_engines, 6u);
+	cr_assert_eq(g->num_sdma_queues_per_engine, 8u);
+	cr_assert_eq(g->num_cp_queues, 24u);
+	cr_assert_eq(g->fw_version, 65u);
+	cr_assert_eq(g->capability, 749970048u);
+	cr_assert_eq(g->sdma_fw_version, 18u);
+	cr_assert(g->vram_public);
+	cr_assert_eq(g->vram_size, 34342961152u);
+	cr_assert_eq(g->io_links.size(), 1u);
+	cr_assert_eq(g->io_links[0], (IoLink{kIoLinkTypePcie, 0}));
+	cr_assert_eq(g->caches.size(), 2u);
+	cr_assert_eq(g->caches[1].level, 2u);
+	cr_assert_eq(g->caches[1].size, 8192u);
+	cr_assert_eq(t.gpu_by_render_minor(128), g);
+	cr_assert_null(t.gpu_by_render_minor(129));
+	cr_assert_null(t.gpu(0), "gpu_id 0 is never a GPU");
+	cr_assert(t.hives().empty());
+	auto numa = t.cpu_nodes_of_gpu(42700);
+	cr_assert_eq(numa.size(), 1u);
+	cr_assert_eq(numa[0], 0u);
+}
+
+Test(topology, two_mi210_on_pcie)
+{
+	Topology t = parse_ok("2xmi210");
+	auto gpus = t.gpus();
+	cr_assert_eq(gpus.size(), 2u);
+	cr_assert_eq(gpus[0]->gpu_id, 53474u);
+	cr_assert_eq(gpus[0]->drm_render_minor, 128u);
+	cr_assert_eq(gpus[1]->gpu_id, 61132u);
+	cr_assert_eq(gpus[1]->drm_render_minor, 129u);
+	for (const auto *g : gpus) {
+		cr_assert_eq(g->device_id, 29711u);
+		cr_assert_eq(g->simd_count, 416u);
+		cr_assert_eq(g->vram_size, 68702699520u);
+		cr_assert_eq(g->io_links.size(), 1u);
+		cr_assert_eq(t.cpu_nodes_of_gpu(g->gpu_id), std::vector<uint32_t>{0});
+	}
+	cr_assert(!t.xgmi_peers(53474, 61132));
+	cr_assert(t.bidirectional(0, 1, kIoLinkTypePcie));
+	cr_assert(t.hives().empty());
+	cr_assert_eq(t.node(0)->io_links.size(), 2u);
+}
+
+Test(topology, eight_mi300x_hive_and_numa)
+{
+	Topology t = parse_ok("8xmi300x");
+	cr_assert_eq(t.nodes().size(), 10u);
+	cr_assert_eq(t.cpus().size(), 2u);
+	auto gpus = t.gpus();
+	cr_assert_eq(gpus.size(), 8u);
+
+	auto hives = t.hives();
+	cr_assert_eq(hives.size(), 1u);
+	cr_assert_eq(hives[0].size(), 8u);
+	for (size_t i = 0; i < 8; i++)
+		cr_assert_eq(hives[0][i], gpus[i]->gpu_id);
+
+	for (size_t i = 0; i < 8; i++) {
+		const TopologyNode *g = gpus[i];
+		cr_assert_eq(g->node_id, 2 + i);
+		cr_assert_eq(g->io_links.size(), 8u);
+		cr_assert_eq(g->io_links_count, 8u);
+		cr_assert_eq(g->hive_id, 8651938209236470231u);
+		auto numa = t.cpu_nodes_of_gpu(g->gpu_id);
+		cr_assert_eq(numa.size(), 1u);
+		cr_assert_eq(numa[0], i < 4 ? 0u : 1u, "GPU %zu on CPU %u", i, numa[0]);
+		for (size_t j = 0; j < 8; j++)
+			cr_assert_eq(t.xgmi_peers(g->gpu_id, gpus[j]->gpu_id), i != j);
+	}
+	// The CPU-CPU link is of type 1 and dropped; io_links_count keeps it.
+	cr_assert_eq(t.node(0)->io_links.size(), 4u);
+	cr_assert_eq(t.node(0)->io_links_count, 5u);
+	cr_assert_eq(t.node(1)->cpu_cores_count, 96u);
+}
+
+Test(topology, malformed_properties_names_file_and_line)
+{
+	Error e = parse_fails("malformed");
+	cr_assert_eq(e.code(), EINVAL);
+	const std::string want = node_path("malformed", 1, "properties") + ":5:";
+	cr_assert(has(e.message(), want), "message: %s", e.message().c_str());
+	cr_assert(has(e.message(), "io_links_count 1 extra"), "message: %s", e.message().c_str());
+}
+
+Test(topology, malformed_iolink_names_file_and_line)
+{
+	Error e = parse_fails("malformed-iolink");
+	cr_assert_eq(e.code(), EINVAL);
+	const std::string want = node_path("malformed-iolink", 1, "io_links/0/properties") + ":2:";
+	cr_assert(has(e.message(), want), "message: %s", e.message().c_str());
+}
+
+Test(topology, directory_where_file_expected)
+{
+	Error e = parse_fails("dir-as-file");
+	cr_assert_eq(e.code(), EISDIR, "code %d: %s", e.code(), e.message().c_str());
+	cr_assert(has(e.message(), node_path("dir-as-file", 1, "properties")), "message: %s", e.message().c_str());
+}
+
+Test(topology, gpu_without_vram_bank)
+{
+	Error e = parse_fails("no-vram");
+	cr_assert_eq(e.code(), EINVAL);
+	cr_assert(has(e.message(), "no VRAM bank"), "message: %s", e.message().c_str());
+	cr_assert(has(e.message(), "42700"), "message: %s", e.message().c_str());
+}
+
+Test(topology, missing_topology_directory)
+{
+	auto t = parse_topology(fixture_root("does-not-exist"));
+	cr_assert(!t.ok());
+	cr_assert_eq(t.error().code(), ENOENT);
+	cr_assert(has(t.error().message(), "sys/class/kfd/kfd/topology/nodes"), "%s", t.error().message().c_str());
+}
+
+Test(topology, value_too_large_for_property)
+{
+	OverlayFs fs;
+	fs.replace(node_path("mi100", 1, "properties"), "simd_count 480\nnum_gws 4294967296\n");
+	Error e = parse_fails("mi100", fs);
+	cr_assert_eq(e.code(), EINVAL);
+	cr_assert(has(e.message(), node_path("mi100", 1, "properties") + ":2"), "%s", e.message().c_str());
+}
+
+Test(topology, unknown_keys_ignored_and_blank_line_rejected)
+{
+	OverlayFs fs;
+	fs.replace(node_path("mi100", 1, "properties"), "simd_count 480\nsome_future_key 12345678901234\n");
+	Topology t = parse_ok("mi100", fs);
+	cr_assert_eq(t.gpu(42700)->simd_count, 480u);
+
+	OverlayFs bad;
+	bad.replace(node_path("mi100", 1, "properties"), "simd_count 480\n\nnum_gws 64\n");
+	Error e = parse_fails("mi100", bad);
+	cr_assert(has(e.message(), "properties:2:"), "%s", e.message().c_str());
+
+	OverlayFs neg;
+	neg.replace(node_path("mi100", 1, "properties"), "simd_count -480\n");
+	e = parse_fails("mi100", neg);
+	cr_assert(has(e.message(), "properties:1:"), "%s", e.message().c_str());
+}
+
+Test(topology, malformed_gpu_id)
+{
+	OverlayFs fs;
+	fs.replace(node_path("mi100", 1, "gpu_id"), "4x2700\n");
+	Error e = parse_fails("mi100", fs);
+	cr_assert_eq(e.code(), EINVAL);
+	cr_assert(has(e.message(), node_path("mi100", 1, "gpu_id") + ":1:"), "%s", e.message().c_str());
+}
+
+Test(topology, eperm_gpu_is_recorded_not_accessible)
+{
+	// The device cgroup hides nodes 3 and 6 (their gpu_id is unreadable).
+	OverlayFs fs;
+	fs.fail(node_path("8xmi300x", 3, "gpu_id"), EPERM);
+	fs.fail(node_path("8xmi300x", 3, "properties"), EPERM);
+	fs.fail(node_path("8xmi300x", 6, "gpu_id"), EPERM);
+	fs.fail(node_path("8xmi300x", 6, "io_links"), EPERM);
+	Topology t = parse_ok("8xmi300x", fs);
+	cr_assert_eq(t.gpus().size(), 8u);
+	cr_assert_eq(t.accessible_gpus().size(), 6u);
+	const TopologyNode *hidden = t.node(3);
+	cr_assert(hidden->is_gpu);
+	cr_assert(!hidden->accessible);
+	cr_assert_eq(hidden->gpu_id, 0u);
+	cr_assert(hidden->io_links.empty());
+	cr_assert(!t.node(6)->accessible);
+
+	auto hives = t.hives();
+	cr_assert_eq(hives.size(), 1u);
+	cr_assert_eq(hives[0].size(), 6u);
+	// Links to hidden nodes are invalid.
+	cr_assert(!t.link_valid(IoLink{kIoLinkTypeXgmi, 3}));
+	cr_assert(t.link_valid(IoLink{kIoLinkTypeXgmi, 4}));
+	cr_assert_null(t.find_link(2, 3, kIoLinkTypeXgmi));
+}
+
+Test(topology, eperm_after_gpu_id_keeps_gpu_id)
+{
+	OverlayFs fs;
+	fs.fail(node_path("2xmi210", 2, "mem_banks"), EPERM);
+	Topology t = parse_ok("2xmi210", fs);
+	const TopologyNode *g = t.node(2);
+	cr_assert(!g->accessible);
+	cr_assert_eq(g->gpu_id, 61132u);
+	cr_assert_eq(g->vram_size, 0u, "no partial data is kept for a hidden GPU");
+	cr_assert_null(t.gpu_by_render_minor(129));
+	cr_assert_eq(t.accessible_gpus().size(), 1u);
+}
+
+Test(topology, eperm_on_cpu_node_is_an_error)
+{
+	OverlayFs fs;
+	fs.fail(node_path("mi100", 0, "properties"), EPERM);
+	Error e = parse_fails("mi100", fs);
+	cr_assert_eq(e.code(), EPERM);
+	cr_assert(has(e.message(), node_path("mi100", 0, "properties")), "%s", e.message().c_str());
+}
+
+Test(topology, other_read_errors_fail)
+{
+	OverlayFs fs;
+	fs.fail(node_path("mi100", 1, "properties"), EIO);
+	Error e = parse_fails("mi100", fs);
+	cr_assert_eq(e.code(), EIO);
+}
+
+// ---- image conversion ------------------------------------------------------
+
+namespace {
+
+void assert_same_node(const TopologyNode &a, const TopologyNode &b)
+{
+	cr_assert_eq(a.node_id, b.node_id);
+	cr_assert_eq(a.gpu_id, b.gpu_id);
+	cr_assert_eq(a.is_gpu, b.is_gpu);
+	cr_assert_eq(a.cpu_cores_count, b.cpu_cores_count);
+	cr_assert_eq(a.simd_count, b.simd_count);
+	cr_assert_eq(a.mem_banks_count, b.mem_banks_count);
+	cr_assert_eq(a.caches_count, b.caches_count);
+	cr_assert_eq(a.io_links_count, b.io_links_count);
+	cr_assert_eq(a.max_waves_per_simd, b.max_waves_per_simd);
+	cr_assert_eq(a.lds_size_in_kb, b.lds_size_in_kb);
+	cr_assert_eq(a.gds_size_in_kb, b.gds_size_in_kb);
+	cr_assert_eq(a.num_gws, b.num_gws);
+	cr_assert_eq(a.wave_front_size, b.wave_front_size);
+	cr_assert_eq(a.array_count, b.array_count);
+	cr_assert_eq(a.simd_arrays_per_engine, b.simd_arrays_per_engine);
+	cr_assert_eq(a.cu_per_simd_array, b.cu_per_simd_array);
+	cr_assert_eq(a.simd_per_cu, b.simd_per_cu);
+	cr_assert_eq(a.max_slots_scratch_cu, b.max_slots_scratch_cu);
+	cr_assert_eq(a.vendor_id, b.vendor_id);
+	cr_assert_eq(a.device_id, b.device_id);
+	cr_assert_eq(a.domain, b.domain);
+	cr_assert_eq(a.drm_render_minor, b.drm_render_minor);
+	cr_assert_eq(a.hive_id, b.hive_id);
+	cr_assert_eq(a.num_sdma_engines, b.num_sdma_engines);
+	cr_assert_eq(a.num_sdma_xgmi_engines, b.num_sdma_xgmi_engines);
+	cr_assert_eq(a.num_sdma_queues_per_engine, b.num_sdma_queues_per_engine);
+	cr_assert_eq(a.num_cp_queues, b.num_cp_queues);
+	cr_assert_eq(a.fw_version, b.fw_version);
+	cr_assert_eq(a.capability, b.capability);
+	cr_assert_eq(a.sdma_fw_version, b.sdma_fw_version);
+	cr_assert_eq(a.vram_public, b.vram_public);
+	cr_assert_eq(a.vram_size, b.vram_size);
+	cr_assert(a.io_links == b.io_links, "links of node %u differ", a.node_id);
+}
+
+Topology round_trip(const Topology &t)
+{
+	std::vector<OwnedDeviceEntry> owned = to_device_entries(t);
+	std::vector<const KfdDeviceEntry *> ptrs;
+	for (const auto &o : owned)
+		ptrs.push_back(o.entry());
+	auto back = topology_from_device_entries(ptrs);
+	cr_assert(back.ok(), "%s", back.ok() ? "" : back.error().message().c_str());
+	return std::move(back).value();
+}
+
+} // namespace
+
+Test(topology_image, entry_fields)
+{
+	Topology t = parse_ok("mi100");
+	OwnedDeviceEntry e = to_device_entry(t, *t.gpu(42700));
+	const KfdDeviceEntry *d = e.entry();
+	cr_assert_eq(d->node_id, 1u);
+	cr_assert_eq(d->gpu_id, 42700u);
+	cr_assert_eq(d->simd_count, 480u);
+	cr_assert_eq(d->caches_count, 217u);
+	cr_assert_eq(d->device_id, 29580u);
+	cr_assert_eq(d->drm_render_minor, 128u);
+	cr_assert_eq(d->capability, 749970048u);
+	cr_assert_eq(d->sdma_fw_version, 18u);
+	cr_assert_eq(d->vram_public, 1u);
+	cr_assert_eq(d->vram_size, 34342961152u);
+	cr_assert_eq(d->n_iolinks, 1u);
+	cr_assert_eq(d->iolinks[0]->type, 2u);
+	cr_assert_eq(d->iolinks[0]->node_to_id, 0u);
+
+	// Moving keeps the entry's pointers valid.
+	OwnedDeviceEntry moved = std::move(e);
+	cr_assert_eq(moved.entry()->iolinks[0]->node_to_id, 0u);
+
+	// The entry packs as a protobuf message.
+	const size_t len = kfd_device_entry__get_packed_size(moved.entry());
+	std::vector<uint8_t> buf(len);
+	cr_assert_eq(kfd_device_entry__pack(moved.entry(), buf.data()), len);
+	KfdDeviceEntry *u = kfd_device_entry__unpack(nullptr, len, buf.data());
+	cr_assert_not_null(u);
+	TopologyNode n = node_from_device_entry(*u);
+	kfd_device_entry__free_unpacked(u, nullptr);
+	assert_same_node(n, *t.gpu(42700));
+}
+
+Test(topology_image, round_trip_each_fixture)
+{
+	for (const char *f : {"mi100", "2xmi210", "8xmi300x"}) {
+		Topology t = parse_ok(f);
+		Topology back = round_trip(t);
+		cr_assert_eq(back.nodes().size(), t.nodes().size(), "%s", f);
+		for (size_t i = 0; i < t.nodes().size(); i++)
+			assert_same_node(back.nodes()[i], t.nodes()[i]);
+		cr_assert(back.hives() == t.hives(), "%s hives", f);
+		for (const auto *g : t.gpus())
+			cr_assert(back.cpu_nodes_of_gpu(g->gpu_id) == t.cpu_nodes_of_gpu(g->gpu_id));
+	}
+}
+
+Test(topology_image, hidden_nodes_and_their_links_not_stored)
+{
+	OverlayFs fs;
+	fs.fail(node_path("8xmi300x", 5, "gpu_id"), EPERM);
+	Topology t = parse_ok("8xmi300x", fs);
+	std::vector<OwnedDeviceEntry> owned = to_device_entries(t);
+	cr_assert_eq(owned.size(), 9u);
+	for (const auto &o : owned) {
+		cr_assert_neq(o.entry()->node_id, 5u);
+		for (size_t i = 0; i < o.entry()->n_iolinks; i++)
+			cr_assert_neq(o.entry()->iolinks[i]->node_to_id, 5u);
+	}
+	Topology back = round_trip(t);
+	cr_assert_eq(back.gpus().size(), 7u);
+	cr_assert_eq(back.hives().size(), 1u);
+	cr_assert_eq(back.hives()[0].size(), 7u);
+}
+
+Test(topology_image, rejects_bad_entry_lists)
+{
+	Topology t = parse_ok("2xmi210");
+	std::vector<OwnedDeviceEntry> owned = to_device_entries(t);
+	std::vector<const KfdDeviceEntry *> ptrs{owned[0].entry(), nullptr};
+	auto r = topology_from_device_entries(ptrs);
+	cr_assert(!r.ok());
+	cr_assert_eq(r.error().code(), EINVAL);
+
+	owned[2].entry()->gpu_id = owned[1].entry()->gpu_id;
+	owned[2].entry()->node_id = 7;
+	ptrs = {owned[0].entry(), owned[1].entry(), owned[2].entry()};
+	r = topology_from_device_entries(ptrs);
+	cr_assert(!r.ok());
+	cr_assert(has(r.error().message(), "gpu_id 53474 appears twice"), "%s", r.error().message().c_str());
+
+	owned[2].entry()->gpu_id = 1;
+	owned[2].entry()->node_id = 1;
+	r = topology_from_device_entries(ptrs);
+	cr_assert(!r.ok());
+	cr_assert(has(r.error().message(), "node 1 appears twice"), "%s", r.error().message().c_str());
+}
