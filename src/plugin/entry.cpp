@@ -1,28 +1,122 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
 // The C ABI entry file: CR_PLUGIN_DESC and the hook functions CRIU calls.
-// This is the only file with mutable process-wide state (the plugin's
-// per-stage session, created in init and destroyed in exit); everything else
-// is reached from here by reference. No exception crosses this boundary.
+//
+// This is the only file with mutable process-wide state: the current
+// stage's session, created by init() and destroyed by exit(). Every hook
+// forwards to it; no exception crosses into CRIU (an allocation failure
+// becomes -ENOMEM). A hook with nothing to do returns -ENOTSUP so CRIU
+// offers the call to the next plugin.
 #include <cerrno>
+#include <exception>
+#include <memory>
+#include <new>
 
 #include "amdgpu_plugin/criu_plugin_abi.h"
+#include "base/log.h"
+#include "config/config.h"
+#include "plugin/dump.h"
+#include "plugin/restore.h"
 
 namespace {
 
-int plugin_init(int /*stage*/) { return 0; }
-void plugin_exit(int /*stage*/, int /*ret*/) {}
+using amdcr::DumpSession;
+using amdcr::RestoreSession;
 
-int dump_ext_file(int, int) { return -ENOTSUP; }
-int restore_ext_file(int, bool *) { return -ENOTSUP; }
-int handle_device_vma(int, const struct stat *) { return -ENOTSUP; }
-int update_vma_map(const char *, uint64_t, uint64_t, uint64_t *, int *) { return -ENOTSUP; }
-int resume_devices_late(int) { return -ENOTSUP; }
-int pause_devices(int) { return -ENOTSUP; }
-int checkpoint_devices(int) { return -ENOTSUP; }
-int post_forking() { return -ENOTSUP; }
-int restore_init() { return -ENOTSUP; }
-int dump_devices_late(int) { return -ENOTSUP; }
+std::unique_ptr<DumpSession> g_dump;
+std::unique_ptr<RestoreSession> g_restore;
+
+template <typename Fn>
+int guarded(Fn &&fn)
+{
+	try {
+		return fn();
+	} catch (const std::bad_alloc &) {
+		amdcr::log_error("out of memory");
+		return -ENOMEM;
+	} catch (const std::exception &e) {
+		amdcr::log_error("internal error: %s", e.what());
+		return -EIO;
+	} catch (...) {
+		amdcr::log_error("internal error");
+		return -EIO;
+	}
+}
+
+amdcr::SessionEnv make_env()
+{
+	auto load = amdcr::config_from_process_env();
+	for (const auto &w : load.warnings)
+		amdcr::log_warn("%s", w.c_str());
+	amdcr::SessionEnv env;
+	env.config = load.config;
+	return env;
+}
+
+int plugin_init(int stage)
+{
+	return guarded([&] {
+		g_dump.reset();
+		g_restore.reset();
+		if (stage == CR_PLUGIN_STAGE__DUMP)
+			g_dump = std::make_unique<DumpSession>(make_env());
+		else if (stage == CR_PLUGIN_STAGE__RESTORE)
+			g_restore = std::make_unique<RestoreSession>(make_env());
+		return 0;
+	});
+}
+
+void plugin_exit(int /*stage*/, int ret)
+{
+	guarded([&] {
+		if (g_dump)
+			g_dump->finish(ret);
+		if (g_restore)
+			g_restore->finish(ret);
+		g_dump.reset();
+		g_restore.reset();
+		return 0;
+	});
+}
+
+int dump_ext_file(int fd, int id)
+{
+	return guarded([&] { return g_dump ? g_dump->dump_ext_file(fd, id) : -ENOTSUP; });
+}
+
+int handle_device_vma(int fd, const struct stat *st)
+{
+	return guarded([&] { return g_dump && st ? g_dump->handle_device_vma(fd, *st) : -ENOTSUP; });
+}
+
+int dump_devices_late(int pid)
+{
+	return guarded([&] { return g_dump ? g_dump->dump_devices_late(pid) : -ENOTSUP; });
+}
+
+int restore_init()
+{
+	return guarded([&] { return g_restore ? g_restore->restore_init() : -ENOTSUP; });
+}
+
+int restore_ext_file(int id, bool *retry_needed)
+{
+	return guarded([&] { return g_restore ? g_restore->restore_ext_file(id, retry_needed) : -ENOTSUP; });
+}
+
+int update_vma_map(const char *path, uint64_t addr, uint64_t old_pgoff, uint64_t *new_pgoff,
+		   int *plugin_fd)
+{
+	return guarded([&] {
+		return g_restore ? g_restore->update_vma_map(path, addr, old_pgoff, new_pgoff, plugin_fd)
+				 : -ENOTSUP;
+	});
+}
+
+int resume_devices_late(int pid)
+{
+	return guarded([&] { return g_restore ? g_restore->resume_devices_late(pid) : -ENOTSUP; });
+}
 
 cr_plugin_desc_t make_desc()
 {
@@ -37,9 +131,6 @@ cr_plugin_desc_t make_desc()
 	d.hooks[CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA] = reinterpret_cast<void *>(handle_device_vma);
 	d.hooks[CR_PLUGIN_HOOK__UPDATE_VMA_MAP] = reinterpret_cast<void *>(update_vma_map);
 	d.hooks[CR_PLUGIN_HOOK__RESUME_DEVICES_LATE] = reinterpret_cast<void *>(resume_devices_late);
-	d.hooks[CR_PLUGIN_HOOK__PAUSE_DEVICES] = reinterpret_cast<void *>(pause_devices);
-	d.hooks[CR_PLUGIN_HOOK__CHECKPOINT_DEVICES] = reinterpret_cast<void *>(checkpoint_devices);
-	d.hooks[CR_PLUGIN_HOOK__POST_FORKING] = reinterpret_cast<void *>(post_forking);
 	d.hooks[CR_PLUGIN_HOOK__RESTORE_INIT] = reinterpret_cast<void *>(restore_init);
 	d.hooks[CR_PLUGIN_HOOK__DUMP_DEVICES_LATE] = reinterpret_cast<void *>(dump_devices_late);
 	return d;

@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "plugin/restore.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "base/log.h"
+#include "base/scoped.h"
+#include "device/kfd.h"
+#include "image/image_names.h"
+#include "image/image_set.h"
+#include "image/render_image.h"
+#include "plugin/criu_api.h"
+#include "plugin/device_entries.h"
+#include "plugin/gpu_copy.h"
+#include "plugin/hsakmt_shm.h"
+
+namespace amdcr {
+namespace {
+
+constexpr const char *kPluginName = "amdgpu_plugin";
+constexpr uint32_t kKfdAllocDoorbell = 1u << 3;
+constexpr uint32_t kKfdAllocMmioRemap = 1u << 4;
+
+// CRIU file ids of the images named <prefix><id>.img in the directory.
+Result<std::vector<int>> scan_ids(const ImageDir &dir, const char *prefix)
+{
+	const int fd = ::openat(dir.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno_error(errno, "image directory");
+	DIR *d = ::fdopendir(fd);
+	if (!d) {
+		const int e = errno;
+		::close(fd);
+		return errno_error(e, "image directory");
+	}
+	ScopeExit closer([d] { ::closedir(d); });
+	std::vector<int> ids;
+	const size_t plen = std::strlen(prefix);
+	while (const dirent *e = ::readdir(d)) {
+		const std::string name = e->d_name;
+		if (name.compare(0, plen, prefix) != 0 || name.size() <= plen + 4 ||
+		    name.compare(name.size() - 4, 4, ".img") != 0)
+			continue;
+		const std::string num = name.substr(plen, name.size() - plen - 4);
+		if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos)
+			continue;
+		ids.push_back(std::stoi(num));
+	}
+	std::sort(ids.begin(), ids.end());
+	return ids;
+}
+
+// An fd number above those the restored task will use: CRIU's own choice
+// when it exports one, else high in the fd table.
+Result<UniqueFd> move_fd_high(UniqueFd fd)
+{
+	using FindUnused = int(int pid);
+	int base = -1;
+	if (auto *find = reinterpret_cast<FindUnused *>(dlsym(RTLD_DEFAULT, "find_unused_fd_pid")))
+		base = find(static_cast<int>(::getpid()));
+	if (base < 0) {
+		struct rlimit rl {};
+		const rlim_t cur = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+		base = static_cast<int>(std::min<rlim_t>(cur > 1024 ? cur - 512 : cur / 2, 1 << 20));
+	}
+	const int high = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, base);
+	if (high < 0)
+		return errno_error(errno, "moving an fd above the restored task's fds");
+	return UniqueFd(high);
+}
+
+// "/dev/dri/renderD<N>" -> N; 0 when the path is not a render node.
+uint32_t render_minor_of_path(const char *path)
+{
+	const char *p = std::strstr(path, "renderD");
+	if (!p)
+		return 0;
+	char *end = nullptr;
+	const unsigned long m = std::strtoul(p + 7, &end, 10);
+	return end != p + 7 ? static_cast<uint32_t>(m) : 0;
+}
+
+bool is_kfd_path(const char *path)
+{
+	const size_t n = std::strlen(path);
+	return n >= 4 && std::strcmp(path + n - 4, "/kfd") == 0;
+}
+
+} // namespace
+
+RestoreSession::RestoreSession(SessionEnv env) : env_(std::move(env)) {}
+
+Status RestoreSession::prepare()
+{
+	auto images = session_image_dir(env_);
+	if (!images)
+		return std::move(images).error();
+	auto kfd_ids = scan_ids(*images, kKfdImagePrefix);
+	if (!kfd_ids)
+		return std::move(kfd_ids).error();
+	auto render_ids = scan_ids(*images, kRenderImagePrefix);
+	if (!render_ids)
+		return std::move(render_ids).error();
+	if (kfd_ids->empty() && render_ids->empty()) {
+		state_ = State::Inactive;
+		return ok_status();
+	}
+	criu::inventory_names_plugin(kPluginName);
+
+	// Every image set must be complete before any GPU state is created.
+	std::map<uint32_t, KfdDevice> devices; // by node id, union of images
+	std::set<uint32_t> held;
+	for (int id : *kfd_ids) {
+		auto img = read_kfd_image(*images, id);
+		if (!img)
+			return std::move(img).error();
+		if (auto st = validate_kfd_image_set(*images, id, *img); !st)
+			return st;
+		for (const auto &d : img->devices) {
+			devices.emplace(d.node_id, d);
+			if (d.is_gpu())
+				held.insert(d.gpu_id);
+		}
+		kfd_images_.emplace(id, std::move(*img));
+	}
+	std::vector<std::pair<int, RenderNodeImage>> renders;
+	for (int id : *render_ids) {
+		auto img = read_render_image(*images, id);
+		if (!img)
+			return std::move(img).error();
+		if (auto st = validate_render_image_set(*images, id, *img); !st)
+			return st;
+		renders.emplace_back(id, std::move(*img));
+	}
+
+	std::vector<KfdDevice> dev_list;
+	for (auto &[node, d] : devices)
+		dev_list.push_back(d);
+	// A render node of a process without KFD images: its GPU is described
+	// only by the render image; map it as a bare GPU by gpu_id.
+	auto ckpt = topology_from_devices(dev_list);
+	if (!ckpt)
+		return std::move(ckpt).error().context("checkpointed topology");
+	auto local = parse_topology(env_.paths.sys_root);
+	if (!local)
+		return std::move(local).error().context(
+			"the checkpoint holds AMD GPU state, but this machine's KFD topology is unusable");
+
+	MappingInput in;
+	in.checkpointed = &*ckpt;
+	in.local = &*local;
+	in.held_gpu_ids.assign(held.begin(), held.end());
+	in.config = env_.config;
+	const SystemPaths paths = env_.paths;
+	in.usable = [paths](const TopologyNode &n) {
+		return open_render_node(paths, n.drm_render_minor).ok();
+	};
+	if (!held.empty()) {
+		auto map = map_gpus(in);
+		if (!map)
+			return std::move(map).error();
+		map_ = std::move(*map);
+	}
+	for (const auto &[id, r] : renders)
+		if (!map_.find_checkpointed(r.gpu_id) && checkpointed_minor(r.gpu_id) == 0) {
+			// Not described by any KFD image: match by render minor.
+			bool found = false;
+			for (const auto &[iid, k] : kfd_images_)
+				for (const auto &d : k.devices)
+					found = found || (d.is_gpu() && d.drm_render_minor == r.drm_render_minor);
+			if (!found)
+				return make_error(EINVAL,
+						  "%s: gpu 0x%04x (renderD%u) is in no KFD image, so no local "
+						  "GPU can be chosen for it",
+						  render_image_name(id).c_str(), r.gpu_id, r.drm_render_minor);
+		}
+	for (const auto &e : map_.entries())
+		log_gpu(LogLevel::Info, e.checkpointed_gpu_id, "restoring onto local gpu 0x%04x (renderD%u)",
+			e.local_gpu_id, e.local_render_minor);
+	state_ = State::Active;
+	return ok_status();
+}
+
+int RestoreSession::restore_init()
+{
+	if (state_ == State::Unprepared) {
+		if (auto st = prepare(); !st) {
+			log_error("restore refused before any GPU state was changed: %s",
+				  st.error().message().c_str());
+			state_ = State::Inactive;
+			return st.error().neg();
+		}
+	}
+	return active() ? 0 : -ENOTSUP;
+}
+
+uint32_t RestoreSession::checkpointed_minor(uint32_t image_gpu_id) const
+{
+	for (const auto &[id, img] : kfd_images_)
+		if (const KfdDevice *d = img.find_gpu(image_gpu_id))
+			return d->drm_render_minor;
+	return 0;
+}
+
+Result<int> RestoreSession::local_render_fd(uint32_t minor)
+{
+	if (auto it = render_fds_.find(minor); it != render_fds_.end())
+		return it->second.get();
+	auto fd = open_render_node(env_.paths, minor);
+	if (!fd)
+		return std::move(fd).error();
+	auto high = move_fd_high(std::move(*fd));
+	if (!high)
+		return std::move(high).error();
+	const int raw = high->get();
+	render_fds_.emplace(minor, std::move(*high));
+	return raw;
+}
+
+int RestoreSession::restore_ext_file(int id, bool *retry_needed)
+{
+	if (retry_needed)
+		*retry_needed = false;
+	if (state_ == State::Unprepared)
+		(void)restore_init();
+	if (!active())
+		return -ENOTSUP;
+	auto images = session_image_dir(env_);
+	if (!images)
+		return -ENOTSUP;
+	UniqueFd out;
+	Status st;
+	if (kfd_images_.count(id)) {
+		st = restore_kfd(id, &out);
+	} else {
+		auto exists = images->exists(render_image_name(id));
+		if (!exists || !*exists)
+			return -ENOTSUP;
+		st = restore_render(id, &out);
+	}
+	if (!st) {
+		log_error("restore of file %d failed: %s", id, st.error().message().c_str());
+		return st.error().neg();
+	}
+	return out.release();
+}
+
+Status RestoreSession::restore_kfd(int id, UniqueFd *out)
+{
+	const KfdImage &img = kfd_images_.at(id);
+	auto images = session_image_dir(env_);
+	if (!images)
+		return std::move(images).error();
+	auto kfd = Kfd::open(env_.paths.kfd_path());
+	if (!kfd)
+		return std::move(kfd).error();
+
+	std::vector<KfdDeviceBucket> devices;
+	std::vector<GpuCopyJob> jobs;
+	for (const auto &d : img.devices) {
+		if (!d.is_gpu())
+			continue;
+		const GpuMapEntry *m = map_.find_checkpointed(d.gpu_id);
+		if (!m)
+			return make_error(EINVAL, "gpu 0x%04x has no local GPU", d.gpu_id);
+		auto fd = local_render_fd(m->local_render_minor);
+		if (!fd)
+			return std::move(fd).error();
+		devices.push_back({d.gpu_id, m->local_gpu_id, *fd});
+		GpuCopyJob job;
+		job.image_gpu_id = d.gpu_id;
+		job.render_minor = m->local_render_minor;
+		job.render_path = env_.paths.render_path(m->local_render_minor);
+		job.pages_file = kfd_pages_image_name(id, d.gpu_id);
+		jobs.push_back(std::move(job));
+	}
+	std::vector<KfdBoBucket> bos(img.bos.size());
+	for (size_t i = 0; i < img.bos.size(); i++) {
+		const KfdBo &b = img.bos[i];
+		bos[i].addr = b.addr;
+		bos[i].size = b.size;
+		bos[i].offset = b.offset;
+		bos[i].gpu_id = b.gpu_id;
+		bos[i].alloc_flags = b.alloc_flags;
+	}
+	KfdRestoreRequest req{devices, bos, img.priv_data, img.num_of_objects};
+	auto restored = kfd->restore(req);
+	if (!restored)
+		return std::move(restored).error().context("CRIU_OP RESTORE");
+	log_info("pid %u: KFD state recreated (%zu GPUs, %zu BOs)", img.pid, devices.size(), bos.size());
+
+	auto kfd_dup = move_fd_high(UniqueFd(::fcntl(kfd->fd(), F_DUPFD_CLOEXEC, 0)));
+	if (!kfd_dup)
+		return std::move(kfd_dup).error();
+	const int kfd_vma_fd = kfd_dup->get();
+	kfd_fds_.push_back(std::move(*kfd_dup));
+
+	for (size_t i = 0; i < img.bos.size(); i++) {
+		const KfdBo &b = img.bos[i];
+		const KfdBoBucket &r = restored->bos[i];
+		const GpuMapEntry *m = map_.find_checkpointed(b.gpu_id);
+		if (b.has_contents()) {
+			auto job = std::find_if(jobs.begin(), jobs.end(), [&](const GpuCopyJob &j) {
+				return j.image_gpu_id == b.gpu_id;
+			});
+			if (!r.dmabuf.valid())
+				return make_error(EIO, "BO %zu at 0x%llx: RESTORE returned no dma-buf", i,
+						  static_cast<unsigned long long>(b.addr));
+			job->bos.push_back({r.dmabuf.get(), b.size});
+			vmas_.push_back({false, checkpointed_minor(b.gpu_id), b.offset, r.restored_offset,
+					 render_fds_.at(m->local_render_minor).get()});
+		} else if (b.alloc_flags & (kKfdAllocDoorbell | kKfdAllocMmioRemap)) {
+			vmas_.push_back({true, 0, b.offset, r.restored_offset, kfd_vma_fd});
+		}
+	}
+	std::erase_if(jobs, [](const GpuCopyJob &j) { return j.bos.empty(); });
+	auto copied = run_gpu_copies(Direction::FileToGpu, *images, jobs, staging_bound(env_.config));
+	if (!copied)
+		return std::move(copied).error();
+
+	if (auto st = restore_hsakmt_shm(env_.paths.shm_dir, {img.shared_mem_size, img.shared_mem_magic});
+	    !st)
+		return std::move(st).error().context("hsakmt shared memory");
+	*out = UniqueFd(::fcntl(kfd->fd(), F_DUPFD_CLOEXEC, 0));
+	if (!out->valid())
+		return errno_error(errno, "dup of the restored /dev/kfd file");
+	return ok_status();
+}
+
+Status RestoreSession::restore_render(int id, UniqueFd *out)
+{
+	auto images = session_image_dir(env_);
+	if (!images)
+		return std::move(images).error();
+	auto img = read_render_image(*images, id);
+	if (!img)
+		return std::move(img).error();
+	const GpuMapEntry *m = map_.find_checkpointed(img->gpu_id);
+	if (!m) {
+		// The render image names the GPU by its id on the checkpointed
+		// machine; a KFD image may know it under the process's id.
+		for (const auto &[kid, k] : kfd_images_)
+			for (const auto &d : k.devices)
+				if (d.is_gpu() && d.drm_render_minor == img->drm_render_minor)
+					m = map_.find_checkpointed(d.gpu_id);
+	}
+	if (!m)
+		return make_error(EINVAL, "%s: gpu 0x%04x (renderD%u) has no local GPU",
+				  render_image_name(id).c_str(), img->gpu_id, img->drm_render_minor);
+	auto fd = open_render_node(env_.paths, m->local_render_minor);
+	if (!fd)
+		return std::move(fd).error();
+	log_gpu(LogLevel::Debug, img->gpu_id, "render node %u restored as renderD%u", img->drm_render_minor,
+		m->local_render_minor);
+	*out = std::move(*fd);
+	return ok_status();
+}
+
+int RestoreSession::update_vma_map(const char *path, uint64_t /*addr*/, uint64_t old_pgoff,
+				   uint64_t *new_pgoff, int *plugin_fd)
+{
+	if (!active() || !path)
+		return -ENOTSUP;
+	const bool kfd = is_kfd_path(path);
+	const uint32_t minor = render_minor_of_path(path);
+	if (!kfd && minor == 0)
+		return -ENOTSUP;
+	for (const auto &v : vmas_) {
+		if (v.old_offset != old_pgoff || v.kfd != kfd || (!kfd && v.old_minor != minor))
+			continue;
+		const int fd = ::fcntl(v.fd, F_DUPFD_CLOEXEC, 0);
+		if (fd < 0) {
+			log_error("mapping of %s at offset 0x%llx: dup: %s", path,
+				  static_cast<unsigned long long>(old_pgoff), std::strerror(errno));
+			return -errno;
+		}
+		*new_pgoff = v.new_offset;
+		*plugin_fd = fd;
+		return 1;
+	}
+	return -ENOTSUP;
+}
+
+int RestoreSession::resume_devices_late(int pid)
+{
+	if (!active())
+		return -ENOTSUP;
+	auto kfd = Kfd::open(env_.paths.kfd_path());
+	if (!kfd) {
+		log_error("resume of pid %d: %s", pid, kfd.error().message().c_str());
+		return kfd.error().neg();
+	}
+	auto st = kfd->resume(static_cast<uint32_t>(pid));
+	if (!st) {
+		if (st.error().code() == ESRCH)
+			return -ENOTSUP; // no GPU state in that process
+		log_error("resume of pid %d: CRIU_OP RESUME: %s", pid, st.error().message().c_str());
+		return st.error().neg();
+	}
+	log_info("pid %d: GPU queues resumed", pid);
+	return 0;
+}
+
+void RestoreSession::finish(int /*ret*/)
+{
+	vmas_.clear();
+	render_fds_.clear();
+	kfd_fds_.clear();
+}
+
+} // namespace amdcr

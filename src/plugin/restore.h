@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The restore stage: one RestoreSession from init(RESTORE) to exit.
+//
+// RESTORE_INIT, in CRIU's main process, does everything that can fail
+// without touching GPU state: it finds the plugin's images (none: the
+// session stays inactive and every hook returns -ENOTSUP), reads and
+// validates every KFD image set (pages files complete), parses the local
+// topology and maps the checkpointed GPUs onto local ones. The restored
+// tasks are forked from that process afterwards, so each inherits the same
+// mapping, and a task's /dev/kfd and render-node files restore consistently
+// in whichever order CRIU restores them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/unique_fd.h"
+#include "image/kfd_image.h"
+#include "plugin/session.h"
+#include "topology/mapping.h"
+
+namespace amdcr {
+
+class RestoreSession {
+public:
+	explicit RestoreSession(SessionEnv env);
+	RestoreSession(const RestoreSession &) = delete;
+	RestoreSession &operator=(const RestoreSession &) = delete;
+
+	int restore_init();
+	int restore_ext_file(int id, bool *retry_needed);
+	int update_vma_map(const char *path, uint64_t addr, uint64_t old_pgoff, uint64_t *new_pgoff,
+			   int *plugin_fd);
+	int resume_devices_late(int pid);
+	void finish(int ret);
+
+	bool active() const { return state_ == State::Active; }
+	const GpuMap &gpu_map() const { return map_; }
+
+private:
+	enum class State { Unprepared, Inactive, Active };
+
+	// One CPU mapping to move: checkpointed file and offset -> new offset
+	// and the fd CRIU must mmap.
+	struct VmaUpdate {
+		bool kfd = false;	   // /dev/kfd, else a render node
+		uint32_t old_minor = 0;	   // render node minor at checkpoint
+		uint64_t old_offset = 0;
+		uint64_t new_offset = 0;
+		int fd = -1;		   // owned by fds_
+	};
+
+	// RESTORE_INIT's work; Active, Inactive or an error.
+	Status prepare();
+	Status restore_kfd(int id, UniqueFd *out);
+	Status restore_render(int id, UniqueFd *out);
+	// The render node of local GPU `minor`, opened once and kept (moved
+	// above the target's fds).
+	Result<int> local_render_fd(uint32_t minor);
+	// The checkpointed minor a GPU had, from the KFD images.
+	uint32_t checkpointed_minor(uint32_t image_gpu_id) const;
+
+	SessionEnv env_;
+	State state_ = State::Unprepared;
+	std::map<int, KfdImage> kfd_images_; // by CRIU file id
+	GpuMap map_;
+	std::map<uint32_t, UniqueFd> render_fds_; // by local minor
+	std::vector<UniqueFd> kfd_fds_;		  // our dups of restored kfd files
+	std::vector<VmaUpdate> vmas_;
+};
+
+} // namespace amdcr
