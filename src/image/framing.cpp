@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "image/framing.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+
+#include "base/file_io.h"
+
+namespace amdcr {
+
+void encode_image_header(uint64_t payload_size, uint8_t out[kImageHeaderSize])
+{
+	for (size_t i = 0; i < kImageHeaderSize; i++)
+		out[i] = static_cast<uint8_t>(payload_size >> (8 * i));
+}
+
+uint64_t decode_image_header(const uint8_t in[kImageHeaderSize])
+{
+	uint64_t v = 0;
+	for (size_t i = 0; i < kImageHeaderSize; i++)
+		v |= static_cast<uint64_t>(in[i]) << (8 * i);
+	return v;
+}
+
+Status check_image_framing(const std::string &name, uint64_t file_size, uint64_t payload_size)
+{
+	if (file_size < kImageHeaderSize)
+		return make_error(EINVAL, "%s: truncated: %" PRIu64 " bytes, shorter than the %zu-byte header",
+				  name.c_str(), file_size, kImageHeaderSize);
+	const uint64_t have = file_size - kImageHeaderSize;
+	if (have < payload_size)
+		return make_error(EINVAL, "%s: truncated: header says %" PRIu64 " bytes, file has %" PRIu64,
+				  name.c_str(), payload_size, have);
+	if (have > payload_size)
+		return make_error(EINVAL,
+				  "%s: %" PRIu64 " bytes of trailing garbage after the %" PRIu64
+				  "-byte payload the header announces",
+				  name.c_str(), have - payload_size, payload_size);
+	return ok_status();
+}
+
+Result<std::span<const uint8_t>> unframe_image(const std::string &name,
+					       std::span<const uint8_t> file)
+{
+	if (file.size() < kImageHeaderSize) {
+		auto st = check_image_framing(name, file.size(), 0);
+		return std::move(st).error();
+	}
+	const uint64_t payload = decode_image_header(file.data());
+	auto st = check_image_framing(name, file.size(), payload);
+	if (!st)
+		return std::move(st).error();
+	return file.subspan(kImageHeaderSize);
+}
+
+Result<std::vector<uint8_t>> read_image_payload(const ImageDir &dir, const std::string &name)
+{
+	auto fd = dir.open_read(name);
+	if (!fd)
+		return std::move(fd).error();
+	struct stat st = {};
+	if (::fstat(fd->get(), &st) != 0)
+		return errno_error(errno, "stat " + name);
+	if (!S_ISREG(st.st_mode))
+		return make_error(EINVAL, "%s: not a regular file", name.c_str());
+	const auto file_size = static_cast<uint64_t>(st.st_size);
+	if (file_size > dir.max_metadata_size() + kImageHeaderSize)
+		return make_error(EFBIG, "%s: %" PRIu64 " bytes, above the %" PRIu64 "-byte limit for metadata images",
+				  name.c_str(), file_size, dir.max_metadata_size());
+
+	uint8_t header[kImageHeaderSize];
+	auto n = read_full(fd->get(), header, sizeof(header));
+	if (!n)
+		return std::move(n).error().context(name);
+	if (*n < sizeof(header)) {
+		auto chk = check_image_framing(name, *n, 0);
+		return std::move(chk).error();
+	}
+	const uint64_t payload_size = decode_image_header(header);
+	auto chk = check_image_framing(name, file_size, payload_size);
+	if (!chk)
+		return std::move(chk).error();
+
+	std::vector<uint8_t> payload(payload_size);
+	n = read_full(fd->get(), payload.data(), payload.size());
+	if (!n)
+		return std::move(n).error().context(name);
+	if (*n != payload.size())
+		return make_error(EINVAL, "%s: truncated while reading: %zu of %" PRIu64 " payload bytes",
+				  name.c_str(), *n, payload_size);
+	return payload;
+}
+
+Status write_image_payload(const ImageDir &dir, const std::string &name,
+			   std::span<const uint8_t> payload)
+{
+	auto file = dir.create(name);
+	if (!file)
+		return std::move(file).error();
+	// One write: header and payload together.
+	std::vector<uint8_t> buf(kImageHeaderSize + payload.size());
+	encode_image_header(payload.size(), buf.data());
+	std::copy(payload.begin(), payload.end(), buf.begin() + kImageHeaderSize);
+	auto st = file->write(buf.data(), buf.size());
+	if (!st)
+		return st;
+	return file->commit();
+}
+
+} // namespace amdcr

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "image/image_dir.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "base/file_io.h"
+
+namespace amdcr {
+
+namespace {
+
+// Random suffix for temporary names: 8 hex digits. Collisions are handled
+// by O_EXCL and a retry, so this needs no more than getrandom's best effort.
+std::string random_suffix()
+{
+	uint32_t r = 0;
+	if (::getrandom(&r, sizeof(r), GRND_NONBLOCK) != static_cast<ssize_t>(sizeof(r)))
+		r = static_cast<uint32_t>(::getpid()) * 2654435761u ^
+		    static_cast<uint32_t>(reinterpret_cast<uintptr_t>(&r));
+	return strprintf("%08x", r);
+}
+
+} // namespace
+
+ImageDir ImageDir::borrow(int dirfd, Sync sync)
+{
+	return ImageDir(dirfd, UniqueFd(), sync);
+}
+
+Result<ImageDir> ImageDir::open(const std::string &path, Sync sync)
+{
+	auto fd = open_at(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!fd)
+		return std::move(fd).error().context("image directory " + path);
+	const int raw = fd->get();
+	return ImageDir(raw, std::move(*fd), sync);
+}
+
+Result<AtomicFile> ImageDir::create(const std::string &name) const
+{
+	if (name.empty() || name.find('/') != std::string::npos)
+		return make_error(EINVAL, "%s: not a plain image file name", name.c_str());
+	for (int attempt = 0; attempt < 16; attempt++) {
+		std::string temp = "." + name + ".tmp-" + random_suffix();
+		const int fd = ::openat(fd_, temp.c_str(),
+					O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			return AtomicFile(fd_, sync_, name, std::move(temp), UniqueFd(fd));
+		if (errno != EEXIST)
+			return errno_error(errno, "create " + name);
+	}
+	return make_error(EEXIST, "create %s: no free temporary name", name.c_str());
+}
+
+Result<UniqueFd> ImageDir::open_read(const std::string &name) const
+{
+	auto fd = open_at(fd_, name, O_RDONLY | O_CLOEXEC);
+	if (!fd)
+		return std::move(fd).error().context(name);
+	return fd;
+}
+
+Result<bool> ImageDir::exists(const std::string &name) const
+{
+	struct stat st = {};
+	if (::fstatat(fd_, name.c_str(), &st, 0) == 0)
+		return true;
+	if (errno == ENOENT)
+		return false;
+	return errno_error(errno, "stat " + name);
+}
+
+Result<uint64_t> ImageDir::file_size(const std::string &name) const
+{
+	struct stat st = {};
+	if (::fstatat(fd_, name.c_str(), &st, 0) != 0)
+		return errno_error(errno, "stat " + name);
+	if (!S_ISREG(st.st_mode))
+		return make_error(EINVAL, "%s: not a regular file", name.c_str());
+	return static_cast<uint64_t>(st.st_size);
+}
+
+Status ImageDir::remove(const std::string &name) const
+{
+	if (::unlinkat(fd_, name.c_str(), 0) != 0 && errno != ENOENT)
+		return errno_error(errno, "unlink " + name);
+	return ok_status();
+}
+
+AtomicFile::AtomicFile(int dirfd, ImageDir::Sync sync, std::string name, std::string temp,
+		       UniqueFd fd)
+	: dirfd_(dirfd), sync_(sync), name_(std::move(name)), temp_(std::move(temp)),
+	  fd_(std::move(fd))
+{
+}
+
+AtomicFile::AtomicFile(AtomicFile &&o) noexcept
+	: dirfd_(o.dirfd_), sync_(o.sync_), name_(std::move(o.name_)),
+	  temp_(std::exchange(o.temp_, std::string())), fd_(std::move(o.fd_)),
+	  written_(o.written_), committed_(o.committed_)
+{
+}
+
+AtomicFile &AtomicFile::operator=(AtomicFile &&o) noexcept
+{
+	if (this != &o) {
+		abort();
+		dirfd_ = o.dirfd_;
+		sync_ = o.sync_;
+		name_ = std::move(o.name_);
+		temp_ = std::exchange(o.temp_, std::string());
+		fd_ = std::move(o.fd_);
+		written_ = o.written_;
+		committed_ = o.committed_;
+	}
+	return *this;
+}
+
+AtomicFile::~AtomicFile()
+{
+	abort();
+}
+
+void AtomicFile::abort()
+{
+	fd_.reset();
+	if (!committed_ && !temp_.empty())
+		::unlinkat(dirfd_, temp_.c_str(), 0);
+	temp_.clear();
+}
+
+Status AtomicFile::write(const void *buf, size_t len)
+{
+	if (committed_ || !fd_)
+		return make_error(EBADF, "%s: write after commit or abort", name_.c_str());
+	auto st = write_full(fd_.get(), buf, len);
+	if (!st)
+		return std::move(st).error().context(name_);
+	written_ += len;
+	return ok_status();
+}
+
+Status AtomicFile::commit()
+{
+	if (committed_ || !fd_)
+		return make_error(EBADF, "%s: commit after commit or abort", name_.c_str());
+	if (sync_ == ImageDir::Sync::Full && ::fsync(fd_.get()) != 0)
+		return errno_error(errno, "fsync " + name_);
+	// close() can report a delayed write error (NFS, quota): check it.
+	if (::close(fd_.release()) != 0)
+		return errno_error(errno, "close " + name_);
+	if (::renameat(dirfd_, temp_.c_str(), dirfd_, name_.c_str()) != 0)
+		return errno_error(errno, "rename " + temp_ + " to " + name_);
+	committed_ = true;
+	temp_.clear();
+	if (sync_ == ImageDir::Sync::Full && ::fsync(dirfd_) != 0)
+		return errno_error(errno, "fsync of the image directory after " + name_);
+	return ok_status();
+}
+
+} // namespace amdcr

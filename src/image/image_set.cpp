@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "image/image_set.h"
+
+#include <cerrno>
+#include <cinttypes>
+
+#include "image/image_names.h"
+#include "image/pages_file.h"
+
+namespace amdcr {
+
+namespace {
+
+// The pages file `name` must exist with a payload of exactly `expected`
+// bytes. With `may_be_missing`, absence is fine.
+Status check_pages_file(const ImageDir &dir, const std::string &name, uint64_t expected,
+			bool may_be_missing, const char *what)
+{
+	if (may_be_missing) {
+		auto present = dir.exists(name);
+		if (!present)
+			return std::move(present).error();
+		if (!*present)
+			return ok_status();
+	}
+	auto reader = PagesReader::open(dir, name);
+	if (!reader) {
+		if (reader.error().code() == ENOENT)
+			return make_error(ENOENT, "%s: missing (%s, %" PRIu64 " bytes of contents)",
+					  name.c_str(), what, expected);
+		return std::move(reader).error();
+	}
+	if (reader->payload_size() != expected)
+		return make_error(EINVAL,
+				  "%s: holds %" PRIu64 " bytes but %s needs %" PRIu64, name.c_str(),
+				  reader->payload_size(), what, expected);
+	return ok_status();
+}
+
+} // namespace
+
+Status validate_kfd_image_set(const ImageDir &dir, int id, const KfdImage &img)
+{
+	auto st = validate_kfd_image(img, kfd_image_name(id));
+	if (!st)
+		return st;
+	for (const KfdDevice &d : img.devices) {
+		if (!d.is_gpu())
+			continue;
+		auto expected = img.pages_size(d.gpu_id);
+		if (!expected)
+			return std::move(expected).error().context(kfd_image_name(id));
+		const std::string what =
+			strprintf("the VRAM/GTT BOs of GPU 0x%04x in %s", d.gpu_id,
+				  kfd_image_name(id).c_str());
+		st = check_pages_file(dir, kfd_pages_image_name(id, d.gpu_id), *expected,
+				      *expected == 0, what.c_str());
+		if (!st)
+			return st;
+	}
+	return ok_status();
+}
+
+Status validate_render_image_set(const ImageDir &dir, int id, const RenderNodeImage &img)
+{
+	auto st = validate_render_image(img, render_image_name(id));
+	if (!st)
+		return st;
+	for (size_t i = 0; i < img.bos.size(); i++) {
+		const DrmBo &bo = img.bos[i];
+		if (!bo.has_contents() || bo.vms.empty())
+			continue;
+		const std::string what = strprintf("BO %zu of %s", i, render_image_name(id).c_str());
+		st = check_pages_file(dir,
+				      drm_pages_image_name(id, img.drm_render_minor,
+							   static_cast<uint32_t>(i)),
+				      bo.size, false, what.c_str());
+		if (!st)
+			return st;
+	}
+	return ok_status();
+}
+
+} // namespace amdcr

@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "image/kfd_image.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <memory>
+#include <set>
+
+#include "criu-amdgpu.pb-c.h"
+#include "image/framing.h"
+#include "image/image_names.h"
+
+namespace amdcr {
+
+namespace {
+
+// KfdDevice and the protobuf-c KfdDeviceEntry have the same scalar field
+// names; this one list copies in either direction.
+template <typename Dst, typename Src>
+void copy_device_scalars(Dst &d, const Src &s)
+{
+	d.node_id = s.node_id;
+	d.gpu_id = s.gpu_id;
+	d.cpu_cores_count = s.cpu_cores_count;
+	d.simd_count = s.simd_count;
+	d.mem_banks_count = s.mem_banks_count;
+	d.caches_count = s.caches_count;
+	d.io_links_count = s.io_links_count;
+	d.max_waves_per_simd = s.max_waves_per_simd;
+	d.lds_size_in_kb = s.lds_size_in_kb;
+	d.gds_size_in_kb = s.gds_size_in_kb;
+	d.num_gws = s.num_gws;
+	d.wave_front_size = s.wave_front_size;
+	d.array_count = s.array_count;
+	d.simd_arrays_per_engine = s.simd_arrays_per_engine;
+	d.cu_per_simd_array = s.cu_per_simd_array;
+	d.simd_per_cu = s.simd_per_cu;
+	d.max_slots_scratch_cu = s.max_slots_scratch_cu;
+	d.vendor_id = s.vendor_id;
+	d.device_id = s.device_id;
+	d.domain = s.domain;
+	d.drm_render_minor = s.drm_render_minor;
+	d.hive_id = s.hive_id;
+	d.num_sdma_engines = s.num_sdma_engines;
+	d.num_sdma_xgmi_engines = s.num_sdma_xgmi_engines;
+	d.num_sdma_queues_per_engine = s.num_sdma_queues_per_engine;
+	d.num_cp_queues = s.num_cp_queues;
+	d.fw_version = s.fw_version;
+	d.capability = s.capability;
+	d.sdma_fw_version = s.sdma_fw_version;
+	d.vram_public = s.vram_public;
+	d.vram_size = s.vram_size;
+}
+
+template <typename Dst, typename Src>
+void copy_bo_fields(Dst &d, const Src &s)
+{
+	d.addr = s.addr;
+	d.size = s.size;
+	d.offset = s.offset;
+	d.alloc_flags = s.alloc_flags;
+	d.gpu_id = s.gpu_id;
+	d.handle = s.handle;
+}
+
+struct CriuKfdDeleter {
+	void operator()(CriuKfd *p) const { criu_kfd__free_unpacked(p, nullptr); }
+};
+using UnpackedKfd = std::unique_ptr<CriuKfd, CriuKfdDeleter>;
+
+} // namespace
+
+uint32_t KfdImage::gpu_count() const
+{
+	uint32_t n = 0;
+	for (const auto &d : devices)
+		n += d.is_gpu() ? 1 : 0;
+	return n;
+}
+
+uint32_t KfdImage::cpu_count() const
+{
+	return static_cast<uint32_t>(devices.size()) - gpu_count();
+}
+
+const KfdDevice *KfdImage::find_gpu(uint32_t gpu_id) const
+{
+	if (gpu_id == 0)
+		return nullptr;
+	for (const auto &d : devices)
+		if (d.gpu_id == gpu_id)
+			return &d;
+	return nullptr;
+}
+
+Result<uint64_t> KfdImage::pages_size(uint32_t gpu_id) const
+{
+	uint64_t total = 0;
+	for (size_t i = 0; i < bos.size(); i++) {
+		const KfdBo &bo = bos[i];
+		if (bo.gpu_id != gpu_id || !bo.has_contents())
+			continue;
+		if (total + bo.size < total)
+			return make_error(EOVERFLOW, "GPU 0x%04x: BO sizes overflow 64 bits at BO %zu",
+					  gpu_id, i);
+		total += bo.size;
+	}
+	return total;
+}
+
+Status validate_kfd_image(const KfdImage &img, const std::string &name)
+{
+	const char *n = name.c_str();
+	if (img.devices.size() > UINT32_MAX)
+		return make_error(EINVAL, "%s: %zu device entries", n, img.devices.size());
+
+	std::set<uint32_t> node_ids, gpu_ids;
+	for (size_t i = 0; i < img.devices.size(); i++) {
+		const KfdDevice &d = img.devices[i];
+		if (!node_ids.insert(d.node_id).second)
+			return make_error(EINVAL, "%s: device entry %zu: duplicate node_id %u", n, i,
+					  d.node_id);
+		if (!d.is_gpu())
+			continue;
+		if (!gpu_ids.insert(d.gpu_id).second)
+			return make_error(EINVAL, "%s: device entry %zu: duplicate gpu_id 0x%04x", n, i,
+					  d.gpu_id);
+		if (d.drm_render_minor < kFirstRenderMinor || d.drm_render_minor > kLastRenderMinor)
+			return make_error(EINVAL,
+					  "%s: GPU 0x%04x: render minor %u outside %u..%u", n,
+					  d.gpu_id, d.drm_render_minor, kFirstRenderMinor,
+					  kLastRenderMinor);
+	}
+
+	for (size_t i = 0; i < img.bos.size(); i++) {
+		const KfdBo &bo = img.bos[i];
+		if (bo.size == 0)
+			return make_error(EINVAL, "%s: BO %zu: size 0", n, i);
+		if (bo.addr + bo.size < bo.addr)
+			return make_error(EINVAL,
+					  "%s: BO %zu: address 0x%" PRIx64 " + size 0x%" PRIx64
+					  " overflows",
+					  n, i, bo.addr, bo.size);
+		if (!gpu_ids.contains(bo.gpu_id))
+			return make_error(EINVAL, "%s: BO %zu: gpu_id 0x%04x is not in the device list",
+					  n, i, bo.gpu_id);
+	}
+	for (uint32_t gpu : gpu_ids) {
+		auto total = img.pages_size(gpu);
+		if (!total)
+			return std::move(total).error().context(name);
+	}
+
+	if (img.priv_data.empty())
+		return make_error(EINVAL, "%s: no private data", n);
+	return ok_status();
+}
+
+Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
+{
+	// The protobuf-c structs point into these vectors; all are sized before
+	// any pointer is taken.
+	std::vector<KfdDeviceEntry> devs(img.devices.size());
+	std::vector<KfdDeviceEntry *> dev_ptrs(img.devices.size());
+	size_t n_links = 0;
+	for (const auto &d : img.devices)
+		n_links += d.iolinks.size();
+	std::vector<DevIolink> links(n_links);
+	std::vector<DevIolink *> link_ptrs(n_links);
+
+	size_t li = 0;
+	for (size_t i = 0; i < img.devices.size(); i++) {
+		const KfdDevice &src = img.devices[i];
+		KfdDeviceEntry &e = devs[i];
+		kfd_device_entry__init(&e);
+		copy_device_scalars(e, src);
+		e.n_iolinks = src.iolinks.size();
+		e.iolinks = src.iolinks.empty() ? nullptr : &link_ptrs[li];
+		for (const auto &l : src.iolinks) {
+			dev_iolink__init(&links[li]);
+			links[li].type = l.type;
+			links[li].node_to_id = l.node_to_id;
+			link_ptrs[li] = &links[li];
+			li++;
+		}
+		dev_ptrs[i] = &e;
+	}
+
+	std::vector<KfdBoEntry> bos(img.bos.size());
+	std::vector<KfdBoEntry *> bo_ptrs(img.bos.size());
+	for (size_t i = 0; i < img.bos.size(); i++) {
+		kfd_bo_entry__init(&bos[i]);
+		copy_bo_fields(bos[i], img.bos[i]);
+		bo_ptrs[i] = &bos[i];
+	}
+
+	CriuKfd msg;
+	criu_kfd__init(&msg);
+	msg.pid = img.pid;
+	msg.num_of_gpus = img.gpu_count();
+	msg.num_of_cpus = img.cpu_count();
+	msg.n_device_entries = dev_ptrs.size();
+	msg.device_entries = dev_ptrs.empty() ? nullptr : dev_ptrs.data();
+	msg.num_of_bos = bo_ptrs.size();
+	msg.n_bo_entries = bo_ptrs.size();
+	msg.bo_entries = bo_ptrs.empty() ? nullptr : bo_ptrs.data();
+	msg.num_of_objects = img.num_of_objects;
+	msg.shared_mem_size = img.shared_mem_size;
+	msg.shared_mem_magic = img.shared_mem_magic;
+	msg.priv_data.len = img.priv_data.size();
+	msg.priv_data.data = const_cast<uint8_t *>(img.priv_data.data());
+
+	std::vector<uint8_t> out(criu_kfd__get_packed_size(&msg));
+	const size_t packed = criu_kfd__pack(&msg, out.data());
+	if (packed != out.size())
+		return make_error(EIO, "packing the KFD image: %zu bytes instead of %zu", packed,
+				  out.size());
+	return out;
+}
+
+Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::string &name)
+{
+	const char *n = name.c_str();
+	UnpackedKfd msg(criu_kfd__unpack(nullptr, payload.size(), payload.data()));
+	if (!msg)
+		return make_error(EINVAL, "%s: not a valid criu_kfd message (%zu bytes)", n,
+				  payload.size());
+
+	if (msg->num_of_bos != msg->n_bo_entries)
+		return make_error(EINVAL, "%s: num_of_bos is %" PRIu64 " but %zu BO entries follow", n,
+				  msg->num_of_bos, msg->n_bo_entries);
+	if (static_cast<uint64_t>(msg->num_of_gpus) + msg->num_of_cpus != msg->n_device_entries)
+		return make_error(EINVAL,
+				  "%s: num_of_gpus %u + num_of_cpus %u != %zu device entries", n,
+				  msg->num_of_gpus, msg->num_of_cpus, msg->n_device_entries);
+
+	KfdImage img;
+	img.pid = msg->pid;
+	img.devices.resize(msg->n_device_entries);
+	for (size_t i = 0; i < msg->n_device_entries; i++) {
+		const KfdDeviceEntry *e = msg->device_entries[i];
+		KfdDevice &d = img.devices[i];
+		copy_device_scalars(d, *e);
+		d.iolinks.reserve(e->n_iolinks);
+		for (size_t j = 0; j < e->n_iolinks; j++)
+			d.iolinks.push_back({e->iolinks[j]->type, e->iolinks[j]->node_to_id});
+	}
+	if (img.gpu_count() != msg->num_of_gpus)
+		return make_error(EINVAL, "%s: num_of_gpus is %u but %u device entries are GPUs", n,
+				  msg->num_of_gpus, img.gpu_count());
+
+	img.bos.resize(msg->n_bo_entries);
+	for (size_t i = 0; i < msg->n_bo_entries; i++)
+		copy_bo_fields(img.bos[i], *msg->bo_entries[i]);
+	img.num_of_objects = msg->num_of_objects;
+	img.shared_mem_size = msg->shared_mem_size;
+	img.shared_mem_magic = msg->shared_mem_magic;
+	img.priv_data.assign(msg->priv_data.data, msg->priv_data.data + msg->priv_data.len);
+
+	auto st = validate_kfd_image(img, name);
+	if (!st)
+		return std::move(st).error();
+	return img;
+}
+
+Status write_kfd_image(const ImageDir &dir, int id, const KfdImage &img)
+{
+	const std::string name = kfd_image_name(id);
+	auto st = validate_kfd_image(img, name);
+	if (!st)
+		return st;
+	auto payload = pack_kfd_image(img);
+	if (!payload)
+		return std::move(payload).error().context(name);
+	return write_image_payload(dir, name, *payload);
+}
+
+Result<KfdImage> read_kfd_image(const ImageDir &dir, int id)
+{
+	const std::string name = kfd_image_name(id);
+	auto payload = read_image_payload(dir, name);
+	if (!payload)
+		return std::move(payload).error();
+	return unpack_kfd_image(*payload, name);
+}
+
+} // namespace amdcr

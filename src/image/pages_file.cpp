@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "image/pages_file.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cinttypes>
+
+#include "base/file_io.h"
+#include "image/framing.h"
+#include "image/image_names.h"
+
+namespace amdcr {
+
+Result<PagesWriter> PagesWriter::create(const ImageDir &dir, const std::string &name,
+					uint64_t payload_size)
+{
+	auto file = dir.create(name);
+	if (!file)
+		return std::move(file).error();
+	uint8_t header[kImageHeaderSize];
+	encode_image_header(payload_size, header);
+	auto st = file->write(header, sizeof(header));
+	if (!st)
+		return std::move(st).error();
+	return PagesWriter(std::move(*file), payload_size);
+}
+
+Result<PagesWriter> PagesWriter::create_kfd(const ImageDir &dir, int id, uint32_t gpu_id,
+					    uint64_t payload_size)
+{
+	return create(dir, kfd_pages_image_name(id, gpu_id), payload_size);
+}
+
+Status PagesWriter::write(const void *buf, size_t len)
+{
+	if (len > payload_size_ - written_)
+		return make_error(EINVAL,
+				  "%s: writing %zu bytes at %" PRIu64 " overruns the declared %" PRIu64
+				  " bytes",
+				  name().c_str(), len, written_, payload_size_);
+	auto st = file_.write(buf, len);
+	if (!st)
+		return st;
+	written_ += len;
+	return ok_status();
+}
+
+Status PagesWriter::commit()
+{
+	if (written_ != payload_size_)
+		return make_error(EINVAL, "%s: %" PRIu64 " of the declared %" PRIu64 " bytes written",
+				  name().c_str(), written_, payload_size_);
+	return file_.commit();
+}
+
+Result<PagesReader> PagesReader::open(const ImageDir &dir, const std::string &name)
+{
+	auto fd = dir.open_read(name);
+	if (!fd)
+		return std::move(fd).error();
+	struct stat st = {};
+	if (::fstat(fd->get(), &st) != 0)
+		return errno_error(errno, "stat " + name);
+	if (!S_ISREG(st.st_mode))
+		return make_error(EINVAL, "%s: not a regular file", name.c_str());
+	const auto file_size = static_cast<uint64_t>(st.st_size);
+
+	uint8_t header[kImageHeaderSize];
+	auto n = pread_full(fd->get(), header, sizeof(header), 0);
+	if (!n)
+		return std::move(n).error().context(name);
+	if (*n < sizeof(header)) {
+		auto chk = check_image_framing(name, *n, 0);
+		return std::move(chk).error();
+	}
+	const uint64_t payload_size = decode_image_header(header);
+	auto chk = check_image_framing(name, file_size, payload_size);
+	if (!chk)
+		return std::move(chk).error();
+	return PagesReader(name, std::move(*fd), payload_size);
+}
+
+Result<PagesReader> PagesReader::open_kfd(const ImageDir &dir, int id, uint32_t gpu_id)
+{
+	return open(dir, kfd_pages_image_name(id, gpu_id));
+}
+
+Status PagesReader::read_at(uint64_t payload_offset, void *buf, size_t len) const
+{
+	if (payload_offset > payload_size_ || len > payload_size_ - payload_offset)
+		return make_error(EINVAL,
+				  "%s: reading %zu bytes at %" PRIu64 " is past the end (%" PRIu64
+				  " bytes)",
+				  name_.c_str(), len, payload_offset, payload_size_);
+	auto n = pread_full(fd_.get(), buf, len, kImageHeaderSize + payload_offset);
+	if (!n)
+		return std::move(n).error().context(name_);
+	if (*n != len)
+		return make_error(EIO, "%s: file shrank: %zu of %zu bytes at %" PRIu64, name_.c_str(),
+				  *n, len, payload_offset);
+	return ok_status();
+}
+
+Status PagesReader::read(void *buf, size_t len)
+{
+	auto st = read_at(pos_, buf, len);
+	if (!st)
+		return st;
+	pos_ += len;
+	return ok_status();
+}
+
+Status PagesReader::skip(uint64_t len)
+{
+	if (len > payload_size_ - pos_)
+		return make_error(EINVAL,
+				  "%s: skipping %" PRIu64 " bytes at %" PRIu64 " is past the end (%" PRIu64
+				  " bytes)",
+				  name_.c_str(), len, pos_, payload_size_);
+	pos_ += len;
+	return ok_status();
+}
+
+} // namespace amdcr

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "image/render_image.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <memory>
+
+#include "criu-amdgpu.pb-c.h"
+#include "image/framing.h"
+#include "image/image_names.h"
+#include "image/kfd_image.h"
+
+namespace amdcr {
+
+namespace {
+
+struct RenderDeleter {
+	void operator()(CriuRenderNode *p) const { criu_render_node__free_unpacked(p, nullptr); }
+};
+struct DmabufDeleter {
+	void operator()(CriuDmabufNode *p) const { criu_dmabuf_node__free_unpacked(p, nullptr); }
+};
+
+} // namespace
+
+Status validate_render_image(const RenderNodeImage &img, const std::string &name)
+{
+	const char *n = name.c_str();
+	if (img.drm_render_minor < kFirstRenderMinor || img.drm_render_minor > kLastRenderMinor)
+		return make_error(EINVAL, "%s: render minor %u outside %u..%u", n,
+				  img.drm_render_minor, kFirstRenderMinor, kLastRenderMinor);
+	if (img.gpu_id == 0)
+		return make_error(EINVAL, "%s: gpu_id 0", n);
+	for (size_t i = 0; i < img.bos.size(); i++) {
+		const DrmBo &bo = img.bos[i];
+		if (bo.size == 0)
+			return make_error(EINVAL, "%s: BO %zu: size 0", n, i);
+		if (bo.addr + bo.size < bo.addr)
+			return make_error(EINVAL,
+					  "%s: BO %zu: address 0x%" PRIx64 " + size 0x%" PRIx64
+					  " overflows",
+					  n, i, bo.addr, bo.size);
+		if (bo.vms.size() > UINT32_MAX)
+			return make_error(EINVAL, "%s: BO %zu: %zu VM entries", n, i, bo.vms.size());
+		for (size_t j = 0; j < bo.vms.size(); j++)
+			if (bo.vms[j].last < bo.vms[j].start)
+				return make_error(EINVAL,
+						  "%s: BO %zu: VM entry %zu ends (0x%" PRIx64
+						  ") before it starts (0x%" PRIx64 ")",
+						  n, i, j, bo.vms[j].last, bo.vms[j].start);
+	}
+	return ok_status();
+}
+
+Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
+{
+	size_t n_vms = 0;
+	for (const auto &bo : img.bos)
+		n_vms += bo.vms.size();
+	std::vector<DrmVmEntry> vms(n_vms);
+	std::vector<DrmVmEntry *> vm_ptrs(n_vms);
+	std::vector<DrmBoEntry> bos(img.bos.size());
+	std::vector<DrmBoEntry *> bo_ptrs(img.bos.size());
+
+	size_t vi = 0;
+	for (size_t i = 0; i < img.bos.size(); i++) {
+		const DrmBo &src = img.bos[i];
+		DrmBoEntry &e = bos[i];
+		drm_bo_entry__init(&e);
+		e.addr = src.addr;
+		e.size = src.size;
+		e.offset = src.offset;
+		e.alloc_flags = src.alloc_flags;
+		e.preferred_domains = src.preferred_domains;
+		e.handle = src.handle;
+		e.is_import = src.is_import ? 1 : 0;
+		e.num_of_vms = static_cast<uint32_t>(src.vms.size());
+		e.n_vm_entries = src.vms.size();
+		e.vm_entries = src.vms.empty() ? nullptr : &vm_ptrs[vi];
+		for (const auto &vm : src.vms) {
+			drm_vm_entry__init(&vms[vi]);
+			vms[vi].start = vm.start;
+			vms[vi].last = vm.last;
+			vms[vi].offset = vm.offset;
+			vms[vi].flags = vm.flags;
+			vm_ptrs[vi] = &vms[vi];
+			vi++;
+		}
+		bo_ptrs[i] = &e;
+	}
+
+	CriuRenderNode msg;
+	criu_render_node__init(&msg);
+	msg.gpu_id = img.gpu_id;
+	msg.id = img.id;
+	msg.drm_render_minor = img.drm_render_minor;
+	msg.num_of_bos = bo_ptrs.size();
+	msg.n_bo_entries = bo_ptrs.size();
+	msg.bo_entries = bo_ptrs.empty() ? nullptr : bo_ptrs.data();
+
+	std::vector<uint8_t> out(criu_render_node__get_packed_size(&msg));
+	const size_t packed = criu_render_node__pack(&msg, out.data());
+	if (packed != out.size())
+		return make_error(EIO, "packing the render node image: %zu bytes instead of %zu",
+				  packed, out.size());
+	return out;
+}
+
+Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload,
+					    const std::string &name)
+{
+	const char *n = name.c_str();
+	std::unique_ptr<CriuRenderNode, RenderDeleter> msg(
+		criu_render_node__unpack(nullptr, payload.size(), payload.data()));
+	if (!msg)
+		return make_error(EINVAL, "%s: not a valid criu_render_node message (%zu bytes)", n,
+				  payload.size());
+	if (msg->num_of_bos != msg->n_bo_entries)
+		return make_error(EINVAL, "%s: num_of_bos is %" PRIu64 " but %zu BO entries follow", n,
+				  msg->num_of_bos, msg->n_bo_entries);
+
+	RenderNodeImage img;
+	img.gpu_id = msg->gpu_id;
+	img.id = msg->id;
+	img.drm_render_minor = msg->drm_render_minor;
+	img.bos.resize(msg->n_bo_entries);
+	for (size_t i = 0; i < msg->n_bo_entries; i++) {
+		const DrmBoEntry *e = msg->bo_entries[i];
+		if (e->num_of_vms != e->n_vm_entries)
+			return make_error(EINVAL, "%s: BO %zu: num_of_vms is %u but %zu VM entries follow",
+					  n, i, e->num_of_vms, e->n_vm_entries);
+		DrmBo &bo = img.bos[i];
+		bo.addr = e->addr;
+		bo.size = e->size;
+		bo.offset = e->offset;
+		bo.alloc_flags = e->alloc_flags;
+		bo.preferred_domains = e->preferred_domains;
+		bo.handle = e->handle;
+		bo.is_import = e->is_import != 0;
+		bo.vms.reserve(e->n_vm_entries);
+		for (size_t j = 0; j < e->n_vm_entries; j++) {
+			const DrmVmEntry *v = e->vm_entries[j];
+			bo.vms.push_back({v->start, v->last, v->offset, v->flags});
+		}
+	}
+	auto st = validate_render_image(img, name);
+	if (!st)
+		return std::move(st).error();
+	return img;
+}
+
+Status write_render_image(const ImageDir &dir, int id, const RenderNodeImage &img)
+{
+	const std::string name = render_image_name(id);
+	auto st = validate_render_image(img, name);
+	if (!st)
+		return st;
+	auto payload = pack_render_image(img);
+	if (!payload)
+		return std::move(payload).error().context(name);
+	return write_image_payload(dir, name, *payload);
+}
+
+Result<RenderNodeImage> read_render_image(const ImageDir &dir, int id)
+{
+	const std::string name = render_image_name(id);
+	auto payload = read_image_payload(dir, name);
+	if (!payload)
+		return std::move(payload).error();
+	return unpack_render_image(*payload, name);
+}
+
+Result<std::vector<uint8_t>> pack_dmabuf_image(const DmabufImage &img)
+{
+	CriuDmabufNode msg;
+	criu_dmabuf_node__init(&msg);
+	msg.gem_handle = img.gem_handle;
+	std::vector<uint8_t> out(criu_dmabuf_node__get_packed_size(&msg));
+	const size_t packed = criu_dmabuf_node__pack(&msg, out.data());
+	if (packed != out.size())
+		return make_error(EIO, "packing the dmabuf image: %zu bytes instead of %zu", packed,
+				  out.size());
+	return out;
+}
+
+Result<DmabufImage> unpack_dmabuf_image(std::span<const uint8_t> payload, const std::string &name)
+{
+	std::unique_ptr<CriuDmabufNode, DmabufDeleter> msg(
+		criu_dmabuf_node__unpack(nullptr, payload.size(), payload.data()));
+	if (!msg)
+		return make_error(EINVAL, "%s: not a valid criu_dmabuf_node message (%zu bytes)",
+				  name.c_str(), payload.size());
+	return DmabufImage{msg->gem_handle};
+}
+
+Status write_dmabuf_image(const ImageDir &dir, int id, const DmabufImage &img)
+{
+	const std::string name = dmabuf_image_name(id);
+	auto payload = pack_dmabuf_image(img);
+	if (!payload)
+		return std::move(payload).error().context(name);
+	return write_image_payload(dir, name, *payload);
+}
+
+Result<DmabufImage> read_dmabuf_image(const ImageDir &dir, int id)
+{
+	const std::string name = dmabuf_image_name(id);
+	auto payload = read_image_payload(dir, name);
+	if (!payload)
+		return std::move(payload).error();
+	return unpack_dmabuf_image(*payload, name);
+}
+
+} // namespace amdcr

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Pages files: the sink/source of the copy engine.
+#include <criterion/criterion.h>
+
+#include <sys/resource.h>
+
+#include <csignal>
+#include <cstring>
+
+#include "image/image_names.h"
+#include "image/pages_file.h"
+#include "image_test_util.h"
+
+using namespace amdcr;
+using amdcr::test::TempDir;
+
+Test(pages_file, write_then_read_sequentially)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	const auto a = test::pattern(3 << 20, 1);
+	const auto b = test::pattern(4096, 2);
+	{
+		auto w = PagesWriter::create_kfd(*dir, 5, 0xbeef, a.size() + b.size());
+		cr_assert(w.ok());
+		ByteSink &sink = *w;
+		cr_assert(sink.write(a.data(), a.size()).ok());
+		cr_assert_eq(w->written(), a.size());
+		cr_assert(sink.write(b.data(), b.size()).ok());
+		cr_assert_eq(w->remaining(), 0u);
+		cr_assert(w->commit().ok());
+	}
+	const std::string name = kfd_pages_image_name(5, 0xbeef);
+	cr_assert_eq(test::file_mode(tmp.file(name)), 0600);
+	auto raw = test::read_raw(tmp.file(name));
+	cr_assert_eq(raw.size(), 8 + a.size() + b.size());
+
+	auto r = PagesReader::open_kfd(*dir, 5, 0xbeef);
+	cr_assert(r.ok());
+	cr_assert_eq(r->payload_size(), a.size() + b.size());
+	ByteSource &src = *r;
+	std::vector<uint8_t> got(a.size());
+	cr_assert(src.read(got.data(), got.size()).ok());
+	cr_assert(got == a);
+	cr_assert_eq(src.remaining(), b.size());
+	got.assign(b.size(), 0);
+	cr_assert(src.read(got.data(), got.size()).ok());
+	cr_assert(got == b);
+	cr_assert_eq(src.remaining(), 0u);
+}
+
+Test(pages_file, random_access_and_skip)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	const auto data = test::pattern(10000, 3);
+	auto w = PagesWriter::create(*dir, "p.img", data.size());
+	cr_assert(w.ok());
+	cr_assert(w->write(data.data(), data.size()).ok());
+	cr_assert(w->commit().ok());
+
+	auto r = PagesReader::open(*dir, "p.img");
+	cr_assert(r.ok());
+	uint8_t buf[100];
+	cr_assert(r->read_at(5000, buf, sizeof(buf)).ok());
+	cr_assert_eq(std::memcmp(buf, data.data() + 5000, sizeof(buf)), 0);
+	cr_assert_eq(r->position(), 0u);
+	cr_assert(r->skip(9950).ok());
+	cr_assert(r->read(buf, 50).ok());
+	cr_assert_eq(std::memcmp(buf, data.data() + 9950, 50), 0);
+}
+
+Test(pages_file, reading_past_the_end_names_the_file)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	auto w = PagesWriter::create(*dir, "q.img", 16);
+	cr_assert(w.ok());
+	cr_assert(w->write("0123456789abcdef", 16).ok());
+	cr_assert(w->commit().ok());
+	auto r = PagesReader::open(*dir, "q.img");
+	cr_assert(r.ok());
+	uint8_t buf[32];
+	cr_assert(r->read(buf, 10).ok());
+	auto st = r->read(buf, 7);
+	cr_assert_not(st.ok());
+	cr_assert(st.error().message().find("q.img") != std::string::npos, "%s",
+		  st.error().message().c_str());
+	cr_assert_eq(r->position(), 10u, "a failed read must not move the position");
+	cr_assert_not(r->skip(7).ok());
+	cr_assert_not(r->read_at(UINT64_MAX - 2, buf, 4).ok());
+	cr_assert(r->read(buf, 6).ok());
+	cr_assert_eq(r->remaining(), 0u);
+}
+
+Test(pages_file, empty_payload)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	auto w = PagesWriter::create_kfd(*dir, 1, 0x10, 0);
+	cr_assert(w.ok());
+	cr_assert(w->commit().ok());
+	auto raw = test::read_raw(tmp.file(kfd_pages_image_name(1, 0x10)));
+	cr_assert(raw == std::vector<uint8_t>(8, 0));
+	auto r = PagesReader::open_kfd(*dir, 1, 0x10);
+	cr_assert(r.ok());
+	cr_assert_eq(r->payload_size(), 0u);
+}
+
+Test(pages_file, writer_refuses_overrun_and_short_commit)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	auto w = PagesWriter::create(*dir, "r.img", 8);
+	cr_assert(w.ok());
+	cr_assert(w->write("12345", 5).ok());
+	auto st = w->write("6789", 4);
+	cr_assert_not(st.ok());
+	cr_assert(st.error().message().find("r.img") != std::string::npos);
+	st = w->commit();
+	cr_assert_not(st.ok());
+	cr_assert(st.error().message().find("r.img") != std::string::npos);
+	cr_assert_not(dir->exists("r.img").value());
+}
+
+Test(pages_file, abandoned_writer_leaves_no_file)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	{
+		auto w = PagesWriter::create(*dir, "s.img", 4);
+		cr_assert(w.ok());
+		cr_assert(w->write("ab", 2).ok());
+	}
+	cr_assert(tmp.names().empty());
+}
+
+Test(pages_file, reader_checks_framing)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	auto bytes = test::framed(test::pattern(100, 4));
+	bytes.resize(90);
+	cr_assert(test::write_raw(tmp.file("t.img"), bytes));
+	auto r = PagesReader::open(*dir, "t.img");
+	cr_assert_not(r.ok());
+	cr_assert(r.error().message().find("t.img") != std::string::npos);
+	cr_assert(r.error().message().find("truncated") != std::string::npos);
+	r = PagesReader::open(*dir, "missing.img");
+	cr_assert_not(r.ok());
+	cr_assert_eq(r.error().code(), ENOENT);
+}
+
+Test(pages_file, write_error_names_the_file_and_leaves_nothing)
+{
+	// A file size limit makes write() fail (EFBIG) the way a full disk
+	// does (ENOSPC): Criterion runs each test in its own process, so the
+	// limit stays here.
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	::signal(SIGXFSZ, SIG_IGN);
+	struct rlimit lim = {64 << 10, 64 << 10};
+	cr_assert_eq(::setrlimit(RLIMIT_FSIZE, &lim), 0);
+	const auto data = test::pattern(1 << 20, 6);
+	{
+		auto w = PagesWriter::create_kfd(*dir, 2, 0xabcd, data.size());
+		cr_assert(w.ok());
+		auto st = w->write(data.data(), data.size());
+		cr_assert_not(st.ok());
+		cr_assert_eq(st.error().code(), EFBIG);
+		cr_assert(st.error().message().find(kfd_pages_image_name(2, 0xabcd)) != std::string::npos,
+			  "%s", st.error().message().c_str());
+	}
+	cr_assert(tmp.names().empty());
+}
