@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// gpu-workload: a ROCm-like GPU process for the end-to-end tests and the
+// benchmarks. Through libhsakmt (the real library, unmodified) it opens KFD,
+// allocates VRAM BOs on every GPU and system-memory (GTT) BOs, maps them,
+// fills each with a deterministic pattern through its CPU mapping, creates a
+// compute queue and a signal event per GPU, writes a manifest of what it
+// made, then waits to be checkpointed (or exits with --exit).
+//
+//   gpu-workload --manifest FILE [--ready FILE] [--vram LIST] [--gtt LIST]
+//                [--no-queues] [--exit]
+//   LIST: comma-separated sizes with K/M/G suffixes and '+' sums, e.g.
+//         4K,12K,1M+4K,1G+36K (each a multiple of 4 KiB)
+#include <hsakmt.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu_workload.h"
+
+namespace {
+
+[[noreturn]] void die(const char *what, long code = 0)
+{
+	std::fprintf(stderr, "gpu-workload: %s (%ld)\n", what, code);
+	std::exit(2);
+}
+
+uint64_t parse_size(const std::string &s)
+{
+	uint64_t total = 0;
+	size_t pos = 0;
+	while (pos < s.size()) {
+		size_t end = s.find('+', pos);
+		if (end == std::string::npos)
+			end = s.size();
+		std::string term = s.substr(pos, end - pos);
+		uint64_t mult = 1;
+		switch (term.empty() ? 0 : term.back()) {
+		case 'K': mult = 1ull << 10; break;
+		case 'M': mult = 1ull << 20; break;
+		case 'G': mult = 1ull << 30; break;
+		default: break;
+		}
+		if (mult != 1)
+			term.pop_back();
+		total += std::strtoull(term.c_str(), nullptr, 10) * mult;
+		pos = end + 1;
+	}
+	return total;
+}
+
+std::vector<uint64_t> parse_list(const char *s)
+{
+	std::vector<uint64_t> out;
+	std::string str = s;
+	size_t pos = 0;
+	while (pos <= str.size()) {
+		size_t end = str.find(',', pos);
+		if (end == std::string::npos)
+			end = str.size();
+		if (end > pos)
+			out.push_back(parse_size(str.substr(pos, end - pos)));
+		pos = end + 1;
+	}
+	return out;
+}
+
+void on_term(int) { _exit(0); }
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	std::string manifest_path, ready_path;
+	std::vector<uint64_t> vram = {4 << 10, 12 << 10, (1 << 20) + (4 << 10), (7 << 20) + (12 << 10)};
+	std::vector<uint64_t> gtt = {8 << 10, (3 << 20) + (4 << 10)};
+	bool queues = true, hold = true;
+	for (int i = 1; i < argc; i++) {
+		const std::string a = argv[i];
+		auto next = [&]() -> const char * {
+			if (i + 1 >= argc)
+				die("missing value");
+			return argv[++i];
+		};
+		if (a == "--manifest") manifest_path = next();
+		else if (a == "--ready") ready_path = next();
+		else if (a == "--vram") vram = parse_list(next());
+		else if (a == "--gtt") gtt = parse_list(next());
+		else if (a == "--no-queues") queues = false;
+		else if (a == "--exit") hold = false;
+		else die("unknown option");
+	}
+	if (manifest_path.empty())
+		die("--manifest is required");
+	signal(SIGTERM, on_term);
+
+	if (HSAKMT_STATUS s = hsaKmtOpenKFD(); s != HSAKMT_STATUS_SUCCESS)
+		die("hsaKmtOpenKFD", s);
+	HsaSystemProperties sys{};
+	if (HSAKMT_STATUS s = hsaKmtAcquireSystemProperties(&sys); s != HSAKMT_STATUS_SUCCESS)
+		die("hsaKmtAcquireSystemProperties", s);
+
+	e2e::Manifest m;
+	m.pid = static_cast<int>(getpid());
+	uint64_t seed = 1;
+	std::vector<uint32_t> gpu_nodes;
+	for (uint32_t node = 0; node < sys.NumNodes; node++) {
+		HsaNodeProperties props{};
+		if (HSAKMT_STATUS s = hsaKmtGetNodeProperties(node, &props); s != HSAKMT_STATUS_SUCCESS)
+			die("hsaKmtGetNodeProperties", s);
+		if (props.NumFComputeCores == 0 || props.DrmRenderMinor <= 0)
+			continue;
+		gpu_nodes.push_back(node);
+		for (uint64_t size : vram) {
+			HsaMemFlags f{};
+			f.ui32.NonPaged = 1;
+			f.ui32.HostAccess = 1;
+			f.ui32.NoSubstitute = 1;
+			f.ui32.PageSize = HSA_PAGE_SIZE_4KB;
+			void *addr = nullptr;
+			if (HSAKMT_STATUS s = hsaKmtAllocMemory(node, size, f, &addr); s != HSAKMT_STATUS_SUCCESS)
+				die("hsaKmtAllocMemory(VRAM)", s);
+			HSAuint64 gpuva = 0;
+			if (HSAKMT_STATUS s = hsaKmtMapMemoryToGPU(addr, size, &gpuva); s != HSAKMT_STATUS_SUCCESS)
+				die("hsaKmtMapMemoryToGPU(VRAM)", s);
+			e2e::fill_pattern(addr, size, seed);
+			m.bos.push_back({node, static_cast<uint32_t>(props.DrmRenderMinor), true, reinterpret_cast<uint64_t>(addr), size, size, seed});
+			seed++;
+		}
+	}
+	if (gpu_nodes.empty())
+		die("no GPU node");
+	for (uint64_t size : gtt) {
+		HsaMemFlags f{};
+		f.ui32.NonPaged = 1;
+		f.ui32.HostAccess = 1;
+		f.ui32.PageSize = HSA_PAGE_SIZE_4KB;
+		void *addr = nullptr;
+		if (HSAKMT_STATUS s = hsaKmtAllocMemory(0, size, f, &addr); s != HSAKMT_STATUS_SUCCESS)
+			die("hsaKmtAllocMemory(system)", s);
+		HSAuint64 gpuva = 0;
+		if (HSAKMT_STATUS s = hsaKmtMapMemoryToGPU(addr, size, &gpuva); s != HSAKMT_STATUS_SUCCESS)
+			die("hsaKmtMapMemoryToGPU(system)", s);
+		e2e::fill_pattern(addr, size, seed);
+		m.bos.push_back({0, 0, false, reinterpret_cast<uint64_t>(addr), size, size, seed});
+		seed++;
+	}
+
+	if (queues) {
+		for (uint32_t node : gpu_nodes) {
+			HsaEventDescriptor desc{};
+			desc.EventType = HSA_EVENTTYPE_SIGNAL;
+			desc.NodeId = node;
+			HsaEvent *ev = nullptr;
+			if (HSAKMT_STATUS s = hsaKmtCreateEvent(&desc, false, false, &ev); s != HSAKMT_STATUS_SUCCESS)
+				die("hsaKmtCreateEvent", s);
+			HsaMemFlags f{};
+			f.ui32.HostAccess = 1;
+			f.ui32.NonPaged = 1;
+			f.ui32.PageSize = HSA_PAGE_SIZE_4KB;
+			void *ring = nullptr;
+			if (HSAKMT_STATUS s = hsaKmtAllocMemory(0, 64 << 10, f, &ring); s != HSAKMT_STATUS_SUCCESS)
+				die("hsaKmtAllocMemory(ring)", s);
+			HSAuint64 gpuva = 0;
+			if (HSAKMT_STATUS s = hsaKmtMapMemoryToGPU(ring, 64 << 10, &gpuva); s != HSAKMT_STATUS_SUCCESS)
+				die("hsaKmtMapMemoryToGPU(ring)", s);
+			HsaQueueResource res{};
+			if (HSAKMT_STATUS s = hsaKmtCreateQueue(node, HSA_QUEUE_COMPUTE_AQL, 100,
+								HSA_QUEUE_PRIORITY_NORMAL, ring, 64 << 10,
+								nullptr, &res);
+			    s != HSAKMT_STATUS_SUCCESS)
+				die("hsaKmtCreateQueue", s);
+		}
+	}
+
+	if (!e2e::write_manifest(manifest_path, m))
+		die("write manifest");
+	if (!ready_path.empty()) {
+		FILE *f = std::fopen(ready_path.c_str(), "w");
+		if (!f)
+			die("ready file");
+		std::fclose(f);
+	}
+	std::printf("gpu-workload: pid %d ready: %zu BOs on %zu GPUs\n", m.pid, m.bos.size(), gpu_nodes.size());
+	std::fflush(stdout);
+	while (hold)
+		pause();
+	hsaKmtCloseKFD();
+	return 0;
+}

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The test workload's manifest and data pattern, shared by the workload
+// (which fills its BOs), the verifier (which checks them in a restored
+// task) and the tests (which compare pages files and the emulator's BOs).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace e2e {
+
+struct ManifestBo {
+	uint32_t node = 0;	// HSA node the memory was allocated on
+	uint32_t render_minor = 0; // its GPU's render node (0: system memory)
+	bool vram = false;	// VRAM, else system memory (GTT)
+	uint64_t addr = 0;	// CPU address == GPU VA (libhsakmt's SVM layout)
+	uint64_t size = 0;	// allocation size (page multiple)
+	uint64_t fill = 0;	// bytes of the pattern written from addr
+	uint64_t seed = 0;
+};
+
+struct Manifest {
+	int pid = 0;
+	std::vector<ManifestBo> bos;
+};
+
+// Deterministic content: the byte at offset `off` of a BO with `seed`.
+// Filled and checked 8 bytes at a time.
+void fill_pattern(void *dst, uint64_t len, uint64_t seed);
+// Offset of the first byte that differs, or -1 when all `len` bytes match.
+int64_t check_pattern(const void *src, uint64_t len, uint64_t seed);
+
+bool write_manifest(const std::string &path, const Manifest &m);
+bool read_manifest(const std::string &path, Manifest *m);
+
+} // namespace e2e
