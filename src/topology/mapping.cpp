@@ -1,0 +1,481 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "topology/mapping.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace amdcr {
+
+// ---- GpuMap ------------------------------------------------------------------
+
+const GpuMapEntry *GpuMap::find_checkpointed(uint32_t checkpointed_gpu_id) const
+{
+	for (const auto &e : entries_)
+		if (e.checkpointed_gpu_id == checkpointed_gpu_id)
+			return &e;
+	return nullptr;
+}
+
+const GpuMapEntry *GpuMap::find_local(uint32_t local_gpu_id) const
+{
+	for (const auto &e : entries_)
+		if (e.local_gpu_id == local_gpu_id)
+			return &e;
+	return nullptr;
+}
+
+uint32_t GpuMap::local_gpu_id(uint32_t checkpointed_gpu_id) const
+{
+	const GpuMapEntry *e = find_checkpointed(checkpointed_gpu_id);
+	return e ? e->local_gpu_id : 0;
+}
+
+// ---- property rules ----------------------------------------------------------
+
+std::string PropertyMismatch::describe() const
+{
+	const bool le = requirement != "equal";
+	std::string s = strprintf("%s: checkpointed %llu %s local %llu", property.c_str(),
+				  static_cast<unsigned long long>(checkpointed), le ? ">" : "!=",
+				  static_cast<unsigned long long>(local));
+	if (check)
+		s += strprintf(" (relax with %s=0)", check_env_name(*check));
+	else
+		s += " (cannot be relaxed)";
+	return s;
+}
+
+namespace {
+
+constexpr const char *kEqual = "equal";
+constexpr const char *kNotSmaller = "checkpointed <= local";
+
+// Shape properties that must be equal; no switch relaxes them.
+constexpr struct {
+	const char *name;
+	uint32_t TopologyNode::*field;
+} kEqualProperties[] = {
+	{"simd_count", &TopologyNode::simd_count},
+	{"mem_banks_count", &TopologyNode::mem_banks_count},
+	{"io_links_count", &TopologyNode::io_links_count},
+	{"max_waves_per_simd", &TopologyNode::max_waves_per_simd},
+	{"lds_size_in_kb", &TopologyNode::lds_size_in_kb},
+	{"wave_front_size", &TopologyNode::wave_front_size},
+	{"array_count", &TopologyNode::array_count},
+	{"simd_arrays_per_engine", &TopologyNode::simd_arrays_per_engine},
+	{"cu_per_simd_array", &TopologyNode::cu_per_simd_array},
+	{"simd_per_cu", &TopologyNode::simd_per_cu},
+	{"max_slots_scratch_cu", &TopologyNode::max_slots_scratch_cu},
+	{"vendor_id", &TopologyNode::vendor_id},
+	{"device_id", &TopologyNode::device_id},
+	{"num_sdma_engines", &TopologyNode::num_sdma_engines},
+	{"num_sdma_xgmi_engines", &TopologyNode::num_sdma_xgmi_engines},
+	{"num_sdma_queues_per_engine", &TopologyNode::num_sdma_queues_per_engine},
+	{"num_cp_queues", &TopologyNode::num_cp_queues},
+};
+
+// Properties that may grow on the restore side (checkpointed <= local).
+constexpr struct {
+	const char *name;
+	uint32_t TopologyNode::*field;
+	Check check;
+} kNotSmallerProperties[] = {
+	{"num_gws", &TopologyNode::num_gws, Check::NumGws},
+	{"caches_count", &TopologyNode::caches_count, Check::CachesCount},
+	{"fw_version", &TopologyNode::fw_version, Check::FwVersion},
+	{"sdma_fw_version", &TopologyNode::sdma_fw_version, Check::SdmaFwVersion},
+};
+
+} // namespace
+
+std::vector<PropertyMismatch> compare_gpu_properties(const TopologyNode &src, const TopologyNode &dst,
+						     const Config &config)
+{
+	std::vector<PropertyMismatch> out;
+	for (const auto &p : kEqualProperties)
+		if (src.*(p.field) != dst.*(p.field))
+			out.push_back({p.name, src.*(p.field), dst.*(p.field), kEqual, std::nullopt});
+	if (src.vram_public != dst.vram_public)
+		out.push_back({"vram_public", src.vram_public, dst.vram_public, kEqual, std::nullopt});
+	if (config.enabled(Check::Capability) && src.capability != dst.capability)
+		out.push_back({"capability", src.capability, dst.capability, kEqual, Check::Capability});
+	if (config.enabled(Check::VramSize) && src.vram_size > dst.vram_size)
+		out.push_back({"vram_size", src.vram_size, dst.vram_size, kNotSmaller, Check::VramSize});
+	for (const auto &p : kNotSmallerProperties)
+		if (config.enabled(p.check) && src.*(p.field) > dst.*(p.field))
+			out.push_back({p.name, src.*(p.field), dst.*(p.field), kNotSmaller, p.check});
+	return out;
+}
+
+// ---- the search --------------------------------------------------------------
+
+namespace {
+
+// A link from a GPU to one of its CPU nodes.
+struct CpuLink {
+	uint32_t cpu = 0;
+	uint32_t type = 0;
+	bool bidirectional = false;
+};
+
+std::vector<CpuLink> cpu_links(const Topology &t, const TopologyNode &gpu)
+{
+	std::vector<CpuLink> out;
+	for (uint32_t cpu : t.cpu_nodes_of_gpu(gpu.gpu_id)) {
+		// The best valid link to that CPU.
+		CpuLink best{cpu, 0, false};
+		for (uint32_t type : {kIoLinkTypePcie, kIoLinkTypeXgmi})
+			if (t.find_link(gpu.node_id, cpu, type)) {
+				const bool bidir = t.bidirectional(gpu.node_id, cpu, type);
+				if (type == kIoLinkTypeXgmi || bidir || best.type == 0)
+					best = {cpu, type, bidir};
+			}
+		out.push_back(best);
+	}
+	return out;
+}
+
+// A destination link can stand in for a source link: XGMI replaces PCIe
+// (not the reverse), a bidirectional link replaces a one-way one.
+bool link_at_least(const CpuLink &src, const CpuLink &dst)
+{
+	if (src.type == kIoLinkTypeXgmi && dst.type != kIoLinkTypeXgmi)
+		return false;
+	if (src.bidirectional && !dst.bidirectional)
+		return false;
+	return true;
+}
+
+const char *link_name(uint32_t type)
+{
+	return type == kIoLinkTypeXgmi ? "XGMI" : "PCIe";
+}
+
+std::string gpu_label(const TopologyNode &n)
+{
+	return strprintf("gpu_id %u (node %u, renderD%u)", n.gpu_id, n.node_id, n.drm_render_minor);
+}
+
+constexpr size_t kNone = std::numeric_limits<size_t>::max();
+constexpr uint64_t kStepBudget = 2'000'000;
+
+class Mapper {
+public:
+	Mapper(const MappingInput &in, std::vector<const TopologyNode *> src, std::vector<const TopologyNode *> dst)
+		: in_(in), src_(std::move(src)), dst_(std::move(dst)), assigned_(src_.size(), kNone),
+		  owner_(dst_.size(), kNone)
+	{
+		for (const auto *s : src_)
+			src_cpu_.push_back(cpu_links(*in_.checkpointed, *s));
+		for (const auto *d : dst_)
+			dst_cpu_.push_back(cpu_links(*in_.local, *d));
+		unary_.resize(src_.size());
+		unary_ok_.resize(src_.size());
+		for (size_t i = 0; i < src_.size(); i++)
+			for (size_t j = 0; j < dst_.size(); j++) {
+				unary_[i].push_back(unary_reasons(i, j));
+				unary_ok_[i].push_back(unary_[i].back().empty());
+			}
+	}
+
+	Result<GpuMap> run()
+	{
+		if (!search(0)) {
+			if (steps_ > kStepBudget)
+				return make_error(EINVAL,
+						  "GPU mapping: gave up after %llu search steps without a mapping",
+						  static_cast<unsigned long long>(kStepBudget));
+			return make_error(EINVAL, "%s", failure_.c_str());
+		}
+		std::vector<GpuMapEntry> entries;
+		for (size_t i = 0; i < src_.size(); i++) {
+			const TopologyNode *d = dst_[assigned_[i]];
+			entries.push_back({src_[i]->gpu_id, d->gpu_id, d->drm_render_minor, d->node_id});
+		}
+		return GpuMap(std::move(entries));
+	}
+
+private:
+	// Reasons a local GPU can never replace a checkpointed one, whatever
+	// else is mapped.
+	std::vector<std::string> unary_reasons(size_t si, size_t di) const
+	{
+		std::vector<std::string> out;
+		for (const auto &m : compare_gpu_properties(*src_[si], *dst_[di], in_.config))
+			out.push_back(m.describe());
+		for (const auto &sl : src_cpu_[si]) {
+			const bool any = std::any_of(dst_cpu_[di].begin(), dst_cpu_[di].end(),
+						     [&](const CpuLink &dl) { return link_at_least(sl, dl); });
+			if (!any)
+				out.push_back(strprintf("no %s%s link to a CPU like the checkpointed link to CPU node %u "
+							"(cannot be relaxed)",
+							sl.bidirectional ? "bidirectional " : "", link_name(sl.type),
+							sl.cpu));
+		}
+		return out;
+	}
+
+	// Why dst[di] cannot take src[si] given the current partial mapping;
+	// empty when it can. Checks the CPU mapping only for feasibility (the
+	// choice of a new CPU node is made in place()).
+	std::vector<std::string> reasons(size_t si, size_t di) const
+	{
+		std::vector<std::string> out = unary_[si][di];
+		if (owner_[di] != kNone)
+			out.push_back(strprintf("already taken by checkpointed gpu_id %u", src_[owner_[di]]->gpu_id));
+		for (size_t k = 0; k < src_.size(); k++) {
+			if (assigned_[k] == kNone || k == si)
+				continue;
+			if (in_.checkpointed->xgmi_peers(src_[si]->gpu_id, src_[k]->gpu_id) &&
+			    !in_.local->xgmi_peers(dst_[di]->gpu_id, dst_[assigned_[k]]->gpu_id))
+				out.push_back(strprintf("no XGMI link to local gpu_id %u, which holds its XGMI peer "
+							"(checkpointed gpu_id %u) (cannot be relaxed)",
+							dst_[assigned_[k]]->gpu_id, src_[k]->gpu_id));
+		}
+		if (in_.config.numa_check) {
+			for (const auto &sl : src_cpu_[si]) {
+				auto it = cpu_map_.find(sl.cpu);
+				if (it != cpu_map_.end()) {
+					if (!has_link_to(di, sl, it->second))
+						out.push_back(strprintf(
+							"not linked to local CPU node %u, where checkpointed CPU node %u "
+							"was placed with the GPUs that shared it (relax with %s=0)",
+							it->second, sl.cpu, check_env_name(Check::Numa)));
+				} else if (!free_cpu_for(di, sl)) {
+					out.push_back(strprintf(
+						"its CPU nodes already stand in for other checkpointed CPU nodes, so "
+						"checkpointed CPU node %u would share one (relax with %s=0)",
+						sl.cpu, check_env_name(Check::Numa)));
+				}
+			}
+		}
+		return out;
+	}
+
+	// The same decision as reasons(si, di).empty(), without the words.
+	bool feasible(size_t si, size_t di) const
+	{
+		if (!unary_ok_[si][di] || owner_[di] != kNone)
+			return false;
+		for (size_t k = 0; k < src_.size(); k++) {
+			if (assigned_[k] == kNone || k == si)
+				continue;
+			if (in_.checkpointed->xgmi_peers(src_[si]->gpu_id, src_[k]->gpu_id) &&
+			    !in_.local->xgmi_peers(dst_[di]->gpu_id, dst_[assigned_[k]]->gpu_id))
+				return false;
+		}
+		if (in_.config.numa_check) {
+			for (const auto &sl : src_cpu_[si]) {
+				auto it = cpu_map_.find(sl.cpu);
+				if (it != cpu_map_.end() ? !has_link_to(di, sl, it->second) : !free_cpu_for(di, sl))
+					return false;
+			}
+		}
+		return true;
+	}
+
+	bool has_link_to(size_t di, const CpuLink &sl, uint32_t cpu) const
+	{
+		for (const auto &dl : dst_cpu_[di])
+			if (dl.cpu == cpu && link_at_least(sl, dl))
+				return true;
+		return false;
+	}
+
+	bool free_cpu_for(size_t di, const CpuLink &sl) const
+	{
+		for (const auto &dl : dst_cpu_[di])
+			if (!cpu_used_.contains(dl.cpu) && link_at_least(sl, dl))
+				return true;
+		return false;
+	}
+
+	// Candidates for src[si] in the preferred order: the same gpu_id, then
+	// the same render minor, then node order.
+	std::vector<size_t> ordered_candidates(size_t si) const
+	{
+		std::vector<size_t> c;
+		for (size_t j = 0; j < dst_.size(); j++)
+			if (feasible(si, j))
+				c.push_back(j);
+		auto rank = [&](size_t j) {
+			if (dst_[j]->gpu_id == src_[si]->gpu_id)
+				return 0;
+			if (dst_[j]->drm_render_minor == src_[si]->drm_render_minor)
+				return 1;
+			return 2;
+		};
+		std::stable_sort(c.begin(), c.end(), [&](size_t a, size_t b) { return rank(a) < rank(b); });
+		return c;
+	}
+
+	// Most constrained unplaced GPU first; among equals, one with an XGMI
+	// peer already placed, then input order.
+	size_t pick_next(std::vector<size_t> &cands) const
+	{
+		size_t best = kNone;
+		bool best_peer = false;
+		for (size_t i = 0; i < src_.size(); i++) {
+			if (assigned_[i] != kNone)
+				continue;
+			std::vector<size_t> c = ordered_candidates(i);
+			bool peer = false;
+			for (size_t k = 0; k < src_.size(); k++)
+				if (assigned_[k] != kNone &&
+				    in_.checkpointed->xgmi_peers(src_[i]->gpu_id, src_[k]->gpu_id))
+					peer = true;
+			if (best == kNone || c.size() < cands.size() || (c.size() == cands.size() && peer && !best_peer)) {
+				best = i;
+				best_peer = peer;
+				cands = std::move(c);
+			}
+			if (cands.empty())
+				break;
+		}
+		return best;
+	}
+
+	bool search(size_t depth)
+	{
+		if (++steps_ > kStepBudget)
+			return false;
+		std::vector<size_t> cands;
+		const size_t si = pick_next(cands);
+		if (si == kNone)
+			return true; // every GPU placed
+		if (cands.empty()) {
+			record_failure(depth, si);
+			return false;
+		}
+		for (size_t di : cands) {
+			assigned_[si] = di;
+			owner_[di] = si;
+			const bool ok = place_cpus(si, di, 0, depth);
+			assigned_[si] = kNone;
+			owner_[di] = kNone;
+			if (ok) {
+				assigned_[si] = di;
+				owner_[di] = si;
+				return true;
+			}
+			if (steps_ > kStepBudget)
+				return false;
+		}
+		return false;
+	}
+
+	// Extends the CPU mapping for src[si]'s k-th CPU link (all choices),
+	// then continues the search.
+	bool place_cpus(size_t si, size_t di, size_t k, size_t depth)
+	{
+		if (!in_.config.numa_check || k == src_cpu_[si].size())
+			return search(depth + 1);
+		const CpuLink &sl = src_cpu_[si][k];
+		auto it = cpu_map_.find(sl.cpu);
+		if (it != cpu_map_.end())
+			return has_link_to(di, sl, it->second) && place_cpus(si, di, k + 1, depth);
+		for (const auto &dl : dst_cpu_[di]) {
+			if (cpu_used_.contains(dl.cpu) || !link_at_least(sl, dl))
+				continue;
+			cpu_map_[sl.cpu] = dl.cpu;
+			cpu_used_.insert(dl.cpu);
+			const bool ok = place_cpus(si, di, k + 1, depth);
+			if (ok)
+				return true;
+			cpu_map_.erase(sl.cpu);
+			cpu_used_.erase(dl.cpu);
+			if (steps_ > kStepBudget)
+				return false;
+		}
+		return false;
+	}
+
+	// Keeps the dead end reached deepest in the search: that is the GPU
+	// that could not be placed however the others were.
+	void record_failure(size_t depth, size_t si)
+	{
+		if (!failure_.empty() && depth <= failure_depth_)
+			return;
+		failure_depth_ = depth;
+		const TopologyNode &s = *src_[si];
+		std::string msg = strprintf("cannot map checkpointed GPU %s to a local GPU", gpu_label(s).c_str());
+		std::vector<std::string> placed;
+		for (size_t k = 0; k < src_.size(); k++)
+			if (assigned_[k] != kNone)
+				placed.push_back(strprintf("%u->%u", src_[k]->gpu_id, dst_[assigned_[k]]->gpu_id));
+		if (!placed.empty()) {
+			msg += " (with";
+			for (const auto &p : placed)
+				msg += " " + p;
+			msg += " already placed)";
+		}
+		if (dst_.empty())
+			msg += ": no usable local GPU";
+		for (size_t j = 0; j < dst_.size(); j++) {
+			msg += strprintf("\n  local %s:", gpu_label(*dst_[j]).c_str());
+			const auto r = reasons(si, j);
+			for (size_t n = 0; n < r.size(); n++)
+				msg += (n ? "; " : " ") + r[n];
+		}
+		failure_ = std::move(msg);
+	}
+
+	const MappingInput &in_;
+	std::vector<const TopologyNode *> src_;
+	std::vector<const TopologyNode *> dst_;
+	std::vector<std::vector<CpuLink>> src_cpu_;
+	std::vector<std::vector<CpuLink>> dst_cpu_;
+	std::vector<std::vector<std::vector<std::string>>> unary_; // [src][dst] -> reasons
+	std::vector<std::vector<bool>> unary_ok_;
+	std::vector<size_t> assigned_; // src index -> dst index
+	std::vector<size_t> owner_;    // dst index -> src index
+	std::map<uint32_t, uint32_t> cpu_map_; // checkpointed CPU node -> local CPU node
+	std::set<uint32_t> cpu_used_;	       // local CPU nodes in cpu_map_
+	uint64_t steps_ = 0;
+	std::string failure_;
+	size_t failure_depth_ = 0;
+};
+
+} // namespace
+
+Result<GpuMap> map_gpus(const MappingInput &in)
+{
+	if (!in.checkpointed || !in.local)
+		return make_error(EINVAL, "GPU mapping: missing topology");
+
+	std::vector<const TopologyNode *> src;
+	if (in.held_gpu_ids.empty()) {
+		src = in.checkpointed->accessible_gpus();
+	} else {
+		std::set<uint32_t> seen;
+		for (uint32_t id : in.held_gpu_ids) {
+			const TopologyNode *n = in.checkpointed->gpu(id);
+			if (!n || !n->accessible)
+				return make_error(EINVAL, "checkpointed GPU gpu_id %u is not in the checkpointed topology",
+						  id);
+			if (!seen.insert(id).second)
+				return make_error(EINVAL, "checkpointed GPU gpu_id %u is listed twice", id);
+			src.push_back(n);
+		}
+	}
+
+	std::vector<const TopologyNode *> dst;
+	for (const auto *n : in.local->accessible_gpus())
+		if (!in.usable || in.usable(*n))
+			dst.push_back(n);
+
+	if (src.size() > dst.size()) {
+		std::string have;
+		for (const auto *d : dst)
+			have += strprintf(" %u", d->gpu_id);
+		return make_error(EINVAL, "the checkpointed process used %zu GPUs but only %zu local GPUs are usable%s%s",
+				  src.size(), dst.size(), dst.empty() ? "" : " (gpu_id", dst.empty() ? "" : (have + ")").c_str());
+	}
+
+	Mapper m(in, std::move(src), std::move(dst));
+	return m.run();
+}
+
+} // namespace amdcr
