@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "image/pages_file.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -23,6 +24,13 @@ Result<PagesWriter> PagesWriter::create(const ImageDir &dir, const std::string &
 	auto st = file->write(header, sizeof(header));
 	if (!st)
 		return std::move(st).error();
+	// Reserve the space now, so that a full disk is reported before any GPU
+	// memory is copied. Without fallocate support, find out while writing.
+	if (payload_size > 0 &&
+	    ::fallocate(file->fd(), FALLOC_FL_KEEP_SIZE, kImageHeaderSize,
+			static_cast<off_t>(payload_size)) != 0 &&
+	    errno != EOPNOTSUPP && errno != ENOSYS && errno != EINTR)
+		return errno_error(errno, "reserving " + std::to_string(payload_size) + " bytes for " + name);
 	return PagesWriter(std::move(*file), payload_size);
 }
 
@@ -78,6 +86,8 @@ Result<PagesReader> PagesReader::open(const ImageDir &dir, const std::string &na
 	auto chk = check_image_framing(name, file_size, payload_size);
 	if (!chk)
 		return std::move(chk).error();
+	// Restore reads each pages file once, front to back.
+	::posix_fadvise(fd->get(), 0, 0, POSIX_FADV_SEQUENTIAL);
 	return PagesReader(name, std::move(*fd), payload_size);
 }
 
