@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// RESTORE_INIT decides everything that can fail before any GPU state is
+// created: whether the images are ours, whether the image set is complete,
+// and whether the checkpointed GPUs fit onto this machine's.
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "base/unique_fd.h"
+#include "image/image_dir.h"
+#include "image/kfd_image.h"
+#include "image/pages_file.h"
+#include "plugin/device_entries.h"
+#include "plugin/restore.h"
+
+using namespace amdcr;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fixture(const char *name)
+{
+	return std::string(AMDCR_SOURCE_DIR) + "/tests/fixtures/topology/" + name;
+}
+
+// A scratch tree: images/, dev/dri/renderD128.. (plain files: opening them
+// is all the mapping's "usable" check does), shm/.
+struct Scratch {
+	fs::path root;
+	UniqueFd images;
+
+	Scratch()
+	{
+		char tmpl[] = "/tmp/amdcr-restore-init-XXXXXX";
+		cr_assert_not_null(mkdtemp(tmpl));
+		root = tmpl;
+		fs::create_directories(root / "images");
+		fs::create_directories(root / "dev/dri");
+		fs::create_directories(root / "shm");
+		for (int m = 128; m < 136; m++)
+			close(open((root / "dev/dri" / ("renderD" + std::to_string(m))).c_str(),
+				   O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+		images.reset(open((root / "images").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+		cr_assert(images.valid());
+	}
+	~Scratch() { fs::remove_all(root); }
+
+	SessionEnv env(const char *local_fixture, Config config = {}) const
+	{
+		SessionEnv e;
+		e.config = config;
+		e.paths.dev_dir = (root / "dev").string();
+		e.paths.sys_root = fixture(local_fixture);
+		e.paths.shm_dir = (root / "shm").string();
+		e.image_dir_fd = images.get();
+		return e;
+	}
+};
+
+// Writes a checkpoint of a process that held every GPU of `fixture_name`,
+// with one VRAM BO per GPU, as file id `id`. `pages_delta` bytes are added
+// to the first pages file (to corrupt it).
+void write_checkpoint(const Scratch &s, const char *fixture_name, int id, int pages_delta = 0)
+{
+	auto topo = parse_topology(fixture(fixture_name));
+	cr_assert(topo.ok());
+	KfdImage img;
+	img.pid = 4242;
+	img.priv_data = {1, 2, 3, 4};
+	for (const auto &n : topo->nodes())
+		img.devices.push_back(device_from_node(*topo, n, n.gpu_id));
+	uint64_t va = 0x7f0000000000;
+	for (const TopologyNode *g : topo->gpus()) {
+		img.bos.push_back({va, 8192, 0x100000000ull + va, kKfdAllocVram, g->gpu_id, 0});
+		va += 0x100000;
+	}
+	ImageDir dir = ImageDir::borrow(s.images.get());
+	cr_assert(write_kfd_image(dir, id, img).ok());
+	bool first = true;
+	for (const TopologyNode *g : topo->gpus()) {
+		const uint64_t size = 8192 + (first ? pages_delta : 0);
+		first = false;
+		auto w = PagesWriter::create_kfd(dir, id, g->gpu_id, size);
+		cr_assert(w.ok());
+		std::string bytes(size, 'x');
+		cr_assert(w->write(bytes.data(), bytes.size()).ok());
+		cr_assert(w->commit().ok());
+	}
+}
+
+std::string read_stderr()
+{
+	fflush(stderr);
+	FILE *f = cr_get_redirected_stderr();
+	std::string out;
+	char buf[4096];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		out.append(buf, n);
+	return out;
+}
+
+void redirect() { cr_redirect_stderr(); }
+
+} // namespace
+
+Test(restore_init, no_images_of_ours_declines)
+{
+	Scratch s;
+	RestoreSession r(s.env("2xmi210"));
+	cr_expect_eq(r.restore_init(), -ENOTSUP);
+	cr_expect_not(r.active());
+	bool retry = true;
+	cr_expect_eq(r.restore_ext_file(3, &retry), -ENOTSUP);
+	cr_expect_not(retry);
+	cr_expect_eq(r.resume_devices_late(1), -ENOTSUP);
+}
+
+Test(restore_init, maps_onto_another_machine)
+{
+	Scratch s;
+	write_checkpoint(s, "2xmi210", 7);
+	RestoreSession r(s.env("2xmi210-other"));
+	cr_assert_eq(r.restore_init(), 0);
+	cr_assert(r.active());
+	auto ckpt = parse_topology(fixture("2xmi210"));
+	auto local = parse_topology(fixture("2xmi210-other"));
+	cr_assert_eq(r.gpu_map().entries().size(), ckpt->gpus().size());
+	for (const auto &e : r.gpu_map().entries()) {
+		cr_expect_not_null(ckpt->gpu(e.checkpointed_gpu_id));
+		const TopologyNode *l = local->gpu(e.local_gpu_id);
+		cr_assert_not_null(l, "mapped to unknown local gpu 0x%x", e.local_gpu_id);
+		cr_expect_eq(l->drm_render_minor, e.local_render_minor);
+	}
+}
+
+Test(restore_init, fewer_gpus_is_refused_with_reason, .init = redirect)
+{
+	Scratch s;
+	write_checkpoint(s, "2xmi210", 7);
+	RestoreSession r(s.env("mi100"));
+	const int ret = r.restore_init();
+	cr_expect_lt(ret, 0);
+	cr_expect_neq(ret, -ENOTSUP, "a checkpoint with GPU state must not be silently skipped");
+	cr_expect_not(r.active());
+	const std::string err = read_stderr();
+	cr_expect(err.find("before any GPU state was changed") != std::string::npos, "%s", err.c_str());
+	cr_expect(err.find("2 GPUs") != std::string::npos, "says how many GPUs are missing: %s", err.c_str());
+}
+
+Test(restore_init, other_gpu_model_is_refused_with_reason, .init = redirect)
+{
+	Scratch s;
+	write_checkpoint(s, "mi100", 7);
+	RestoreSession r(s.env("2xmi210"));
+	cr_expect_lt(r.restore_init(), 0);
+	cr_expect_not(r.active());
+	const std::string err = read_stderr();
+	auto ckpt = parse_topology(fixture("mi100"));
+	const uint32_t id = ckpt->gpus().front()->gpu_id;
+	char hex[32];
+	snprintf(hex, sizeof(hex), "%04x", id);
+	cr_expect(err.find(hex) != std::string::npos || err.find(std::to_string(id)) != std::string::npos,
+		  "names the checkpointed GPU %u: %s", id, err.c_str());
+	cr_expect(err.find("device_id") != std::string::npos, "names the property: %s", err.c_str());
+}
+
+Test(restore_init, short_pages_file_is_refused, .init = redirect)
+{
+	Scratch s;
+	write_checkpoint(s, "2xmi210", 9, -4096);
+	RestoreSession r(s.env("2xmi210"));
+	cr_expect_lt(r.restore_init(), 0);
+	cr_expect_not(r.active());
+	const std::string err = read_stderr();
+	cr_expect(err.find("amdgpu-pages-9-") != std::string::npos, "names the pages file: %s", err.c_str());
+}
+
+Test(restore_init, no_local_kfd_topology_is_refused, .init = redirect)
+{
+	Scratch s;
+	write_checkpoint(s, "mi100", 2);
+	SessionEnv e = s.env("mi100");
+	e.paths.sys_root = s.root.string(); // no sys/class/kfd here
+	RestoreSession r(e);
+	cr_expect_lt(r.restore_init(), 0);
+	const std::string err = read_stderr();
+	cr_expect(err.find("KFD topology") != std::string::npos, "%s", err.c_str());
+}
