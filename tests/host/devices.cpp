@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "devices.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+
+#include "api.h"
+#include "base/unique_fd.h"
+#include "json.h"
+#include "proc.h"
+
+namespace host {
+namespace {
+
+const dev_t kDevZero = makedev(1, 5);
+
+std::string kfdemu_command()
+{
+	const char *c = std::getenv("CRIU_HOST_KFDEMU");
+	return c && *c ? c : "kfd-emu";
+}
+
+amdcr::Result<json::Value> ctl_query(const char *what, pid_t pid)
+{
+	auto out = run_capture({kfdemu_command(), "ctl", what, std::to_string(pid)});
+	if (!out)
+		return std::move(out).error().context(std::string("kfd-emu ctl ") + what);
+	auto doc = json::parse(*out);
+	if (!doc)
+		return std::move(doc).error().context(std::string("kfd-emu ctl ") + what);
+	if (doc->type != json::Value::Type::Array)
+		return amdcr::make_error(EINVAL, "kfd-emu ctl %s: expected a JSON array", what);
+	return doc;
+}
+
+int parse_prot(const json::Value *v)
+{
+	if (!v)
+		return PROT_READ | PROT_WRITE;
+	if (auto n = v->as_u64())
+		return static_cast<int>(*n);
+	int prot = 0;
+	for (char c : v->text) {
+		if (c == 'r')
+			prot |= PROT_READ;
+		else if (c == 'w')
+			prot |= PROT_WRITE;
+		else if (c == 'x')
+			prot |= PROT_EXEC;
+	}
+	return prot;
+}
+
+amdcr::Result<std::vector<DeviceVma>> emulated_vmas(pid_t pid)
+{
+	auto doc = ctl_query("vmas", pid);
+	if (!doc)
+		return std::move(doc).error();
+	auto kernel = read_maps(pid);
+	std::vector<DeviceVma> out;
+	for (const json::Value &item : doc->items) {
+		const json::Value *start = item.get("start"), *end = item.get("end"),
+				  *path = item.get("path");
+		if (!start || !end || !path || !start->as_u64() || !end->as_u64() ||
+		    path->type != json::Value::Type::String)
+			return amdcr::make_error(EINVAL, "kfd-emu ctl vmas: entry without start/end/path");
+		DeviceVma v;
+		v.start = *start->as_u64();
+		v.end = *end->as_u64();
+		v.path = path->text;
+		if (const json::Value *off = item.get("pgoff"); off && off->as_u64())
+			v.pgoff = *off->as_u64();
+		v.prot = parse_prot(item.get("prot"));
+		v.flags = MAP_SHARED;
+		bool flags_known = false;
+		if (const json::Value *f = item.get("flags"); f && f->type == json::Value::Type::String) {
+			v.flags = f->text == "private" ? MAP_PRIVATE : MAP_SHARED;
+			flags_known = true;
+		}
+		if (!flags_known && kernel) {
+			for (const MapEntry &m : *kernel)
+				if (m.start == v.start)
+					v.flags = m.flags;
+		}
+		out.push_back(std::move(v));
+	}
+	std::sort(out.begin(), out.end(),
+		  [](const DeviceVma &a, const DeviceVma &b) { return a.start < b.start; });
+	return out;
+}
+
+amdcr::Result<std::vector<DeviceVma>> kernel_vmas(pid_t pid)
+{
+	auto maps = read_maps(pid);
+	if (!maps)
+		return std::move(maps).error();
+	std::vector<DeviceVma> out;
+	for (const MapEntry &m : *maps) {
+		if (m.ino == 0 || m.path.empty() || m.path[0] == '[')
+			continue;
+		// stat() through map_files: the mapped inode itself, without
+		// opening it (a device's open() has side effects).
+		char name[64];
+		std::snprintf(name, sizeof(name), "/proc/%d/map_files/%llx-%llx", pid,
+			      static_cast<unsigned long long>(m.start),
+			      static_cast<unsigned long long>(m.end));
+		struct stat st;
+		if (stat(name, &st) < 0) {
+			// Without map_files access, trust the path.
+			if (stat(m.path.c_str(), &st) < 0)
+				continue;
+		}
+		if (!S_ISCHR(st.st_mode) || st.st_rdev == kDevZero)
+			continue;
+		out.push_back(DeviceVma{m.start, m.end, m.pgoff, m.prot, m.flags, m.path});
+	}
+	return out;
+}
+
+} // namespace
+
+bool emulated()
+{
+	const char *s = std::getenv("KFDEMU_SOCKET");
+	return s && *s;
+}
+
+amdcr::Result<std::vector<DeviceVma>> device_vmas(pid_t pid)
+{
+	return emulated() ? emulated_vmas(pid) : kernel_vmas(pid);
+}
+
+amdcr::Result<std::map<int, std::string>> emulated_device_fds(pid_t pid)
+{
+	std::map<int, std::string> out;
+	if (!emulated())
+		return out;
+	auto doc = ctl_query("fds", pid);
+	if (!doc)
+		return std::move(doc).error();
+	for (const json::Value &item : doc->items) {
+		const json::Value *fd = item.get("fd"), *path = item.get("path");
+		if (!fd || !path || !fd->as_u64() || path->type != json::Value::Type::String)
+			return amdcr::make_error(EINVAL, "kfd-emu ctl fds: entry without fd/path");
+		out[static_cast<int>(*fd->as_u64())] = path->text;
+	}
+	return out;
+}
+
+amdcr::Result<std::string> run_capture(const std::vector<std::string> &argv)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return amdcr::errno_error(errno, "pipe");
+	amdcr::UniqueFd rd(p[0]), wr(p[1]);
+	const pid_t child = fork();
+	if (child < 0)
+		return amdcr::errno_error(errno, "fork");
+	if (child == 0) {
+		dup2(wr.get(), 1);
+		std::vector<char *> args;
+		for (const std::string &a : argv)
+			args.push_back(const_cast<char *>(a.c_str()));
+		args.push_back(nullptr);
+		execvp(args[0], args.data());
+		_exit(127);
+	}
+	wr.reset();
+	std::string out;
+	char buf[4096];
+	for (;;) {
+		const ssize_t n = read(rd.get(), buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		out.append(buf, static_cast<size_t>(n));
+	}
+	int status = 0;
+	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return amdcr::make_error(EIO, "%s exited with status %d", argv[0].c_str(),
+					 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	return out;
+}
+
+} // namespace host

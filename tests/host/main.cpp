@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// criu-host: the CRIU 4.x side of the plugin ABI, for tests. See README.md.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "api.h"
+#include "dump.h"
+#include "inventory.h"
+#include "plugins.h"
+#include "restore.h"
+
+namespace {
+
+constexpr const char *kUsage =
+	"usage:\n"
+	"  criu-host dump -t PID -D DIR [--libdir DIR] [--plugin PATH]...\n"
+	"                 [--leave-running | --kill] [-v[N]] [-o LOG]\n"
+	"  criu-host restore -D DIR [--libdir DIR] [--plugin PATH]...\n"
+	"                 [--verifier LIB.so:function [--verifier-arg STR]] [-v[N]] [-o LOG]\n"
+	"Plugins: --libdir DIR loads every *.so in DIR (readdir order), --plugin PATH\n"
+	"one file (repeatable, in order); neither: $CRIU_LIBS_DIR, else /usr/lib/criu\n"
+	"when it exists. Log levels: 1 error, 2 warn (default), 3 info, 4 debug.\n";
+
+struct Options {
+	std::string command;
+	pid_t pid = 0;
+	std::string dir;
+	std::string libdir;
+	std::vector<std::string> plugins;
+	bool kill = false;
+	int level = host::kWarn;
+	std::string log;
+	std::string verifier;
+	std::string verifier_arg;
+};
+
+bool parse_level(const char *s, Options &o)
+{
+	if (!*s) {
+		o.level++;
+		return true;
+	}
+	if (*s == 'v') {
+		o.level++;
+		while (*s == 'v') {
+			o.level++;
+			s++;
+		}
+		return *s == '\0';
+	}
+	char *end = nullptr;
+	const long v = std::strtol(s, &end, 10);
+	if (*end)
+		return false;
+	o.level = static_cast<int>(v);
+	return true;
+}
+
+bool parse(int argc, char **argv, Options &o)
+{
+	if (argc < 2)
+		return false;
+	o.command = argv[1];
+	for (int i = 2; i < argc; i++) {
+		const std::string a = argv[i];
+		auto next = [&](std::string &out) {
+			if (i + 1 >= argc)
+				return false;
+			out = argv[++i];
+			return true;
+		};
+		std::string v;
+		if (a == "-t" || a == "--tree") {
+			if (!next(v))
+				return false;
+			o.pid = static_cast<pid_t>(std::atoi(v.c_str()));
+		} else if (a == "-D" || a == "--images-dir") {
+			if (!next(o.dir))
+				return false;
+		} else if (a == "-L" || a == "--libdir") {
+			if (!next(o.libdir))
+				return false;
+		} else if (a == "--plugin") {
+			if (!next(v))
+				return false;
+			o.plugins.push_back(v);
+		} else if (a == "--kill") {
+			o.kill = true;
+		} else if (a == "-R" || a == "--leave-running") {
+			o.kill = false;
+		} else if (a == "-o" || a == "--log-file") {
+			if (!next(o.log))
+				return false;
+		} else if (a == "--verbosity") {
+			if (!next(v) || !parse_level(v.c_str(), o))
+				return false;
+		} else if (a.rfind("-v", 0) == 0) {
+			if (!parse_level(a.c_str() + 2, o))
+				return false;
+		} else if (a == "--verifier") {
+			if (!next(o.verifier))
+				return false;
+		} else if (a == "--verifier-arg") {
+			if (!next(o.verifier_arg))
+				return false;
+		} else {
+			std::fprintf(stderr, "criu-host: unknown option %s\n", a.c_str());
+			return false;
+		}
+	}
+	if (o.level < 0)
+		o.level = 0;
+	if (o.level > host::kDebug)
+		o.level = host::kDebug;
+	if (o.dir.empty())
+		return false;
+	if (o.command == "dump")
+		return o.pid > 0;
+	return o.command == "restore";
+}
+
+amdcr::Status load_plugins(const Options &o, host::PluginSet &ps, int stage)
+{
+	std::string libdir = o.libdir;
+	if (libdir.empty() && o.plugins.empty()) {
+		if (const char *env = std::getenv("CRIU_LIBS_DIR"); env && *env)
+			libdir = env;
+		else if (access("/usr/lib/criu", F_OK) == 0)
+			libdir = "/usr/lib/criu";
+	}
+	if (!libdir.empty())
+		if (auto st = ps.load_dir(libdir, stage); !st)
+			return st;
+	for (const std::string &p : o.plugins)
+		if (auto st = ps.load(p, stage); !st)
+			return st;
+	return amdcr::ok_status();
+}
+
+int do_dump(const Options &o, int dirfd)
+{
+	host::PluginSet ps;
+	if (auto st = load_plugins(o, ps, CR_PLUGIN_STAGE__DUMP); !st) {
+		ps.fini(CR_PLUGIN_STAGE__DUMP, -1);
+		host::logf(host::kError, "Dumping FAILED.\n");
+		return 1;
+	}
+	host::DumpOptions d;
+	d.pid = o.pid;
+	d.kill = o.kill;
+	return host::run_dump(d, ps, dirfd) == 0 ? 0 : 1;
+}
+
+int do_restore(const Options &o, int dirfd)
+{
+	host::RestoreOptions r;
+	if (!o.verifier.empty()) {
+		const size_t colon = o.verifier.rfind(':');
+		if (colon == std::string::npos || colon == 0 || colon + 1 == o.verifier.size()) {
+			std::fprintf(stderr, "criu-host: --verifier wants LIB.so:function\n");
+			return 2;
+		}
+		r.verifier_lib = o.verifier.substr(0, colon);
+		r.verifier_fn = o.verifier.substr(colon + 1);
+		r.verifier_arg = o.verifier_arg;
+	}
+
+	// CRIU reads the inventory before loading plugins: their init(RESTORE)
+	// may consult it (check_and_remove_inventory_plugin).
+	auto inv = host::read_inventory(dirfd);
+	if (!inv) {
+		host::logf(host::kError, "Can't read the inventory in %s: %s\n", o.dir.c_str(),
+			   inv.error().message().c_str());
+		return 1;
+	}
+	host::inventory_plugins_reset(inv->plugins);
+
+	host::PluginSet ps;
+	if (auto st = load_plugins(o, ps, CR_PLUGIN_STAGE__RESTORE); !st) {
+		ps.fini(CR_PLUGIN_STAGE__RESTORE, -1);
+		host::logf(host::kError, "Restoring FAILED.\n");
+		return 1;
+	}
+	// A loaded plugin satisfies its own entry; what is left is missing.
+	bool missing = false;
+	for (const std::string &name : host::inventory_plugins()) {
+		if (ps.has_name(name)) {
+			host::inventory_remove_plugin(name);
+			continue;
+		}
+		host::logf(host::kError, "Missing required plugin: %s\n", name.c_str());
+		missing = true;
+	}
+	if (missing) {
+		ps.fini(CR_PLUGIN_STAGE__RESTORE, -1);
+		host::logf(host::kError, "Restoring FAILED.\n");
+		return 1;
+	}
+	return host::run_restore(r, ps, *inv) == 0 ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	Options o;
+	if (!parse(argc, argv, o)) {
+		std::fputs(kUsage, stderr);
+		return 2;
+	}
+
+	int log = 2;
+	if (!o.log.empty()) {
+		log = open(o.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+		if (log < 0) {
+			std::fprintf(stderr, "criu-host: can't open log %s: %s\n", o.log.c_str(),
+				     std::strerror(errno));
+			return 1;
+		}
+	}
+	host::log_init(log, o.level);
+
+	if (o.command == "dump" && mkdir(o.dir.c_str(), 0755) < 0 && errno != EEXIST) {
+		host::log_perror("Can't create the images directory %s", o.dir.c_str());
+		return 1;
+	}
+	// Owned through the API state (criu_get_image_dir): the restore moves
+	// it to a service fd.
+	const int dirfd = open(o.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		host::log_perror("Can't open the images directory %s", o.dir.c_str());
+		return 1;
+	}
+	host::set_image_dir_fd(dirfd);
+	host::logf(host::kInfo, "criu-host %s (plugin ABI version %#x, %d hooks)\n",
+		   o.command.c_str(), CRIU_PLUGIN_VERSION, CR_PLUGIN_HOOK__MAX);
+
+	const int ret = o.command == "dump" ? do_dump(o, dirfd) : do_restore(o, dirfd);
+	close(host::image_dir_fd());
+	return ret;
+}

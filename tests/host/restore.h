@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#pragma once
+
+#include <string>
+
+#include "inventory.h"
+#include "plugins.h"
+
+namespace host {
+
+struct RestoreOptions {
+	std::string verifier_lib; // empty: no verifier
+	std::string verifier_fn;
+	std::string verifier_arg;
+};
+
+// The restore of `inv` with the loaded plugins (their init(RESTORE) done
+// and the inventory's plugin list checked). Calls exit(RESTORE, ret)
+// itself. 0 when the restore and every task's verifier succeeded.
+int run_restore(const RestoreOptions &opts, PluginSet &plugins, const Inventory &inv);
+
+} // namespace host

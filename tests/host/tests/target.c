@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * host_target: a small live process tree for criu-host's tests.
+ *
+ *   host_target [--open PATH]... [--memfd-map BYTES] [--child]
+ *               [--heartbeat FILE] --ready FILE
+ *
+ * Opens the paths (O_RDWR, else O_RDONLY), maps a shared memfd when asked,
+ * forks one child when asked (it inherits the fds and sleeps), then writes
+ * "pid=P child=C map=0xADDR size=N" to the ready file and loops, bumping a
+ * counter in the heartbeat file every 20 ms, until killed.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+static void write_file(const char *path, const char *text)
+{
+	char tmp[4096];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		exit(2);
+	fputs(text, f);
+	fclose(f);
+	if (rename(tmp, path))
+		exit(2);
+}
+
+static void nap(void)
+{
+	struct timespec ts = {0, 20 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	const char *ready = NULL, *heartbeat = NULL;
+	size_t map_size = 0;
+	void *map = NULL;
+	int want_child = 0;
+	pid_t child = 0;
+	char text[256];
+	unsigned long beat = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--open") && i + 1 < argc) {
+			const char *p = argv[++i];
+			if (open(p, O_RDWR) < 0 && open(p, O_RDONLY) < 0) {
+				perror(p);
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--memfd-map") && i + 1 < argc) {
+			map_size = strtoul(argv[++i], NULL, 0);
+		} else if (!strcmp(argv[i], "--child")) {
+			want_child = 1;
+		} else if (!strcmp(argv[i], "--ready") && i + 1 < argc) {
+			ready = argv[++i];
+		} else if (!strcmp(argv[i], "--heartbeat") && i + 1 < argc) {
+			heartbeat = argv[++i];
+		} else {
+			fprintf(stderr, "host_target: bad argument %s\n", argv[i]);
+			return 2;
+		}
+	}
+	if (map_size) {
+		int fd = memfd_create("host-target", MFD_CLOEXEC);
+		if (fd < 0 || ftruncate(fd, (off_t)map_size) < 0)
+			return 2;
+		map = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (map == MAP_FAILED)
+			return 2;
+		close(fd);
+		memset(map, 0x5a, map_size);
+	}
+	if (want_child) {
+		child = fork();
+		if (child < 0)
+			return 2;
+		if (child == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			for (;;)
+				nap();
+		}
+	}
+	snprintf(text, sizeof(text), "pid=%d child=%d map=%p size=%zu\n", (int)getpid(),
+		 (int)child, map, map_size);
+	if (ready)
+		write_file(ready, text);
+	for (;;) {
+		nap();
+		if (heartbeat) {
+			snprintf(text, sizeof(text), "%lu\n", ++beat);
+			write_file(heartbeat, text);
+		}
+	}
+}
