@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// AMDKFD_IOC_CRIU_OP: PROCESS_INFO, CHECKPOINT, UNPAUSE, RESTORE, RESUME.
+//
+// The private data is the model's own layout (opaque to the plugin):
+//   header   PrivHeader
+//   devices  num_devices x PrivDevice
+//   bos      num_bos x PrivBo
+//   objects  num_objects x PrivObject (queues, then events)
+// so priv_data_size == what CHECKPOINT writes == what RESTORE consumes.
+#include "model/state.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace kfdemu::detail {
+
+using namespace abi::kfd;
+
+namespace {
+
+constexpr uint32_t kPrivMagic = 0x554d454b; // "KEMU"
+constexpr uint32_t kPrivVersion = 1;
+constexpr uint32_t kMaxGpus = 16;
+
+struct PrivHeader {
+	uint32_t magic, version, xnack, num_devices, num_bos, num_objects;
+	uint64_t event_page_handle;
+};
+struct PrivDevice {
+	uint32_t user_gpu_id, has_doorbells;
+	uint64_t scratch_va;
+};
+struct PrivBo {
+	uint64_t user_addr;
+	uint32_t id, n_mapped;
+	uint32_t mapped[kMaxGpus];
+};
+constexpr uint32_t kObjQueue = 0, kObjEvent = 1;
+struct PrivObject {
+	uint32_t type, pad;
+	union {
+		struct {
+			CreateQueue args;
+			uint32_t user_gpu_id, id;
+		} q;
+		struct {
+			uint32_t id, type, auto_reset, signaled, node_id;
+		} e;
+		uint8_t raw[120];
+	};
+};
+static_assert(sizeof(PrivHeader) == 32 && sizeof(PrivDevice) == 16 && sizeof(PrivBo) == 80);
+static_assert(sizeof(PrivObject) == 128);
+
+template <typename T> void put(std::vector<uint8_t> &v, const T &t)
+{
+	const auto *p = reinterpret_cast<const uint8_t *>(&t);
+	v.insert(v.end(), p, p + sizeof t);
+}
+
+template <typename T> bool take(const std::vector<uint8_t> &v, size_t &pos, T *t)
+{
+	if (pos + sizeof(T) > v.size())
+		return false;
+	std::memcpy(t, v.data() + pos, sizeof(T));
+	pos += sizeof(T);
+	return true;
+}
+
+bool excluded(const Bo &bo) { return bo.va && bo.va <= kGpuvmBase; }
+
+uint64_t bo_offset(const Bo &bo, uint32_t actual_gpu_id)
+{
+	if (bo.type == BoType::Doorbell)
+		return MMAP_TYPE_DOORBELL | mmap_gpu_id(actual_gpu_id);
+	if (bo.type == BoType::Mmio)
+		return MMAP_TYPE_MMIO | mmap_gpu_id(actual_gpu_id);
+	return bo.fake_offset;
+}
+
+} // namespace
+
+uint32_t ModelImpl::criu_num_bos(const KfdProcess &p) const
+{
+	uint32_t n = 0;
+	for (auto &pdd : p.pdds)
+		for (auto &[id, bo] : pdd.bos)
+			if (!excluded(*bo))
+				++n;
+	return n;
+}
+
+uint64_t ModelImpl::criu_priv_size(const KfdProcess &p) const
+{
+	return sizeof(PrivHeader) + p.pdds.size() * sizeof(PrivDevice) +
+	       criu_num_bos(p) * sizeof(PrivBo) + (p.queues.size() + p.events.size()) * sizeof(PrivObject);
+}
+
+long ModelImpl::criu_op(Caller &c, FileEntry &f, CriuArgs &a)
+{
+	if (a.op == CRIU_RESUME) {
+		// Looked up by pid in the caller's namespace.
+		pid_t pid = static_cast<pid_t>(a.pid);
+		if (!c.process_exists(pid))
+			return -ESRCH;
+		auto it = procs_.find(pid);
+		if (it == procs_.end())
+			return -ESRCH;
+		it->second->evicted = false;
+		return 0;
+	}
+	auto it = procs_.find(f.kfd_owner);
+	if (it == procs_.end())
+		return -ESRCH;
+	KfdProcess &p = *it->second;
+	switch (a.op) {
+	case CRIU_PROCESS_INFO:
+		return criu_process_info(p, a);
+	case CRIU_CHECKPOINT:
+		return criu_checkpoint(c, p, a);
+	case CRIU_UNPAUSE:
+		if (!p.queues_paused)
+			return -EINVAL;
+		p.queues_paused = false;
+		return 0;
+	case CRIU_RESTORE:
+		return criu_restore(c, p, a);
+	default:
+		return -EINVAL;
+	}
+}
+
+long ModelImpl::criu_process_info(KfdProcess &p, CriuArgs &a)
+{
+	p.queues_paused = true; // evicts every queue of the target
+	a.pid = static_cast<uint32_t>(p.tgid);
+	a.num_devices = static_cast<uint32_t>(p.pdds.size());
+	a.num_bos = criu_num_bos(p);
+	a.num_objects = static_cast<uint32_t>(p.queues.size() + p.events.size());
+	a.priv_data_size = criu_priv_size(p);
+	return 0;
+}
+
+long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
+{
+	if (!a.devices || !a.bos || !a.priv_data)
+		return -EINVAL;
+	if (p.pdds.empty())
+		return -ENODEV;
+	if (!p.queues_paused)
+		return -EINVAL;
+	if (a.num_devices != p.pdds.size() || a.num_bos != criu_num_bos(p) ||
+	    a.num_objects != p.queues.size() + p.events.size() || a.priv_data_size != criu_priv_size(p))
+		return -EINVAL;
+
+	std::vector<uint8_t> priv;
+	priv.reserve(a.priv_data_size);
+	PrivHeader h{kPrivMagic, kPrivVersion, static_cast<uint32_t>(p.xnack), a.num_devices,
+		     a.num_bos, a.num_objects, p.event_page_handle};
+	put(priv, h);
+
+	std::vector<CriuDeviceBucket> devs(p.pdds.size());
+	for (size_t i = 0; i < p.pdds.size(); ++i) {
+		devs[i].user_gpu_id = p.pdds[i].user_gpu_id;
+		devs[i].actual_gpu_id = p.pdds[i].dev->gpu_id;
+		PrivDevice pd{p.pdds[i].user_gpu_id, p.pdds[i].doorbells ? 1u : 0u, p.pdds[i].scratch_va};
+		put(priv, pd);
+	}
+
+	std::vector<CriuBoBucket> bos;
+	std::vector<std::pair<size_t, std::shared_ptr<Bo>>> exports;
+	for (auto &pdd : p.pdds)
+		for (auto &[id, bo] : pdd.bos) {
+			if (excluded(*bo))
+				continue;
+			CriuBoBucket b{};
+			b.addr = bo->va;
+			b.size = bo->size;
+			b.offset = bo_offset(*bo, pdd.dev->gpu_id);
+			b.gpu_id = pdd.user_gpu_id;
+			b.alloc_flags = bo->kfd_flags;
+			b.dmabuf_fd = INVALID_FD;
+			if (bo->type == BoType::Vram || bo->type == BoType::Gtt)
+				exports.emplace_back(bos.size(), bo);
+			PrivBo pb{};
+			pb.user_addr = bo->is_userptr() ? bo->userptr_addr : 0;
+			pb.id = id;
+			auto m = p.mapped_on.find(bo.get());
+			if (m != p.mapped_on.end())
+				for (size_t idx : m->second)
+					if (pb.n_mapped < kMaxGpus)
+						pb.mapped[pb.n_mapped++] = p.pdds[idx].user_gpu_id;
+			put(priv, pb);
+			bos.push_back(b);
+		}
+
+	for (auto &[qid, q] : p.queues) {
+		PrivObject o{};
+		o.type = kObjQueue;
+		o.q.args = q.args;
+		o.q.user_gpu_id = q.user_gpu_id;
+		o.q.id = qid;
+		put(priv, o);
+	}
+	for (auto &[eid, e] : p.events) {
+		PrivObject o{};
+		o.type = kObjEvent;
+		o.e.id = eid;
+		o.e.type = e.type;
+		o.e.auto_reset = e.auto_reset;
+		o.e.signaled = e.signaled;
+		o.e.node_id = e.node_id;
+		put(priv, o);
+	}
+	if (priv.size() != a.priv_data_size)
+		return -EINVAL; // internal inconsistency
+
+	if (c.write(a.devices, devs.data(), devs.size() * sizeof(CriuDeviceBucket)) ||
+	    (!bos.empty() && c.write(a.bos, bos.data(), bos.size() * sizeof(CriuBoBucket))) ||
+	    c.write(a.priv_data, priv.data(), priv.size()))
+		return -EFAULT;
+	// dma-buf fds land in the caller (the dumper), without O_CLOEXEC.
+	for (auto &[i, bo] : exports)
+		export_dmabuf(c, bo, false, a.bos + i * sizeof(CriuBoBucket) + offsetof(CriuBoBucket, dmabuf_fd),
+			      false);
+	return 0;
+}
+
+long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
+{
+	if ((a.num_bos && !a.bos) || !a.devices || !a.priv_data || !a.priv_data_size || !a.num_devices)
+		return -EINVAL;
+	if (a.priv_data_size > (1ull << 30))
+		return -EINVAL;
+	p.evicted = true; // until RESUME
+
+	std::vector<uint8_t> priv(a.priv_data_size);
+	if (c.read(a.priv_data, priv.data(), priv.size()))
+		return -EFAULT;
+	size_t pos = 0;
+	PrivHeader h{};
+	if (!take(priv, pos, &h) || h.magic != kPrivMagic || h.version != kPrivVersion)
+		return -EINVAL;
+	if (h.num_devices != a.num_devices || h.num_bos != a.num_bos || h.num_objects != a.num_objects)
+		return -EINVAL;
+
+	// Devices.
+	if (a.num_devices != p.pdds.size())
+		return -EINVAL;
+	std::vector<CriuDeviceBucket> devs(a.num_devices);
+	if (c.read(a.devices, devs.data(), devs.size() * sizeof(CriuDeviceBucket)))
+		return -EFAULT;
+	for (auto &db : devs) {
+		PrivDevice pd{};
+		if (!take(priv, pos, &pd))
+			return -EINVAL;
+		if (db.user_gpu_id == 0)
+			return -EINVAL;
+		Pdd *pdd = p.pdd_by_actual_id(db.actual_gpu_id);
+		if (!pdd)
+			return -EINVAL;
+		auto key = c.resolve_fd(static_cast<int>(db.drm_fd));
+		if (!key)
+			return -EINVAL;
+		auto fe = files_.find(*key);
+		if (fe == files_.end() || fe->second.kind != FileKind::Render)
+			return -EINVAL;
+		if (pdd->drm)
+			return -EINVAL;
+		if (int e = bind_drm(p, *pdd, fe->second.drm))
+			return e;
+		pdd->user_gpu_id = db.user_gpu_id;
+		pdd->scratch_va = pd.scratch_va;
+		if (!pdd->doorbells) {
+			int err = 0;
+			pdd->doorbells = Backing::create(pdd->dev->doorbell_slice(), "kfdemu-doorbell", &err);
+			if (!pdd->doorbells)
+				return err;
+		}
+	}
+
+	// BOs.
+	std::vector<CriuBoBucket> bos(a.num_bos);
+	if (a.num_bos && c.read(a.bos, bos.data(), bos.size() * sizeof(CriuBoBucket)))
+		return -EFAULT;
+	std::vector<std::pair<size_t, std::shared_ptr<Bo>>> exports;
+	for (size_t i = 0; i < bos.size(); ++i) {
+		CriuBoBucket &b = bos[i];
+		PrivBo pb{};
+		if (!take(priv, pos, &pb))
+			return -EINVAL;
+		Pdd *pdd = p.pdd_by_user_id(b.gpu_id);
+		if (!pdd || !pdd->drm)
+			return -EINVAL;
+		uint32_t t = b.alloc_flags & ALLOC_TYPE_MASK;
+		if (t == 0 || (t & (t - 1)) || b.size == 0)
+			return -EINVAL;
+		if (pdd->bos.count(pb.id))
+			return -ENOMEM; // id collision
+		BoType type = b.alloc_flags & ALLOC_VRAM ? BoType::Vram
+			    : b.alloc_flags & ALLOC_GTT ? BoType::Gtt
+			    : b.alloc_flags & ALLOC_USERPTR ? BoType::Userptr
+			    : b.alloc_flags & ALLOC_DOORBELL ? BoType::Doorbell
+							     : BoType::Mmio;
+		int err = 0;
+		auto bo = new_bo(*pdd->dev, type, b.size, &err);
+		if (!bo)
+			return err;
+		bo->kfd = true;
+		bo->kfd_flags = b.alloc_flags;
+		bo->kfd_id = pb.id;
+		bo->va = b.addr;
+		bo->domains = type == BoType::Vram ? abi::drm::DOMAIN_VRAM : abi::drm::DOMAIN_GTT;
+		if (type == BoType::Userptr) {
+			bo->userptr_tgid = p.tgid;
+			bo->userptr_addr = pb.user_addr;
+			bo->ledger = ledger_;
+			ledger_->add(p.tgid, bo->size);
+		} else if (type == BoType::Doorbell) {
+			bo->mem = pdd->doorbells;
+		} else if (type == BoType::Mmio) {
+			bo->mem = pdd->dev->mmio;
+		}
+		bo->fake_offset = pdd->dev->alloc_fake_offset(bo);
+		pdd->drm->kfd_mmap[bo->fake_offset] = bo;
+		pdd->bos[pb.id] = bo;
+		for (uint32_t k = 0; k < pb.n_mapped && k < kMaxGpus; ++k) {
+			Pdd *peer = p.pdd_by_user_id(pb.mapped[k]);
+			if (!peer)
+				return -EINVAL;
+			if (int e = kfd_map_one(p, *pdd, bo, *peer))
+				return e;
+		}
+		b.dmabuf_fd = INVALID_FD;
+		if (type == BoType::Doorbell || type == BoType::Mmio)
+			b.restored_offset = bo_offset(*bo, pdd->dev->gpu_id);
+		else if (type != BoType::Userptr)
+			b.restored_offset = bo->fake_offset;
+		if (type == BoType::Vram || type == BoType::Gtt)
+			exports.emplace_back(i, bo);
+	}
+
+	// Objects.
+	for (uint32_t i = 0; i < a.num_objects; ++i) {
+		PrivObject o{};
+		if (!take(priv, pos, &o))
+			return -EINVAL;
+		if (o.type == kObjQueue) {
+			if (!p.pdd_by_user_id(o.q.user_gpu_id) || p.queues.count(o.q.id))
+				return -EINVAL;
+			Queue q;
+			q.id = o.q.id;
+			q.user_gpu_id = o.q.user_gpu_id;
+			q.args = o.q.args;
+			p.queues[q.id] = q;
+		} else if (o.type == kObjEvent) {
+			if (p.events.count(o.e.id))
+				return -EINVAL;
+			Event e;
+			e.id = o.e.id;
+			e.type = o.e.type;
+			e.auto_reset = o.e.auto_reset;
+			e.signaled = o.e.signaled;
+			e.node_id = o.e.node_id;
+			p.events[e.id] = e;
+		} else {
+			return -EINVAL;
+		}
+	}
+	if (pos != a.priv_data_size)
+		return -EINVAL;
+	p.xnack = static_cast<int32_t>(h.xnack);
+	if (h.event_page_handle) {
+		Pdd *pdd = p.pdd_by_user_id(static_cast<uint32_t>(h.event_page_handle >> 32));
+		if (pdd) {
+			auto it = pdd->bos.find(static_cast<uint32_t>(h.event_page_handle));
+			if (it != pdd->bos.end()) {
+				p.event_page = it->second;
+				p.event_page_handle = h.event_page_handle;
+			}
+		}
+	}
+	if (!bos.empty() && c.write(a.bos, bos.data(), bos.size() * sizeof(CriuBoBucket)))
+		return -EFAULT;
+	for (auto &[i, bo] : exports)
+		export_dmabuf(c, bo, false, a.bos + i * sizeof(CriuBoBucket) + offsetof(CriuBoBucket, dmabuf_fd),
+			      false);
+	p.restored = true;
+	return 0;
+}
+
+} // namespace kfdemu::detail

@@ -1,0 +1,683 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// /dev/kfd: the per-process KFD context, its memory, queues, events, mmap
+// offsets and the CRIU_OP protocol.
+#include "model/state.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace kfdemu::detail {
+
+using namespace abi::kfd;
+
+namespace {
+
+template <typename T> T &as(void *buf) { return *static_cast<T *>(buf); }
+
+uint64_t now_ns(clockid_t clk)
+{
+	timespec ts{};
+	clock_gettime(clk, &ts);
+	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+BoType type_of_flags(uint32_t flags)
+{
+	if (flags & ALLOC_VRAM)
+		return BoType::Vram;
+	if (flags & ALLOC_GTT)
+		return BoType::Gtt;
+	if (flags & ALLOC_USERPTR)
+		return BoType::Userptr;
+	if (flags & ALLOC_DOORBELL)
+		return BoType::Doorbell;
+	return BoType::Mmio;
+}
+
+} // namespace
+
+int ModelImpl::bind_drm(KfdProcess &p, Pdd &pdd, const std::shared_ptr<DrmFile> &drm)
+{
+	if (pdd.drm)
+		return pdd.drm == drm ? 0 : -EBUSY;
+	if (drm->dev != pdd.dev || drm->compute_vm)
+		return -EINVAL;
+	drm->compute_vm = true;
+	drm->kfd_owner = p.tgid;
+	pdd.drm = drm;
+	return 0;
+}
+
+void ModelImpl::free_kfd_bo(KfdProcess &p, Pdd &pdd, uint32_t id)
+{
+	auto it = pdd.bos.find(id);
+	if (it == pdd.bos.end())
+		return;
+	p.mapped_on.erase(it->second.get());
+	if (pdd.drm)
+		pdd.drm->kfd_mmap.erase(it->second->fake_offset);
+	pdd.bos.erase(it);
+}
+
+int ModelImpl::kfd_map_one(KfdProcess &p, Pdd &owner, const std::shared_ptr<Bo> &bo, Pdd &peer)
+{
+	(void)owner;
+	auto &set = p.mapped_on[bo.get()];
+	size_t idx = p.index_of(&peer);
+	if (set.count(idx))
+		return 0; // already mapped there
+	if (!peer.drm)
+		return -ENODEV; // kfd_bind_process_to_device: no VM
+	if ((bo->va & (kPage - 1)) || bo->va < kVaReservedBottom || bo->va + page_align(bo->size) > kVmSize)
+		return -EINVAL;
+	Mapping m;
+	m.start = bo->va;
+	m.size = page_align(bo->size);
+	m.bo = bo;
+	m.kfd = true;
+	m.flags = abi::drm::VM_PAGE_READABLE | abi::drm::VM_PAGE_EXECUTABLE;
+	if (bo->kfd_flags & ALLOC_WRITABLE)
+		m.flags |= abi::drm::VM_PAGE_WRITEABLE;
+	if (int e = peer.drm->vm.insert(std::move(m)))
+		return e;
+	set.insert(idx);
+	return 0;
+}
+
+int ModelImpl::kfd_unmap_one(KfdProcess &p, const std::shared_ptr<Bo> &bo, Pdd &peer)
+{
+	auto &set = p.mapped_on[bo.get()];
+	size_t idx = p.index_of(&peer);
+	if (!set.count(idx))
+		return -EINVAL;
+	if (peer.drm)
+		peer.drm->vm.remove(bo.get(), bo->va);
+	set.erase(idx);
+	return 0;
+}
+
+long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *buf, size_t usize,
+			    uint64_t uarg)
+{
+	(void)usize;
+	const CallerIdentity &id = c.identity();
+	auto pit = procs_.find(f.kfd_owner);
+	bool tracer = false;
+	if (nr == CRIU_OP && id.tgid != f.kfd_owner)
+		tracer = c.is_tracer_of(f.kfd_owner);
+	if (id.tgid != f.kfd_owner && !tracer)
+		return -EBADF;
+	if (nr == CRIU_OP) {
+		if (!id.cap_checkpoint_restore)
+			return -EACCES;
+		return criu_op(c, f, as<CriuArgs>(buf));
+	}
+	if (pit == procs_.end())
+		return -ESRCH; // the owner's context is gone
+	KfdProcess &p = *pit->second;
+
+	switch (nr) {
+	case GET_VERSION: {
+		auto &a = as<GetVersion>(buf);
+		a.major_version = 1;
+		a.minor_version = machine_.kfd_minor_version;
+		return 0;
+	}
+	case GET_PROCESS_APERTURES_NEW: {
+		auto &a = as<GetProcessAperturesNew>(buf);
+		if (a.num_of_nodes == 0) {
+			a.num_of_nodes = static_cast<uint32_t>(p.pdds.size());
+			return 0;
+		}
+		uint32_t n = std::min<uint32_t>(a.num_of_nodes, static_cast<uint32_t>(p.pdds.size()));
+		std::vector<ProcessDeviceApertures> ap(n);
+		for (uint32_t i = 0; i < n; ++i) {
+			ap[i].lds_base = 1ull << 48;
+			ap[i].lds_limit = ap[i].lds_base | 0xffffffffull;
+			ap[i].scratch_base = 2ull << 48;
+			ap[i].scratch_limit = ap[i].scratch_base | 0xffffffffull;
+			ap[i].gpuvm_base = kGpuvmBase;
+			ap[i].gpuvm_limit = kGpuvmLimit;
+			ap[i].gpu_id = p.pdds[i].user_gpu_id;
+		}
+		if (c.write(a.kfd_process_device_apertures_ptr, ap.data(), n * sizeof(ProcessDeviceApertures)))
+			return -EFAULT;
+		a.num_of_nodes = n;
+		return 0;
+	}
+	case GET_PROCESS_APERTURES: {
+		// Legacy: 8 entries of 56 bytes after nothing else, plus u32 count.
+		auto *base = static_cast<uint8_t *>(buf);
+		uint32_t n = std::min<uint32_t>(7, static_cast<uint32_t>(p.pdds.size()));
+		for (uint32_t i = 0; i < n; ++i) {
+			ProcessDeviceApertures ap{};
+			ap.lds_base = 1ull << 48;
+			ap.lds_limit = ap.lds_base | 0xffffffffull;
+			ap.scratch_base = 2ull << 48;
+			ap.scratch_limit = ap.scratch_base | 0xffffffffull;
+			ap.gpuvm_base = kGpuvmBase;
+			ap.gpuvm_limit = kGpuvmLimit;
+			ap.gpu_id = p.pdds[i].user_gpu_id;
+			std::memcpy(base + i * sizeof ap, &ap, sizeof ap);
+		}
+		std::memcpy(base + 7 * sizeof(ProcessDeviceApertures), &n, sizeof n);
+		return 0;
+	}
+	case ACQUIRE_VM: {
+		auto &a = as<AcquireVm>(buf);
+		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
+		if (!pdd)
+			return -EINVAL;
+		auto key = c.resolve_fd(static_cast<int>(a.drm_fd));
+		if (!key)
+			return -EINVAL;
+		auto fe = files_.find(*key);
+		if (fe == files_.end() || fe->second.kind != FileKind::Render)
+			return -EINVAL;
+		if (pdd->drm == fe->second.drm)
+			return 0;
+		return bind_drm(p, *pdd, fe->second.drm);
+	}
+	case ALLOC_MEMORY_OF_GPU: {
+		auto &a = as<AllocMemoryOfGpu>(buf);
+		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
+		if (!pdd || a.size == 0)
+			return -EINVAL;
+		uint32_t t = a.flags & ALLOC_TYPE_MASK;
+		if (t == 0 || (t & (t - 1)))
+			return -EINVAL;
+		Device &d = *pdd->dev;
+		if ((a.flags & ALLOC_VRAM) && (a.flags & ALLOC_PUBLIC) && !d.node->large_bar)
+			return -EINVAL;
+		if ((a.flags & ALLOC_DOORBELL) && a.size != d.doorbell_slice())
+			return -EINVAL;
+		if ((a.flags & ALLOC_MMIO_REMAP) && a.size != kPage)
+			return -EINVAL;
+		if (!pdd->drm)
+			return -ENODEV;
+		BoType type = type_of_flags(a.flags);
+		uint64_t size = type == BoType::Userptr ? a.size : page_align(a.size);
+		if (type == BoType::Userptr && ((a.mmap_offset & (kPage - 1)) || (a.size & (kPage - 1))))
+			return -EINVAL;
+		uint32_t kid = 0;
+		while (pdd->bos.count(kid))
+			++kid;
+		int err = 0;
+		std::shared_ptr<Bo> bo = new_bo(d, type, size, &err);
+		if (!bo)
+			return err;
+		bo->kfd = true;
+		bo->kfd_flags = a.flags;
+		bo->kfd_id = kid;
+		bo->va = a.va_addr;
+		bo->domains = type == BoType::Vram ? abi::drm::DOMAIN_VRAM : abi::drm::DOMAIN_GTT;
+		if (type == BoType::Userptr) {
+			bo->userptr_tgid = p.tgid;
+			bo->userptr_addr = a.mmap_offset;
+			bo->ledger = ledger_;
+			ledger_->add(p.tgid, size);
+		} else if (type == BoType::Doorbell) {
+			if (!pdd->doorbells)
+				pdd->doorbells = Backing::create(d.doorbell_slice(), "kfdemu-doorbell", &err);
+			bo->mem = pdd->doorbells;
+		} else if (type == BoType::Mmio) {
+			bo->mem = d.mmio;
+		}
+		bo->fake_offset = d.alloc_fake_offset(bo);
+		pdd->drm->kfd_mmap[bo->fake_offset] = bo;
+		pdd->bos[kid] = bo;
+		a.handle = (static_cast<uint64_t>(a.gpu_id) << 32) | kid;
+		if (type == BoType::Mmio)
+			a.mmap_offset = MMAP_TYPE_MMIO | mmap_gpu_id(a.gpu_id);
+		else if (type != BoType::Userptr)
+			a.mmap_offset = bo->fake_offset;
+		return 0;
+	}
+	case FREE_MEMORY_OF_GPU: {
+		auto &a = as<FreeMemoryOfGpu>(buf);
+		Pdd *pdd = p.pdd_by_user_id(static_cast<uint32_t>(a.handle >> 32));
+		if (!pdd)
+			return -EINVAL;
+		auto it = pdd->bos.find(static_cast<uint32_t>(a.handle));
+		if (it == pdd->bos.end())
+			return -EINVAL;
+		if (p.event_page == it->second)
+			return -EPERM;
+		auto m = p.mapped_on.find(it->second.get());
+		if (m != p.mapped_on.end() && !m->second.empty())
+			return -EBUSY;
+		std::shared_ptr<Bo> hold = it->second; // freed after unlock? small: fine here
+		free_kfd_bo(p, *pdd, it->first);
+		return 0;
+	}
+	case MAP_MEMORY_TO_GPU:
+	case UNMAP_MEMORY_FROM_GPU: {
+		auto &a = as<MapMemoryToGpu>(buf);
+		if (a.n_devices == 0 || a.n_success > a.n_devices)
+			return -EINVAL;
+		if (a.n_devices > 4096)
+			return -EINVAL;
+		std::vector<uint32_t> ids(a.n_devices);
+		if (c.read(a.device_ids_array_ptr, ids.data(), ids.size() * 4))
+			return -EFAULT;
+		Pdd *owner = p.pdd_by_user_id(static_cast<uint32_t>(a.handle >> 32));
+		if (!owner)
+			return -EINVAL;
+		auto it = owner->bos.find(static_cast<uint32_t>(a.handle));
+		if (it == owner->bos.end())
+			return -ENOMEM;
+		std::shared_ptr<Bo> bo = it->second;
+		for (uint32_t i = a.n_success; i < a.n_devices; ++i) {
+			Pdd *peer = p.pdd_by_user_id(ids[i]);
+			if (!peer)
+				return -EINVAL;
+			int e = nr == MAP_MEMORY_TO_GPU ? kfd_map_one(p, *owner, bo, *peer)
+							 : kfd_unmap_one(p, bo, *peer);
+			if (e)
+				return e;
+			a.n_success = i + 1;
+		}
+		return 0;
+	}
+	case CREATE_QUEUE: {
+		auto &a = as<CreateQueue>(buf);
+		if (a.queue_type > QUEUE_SDMA_XGMI)
+			return -524; // ENOTSUPP
+		if (a.queue_percentage > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
+			return -EINVAL;
+		if (a.ring_size && (a.ring_size & (a.ring_size - 1)))
+			return -EINVAL;
+		uint8_t probe;
+		if (a.ring_base_address && c.read(a.ring_base_address, &probe, 1))
+			return -EFAULT;
+		if ((a.read_pointer_address && c.read(a.read_pointer_address, &probe, 1)) ||
+		    (a.write_pointer_address && c.read(a.write_pointer_address, &probe, 1)))
+			return -EFAULT;
+		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
+		if (!pdd)
+			return -EINVAL;
+		if (!pdd->drm)
+			return -EINVAL;
+		uint32_t qid = 0;
+		while (p.queues.count(qid))
+			++qid;
+		if (qid >= MAX_QUEUES_PER_PROCESS)
+			return -ENOMEM;
+		int err = 0;
+		if (!pdd->doorbells)
+			pdd->doorbells = Backing::create(pdd->dev->doorbell_slice(), "kfdemu-doorbell", &err);
+		if (!pdd->doorbells)
+			return err;
+		Queue q;
+		q.id = qid;
+		q.user_gpu_id = a.gpu_id;
+		q.args = a;
+		a.queue_id = qid;
+		a.doorbell_offset = MMAP_TYPE_DOORBELL | mmap_gpu_id(a.gpu_id);
+		if (pdd->dev->family >= abi::sdma::kFamilyAi)
+			a.doorbell_offset |= (static_cast<uint64_t>(qid) * 8) & (pdd->dev->doorbell_slice() - 1);
+		q.args.queue_id = qid;
+		q.args.doorbell_offset = a.doorbell_offset;
+		p.queues[qid] = q;
+		return 0;
+	}
+	case DESTROY_QUEUE: {
+		auto &a = as<DestroyQueue>(buf);
+		if (!p.queues.erase(a.queue_id))
+			return -EINVAL;
+		return 0;
+	}
+	case UPDATE_QUEUE: {
+		auto &a = as<UpdateQueue>(buf);
+		auto it = p.queues.find(a.queue_id);
+		if (it == p.queues.end())
+			return -EINVAL;
+		if (a.queue_percentage > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
+			return -EINVAL;
+		if (a.ring_size && (a.ring_size & (a.ring_size - 1)))
+			return -EINVAL;
+		it->second.args.ring_base_address = a.ring_base_address;
+		it->second.args.ring_size = a.ring_size;
+		it->second.args.queue_percentage = a.queue_percentage;
+		it->second.args.queue_priority = a.queue_priority;
+		return 0;
+	}
+	case SET_MEMORY_POLICY: {
+		auto &a = as<SetMemoryPolicy>(buf);
+		if (a.default_policy > 1 || a.alternate_policy > 1)
+			return -EINVAL;
+		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
+		if (!pdd)
+			return -EINVAL;
+		pdd->default_policy = a.default_policy;
+		pdd->alt_policy = a.alternate_policy;
+		pdd->alt_base = a.alternate_aperture_base;
+		pdd->alt_size = a.alternate_aperture_size;
+		return 0;
+	}
+	case GET_CLOCK_COUNTERS: {
+		auto &a = as<GetClockCounters>(buf);
+		if (!p.pdd_by_user_id(a.gpu_id))
+			return -EINVAL;
+		a.gpu_clock_counter = now_ns(CLOCK_MONOTONIC_RAW) / 10; // 100 MHz
+		a.cpu_clock_counter = now_ns(CLOCK_MONOTONIC_RAW);
+		a.system_clock_counter = now_ns(CLOCK_BOOTTIME);
+		a.system_clock_freq = 1000000000ull;
+		return 0;
+	}
+	case SET_SCRATCH_BACKING_VA: {
+		auto &a = as<SetScratchBackingVa>(buf);
+		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
+		if (!pdd)
+			return -EINVAL;
+		pdd->scratch_va = a.va_addr;
+		return 0;
+	}
+	case GET_TILE_CONFIG: {
+		auto &a = as<GetTileConfig>(buf);
+		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
+		if (!pdd)
+			return -EINVAL;
+		a.gb_addr_config = static_cast<uint32_t>(pdd->dev->node->property("gb_addr_config", 0x26010042));
+		a.num_banks = 0;
+		a.num_ranks = 0;
+		a.num_tile_configs = 0; // GFX9+ has no tile mode tables
+		a.num_macro_tile_configs = 0;
+		return 0;
+	}
+	case SET_TRAP_HANDLER: {
+		auto &a = as<SetTrapHandler>(buf);
+		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
+		if (!pdd)
+			return -EINVAL;
+		pdd->tba = a.tba_addr;
+		pdd->tma = a.tma_addr;
+		return 0;
+	}
+	case SET_XNACK_MODE: {
+		auto &a = as<SetXnackMode>(buf);
+		if (a.xnack_enabled < 0) {
+			a.xnack_enabled = p.xnack;
+			return 0;
+		}
+		if (!p.queues.empty())
+			return -EBUSY;
+		p.xnack = a.xnack_enabled ? 1 : 0;
+		return 0;
+	}
+	case AVAILABLE_MEMORY: {
+		auto &a = as<AvailableMemory>(buf);
+		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
+		if (!pdd)
+			return -EINVAL;
+		uint64_t used = *pdd->dev->vram_used;
+		a.available = pdd->dev->vram_size > used ? pdd->dev->vram_size - used : 0;
+		return 0;
+	}
+	case CREATE_EVENT: {
+		auto &a = as<CreateEvent>(buf);
+		if (a.event_type > EVENT_MEMORY)
+			return -EINVAL;
+		if (a.event_page_offset && !p.event_page) {
+			Pdd *pdd = p.pdd_by_user_id(static_cast<uint32_t>(a.event_page_offset >> 32));
+			if (!pdd)
+				return -EINVAL;
+			auto it = pdd->bos.find(static_cast<uint32_t>(a.event_page_offset));
+			if (it == pdd->bos.end())
+				return -EINVAL;
+			p.event_page = it->second;
+			p.event_page_handle = a.event_page_offset;
+		}
+		Event ev;
+		ev.type = a.event_type;
+		ev.auto_reset = a.auto_reset != 0;
+		ev.node_id = a.node_id;
+		uint32_t eid;
+		if (a.event_type == EVENT_SIGNAL || a.event_type == EVENT_DEBUG) {
+			eid = 0;
+			while (eid < SIGNAL_EVENT_LIMIT && p.events.count(eid))
+				++eid;
+			if (eid >= SIGNAL_EVENT_LIMIT)
+				return -ENOSPC;
+			if (!p.event_page && !p.event_mem) {
+				int err = 0;
+				p.event_mem = Backing::create(SIGNAL_EVENT_LIMIT * 8, "kfdemu-events", &err);
+				if (!p.event_mem)
+					return err;
+			}
+			a.event_trigger_data = eid;
+			a.event_slot_index = eid;
+			a.event_page_offset = MMAP_TYPE_EVENTS;
+		} else {
+			eid = FIRST_NONSIGNAL_EVENT_ID;
+			while (p.events.count(eid))
+				++eid;
+			a.event_trigger_data = eid;
+			a.event_slot_index = 0;
+			a.event_page_offset = 0;
+		}
+		ev.id = eid;
+		a.event_id = eid;
+		p.events[eid] = ev;
+		return 0;
+	}
+	case DESTROY_EVENT: {
+		auto &a = as<EventId>(buf);
+		if (!p.events.erase(a.event_id))
+			return -EINVAL;
+		p.event_cv.notify_all();
+		return 0;
+	}
+	case SET_EVENT:
+	case RESET_EVENT: {
+		auto &a = as<EventId>(buf);
+		auto it = p.events.find(a.event_id);
+		if (it == p.events.end())
+			return -EINVAL;
+		it->second.signaled = nr == SET_EVENT;
+		if (nr == SET_EVENT) {
+			// The signal slot in the event page is written as the GPU would.
+			if (it->first < SIGNAL_EVENT_LIMIT) {
+				uint64_t one = 1;
+				const auto &mem = p.event_page ? p.event_page->mem : p.event_mem;
+				if (mem && (it->first + 1) * 8 <= mem->size())
+					std::memcpy(mem->data() + it->first * 8, &one, 8);
+			}
+			++p.event_generation;
+			p.event_cv.notify_all();
+		}
+		return 0;
+	}
+	case WAIT_EVENTS:
+		return wait_events(lk, c, p, as<WaitEvents>(buf));
+	case EXPORT_DMABUF: {
+		auto &a = as<ExportDmabuf>(buf);
+		Pdd *pdd = p.pdd_by_user_id(static_cast<uint32_t>(a.handle >> 32));
+		if (!pdd)
+			return -EINVAL;
+		auto it = pdd->bos.find(static_cast<uint32_t>(a.handle));
+		if (it == pdd->bos.end())
+			return -EINVAL;
+		if (!it->second->mem || it->second->type == BoType::Doorbell || it->second->type == BoType::Mmio)
+			return -EINVAL;
+		if (a.flags & ~(abi::drm::CLOEXEC | abi::drm::RDWR))
+			return -EINVAL;
+		// dmabuf_fd is written by the transport once the fd is installed.
+		export_dmabuf(c, it->second, a.flags & abi::drm::CLOEXEC,
+			      uarg + offsetof(ExportDmabuf, dmabuf_fd), false);
+		return 0;
+	}
+	case GET_DMABUF_INFO: {
+		auto &a = as<GetDmabufInfo>(buf);
+		auto key = c.resolve_fd(static_cast<int>(a.dmabuf_fd));
+		if (!key)
+			return -EINVAL;
+		auto bo = dmabuf_bo(*key);
+		if (!bo)
+			return -EINVAL;
+		a.size = bo->size;
+		a.gpu_id = bo->dev->gpu_id;
+		if (Pdd *pdd = p.pdd_by_actual_id(bo->dev->gpu_id))
+			a.gpu_id = pdd->user_gpu_id;
+		a.flags = bo->kfd ? bo->kfd_flags
+				  : (bo->type == BoType::Vram ? ALLOC_VRAM : ALLOC_GTT) | ALLOC_WRITABLE;
+		a.metadata_size = static_cast<uint32_t>(bo->md_data.size() * 4);
+		return 0;
+	}
+	case IMPORT_DMABUF: {
+		auto &a = as<ImportDmabuf>(buf);
+		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
+		if (!pdd)
+			return -EINVAL;
+		if (!pdd->drm)
+			return -ENODEV;
+		auto key = c.resolve_fd(static_cast<int>(a.dmabuf_fd));
+		if (!key)
+			return -EINVAL;
+		auto src = dmabuf_bo(*key);
+		if (!src)
+			return -EINVAL;
+		std::shared_ptr<Bo> bo;
+		if (src->dev == pdd->dev) {
+			bo = src; // same device: the same BO
+		} else {
+			bo = std::make_shared<Bo>();
+			bo->dev = pdd->dev;
+			bo->type = BoType::Gtt;
+			bo->size = src->size;
+			bo->mem = src->mem;
+			bo->import_of = src;
+			bo->domains = abi::drm::DOMAIN_GTT;
+			bo->fake_offset = pdd->dev->alloc_fake_offset(bo);
+		}
+		// A KFD BO object of its own that shares the memory.
+		auto kb = std::make_shared<Bo>();
+		kb->dev = pdd->dev;
+		kb->type = bo->type;
+		kb->size = bo->size;
+		kb->mem = bo->mem;
+		kb->import_of = bo->import_of ? bo->import_of : bo;
+		kb->kfd = true;
+		kb->kfd_flags = (bo->type == BoType::Vram ? ALLOC_VRAM : ALLOC_GTT) | ALLOC_WRITABLE;
+		kb->va = a.va_addr;
+		kb->fake_offset = bo->fake_offset;
+		uint32_t kid = 0;
+		while (pdd->bos.count(kid))
+			++kid;
+		kb->kfd_id = kid;
+		pdd->bos[kid] = kb;
+		a.handle = (static_cast<uint64_t>(a.gpu_id) << 32) | kid;
+		return 0;
+	}
+	case RUNTIME_ENABLE:
+		return 0;
+	case SMI_EVENTS:
+	case SVM:
+	case SET_CU_MASK:
+	case GET_QUEUE_WAVE_STATE:
+	case ALLOC_QUEUE_GWS:
+	case DBG_TRAP:
+	default:
+		return -EINVAL;
+	}
+}
+
+long ModelImpl::wait_events(Lock &lk, Caller &c, KfdProcess &p0, WaitEvents &a)
+{
+	if (a.num_events == 0 || a.num_events > SIGNAL_EVENT_LIMIT)
+		return -EINVAL;
+	std::vector<EventData> ev(a.num_events);
+	if (c.read(a.events_ptr, ev.data(), ev.size() * sizeof(EventData)))
+		return -EFAULT;
+	for (auto &e : ev)
+		if (!p0.events.count(e.event_id))
+			return -EINVAL;
+	const pid_t tgid = p0.tgid;
+	const bool infinite = a.timeout == 0xffffffffu;
+	auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.timeout);
+	for (;;) {
+		auto it = procs_.find(tgid);
+		if (it == procs_.end())
+			return -ESRCH;
+		KfdProcess &p = *it->second;
+		size_t ready = 0;
+		for (auto &e : ev) {
+			auto ei = p.events.find(e.event_id);
+			if (ei == p.events.end()) {
+				a.wait_result = WAIT_ERROR;
+				return -EINVAL;
+			}
+			if (ei->second.signaled)
+				++ready;
+		}
+		if ((a.wait_for_all && ready == ev.size()) || (!a.wait_for_all && ready > 0)) {
+			for (auto &e : ev) {
+				auto ei = p.events.find(e.event_id);
+				if (ei->second.signaled && ei->second.auto_reset)
+					ei->second.signaled = false;
+			}
+			a.wait_result = WAIT_COMPLETE;
+			return 0;
+		}
+		if (a.timeout == 0 || (!infinite && std::chrono::steady_clock::now() >= deadline)) {
+			a.wait_result = WAIT_TIMEOUT;
+			return 0;
+		}
+		if (infinite)
+			p.event_cv.wait_for(lk, std::chrono::milliseconds(100));
+		else
+			p.event_cv.wait_until(lk, deadline);
+	}
+}
+
+int ModelImpl::kfd_mmap(Caller &c, uint64_t offset, uint64_t len, MmapTarget *out)
+{
+	auto pit = procs_.find(c.identity().tgid);
+	if (pit == procs_.end())
+		return -EINVAL;
+	KfdProcess &p = *pit->second;
+	uint32_t gid = mmap_get_gpu_id(offset);
+	uint64_t type = offset & MMAP_TYPE_MASK;
+	Pdd *pdd = nullptr;
+	if (type != MMAP_TYPE_EVENTS) {
+		pdd = p.pdd_by_user_id(gid);
+		if (!pdd)
+			pdd = p.pdd_by_actual_id(gid);
+		if (!pdd)
+			return -ENODEV;
+	}
+	switch (type) {
+	case MMAP_TYPE_DOORBELL: {
+		if (len != pdd->dev->doorbell_slice())
+			return -EINVAL;
+		int err = 0;
+		if (!pdd->doorbells)
+			pdd->doorbells = Backing::create(pdd->dev->doorbell_slice(), "kfdemu-doorbell", &err);
+		if (!pdd->doorbells)
+			return err;
+		*out = MmapTarget{pdd->doorbells->fd(), 0};
+		return 0;
+	}
+	case MMAP_TYPE_MMIO:
+		if (len != kPage)
+			return -EINVAL;
+		*out = MmapTarget{pdd->dev->mmio->fd(), 0};
+		return 0;
+	case MMAP_TYPE_EVENTS: {
+		const auto &mem = p.event_page ? p.event_page->mem : p.event_mem;
+		if (!mem || len > page_align(mem->size()))
+			return -EINVAL;
+		*out = MmapTarget{mem->fd(), 0};
+		return 0;
+	}
+	default:
+		return -EFAULT;
+	}
+}
+
+} // namespace kfdemu::detail

@@ -1,0 +1,1020 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// amdgpu render nodes: DRM core ioctls used on render nodes, the amdgpu
+// driver ioctls, render-node mmap and command submission.
+#include "model/state.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+
+namespace kfdemu::detail {
+
+using namespace abi::drm;
+
+namespace {
+
+template <typename T> T &as(void *buf) { return *static_cast<T *>(buf); }
+
+uint64_t mono_ns()
+{
+	timespec ts{};
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// amdgpu_gem_timeout(): absolute CLOCK_MONOTONIC ns; negative = forever.
+// Returns nullopt for "forever".
+std::optional<std::chrono::steady_clock::time_point> deadline_of(uint64_t timeout_ns)
+{
+	if (static_cast<int64_t>(timeout_ns) < 0)
+		return std::nullopt;
+	return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(timeout_ns));
+}
+
+// Waits for a fence until the deadline. true when signaled.
+bool wait_fence(Fence &f, std::optional<std::chrono::steady_clock::time_point> dl)
+{
+	std::unique_lock lk(f.mu);
+	if (!dl) {
+		f.cv.wait(lk, [&] { return f.done; });
+		return true;
+	}
+	return f.cv.wait_until(lk, *dl, [&] { return f.done; });
+}
+
+void put32(uint8_t *b, size_t off, uint32_t v) { std::memcpy(b + off, &v, 4); }
+void put64(uint8_t *b, size_t off, uint64_t v) { std::memcpy(b + off, &v, 8); }
+
+constexpr size_t kFenceWindow = 1024;
+constexpr uint64_t kGemCreateValidFlags = 0x1ffefull; // bits 0-16 except 4
+constexpr uint32_t kMaxIbs = 4;
+
+// Kernel definition of which directions each driver ioctl copies.
+bool copies_out(unsigned nr)
+{
+	if (nr >= kCommandBase && nr < kCommandEnd) {
+		unsigned d = nr - kCommandBase;
+		return d != INFO && d != GEM_VA && d != SCHED;
+	}
+	return nr != GEM_CLOSE;
+}
+
+} // namespace
+
+int ModelImpl::resolve_va(DrmFile &f, uint64_t va, uint64_t len, bool write, std::vector<Segment> *out)
+{
+	uint64_t cur = va & kHoleMask;
+	while (len) {
+		const Mapping *m = f.vm.find(cur);
+		if (!m || !m->bo) {
+			counters_->vm_fault(f.dev->gpu_id, cur, "unmapped");
+			return -EFAULT;
+		}
+		if ((write && !(m->flags & VM_PAGE_WRITEABLE)) || (!write && !(m->flags & VM_PAGE_READABLE))) {
+			counters_->vm_fault(f.dev->gpu_id, cur, write ? "write to read-only page" : "read of unreadable page");
+			return -EFAULT;
+		}
+		uint64_t off = m->offset + (cur - m->start);
+		uint64_t avail = m->start + m->size - cur;
+		if (off >= m->bo->size) {
+			counters_->vm_fault(f.dev->gpu_id, cur, "beyond bo");
+			return -EFAULT;
+		}
+		avail = std::min(avail, m->bo->size - off);
+		uint64_t n = std::min(avail, len);
+		if (!out->empty() && out->back().bo == m->bo && out->back().off + out->back().len == off)
+			out->back().len += n;
+		else
+			out->push_back(Segment{m->bo, off, n});
+		cur += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int ModelImpl::build_job(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, SdmaJob *job)
+{
+	using namespace abi::sdma;
+	std::vector<Segment> ibseg;
+	{
+		// The IB must lie inside one mapping of this VM (else EINVAL).
+		const Mapping *m = f.vm.find(ib_va & kHoleMask);
+		if (!m || !m->bo || (ib_va & kHoleMask) + ib_bytes > m->start + m->size)
+			return -EINVAL;
+		if (ib_bytes & 3)
+			return -EINVAL;
+		if (resolve_va(f, ib_va, ib_bytes, false, &ibseg))
+			return -EINVAL;
+	}
+	std::vector<uint32_t> dw(ib_bytes / 4);
+	auto *dst = reinterpret_cast<uint8_t *>(dw.data());
+	for (auto &s : ibseg) {
+		if (s.bo->mem)
+			std::memcpy(dst, s.bo->mem->data() + s.off, s.len);
+		else if (pm_->read(s.bo->userptr_tgid, s.bo->userptr_addr + s.off, dst, s.len))
+			return -EFAULT;
+		dst += s.len;
+	}
+	const bool ai = f.dev->family >= kFamilyAi;
+	const uint32_t count_mask = f.dev->family >= kFamilyGc11 ? 0x3fffffffu : ai ? 0x3fffffu : 0x1fffffu;
+	auto fail = [&](int err) {
+		job->error_after_ops = err;
+		return 0;
+	};
+	size_t i = 0;
+	const size_t n = dw.size();
+	while (i < n) {
+		uint32_t hdr = dw[i];
+		uint32_t op = hdr & 0xff, sub = (hdr >> 8) & 0xff;
+		auto addr = [&](size_t k) { return static_cast<uint64_t>(dw[k]) | (static_cast<uint64_t>(dw[k + 1]) << 32); };
+		if (op == OP_NOP) {
+			i += 1 + ((hdr >> 16) & 0x3fff);
+			continue;
+		}
+		if (op == OP_COPY && sub == SUBOP_COPY_LINEAR) {
+			if (i + 7 > n)
+				return fail(-ETIME);
+			uint64_t cnt = dw[i + 1] & count_mask;
+			uint64_t bytes = ai ? cnt + 1 : cnt;
+			SdmaOp o;
+			o.kind = SdmaOp::Kind::Copy;
+			o.bytes = bytes;
+			if (bytes && (resolve_va(f, addr(i + 3), bytes, false, &o.src) ||
+				      resolve_va(f, addr(i + 5), bytes, true, &o.dst)))
+				return fail(-ECANCELED);
+			if (bytes)
+				job->ops.push_back(std::move(o));
+			i += 7;
+			continue;
+		}
+		if ((op == OP_WRITE && sub == SUBOP_WRITE_LINEAR) || op == OP_FENCE) {
+			size_t ndw;
+			if (op == OP_FENCE) {
+				ndw = 1;
+				if (i + 4 > n)
+					return fail(-ETIME);
+			} else {
+				if (i + 4 > n)
+					return fail(-ETIME);
+				ndw = ai ? (dw[i + 3] & 0xfffff) + 1 : (dw[i + 3] & 0x3fffff);
+				if (i + 4 + ndw > n)
+					return fail(-ETIME);
+			}
+			SdmaOp o;
+			o.kind = SdmaOp::Kind::Write;
+			o.bytes = ndw * 4;
+			const uint32_t *src = &dw[i + (op == OP_FENCE ? 3 : 4)];
+			o.data.assign(reinterpret_cast<const uint8_t *>(src), reinterpret_cast<const uint8_t *>(src + ndw));
+			if (resolve_va(f, addr(i + 1), o.bytes, true, &o.dst))
+				return fail(-ECANCELED);
+			job->ops.push_back(std::move(o));
+			i += op == OP_FENCE ? 4 : 4 + ndw;
+			continue;
+		}
+		if (op == OP_CONST_FILL) {
+			if (i + 5 > n)
+				return fail(-ETIME);
+			uint64_t cnt = dw[i + 4] & count_mask;
+			uint64_t bytes = ai ? cnt + 1 : cnt;
+			uint32_t fillsize = hdr >> 30; // 0 byte, 2 dword
+			SdmaOp o;
+			o.kind = SdmaOp::Kind::Fill;
+			o.fill = fillsize == 0 ? (dw[i + 3] & 0xff) * 0x01010101u : dw[i + 3];
+			o.bytes = bytes;
+			if (bytes && resolve_va(f, addr(i + 1), bytes, true, &o.dst))
+				return fail(-ECANCELED);
+			if (bytes)
+				job->ops.push_back(std::move(o));
+			i += 5;
+			continue;
+		}
+		if (op == OP_TRAP) {
+			i += 2;
+			continue;
+		}
+		// Unknown packet: the engine hangs on it until the job times out.
+		counters_->vm_fault(f.dev->gpu_id, ib_va + i * 4, "unknown sdma packet");
+		return fail(-ETIME);
+	}
+	return 0;
+}
+
+long ModelImpl::drm_cs(Caller &c, DrmFile &f, Cs &a)
+{
+	if (a.num_chunks == 0 || a.num_chunks > 64)
+		return -EINVAL;
+	auto ci = f.ctxs.find(a.ctx_id);
+	if (ci == f.ctxs.end())
+		return -EINVAL;
+	if (a.bo_list_handle && !f.bo_lists.count(a.bo_list_handle))
+		return -ENOENT;
+	std::vector<uint64_t> ptrs(a.num_chunks);
+	if (c.read(a.chunks, ptrs.data(), ptrs.size() * 8))
+		return -EFAULT;
+	std::vector<CsChunkIb> ibs;
+	std::vector<std::shared_ptr<Fence>> deps;
+	for (uint64_t p : ptrs) {
+		CsChunk ch{};
+		if (c.read(p, &ch, sizeof ch))
+			return -EFAULT;
+		size_t bytes = static_cast<size_t>(ch.length_dw) * 4;
+		switch (ch.chunk_id) {
+		case CHUNK_IB: {
+			CsChunkIb ib{};
+			if (c.read(ch.chunk_data, &ib, std::min(bytes, sizeof ib)))
+				return -EFAULT;
+			ibs.push_back(ib);
+			break;
+		}
+		case CHUNK_DEPENDENCIES:
+		case CHUNK_SCHEDULED_DEPENDENCIES: {
+			struct Dep { uint32_t ip_type, ip_instance, ring, ctx_id; uint64_t handle; };
+			size_t nd = bytes / sizeof(Dep);
+			std::vector<Dep> d(nd);
+			if (nd && c.read(ch.chunk_data, d.data(), nd * sizeof(Dep)))
+				return -EFAULT;
+			for (auto &x : d) {
+				auto dc = f.ctxs.find(x.ctx_id);
+				if (dc == f.ctxs.end())
+					return -EINVAL;
+				auto en = dc->second.entities.find({x.ip_type, x.ip_instance, x.ring});
+				if (en == dc->second.entities.end())
+					continue;
+				auto fe = en->second.fences.find(x.handle);
+				if (fe != en->second.fences.end())
+					deps.push_back(fe->second);
+			}
+			break;
+		}
+		case CHUNK_FENCE:
+		case CHUNK_BO_HANDLES:
+			break;
+		default:
+			return -EINVAL;
+		}
+	}
+	if (ibs.empty() || ibs.size() > kMaxIbs)
+		return -EINVAL;
+	const CsChunkIb &first = ibs.front();
+	for (auto &ib : ibs)
+		if (ib.ip_type != first.ip_type || ib.ip_instance != first.ip_instance || ib.ring != first.ring)
+			return -EINVAL;
+	// The model executes SDMA only.
+	if (first.ip_type != HW_IP_DMA || first.ip_instance != 0 || first.ring >= f.dev->engines.size())
+		return -EINVAL;
+
+	SdmaJob job;
+	job.gpu_id = f.dev->gpu_id;
+	for (auto &ib : ibs) {
+		if (int e = build_job(f, ib.va_start, ib.ib_bytes, &job))
+			return e;
+		if (job.error_after_ops)
+			break;
+	}
+	bool hang = false;
+	if (int e = check_fault_sdma(&hang)) {
+		if (hang)
+			job.hang = true;
+		else
+			job.error_after_ops = e;
+		job.ops.clear();
+	}
+	auto &ent = ci->second.entities[{first.ip_type, first.ip_instance, first.ring}];
+	uint64_t seq = ent.next_seq++;
+	job.fence = std::make_shared<Fence>();
+	ent.fences[seq] = job.fence;
+	while (ent.fences.size() > kFenceWindow) {
+		auto oldest = ent.fences.begin();
+		std::lock_guard fl(oldest->second->mu);
+		if (!oldest->second->done)
+			break;
+		ent.fences.erase(oldest);
+	}
+	(void)deps; // ordering: one engine per ring executes in order
+	f.dev->engines[first.ring]->submit(std::move(job));
+	std::memset(&a, 0, sizeof a);
+	std::memcpy(&a, &seq, 8);
+	return 0;
+}
+
+long ModelImpl::drm_wait_cs(Lock &lk, DrmFile &f, WaitCs &a)
+{
+	auto ci = f.ctxs.find(a.ctx_id);
+	if (ci == f.ctxs.end())
+		return -EINVAL;
+	if (a.ip_type >= HW_IP_NUM || a.ip_instance != 0 ||
+	    (a.ip_type == HW_IP_DMA && a.ring >= f.dev->engines.size()))
+		return -EINVAL;
+	std::shared_ptr<Fence> fence;
+	auto en = ci->second.entities.find({a.ip_type, a.ip_instance, a.ring});
+	uint64_t next = en == ci->second.entities.end() ? 1 : en->second.next_seq;
+	uint64_t seq = a.handle == ~0ull ? next - 1 : a.handle;
+	if (seq >= next && seq != 0)
+		return -EINVAL;
+	if (en != ci->second.entities.end()) {
+		auto fe = en->second.fences.find(seq);
+		if (fe != en->second.fences.end())
+			fence = fe->second;
+	}
+	auto dl = deadline_of(a.timeout);
+	std::memset(&a, 0, sizeof a);
+	if (!fence)
+		return 0; // status 0: completed (or never waited on)
+	lk.unlock();
+	bool done = wait_fence(*fence, dl);
+	lk.lock();
+	if (done && fence->error)
+		return fence->error;
+	uint64_t status = done ? 0 : 1;
+	std::memcpy(&a, &status, 8);
+	return 0;
+}
+
+long ModelImpl::drm_prime_to_fd(Caller &c, DrmFile &f, PrimeHandle &a, uint64_t uarg)
+{
+	if (a.flags & ~(CLOEXEC | RDWR))
+		return -EINVAL;
+	auto it = f.handles.find(a.handle);
+	if (it == f.handles.end())
+		return -ENOENT;
+	if (it->second->is_userptr() || !it->second->mem)
+		return -EPERM;
+	export_dmabuf(c, it->second, a.flags & CLOEXEC, uarg + offsetof(PrimeHandle, fd), false);
+	return 0;
+}
+
+long ModelImpl::drm_fd_to_prime(Caller &c, DrmFile &f, PrimeHandle &a)
+{
+	auto key = c.resolve_fd(a.fd);
+	if (!key)
+		return -EBADF;
+	auto src = dmabuf_bo(*key);
+	if (!src)
+		return -EINVAL;
+	const Bo *exp = src->exporter();
+	// The prime cache: a handle this file already has for that dma-buf.
+	for (auto &[h, bo] : f.handles)
+		if (bo->exporter() == exp) {
+			a.handle = h;
+			return 0;
+		}
+	std::shared_ptr<Bo> bo;
+	if (src->dev == f.dev) {
+		bo = src; // a dma-buf of this device resolves to the BO itself
+	} else {
+		bo = std::make_shared<Bo>();
+		bo->dev = f.dev;
+		bo->type = BoType::Gtt;
+		bo->size = src->size;
+		bo->mem = src->mem;
+		bo->import_of = src->import_of ? src->import_of : src;
+		bo->domains = DOMAIN_GTT;
+		bo->fake_offset = f.dev->alloc_fake_offset(bo);
+	}
+	uint32_t h = f.lowest_free_handle();
+	f.handles[h] = bo;
+	a.handle = h;
+	return 0;
+}
+
+int ModelImpl::render_mmap(DrmFile &f, uint64_t offset, uint64_t len, MmapTarget *out)
+{
+	auto bo = f.dev->bo_at_offset(offset);
+	if (!bo)
+		return -EINVAL;
+	bool allowed = f.handle_of(bo.get()) != 0;
+	if (!allowed) {
+		auto k = f.kfd_mmap.find(bo->fake_offset);
+		allowed = k != f.kfd_mmap.end() && k->second.lock() == bo;
+	}
+	if (!allowed)
+		return -EACCES;
+	if (!bo->mem)
+		return -EPERM;
+	uint64_t rel = offset - bo->fake_offset;
+	if (len > page_align(bo->size) - rel)
+		return -EINVAL;
+	*out = MmapTarget{bo->mem->fd(), rel};
+	return 0;
+}
+
+long ModelImpl::drm_info(Caller &c, DrmFile &f, const Info &a)
+{
+	if (!a.return_size || !a.return_pointer)
+		return -EINVAL;
+	Device &d = *f.dev;
+	const NodeDesc &n = *d.node;
+	auto give = [&](const void *p, size_t sz) -> long {
+		if (c.write(a.return_pointer, p, std::min<size_t>(sz, a.return_size)))
+			return -EFAULT;
+		return 0;
+	};
+	switch (a.query) {
+	case INFO_ACCEL_WORKING: {
+		uint32_t one = 1;
+		return give(&one, 4);
+	}
+	case INFO_DEV_INFO: {
+		uint8_t b[devinfo::kSize] = {};
+		using namespace devinfo;
+		uint32_t simd_per_cu = static_cast<uint32_t>(n.property("simd_per_cu", 4));
+		uint32_t cus = static_cast<uint32_t>(n.property("simd_count", 240) / (simd_per_cu ? simd_per_cu : 4));
+		uint32_t arrays = static_cast<uint32_t>(n.property("array_count", 4));
+		uint32_t sa_per_se = static_cast<uint32_t>(n.property("simd_arrays_per_engine", 1));
+		uint32_t ses = sa_per_se ? arrays / sa_per_se : arrays;
+		uint32_t cu_per_sa = static_cast<uint32_t>(n.property("cu_per_simd_array", 16));
+		put32(b, device_id, n.pci_device_id ? n.pci_device_id : static_cast<uint32_t>(n.property("device_id")));
+		put32(b, family, d.family);
+		put32(b, num_shader_engines, ses ? ses : 1);
+		put32(b, num_shader_arrays_per_engine, sa_per_se ? sa_per_se : 1);
+		put32(b, gpu_counter_freq, 100000);
+		put64(b, max_engine_clock, n.property("max_engine_clk_fcompute", 1500) * 1000);
+		uint64_t memclk = n.mem_banks.empty() ? 1200 : n.mem_banks.front().mem_clk_max;
+		put64(b, max_memory_clock, memclk * 1000);
+		put32(b, cu_active_number, cus);
+		put32(b, cu_ao_mask, 0xffffffff);
+		for (uint32_t se = 0; se < 4 && se < ses; ++se)
+			for (uint32_t sh = 0; sh < 4 && sh < sa_per_se; ++sh) {
+				uint32_t bits = cu_per_sa >= 32 ? 0xffffffffu : (1u << cu_per_sa) - 1;
+				put32(b, cu_bitmap + (se * 4 + sh) * 4, bits);
+				put32(b, cu_ao_bitmap + (se * 4 + sh) * 4, bits);
+			}
+		put32(b, enabled_rb_pipes_mask, 0xffff);
+		put32(b, num_rb_pipes, 16);
+		put32(b, num_hw_gfx_contexts, 8);
+		put64(b, ids_flags, 0);
+		put64(b, virtual_address_offset, kVaReservedBottom);
+		put64(b, virtual_address_max, std::min(kVmSize, kHoleStart));
+		put32(b, virtual_address_alignment, static_cast<uint32_t>(kPage));
+		put32(b, pte_fragment_size, 2u << 20);
+		put32(b, gart_page_size, static_cast<uint32_t>(kPage));
+		put32(b, vram_type, 6); // HBM
+		put32(b, vram_bit_width, n.mem_banks.empty() ? 4096 : n.mem_banks.front().width);
+		put32(b, wave_front_size, static_cast<uint32_t>(n.property("wave_front_size", 64)));
+		put32(b, num_shader_visible_vgprs, 256);
+		put32(b, num_cu_per_sh, cu_per_sa);
+		put32(b, num_tcc_blocks, 16);
+		put64(b, high_va_offset, kHoleEnd);
+		put64(b, high_va_max, kHoleEnd | kVmSize);
+		return give(b, sizeof b);
+	}
+	case INFO_READ_MMR_REG: {
+		uint32_t reg = a.u[0], cnt = a.u[1];
+		if (cnt > 128)
+			return -EINVAL;
+		std::vector<uint32_t> vals(cnt);
+		for (uint32_t i = 0; i < cnt; ++i) {
+			uint32_t r = reg + i;
+			switch (r) {
+			case 0x263e: // GB_ADDR_CONFIG
+				vals[i] = static_cast<uint32_t>(n.property("gb_addr_config", 0x26010042));
+				break;
+			case 0x263d: case 0x2644: case 0x2664: case 0x9d8: case 0xa0d4: case 0xa0d5:
+				vals[i] = 0;
+				break;
+			default:
+				if (r >= 0x2644 && r < 0x2644 + 32)
+					vals[i] = 0;
+				else if (r >= 0x2664 && r < 0x2664 + 16)
+					vals[i] = 0;
+				else
+					return -EINVAL;
+			}
+		}
+		if (!cnt)
+			return 0;
+		return give(vals.data(), vals.size() * 4);
+	}
+	case INFO_HW_IP_INFO: {
+		uint32_t type = a.u[0], inst = a.u[1];
+		if (type >= HW_IP_NUM || inst != 0)
+			return -EINVAL;
+		HwIpInfo h{};
+		h.ib_start_alignment = 32;
+		h.ib_size_alignment = 32;
+		switch (type) {
+		case HW_IP_GFX:
+			h.hw_ip_version_major = d.family >= abi::sdma::kFamilyAi ? 9 : 8;
+			h.available_rings = 1;
+			break;
+		case HW_IP_COMPUTE:
+			h.hw_ip_version_major = d.family >= abi::sdma::kFamilyAi ? 9 : 8;
+			h.available_rings = 0xf;
+			break;
+		case HW_IP_DMA:
+			h.hw_ip_version_major = d.family >= abi::sdma::kFamilyGc11 ? 6 : d.family >= abi::sdma::kFamilyNv ? 5 : d.family >= abi::sdma::kFamilyAi ? 4 : 3;
+			h.ib_start_alignment = 256;
+			h.ib_size_alignment = 4;
+			h.available_rings = static_cast<uint32_t>((1ull << d.engines.size()) - 1);
+			break;
+		default:
+			break;
+		}
+		return give(&h, sizeof h);
+	}
+	case INFO_HW_IP_COUNT: {
+		if (a.u[0] >= HW_IP_NUM)
+			return -EINVAL;
+		uint32_t cnt = a.u[0] <= HW_IP_DMA ? 1 : 0;
+		return give(&cnt, 4);
+	}
+	case INFO_FW_VERSION: {
+		FirmwareInfo fw{static_cast<uint32_t>(n.property("fw_version", 65)), 1};
+		if (a.u[0] == 0x0d) // AMDGPU_INFO_FW_SDMA
+			fw.ver = static_cast<uint32_t>(n.property("sdma_fw_version", 18));
+		return give(&fw, sizeof fw);
+	}
+	case INFO_TIMESTAMP: {
+		uint64_t t = mono_ns() / 10;
+		return give(&t, 8);
+	}
+	case INFO_VRAM_GTT: {
+		VramGtt v{d.vram_size, n.large_bar ? d.vram_size : 256ull << 20, 64ull << 30};
+		return give(&v, sizeof v);
+	}
+	case INFO_MEMORY: {
+		MemoryInfo m{};
+		uint64_t used = *d.vram_used;
+		m.vram = HeapInfo{d.vram_size, d.vram_size, used, d.vram_size * 3 / 4};
+		uint64_t vis = n.large_bar ? d.vram_size : 256ull << 20;
+		m.cpu_accessible_vram = HeapInfo{vis, vis, std::min(used, vis), vis * 3 / 4};
+		m.gtt = HeapInfo{64ull << 30, 64ull << 30, 0, 48ull << 30};
+		return give(&m, sizeof m);
+	}
+	case INFO_VRAM_USAGE:
+	case INFO_VIS_VRAM_USAGE: {
+		uint64_t used = *d.vram_used;
+		return give(&used, 8);
+	}
+	case INFO_GTT_USAGE:
+	case INFO_NUM_BYTES_MOVED:
+	case INFO_NUM_EVICTIONS: {
+		uint64_t z = 0;
+		return give(&z, 8);
+	}
+	case INFO_VRAM_LOST_COUNTER: {
+		uint32_t z = 0;
+		return give(&z, 4);
+	}
+	case INFO_GDS_CONFIG: {
+		uint32_t z[6] = {};
+		return give(z, sizeof z);
+	}
+	default:
+		return -EINVAL;
+	}
+}
+
+long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &fp, unsigned nr, void *buf,
+			  size_t usize, uint64_t uarg, unsigned *out_size)
+{
+	DrmFile &f = *fp;
+	if (!copies_out(nr))
+		*out_size = 0;
+	if (nr < kCommandBase || nr >= kCommandEnd) {
+		switch (nr) {
+		case VERSION: {
+			auto &a = as<Version>(buf);
+			a.version_major = 3;
+			a.version_minor = static_cast<int32_t>(f.dev->node->property("drm_minor_version", 57));
+			a.version_patchlevel = 0;
+			auto field = [&](uint64_t &len, uint64_t ptr, const char *s) -> int {
+				uint64_t l = std::strlen(s);
+				uint64_t n = std::min(l, len);
+				len = l;
+				if (n && ptr && c.write(ptr, s, n))
+					return -EFAULT;
+				return 0;
+			};
+			if (field(a.name_len, a.name, "amdgpu") || field(a.date_len, a.date, "20150101") ||
+			    field(a.desc_len, a.desc, "AMD GPU"))
+				return -EFAULT;
+			return 0;
+		}
+		case GET_CAP: {
+			auto &a = as<GetCap>(buf);
+			switch (a.capability) {
+			case CAP_DUMB_BUFFER: a.value = 1; break;
+			case 2: a.value = 1; break;			// VBLANK_HIGH_CRTC
+			case 3: a.value = 24; break;			// DUMB_PREFERRED_DEPTH
+			case 4: a.value = 1; break;			// DUMB_PREFER_SHADOW
+			case CAP_PRIME: a.value = 3; break;		// IMPORT | EXPORT
+			case CAP_TIMESTAMP_MONOTONIC: a.value = 1; break;
+			case 7: a.value = 1; break;			// ASYNC_PAGE_FLIP
+			case 8: case 9: a.value = 128; break;		// CURSOR_WIDTH/HEIGHT
+			case CAP_ADDFB2_MODIFIERS: a.value = 1; break;
+			case 0x11: case 0x12: a.value = 1; break;
+			case CAP_SYNCOBJ: case CAP_SYNCOBJ_TIMELINE: a.value = 1; break;
+			default: return -EINVAL;
+			}
+			return 0;
+		}
+		case GEM_CLOSE: {
+			auto &a = as<GemClose>(buf);
+			auto it = f.handles.find(a.handle);
+			if (it == f.handles.end())
+				return -EINVAL;
+			std::shared_ptr<Bo> bo = std::move(it->second);
+			f.handles.erase(it);
+			f.vm.remove_gem_mappings(bo.get());
+			return 0;
+		}
+		case PRIME_HANDLE_TO_FD:
+			return drm_prime_to_fd(c, f, as<PrimeHandle>(buf), uarg);
+		case PRIME_FD_TO_HANDLE:
+			return drm_fd_to_prime(c, f, as<PrimeHandle>(buf));
+		case GEM_CHANGE_HANDLE: {
+			auto &a = as<GemChangeHandle>(buf);
+			auto it = f.handles.find(a.handle);
+			if (it == f.handles.end())
+				return -ENOENT;
+			if (a.new_handle > static_cast<uint32_t>(INT_MAX) || a.new_handle == 0)
+				return -EINVAL;
+			if (a.new_handle == a.handle)
+				return 0;
+			if (f.handles.count(a.new_handle))
+				return -ENOSPC;
+			f.handles[a.new_handle] = std::move(it->second);
+			f.handles.erase(a.handle);
+			return 0;
+		}
+		case GET_UNIQUE: case GET_MAGIC: case GET_CLIENT: case GET_STATS: case SET_VERSION:
+		case GEM_FLINK: case GEM_OPEN: case SET_CLIENT_CAP: case AUTH_MAGIC: case SET_UNIQUE:
+		case IRQ_BUSID: case GET_MAP: case MODESET_CTL:
+			return -EACCES; // not DRM_RENDER_ALLOW
+		default:
+			return -EINVAL;
+		}
+	}
+
+	switch (nr - kCommandBase) {
+	case GEM_CREATE: {
+		auto &a = as<GemCreate>(buf);
+		if (a.domain_flags & ~kGemCreateValidFlags)
+			return -EINVAL;
+		if (a.domains & ~DOMAIN_MASK)
+			return -EINVAL;
+		if (a.bo_size == 0)
+			return -EINVAL;
+		BoType type = (a.domains & DOMAIN_VRAM) ? BoType::Vram
+			    : (a.domains & DOMAIN_GTT) ? BoType::Gtt
+			    : (a.domains & DOMAIN_CPU) ? BoType::Cpu
+						       : BoType::Gtt;
+		int err = 0;
+		auto bo = new_bo(*f.dev, type, page_align(a.bo_size), &err);
+		if (!bo)
+			return err;
+		bo->alignment = a.alignment;
+		bo->domains = a.domains;
+		bo->domain_flags = a.domain_flags;
+		bo->fake_offset = f.dev->alloc_fake_offset(bo);
+		uint32_t h = f.lowest_free_handle();
+		f.handles[h] = bo;
+		std::memset(&a, 0, sizeof a);
+		std::memcpy(&a, &h, 4);
+		return 0;
+	}
+	case GEM_MMAP: {
+		auto &a = as<GemMmap>(buf);
+		auto it = f.handles.find(static_cast<uint32_t>(a.handle_or_addr));
+		if (it == f.handles.end())
+			return -ENOENT;
+		if (it->second->is_userptr() || (it->second->domain_flags & CREATE_NO_CPU_ACCESS))
+			return -EPERM;
+		a.handle_or_addr = it->second->fake_offset;
+		return 0;
+	}
+	case GEM_USERPTR: {
+		auto &a = as<GemUserptr>(buf);
+		if ((a.addr | a.size) & (kPage - 1))
+			return -EINVAL;
+		if (a.size == 0)
+			return -EINVAL;
+		if (a.flags & ~(USERPTR_READONLY | USERPTR_ANONONLY | USERPTR_VALIDATE | USERPTR_REGISTER))
+			return -EINVAL;
+		if (!(a.flags & USERPTR_READONLY) && !(a.flags & USERPTR_REGISTER))
+			return -EACCES;
+		if (a.flags & USERPTR_VALIDATE) {
+			uint8_t probe;
+			if (c.read(a.addr, &probe, 1) || c.read(a.addr + a.size - 1, &probe, 1))
+				return -EFAULT;
+		}
+		auto bo = std::make_shared<Bo>();
+		bo->dev = f.dev;
+		bo->type = BoType::Userptr;
+		bo->size = a.size;
+		bo->domains = DOMAIN_GTT;
+		bo->userptr_tgid = c.identity().tgid;
+		bo->userptr_addr = a.addr;
+		bo->userptr_flags = a.flags;
+		bo->ledger = ledger_;
+		ledger_->add(bo->userptr_tgid, bo->size);
+		bo->fake_offset = f.dev->alloc_fake_offset(bo);
+		uint32_t h = f.lowest_free_handle();
+		f.handles[h] = bo;
+		a.handle = h;
+		return 0;
+	}
+	case GEM_VA: {
+		auto &a = as<GemVa>(buf);
+		if (a.va_address < kVaReservedBottom)
+			return -EINVAL;
+		if (a.va_address >= kHoleStart && a.va_address < kHoleEnd)
+			return -EINVAL;
+		uint64_t va = a.va_address & kHoleMask;
+		if (va + a.map_size > kVmSize || va + a.map_size < va)
+			return -EINVAL;
+		if (a.flags & ~VA_VALID_FLAGS)
+			return -EINVAL;
+		if (a.operation < VA_OP_MAP || a.operation > VA_OP_REPLACE)
+			return -EINVAL;
+		std::shared_ptr<Bo> bo;
+		if (a.operation != VA_OP_CLEAR && !(a.flags & VM_PAGE_PRT)) {
+			auto it = f.handles.find(a.handle);
+			if (it == f.handles.end())
+				return -ENOENT;
+			bo = it->second;
+		}
+		auto aligned = [&] { return !((va | a.offset_in_bo | a.map_size) & (kPage - 1)); };
+		switch (a.operation) {
+		case VA_OP_MAP:
+		case VA_OP_REPLACE: {
+			if (!aligned() || a.map_size == 0)
+				return -EINVAL;
+			if (bo && a.offset_in_bo + a.map_size > page_align(bo->size))
+				return -EINVAL;
+			if (a.operation == VA_OP_REPLACE)
+				f.vm.clear(va, a.map_size);
+			Mapping m{va, a.map_size, a.offset_in_bo, a.flags, bo};
+			return f.vm.insert(std::move(m));
+		}
+		case VA_OP_UNMAP:
+			if (!f.vm.remove(bo.get(), va))
+				return -ENOENT;
+			return 0;
+		case VA_OP_CLEAR:
+			if (!aligned())
+				return -EINVAL;
+			f.vm.clear(va, a.map_size);
+			return 0;
+		}
+		return -EINVAL;
+	}
+	case GEM_OP: {
+		auto &a = as<GemOp>(buf);
+		auto it = f.handles.find(a.handle);
+		if (it == f.handles.end())
+			return -ENOENT;
+		Bo &bo = *it->second;
+		switch (a.op) {
+		case GEM_OP_GET_GEM_CREATE_INFO: {
+			GemCreate info{bo.size, bo.alignment, bo.domains, bo.domain_flags};
+			if (c.write(a.value, &info, sizeof info))
+				return -EFAULT;
+			return 0;
+		}
+		case GEM_OP_SET_PLACEMENT: {
+			if (bo.is_userptr())
+				return -EPERM;
+			uint64_t dom = a.value & (DOMAIN_VRAM | DOMAIN_GTT | DOMAIN_CPU);
+			if (!dom)
+				return -EINVAL;
+			bo.domains = dom;
+			return 0;
+		}
+		case GEM_OP_GET_MAPPING_INFO: {
+			auto maps = f.vm.of_bo(&bo);
+			std::vector<GemVmEntry> e;
+			for (auto &m : maps)
+				e.push_back(GemVmEntry{m.start, m.size, m.offset, m.flags});
+			size_t n = std::min<size_t>(e.size(), a.num_entries);
+			if (n && c.write(a.value, e.data(), n * sizeof(GemVmEntry)))
+				return -EFAULT;
+			a.num_entries = static_cast<uint32_t>(e.size());
+			return 0;
+		}
+		default:
+			return -EINVAL;
+		}
+	}
+	case GEM_LIST_HANDLES: {
+		auto &a = as<GemListHandles>(buf);
+		uint32_t count = static_cast<uint32_t>(f.handles.size());
+		if (a.num_entries < count) {
+			a.num_entries = count;
+			return 0;
+		}
+		std::vector<GemListHandlesEntry> e;
+		for (auto &[h, bo] : f.handles)
+			e.push_back(GemListHandlesEntry{h, bo->import_of ? LIST_HANDLES_IS_IMPORT : 0u, bo->size,
+							bo->domains, bo->domain_flags & ~CREATE_VRAM_WIPE_ON_RELEASE,
+							bo->alignment});
+		if (!e.empty() && c.write(a.entries, e.data(), e.size() * sizeof(GemListHandlesEntry)))
+			return -EFAULT;
+		a.num_entries = count;
+		return 0;
+	}
+	case GEM_METADATA: {
+		auto &a = as<GemMetadata>(buf);
+		auto it = f.handles.find(a.handle);
+		if (it == f.handles.end())
+			return -ENOENT;
+		Bo &bo = *it->second;
+		if (a.op == 1) { // SET_METADATA
+			if (a.data_size_bytes > sizeof a.data)
+				return -EINVAL;
+			bo.md_flags = a.flags;
+			bo.md_tiling = a.tiling_info;
+			bo.md_data.assign(a.data, a.data + (a.data_size_bytes + 3) / 4);
+			return 0;
+		}
+		if (a.op == 2) { // GET_METADATA
+			a.flags = bo.md_flags;
+			a.tiling_info = bo.md_tiling;
+			a.data_size_bytes = static_cast<uint32_t>(bo.md_data.size() * 4);
+			std::memset(a.data, 0, sizeof a.data);
+			std::copy(bo.md_data.begin(), bo.md_data.end(), a.data);
+			return 0;
+		}
+		return -EINVAL;
+	}
+	case GEM_WAIT_IDLE: {
+		auto &a = as<GemWaitIdle>(buf);
+		auto it = f.handles.find(a.handle);
+		if (it == f.handles.end())
+			return -ENOENT;
+		uint32_t out[2] = {0, static_cast<uint32_t>(it->second->domains)};
+		std::memset(&a, 0, sizeof a);
+		std::memcpy(&a, out, sizeof out);
+		return 0;
+	}
+	case CTX: {
+		auto &a = as<abi::drm::Ctx>(buf);
+		switch (a.op) {
+		case CTX_OP_ALLOC: {
+			if (a.priority < -1023 || a.priority > 1023)
+				return -EINVAL;
+			uint32_t id = 1;
+			while (f.ctxs.count(id))
+				++id;
+			f.ctxs[id].priority = a.priority;
+			a.op = id; // out.alloc.ctx_id overlays `op`
+			return 0;
+		}
+		case CTX_OP_FREE:
+			if (!f.ctxs.erase(a.ctx_id))
+				return -EINVAL;
+			return 0;
+		case CTX_OP_QUERY_STATE:
+		case CTX_OP_QUERY_STATE2: {
+			if (!f.ctxs.count(a.ctx_id))
+				return -EINVAL;
+			std::memset(&a, 0, sizeof a);
+			return 0;
+		}
+		default:
+			return -EINVAL;
+		}
+	}
+	case BO_LIST: {
+		auto &a = as<BoList>(buf);
+		auto read_list = [&](std::vector<std::shared_ptr<Bo>> *out) -> int {
+			if (a.bo_number > 128 * 1024)
+				return -EINVAL;
+			size_t esz = std::min<size_t>(a.bo_info_size, sizeof(BoListEntry));
+			for (uint32_t i = 0; i < a.bo_number; ++i) {
+				BoListEntry e{};
+				if (esz && c.read(a.bo_info_ptr + static_cast<uint64_t>(i) * a.bo_info_size, &e, esz))
+					return -EFAULT;
+				auto it = f.handles.find(e.bo_handle);
+				if (it == f.handles.end())
+					return -ENOENT;
+				out->push_back(it->second);
+			}
+			return 0;
+		};
+		switch (a.operation) {
+		case BO_LIST_CREATE: {
+			std::vector<std::shared_ptr<Bo>> list;
+			if (int e = read_list(&list))
+				return e;
+			uint32_t id = 1;
+			while (f.bo_lists.count(id))
+				++id;
+			f.bo_lists[id] = std::move(list);
+			std::memset(&a, 0, sizeof a);
+			a.operation = id; // out.list_handle overlays `operation`
+			return 0;
+		}
+		case BO_LIST_DESTROY:
+			f.bo_lists.erase(a.list_handle);
+			return 0;
+		case BO_LIST_UPDATE: {
+			auto it = f.bo_lists.find(a.list_handle);
+			if (it == f.bo_lists.end())
+				return -ENOENT;
+			std::vector<std::shared_ptr<Bo>> list;
+			if (int e = read_list(&list))
+				return e;
+			it->second = std::move(list);
+			uint32_t id = a.list_handle;
+			std::memset(&a, 0, sizeof a);
+			a.operation = id;
+			return 0;
+		}
+		default:
+			return -EINVAL;
+		}
+	}
+	case CS:
+		return drm_cs(c, f, as<Cs>(buf));
+	case WAIT_CS:
+		return drm_wait_cs(lk, f, as<WaitCs>(buf));
+	case WAIT_FENCES: {
+		auto &a = as<WaitFences>(buf);
+		if (a.fence_count == 0 || a.fence_count > 1024)
+			return -EINVAL;
+		std::vector<abi::drm::Fence> in(a.fence_count);
+		if (c.read(a.fences, in.data(), in.size() * sizeof(abi::drm::Fence)))
+			return -EFAULT;
+		std::vector<std::shared_ptr<Fence>> fs;
+		for (auto &x : in) {
+			auto ci = f.ctxs.find(x.ctx_id);
+			if (ci == f.ctxs.end())
+				return -EINVAL;
+			auto en = ci->second.entities.find({x.ip_type, x.ip_instance, x.ring});
+			uint64_t next = en == ci->second.entities.end() ? 1 : en->second.next_seq;
+			if (x.seq_no >= next && x.seq_no)
+				return -EINVAL;
+			std::shared_ptr<Fence> fe;
+			if (en != ci->second.entities.end()) {
+				auto it = en->second.fences.find(x.seq_no);
+				if (it != en->second.fences.end())
+					fe = it->second;
+			}
+			fs.push_back(fe);
+		}
+		auto dl = deadline_of(a.timeout_ns);
+		bool wait_all = a.wait_all != 0;
+		lk.unlock();
+		uint32_t first = 0;
+		bool ok = true;
+		int err = 0;
+		if (wait_all) {
+			for (auto &fe : fs)
+				if (fe && !wait_fence(*fe, dl))
+					ok = false;
+				else if (fe && fe->error && !err)
+					err = fe->error;
+		} else {
+			ok = false;
+			for (;;) {
+				for (uint32_t i = 0; i < fs.size() && !ok; ++i) {
+					if (!fs[i]) {
+						ok = true;
+						first = i;
+					} else {
+						std::lock_guard fl(fs[i]->mu);
+						if (fs[i]->done) {
+							ok = true;
+							first = i;
+							err = fs[i]->error;
+						}
+					}
+				}
+				if (ok || (dl && std::chrono::steady_clock::now() >= *dl))
+					break;
+				std::this_thread::sleep_for(std::chrono::microseconds(200));
+			}
+		}
+		lk.lock();
+		if (err)
+			return err;
+		uint32_t out[2] = {ok ? 1u : 0u, first};
+		std::memset(&a, 0, sizeof a);
+		std::memcpy(&a, out, sizeof out);
+		return 0;
+	}
+	case INFO:
+		return drm_info(c, f, as<Info>(buf));
+	case VM: {
+		auto &a = as<abi::drm::Vm>(buf);
+		if (a.op != 1 && a.op != 2)
+			return -EINVAL;
+		std::memset(&a, 0, sizeof a);
+		return 0;
+	}
+	case SCHED:
+		return -EACCES; // DRM_MASTER only
+	default:
+		(void)usize;
+		return -EINVAL;
+	}
+}
+
+} // namespace kfdemu::detail

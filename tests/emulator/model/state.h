@@ -1,0 +1,430 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The device model's object graph. One ModelImpl per emulated machine:
+//
+//   Device      one GPU node: gpu_id, render minor, fake mmap offset space,
+//               VRAM accounting, its SDMA engines.
+//   Bo          one buffer object (GEM BO or KFD BO); memory is a Backing
+//               (one sparse memfd, mapped once in this process) or, for
+//               userptr BOs, the registering process's memory.
+//   DrmFile     one open file description of a render node: GEM handles,
+//               the VM, contexts with fence timelines, BO lists.
+//   KfdProcess  the KFD context of one process: per-device data (Pdd),
+//               KFD BOs, queues, events, CRIU pause/evict state.
+//
+// Locking: ModelImpl::mu_ guards the whole graph; every ioctl runs under it
+// except the waiting part of WAIT_CS (waits on a Fence's own mutex) and
+// WAIT_EVENTS (a condition variable on mu_, which releases it). SDMA engine
+// threads never take mu_: a job carries the resolved Bo references it needs.
+#pragma once
+
+#include "model/abi.h"
+#include "model/interface.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace kfdemu::detail {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t page_align(uint64_t v) { return (v + kPage - 1) & ~(kPage - 1); }
+
+// GPU virtual address layout (GFX9+, 48-bit VM).
+constexpr uint64_t kVaReservedBottom = 0x10000;			// AMDGPU_VA_RESERVED_BOTTOM
+constexpr uint64_t kVaReservedTop = (4ull << 20) + 2 * kPage;	// CSA + SEQ64 + trap
+constexpr uint64_t kVmMaxPfnBytes = 1ull << 48;
+constexpr uint64_t kVmSize = kVmMaxPfnBytes - kVaReservedTop;
+constexpr uint64_t kHoleStart = 0x0000800000000000ull, kHoleEnd = 0xffff800000000000ull;
+constexpr uint64_t kHoleMask = 0x0000ffffffffffffull;
+constexpr uint64_t kFakeOffsetStart = 0x100000000ull;		// DRM_FILE_PAGE_OFFSET_START
+constexpr uint64_t kGpuvmBase = kVaReservedBottom, kGpuvmLimit = 0x00007fffffffffffull;
+
+// A fd owned by the model.
+class Fd {
+public:
+	Fd() = default;
+	explicit Fd(int fd) : fd_(fd) {}
+	Fd(Fd &&o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+	Fd &operator=(Fd &&o) noexcept;
+	Fd(const Fd &) = delete;
+	Fd &operator=(const Fd &) = delete;
+	~Fd();
+	int get() const { return fd_; }
+	explicit operator bool() const { return fd_ >= 0; }
+
+private:
+	int fd_ = -1;
+};
+
+// Sparse memory of one BO (or a doorbell/MMIO page): a memfd of exactly
+// `size` bytes, mapped MAP_SHARED once in the model's address space. Its
+// inode is the BO's dma-buf identity.
+class Backing {
+public:
+	static std::shared_ptr<Backing> create(uint64_t size, const char *name, int *err);
+	~Backing();
+	Backing(const Backing &) = delete;
+	Backing &operator=(const Backing &) = delete;
+	int fd() const { return fd_.get(); }
+	uint8_t *data() const { return base_; }
+	uint64_t size() const { return size_; }
+	FileKey key() const { return key_; }
+
+private:
+	Backing() = default;
+	Fd fd_;
+	uint8_t *base_ = nullptr;
+	uint64_t size_ = 0;
+	FileKey key_;
+};
+
+// Per-process userptr bytes (current and peak), shared with BOs so that a
+// BO freed on an engine thread still updates it.
+class UserptrLedger {
+public:
+	void add(pid_t tgid, uint64_t bytes);
+	void sub(pid_t tgid, uint64_t bytes);
+	std::pair<uint64_t, uint64_t> get(pid_t tgid) const; // current, peak
+
+private:
+	mutable std::mutex mu_;
+	std::map<pid_t, std::pair<uint64_t, uint64_t>> m_;
+};
+
+struct Device;
+
+enum class BoType { Vram, Gtt, Userptr, Doorbell, Mmio, Cpu };
+
+struct Bo {
+	Bo() = default;
+	Bo(const Bo &) = delete;
+	Bo &operator=(const Bo &) = delete;
+	~Bo();
+
+	Device *dev = nullptr;
+	BoType type = BoType::Gtt;
+	uint64_t size = 0;
+	// GEM creation info (GEM_OP GET_GEM_CREATE_INFO, GEM_LIST_HANDLES).
+	uint64_t alignment = 0, domains = 0, domain_flags = 0;
+	std::shared_ptr<Backing> mem;	// null for userptr
+	pid_t userptr_tgid = 0;
+	uint64_t userptr_addr = 0;
+	uint32_t userptr_flags = 0;
+	std::shared_ptr<UserptrLedger> ledger;
+	uint64_t fake_offset = 0;	// render-node mmap offset on dev
+	std::shared_ptr<Bo> import_of;	// dma-buf import of another device's BO
+	std::shared_ptr<std::atomic<uint64_t>> vram_used; // accounting
+	// GEM metadata
+	uint64_t md_flags = 0, md_tiling = 0;
+	std::vector<uint32_t> md_data;
+	// KFD side (BOs allocated through /dev/kfd)
+	bool kfd = false;
+	uint32_t kfd_flags = 0, kfd_id = 0;
+	uint64_t va = 0;
+
+	bool is_userptr() const { return type == BoType::Userptr; }
+	// The BO whose identity a dma-buf of this BO carries.
+	const Bo *exporter() const { return import_of ? import_of.get() : this; }
+};
+
+// One GPU VA mapping in a VM.
+struct Mapping {
+	uint64_t start = 0, size = 0, offset = 0;
+	uint32_t flags = 0;
+	std::shared_ptr<Bo> bo;
+	bool kfd = false; // made by KFD MAP_MEMORY_TO_GPU
+};
+
+class Vm {
+public:
+	bool overlaps(uint64_t start, uint64_t size) const;
+	int insert(Mapping m); // -EINVAL on overlap
+	const Mapping *find(uint64_t va) const;
+	// Removes the mapping of `bo` that starts at `start`; false if none.
+	bool remove(const Bo *bo, uint64_t start);
+	// Removes [start, start+size) from every mapping, splitting as needed.
+	void clear(uint64_t start, uint64_t size);
+	void remove_bo(const Bo *bo);
+	void remove_gem_mappings(const Bo *bo); // keeps KFD mappings
+	std::vector<Mapping> of_bo(const Bo *bo) const;
+	const std::map<uint64_t, Mapping> &all() const { return maps_; }
+
+private:
+	std::map<uint64_t, Mapping> maps_; // keyed by start
+};
+
+// A fence: completion of one submitted job.
+struct Fence {
+	std::mutex mu;
+	std::condition_variable cv;
+	bool done = false;
+	int error = 0; // negative errno of a failed job
+	void signal(int err);
+};
+
+struct Entity {
+	uint64_t next_seq = 1;
+	std::map<uint64_t, std::shared_ptr<Fence>> fences; // recent window
+};
+
+struct Ctx {
+	int32_t priority = 0;
+	// (ip_type, ip_instance, ring) -> timeline
+	std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Entity> entities;
+};
+
+struct DrmFile {
+	Device *dev = nullptr;
+	FileKey key;
+	Fd memfd;
+	pid_t opener = 0;
+	std::map<uint32_t, std::shared_ptr<Bo>> handles;
+	Vm vm;
+	bool compute_vm = false;
+	pid_t kfd_owner = 0;
+	std::map<uint32_t, Ctx> ctxs;
+	std::map<uint32_t, std::vector<std::shared_ptr<Bo>>> bo_lists;
+	// KFD BOs of the process that acquired this file: mmap-able through it.
+	std::map<uint64_t, std::weak_ptr<Bo>> kfd_mmap;
+
+	uint32_t handle_of(const Bo *bo) const; // 0 if none
+	uint32_t lowest_free_handle() const;
+};
+
+// ---- SDMA -------------------------------------------------------------------
+
+// A resolved piece of GPU memory: `len` bytes at `off` in bo.
+struct Segment {
+	std::shared_ptr<Bo> bo;
+	uint64_t off = 0, len = 0;
+};
+
+struct SdmaOp {
+	enum class Kind { Copy, Fill, Write } kind = Kind::Copy;
+	std::vector<Segment> src, dst;
+	uint32_t fill = 0;
+	std::vector<uint8_t> data;
+	uint64_t bytes = 0;
+};
+
+struct Counters;
+
+struct SdmaJob {
+	std::vector<SdmaOp> ops;
+	int error_after_ops = 0;	// job fails after executing ops
+	bool hang = false;
+	std::shared_ptr<Fence> fence;
+	uint32_t gpu_id = 0;
+};
+
+class SdmaEngine {
+public:
+	SdmaEngine(double gbps, std::shared_ptr<ProcessMemory> pm, std::shared_ptr<Counters> counters);
+	~SdmaEngine();
+	SdmaEngine(const SdmaEngine &) = delete;
+	SdmaEngine &operator=(const SdmaEngine &) = delete;
+	void submit(SdmaJob job);
+	void drain(); // wait until the queue is empty (tests, teardown)
+
+private:
+	void run(std::stop_token st);
+	int execute(const SdmaJob &job, std::stop_token &st);
+	int copy_piece(const Segment &s, const Segment &d, uint64_t n, std::vector<uint8_t> &bounce);
+	void throttle(uint64_t bytes);
+
+	double bytes_per_ns_;
+	std::shared_ptr<ProcessMemory> pm_;
+	std::shared_ptr<Counters> counters_;
+	std::mutex mu_;
+	std::condition_variable_any cv_;
+	std::condition_variable idle_cv_;
+	std::deque<SdmaJob> q_;
+	bool busy_ = false;
+	std::chrono::steady_clock::time_point bw_start_{};
+	uint64_t bw_bytes_ = 0;
+	std::jthread thread_;
+};
+
+struct Counters {
+	std::atomic<uint64_t> sdma_jobs{0}, sdma_failed{0}, sdma_bytes{0}, vm_faults{0};
+	std::mutex mu;
+	std::vector<std::string> faults; // JSON objects, most recent last (bounded)
+	void vm_fault(uint32_t gpu_id, uint64_t va, const char *why);
+};
+
+struct Device {
+	const NodeDesc *node = nullptr;
+	uint32_t gpu_id = 0;
+	uint32_t minor = 0;
+	uint32_t family = 141;
+	uint64_t vram_size = 0;
+	uint32_t topology_index = 0;
+	std::shared_ptr<std::atomic<uint64_t>> vram_used = std::make_shared<std::atomic<uint64_t>>(0);
+	uint64_t next_fake_offset = kFakeOffsetStart;
+	std::map<uint64_t, std::weak_ptr<Bo>> by_offset;
+	std::shared_ptr<Backing> mmio;	// the MMIO remap page
+	std::vector<std::unique_ptr<SdmaEngine>> engines;
+
+	uint64_t alloc_fake_offset(const std::shared_ptr<Bo> &bo);
+	std::shared_ptr<Bo> bo_at_offset(uint64_t off);
+	uint64_t doorbell_slice() const { return family >= abi::sdma::kFamilyAi ? 2 * kPage : kPage; }
+};
+
+// ---- KFD --------------------------------------------------------------------
+
+struct Pdd {
+	Device *dev = nullptr;
+	uint32_t user_gpu_id = 0;
+	std::shared_ptr<DrmFile> drm;
+	std::map<uint32_t, std::shared_ptr<Bo>> bos; // KFD id -> BO
+	std::set<uint32_t> mapped_dummy;
+	std::shared_ptr<Backing> doorbells;
+	uint64_t scratch_va = 0, tba = 0, tma = 0;
+	uint32_t default_policy = 0, alt_policy = 0;
+	uint64_t alt_base = 0, alt_size = 0;
+};
+
+struct Queue {
+	uint32_t id = 0;
+	uint32_t user_gpu_id = 0;
+	abi::kfd::CreateQueue args{};
+};
+
+struct Event {
+	uint32_t id = 0, type = 0, node_id = 0;
+	bool auto_reset = false, signaled = false;
+};
+
+struct KfdProcess {
+	pid_t tgid = 0;
+	std::vector<Pdd> pdds;	// one per GPU, machine order
+	std::map<uint32_t, Queue> queues;
+	std::map<uint32_t, Event> events;
+	std::shared_ptr<Bo> event_page;	// the user-supplied signal page BO
+	std::shared_ptr<Backing> event_mem; // signal page when none supplied
+	uint64_t event_page_handle = 0;
+	int32_t xnack = 0;
+	bool queues_paused = false;	// CRIU PROCESS_INFO .. UNPAUSE
+	bool evicted = false;		// CRIU RESTORE .. RESUME
+	bool restored = false;
+	// Which BO is mapped on which pdd (index into pdds).
+	std::map<const Bo *, std::set<size_t>> mapped_on;
+	std::condition_variable event_cv; // with ModelImpl::mu_
+	uint64_t event_generation = 0;
+
+	Pdd *pdd_by_user_id(uint32_t user_gpu_id);
+	Pdd *pdd_by_actual_id(uint32_t gpu_id);
+	size_t index_of(const Pdd *p) const { return static_cast<size_t>(p - pdds.data()); }
+};
+
+// ---- the model ----------------------------------------------------------------
+
+struct FileEntry {
+	FileKind kind = FileKind::Kfd;
+	pid_t kfd_owner = 0;		// Kfd
+	Fd memfd;			// Kfd
+	std::shared_ptr<DrmFile> drm;	// Render
+};
+
+class ModelImpl final : public Model {
+public:
+	ModelImpl(const MachineDesc &machine, std::shared_ptr<ProcessMemory> memory);
+	~ModelImpl() override;
+
+	int open_kfd(Caller &c, bool cloexec) override;
+	int open_render(Caller &c, uint32_t minor, bool cloexec) override;
+	void release(FileKey file) override;
+	void process_exit(pid_t tgid) override;
+	std::optional<FileInfo> describe(FileKey file) const override;
+	long ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t arg) override;
+	int mmap(Caller &c, FileKey file, uint64_t offset, uint64_t len, int prot,
+		 MmapTarget *out) override;
+	std::string introspect(std::string_view query) override;
+	void set_faults(std::vector<FaultRule> rules) override;
+
+	// Used by the KFD / render halves (mu_ held).
+	using Lock = std::unique_lock<std::mutex>;
+
+private:
+	friend struct KfdOps;
+	friend struct RenderOps;
+
+	// fault injection: -errno if the call must fail
+	int check_fault(const std::string &name);
+	int check_fault_sdma(bool *hang);
+	void count(const std::string &name);
+
+	// KFD (kfd.cpp)
+	long kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *buf, size_t usize,
+		       uint64_t uarg);
+	KfdProcess &kfd_context(pid_t tgid);
+	int kfd_mmap(Caller &c, uint64_t offset, uint64_t len, MmapTarget *out);
+	void destroy_process(KfdProcess &p);
+	int bind_drm(KfdProcess &p, Pdd &pdd, const std::shared_ptr<DrmFile> &drm);
+	void free_kfd_bo(KfdProcess &p, Pdd &pdd, uint32_t id);
+	int kfd_map_one(KfdProcess &p, Pdd &owner, const std::shared_ptr<Bo> &bo, Pdd &peer);
+	int kfd_unmap_one(KfdProcess &p, const std::shared_ptr<Bo> &bo, Pdd &peer);
+	long criu_op(Caller &c, FileEntry &f, abi::kfd::CriuArgs &a);
+	long criu_process_info(KfdProcess &p, abi::kfd::CriuArgs &a);
+	long criu_checkpoint(Caller &c, KfdProcess &p, abi::kfd::CriuArgs &a);
+	long criu_restore(Caller &c, KfdProcess &p, abi::kfd::CriuArgs &a);
+	uint64_t criu_priv_size(const KfdProcess &p) const;
+	uint32_t criu_num_bos(const KfdProcess &p) const;
+	long wait_events(Lock &lk, Caller &c, KfdProcess &p, abi::kfd::WaitEvents &a);
+
+	// render (render.cpp)
+	long drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f, unsigned nr,
+		       void *buf, size_t usize, uint64_t uarg, unsigned *out_size);
+	long drm_info(Caller &c, DrmFile &f, const abi::drm::Info &a);
+	long drm_cs(Caller &c, DrmFile &f, abi::drm::Cs &a);
+	long drm_wait_cs(Lock &lk, DrmFile &f, abi::drm::WaitCs &a);
+	long drm_prime_to_fd(Caller &c, DrmFile &f, abi::drm::PrimeHandle &a, uint64_t uarg);
+	long drm_fd_to_prime(Caller &c, DrmFile &f, abi::drm::PrimeHandle &a);
+	int render_mmap(DrmFile &f, uint64_t offset, uint64_t len, MmapTarget *out);
+	void export_dmabuf(Caller &c, const std::shared_ptr<Bo> &bo, bool cloexec,
+			   uint64_t patch_addr, bool as_result);
+	int resolve_va(DrmFile &f, uint64_t va, uint64_t len, bool write, std::vector<Segment> *out);
+	// Parses an IB into a job; returns -errno for submission errors.
+	int build_job(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, SdmaJob *job);
+
+	// BOs (model.cpp)
+	std::shared_ptr<Bo> new_bo(Device &d, BoType type, uint64_t size, int *err);
+	std::shared_ptr<Bo> dmabuf_bo(FileKey key); // exporter BO of a dma-buf
+	Device *device_by_id(uint32_t gpu_id);
+	Device *device_by_minor(uint32_t minor);
+
+	const MachineDesc machine_;
+	std::shared_ptr<ProcessMemory> pm_;
+	std::shared_ptr<Counters> counters_ = std::make_shared<Counters>();
+	std::shared_ptr<UserptrLedger> ledger_ = std::make_shared<UserptrLedger>();
+
+	mutable std::mutex mu_;
+	std::vector<std::unique_ptr<Device>> devices_;
+	std::map<FileKey, FileEntry> files_;
+	std::map<FileKey, std::weak_ptr<Bo>> backings_;	 // memfd inode -> exporter BO
+	std::map<FileKey, std::shared_ptr<Bo>> exported_; // live dma-buf files
+	std::map<pid_t, std::unique_ptr<KfdProcess>> procs_;
+	std::map<std::string, uint64_t> ioctl_counts_;
+	struct RuleState {
+		FaultRule rule;
+		uint32_t seen = 0;
+	};
+	std::vector<RuleState> rules_;
+};
+
+// JSON helpers
+std::string json_str(std::string_view s);
+
+} // namespace kfdemu::detail
