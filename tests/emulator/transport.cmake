@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: GPL-2.0-only
+# The emulator's transport: profiles + sysfs writer + daemon (static library
+# kfdemu_transport), the LD_PRELOAD shim (libkfdemu_shim.so), the launcher
+# (kfd-emu) and the emulator's own tests. See README.md.
+
+set(KFDEMU_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+# --- the shim ------------------------------------------------------------------
+# Built without sanitizers even in sanitizer builds: an ASan/TSan runtime in
+# a preloaded library would have to come first in every program. ASan-built
+# programs run fine under the plain shim (the launcher sets
+# ASAN_OPTIONS=verify_asan_link_order=0).
+add_library(kfdemu_shim SHARED ${KFDEMU_DIR}/shim/shim.cpp)
+set_target_properties(kfdemu_shim PROPERTIES OUTPUT_NAME kfdemu_shim)
+# Callers do pass NULL to functions glibc declares nonnull; we check.
+target_compile_options(kfdemu_shim PRIVATE -U_FORTIFY_SOURCE -fno-exceptions -Wno-nonnull-compare)
+target_link_libraries(kfdemu_shim PRIVATE ${CMAKE_DL_LIBS})
+target_link_options(kfdemu_shim PRIVATE -Wl,-z,defs)
+amdcr_warnings(kfdemu_shim)
+foreach(prop COMPILE_OPTIONS LINK_OPTIONS)
+  get_target_property(opts kfdemu_shim ${prop})
+  if(opts)
+    list(FILTER opts EXCLUDE REGEX "sanitize")
+    set_target_properties(kfdemu_shim PROPERTIES ${prop} "${opts}")
+  endif()
+endforeach()
+
+# --- profiles, sysfs, faults (no model needed) --------------------------------
+add_library(kfdemu_profiles STATIC
+  ${KFDEMU_DIR}/transport/profile.cpp
+  ${KFDEMU_DIR}/transport/sysfs.cpp
+  ${KFDEMU_DIR}/transport/faults.cpp)
+amdcr_warnings(kfdemu_profiles)
+
+if(NOT TARGET kfdemu_model)
+  message(STATUS "kfdemu: no device model (tests/emulator/model) yet; building shim and profiles only")
+  return()
+endif()
+
+# --- daemon + launcher ----------------------------------------------------------
+add_library(kfdemu_transport STATIC ${KFDEMU_DIR}/transport/daemon.cpp)
+target_link_libraries(kfdemu_transport PUBLIC kfdemu_profiles kfdemu_model Threads::Threads)
+amdcr_warnings(kfdemu_transport)
+
+add_executable(kfd-emu ${KFDEMU_DIR}/launcher/main.cpp)
+target_link_libraries(kfd-emu PRIVATE kfdemu_transport)
+target_compile_definitions(kfd-emu PRIVATE
+  KFDEMU_SHIM_PATH="$<TARGET_FILE:kfdemu_shim>"
+  KFDEMU_PROFILE_DIR="${KFDEMU_DIR}/profiles")
+add_dependencies(kfd-emu kfdemu_shim)
+amdcr_warnings(kfd-emu)
+
+if(EXISTS ${KFDEMU_DIR}/tests/tests.cmake)
+  include(${KFDEMU_DIR}/tests/tests.cmake)
+endif()

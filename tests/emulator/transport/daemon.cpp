@@ -1,0 +1,624 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "daemon.h"
+
+#include "faults.h"
+#include "protocol.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace kfdemu {
+namespace {
+
+int sys_pidfd_open(pid_t pid)
+{
+	return int(::syscall(SYS_pidfd_open, pid, 0));
+}
+
+int sys_pidfd_getfd(int pidfd, int fd)
+{
+	return int(::syscall(SYS_pidfd_getfd, pidfd, fd, 0));
+}
+
+// One "Key:\tvalue" line of /proc/<pid>/status, or "".
+std::string status_field(pid_t pid, std::string_view key)
+{
+	std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+	std::string line;
+	while (std::getline(in, line))
+		if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 &&
+		    line[key.size()] == ':') {
+			size_t i = key.size() + 1;
+			while (i < line.size() && (line[i] == '\t' || line[i] == ' '))
+				i++;
+			return line.substr(i);
+		}
+	return {};
+}
+
+int vm_io(pid_t tgid, uint64_t addr, void *buf, size_t len, bool write)
+{
+	char *p = static_cast<char *>(buf);
+	while (len > 0) {
+		iovec local{p, len};
+		iovec remote{reinterpret_cast<void *>(addr), len};
+		ssize_t n = write ? ::process_vm_writev(tgid, &local, 1, &remote, 1, 0)
+				  : ::process_vm_readv(tgid, &local, 1, &remote, 1, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == ESRCH ? -ESRCH : -EFAULT;
+		}
+		if (n == 0)
+			return -EFAULT;
+		p += n;
+		addr += uint64_t(n);
+		len -= size_t(n);
+	}
+	return 0;
+}
+
+std::string json_escape(std::string_view s)
+{
+	std::string o;
+	for (char c : s) {
+		if (c == '"' || c == '\\')
+			o += '\\';
+		o += c;
+	}
+	return o;
+}
+
+} // namespace
+
+int ProcMemory::read(pid_t tgid, uint64_t addr, void *dst, size_t len)
+{
+	return vm_io(tgid, addr, dst, len, false);
+}
+
+int ProcMemory::write(pid_t tgid, uint64_t addr, const void *src, size_t len)
+{
+	return vm_io(tgid, addr, const_cast<void *>(src), len, true);
+}
+
+bool proc_is_tracer_of(pid_t tracer_tgid, pid_t pid)
+{
+	std::string t = status_field(pid, "TracerPid");
+	if (t.empty() || t == "0")
+		return false;
+	pid_t tracer = pid_t(std::stol(t));
+	std::string tg = status_field(tracer, "Tgid");
+	return !tg.empty() && pid_t(std::stol(tg)) == tracer_tgid;
+}
+
+bool proc_has_cr_capability(pid_t tid)
+{
+	std::string cap = status_field(tid, "CapEff");
+	if (cap.empty())
+		return false;
+	uint64_t v = std::stoull(cap, nullptr, 16);
+	return (v >> 40 & 1) || (v >> 21 & 1);	// CHECKPOINT_RESTORE, SYS_ADMIN
+}
+
+// ---------------------------------------------------------------------------
+// The Caller of one device call.
+// ---------------------------------------------------------------------------
+
+class CallerImpl final : public Caller {
+public:
+	CallerImpl(Daemon &d, pid_t tgid, pid_t tid) : d_(d)
+	{
+		id_.tgid = tgid;
+		id_.tid = tid > 0 ? tid : tgid;
+	}
+	~CallerImpl() override
+	{
+		for (auto &f : fds_)
+			::close(f.fd);
+	}
+	CallerImpl(const CallerImpl &) = delete;
+	CallerImpl &operator=(const CallerImpl &) = delete;
+
+	const CallerIdentity &identity() const override
+	{
+		if (!caps_read_) {
+			// The tid may be gone (or belong to another namespace):
+			// fall back to the process.
+			id_.cap_checkpoint_restore = proc_has_cr_capability(id_.tid) ||
+						     (id_.tid != id_.tgid && proc_has_cr_capability(id_.tgid));
+			caps_read_ = true;
+		}
+		return id_;
+	}
+	int read(uint64_t addr, void *dst, size_t len) override
+	{
+		return vm_io(id_.tgid, addr, dst, len, false);
+	}
+	int write(uint64_t addr, const void *src, size_t len) override
+	{
+		return vm_io(id_.tgid, addr, const_cast<void *>(src), len, true);
+	}
+	void install_fd(int model_fd, bool cloexec, uint64_t patch_addr, bool as_result) override
+	{
+		int fd = d_.make_client_fd(model_fd);
+		if (fd < 0) {
+			failed_install_ = fd;
+			return;
+		}
+		fds_.push_back({fd, patch_addr,
+				(cloexec ? wire::kFdCloexec : 0u) | (as_result ? wire::kFdAsResult : 0u)});
+	}
+	std::optional<FileKey> resolve_fd(int caller_fd) override
+	{
+		if (caller_fd < 0)
+			return std::nullopt;
+		int pidfd = sys_pidfd_open(id_.tgid);
+		if (pidfd < 0)
+			return std::nullopt;
+		int fd = sys_pidfd_getfd(pidfd, caller_fd);
+		::close(pidfd);
+		struct stat st;
+		if (fd < 0)
+			return std::nullopt;
+		bool ok = ::fstat(fd, &st) == 0;
+		::close(fd);
+		if (!ok)
+			return std::nullopt;
+		FileKey k{st.st_dev, st.st_ino};
+		if (!d_.model().describe(k))
+			return std::nullopt;
+		return k;
+	}
+	bool is_tracer_of(pid_t pid) override { return proc_is_tracer_of(id_.tgid, pid); }
+	bool process_exists(pid_t pid) override
+	{
+		if (pid <= 0)
+			return false;
+		if (::kill(pid, 0) != 0 && errno != EPERM)
+			return false;
+		std::string st = status_field(pid, "State");
+		return !st.empty() && st[0] != 'Z' && st[0] != 'X';
+	}
+
+	struct Pending {
+		int fd;
+		uint64_t patch;
+		uint32_t flags;
+	};
+	std::vector<Pending> take() { return std::move(fds_); }
+	int failed_install() const { return failed_install_; }
+
+private:
+	Daemon &d_;
+	mutable CallerIdentity id_;
+	mutable bool caps_read_ = false;
+	std::vector<Pending> fds_;
+	int failed_install_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Daemon.
+// ---------------------------------------------------------------------------
+
+Daemon::Daemon(Model &model, std::string socket_path) : model_(model), path_(std::move(socket_path))
+{
+	listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sockaddr_un sa{};
+	sa.sun_family = AF_UNIX;
+	if (path_.size() >= sizeof sa.sun_path) {
+		error_ = "socket path too long: " + path_;
+		return;
+	}
+	std::memcpy(sa.sun_path, path_.c_str(), path_.size() + 1);
+	::unlink(path_.c_str());
+	if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr *>(&sa), sizeof sa) ||
+	    ::listen(listen_fd_, 128)) {
+		error_ = "cannot listen on " + path_ + ": " + std::strerror(errno);
+		return;
+	}
+	inotify_fd_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+	stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (inotify_fd_ < 0 || epoll_fd_ < 0 || stop_fd_ < 0) {
+		error_ = std::string("inotify/epoll: ") + std::strerror(errno);
+		return;
+	}
+	epoll_event ev{};
+	ev.events = EPOLLIN;
+	ev.data.fd = inotify_fd_;
+	::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, inotify_fd_, &ev);
+	ev.data.fd = stop_fd_;
+	::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stop_fd_, &ev);
+}
+
+Daemon::~Daemon()
+{
+	stop();
+	for (int fd : {listen_fd_, inotify_fd_, epoll_fd_, stop_fd_})
+		if (fd >= 0)
+			::close(fd);
+	for (auto &[fd, pid] : pidfds_)
+		::close(fd);
+	::unlink(path_.c_str());
+}
+
+void Daemon::start()
+{
+	accept_thread_ = std::thread([this] { accept_loop(); });
+	watch_thread_ = std::thread([this] { watch_loop(); });
+}
+
+void Daemon::stop()
+{
+	if (stopping_.exchange(true))
+		return;
+	if (listen_fd_ >= 0)
+		::shutdown(listen_fd_, SHUT_RDWR);
+	uint64_t one = 1;
+	if (stop_fd_ >= 0 && ::write(stop_fd_, &one, sizeof one) < 0) {
+		// Nothing to do: the watcher exits on the next event anyway.
+	}
+	if (accept_thread_.joinable())
+		accept_thread_.join();
+	if (watch_thread_.joinable())
+		watch_thread_.join();
+}
+
+void Daemon::accept_loop()
+{
+	while (!stopping_) {
+		int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return;
+		}
+		ucred cred{};
+		socklen_t len = sizeof cred;
+		if (::getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) || cred.pid <= 0) {
+			::close(c);
+			continue;
+		}
+		track_process(cred.pid);
+		std::thread([this, c, pid = cred.pid] { serve(c, pid); }).detach();
+	}
+}
+
+void Daemon::track_process(pid_t tgid)
+{
+	std::lock_guard lock(mu_);
+	connections_++;
+	if (!tracked_.insert(tgid).second)
+		return;
+	int pfd = sys_pidfd_open(tgid);
+	if (pfd < 0) {
+		tracked_.erase(tgid);
+		return;
+	}
+	pidfds_[pfd] = tgid;
+	epoll_event ev{};
+	ev.events = EPOLLIN;
+	ev.data.fd = pfd;
+	::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pfd, &ev);
+}
+
+void Daemon::watch_loop()
+{
+	epoll_event evs[16];
+	while (!stopping_) {
+		int n = ::epoll_wait(epoll_fd_, evs, 16, -1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		for (int i = 0; i < n; i++) {
+			const int fd = evs[i].data.fd;
+			if (fd == stop_fd_)
+				return;
+			if (fd == inotify_fd_) {
+				alignas(inotify_event) char buf[4096];
+				for (;;) {
+					ssize_t r = ::read(inotify_fd_, buf, sizeof buf);
+					if (r <= 0)
+						break;
+					for (char *p = buf; p < buf + r;) {
+						auto *e = reinterpret_cast<inotify_event *>(p);
+						p += sizeof *e + e->len;
+						std::optional<FileKey> released;
+						{
+							std::lock_guard lock(mu_);
+							auto it = watches_.find(e->wd);
+							if (it == watches_.end())
+								continue;
+							if (e->mask & IN_IGNORED) {
+								watches_.erase(it);
+								continue;
+							}
+							if ((e->mask & (IN_CLOSE_WRITE | IN_CLOSE_NOWRITE)) &&
+							    it->second.descriptions > 0 &&
+							    --it->second.descriptions == 0) {
+								released = it->second.key;
+								releases_++;
+							}
+						}
+						if (released)
+							model_.release(*released);
+					}
+				}
+				continue;
+			}
+			pid_t tgid = 0;
+			{
+				std::lock_guard lock(mu_);
+				auto it = pidfds_.find(fd);
+				if (it == pidfds_.end())
+					continue;
+				tgid = it->second;
+				pidfds_.erase(it);
+				tracked_.erase(tgid);
+				vmas_.erase(tgid);
+				exits_++;
+				::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+				::close(fd);
+			}
+			model_.process_exit(tgid);
+		}
+	}
+}
+
+int Daemon::make_client_fd(int model_fd)
+{
+	struct stat st;
+	if (::fstat(model_fd, &st))
+		return -errno;
+	const std::string self = "/proc/self/fd/" + std::to_string(model_fd);
+	// A new open file description of the same inode: its final release
+	// is what inotify reports (the model's own description never is).
+	int fd = ::open(self.c_str(), O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return ::fcntl(model_fd, F_DUPFD_CLOEXEC, 0) < 0 ? -errno : -EBADF;
+	int wd = ::inotify_add_watch(inotify_fd_, self.c_str(), IN_CLOSE_WRITE | IN_CLOSE_NOWRITE);
+	if (wd >= 0) {
+		std::lock_guard lock(mu_);
+		auto &w = watches_[wd];
+		w.key = FileKey{st.st_dev, st.st_ino};
+		w.descriptions++;
+		installs_++;
+	}
+	return fd;
+}
+
+void Daemon::vma_add(pid_t tgid, uint64_t start, uint64_t len, std::string path, uint64_t pgoff,
+		     int prot)
+{
+	vma_remove(tgid, start, len);	// MAP_FIXED replaces what was there
+	std::lock_guard lock(mu_);
+	vmas_[tgid][start] = Vma{start + len, std::move(path), pgoff, prot};
+}
+
+void Daemon::vma_remove(pid_t tgid, uint64_t start, uint64_t len)
+{
+	std::lock_guard lock(mu_);
+	auto pit = vmas_.find(tgid);
+	if (pit == vmas_.end())
+		return;
+	auto &m = pit->second;
+	const uint64_t end = start + len;
+	std::vector<std::pair<uint64_t, Vma>> keep;
+	for (auto it = m.begin(); it != m.end();) {
+		const uint64_t s = it->first, e = it->second.end;
+		if (e <= start || s >= end) {
+			++it;
+			continue;
+		}
+		if (s < start)
+			keep.push_back({s, Vma{start, it->second.path, it->second.pgoff, it->second.prot}});
+		if (e > end)
+			keep.push_back({end, Vma{e, it->second.path, it->second.pgoff + (end - s),
+						 it->second.prot}});
+		it = m.erase(it);
+	}
+	for (auto &[s, v] : keep)
+		m[s] = std::move(v);
+}
+
+std::optional<std::string> Daemon::introspect_local(std::string_view query)
+{
+	if (query == "transport") {
+		std::lock_guard lock(mu_);
+		unsigned open_files = 0;
+		for (const auto &[wd, w] : watches_)
+			open_files += w.descriptions > 0;
+		return "{\"connections\":" + std::to_string(connections_) +
+		       ",\"processes\":" + std::to_string(tracked_.size()) +
+		       ",\"installed_descriptions\":" + std::to_string(installs_) +
+		       ",\"open_files\":" + std::to_string(open_files) +
+		       ",\"releases\":" + std::to_string(releases_) +
+		       ",\"process_exits\":" + std::to_string(exits_) + "}";
+	}
+	if (!query.starts_with("vmas"))
+		return std::nullopt;
+	pid_t pid = 0;
+	std::string q(query);
+	if (std::sscanf(q.c_str(), "vmas %d", &pid) != 1)
+		return std::string(R"({"error":"usage: vmas <pid>"})");
+	std::lock_guard lock(mu_);
+	std::string out = "{\"pid\":" + std::to_string(pid) + ",\"vmas\":[";
+	bool first = true;
+	if (auto it = vmas_.find(pid); it != vmas_.end())
+		for (const auto &[s, v] : it->second) {
+			char prot[4] = {v.prot & 1 ? 'r' : '-', v.prot & 2 ? 'w' : '-',
+					v.prot & 4 ? 'x' : '-', 0};
+			char buf[512];
+			std::snprintf(buf, sizeof buf,
+				      "%s{\"start\":%" PRIu64 ",\"end\":%" PRIu64
+				      ",\"pgoff\":%" PRIu64 ",\"prot\":\"%s\",\"path\":\"%s\"}",
+				      first ? "" : ",", s, v.end, v.pgoff, prot,
+				      json_escape(v.path).c_str());
+			out += buf;
+			first = false;
+		}
+	return out + "]}";
+}
+
+namespace {
+
+std::string path_of(const FileInfo &fi)
+{
+	switch (fi.kind) {
+	case FileKind::Kfd: return "/dev/kfd";
+	case FileKind::Render: return "/dev/dri/renderD" + std::to_string(fi.render_minor);
+	case FileKind::DmaBuf: return "/dmabuf:";
+	}
+	return "?";
+}
+
+} // namespace
+
+void Daemon::serve(int conn, pid_t tgid)
+{
+	std::string payload;
+	for (;;) {
+		wire::Request rq{};
+		if (wire::recv_all(conn, &rq, sizeof rq))
+			break;
+		payload.assign(rq.len, '\0');
+		if (rq.len && wire::recv_all(conn, payload.data(), rq.len))
+			break;
+
+		CallerImpl caller(*this, tgid, rq.tid);
+		wire::Reply rp{};
+		std::string out;
+		std::vector<int> extra_fds;	// fds attached without entries (mmap)
+		const FileKey key{dev_t(rq.dev), ino_t(rq.ino)};
+		switch (rq.op) {
+		case wire::Op::OpenKfd:
+			rp.result = model_.open_kfd(caller, rq.a[0] != 0);
+			break;
+		case wire::Op::OpenRender:
+			rp.result = model_.open_render(caller, uint32_t(rq.a[0]), rq.a[1] != 0);
+			break;
+		case wire::Op::Ioctl:
+			if (!model_.describe(key))
+				rp.result = wire::kNotEmulated;
+			else
+				rp.result = model_.ioctl(caller, key, rq.a[0], rq.a[1]);
+			break;
+		case wire::Op::Mmap: {
+			if (!model_.describe(key)) {
+				rp.result = wire::kNotEmulated;
+				break;
+			}
+			MmapTarget t;
+			rp.result = model_.mmap(caller, key, rq.a[0], rq.a[1], int(rq.a[2]), &t);
+			if (rp.result == 0) {
+				int fd = ::fcntl(t.fd, F_DUPFD_CLOEXEC, 0);
+				if (fd < 0)
+					rp.result = -errno;
+				else
+					extra_fds.push_back(fd);
+				rp.aux[0] = t.offset;
+			}
+			break;
+		}
+		case wire::Op::VmaAdd: {
+			auto fi = model_.describe(key);
+			if (fi)
+				vma_add(tgid, rq.a[0], rq.a[1], path_of(*fi), rq.a[2], int(rq.a[3]));
+			rp.result = fi ? 0 : -ENOENT;
+			break;
+		}
+		case wire::Op::VmaRemove:
+			vma_remove(tgid, rq.a[0], rq.a[1]);
+			break;
+		case wire::Op::Describe: {
+			auto fi = model_.describe(key);
+			if (!fi) {
+				rp.result = wire::kNotEmulated;
+				break;
+			}
+			rp.result = int64_t(fi->kind);
+			rp.aux[0] = fi->render_minor;
+			rp.aux[1] = fi->size;
+			break;
+		}
+		case wire::Op::Introspect:
+			if (auto local = introspect_local(payload))
+				out = *local;
+			else
+				out = model_.introspect(payload);
+			break;
+		case wire::Op::SetFaults: {
+			std::string err;
+			auto rules = parse_faults(payload, &err);
+			if (!rules) {
+				rp.result = -EINVAL;
+				out = err;
+			} else {
+				model_.set_faults(std::move(*rules));
+			}
+			break;
+		}
+		default:
+			rp.result = -ENOSYS;
+			break;
+		}
+
+		std::vector<CallerImpl::Pending> pend = caller.take();
+		if (rp.result < 0 && rp.result != wire::kNotEmulated) {
+			for (auto &p : pend)
+				::close(p.fd);
+			pend.clear();
+		}
+		std::vector<wire::FdEntry> entries;
+		std::vector<int> fds;
+		for (auto &p : pend) {
+			entries.push_back({p.patch, p.flags, 0});
+			fds.push_back(p.fd);
+		}
+		for (int fd : extra_fds) {
+			entries.push_back({0, 0, 0});
+			fds.push_back(fd);
+		}
+		rp.nfds = uint32_t(fds.size());
+		rp.len = uint32_t(out.size());
+		std::string msg(reinterpret_cast<const char *>(&rp), sizeof rp);
+		msg.append(reinterpret_cast<const char *>(entries.data()),
+			   entries.size() * sizeof(wire::FdEntry));
+		msg += out;
+		size_t first = std::min<size_t>(fds.size(), wire::kMaxFdsPerMsg);
+		int err = wire::send_all(conn, msg.data(), msg.size(), fds.data(), unsigned(first));
+		for (size_t i = first; !err && i < fds.size(); i += wire::kMaxFdsPerMsg) {
+			size_t k = std::min<size_t>(fds.size() - i, wire::kMaxFdsPerMsg);
+			char b = 0;
+			err = wire::send_all(conn, &b, 1, fds.data() + i, unsigned(k));
+		}
+		for (int fd : fds)
+			::close(fd);
+		if (err)
+			break;
+	}
+	::close(conn);
+}
+
+} // namespace kfdemu

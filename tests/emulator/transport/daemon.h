@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The daemon side of the transport: owns the connection to the Model,
+// serves the shim's requests (one thread per client connection, one
+// connection per client thread), implements Caller for each call and
+// ProcessMemory for asynchronous engines, and tells the model about file
+// releases (inotify IN_CLOSE_* on each device file's backing inode fires
+// when a client open file description is finally released) and process
+// exits (pidfd).
+#pragma once
+
+#include "../model/interface.h"
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+namespace kfdemu {
+
+// process_vm_readv/writev on any client process.
+class ProcMemory final : public ProcessMemory {
+public:
+	int read(pid_t tgid, uint64_t addr, void *dst, size_t len) override;
+	int write(pid_t tgid, uint64_t addr, const void *src, size_t len) override;
+};
+
+// /proc facts about a process, as the kernel would know them.
+bool proc_is_tracer_of(pid_t tracer_tgid, pid_t pid);
+bool proc_has_cr_capability(pid_t tid);
+
+class Daemon {
+public:
+	// Binds and listens on `socket_path`; check error() afterwards.
+	Daemon(Model &model, std::string socket_path);
+	~Daemon();
+	Daemon(const Daemon &) = delete;
+	Daemon &operator=(const Daemon &) = delete;
+
+	const std::string &error() const { return error_; }
+
+	// Starts the accept and watcher threads.
+	void start();
+	// Stops accepting; connection threads still blocked in the model are
+	// left to the process exit.
+	void stop();
+
+	// Called by the per-call Caller when a model fd is installed in a
+	// client: returns a new client-side description of the same file (or
+	// a dup), counted for release detection. -errno on failure.
+	int make_client_fd(int model_fd);
+
+	// "vmas <pid>" and friends handled by the transport itself; nullopt
+	// when the query is the model's.
+	std::optional<std::string> introspect_local(std::string_view query);
+
+	Model &model() { return model_; }
+
+private:
+	struct Vma {
+		uint64_t end;
+		std::string path;
+		uint64_t pgoff;
+		int prot;
+	};
+	struct Watch {
+		FileKey key;
+		unsigned descriptions = 0;
+	};
+
+	void accept_loop();
+	void serve(int conn, pid_t tgid);
+	void watch_loop();
+	void track_process(pid_t tgid);
+	void vma_add(pid_t tgid, uint64_t start, uint64_t len, std::string path, uint64_t pgoff, int prot);
+	void vma_remove(pid_t tgid, uint64_t start, uint64_t len);
+
+	Model &model_;
+	std::string path_, error_;
+	int listen_fd_ = -1, inotify_fd_ = -1, epoll_fd_ = -1, stop_fd_ = -1;
+	std::atomic<bool> stopping_{false};
+	std::thread accept_thread_, watch_thread_;
+
+	std::mutex mu_;
+	std::map<int, Watch> watches_;			// inotify wd -> file
+	std::map<int, pid_t> pidfds_;			// pidfd -> tgid
+	std::set<pid_t> tracked_;
+	std::map<pid_t, std::map<uint64_t, Vma>> vmas_;	// tgid -> start -> vma
+	uint64_t releases_ = 0, exits_ = 0, installs_ = 0, connections_ = 0;
+
+	friend class CallerImpl;
+};
+
+} // namespace kfdemu

@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// Fault specifications, as given to --fault, KFDEMU_FAULTS and
+// `kfd-emu ctl faults`:  TARGET[:nth=N][:errno=NAME|NUMBER][:hang]
+// several separated by ',' or ';'. TARGET may itself contain ':'
+// ("CRIU_OP:CHECKPOINT"). Examples:
+//   AMDKFD_IOC_CRIU_OP:nth=1:errno=EIO
+//   sdma:nth=2:hang
+#pragma once
+
+#include "../model/interface.h"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kfdemu {
+
+std::optional<std::vector<FaultRule>> parse_faults(std::string_view spec, std::string *error);
+
+} // namespace kfdemu

@@ -1,0 +1,611 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "profile.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace kfdemu {
+namespace {
+
+// Every numeric key of nodes/N/properties, in the kernel's emission order
+// (reference §3.2). `gpu_only` keys are not printed for CPU nodes.
+struct KeyInfo {
+	const char *name;
+	bool gpu_only;
+};
+constexpr KeyInfo kKeys[] = {
+	{"cpu_cores_count", false}, {"simd_count", false},
+	{"mem_banks_count", false}, {"caches_count", false},
+	{"io_links_count", false}, {"p2p_links_count", false},
+	{"cpu_core_id_base", false}, {"simd_id_base", false},
+	{"max_waves_per_simd", false}, {"lds_size_in_kb", false},
+	{"gds_size_in_kb", false}, {"num_gws", false},
+	{"wave_front_size", false}, {"array_count", false},
+	{"simd_arrays_per_engine", false}, {"cu_per_simd_array", false},
+	{"simd_per_cu", false}, {"max_slots_scratch_cu", false},
+	{"gfx_target_version", false}, {"vendor_id", false},
+	{"device_id", false}, {"location_id", false}, {"domain", false},
+	{"drm_render_minor", false}, {"hive_id", false},
+	{"num_sdma_engines", false}, {"num_sdma_xgmi_engines", false},
+	{"num_sdma_queues_per_engine", false}, {"num_cp_queues", false},
+	{"max_engine_clk_fcompute", true}, {"local_mem_size", true},
+	{"fw_version", true}, {"capability", true}, {"debug_prop", true},
+	{"sdma_fw_version", true}, {"unique_id", true}, {"num_xcc", true},
+	{"max_engine_clk_ccompute", false},
+};
+
+const KeyInfo *find_key(std::string_view k)
+{
+	for (const auto &ki : kKeys)
+		if (k == ki.name)
+			return &ki;
+	return nullptr;
+}
+
+using Props = std::map<std::string, uint64_t, std::less<>>;
+
+// Built-in GPU templates: the values a `gpu <template>` block starts from.
+struct GpuTemplate {
+	const char *tmpl;
+	const char *asic;	// nodes/N/name
+	Props props;
+	uint64_t vram;
+	std::vector<std::pair<CacheDesc, uint32_t>> caches; // desc, count
+	uint32_t mem_width, mem_clk;
+};
+
+const std::vector<GpuTemplate> &templates()
+{
+	// MI100: the published fixture of a real node (reference §3.4).
+	// MI210 and MI300X: illustrative values from public specifications.
+	static const std::vector<GpuTemplate> t = {
+		{"MI100", "arcturus",
+		 {{"simd_count", 480}, {"simd_id_base", 2147487744},
+		  {"max_waves_per_simd", 10}, {"lds_size_in_kb", 64},
+		  {"num_gws", 64}, {"wave_front_size", 64}, {"array_count", 8},
+		  {"simd_arrays_per_engine", 1}, {"cu_per_simd_array", 16},
+		  {"simd_per_cu", 4}, {"max_slots_scratch_cu", 32},
+		  {"gfx_target_version", 90008}, {"vendor_id", 4098},
+		  {"device_id", 29580}, {"num_sdma_engines", 2},
+		  {"num_sdma_xgmi_engines", 6}, {"num_sdma_queues_per_engine", 8},
+		  {"num_cp_queues", 24}, {"max_engine_clk_fcompute", 1502},
+		  {"fw_version", 65}, {"capability", 749970048},
+		  {"debug_prop", 1494}, {"sdma_fw_version", 18}, {"num_xcc", 1},
+		  {"max_engine_clk_ccompute", 2000}},
+		 34342961152ull,
+		 {{{1, 16, 64, 1}, 120}, {{1, 16, 64, 1}, 64}, {{1, 64, 64, 2}, 32},
+		  {{2, 8192, 128, 1}, 1}},
+		 4096, 1200},
+		{"MI210", "aldebaran",
+		 {{"simd_count", 416}, {"simd_id_base", 2147487744},
+		  {"max_waves_per_simd", 8}, {"lds_size_in_kb", 64},
+		  {"num_gws", 64}, {"wave_front_size", 64}, {"array_count", 8},
+		  {"simd_arrays_per_engine", 1}, {"cu_per_simd_array", 16},
+		  {"simd_per_cu", 4}, {"max_slots_scratch_cu", 32},
+		  {"gfx_target_version", 90010}, {"vendor_id", 4098},
+		  {"device_id", 29711}, {"num_sdma_engines", 2},
+		  {"num_sdma_xgmi_engines", 3}, {"num_sdma_queues_per_engine", 8},
+		  {"num_cp_queues", 24}, {"max_engine_clk_fcompute", 1700},
+		  {"fw_version", 78}, {"capability", 746586240},
+		  {"debug_prop", 1495}, {"sdma_fw_version", 8}, {"num_xcc", 1},
+		  {"max_engine_clk_ccompute", 2000}},
+		 68702699520ull,
+		 {{{1, 16, 64, 1}, 104}, {{1, 16, 64, 1}, 52}, {{1, 64, 64, 2}, 26},
+		  {{2, 8192, 128, 1}, 1}},
+		 4096, 1600},
+		{"MI300X", "aqua_vanjaram",
+		 {{"simd_count", 1216}, {"simd_id_base", 2147487744},
+		  {"max_waves_per_simd", 8}, {"lds_size_in_kb", 64},
+		  {"num_gws", 64}, {"wave_front_size", 64}, {"array_count", 32},
+		  {"simd_arrays_per_engine", 1}, {"cu_per_simd_array", 10},
+		  {"simd_per_cu", 4}, {"max_slots_scratch_cu", 32},
+		  {"gfx_target_version", 90402}, {"vendor_id", 4098},
+		  {"device_id", 29857}, {"num_sdma_engines", 2},
+		  {"num_sdma_xgmi_engines", 14}, {"num_sdma_queues_per_engine", 8},
+		  {"num_cp_queues", 24}, {"max_engine_clk_fcompute", 2100},
+		  {"fw_version", 151}, {"capability", 1283457664},
+		  {"debug_prop", 1495}, {"sdma_fw_version", 19}, {"num_xcc", 8},
+		  {"max_engine_clk_ccompute", 2100}},
+		 206158430208ull,
+		 {{{1, 32, 128, 1}, 32}, {{2, 4096, 128, 1}, 8}, {{3, 262144, 64, 1}, 1}},
+		 8192, 2525},
+	};
+	return t;
+}
+
+// A node being built from a machine file.
+struct Building {
+	NodeDesc node;
+	Props props;
+	uint64_t mem = 0;		// CPU: system memory; GPU: VRAM
+	uint32_t mem_width = 0, mem_clk = 0;
+	int numa = 0;			// GPU: CPU node index
+	int64_t hive = 0;		// GPU: XGMI hive number (0: none)
+	bool caches_set = false;
+	uint32_t location = 0;
+	bool location_set = false;
+	bool card_set = false;
+};
+
+bool parse_u64(std::string_view s, uint64_t *out)
+{
+	int base = 10;
+	if (s.starts_with("0x") || s.starts_with("0X")) {
+		s.remove_prefix(2);
+		base = 16;
+	}
+	if (s.empty())
+		return false;
+	auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out, base);
+	return ec == std::errc() && p == s.data() + s.size();
+}
+
+bool parse_double(std::string_view s, double *out)
+{
+	std::string str(s);
+	char *end = nullptr;
+	errno = 0;
+	*out = std::strtod(str.c_str(), &end);
+	return errno == 0 && end && *end == '\0' && !str.empty();
+}
+
+std::vector<std::string_view> split_ws(std::string_view line)
+{
+	std::vector<std::string_view> out;
+	size_t i = 0;
+	while (i < line.size()) {
+		while (i < line.size() && (line[i] == ' ' || line[i] == '\t'))
+			i++;
+		size_t j = i;
+		while (j < line.size() && line[j] != ' ' && line[j] != '\t')
+			j++;
+		if (j > i)
+			out.push_back(line.substr(i, j - i));
+		i = j;
+	}
+	return out;
+}
+
+std::string fmt_slot(uint32_t domain, uint32_t location)
+{
+	char buf[32];
+	std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%x", domain & 0xffff,
+		      (location >> 8) & 0xff, (location >> 3) & 0x1f, location & 7);
+	return buf;
+}
+
+void set_prop(NodeDesc &n, std::string_view key, uint64_t v)
+{
+	for (auto &[k, val] : n.properties)
+		if (k == key) {
+			val = v;
+			return;
+		}
+	// Unknown to the list: insert before the last key, as newer kernels'
+	// extra keys would appear.
+	auto pos = n.properties.empty() ? n.properties.end() : n.properties.end() - 1;
+	n.properties.insert(pos, {std::string(key), v});
+}
+
+uint64_t get_prop(const NodeDesc &n, std::string_view key)
+{
+	for (const auto &[k, v] : n.properties)
+		if (k == key)
+			return v;
+	return 0;
+}
+
+uint64_t unique_id_for(uint32_t gpu_id, size_t index)
+{
+	return 0x6c5e000000000000ull ^ (uint64_t(gpu_id) << 20) ^ (index * 0x9e3779b9ull);
+}
+
+// Turns the parsed blocks into the final node list: properties in kernel
+// order, io links from NUMA attachment and hives, counts in sync.
+std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor,
+				  std::vector<Building> &cpus,
+				  std::vector<Building> &gpus, std::string *error)
+{
+	MachineDesc m;
+	m.name = std::move(name);
+	m.kfd_minor_version = kfd_minor;
+	if (!gpus.empty() && cpus.empty()) {
+		*error = "a machine with GPUs needs at least one cpu node";
+		return std::nullopt;
+	}
+	const uint32_t ncpu = uint32_t(cpus.size());
+	std::set<uint32_t> ids, minors, cards;
+	for (size_t i = 0; i < gpus.size(); i++) {
+		auto &g = gpus[i];
+		if (g.numa < 0 || uint32_t(g.numa) >= ncpu) {
+			*error = "gpu " + std::to_string(i) + ": numa node out of range";
+			return std::nullopt;
+		}
+		if (!g.node.gpu_id)
+			g.node.gpu_id = uint32_t(0x1000 + 0x1111 * (i + 1)) & 0xffff;
+		if (!g.node.drm_render_minor)
+			g.node.drm_render_minor = uint32_t(128 + i);
+		if (!g.card_set)
+			g.node.card_index = g.node.drm_render_minor - 128;
+		if (!ids.insert(g.node.gpu_id).second ||
+		    !minors.insert(g.node.drm_render_minor).second ||
+		    !cards.insert(g.node.card_index).second) {
+			*error = "gpu " + std::to_string(i) + ": duplicate gpu_id, render minor or card";
+			return std::nullopt;
+		}
+	}
+
+	auto emit = [&](Building &b, bool gpu) {
+		NodeDesc n = std::move(b.node);
+		n.is_gpu = gpu;
+		for (const auto &ki : kKeys) {
+			if (ki.gpu_only && !gpu)
+				continue;
+			auto it = b.props.find(ki.name);
+			n.properties.emplace_back(ki.name, it == b.props.end() ? 0 : it->second);
+		}
+		for (const auto &[k, v] : b.props)
+			if (!find_key(k))
+				set_prop(n, k, v);
+		return n;
+	};
+
+	for (uint32_t c = 0; c < ncpu; c++) {
+		auto &b = cpus[c];
+		if (!b.props.count("cpu_core_id_base"))
+			b.props["cpu_core_id_base"] = c * b.props["cpu_cores_count"];
+		NodeDesc n = emit(b, false);
+		MemBankDesc bank;
+		bank.heap_type = 0;
+		bank.size_in_bytes = b.mem ? b.mem : (64ull << 30);
+		bank.width = b.mem_width ? b.mem_width : 72;
+		bank.mem_clk_max = b.mem_clk ? b.mem_clk : 3200;
+		n.mem_banks.push_back(bank);
+		for (size_t i = 0; i < gpus.size(); i++)
+			if (uint32_t(gpus[i].numa) == c)
+				n.io_links.push_back({2, uint32_t(ncpu + i), 20, 0, 0});
+		sync_counts(n);
+		m.nodes.push_back(std::move(n));
+	}
+	for (size_t i = 0; i < gpus.size(); i++) {
+		auto &b = gpus[i];
+		if (!b.location_set)
+			b.location = uint32_t((0x03 + 0x20 * i) << 8);
+		b.props["location_id"] = b.location;
+		b.props["drm_render_minor"] = b.node.drm_render_minor;
+		if (b.hive)
+			b.props["hive_id"] = 0x5a3c000000000000ull | uint64_t(b.hive);
+		if (!b.props.count("unique_id"))
+			b.props["unique_id"] = unique_id_for(b.node.gpu_id, i);
+		NodeDesc n = emit(b, true);
+		n.pci_device_id = uint32_t(get_prop(n, "device_id"));
+		if (n.pci_slot.empty())
+			n.pci_slot = fmt_slot(uint32_t(get_prop(n, "domain")), b.location);
+		MemBankDesc bank;
+		bank.heap_type = n.large_bar ? 1 : 2;
+		bank.size_in_bytes = b.mem;
+		bank.width = b.mem_width;
+		bank.mem_clk_max = b.mem_clk;
+		n.mem_banks.push_back(bank);
+		n.io_links.push_back({2, uint32_t(b.numa), 20, 0, 0});
+		for (size_t j = 0; j < gpus.size(); j++)
+			if (j != i && b.hive && gpus[j].hive == b.hive)
+				n.io_links.push_back({11, uint32_t(ncpu + j), 15, 50000, 50000});
+		sync_counts(n);
+		m.nodes.push_back(std::move(n));
+	}
+	return m;
+}
+
+} // namespace
+
+void sync_counts(NodeDesc &n)
+{
+	set_prop(n, "mem_banks_count", n.mem_banks.size());
+	set_prop(n, "caches_count", n.caches.size());
+	set_prop(n, "io_links_count", n.io_links.size());
+	set_prop(n, "p2p_links_count", 0);
+}
+
+std::vector<const NodeDesc *> gpu_nodes(const MachineDesc &m)
+{
+	std::vector<const NodeDesc *> out;
+	for (const auto &n : m.nodes)
+		if (n.is_gpu)
+			out.push_back(&n);
+	return out;
+}
+
+bool parse_size(std::string_view s, uint64_t *out)
+{
+	if (s.empty())
+		return false;
+	uint64_t mult = 1;
+	switch (s.back()) {
+	case 'K': case 'k': mult = 1ull << 10; break;
+	case 'M': case 'm': mult = 1ull << 20; break;
+	case 'G': case 'g': mult = 1ull << 30; break;
+	case 'T': case 't': mult = 1ull << 40; break;
+	default: break;
+	}
+	if (mult != 1)
+		s.remove_suffix(1);
+	uint64_t v;
+	if (!parse_u64(s, &v))
+		return false;
+	*out = v * mult;
+	return true;
+}
+
+bool parse_u32_list(std::string_view s, std::vector<uint32_t> *out)
+{
+	out->clear();
+	while (!s.empty()) {
+		size_t comma = s.find(',');
+		uint64_t v;
+		if (!parse_u64(s.substr(0, comma), &v) || v > 0xffffffffull)
+			return false;
+		out->push_back(uint32_t(v));
+		if (comma == std::string_view::npos)
+			break;
+		s.remove_prefix(comma + 1);
+	}
+	return !out->empty();
+}
+
+bool parse_size_list(std::string_view s, std::vector<uint64_t> *out)
+{
+	out->clear();
+	while (!s.empty()) {
+		size_t comma = s.find(',');
+		uint64_t v;
+		if (!parse_size(s.substr(0, comma), &v))
+			return false;
+		out->push_back(v);
+		if (comma == std::string_view::npos)
+			break;
+		s.remove_prefix(comma + 1);
+	}
+	return !out->empty();
+}
+
+std::optional<MachineDesc> parse_machine(std::string_view text, std::string *error)
+{
+	std::string name = "custom";
+	uint32_t kfd_minor = 14;
+	std::vector<Building> cpus, gpus;
+	Building *cur = nullptr;
+	bool cur_gpu = false;
+	int lineno = 0;
+
+	auto fail = [&](const std::string &what) {
+		*error = "line " + std::to_string(lineno) + ": " + what;
+		return std::nullopt;
+	};
+
+	while (!text.empty()) {
+		size_t nl = text.find('\n');
+		std::string_view line = text.substr(0, nl);
+		text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+		lineno++;
+		if (auto hash = line.find('#'); hash != std::string_view::npos)
+			line = line.substr(0, hash);
+		auto w = split_ws(line);
+		if (w.empty())
+			continue;
+		const std::string_view key = w[0];
+		uint64_t v = 0;
+
+		if (key == "machine") {
+			if (w.size() != 2)
+				return fail("usage: machine <name>");
+			name = std::string(w[1]);
+			continue;
+		}
+		if (key == "kfd_minor_version") {
+			if (w.size() != 2 || !parse_u64(w[1], &v))
+				return fail("usage: kfd_minor_version <n>");
+			kfd_minor = uint32_t(v);
+			continue;
+		}
+		if (key == "cpu") {
+			cpus.emplace_back();
+			cur = &cpus.back();
+			cur_gpu = false;
+			cur->props["cpu_cores_count"] = 16;
+			cur->props["max_engine_clk_ccompute"] = 3000;
+			continue;
+		}
+		if (key == "gpu") {
+			if (w.size() != 2)
+				return fail("usage: gpu <template: MI100|MI210|MI300X>");
+			const GpuTemplate *t = nullptr;
+			for (const auto &x : templates())
+				if (w[1] == x.tmpl)
+					t = &x;
+			if (!t)
+				return fail("unknown gpu template '" + std::string(w[1]) + "'");
+			gpus.emplace_back();
+			cur = &gpus.back();
+			cur_gpu = true;
+			cur->props = t->props;
+			cur->node.name = t->asic;
+			cur->mem = t->vram;
+			cur->mem_width = t->mem_width;
+			cur->mem_clk = t->mem_clk;
+			for (const auto &[c, count] : t->caches)
+				for (uint32_t i = 0; i < count; i++)
+					cur->node.caches.push_back(c);
+			continue;
+		}
+		if (!cur)
+			return fail("'" + std::string(key) + "' outside a cpu/gpu block");
+
+		auto need = [&](size_t n) { return w.size() == n; };
+		if (key == "cache") {
+			// cache <level> <size_kb> <line_size> <type> [count]
+			uint64_t lv, sz, ln, ty, cnt = 1;
+			if ((w.size() != 5 && w.size() != 6) || !parse_u64(w[1], &lv) ||
+			    !parse_u64(w[2], &sz) || !parse_u64(w[3], &ln) ||
+			    !parse_u64(w[4], &ty) || (w.size() == 6 && !parse_u64(w[5], &cnt)))
+				return fail("usage: cache <level> <size_kb> <line_size> <type> [count]");
+			if (!cur->caches_set) {
+				cur->node.caches.clear();
+				cur->caches_set = true;
+			}
+			for (uint64_t i = 0; i < cnt; i++)
+				cur->node.caches.push_back({uint32_t(lv), uint32_t(sz), uint32_t(ln), uint32_t(ty)});
+			continue;
+		}
+		if (key == "no_caches") {
+			cur->node.caches.clear();
+			cur->caches_set = true;
+			continue;
+		}
+		if (key == "pci_slot") {
+			if (!need(2) || !cur_gpu)
+				return fail("usage (gpu): pci_slot dddd:bb:dd.f");
+			unsigned dom, bus, dev, fn;
+			std::string s(w[1]);
+			if (std::sscanf(s.c_str(), "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4)
+				return fail("bad pci slot");
+			cur->node.pci_slot = s;
+			cur->location = (bus << 8) | (dev << 3) | fn;
+			cur->location_set = true;
+			cur->props["domain"] = dom;
+			continue;
+		}
+		if (key == "prop") {
+			if (!need(3) || !parse_u64(w[2], &v))
+				return fail("usage: prop <key> <number>");
+			cur->props[std::string(w[1])] = v;
+			continue;
+		}
+		if (key == "sdma_gbps") {
+			double d;
+			if (!need(2) || !parse_double(w[1], &d) || d < 0)
+				return fail("usage: sdma_gbps <GB/s>");
+			cur->node.sdma_gbps = d;
+			continue;
+		}
+		if (!need(2))
+			return fail("usage: " + std::string(key) + " <value>");
+		if (key == "memory" || key == "vram") {
+			if (!parse_size(w[1], &v))
+				return fail("bad size");
+			cur->mem = v;
+			continue;
+		}
+		if (key == "numa" || key == "hive") {
+			if (!parse_u64(w[1], &v) || !cur_gpu)
+				return fail(std::string(key) + " is a gpu key taking a number");
+			if (key == "numa")
+				cur->numa = int(v);
+			else
+				cur->hive = int64_t(v);
+			continue;
+		}
+		if (!parse_u64(w[1], &v))
+			return fail("'" + std::string(w[1]) + "' is not a number");
+		if (key == "cores")
+			cur->props["cpu_cores_count"] = v;
+		else if (key == "gpu_id" && cur_gpu)
+			cur->node.gpu_id = uint32_t(v);
+		else if ((key == "render_minor" || key == "drm_render_minor") && cur_gpu)
+			cur->node.drm_render_minor = uint32_t(v);
+		else if (key == "card" && cur_gpu) {
+			cur->node.card_index = uint32_t(v);
+			cur->card_set = true;
+		} else if (key == "family" && cur_gpu)
+			cur->node.family = uint32_t(v);
+		else if (key == "large_bar" && cur_gpu)
+			cur->node.large_bar = v != 0;
+		else if (key == "mem_width")
+			cur->mem_width = uint32_t(v);
+		else if (key == "mem_clk_max")
+			cur->mem_clk = uint32_t(v);
+		else if (key == "location_id" && cur_gpu) {
+			cur->location = uint32_t(v);
+			cur->location_set = true;
+		} else if (key == "num_sdma_engines") {
+			cur->props["num_sdma_engines"] = v;
+			cur->node.num_sdma_engines = uint32_t(v);
+		} else if (find_key(key) && key != "mem_banks_count" && key != "caches_count" &&
+			   key != "io_links_count" && key != "p2p_links_count" &&
+			   key != "drm_render_minor")
+			cur->props[std::string(key)] = v;
+		else
+			return fail("unknown key '" + std::string(key) + "'");
+	}
+	return finish(std::move(name), kfd_minor, cpus, gpus, error);
+}
+
+std::optional<MachineDesc> load_machine(std::string_view name_or_path,
+					std::string_view profile_dir, std::string *error)
+{
+	std::string path(name_or_path);
+	if (path.find('/') == std::string::npos && !path.ends_with(".machine"))
+		path = std::string(profile_dir) + "/" + path + ".machine";
+	std::ifstream in(path);
+	if (!in) {
+		*error = "cannot read machine file " + path;
+		return std::nullopt;
+	}
+	std::stringstream ss;
+	ss << in.rdbuf();
+	std::string err;
+	auto m = parse_machine(ss.str(), &err);
+	if (!m)
+		*error = path + ": " + err;
+	return m;
+}
+
+std::string apply_overrides(MachineDesc &m, const Overrides &o)
+{
+	std::vector<NodeDesc *> gpus;
+	for (auto &n : m.nodes)
+		if (n.is_gpu)
+			gpus.push_back(&n);
+	if (o.gpu_ids.size() > gpus.size())
+		return "--gpu-ids lists more ids than the machine has GPUs";
+	if (o.minors.size() > gpus.size())
+		return "--minors lists more minors than the machine has GPUs";
+	if (o.vram.size() > 1 && o.vram.size() != gpus.size())
+		return "--vram takes one size or one per GPU";
+	for (size_t i = 0; i < o.gpu_ids.size(); i++) {
+		if (o.gpu_ids[i] == 0 || o.gpu_ids[i] > 0xffff)
+			return "gpu ids are non-zero 16-bit values";
+		gpus[i]->gpu_id = o.gpu_ids[i];
+		set_prop(*gpus[i], "unique_id", unique_id_for(o.gpu_ids[i], i));
+	}
+	for (size_t i = 0; i < o.minors.size(); i++) {
+		if (o.minors[i] < 128 || o.minors[i] > 191)
+			return "render minors are 128..191";
+		gpus[i]->drm_render_minor = o.minors[i];
+		gpus[i]->card_index = o.minors[i] - 128;
+		set_prop(*gpus[i], "drm_render_minor", o.minors[i]);
+	}
+	for (size_t i = 0; i < gpus.size() && !o.vram.empty(); i++)
+		gpus[i]->mem_banks.at(0).size_in_bytes = o.vram.size() == 1 ? o.vram[0] : o.vram[i];
+	for (auto *g : gpus) {
+		if (o.fw_version)
+			set_prop(*g, "fw_version", *o.fw_version);
+		if (o.sdma_fw_version)
+			set_prop(*g, "sdma_fw_version", *o.sdma_fw_version);
+		if (o.sdma_gbps)
+			g->sdma_gbps = *o.sdma_gbps;
+	}
+	std::set<uint32_t> ids, minors;
+	for (auto *g : gpus)
+		if (!ids.insert(g->gpu_id).second || !minors.insert(g->drm_render_minor).second)
+			return "gpu ids and render minors must be distinct";
+	return {};
+}
+
+} // namespace kfdemu

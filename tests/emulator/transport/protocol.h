@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The wire protocol between the shim (in each client process) and the
+// daemon: one Unix stream connection per client thread, strictly
+// request/reply. A request is a Request header plus `len` payload bytes;
+// a reply is a Reply header, `nfds` FdEntry records and `len` payload
+// bytes, with the fds attached as SCM_RIGHTS (at most kMaxFdsPerMsg on the
+// header's message; more follow as one-byte messages carrying the rest).
+// Header-only and free of C++ runtime state so the shim can use it.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+namespace kfdemu::wire {
+
+enum class Op : uint32_t {
+	OpenKfd = 1,	// a0 = cloexec
+	OpenRender,	// a0 = minor, a1 = cloexec
+	Ioctl,		// key, a0 = cmd, a1 = arg
+	Mmap,		// key, a0 = offset, a1 = len, a2 = prot; reply: 1 fd, aux0 = offset
+	VmaAdd,		// key, a0 = start, a1 = len, a2 = pgoff, a3 = prot
+	VmaRemove,	// a0 = start, a1 = len
+	Describe,	// key; reply: result = FileKind, aux0 = render minor, aux1 = size
+	Introspect,	// payload = query; reply payload = JSON
+	SetFaults,	// payload = fault spec
+};
+
+struct Request {
+	Op op;
+	int32_t tid;
+	uint64_t dev, ino;
+	uint64_t a[4];
+	uint32_t len;
+	uint32_t pad;
+};
+
+// Result for calls on a file the daemon does not know: the shim falls back
+// to the real function.
+inline constexpr int64_t kNotEmulated = INT64_MIN;
+
+struct Reply {
+	int64_t result;
+	uint32_t nfds;
+	uint32_t len;
+	uint64_t aux[2];
+};
+
+struct FdEntry {
+	uint64_t patch_addr;	// 0: none
+	uint32_t flags;		// kFdCloexec | kFdAsResult
+	uint32_t pad;
+};
+inline constexpr uint32_t kFdCloexec = 1, kFdAsResult = 2;
+inline constexpr unsigned kMaxFdsPerMsg = 250;
+
+// Full-buffer I/O on a stream socket, retrying on EINTR. -errno or 0.
+inline int send_all(int sock, const void *buf, size_t len, const int *fds = nullptr,
+		    unsigned nfds = 0)
+{
+	const char *p = static_cast<const char *>(buf);
+	bool first = true;
+	while (len > 0 || (first && nfds)) {
+		iovec iov{const_cast<char *>(p), len};
+		msghdr msg{};
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * kMaxFdsPerMsg)];
+		if (first && nfds) {
+			msg.msg_control = ctl;
+			msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+			cmsghdr *c = CMSG_FIRSTHDR(&msg);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+			std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+		}
+		ssize_t n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		first = false;
+		p += n;
+		len -= size_t(n);
+	}
+	return 0;
+}
+
+// Receives exactly `len` bytes; fds arriving with them are appended to
+// fds[*nfds..max). Extra fds beyond `max` are closed. -errno, or -EPIPE at EOF.
+inline int recv_all(int sock, void *buf, size_t len, int *fds = nullptr, unsigned *nfds = nullptr,
+		    unsigned max = 0)
+{
+	char *p = static_cast<char *>(buf);
+	while (len > 0) {
+		iovec iov{p, len};
+		msghdr msg{};
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 253)];
+		msg.msg_control = ctl;
+		msg.msg_controllen = sizeof ctl;
+		ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EPIPE;
+		for (cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+			if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+				continue;
+			unsigned k = unsigned((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			int tmp[253];
+			std::memcpy(tmp, CMSG_DATA(c), k * sizeof(int));
+			for (unsigned i = 0; i < k; i++) {
+				if (fds && nfds && *nfds < max)
+					fds[(*nfds)++] = tmp[i];
+				else
+					::close(tmp[i]);
+			}
+		}
+		p += n;
+		len -= size_t(n);
+	}
+	return 0;
+}
+
+} // namespace kfdemu::wire
