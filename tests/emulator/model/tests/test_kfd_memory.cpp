@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// KFD basics: version, apertures, ACQUIRE_VM, ALLOC/MAP/UNMAP/FREE errno.
+#include "harness.h"
+
+#include <criterion/criterion.h>
+
+using namespace kfdemu;
+using namespace kfdemu::testing;
+using namespace kfdemu::abi::kfd;
+
+namespace {
+
+constexpr uint32_t G0 = 0x1111, G1 = 0x2222;
+
+struct App {
+	Rig rig{make_machine({G0, G1})};
+	FakeCaller c{1000};
+	int kfd = -1, r0 = -1, r1 = -1;
+	App()
+	{
+		kfd = rig.open_kfd(c);
+		r0 = rig.open_render(c, 128);
+		r1 = rig.open_render(c, 129);
+	}
+	long acquire(uint32_t gpu, int drm)
+	{
+		AcquireVm a{static_cast<uint32_t>(drm), gpu};
+		return rig.kfd(c, kfd, ACQUIRE_VM, &a, abi::kIocWrite);
+	}
+	long alloc(uint32_t gpu, uint64_t va, uint64_t size, uint32_t flags, AllocMemoryOfGpu *out, uint64_t off = 0)
+	{
+		*out = AllocMemoryOfGpu{va, size, 0, off, gpu, flags};
+		return rig.kfd(c, kfd, ALLOC_MEMORY_OF_GPU, out);
+	}
+	long map(uint64_t handle, std::vector<uint32_t> ids, uint32_t *n_success = nullptr, bool unmap = false)
+	{
+		MapMemoryToGpu a{handle, reinterpret_cast<uint64_t>(ids.data()), static_cast<uint32_t>(ids.size()),
+				 n_success ? *n_success : 0};
+		long r = rig.kfd(c, kfd, unmap ? UNMAP_MEMORY_FROM_GPU : MAP_MEMORY_TO_GPU, &a);
+		if (n_success)
+			*n_success = a.n_success;
+		return r;
+	}
+	long free_bo(uint64_t handle)
+	{
+		FreeMemoryOfGpu a{handle};
+		return rig.kfd(c, kfd, FREE_MEMORY_OF_GPU, &a, abi::kIocWrite);
+	}
+};
+
+} // namespace
+
+Test(kfd_memory, version_and_apertures)
+{
+	App app;
+	cr_assert_geq(app.kfd, 0);
+	GetVersion v{};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_VERSION, &v, abi::kIocRead), 0);
+	cr_assert_eq(v.major_version, 1);
+	cr_assert_eq(v.minor_version, app.rig.machine.kfd_minor_version);
+
+	GetProcessAperturesNew a{0, 0, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_PROCESS_APERTURES_NEW, &a), 0);
+	cr_assert_eq(a.num_of_nodes, 2);
+	ProcessDeviceApertures ap[2] = {};
+	a.kfd_process_device_apertures_ptr = reinterpret_cast<uint64_t>(ap);
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_PROCESS_APERTURES_NEW, &a), 0);
+	cr_assert_eq(ap[0].gpu_id, G0);
+	cr_assert_eq(ap[1].gpu_id, G1);
+	cr_assert_eq(ap[0].lds_base, 1ull << 48);
+	cr_assert_lt(ap[0].gpuvm_base, ap[0].gpuvm_limit);
+	a.kfd_process_device_apertures_ptr = 8; // unmapped
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_PROCESS_APERTURES_NEW, &a), -EFAULT);
+}
+
+Test(kfd_memory, unknown_ioctl_and_other_process)
+{
+	App app;
+	GetVersion v{};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, 0x40, &v, abi::kIocRead), -ENOTTY);
+	FakeCaller other(2000);
+	cr_assert_eq(app.rig.kfd(other, app.kfd, GET_VERSION, &v, abi::kIocRead), -EBADF);
+	// Its own open works, and shares nothing with 1000's context.
+	int kfd2 = app.rig.open_kfd(other);
+	cr_assert_eq(app.rig.kfd(other, kfd2, GET_VERSION, &v, abi::kIocRead), 0);
+	// A second open in the same process shares the context.
+	int kfd3 = app.rig.open_kfd(app.c);
+	cr_assert_eq(app.acquire(G0, app.r0), 0);
+	AllocMemoryOfGpu a{};
+	a = AllocMemoryOfGpu{0x100000000ull, 4096, 0, 0, G0, ALLOC_GTT | ALLOC_WRITABLE};
+	cr_assert_eq(app.rig.kfd(app.c, kfd3, ALLOC_MEMORY_OF_GPU, &a), 0);
+}
+
+Test(kfd_memory, acquire_vm_rules)
+{
+	App app;
+	cr_assert_eq(app.acquire(0x9999, app.r0), -EINVAL, "unknown gpu");
+	cr_assert_eq(app.acquire(G0, 1000), -EINVAL, "bad fd");
+	cr_assert_eq(app.acquire(G0, app.r1), -EINVAL, "render file of another GPU");
+	cr_assert_eq(app.acquire(G0, app.kfd), -EINVAL, "not a render file");
+	cr_assert_eq(app.acquire(G0, app.r0), 0);
+	cr_assert_eq(app.acquire(G0, app.r0), 0, "same file again is a no-op");
+	int r0b = app.rig.open_render(app.c, 128);
+	cr_assert_eq(app.acquire(G0, r0b), -EBUSY);
+	// A file already used as another process's compute VM.
+	FakeCaller other(2000);
+	int k2 = app.rig.open_kfd(other);
+	AcquireVm a{static_cast<uint32_t>(app.r1), G1};
+	cr_assert_eq(app.acquire(G1, app.r1), 0);
+	cr_assert_eq(app.rig.kfd(other, k2, ACQUIRE_VM, &a, abi::kIocWrite), -EINVAL);
+}
+
+Test(kfd_memory, alloc_errors)
+{
+	App app;
+	AllocMemoryOfGpu a{};
+	cr_assert_eq(app.alloc(G0, 0x100000000ull, 4096, ALLOC_VRAM, &a), -ENODEV, "no VM acquired");
+	cr_assert_eq(app.acquire(G0, app.r0), 0);
+	cr_assert_eq(app.alloc(G0, 0x100000000ull, 0, ALLOC_VRAM, &a), -EINVAL, "size 0");
+	cr_assert_eq(app.alloc(0x4242, 0x100000000ull, 4096, ALLOC_VRAM, &a), -EINVAL, "bad gpu");
+	cr_assert_eq(app.alloc(G0, 0x100000000ull, 4096, ALLOC_VRAM | ALLOC_GTT, &a), -EINVAL, "two types");
+	cr_assert_eq(app.alloc(G0, 0x100000000ull, 4096, ALLOC_DOORBELL, &a), -EINVAL, "doorbell size");
+	cr_assert_eq(app.alloc(G0, 0x100000000ull, 8192, ALLOC_MMIO_REMAP, &a), -EINVAL, "mmio size");
+	cr_assert_eq(app.alloc(G0, 0x100000000ull, 4ull << 30, ALLOC_VRAM, &a), -ENOMEM, "beyond VRAM");
+	uint8_t *mem = static_cast<uint8_t *>(aligned_alloc(4096, 8192));
+	cr_assert_eq(app.alloc(G0, 0x200000000ull, 8192, ALLOC_USERPTR, &a, reinterpret_cast<uint64_t>(mem) + 1),
+		     -EINVAL, "userptr not page aligned");
+
+	cr_assert_eq(app.alloc(G0, 0x100000000ull, 4096, ALLOC_VRAM | ALLOC_WRITABLE, &a), 0);
+	cr_assert_eq(a.handle, (uint64_t{G0} << 32) | 0);
+	cr_assert_geq(a.mmap_offset, 0x100000000ull);
+	cr_assert_eq(a.mmap_offset % 4096, 0);
+	AllocMemoryOfGpu b{};
+	cr_assert_eq(app.alloc(G0, 0x100001000ull, 4096, ALLOC_GTT, &b), 0);
+	cr_assert_eq(b.handle, (uint64_t{G0} << 32) | 1);
+	cr_assert_neq(b.mmap_offset, a.mmap_offset);
+	AllocMemoryOfGpu m{};
+	cr_assert_eq(app.alloc(G0, 0x100002000ull, 4096, ALLOC_MMIO_REMAP, &m), 0);
+	cr_assert_eq(m.mmap_offset, (MMAP_TYPE_MMIO | mmap_gpu_id(G0)));
+	AvailableMemory av{0, G0, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, AVAILABLE_MEMORY, &av), 0);
+	cr_assert_eq(av.available, (1ull << 30) - 4096);
+	free(mem);
+}
+
+Test(kfd_memory, map_unmap_free)
+{
+	App app;
+	cr_assert_eq(app.acquire(G0, app.r0), 0);
+	AllocMemoryOfGpu a{};
+	cr_assert_eq(app.alloc(G0, 0x100000000ull, 8192, ALLOC_VRAM | ALLOC_WRITABLE, &a), 0);
+	cr_assert_eq(app.map(a.handle, {}), -EINVAL, "n_devices 0");
+	uint32_t ns = 2;
+	cr_assert_eq(app.map(a.handle, {G0}, &ns), -EINVAL, "n_success > n_devices");
+	cr_assert_eq(app.map(a.handle + 77, {G0}), -ENOMEM, "unknown handle");
+	cr_assert_eq(app.map(a.handle, {0x4242}), -EINVAL, "unknown peer");
+	MapMemoryToGpu bad{a.handle, 16, 1, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, MAP_MEMORY_TO_GPU, &bad), -EFAULT);
+	// G1 has no VM: the first device succeeds, the second fails.
+	ns = 0;
+	cr_assert_eq(app.map(a.handle, {G0, G1}, &ns), -ENODEV);
+	cr_assert_eq(ns, 1);
+	cr_assert_eq(app.acquire(G1, app.r1), 0);
+	cr_assert_eq(app.map(a.handle, {G0, G1}, &ns), 0);
+	cr_assert_eq(ns, 2);
+	cr_assert_eq(app.free_bo(a.handle), -EBUSY, "still mapped");
+	// A second BO at an overlapping VA cannot be mapped.
+	AllocMemoryOfGpu b{};
+	cr_assert_eq(app.alloc(G0, 0x100001000ull, 4096, ALLOC_GTT, &b), 0);
+	cr_assert_eq(app.map(b.handle, {G0}), -EINVAL);
+	AllocMemoryOfGpu cbo{};
+	cr_assert_eq(app.alloc(G0, 0x100000800ull, 4096, ALLOC_GTT, &cbo), 0);
+	cr_assert_eq(app.map(cbo.handle, {G0}), -EINVAL, "misaligned VA");
+
+	uint32_t un = 0;
+	cr_assert_eq(app.map(a.handle, {G0, G1}, &un, true), 0);
+	cr_assert_eq(un, 2);
+	un = 0;
+	cr_assert_eq(app.map(a.handle, {G0}, &un, true), -EINVAL, "not mapped");
+	cr_assert_eq(app.free_bo(a.handle), 0);
+	cr_assert_eq(app.free_bo(a.handle), -EINVAL, "double free");
+	cr_assert_eq(app.free_bo((uint64_t{0x4242} << 32) | 1), -EINVAL, "bad gpu in handle");
+	// Freed id is reused: lowest free.
+	AllocMemoryOfGpu d{};
+	cr_assert_eq(app.alloc(G0, 0x300000000ull, 4096, ALLOC_GTT, &d), 0);
+	cr_assert_eq(d.handle & 0xffffffff, 0);
+}
+
+Test(kfd_memory, cpu_mapping_through_render_node)
+{
+	App app;
+	cr_assert_eq(app.acquire(G0, app.r0), 0);
+	AllocMemoryOfGpu a{};
+	cr_assert_eq(app.alloc(G0, 0x100000000ull, 8192, ALLOC_VRAM | ALLOC_WRITABLE, &a), 0);
+	auto *p = static_cast<uint8_t *>(app.rig.map(app.c, app.r0, a.mmap_offset, 8192));
+	cr_assert_not_null(p);
+	std::memset(p, 0xab, 8192);
+	// The same bytes through introspection.
+	std::string s = app.rig.model->introspect("bo-bytes 1000 " + std::to_string(a.handle) + " 4094 4");
+	cr_assert_str_eq(s.c_str(), "{\"bytes\":\"abababab\"}");
+	// Another open of the same node has no access.
+	int other = app.rig.open_render(app.c, 128);
+	int err = 0;
+	cr_assert_null(app.rig.map(app.c, other, a.mmap_offset, 4096, &err));
+	cr_assert_eq(err, -EACCES);
+	cr_assert_null(app.rig.map(app.c, app.r0, a.mmap_offset, 3 * 4096, &err));
+	cr_assert_eq(err, -EINVAL, "longer than the BO");
+	munmap(p, 8192);
+}
+
+Test(kfd_memory, userptr_ledger)
+{
+	App app;
+	cr_assert_eq(app.acquire(G0, app.r0), 0);
+	const size_t sz = 64 * 4096;
+	void *mem = aligned_alloc(4096, sz);
+	AllocMemoryOfGpu a{};
+	cr_assert_eq(app.alloc(G0, 0x100000000ull, sz, ALLOC_USERPTR | ALLOC_WRITABLE, &a,
+			       reinterpret_cast<uint64_t>(mem)),
+		     0);
+	std::string s = app.rig.model->introspect("userptr 1000");
+	std::string want = "{\"pid\":1000,\"current\":" + std::to_string(sz) + ",\"peak\":" + std::to_string(sz) + "}";
+	cr_assert(s == want, "%s", s.c_str());
+	cr_assert_eq(app.free_bo(a.handle), 0);
+	s = app.rig.model->introspect("userptr 1000");
+	want = "{\"pid\":1000,\"current\":0,\"peak\":" + std::to_string(sz) + "}";
+	cr_assert(s == want, "%s", s.c_str());
+	free(mem);
+}
+
+Test(kfd_memory, queues_and_events)
+{
+	App app;
+	cr_assert_eq(app.acquire(G0, app.r0), 0);
+	std::vector<uint8_t> ring(4096);
+	uint64_t rptr = 0, wptr = 0;
+	CreateQueue q{};
+	q.ring_base_address = reinterpret_cast<uint64_t>(ring.data());
+	q.ring_size = 4096;
+	q.gpu_id = G0;
+	q.queue_type = QUEUE_COMPUTE_AQL;
+	q.queue_percentage = 100;
+	q.read_pointer_address = reinterpret_cast<uint64_t>(&rptr);
+	q.write_pointer_address = reinterpret_cast<uint64_t>(&wptr);
+	CreateQueue bad = q;
+	bad.queue_type = 9;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &bad), -524);
+	bad = q;
+	bad.ring_size = 3000;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &bad), -EINVAL);
+	bad = q;
+	bad.queue_priority = 16;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &bad), -EINVAL);
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q), 0);
+	cr_assert_eq(q.queue_id, 0);
+	cr_assert_eq(q.doorbell_offset >> 62, 3);
+	// The doorbell page maps through /dev/kfd.
+	void *db = app.rig.map(app.c, app.kfd, q.doorbell_offset & ~0xfffull, 8192);
+	cr_assert_not_null(db);
+	munmap(db, 8192);
+
+	CreateEvent e{};
+	e.event_type = EVENT_SIGNAL;
+	e.auto_reset = 1;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_EVENT, &e), 0);
+	EventId id{e.event_id, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, SET_EVENT, &id, abi::kIocWrite), 0);
+	EventData ed{};
+	ed.event_id = e.event_id;
+	WaitEvents w{reinterpret_cast<uint64_t>(&ed), 1, 1, 1000, 9};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, WAIT_EVENTS, &w), 0);
+	cr_assert_eq(w.wait_result, WAIT_COMPLETE);
+	w.timeout = 10;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, WAIT_EVENTS, &w), 0);
+	cr_assert_eq(w.wait_result, WAIT_TIMEOUT, "auto-reset event consumed");
+	EventId unknown{777, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, DESTROY_EVENT, &unknown, abi::kIocWrite), -EINVAL);
+	DestroyQueue dq{5, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, DESTROY_QUEUE, &dq), -EINVAL);
+	std::string s = app.rig.model->introspect("queues 1000");
+	cr_assert(s.find("\"state\":\"active\"") != std::string::npos, "%s", s.c_str());
+}
+
+Test(kfd_memory, process_exit_frees)
+{
+	App app;
+	cr_assert_eq(app.acquire(G0, app.r0), 0);
+	AllocMemoryOfGpu a{};
+	cr_assert_eq(app.alloc(G0, 0x100000000ull, 1 << 20, ALLOC_VRAM, &a), 0);
+	app.rig.model->process_exit(1000);
+	std::string s = app.rig.model->introspect("bos 1000");
+	cr_assert(s == "{\"error\":\"no such process\"}", "%s", s.c_str());
+	// VRAM accounting returns: a new process can allocate all of it.
+	FakeCaller n(3000);
+	int k = app.rig.open_kfd(n);
+	AcquireVm acq{static_cast<uint32_t>(app.rig.open_render(n, 128)), G0};
+	cr_assert_eq(app.rig.kfd(n, k, ACQUIRE_VM, &acq, abi::kIocWrite), 0);
+	AvailableMemory av{0, G0, 0};
+	cr_assert_eq(app.rig.kfd(n, k, AVAILABLE_MEMORY, &av), 0);
+	cr_assert_eq(av.available, 1ull << 30);
+}
