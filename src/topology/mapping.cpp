@@ -226,7 +226,7 @@ private:
 		if (owner_[di] != kNone)
 			out.push_back(strprintf("already taken by checkpointed gpu_id %u", src_[owner_[di]]->gpu_id));
 		for (size_t k = 0; k < src_.size(); k++) {
-			if (assigned_[k] == kNone || k == si)
+			if (assigned_[k] == kNone || k == si || assigned_[k] == di)
 				continue;
 			if (in_.checkpointed->xgmi_peers(src_[si]->gpu_id, src_[k]->gpu_id) &&
 			    !in_.local->xgmi_peers(dst_[di]->gpu_id, dst_[assigned_[k]]->gpu_id))

@@ -494,6 +494,22 @@ Test(mapping_links, gpu_without_cpu_link_cannot_replace_one_with)
 
 // ---- the search ----------------------------------------------------------------
 
+Test(mapping_search, same_gpu_id_preferred_then_same_minor)
+{
+	// Local GPUs carry the checkpointed gpu_ids with the minors swapped:
+	// the gpu_id wins.
+	Topology src = Builder().cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0).build();
+	Topology dst = Builder().cpu(0).gpu(1, 12, 128, 0).gpu(2, 11, 129, 0).build();
+	GpuMap m = map_ok(input(src, dst));
+	cr_assert_eq(m.local_gpu_id(11), 11u);
+	cr_assert_eq(m.local_gpu_id(12), 12u);
+	// Without gpu_id matches, the same render minor is preferred.
+	Topology dst2 = Builder().cpu(0).gpu(1, 31, 129, 0).gpu(2, 32, 128, 0).build();
+	GpuMap m2 = map_ok(input(src, dst2));
+	cr_assert_eq(m2.local_gpu_id(11), 32u);
+	cr_assert_eq(m2.local_gpu_id(12), 31u);
+}
+
 Test(mapping_search, backtracks_over_identity_choice_numa)
 {
 	// Checkpointed: 11 and 12 share CPU 0, 13 is alone on CPU 1.
