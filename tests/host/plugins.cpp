@@ -109,8 +109,10 @@ amdcr::Status PluginSet::load(const std::string &path, int stage)
 		logf(kInfo, "plugin %s: init(%s) = %d\n", name, stage_name(stage), ret);
 		if (ret) {
 			logf(kError, "Failed in init(%d) of \"%s\"\n", stage, name);
+			// name lives in the plugin: format before dlclose().
+			amdcr::Error err = amdcr::make_error(EINVAL, "init of %s failed", name);
 			dlclose(h);
-			return amdcr::make_error(EINVAL, "init of %s failed", name);
+			return err;
 		}
 	}
 	plugins_.push_back(Plugin{path, name, h, d});

@@ -269,17 +269,54 @@ static int update_vma_map(const char *path, const uint64_t addr, const uint64_t 
 	return ret;
 }
 
-#define PID_HOOK(fn, HOOK)                                                     \
+/* Whether the task is being traced (frozen by the host) right now. */
+static int traced(int pid)
+{
+	char path[64], line[256];
+	FILE *f;
+	int tracer = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "TracerPid:", 10))
+			tracer = atoi(line + 10);
+	fclose(f);
+	return tracer > 0;
+}
+
+/* How many of this process's fds link to $TESTPLUGIN_WATCH_PATH. */
+static int watched_fds(void)
+{
+	const char *want = getenv("TESTPLUGIN_WATCH_PATH");
+	int fd, n = 0;
+
+	if (!want)
+		return -1;
+	for (fd = 0; fd < 4096; fd++) {
+		char link[256];
+		if (fcntl(fd, F_GETFD) < 0)
+			continue;
+		fd_link(fd, link, sizeof(link));
+		n += !strcmp(link, want);
+	}
+	return n;
+}
+
+#define PID_HOOK(fn, HOOK, FMT, ...)                                           \
 	static int fn(int pid)                                                 \
 	{                                                                      \
 		int ret = spec_value(setting(#HOOK), NULL);                    \
-		record(#HOOK "(pid=%d) = %d", pid, ret);                       \
+		record(#HOOK "(pid=%d" FMT ") = %d", pid, __VA_ARGS__, ret);   \
 		return ret;                                                    \
 	}
-PID_HOOK(pause_devices, PAUSE_DEVICES)
-PID_HOOK(checkpoint_devices, CHECKPOINT_DEVICES)
-PID_HOOK(resume_devices_late, RESUME_DEVICES_LATE)
-PID_HOOK(dump_devices_late, DUMP_DEVICES_LATE)
+PID_HOOK(pause_devices, PAUSE_DEVICES, ", traced=%d", traced(pid))
+PID_HOOK(checkpoint_devices, CHECKPOINT_DEVICES, ", traced=%d", traced(pid))
+PID_HOOK(resume_devices_late, RESUME_DEVICES_LATE, ", alive=%d", traced(pid) >= 0)
+PID_HOOK(dump_devices_late, DUMP_DEVICES_LATE, ", traced=%d, watched_fds=%d", traced(pid),
+	 watched_fds())
 
 static int post_forking(void)
 {

@@ -5,7 +5,8 @@
  *   host_target [--open PATH]... [--memfd-map BYTES] [--child]
  *               [--heartbeat FILE] --ready FILE
  *
- * Opens the paths (O_RDWR, else O_RDONLY), maps a shared memfd when asked,
+ * Closes every inherited fd above 2, so the paths get fds 3, 4, ... in order,
+ * opens the paths (O_RDWR, else O_RDONLY), maps a shared memfd when asked,
  * forks one child when asked (it inherits the fds and sleeps), then writes
  * "pid=P child=C map=0xADDR size=N" to the ready file and loops, bumping a
  * counter in the heartbeat file every 20 ms, until killed.
@@ -52,6 +53,8 @@ int main(int argc, char **argv)
 	char text[256];
 	unsigned long beat = 0;
 
+	for (int fd = 3; fd < 1024; fd++)
+		close(fd);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--open") && i + 1 < argc) {
 			const char *p = argv[++i];
