@@ -102,8 +102,12 @@ RestoreSession::RestoreSession(SessionEnv env) : env_(std::move(env)) {}
 Status RestoreSession::prepare()
 {
 	auto images = session_image_dir(env_);
-	if (!images)
-		return std::move(images).error();
+	if (!images) {
+		// No image directory: there are no images of ours to restore.
+		log_debug("restore: %s", images.error().message().c_str());
+		state_ = State::Inactive;
+		return ok_status();
+	}
 	auto kfd_ids = scan_ids(*images, kKfdImagePrefix);
 	if (!kfd_ids)
 		return std::move(kfd_ids).error();
