@@ -71,6 +71,15 @@ Config Config::with(Check check, bool on) const
 	return copy;
 }
 
+std::string Config::describe() const
+{
+	std::string out;
+	for (const auto &i : kCheckTable)
+		out += strprintf("%s=%d ", i.env, this->*(i.field) ? 1 : 0);
+	out += strprintf("%s=%llu", kMaxBufferSizeEnv, static_cast<unsigned long long>(max_buffer_size));
+	return out;
+}
+
 Result<bool> parse_bool_setting(std::string_view value)
 {
 	if (value == "1" || iequals(value, "yes"))

@@ -63,6 +63,10 @@ struct Config {
 	bool enabled(Check check) const;
 	// A copy with one check switched on or off (tests, tooling).
 	Config with(Check check, bool on) const;
+	// One line for the log: "KFD_FW_VER_CHECK=1 ... KFD_MAX_BUFFER_SIZE=0".
+	std::string describe() const;
+
+	bool operator==(const Config &) const = default;
 };
 
 // Looks a variable up; std::nullopt when it is not set.

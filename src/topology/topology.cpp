@@ -656,6 +656,36 @@ Result<Topology> parse_topology(const std::string &root, const TopologyFs &fs)
 	return Topology(std::move(nodes), *sys);
 }
 
+std::string describe_topology(const Topology &t)
+{
+	std::string out;
+	for (const auto &n : t.nodes()) {
+		if (!out.empty())
+			out += "\n";
+		if (n.is_cpu())
+			out += strprintf("node %u: CPU, %u cores", n.node_id, n.cpu_cores_count);
+		else if (!n.accessible)
+			out += strprintf("node %u: GPU gpu_id %u, not accessible (device cgroup)", n.node_id, n.gpu_id);
+		else
+			out += strprintf("node %u: GPU gpu_id %u renderD%u %s device_id 0x%04x, VRAM %llu bytes (%s)",
+					 n.node_id, n.gpu_id, n.drm_render_minor, n.name.empty() ? "-" : n.name.c_str(),
+					 n.device_id, static_cast<unsigned long long>(n.vram_size),
+					 n.vram_public ? "public" : "private");
+		std::string links;
+		for (const auto &l : n.io_links)
+			if (t.link_valid(l))
+				links += strprintf(" %s->%u", l.type == kIoLinkTypeXgmi ? "XGMI" : "PCIe", l.node_to);
+		if (!links.empty())
+			out += "; links" + links;
+	}
+	for (const auto &h : t.hives()) {
+		out += "\nXGMI hive:";
+		for (uint32_t id : h)
+			out += strprintf(" %u", id);
+	}
+	return out;
+}
+
 // ---- image conversion --------------------------------------------------------
 
 struct OwnedDeviceEntry::Storage {

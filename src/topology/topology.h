@@ -172,6 +172,10 @@ std::string topology_dir(const std::string &root);
 // node whose files fail with EPERM/EACCES is recorded with accessible=false.
 Result<Topology> parse_topology(const std::string &root, const TopologyFs &fs = disk_topology_fs());
 
+// A multi-line summary for the log: one line per node with its kind, ids,
+// VRAM and valid links, then the hives.
+std::string describe_topology(const Topology &topology);
+
 // ---- image conversion ------------------------------------------------------
 
 // A kfd_device_entry together with the memory its pointers refer to.

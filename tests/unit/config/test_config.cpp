@@ -203,3 +203,15 @@ Test(config, process_env)
 	unsetenv("KFD_MAX_BUFFER_SIZE");
 	unsetenv("KFD_CACHES_COUNT_CHECK");
 }
+
+Test(config, describe_lists_every_setting)
+{
+	const Config c = Config{}.with(Check::Numa, false);
+	const std::string d = c.describe();
+	for (Check k : kAllChecks)
+		cr_assert(contains(d, std::string(check_env_name(k)) + (k == Check::Numa ? "=0" : "=1")), "%s",
+			  d.c_str());
+	cr_assert(contains(d, "KFD_MAX_BUFFER_SIZE=0"), "%s", d.c_str());
+	cr_assert(c != Config{});
+	cr_assert(c.with(Check::Numa, true) == Config{});
+}

@@ -292,6 +292,21 @@ Test(topology, other_read_errors_fail)
 	cr_assert_eq(e.code(), EIO);
 }
 
+Test(topology, describe)
+{
+	OverlayFs fs;
+	fs.fail(node_path("8xmi300x", 9, "gpu_id"), EPERM);
+	Topology t = parse_ok("8xmi300x", fs);
+	const std::string d = describe_topology(t);
+	cr_assert(has(d, "node 0: CPU, 96 cores; links PCIe->2 PCIe->3 PCIe->4 PCIe->5\n"), "%s", d.c_str());
+	cr_assert(has(d, "node 2: GPU gpu_id 41442 renderD128 aqua_vanjaram device_id 0x74a1, VRAM 206141652992 bytes "
+			 "(public); links PCIe->0 XGMI->3"),
+		  "%s", d.c_str());
+	cr_assert(has(d, "node 9: GPU gpu_id 0, not accessible"), "%s", d.c_str());
+	cr_assert(has(d, "\nXGMI hive: 41442 52639 10513 28881 7617 64018 33211"), "%s", d.c_str());
+	cr_assert(!has(d, "->9"), "links to a hidden node are not shown: %s", d.c_str());
+}
+
 // ---- image conversion ------------------------------------------------------
 
 namespace {
