@@ -3,7 +3,7 @@
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-compiler
-      libhsakmt-dev libcriterion-dev asciidoctor)
+      libhsakmt-dev libcriterion-dev asciidoctor python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
