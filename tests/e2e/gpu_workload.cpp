@@ -8,7 +8,10 @@
 // made, then waits to be checkpointed (or exits with --exit).
 //
 //   gpu-workload --manifest FILE [--ready FILE] [--vram LIST] [--gtt LIST]
-//                [--no-queues] [--exit]
+//                [--no-queues] [--exit] [--children N]
+//   --children N: first fork N children; each runs the same workload with
+//   its own KFD context, seeds and manifest (FILE.<k>, k = 1..N), and the
+//   root writes the ready file once all are ready.
 //   LIST: comma-separated sizes with K/M/G suffixes and '+' sums, e.g.
 //         4K,12K,1M+4K,1G+36K (each a multiple of 4 KiB)
 #include <hsakmt.h>
@@ -81,6 +84,7 @@ int main(int argc, char **argv)
 	std::vector<uint64_t> vram = {4 << 10, 12 << 10, (1 << 20) + (4 << 10), (7 << 20) + (12 << 10)};
 	std::vector<uint64_t> gtt = {8 << 10, (3 << 20) + (4 << 10)};
 	bool queues = true, hold = true;
+	int children = 0;
 	for (int i = 1; i < argc; i++) {
 		const std::string a = argv[i];
 		auto next = [&]() -> const char * {
@@ -94,11 +98,34 @@ int main(int argc, char **argv)
 		else if (a == "--gtt") gtt = parse_list(next());
 		else if (a == "--no-queues") queues = false;
 		else if (a == "--exit") hold = false;
+		else if (a == "--children") children = std::atoi(next());
 		else die("unknown option");
 	}
 	if (manifest_path.empty())
 		die("--manifest is required");
 	signal(SIGTERM, on_term);
+
+	// A process tree: each child is a GPU process of its own.
+	uint64_t seed = 1;
+	std::vector<pid_t> kids;
+	std::vector<std::string> kid_ready;
+	for (int k = 1; k <= children; k++) {
+		const std::string ready = ready_path.empty() ? "" : ready_path + "." + std::to_string(k);
+		const pid_t pid = fork();
+		if (pid < 0)
+			die("fork");
+		if (pid == 0) {
+			manifest_path += "." + std::to_string(k);
+			ready_path = ready;
+			seed = 1 + 1000 * static_cast<uint64_t>(k);
+			children = 0;
+			kids.clear();
+			kid_ready.clear();
+			break;
+		}
+		kids.push_back(pid);
+		kid_ready.push_back(ready);
+	}
 
 	if (HSAKMT_STATUS s = hsaKmtOpenKFD(); s != HSAKMT_STATUS_SUCCESS)
 		die("hsaKmtOpenKFD", s);
@@ -108,7 +135,6 @@ int main(int argc, char **argv)
 
 	e2e::Manifest m;
 	m.pid = static_cast<int>(getpid());
-	uint64_t seed = 1;
 	std::vector<uint32_t> gpu_nodes;
 	for (uint32_t node = 0; node < sys.NumNodes; node++) {
 		HsaNodeProperties props{};
@@ -181,6 +207,9 @@ int main(int argc, char **argv)
 
 	if (!e2e::write_manifest(manifest_path, m))
 		die("write manifest");
+	for (const auto &r : kid_ready)
+		while (!r.empty() && access(r.c_str(), F_OK) != 0)
+			usleep(10000);
 	if (!ready_path.empty()) {
 		FILE *f = std::fopen(ready_path.c_str(), "w");
 		if (!f)
