@@ -159,9 +159,10 @@ int do_dump(const Options &o, int dirfd)
 	return host::run_dump(d, ps, dirfd) == 0 ? 0 : 1;
 }
 
-int do_restore(const Options &o, int dirfd)
+int do_restore(const Options &o, int dirfd, const std::vector<int> &inherited)
 {
 	host::RestoreOptions r;
+	r.inherited_fds = inherited;
 	if (!o.verifier.empty()) {
 		const size_t colon = o.verifier.rfind(':');
 		if (colon == std::string::npos || colon == 0 || colon + 1 == o.verifier.size()) {
@@ -209,8 +210,19 @@ int do_restore(const Options &o, int dirfd)
 
 } // namespace
 
+// The fds open when the host starts (before its log and image directory).
+std::vector<int> open_fds()
+{
+	std::vector<int> out;
+	for (int fd = 3; fd < 1024; fd++)
+		if (fcntl(fd, F_GETFD) != -1)
+			out.push_back(fd);
+	return out;
+}
+
 int main(int argc, char **argv)
 {
+	const std::vector<int> inherited = open_fds();
 	Options o;
 	if (!parse(argc, argv, o)) {
 		std::fputs(kUsage, stderr);
@@ -243,7 +255,7 @@ int main(int argc, char **argv)
 	host::logf(host::kInfo, "criu-host %s (plugin ABI version %#x, %d hooks)\n",
 		   o.command.c_str(), CRIU_PLUGIN_VERSION, CR_PLUGIN_HOOK__MAX);
 
-	const int ret = o.command == "dump" ? do_dump(o, dirfd) : do_restore(o, dirfd);
+	const int ret = o.command == "dump" ? do_dump(o, dirfd) : do_restore(o, dirfd, inherited);
 	close(host::image_dir_fd());
 	return ret;
 }

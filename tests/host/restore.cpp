@@ -133,6 +133,8 @@ private:
 	int restore_files(size_t idx);
 	int restore_vmas(size_t idx);
 	int install(size_t idx, int id, int newfd, std::set<int> &installed);
+	// Before a restored fd takes number `fd`: says what it replaces.
+	void note_replaced(int fd, const std::set<int> &installed) const;
 	int verify();
 
 	size_t master_of(int id) const;
@@ -187,6 +189,17 @@ pid_t Restorer::fork_task(size_t idx)
 	return pid;
 }
 
+void Restorer::note_replaced(int fd, const std::set<int> &installed) const
+{
+	if (installed.count(fd) || fcntl(fd, F_GETFD) == -1)
+		return;
+	const auto &inh = opts_.inherited_fds;
+	if (std::find(inh.begin(), inh.end(), fd) != inh.end())
+		logf(kDebug, "fd %d (inherited by the host) replaced\n", fd);
+	else
+		logf(kWarn, "fd %d is in use in the restoring process (a plugin's?); replaced\n", fd);
+}
+
 int Restorer::install(size_t idx, int id, int newfd, std::set<int> &installed)
 {
 	bool used = false;
@@ -196,8 +209,7 @@ int Restorer::install(size_t idx, int id, int newfd, std::set<int> &installed)
 		if (f.fd == newfd) {
 			used = true;
 		} else {
-			if (!installed.count(f.fd) && fcntl(f.fd, F_GETFD) != -1)
-				logf(kWarn, "fd %d is in use in the restoring process; replaced\n", f.fd);
+			note_replaced(f.fd, installed);
 			if (dup2(newfd, f.fd) < 0) {
 				log_perror("Can't dup %d into %d", newfd, f.fd);
 				return -1;
@@ -340,8 +352,8 @@ int Restorer::restore_files(size_t idx)
 		if (f.pos > 0)
 			lseek(fd, f.pos, SEEK_SET);
 		if (fd != f.fd) {
-			if (!installed.count(f.fd) && fcntl(f.fd, F_GETFD) != -1 && f.fd > 2)
-				logf(kWarn, "fd %d is in use in the restoring process; replaced\n", f.fd);
+			if (f.fd > 2)
+				note_replaced(f.fd, installed);
 			if (dup2(fd, f.fd) < 0) {
 				log_perror("Can't dup %d into %d", fd, f.fd);
 				close(fd);

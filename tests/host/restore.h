@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "inventory.h"
 #include "plugins.h"
@@ -12,6 +13,10 @@ struct RestoreOptions {
 	std::string verifier_lib; // empty: no verifier
 	std::string verifier_fn;
 	std::string verifier_arg;
+	// fds the host inherited when it started: replacing one of these with a
+	// restored fd is expected (CRIU closes them all); replacing any other
+	// (a plugin's) is worth a warning.
+	std::vector<int> inherited_fds;
 };
 
 // The restore of `inv` with the loaded plugins (their init(RESTORE) done

@@ -115,7 +115,7 @@ expect_running() {
 	state=$(awk '/^State:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
 	tracer=$(awk '/^TracerPid:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
 	case "$state" in
-	S | R) ;;
+	S | R | D) ;;
 	*) fail "task $pid is in state '$state' after the dump" ;;
 	esac
 	[ "$tracer" = 0 ] || fail "task $pid is still traced by $tracer"

@@ -1,0 +1,77 @@
+# Device mappings under the emulated GPU: the host asks the emulator's
+# control command for the task's device mappings (a stand-in script here),
+# calls HANDLE_DEVICE_VMA with the mapping's fd and the device's stat, and at
+# restore UPDATE_VMA_MAP + the mmap at the same address in the task.
+source "$(dirname "$0")/lib.sh"
+
+DEV=$(pick_device)
+A=$(plugin tp_a)
+B=$(plugin tp_b)
+start_target --memfd-map 8192 --open "$DEV" --child
+P=$TARGET_PID C=$TARGET_CHILD MAP=$TARGET_MAP
+END=$(printf '0x%x' $((MAP + TARGET_MAP_SIZE)))
+
+# The emulator's control command, as the host expects it (devices.h).
+cat >"$T/kfd-emu" <<EOT
+#!/bin/bash
+[ "\$1" = ctl ] || exit 2
+case "\$2" in
+vmas) echo '[{"start": "$MAP", "end": "$END", "path": "$DEV", "pgoff": 4096, "prot": 3}]' ;;
+fds) echo '[]' ;;
+*) exit 2 ;;
+esac
+EOT
+chmod +x "$T/kfd-emu"
+export KFDEMU_SOCKET=$T/none CRIU_HOST_KFDEMU=$T/kfd-emu
+RDEV="$((0x$(stat -c %t "$DEV"))):$((0x$(stat -c %T "$DEV")))"
+
+# Nobody handles the mapping: CRIU's error.
+TP_A_DUMP_EXT_FILE=0 host dump -t "$P" -D "$T/img" --plugin "$A" --plugin "$B" && fail "unclaimed device mapping dumped"
+log_has "Error: handle_device_vma plugin failed" || fail "no handle_device_vma error"
+log_has "Error: Can't handle non-regular mapping on $P's map ${MAP#0x}" || fail "no non-regular mapping error"
+[ "$(records_of HANDLE_DEVICE_VMA | cut -d' ' -f1 | tr '\n' ' ')" = "tp_a tp_b " ] || fail "not every plugin asked"
+[ -z "$(records_of DUMP_EXT_FILE)" ] || fail "files dumped after the mapping failed"
+expect_running "$P"
+ok "-ENOTSUP from every plugin fails the dump; task runs"
+
+: >"$REC"
+TP_A_DUMP_EXT_FILE=0 TP_B_HANDLE_DEVICE_VMA=0 host dump -t "$P" -D "$T/img" --plugin "$A" --plugin "$B" --kill ||
+	fail "dump failed"
+wait "$P" 2>/dev/null
+records_of HANDLE_DEVICE_VMA | grep -q "^tp_b HANDLE_DEVICE_VMA(fd=[0-9]*, rdev=$RDEV, chr=1, path=/memfd:host-target (deleted)) = 0\$" ||
+	fail "HANDLE_DEVICE_VMA did not get the mapping's fd and the device's stat"
+[ "$(records_of HANDLE_DEVICE_VMA | grep -c '^tp_b')" = 2 ] || fail "not called for both tasks"
+# Per task: mappings before files.
+records | grep -E "HANDLE_DEVICE_VMA|DUMP_EXT_FILE" | cut -d'(' -f1 | uniq >"$T/seq"
+printf '%s\n' "tp_a HANDLE_DEVICE_VMA" "tp_b HANDLE_DEVICE_VMA" "tp_a DUMP_EXT_FILE" \
+	"tp_a HANDLE_DEVICE_VMA" "tp_b HANDLE_DEVICE_VMA" >"$T/seq.expected"
+diff -u "$T/seq.expected" "$T/seq" >&2 || fail "mapping/file order"
+grep -qx "plugin name=tp_b" "$T/img/inventory.host" || fail "mapping claimer not in the inventory"
+grep -qx "vma task=$P start=$MAP end=$END prot=3 flags=0x1 pgoff=0x1000 path=$DEV" "$T/img/inventory.host" ||
+	fail "mapping not recorded"
+ok "HANDLE_DEVICE_VMA per mapping, before the task's files; recorded"
+
+# Restore: the plugin supplies the fd to map (a /dev/zero stands in).
+: >"$REC"
+TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_UPDATE_VMA_MAP=open:/dev/zero \
+	host restore -D "$T/img" --plugin "$A" --plugin "$B" --verifier "$HOST_VERIFIER:verify_mapped" --verifier-arg "$MAP" ||
+	fail "restore failed"
+[ "$(records_of UPDATE_VMA_MAP | grep -c "^tp_b UPDATE_VMA_MAP(path=$DEV, addr=$MAP, old_pgoff=0x1000) = 1\$")" = 2 ] ||
+	fail "UPDATE_VMA_MAP args"
+[ "$(grep -c 'verify_mapped() = 0 (pass)' "$T/log")" = 2 ] || fail "mapping not in place in the restored tasks"
+log_has "New mmap $MAP-$END:0x1000->0 fd" || fail "new pgoff not used"
+ok "UPDATE_VMA_MAP in each task; the mapping is at its address, from the plugin's fd and new pgoff"
+
+# The verifier really checks the address.
+: >"$REC"
+TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_UPDATE_VMA_MAP=open:/dev/zero \
+	host restore -D "$T/img" --plugin "$A" --plugin "$B" --verifier "$HOST_VERIFIER:verify_mapped" --verifier-arg 0x1000 &&
+	fail "verify_mapped passed for an unmapped address"
+ok "verify_mapped can fail"
+
+: >"$REC"
+TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_UPDATE_VMA_MAP=-5 host restore -D "$T/img" --plugin "$A" --plugin "$B" &&
+	fail "restore with a failing UPDATE_VMA_MAP succeeded"
+log_has "UPDATE_VMA_MAP failed for $MAP: -5" || fail "no error"
+ok "UPDATE_VMA_MAP error fails the restore"
+done_testing
