@@ -28,17 +28,27 @@ std::string kfdemu_command()
 	return c && *c ? c : "kfd-emu";
 }
 
-amdcr::Result<json::Value> ctl_query(const char *what, pid_t pid)
+// The entries of a `kfd-emu ctl <what> <pid>` answer: a JSON array, or an
+// object holding it under `what`.
+amdcr::Result<std::vector<json::Value>> ctl_query(const char *what, pid_t pid)
 {
+	const std::string cmd = std::string("kfd-emu ctl ") + what;
 	auto out = run_capture({kfdemu_command(), "ctl", what, std::to_string(pid)});
 	if (!out)
-		return std::move(out).error().context(std::string("kfd-emu ctl ") + what);
+		return std::move(out).error().context(cmd);
 	auto doc = json::parse(*out);
 	if (!doc)
-		return std::move(doc).error().context(std::string("kfd-emu ctl ") + what);
-	if (doc->type != json::Value::Type::Array)
-		return amdcr::make_error(EINVAL, "kfd-emu ctl %s: expected a JSON array", what);
-	return doc;
+		return std::move(doc).error().context(cmd);
+	if (doc->type == json::Value::Type::Array)
+		return std::move(doc->items);
+	if (doc->type == json::Value::Type::Object) {
+		if (const json::Value *list = doc->get(what);
+		    list && list->type == json::Value::Type::Array)
+			return list->items;
+		if (const json::Value *err = doc->get("error"))
+			return amdcr::make_error(EINVAL, "%s: %s", cmd.c_str(), err->text.c_str());
+	}
+	return amdcr::make_error(EINVAL, "%s: no list in the answer", cmd.c_str());
 }
 
 int parse_prot(const json::Value *v)
@@ -61,12 +71,12 @@ int parse_prot(const json::Value *v)
 
 amdcr::Result<std::vector<DeviceVma>> emulated_vmas(pid_t pid)
 {
-	auto doc = ctl_query("vmas", pid);
-	if (!doc)
-		return std::move(doc).error();
+	auto items = ctl_query("vmas", pid);
+	if (!items)
+		return std::move(items).error();
 	auto kernel = read_maps(pid);
 	std::vector<DeviceVma> out;
-	for (const json::Value &item : doc->items) {
+	for (const json::Value &item : *items) {
 		const json::Value *start = item.get("start"), *end = item.get("end"),
 				  *path = item.get("path");
 		if (!start || !end || !path || !start->as_u64() || !end->as_u64() ||
@@ -136,23 +146,6 @@ bool emulated()
 amdcr::Result<std::vector<DeviceVma>> device_vmas(pid_t pid)
 {
 	return emulated() ? emulated_vmas(pid) : kernel_vmas(pid);
-}
-
-amdcr::Result<std::map<int, std::string>> emulated_device_fds(pid_t pid)
-{
-	std::map<int, std::string> out;
-	if (!emulated())
-		return out;
-	auto doc = ctl_query("fds", pid);
-	if (!doc)
-		return std::move(doc).error();
-	for (const json::Value &item : doc->items) {
-		const json::Value *fd = item.get("fd"), *path = item.get("path");
-		if (!fd || !path || !fd->as_u64() || path->type != json::Value::Type::String)
-			return amdcr::make_error(EINVAL, "kfd-emu ctl fds: entry without fd/path");
-		out[static_cast<int>(*fd->as_u64())] = path->text;
-	}
-	return out;
 }
 
 amdcr::Result<std::string> run_capture(const std::vector<std::string> &argv)

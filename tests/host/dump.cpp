@@ -16,7 +16,6 @@
 
 #include <cinttypes>
 #include <cstring>
-#include <map>
 
 #include "api.h"
 #include "base/unique_fd.h"
@@ -215,12 +214,6 @@ int Dumper::dump_fds(TaskRecord &t, int pidfd)
 		logf(kError, "Can't list fds of %d: %s\n", t.pid, fds.error().message().c_str());
 		return -1;
 	}
-	std::map<int, std::string> emu;
-	if (auto e = emulated_device_fds(t.pid); e)
-		emu = std::move(*e);
-	else
-		logf(kWarn, "No emulated device fds for %d: %s\n", t.pid, e.error().message().c_str());
-
 	logf(kInfo, "Dumping opened files (pid: %d)\n", t.pid);
 	for (int fd : *fds) {
 		auto params = read_fd_params(t.pid, fd);
@@ -242,14 +235,7 @@ int Dumper::dump_fds(TaskRecord &t, int pidfd)
 			log_perror("Can't stat fd %d of %d", fd, t.pid);
 			return -1;
 		}
-		FileClass fc;
-		std::string path = params->path;
-		if (auto it = emu.find(fd); it != emu.end()) {
-			path = it->second;
-			fc = {"ext", "chr", path};
-		} else {
-			fc = classify(st, static_cast<long>(sfs.f_type), params->path);
-		}
+		const FileClass fc = classify(st, static_cast<long>(sfs.f_type), params->path);
 		bool is_new = false;
 		const int id = file_id(t.pid, fd, st, is_new);
 		logf(kInfo, "%d fdinfo %d: pos: %#" PRIx64 " flags: %o id %d (%s %s)\n", t.pid, fd,
@@ -280,7 +266,7 @@ int Dumper::dump_fds(TaskRecord &t, int pidfd)
 		rec.flags = params->flags;
 		rec.cloexec = params->cloexec;
 		rec.pos = params->pos;
-		rec.path = path;
+		rec.path = params->path;
 		t.fds.push_back(std::move(rec));
 	}
 	return 0;

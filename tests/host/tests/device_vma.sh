@@ -11,15 +11,11 @@ start_target --memfd-map 8192 --open "$DEV" --child
 P=$TARGET_PID C=$TARGET_CHILD MAP=$TARGET_MAP
 END=$(printf '0x%x' $((MAP + TARGET_MAP_SIZE)))
 
-# The emulator's control command, as the host expects it (devices.h).
+# The emulator's control command, answering as its daemon does (devices.h).
 cat >"$T/kfd-emu" <<EOT
 #!/bin/bash
-[ "\$1" = ctl ] || exit 2
-case "\$2" in
-vmas) echo '[{"start": "$MAP", "end": "$END", "path": "$DEV", "pgoff": 4096, "prot": 3}]' ;;
-fds) echo '[]' ;;
-*) exit 2 ;;
-esac
+[ "\$1 \$2" = "ctl vmas" ] || exit 2
+echo '{"pid":'\$3',"vmas":[{"start":$((MAP)),"end":$((END)),"pgoff":4096,"prot":"rw-","path":"$DEV"}]}'
 EOT
 chmod +x "$T/kfd-emu"
 export KFDEMU_SOCKET=$T/none CRIU_HOST_KFDEMU=$T/kfd-emu
