@@ -1,0 +1,433 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""End-to-end checkpoint/restore tests: emulated GPU + CRIU host + plugin.
+
+Each scenario starts emulated machines with kfd-emu and, inside them, runs
+the GPU workload, the CRIU host (criu-host dump/restore) with the built
+amdgpu_plugin.so, and checks what came out: the images against the
+emulator's own view of the BOs, the restored tasks through the verifier,
+the queues' state, the staging memory, the error messages.
+
+    e2e.py --bin-dir BUILD SCENARIO      (run by CTest; see e2e_tests.cmake)
+    e2e.py --bin-dir BUILD --list
+
+A scenario re-invokes this script inside kfd-emu with --inner STEP; the
+steps talk through files in a scratch directory.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BIG_VRAM = "4K,12K,1M+4K,7M+12K,33M+4K,1G+36K"   # per GPU: 4 KiB .. over 1 GiB, odd sizes
+SMALL_VRAM = "4K,12K,1M+4K,5M+12K"
+GTT = "8K,3M+4K"
+
+
+class Bins:
+    def __init__(self, d):
+        self.emu = os.path.join(d, "tests/emulator/kfd-emu")
+        self.host = os.path.join(d, "tests/host/criu-host")
+        self.plugin = os.path.join(d, "amdgpu_plugin.so")
+        self.test_plugin = os.path.join(d, "tests/host/test_plugin.so")
+        self.workload = os.path.join(d, "tests/e2e/gpu-workload")
+        self.verify = os.path.join(d, "tests/e2e/libgpu_verify.so")
+        self.img_check = os.path.join(d, "tests/e2e/img-check")
+
+
+class Failed(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failed(msg)
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+# --------------------------------------------------------------------------
+# Inside an emulated machine
+# --------------------------------------------------------------------------
+
+def ctl(bins, *query):
+    out = subprocess.run([bins.emu, "ctl", *query], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise Failed("kfd-emu ctl %s: %s" % (" ".join(query), out.stderr.strip()))
+    return json.loads(out.stdout) if out.stdout.strip().startswith("{") else out.stdout
+
+
+def start_workload(bins, state, args):
+    manifest = os.path.join(state, "manifest")
+    ready = os.path.join(state, "ready")
+    for f in glob.glob(ready + "*"):
+        os.unlink(f)
+    p = subprocess.Popen([bins.workload, "--manifest", manifest, "--ready", ready] + args)
+    deadline = time.time() + 300
+    while not os.path.exists(ready):
+        if p.poll() is not None:
+            raise Failed("gpu-workload exited with %d before it was ready" % p.returncode)
+        if time.time() > deadline:
+            p.kill()
+            raise Failed("gpu-workload not ready after 300 s")
+        time.sleep(0.05)
+    return p, manifest
+
+
+def stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def run_host(bins, args, env_extra, logfile):
+    """Runs criu-host; returns (exit status, log + output, seconds, pid)."""
+    env = dict(os.environ)
+    env.update(env_extra)
+    t0 = time.time()
+    p = subprocess.Popen([bins.host] + args + ["-v4", "-o", logfile], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out, _ = p.communicate(timeout=1800)
+    dt = time.time() - t0
+    text = open(logfile).read() if os.path.exists(logfile) else ""
+    return p.returncode, text + out, dt, p.pid
+
+
+def plugin_lines(text, levels=("Error", "Warn")):
+    """Lines the amdgpu plugin logged (the host prefixes nothing; the
+    plugin's own prefix is 'amdgpu_plugin: ')."""
+    return [l for l in text.splitlines() if "amdgpu_plugin:" in l]
+
+
+def inner_dump(bins, a):
+    st = json.load(open(a.spec))
+    wl_args = st["workload"]
+    p, manifest = start_workload(bins, a.state, wl_args)
+    result = {"pid": p.pid, "manifest": manifest}
+    try:
+        before = {b["va"]: b for b in ctl(bins, "bos", str(p.pid))["bos"]}
+        if st.get("fault"):
+            ctl(bins, "faults", st["fault"])
+        images = os.path.join(a.state, "images")
+        os.makedirs(images, exist_ok=True)
+        plugins = ["--plugin", bins.plugin] + sum((["--plugin", x] for x in st.get("extra_plugins", [])), [])
+        rc, text, dt, hostpid = run_host(bins, ["dump", "-t", str(p.pid), "-D", images] + plugins,
+                                         st.get("env", {}), os.path.join(a.state, "dump.log"))
+        if st.get("fault"):
+            ctl(bins, "faults", "")
+        result.update(rc=rc, seconds=dt, log=text)
+        procs = {q["pid"]: q for q in ctl(bins, "processes")["processes"]}
+        q = ctl(bins, "queues", str(p.pid))
+        result["queues_state"] = q["state"]
+        result["paused"] = procs.get(p.pid, {}).get("paused")
+        result["alive"] = p.poll() is None
+        result["kfd_images"] = sorted(os.path.basename(f) for f in glob.glob(images + "/amdgpu-kfd-*.img"))
+        if rc == 0:
+            chk = subprocess.run([bins.img_check, "--images", images, "--manifest", manifest],
+                                 capture_output=True, text=True)
+            result["img_check_rc"] = chk.returncode
+            result["img_check_err"] = chk.stderr
+            decoded = json.loads(chk.stdout) if chk.stdout.strip() else {"kfd": []}
+            mism, compared = [], 0
+            for k in decoded["kfd"]:
+                for b in k["bos"]:
+                    if b["fnv"] is None:
+                        continue
+                    e = before.get(b["addr"])
+                    compared += 1
+                    if e is None:
+                        mism.append("image BO %#x not in the emulator" % b["addr"])
+                    elif e["checksum"] != b["fnv"] or e["size"] != b["size"]:
+                        mism.append("BO %#x: image %s/%d, emulator %s/%d" %
+                                    (b["addr"], b["fnv"], b["size"], e["checksum"], e["size"]))
+            result["compared"] = compared
+            result["mismatches"] = mism
+            result["content_bos_in_emulator"] = sum(1 for b in before.values() if b["type"] in ("vram", "gtt"))
+        result["counters"] = ctl(bins, "counters")
+        # The staging memory: userptr BOs the dumping process registered.
+        result["userptr"] = ctl(bins, "userptr", str(hostpid))
+    finally:
+        stop(p)
+    json.dump(result, open(os.path.join(a.state, "dump.json"), "w"))
+    return 0
+
+
+def inner_restore(bins, a):
+    st = json.load(open(a.spec))
+    images = os.path.join(st["images_state"], "images")
+    manifest = os.path.join(st["images_state"], "manifest")
+    if st.get("fault"):
+        ctl(bins, "faults", st["fault"])
+    plugins = ["--plugin", bins.plugin] + sum((["--plugin", x] for x in st.get("extra_plugins", [])), [])
+    verifier = ["--verifier", bins.verify + ":verify_gpu_state", "--verifier-arg", manifest + "," + bins.emu]
+    rc, text, dt, _ = run_host(bins, ["restore", "-D", images] + plugins + (verifier if st.get("verify", True) else []),
+                            st.get("env", {}), os.path.join(a.state, "restore.log"))
+    result = {"rc": rc, "seconds": dt, "log": text, "counters": ctl(bins, "counters"),
+              "processes": ctl(bins, "processes")}
+    json.dump(result, open(os.path.join(a.state, "restore.json"), "w"))
+    return 0
+
+
+# --------------------------------------------------------------------------
+# Outside: scenarios
+# --------------------------------------------------------------------------
+
+class Run:
+    def __init__(self, bins, scratch):
+        self.bins = bins
+        self.scratch = scratch
+        self.n = 0
+
+    def machine(self, machine_args, step, spec):
+        self.n += 1
+        state = os.path.join(self.scratch, "%02d-%s" % (self.n, step))
+        os.makedirs(state, exist_ok=True)
+        spec_path = os.path.join(state, "spec.json")
+        json.dump(spec, open(spec_path, "w"))
+        cmd = [self.bins.emu] + machine_args + ["--", sys.executable, os.path.abspath(__file__),
+                                                "--bin-dir", ARGS.bin_dir, "--inner", step,
+                                                "--state", state, "--spec", spec_path]
+        r = subprocess.run(cmd, timeout=3600)
+        check(r.returncode == 0, "%s on %s: the inner step failed (%d)" % (step, machine_args, r.returncode))
+        out = json.load(open(os.path.join(state, step + ".json")))
+        out["state"] = state
+        return out
+
+    def dump(self, machine_args, workload, env=None, fault=None, extra_plugins=None):
+        return self.machine(machine_args, "dump", {"workload": workload, "env": env or {}, "fault": fault,
+                                                   "extra_plugins": extra_plugins or []})
+
+    def restore(self, machine_args, dumped, env=None, fault=None, verify=True, extra_plugins=None):
+        return self.machine(machine_args, "restore", {"images_state": dumped["state"], "env": env or {},
+                                                      "fault": fault, "verify": verify,
+                                                      "extra_plugins": extra_plugins or []})
+
+
+def expect_good_dump(d, what):
+    tail = "\n".join(d["log"].splitlines()[-25:])
+    check(d["rc"] == 0, "%s: dump failed (%d):\n%s" % (what, d["rc"], tail))
+    check(d["alive"], "%s: the workload died" % what)
+    check(d["queues_state"] == "active", "%s: queues %s after the dump" % (what, d["queues_state"]))
+    check(d["img_check_rc"] == 0, "%s: images do not decode or patterns differ: %s" % (what, d["img_check_err"]))
+    check(not d["mismatches"], "%s: pages differ from the emulator's BOs: %s" % (what, d["mismatches"][:5]))
+    check(d["compared"] == d["content_bos_in_emulator"],
+          "%s: %d BOs with contents in the images, the emulator has %d" %
+          (what, d["compared"], d["content_bos_in_emulator"]))
+    log("  %s: dump ok, %d BOs byte-equal to the emulator's, %.1f s" % (what, d["compared"], d["seconds"]))
+
+
+def expect_good_restore(r, what, tasks=1):
+    tail = "\n".join(r["log"].splitlines()[-30:])
+    check(r["rc"] == 0, "%s: restore failed (%d):\n%s" % (what, r["rc"], tail))
+    good = [l for l in r["log"].splitlines() if l.startswith("verify[") and ", 0 bad" in l]
+    emu = [l for l in r["log"].splitlines() if "every BO at its old GPU VA" in l]
+    check(len(good) == tasks and len(emu) == tasks,
+          "%s: %d/%d tasks verified (%d with emulator checks):\n%s" % (what, len(good), tasks, len(emu), tail))
+    log("  %s: restore ok, %d task(s) verified, %.1f s" % (what, tasks, r["seconds"]))
+
+
+OTHER_2 = ["--machine", "2xMI210", "--gpu-ids", "0x7a01,0x7a02", "--minors", "131,130"]
+
+
+def sc_roundtrip(run):
+    """Dump 2 GPUs with BOs from 4 KiB to over 1 GiB; restore on the same
+    machine with a smaller staging bound, and on another machine (other
+    gpu_ids, minors, order)."""
+    d = run.dump(["--machine", "2xMI210"], ["--vram", BIG_VRAM, "--gtt", GTT])
+    expect_good_dump(d, "2xMI210")
+    r = run.restore(["--machine", "2xMI210"], d, env={"KFD_MAX_BUFFER_SIZE": "8M"})
+    expect_good_restore(r, "same machine, KFD_MAX_BUFFER_SIZE=8M")
+    r = run.restore(OTHER_2, d)
+    expect_good_restore(r, "other gpu_ids/minors")
+
+
+def sc_bounded(run):
+    """KFD_MAX_BUFFER_SIZE well below the largest BO: same bytes, staging
+    memory within the bound (the emulator's count of the dumping process's
+    userptr memory), and a restore with another bound."""
+    bound = 16 << 20
+    d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,100M+4K,12K", "--gtt", GTT],
+                 env={"KFD_MAX_BUFFER_SIZE": "16M"})
+    expect_good_dump(d, "bounded dump")
+    up = d.get("userptr")
+    check(up is not None, "no userptr figures for the host process")
+    check(0 < up["peak"] <= bound, "staging peak %d bytes, bound %d" % (up["peak"], bound))
+    log("  staging peak %d bytes <= bound %d" % (up["peak"], bound))
+    r = run.restore(["--machine", "2xMI210"], d, env={"KFD_MAX_BUFFER_SIZE": "1M"})
+    expect_good_restore(r, "restore with KFD_MAX_BUFFER_SIZE=1M")
+
+
+def sc_hive(run):
+    """8-GPU XGMI hive onto a hive with other gpu_ids and minors."""
+    d = run.dump(["--machine", "8xMI300X"], ["--vram", SMALL_VRAM, "--gtt", GTT])
+    expect_good_dump(d, "8xMI300X")
+    ids = ",".join("0x%x" % (0x8100 + i) for i in range(8))
+    minors = ",".join(str(135 - i) for i in range(8))
+    r = run.restore(["--machine", "8xMI300X", "--gpu-ids", ids, "--minors", minors], d)
+    expect_good_restore(r, "hive onto hive")
+
+
+def sc_tree(run):
+    """A process tree with two GPU processes."""
+    d = run.dump(["--machine", "2xMI210"], ["--vram", SMALL_VRAM, "--gtt", GTT, "--children", "1"])
+    check(d["rc"] == 0, "tree dump failed:\n" + d["log"][-3000:])
+    check(len(d["kfd_images"]) == 2, "expected 2 KFD images, got %s" % d["kfd_images"])
+    check(d["queues_state"] == "active", "root queues %s" % d["queues_state"])
+    r = run.restore(["--machine", "2xMI210"], d)
+    expect_good_restore(r, "tree of 2 GPU processes", tasks=2)
+
+
+def refused(r, what, *needles):
+    check(r["rc"] != 0, "%s: restore succeeded, it should have been refused" % what)
+    check(not any(l.startswith("verify[") and ", 0 bad" in l for l in r["log"].splitlines()),
+          "%s: a verifier reported success" % what)
+    low = r["log"]
+    for n in needles:
+        check(n in low, "%s: the log does not say %r:\n%s" % (what, n, "\n".join(plugin_lines(low))[-3000:]))
+    created = [p for p in r["processes"]["processes"] if p.get("restored")]
+    log("  %s: refused, the log names %s" % (what, ", ".join(needles)))
+    return created
+
+
+def sc_incompatible(run):
+    """Targets that cannot take the checkpoint are refused before any GPU
+    state changes, naming the property and its KFD_*_CHECK; with that check
+    switched off the restore succeeds."""
+    d = run.dump(["--machine", "MI100"], ["--vram", SMALL_VRAM, "--gtt", GTT])
+    expect_good_dump(d, "MI100")
+    small = run.restore(["--machine", "MI100", "--vram", "16G"], d)
+    created = refused(small, "smaller VRAM", "vram_size", "KFD_VRAM_SIZE_CHECK")
+    check(not created, "GPU state was created before the refusal: %s" % created)
+    r = run.restore(["--machine", "MI100", "--vram", "16G"], d, env={"KFD_VRAM_SIZE_CHECK": "0"})
+    expect_good_restore(r, "smaller VRAM with KFD_VRAM_SIZE_CHECK=0")
+    old = run.restore(["--machine", "MI100", "--fw-version", "1"], d)
+    refused(old, "older firmware", "fw_version", "KFD_FW_VER_CHECK")
+    r = run.restore(["--machine", "MI100", "--fw-version", "1"], d, env={"KFD_FW_VER_CHECK": "no"})
+    expect_good_restore(r, "older firmware with KFD_FW_VER_CHECK=no")
+    d2 = run.dump(["--machine", "2xMI210"], ["--vram", SMALL_VRAM, "--gtt", GTT])
+    expect_good_dump(d2, "2xMI210")
+    fewer = run.restore(["--machine", "MI100"], d2)
+    refused(fewer, "fewer GPUs", "2 GPUs")
+
+
+DUMP_FAULTS = [
+    "AMDKFD_IOC_GET_VERSION", "CRIU_OP:PROCESS_INFO", "CRIU_OP:CHECKPOINT",
+    "DRM_IOCTL_VERSION", "DRM_IOCTL_AMDGPU_INFO", "DRM_IOCTL_AMDGPU_CTX", "DRM_IOCTL_AMDGPU_GEM_CREATE",
+    "DRM_IOCTL_AMDGPU_GEM_VA", "DRM_IOCTL_AMDGPU_GEM_MMAP", "DRM_IOCTL_AMDGPU_GEM_USERPTR",
+    "DRM_IOCTL_PRIME_FD_TO_HANDLE", "DRM_IOCTL_AMDGPU_BO_LIST", "DRM_IOCTL_AMDGPU_CS",
+    "DRM_IOCTL_AMDGPU_WAIT_CS", "sdma",
+]
+
+
+def sc_dump_faults(run):
+    """For each ioctl and SDMA job on the dump path, one failure: the host
+    reports the error, nothing looks like a complete checkpoint, and the
+    target's queues run again."""
+    for target in DUMP_FAULTS:
+        d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,1M+4K", "--gtt", "8K"],
+                     fault="%s:nth=1:errno=EIO" % target)
+        check(d["rc"] != 0, "%s: the dump succeeded despite the fault" % target)
+        check(d["alive"], "%s: the workload died" % target)
+        check(d["queues_state"] == "active" and not d["paused"],
+              "%s: queues %s (paused %s) after the failed dump" % (target, d["queues_state"], d["paused"]))
+        check(not d["kfd_images"], "%s: a KFD image exists after a failed dump: %s" % (target, d["kfd_images"]))
+        errs = [l for l in plugin_lines(d["log"]) if "failed" in l or "error" in l.lower()]
+        check(errs, "%s: no error line from the plugin:\n%s" % (target, d["log"][-2000:]))
+        log("  fault %-32s -> dump failed cleanly: %s" % (target, errs[0][:150]))
+    # And UNPAUSE failing once: the plugin reports it, the queues still run.
+    d = run.dump(["--machine", "2xMI210"], ["--vram", "4K"], fault="CRIU_OP:UNPAUSE:nth=1:errno=EIO")
+    check(d["queues_state"] == "active", "UNPAUSE fault: queues %s" % d["queues_state"])
+    log("  fault CRIU_OP:UNPAUSE (once) -> rc %d, queues running" % d["rc"])
+
+
+RESTORE_FAULTS = [
+    "CRIU_OP:RESTORE", "CRIU_OP:RESUME", "DRM_IOCTL_AMDGPU_GEM_CREATE", "DRM_IOCTL_AMDGPU_GEM_VA",
+    "DRM_IOCTL_AMDGPU_GEM_USERPTR", "DRM_IOCTL_PRIME_FD_TO_HANDLE", "DRM_IOCTL_AMDGPU_CS",
+    "DRM_IOCTL_AMDGPU_WAIT_CS", "sdma", "AMDKFD_IOC_GET_VERSION",
+]
+
+
+def sc_restore_faults(run):
+    """For each ioctl and SDMA job on the restore path, one failure: a clear
+    error and nothing reported as success."""
+    d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,1M+4K", "--gtt", "8K"])
+    expect_good_dump(d, "2xMI210")
+    for target in RESTORE_FAULTS:
+        r = run.restore(["--machine", "2xMI210"], d, fault="%s:nth=1:errno=EIO" % target)
+        check(r["rc"] != 0, "%s: the restore reported success despite the fault" % target)
+        check(not any(l.startswith("verify[") and ", 0 bad" in l for l in r["log"].splitlines()),
+              "%s: a verifier passed" % target)
+        errs = [l for l in plugin_lines(r["log"]) if "fail" in l or "error" in l.lower()]
+        check(errs, "%s: no error line from the plugin:\n%s" % (target, r["log"][-2000:]))
+        log("  fault %-32s -> restore failed cleanly: %s" % (target, errs[0][:150]))
+
+
+def sc_coexist(run):
+    """A second plugin loaded after ours still receives DUMP_DEVICES_LATE
+    (and every other hook ours declines)."""
+    rec = os.path.join(run.scratch, "tp.log")
+    tp = os.path.join(run.scratch, "tp_after.so")
+    shutil.copy(run.bins.test_plugin, tp)
+    env = {"TESTPLUGIN_LOG": rec}
+    os.environ.update(env)
+    d = run.dump(["--machine", "MI100"], ["--vram", "4K", "--gtt", "8K"], env=env, extra_plugins=[tp])
+    expect_good_dump(d, "MI100 with a second plugin")
+    calls = open(rec).read() if os.path.exists(rec) else ""
+    check("DUMP_DEVICES_LATE" in calls, "the second plugin never got DUMP_DEVICES_LATE:\n" + calls)
+    log("  second plugin received DUMP_DEVICES_LATE after ours")
+
+
+SCENARIOS = {
+    "roundtrip": sc_roundtrip, "bounded": sc_bounded, "hive": sc_hive, "tree": sc_tree,
+    "incompatible": sc_incompatible, "dump_faults": sc_dump_faults, "restore_faults": sc_restore_faults,
+    "coexist": sc_coexist,
+}
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--inner")
+    ap.add_argument("--state")
+    ap.add_argument("--spec")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    ap.add_argument("scenario", nargs="?")
+    ARGS = ap.parse_args()
+    bins = Bins(os.path.abspath(ARGS.bin_dir))
+    if ARGS.inner:
+        return {"dump": inner_dump, "restore": inner_restore}[ARGS.inner](bins, ARGS)
+    if ARGS.list:
+        print("\n".join(SCENARIOS))
+        return 0
+    scratch = tempfile.mkdtemp(prefix="amdcr-e2e-%s-" % ARGS.scenario, dir=os.environ.get("AMDCR_E2E_TMP"))
+    try:
+        SCENARIOS[ARGS.scenario](Run(bins, scratch))
+        log("e2e %s: passed" % ARGS.scenario)
+        return 0
+    except Failed as e:
+        log("e2e %s: FAILED: %s" % (ARGS.scenario, e))
+        log("(scratch kept in %s)" % scratch)
+        ARGS.keep = True
+        return 1
+    finally:
+        if not ARGS.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
