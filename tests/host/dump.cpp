@@ -138,6 +138,12 @@ int Dumper::collect(pid_t pid, pid_t ppid)
 		logf(kError, "PAUSE_DEVICES failed for %d: %d\n", pid, r.ret);
 		return -1;
 	}
+	// CRIU asks the plugins before it finds out that a child is a zombie.
+	if (auto ts = read_status(pid); ts && ts->state == 'Z') {
+		logf(kInfo, "Task %d is a zombie: not dumped (CRIU would recreate it; the host does not)\n",
+		     pid);
+		return 0;
+	}
 	if (auto st = freezer_.freeze(pid); !st) {
 		logf(kError, "Can't seize task %d: %s\n", pid, st.error().message().c_str());
 		return -1;

@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -269,22 +270,43 @@ static int update_vma_map(const char *path, const uint64_t addr, const uint64_t 
 	return ret;
 }
 
-/* Whether the task is being traced (frozen by the host) right now. */
+/* Whether the task's threads are traced (frozen by the host) right now:
+ * 1 all, 0 none, 2 some, -1 no such task. */
 static int traced(int pid)
 {
-	char path[64], line[256];
-	FILE *f;
-	int tracer = -1;
+	char path[384], line[256];
+	int all = 1, none = 1, seen = 0;
+	struct dirent *de;
+	DIR *d;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "r");
-	if (!f)
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
 		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "TracerPid:", 10))
-			tracer = atoi(line + 10);
-	fclose(f);
-	return tracer > 0;
+	while ((de = readdir(d))) {
+		FILE *f;
+		int tracer = 0;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", pid, de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "TracerPid:", 10))
+				tracer = atoi(line + 10);
+		fclose(f);
+		seen = 1;
+		if (tracer > 0)
+			none = 0;
+		else
+			all = 0;
+	}
+	closedir(d);
+	if (!seen)
+		return -1;
+	return all ? 1 : none ? 0 : 2;
 }
 
 /* How many of this process's fds link to $TESTPLUGIN_WATCH_PATH. */

@@ -119,6 +119,11 @@ expect_running() {
 	*) fail "task $pid is in state '$state' after the dump" ;;
 	esac
 	[ "$tracer" = 0 ] || fail "task $pid is still traced by $tracer"
+	local tid
+	for tid in /proc/"$pid"/task/*; do
+		tracer=$(awk '/^TracerPid:/ {print $2}' "$tid/status" 2>/dev/null)
+		[ "${tracer:-0}" = 0 ] || fail "thread ${tid##*/} of $pid is still traced by $tracer"
+	done
 	if [ "$pid" = "$TARGET_PID" ]; then
 		local a b i
 		for i in $(seq 100); do

@@ -3,16 +3,18 @@
  * host_target: a small live process tree for criu-host's tests.
  *
  *   host_target [--open PATH]... [--memfd-map BYTES] [--child]
- *               [--heartbeat FILE] --ready FILE
+ *               [--threads N] [--zombie] [--heartbeat FILE] --ready FILE
  *
  * Closes every inherited fd above 2, so the paths get fds 3, 4, ... in order,
  * opens the paths (O_RDWR, else O_RDONLY), maps a shared memfd when asked,
- * forks one child when asked (it inherits the fds and sleeps), then writes
+ * forks one child when asked (it inherits the fds and sleeps), starts N
+ * sleeping threads, leaves one exited child unreaped (--zombie), then writes
  * "pid=P child=C map=0xADDR size=N" to the ready file and loops, bumping a
  * counter in the heartbeat file every 20 ms, until killed.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +45,17 @@ static void nap(void)
 	nanosleep(&ts, NULL);
 }
 
+static void *sleeper(void *arg)
+{
+	(void)arg;
+	for (;;)
+		nap();
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
+	int threads = 0, zombie = 0;
 	const char *ready = NULL, *heartbeat = NULL;
 	size_t map_size = 0;
 	void *map = NULL;
@@ -64,6 +75,10 @@ int main(int argc, char **argv)
 			}
 		} else if (!strcmp(argv[i], "--memfd-map") && i + 1 < argc) {
 			map_size = strtoul(argv[++i], NULL, 0);
+		} else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+			threads = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--zombie")) {
+			zombie = 1;
 		} else if (!strcmp(argv[i], "--child")) {
 			want_child = 1;
 		} else if (!strcmp(argv[i], "--ready") && i + 1 < argc) {
@@ -94,6 +109,18 @@ int main(int argc, char **argv)
 			for (;;)
 				nap();
 		}
+	}
+	if (zombie) {
+		pid_t z = fork();
+		if (z == 0)
+			_exit(0);
+		if (z < 0)
+			return 2;
+	}
+	for (int t = 0; t < threads; t++) {
+		pthread_t th;
+		if (pthread_create(&th, NULL, sleeper, NULL))
+			return 2;
 	}
 	snprintf(text, sizeof(text), "pid=%d child=%d map=%p size=%zu\n", (int)getpid(),
 		 (int)child, map, map_size);
