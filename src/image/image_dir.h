@@ -18,6 +18,11 @@
 // makes the file crash-safe, at the cost of a flush per file.
 //
 // Streaming (CRIU's --stream, img_streamer_open) is not supported.
+//
+// Threads: ImageDir's methods are const and only make syscalls, so one
+// ImageDir may serve several threads (one pages file per GPU in parallel).
+// Each AtomicFile, PagesWriter or PagesReader belongs to one thread at a
+// time (PagesReader::read_at is const and safe to share).
 #pragma once
 
 #include <sys/types.h>
