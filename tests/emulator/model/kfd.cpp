@@ -450,6 +450,12 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 				if (!p.event_mem)
 					return err;
 			}
+			// The kernel marks a new event's slot as unsignaled.
+			const auto &mem = p.event_page ? p.event_page->mem : p.event_mem;
+			if (mem && (uint64_t{eid} + 1) * 8 <= mem->size()) {
+				uint64_t unsignaled = ~0ull;
+				std::memcpy(mem->data() + uint64_t{eid} * 8, &unsignaled, 8);
+			}
 			a.event_trigger_data = eid;
 			a.event_slot_index = eid;
 			a.event_page_offset = MMAP_TYPE_EVENTS;
@@ -481,13 +487,6 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 			return -EINVAL;
 		it->second.signaled = nr == SET_EVENT;
 		if (nr == SET_EVENT) {
-			// The signal slot in the event page is written as the GPU would.
-			if (it->first < SIGNAL_EVENT_LIMIT) {
-				uint64_t one = 1;
-				const auto &mem = p.event_page ? p.event_page->mem : p.event_mem;
-				if (mem && (it->first + 1) * 8 <= mem->size())
-					std::memcpy(mem->data() + it->first * 8, &one, 8);
-			}
 			++p.event_generation;
 			p.event_cv.notify_all();
 		}
@@ -576,6 +575,8 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 	}
 	case RUNTIME_ENABLE:
 		return 0;
+	case 0x0D: case 0x0E: case 0x0F: case 0x10:
+		return -EPERM; // deprecated debugger ioctls
 	case SMI_EVENTS:
 	case SVM:
 	case SET_CU_MASK:
