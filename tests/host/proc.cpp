@@ -242,9 +242,15 @@ void Freezer::kill_all()
 	for (const Task &t : tasks_)
 		kill(t.pid, SIGKILL);
 	for (const Task &t : tasks_) {
-		for (pid_t tid : t.tids) {
-			// Reap the tracee's exit notification so it is not left
-			// traced; the real parent reaps the process.
+		// Collect each traced thread's exit: the other threads first, as
+		// the leader's exit is reported only after theirs are collected.
+		// The real parent reaps the process.
+		std::vector<pid_t> order;
+		for (pid_t tid : t.tids)
+			if (tid != t.pid)
+				order.push_back(tid);
+		order.push_back(t.pid);
+		for (pid_t tid : order) {
 			int status;
 			while (waitpid(tid, &status, __WALL) < 0 && errno == EINTR)
 				;

@@ -1,8 +1,8 @@
-# --kill: after a successful dump the whole tree is killed.
+# --kill: after a successful dump the whole tree is killed (threads too).
 source "$(dirname "$0")/lib.sh"
 
 A=$(plugin tp_a)
-start_target --open /dev/null --child
+start_target --open /dev/null --child --threads 2
 P=$TARGET_PID C=$TARGET_CHILD
 
 host dump -t "$P" -D "$T/img" --plugin "$A" --kill || fail "dump failed"
