@@ -462,8 +462,8 @@ long ModelImpl::ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t arg)
 	auto it = files_.find(file);
 	if (it == files_.end()) {
 		if (backings_.count(file)) {
-			// dma-buf: DMA_BUF_IOCTL_SYNC ('b', 0) is accepted.
-			if (abi::ioc_type(cmd) == 'b' && abi::ioc_nr(cmd) == 0)
+			// dma-buf: DMA_BUF_IOCTL_SYNC ('b', 0) and SET_NAME ('b', 1).
+			if (abi::ioc_type(cmd) == 'b' && abi::ioc_nr(cmd) <= 1)
 				return 0;
 			return -ENOTTY;
 		}
@@ -607,7 +607,10 @@ std::string ModelImpl::introspect(std::string_view query)
 	in >> cmd;
 	std::lock_guard lk(mu_);
 	std::ostringstream o;
+	const bool nosum = query.find(" nosum") != std::string_view::npos;
 	auto bo_checksum = [&](const Bo &bo) -> uint64_t {
+		if (nosum)
+			return 0;
 		if (bo.mem)
 			return checksum_backing(*bo.mem, bo.size);
 		uint64_t h = kFnvBasis;
