@@ -22,10 +22,23 @@ namespace {
 
 const dev_t kDevZero = makedev(1, 5);
 
+// $CRIU_HOST_KFDEMU, else the launcher of this build tree
+// (build/tests/emulator/kfd-emu beside build/tests/host/criu-host), else
+// kfd-emu from PATH.
 std::string kfdemu_command()
 {
-	const char *c = std::getenv("CRIU_HOST_KFDEMU");
-	return c && *c ? c : "kfd-emu";
+	if (const char *c = std::getenv("CRIU_HOST_KFDEMU"); c && *c)
+		return c;
+	char self[4096];
+	const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		std::string dir(self, static_cast<size_t>(n));
+		dir.erase(dir.rfind('/'));
+		const std::string sibling = dir + "/../emulator/kfd-emu";
+		if (access(sibling.c_str(), X_OK) == 0)
+			return sibling;
+	}
+	return "kfd-emu";
 }
 
 // The entries of a `kfd-emu ctl <what> <pid>` answer: a JSON array, or an

@@ -14,7 +14,8 @@
 // ("0x7f0000000000"); pgoff is a byte offset as in /proc/PID/maps; prot is
 // "rwx" text or PROT_* bits; an optional "flags" is "shared"/"private"
 // (default: the kernel's view of the range, else shared). The command is
-// $CRIU_HOST_KFDEMU (default "kfd-emu" from PATH).
+// $CRIU_HOST_KFDEMU, else the build tree's tests/emulator/kfd-emu, else
+// "kfd-emu" from PATH.
 //
 // Device fds need no query: run under kfd-emu, the host's fstat() and
 // readlink() of an emulated fd already answer as for the device (the shim
