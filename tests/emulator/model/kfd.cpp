@@ -476,7 +476,7 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		auto &a = as<EventId>(buf);
 		if (!p.events.erase(a.event_id))
 			return -EINVAL;
-		p.event_cv.notify_all();
+		events_cv_.notify_all();
 		return 0;
 	}
 	case SET_EVENT:
@@ -488,7 +488,7 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		it->second.signaled = nr == SET_EVENT;
 		if (nr == SET_EVENT) {
 			++p.event_generation;
-			p.event_cv.notify_all();
+			events_cv_.notify_all();
 		}
 		return 0;
 	}
@@ -630,9 +630,9 @@ long ModelImpl::wait_events(Lock &lk, Caller &c, KfdProcess &p0, WaitEvents &a)
 			return 0;
 		}
 		if (infinite)
-			p.event_cv.wait_for(lk, std::chrono::milliseconds(100));
+			events_cv_.wait_for(lk, std::chrono::milliseconds(100));
 		else
-			p.event_cv.wait_until(lk, deadline);
+			events_cv_.wait_until(lk, deadline);
 	}
 }
 

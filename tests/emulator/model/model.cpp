@@ -372,7 +372,7 @@ void ModelImpl::process_exit(pid_t tgid)
 	gone = std::move(it->second);
 	procs_.erase(it);
 	destroy_process(*gone);
-	gone->event_cv.notify_all();
+	events_cv_.notify_all();
 	// Drop the rest (BO memory) outside the lock.
 	lk.unlock();
 	gone.reset();

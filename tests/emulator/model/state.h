@@ -16,6 +16,8 @@
 // except the waiting part of WAIT_CS (waits on a Fence's own mutex) and
 // WAIT_EVENTS (a condition variable on mu_, which releases it). SDMA engine
 // threads never take mu_: a job carries the resolved Bo references it needs.
+// mu_ is recursive so that a transport's Caller callbacks (resolve_fd, ...)
+// may call describe() on the model while an ioctl is in progress.
 #pragma once
 
 #include "model/abi.h"
@@ -321,7 +323,6 @@ struct KfdProcess {
 	bool restored = false;
 	// Which BO is mapped on which pdd (index into pdds).
 	std::map<const Bo *, std::set<size_t>> mapped_on;
-	std::condition_variable event_cv; // with ModelImpl::mu_
 	uint64_t event_generation = 0;
 
 	Pdd *pdd_by_user_id(uint32_t user_gpu_id);
@@ -355,7 +356,7 @@ public:
 	void set_faults(std::vector<FaultRule> rules) override;
 
 	// Used by the KFD / render halves (mu_ held).
-	using Lock = std::unique_lock<std::mutex>;
+	using Lock = std::unique_lock<std::recursive_mutex>;
 
 private:
 	friend struct KfdOps;
@@ -410,7 +411,8 @@ private:
 	std::shared_ptr<Counters> counters_ = std::make_shared<Counters>();
 	std::shared_ptr<UserptrLedger> ledger_ = std::make_shared<UserptrLedger>();
 
-	mutable std::mutex mu_;
+	mutable std::recursive_mutex mu_;
+	std::condition_variable_any events_cv_; // SET_EVENT, DESTROY_EVENT, exit
 	std::vector<std::unique_ptr<Device>> devices_;
 	std::map<FileKey, FileEntry> files_;
 	std::map<FileKey, std::weak_ptr<Bo>> backings_;	 // memfd inode -> exporter BO
