@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <thread>
 
 #include "image/image_names.h"
 #include "image/pages_file.h"
@@ -180,4 +181,38 @@ Test(pages_file, write_error_names_the_file_and_leaves_nothing)
 			  "%s", st.error().message().c_str());
 	}
 	cr_assert(tmp.names().empty());
+}
+
+Test(pages_file, one_writer_per_gpu_in_parallel)
+{
+	// As the dump does it: one thread and one pages file per GPU, sharing
+	// the ImageDir.
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	constexpr uint32_t kGpus = 4;
+	bool ok[kGpus] = {};
+	std::vector<std::thread> threads;
+	for (uint32_t g = 0; g < kGpus; g++)
+		threads.emplace_back([&, g] {
+			const auto data = test::pattern(256 << 10, g);
+			auto w = PagesWriter::create_kfd(*dir, 9, 0x1000 + g, data.size());
+			if (!w)
+				return;
+			for (size_t off = 0; off < data.size(); off += 4096)
+				if (!w->write(data.data() + off, 4096))
+					return;
+			ok[g] = w->commit().ok();
+		});
+	for (auto &t : threads)
+		t.join();
+	for (uint32_t g = 0; g < kGpus; g++) {
+		cr_assert(ok[g], "GPU %u failed", g);
+		auto r = PagesReader::open_kfd(*dir, 9, 0x1000 + g);
+		cr_assert(r.ok());
+		std::vector<uint8_t> got(r->payload_size());
+		cr_assert(r->read(got.data(), got.size()).ok());
+		cr_assert(got == test::pattern(256 << 10, g));
+	}
+	cr_assert_eq(tmp.names().size(), kGpus);
 }
