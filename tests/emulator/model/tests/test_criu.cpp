@@ -367,3 +367,119 @@ Test(criu, restore_id_collision)
 	z.num_devices = 0;
 	cr_assert_eq(dst.kfd(task, kfd, CRIU_OP, &z), -EINVAL);
 }
+
+// What the plugin does with the dma-bufs: import into a render file, SDMA to
+// and from a userptr staging buffer, on both sides.
+namespace {
+
+struct Copier {
+	Rig &rig;
+	FakeCaller &c;
+	int fd;
+	uint32_t ctx = 0, hib = 0;
+	uint32_t *ib = nullptr;
+	uint64_t ib_va;
+	Copier(Rig &r, FakeCaller &cc, int f, uint64_t ibva) : rig(r), c(cc), fd(f), ib_va(ibva)
+	{
+		hib = rig.gem_create(c, fd, 4096, abi::drm::DOMAIN_GTT);
+		cr_assert_eq(rig.gem_va(c, fd, hib, abi::drm::VA_OP_MAP, ib_va, 4096), 0);
+		ib = static_cast<uint32_t *>(rig.map(c, fd, rig.gem_mmap_offset(c, fd, hib), 4096));
+		ctx = rig.ctx_alloc(c, fd);
+	}
+	~Copier() { munmap(ib, 4096); }
+	long copy(uint64_t src, uint64_t dst, uint64_t n)
+	{
+		std::vector<uint32_t> v;
+		pkt_copy(v, src, dst, n);
+		pad_ib(v);
+		std::memcpy(ib, v.data(), v.size() * 4);
+		long r;
+		uint64_t seq = rig.submit(c, fd, ctx, ib_va, static_cast<uint32_t>(v.size() * 4), &r);
+		if (r)
+			return r;
+		uint64_t st;
+		return rig.wait_cs(c, fd, ctx, seq, ~0ull, &st);
+	}
+};
+
+uint32_t import(Rig &rig, FakeCaller &c, int fd, int dmabuf)
+{
+	abi::drm::PrimeHandle p{0, 0, dmabuf};
+	cr_assert_eq(rig.drm(c, fd, abi::drm::PRIME_FD_TO_HANDLE, &p), 0);
+	return p.handle;
+}
+
+} // namespace
+
+Test(criu, plugin_style_sdma_through_dmabufs)
+{
+	Source s;
+	std::string src_bos = s.rig.model->introspect("bos 1000");
+	Image im = checkpoint(s);
+	const uint64_t n = 3 * 4096;
+
+	// Dump: the dumper's own render fd, staging registered as userptr.
+	int pr = s.rig.open_render(s.dumper, 128);
+	uint32_t hv = import(s.rig, s.dumper, pr, static_cast<int>(im.bos[0].dmabuf_fd));
+	auto *staging = static_cast<uint8_t *>(aligned_alloc(4096, 4 * 4096));
+	std::memset(staging, 0, 4 * 4096);
+	abi::drm::GemUserptr u{reinterpret_cast<uint64_t>(staging), 4 * 4096, 0xe, 0};
+	cr_assert_eq(s.rig.amdgpu(s.dumper, pr, abi::drm::GEM_USERPTR, &u), 0);
+	cr_assert_eq(s.rig.gem_va(s.dumper, pr, hv, abi::drm::VA_OP_MAP, 0x100000000ull, n), 0);
+	cr_assert_eq(s.rig.gem_va(s.dumper, pr, u.handle, abi::drm::VA_OP_MAP, 0x100004000ull, 4 * 4096), 0);
+	{
+		Copier cp(s.rig, s.dumper, pr, 0x100010000ull);
+		cr_assert_eq(cp.copy(0x100000000ull, 0x100004000ull, n), 0);
+	}
+	std::mt19937 g(11);
+	bool same = true;
+	for (uint64_t i = 0; i < n; ++i)
+		same &= staging[i] == static_cast<uint8_t>(g());
+	cr_assert(same, "staging holds the VRAM contents");
+	std::string up = s.rig.model->introspect("userptr 500");
+	cr_assert(up == "{\"pid\":500,\"current\":16384,\"peak\":16384}", "%s", up.c_str());
+
+	// Restore into another machine.
+	Rig dst(make_machine({D0, D1}));
+	FakeCaller task(2000, true);
+	int kfd = dst.open_kfd(task);
+	int r0 = dst.open_render(task, 128), r1 = dst.open_render(task, 129);
+	std::vector<CriuDeviceBucket> devs = {{S0, D0, static_cast<uint32_t>(r0), 0},
+					      {S1, D1, static_cast<uint32_t>(r1), 0}};
+	std::vector<CriuBoBucket> bos = im.bos;
+	CriuArgs a{};
+	a.op = CRIU_RESTORE;
+	a.devices = reinterpret_cast<uint64_t>(devs.data());
+	a.bos = reinterpret_cast<uint64_t>(bos.data());
+	a.priv_data = reinterpret_cast<uint64_t>(im.priv.data());
+	a.priv_data_size = im.priv.size();
+	a.num_devices = 2;
+	a.num_bos = static_cast<uint32_t>(bos.size());
+	a.num_objects = im.info.num_objects;
+	cr_assert_eq(dst.kfd(task, kfd, CRIU_OP, &a), 0);
+
+	// The plugin's render fd is the KFD-acquired VM: the VA its VA manager
+	// picks first (4 GiB) collides with the restored KFD BO there.
+	uint32_t hr = import(dst, task, r0, static_cast<int>(bos[0].dmabuf_fd));
+	cr_assert_eq(dst.gem_va(task, r0, hr, abi::drm::VA_OP_MAP, 0x100000000ull, n), -EINVAL);
+	cr_assert_eq(dst.gem_va(task, r0, hr, abi::drm::VA_OP_MAP, 0x800000000ull, n), 0);
+	abi::drm::GemUserptr u2{reinterpret_cast<uint64_t>(staging), 4 * 4096, 0xe, 0};
+	cr_assert_eq(dst.amdgpu(task, r0, abi::drm::GEM_USERPTR, &u2), 0);
+	cr_assert_eq(dst.gem_va(task, r0, u2.handle, abi::drm::VA_OP_MAP, 0x800004000ull, 4 * 4096), 0);
+	{
+		Copier cp(dst, task, r0, 0x800010000ull);
+		cr_assert_eq(cp.copy(0x800004000ull, 0x800000000ull, n), 0);
+	}
+	std::string dst_bos = dst.model->introspect("bos 2000");
+	auto sum_src = field_values(src_bos, "checksum"), sum_dst = field_values(dst_bos, "checksum");
+	cr_assert(sum_src[0] == sum_dst[0], "%s vs %s", sum_src[0].c_str(), sum_dst[0].c_str());
+	// Closing the plugin's handle leaves the KFD mapping in place.
+	abi::drm::GemClose cl{hr, 0};
+	cr_assert_eq(dst.drm(task, r0, abi::drm::GEM_CLOSE, &cl, abi::kIocWrite), 0);
+	std::string files = dst.model->introspect("files nosum");
+	cr_assert(files.find("{\"va\":4294967296,\"size\":12288,\"offset\":0,\"flags\":14,\"handle\":0,\"kfd\":true}") !=
+			  std::string::npos,
+		  "%s", files.c_str());
+	cr_assert(files.find("\"va\":34359738368") == std::string::npos, "the GEM mapping is gone: %s", files.c_str());
+	free(staging);
+}
