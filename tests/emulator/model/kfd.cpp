@@ -105,18 +105,10 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 			    uint64_t uarg)
 {
 	(void)usize;
-	const CallerIdentity &id = c.identity();
+	// The caller and capability checks are done by the chokepoint.
 	auto pit = procs_.find(f.kfd_owner);
-	bool tracer = false;
-	if (nr == CRIU_OP && id.tgid != f.kfd_owner)
-		tracer = c.is_tracer_of(f.kfd_owner);
-	if (id.tgid != f.kfd_owner && !tracer)
-		return -EBADF;
-	if (nr == CRIU_OP) {
-		if (!id.cap_checkpoint_restore)
-			return -EACCES;
+	if (nr == CRIU_OP)
 		return criu_op(c, f, as<CriuArgs>(buf));
-	}
 	if (pit == procs_.end())
 		return -ESRCH; // the owner's context is gone
 	KfdProcess &p = *pit->second;

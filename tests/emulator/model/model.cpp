@@ -137,6 +137,48 @@ std::optional<FileKey> key_of(int fd)
 
 constexpr size_t kArgBuf = 1024; // larger than any argument struct
 
+unsigned kfd_kernel_dir(unsigned nr)
+{
+	using namespace abi::kfd;
+	switch (nr) {
+	case GET_VERSION:
+	case GET_PROCESS_APERTURES:
+		return abi::kIocRead;
+	case SET_MEMORY_POLICY: case UPDATE_QUEUE: case DESTROY_EVENT: case SET_EVENT:
+	case RESET_EVENT: case 0x0D: case 0x0E: case 0x0F: case 0x10: case SET_TRAP_HANDLER:
+	case ACQUIRE_VM: case FREE_MEMORY_OF_GPU: case SET_CU_MASK:
+		return abi::kIocWrite;
+	default:
+		return abi::kIocRead | abi::kIocWrite;
+	}
+}
+
+unsigned drm_kernel_dir(unsigned nr)
+{
+	using namespace abi::drm;
+	if (nr >= kCommandBase && nr < kCommandEnd) {
+		unsigned d = nr - kCommandBase;
+		if (d == INFO || d == GEM_VA || d == SCHED)
+			return abi::kIocWrite;
+	}
+	if (nr == GEM_CLOSE)
+		return abi::kIocWrite;
+	return abi::kIocRead | abi::kIocWrite;
+}
+
+// Core ioctls a render node refuses (no DRM_RENDER_ALLOW).
+bool drm_render_denied(unsigned nr)
+{
+	using namespace abi::drm;
+	switch (nr) {
+	case GET_UNIQUE: case GET_MAGIC: case GET_CLIENT: case GET_STATS: case SET_VERSION:
+	case GEM_FLINK: case GEM_OPEN: case SET_CLIENT_CAP: case AUTH_MAGIC:
+		return true;
+	default:
+		return false;
+	}
+}
+
 } // namespace
 
 std::string json_str(std::string_view s)
@@ -479,8 +521,27 @@ long ModelImpl::ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t arg)
 	count(name);
 	if (int e = check_fault(name))
 		return e;
-	if (kfd && (nr == 0 || nr >= abi::kfd::COMMAND_END))
-		return -ENOTTY;
+	if (kfd) {
+		// kfd_ioctl(): table range, then the caller, then the capability;
+		// the kernel's own definition decides the copy directions.
+		if (nr == 0 || nr >= abi::kfd::COMMAND_END)
+			return -ENOTTY;
+		dir = kfd_kernel_dir(nr);
+		const CallerIdentity &id = c.identity();
+		bool tracer = nr == abi::kfd::CRIU_OP && id.tgid != f.kfd_owner && c.is_tracer_of(f.kfd_owner);
+		if (id.tgid != f.kfd_owner && !tracer)
+			return -EBADF;
+		if (nr == abi::kfd::CRIU_OP && !id.cap_checkpoint_restore)
+			return -EACCES;
+	} else {
+		// drm_ioctl(): unknown -> EINVAL, not render-allowed -> EACCES; the
+		// directions are those of both the caller's cmd and the kernel's.
+		if (!nm)
+			return -EINVAL;
+		if (drm_render_denied(nr))
+			return -EACCES;
+		dir &= drm_kernel_dir(nr);
+	}
 
 	alignas(16) uint8_t buf[kArgBuf] = {};
 	if (usize > kArgBuf)
