@@ -51,6 +51,26 @@ void put32(uint8_t *b, size_t off, uint32_t v) { std::memcpy(b + off, &v, 4); }
 void put64(uint8_t *b, size_t off, uint64_t v) { std::memcpy(b + off, &v, 8); }
 
 constexpr size_t kFenceWindow = 1024;
+
+// amdgpu_gem_va_map_flags(): AMDGPU_VM_PAGE_* -> PTE flags (GFX9 encoding),
+// which is what GET_MAPPING_INFO reports.
+uint64_t pte_flags(uint32_t vm)
+{
+	uint64_t pte = 0;
+	if (vm & VM_PAGE_READABLE)
+		pte |= 1ull << 5;
+	if (vm & VM_PAGE_WRITEABLE)
+		pte |= 1ull << 6;
+	if (vm & VM_PAGE_EXECUTABLE)
+		pte |= 1ull << 4;
+	if (vm & VM_PAGE_PRT)
+		pte |= 1ull << 51;
+	if (vm & VM_PAGE_NOALLOC)
+		pte |= 1ull << 58;
+	static constexpr uint64_t mtype[16] = {0, 0, 1, 2, 3, 1}; // DEFAULT NC WC CC UC RW
+	pte |= mtype[(vm >> 5) & 0xf] << 57;
+	return pte;
+}
 constexpr uint64_t kGemCreateValidFlags = 0x1ffefull; // bits 0-16 except 4
 constexpr uint32_t kMaxIbs = 4;
 
@@ -718,7 +738,10 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 		uint64_t va = a.va_address & kHoleMask;
 		if (va + a.map_size > kVmSize || va + a.map_size < va)
 			return -EINVAL;
-		if (a.flags & ~VA_VALID_FLAGS)
+		// amdgpu_gem_va_ioctl: flags outside the valid set are accepted only
+		// when they are all PRT flags.
+		constexpr uint32_t prt_flags = VM_DELAY_UPDATE | VM_PAGE_PRT;
+		if ((a.flags & ~(VA_VALID_FLAGS & ~VM_PAGE_PRT)) && (a.flags & ~prt_flags))
 			return -EINVAL;
 		if (a.operation < VA_OP_MAP || a.operation > VA_OP_REPLACE)
 			return -EINVAL;
@@ -777,12 +800,15 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 			return 0;
 		}
 		case GEM_OP_GET_MAPPING_INFO: {
+			if (a.padding)
+				return -EINVAL;
 			auto maps = f.vm.of_bo(&bo);
 			std::vector<GemVmEntry> e;
 			for (auto &m : maps)
-				e.push_back(GemVmEntry{m.start, m.size, m.offset, m.flags});
-			size_t n = std::min<size_t>(e.size(), a.num_entries);
-			if (n && c.write(a.value, e.data(), n * sizeof(GemVmEntry)))
+				e.push_back(GemVmEntry{m.start, m.size, m.offset, pte_flags(m.flags)});
+			// All or nothing: entries are copied only when they all fit.
+			if (!e.empty() && e.size() <= a.num_entries &&
+			    c.write(a.value, e.data(), e.size() * sizeof(GemVmEntry)))
 				return -EFAULT;
 			a.num_entries = static_cast<uint32_t>(e.size());
 			return 0;

@@ -251,9 +251,17 @@ Test(render, gem_va_rules)
 	GemOp op{h, GEM_OP_GET_MAPPING_INFO, reinterpret_cast<uint64_t>(e), 1, 0};
 	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), 0);
 	cr_assert_eq(op.num_entries, 2, "total, not capacity");
+	cr_assert_eq(e[0].addr, 0, "nothing copied when the entries do not all fit");
+	op = GemOp{h, GEM_OP_GET_MAPPING_INFO, reinterpret_cast<uint64_t>(e), 2, 1};
+	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), -EINVAL, "padding must be 0");
+	op = GemOp{h, GEM_OP_GET_MAPPING_INFO, reinterpret_cast<uint64_t>(e), 2, 0};
+	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), 0);
 	cr_assert_eq(e[0].addr, va);
 	cr_assert_eq(e[0].size, 4 * 4096);
-	cr_assert_eq(e[1].addr, 0, "beyond capacity untouched");
+	cr_assert_eq(e[0].flags, 0x70, "PTE flags R|W|X");
+	cr_assert_eq(e[1].offset, 8192);
+	// PTE flags fed back to GEM_VA are refused (PRT bit without PRT-only flags).
+	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, va + (4 << 20), 4096, 0, 0x70), -EINVAL);
 	GemCreate info{};
 	op = GemOp{h, GEM_OP_GET_GEM_CREATE_INFO, reinterpret_cast<uint64_t>(&info), 0, 0};
 	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), 0);
