@@ -785,7 +785,7 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 		Bo &bo = *it->second;
 		switch (a.op) {
 		case GEM_OP_GET_GEM_CREATE_INFO: {
-			GemCreate info{bo.size, bo.alignment, bo.domains, bo.domain_flags};
+			GemCreate info{bo.size, page_align(bo.alignment), bo.domains, bo.domain_flags};
 			if (c.write(a.value, &info, sizeof info))
 				return -EFAULT;
 			return 0;
@@ -826,9 +826,10 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 		}
 		std::vector<GemListHandlesEntry> e;
 		for (auto &[h, bo] : f.handles)
+			// alignment is TTM's page_alignment: in pages.
 			e.push_back(GemListHandlesEntry{h, bo->import_of ? LIST_HANDLES_IS_IMPORT : 0u, bo->size,
 							bo->domains, bo->domain_flags & ~CREATE_VRAM_WIPE_ON_RELEASE,
-							bo->alignment});
+							page_align(bo->alignment) / kPage});
 		if (!e.empty() && c.write(a.entries, e.data(), e.size() * sizeof(GemListHandlesEntry)))
 			return -EFAULT;
 		a.num_entries = count;

@@ -151,6 +151,7 @@ Test(render, gem_handles_lowest_free)
 	cr_assert_eq(e[2].gem_handle, 3);
 	cr_assert_eq(e[0].size, 4096);
 	cr_assert_eq(e[0].preferred_domains, DOMAIN_VRAM);
+	cr_assert_eq(e[0].alignment, 1, "page_alignment, in pages");
 }
 
 Test(render, prime_and_change_handle)
