@@ -639,11 +639,11 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 			return drm_fd_to_prime(c, f, as<PrimeHandle>(buf));
 		case GEM_CHANGE_HANDLE: {
 			auto &a = as<GemChangeHandle>(buf);
+			if (a.new_handle > static_cast<uint32_t>(INT_MAX))
+				return -EINVAL; // checked first (idr_alloc limit)
 			auto it = f.handles.find(a.handle);
 			if (it == f.handles.end())
 				return -ENOENT;
-			if (a.new_handle > static_cast<uint32_t>(INT_MAX) || a.new_handle == 0)
-				return -EINVAL;
 			if (a.new_handle == a.handle)
 				return 0;
 			if (f.handles.count(a.new_handle))
