@@ -131,7 +131,11 @@ int ModelImpl::build_job(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, SdmaJob 
 		dst += s.len;
 	}
 	const bool ai = f.dev->family >= kFamilyAi;
-	const uint32_t count_mask = f.dev->family >= kFamilyGc11 ? 0x3fffffffu : ai ? 0x3fffffu : 0x1fffffu;
+	// Count field width: 30 bits from SDMA v6 (GC11), 22 bits on VI..NV,
+	// 21 bits on CIK (family < 130).
+	const uint32_t count_mask = f.dev->family >= kFamilyGc11 ? 0x3fffffffu
+				  : f.dev->family >= 130      ? 0x3fffffu
+							      : 0x1fffffu;
 	auto fail = [&](int err) {
 		job->error_after_ops = err;
 		return 0;
