@@ -222,15 +222,30 @@ bool root_has(const std::string &p)
 	return real_access((config().root + p).c_str(), F_OK) == 0;
 }
 
+// Unreadable entries are compared as resolved paths inside the root, so
+// /sys/class/kfd/... and /sys/devices/virtual/kfd/... name the same file.
 bool is_unreadable(const char *path)
 {
 	const Config &c = config();
 	if (c.unreadable.empty() || !path || path[0] != '/')
 		return false;
-	const std::string p = normalize(path);
-	for (const auto &u : c.unreadable)
+	auto rp = redirect(path);
+	if (!rp)
+		return false;
+	REAL(realpath, char *(*)(const char *, char *));
+	char res[PATH_MAX];
+	if (!real_realpath(rp->c_str(), res))
+		return false;
+	const std::string p = res;
+	for (const auto &entry : c.unreadable) {
+		auto ru = redirect(entry.c_str());
+		char ures[PATH_MAX];
+		if (!ru || !real_realpath(ru->c_str(), ures))
+			continue;
+		const std::string u = ures;
 		if (p == u || (p.size() > u.size() && p.compare(0, u.size(), u) == 0 && p[u.size()] == '/'))
 			return true;
+	}
 	return false;
 }
 

@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The transport on its own: what a program under kfd-emu sees of the
+// machine (sysfs topology equal to the profile, device nodes, DRM/PCI
+// sysfs without aliasing) and of its device fds (identity by backing file
+// across dup, fork, SCM_RIGHTS and pidfd_getfd; release and process-exit
+// notifications; the cgroup-style unreadable sysfs file).
+//
+// Usage (under kfd-emu, with the same machine arguments):
+//   test_transport --machine NAME [--gpu-ids ..] [--minors ..]
+//                  [--expect-unreadable PATH]
+#include "check.h"
+
+#include "../transport/sysfs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <set>
+#include <thread>
+#include <vector>
+
+using namespace kfdemu;
+using namespace kfdemu::test;
+
+namespace {
+
+const std::string kTopo = "/sys/class/kfd/kfd/topology/nodes/";
+
+std::string slurp(const std::string &path)
+{
+	FILE *f = std::fopen(path.c_str(), "r");
+	if (!f)
+		return "<cannot open " + path + ">";
+	std::string s;
+	char buf[4096];
+	size_t n;
+	while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+		s.append(buf, n);
+	std::fclose(f);
+	return s;
+}
+
+std::set<std::string> list_dir(const std::string &path)
+{
+	std::set<std::string> out;
+	DIR *d = ::opendir(path.c_str());
+	if (!d)
+		return out;
+	while (dirent *e = ::readdir(d))
+		if (e->d_name[0] != '.')
+			out.insert(e->d_name);
+	::closedir(d);
+	return out;
+}
+
+std::string link_of(const std::string &path)
+{
+	char buf[4096];
+	ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
+	return n < 0 ? std::string() : std::string(buf, size_t(n));
+}
+
+std::string fd_link(pid_t pid, int fd)
+{
+	return link_of("/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd));
+}
+
+bool is_chr(int fd, unsigned maj, unsigned min)
+{
+	struct stat st;
+	return ::fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == maj &&
+	       minor(st.st_rdev) == min;
+}
+
+// Waits (up to 2 s) for a transport counter to reach `want`.
+long long wait_counter(const char *key, long long want)
+{
+	long long v = -1;
+	for (int i = 0; i < 200; i++) {
+		v = json_number(introspect("transport"), key);
+		if (v >= want)
+			break;
+		std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	}
+	return v;
+}
+
+void test_topology(const MachineDesc &m)
+{
+	CHECK_EQ(list_dir(kTopo).size(), m.nodes.size());
+	CHECK_EQ(slurp("/sys/devices/virtual/kfd/kfd/topology/generation_id"), std::string("1\n"));
+	for (size_t i = 0; i < m.nodes.size(); i++) {
+		const NodeDesc &n = m.nodes[i];
+		const std::string nd = kTopo + std::to_string(i);
+		CHECK_EQ(slurp(nd + "/gpu_id"), std::to_string(n.gpu_id) + "\n");
+		CHECK_EQ(slurp(nd + "/name"), n.name + "\n");
+		CHECK_EQ(slurp(nd + "/properties"), properties_text(n));
+		CHECK_EQ(list_dir(nd + "/mem_banks").size(), n.mem_banks.size());
+		CHECK_EQ(list_dir(nd + "/caches").size(), n.caches.size());
+		CHECK_EQ(list_dir(nd + "/io_links").size(), n.io_links.size());
+		CHECK_EQ(prop(n, "mem_banks_count"), n.mem_banks.size());
+		CHECK_EQ(prop(n, "io_links_count"), n.io_links.size());
+		CHECK_EQ(prop(n, "caches_count"), n.caches.size());
+		struct stat st;
+		CHECK(::stat(nd.c_str(), &st) == 0 && S_ISDIR(st.st_mode));
+		for (size_t l = 0; l < n.io_links.size(); l++) {
+			std::string t = slurp(nd + "/io_links/" + std::to_string(l) + "/properties");
+			CHECK(t.find("type " + std::to_string(n.io_links[l].type) + "\n") == 0);
+			CHECK(t.find("\nnode_to " + std::to_string(n.io_links[l].node_to) + "\n") != std::string::npos);
+		}
+		if (n.is_gpu) {
+			std::string b = slurp(nd + "/mem_banks/0/properties");
+			CHECK(b.find("heap_type 1\n") == 0 || b.find("heap_type 2\n") == 0);
+			CHECK(b.find("size_in_bytes " + std::to_string(n.mem_banks[0].size_in_bytes) + "\n") !=
+			      std::string::npos);
+		}
+		// Every properties line is "<key> <unsigned decimal>".
+		std::string p = slurp(nd + "/properties");
+		size_t pos = 0;
+		while (pos < p.size()) {
+			size_t e = p.find('\n', pos);
+			if (e == std::string::npos) {
+				CHECK(!"properties ends with a newline");
+				break;
+			}
+			std::string line = p.substr(pos, e - pos);
+			size_t sp = line.find(' ');
+			CHECK(sp != std::string::npos && sp > 0 &&
+			      line.find_first_not_of("0123456789", sp + 1) == std::string::npos);
+			pos = e + 1;
+		}
+	}
+}
+
+void test_device_nodes(const MachineDesc &m)
+{
+	struct stat st;
+	CHECK(::stat("/dev/kfd", &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == kKfdMajor &&
+	      minor(st.st_rdev) == 0);
+	CHECK(::access("/dev/kfd", R_OK | W_OK) == 0);
+	CHECK_EQ(link_of("/sys/class/kfd/kfd").find("devices/virtual/kfd/kfd") != std::string::npos, true);
+	std::set<std::string> cards;
+	const auto dri = list_dir("/dev/dri");
+	for (const NodeDesc *g : gpu_nodes(m)) {
+		const std::string rn = "renderD" + std::to_string(g->drm_render_minor);
+		CHECK(dri.count(rn));
+		CHECK(::stat(("/dev/dri/" + rn).c_str(), &st) == 0 && S_ISCHR(st.st_mode) &&
+		      major(st.st_rdev) == kDrmMajor && minor(st.st_rdev) == g->drm_render_minor);
+		const std::string sys = "/sys/dev/char/226:" + std::to_string(g->drm_render_minor) + "/device";
+		CHECK(::stat((sys + "/drm").c_str(), &st) == 0 && S_ISDIR(st.st_mode));
+		auto drm = list_dir(sys + "/drm");
+		CHECK(drm.count(rn));
+		CHECK(drm.count("card" + std::to_string(g->card_index)));
+		CHECK_EQ(drm.size(), size_t(2));
+		for (const auto &e : drm)
+			if (e.starts_with("card"))
+				cards.insert(e);
+		std::string sub = link_of(sys + "/subsystem");
+		CHECK(sub.size() >= 3 && sub.substr(sub.rfind('/') + 1) == "pci");
+		CHECK(slurp(sys + "/uevent").find("PCI_SLOT_NAME=" + g->pci_slot + "\n") != std::string::npos);
+		CHECK(slurp(sys + "/uevent").find("DRIVER=amdgpu\n") != std::string::npos);
+		char vendor[16] = {};
+		std::snprintf(vendor, sizeof vendor, "0x%04x\n", g->pci_device_id);
+		CHECK_EQ(slurp(sys + "/device"), std::string(vendor));
+		char *rp = ::realpath(sys.c_str(), nullptr);
+		CHECK(rp && std::string(rp) == "/sys/devices/pci0000:00/" + g->pci_slot);
+		std::free(rp);
+	}
+	CHECK_EQ(cards.size(), gpu_nodes(m).size());	// no two GPUs share a card
+}
+
+void test_open_identity(const MachineDesc &m)
+{
+	int kfd = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
+	CHECK(kfd >= 0);
+	CHECK(is_chr(kfd, kKfdMajor, 0));
+	CHECK_EQ(fd_link(::getpid(), kfd), std::string("/dev/kfd"));
+	CHECK_EQ(link_of("/proc/self/fd/" + std::to_string(kfd)), std::string("/dev/kfd"));
+	CHECK(::fcntl(kfd, F_GETFD) & FD_CLOEXEC);
+	int dupfd = ::fcntl(kfd, F_DUPFD_CLOEXEC, 100);
+	CHECK(dupfd >= 100 && is_chr(dupfd, kKfdMajor, 0));
+	struct stat a, b;
+	CHECK(::stat(("/proc/self/fd/" + std::to_string(kfd)).c_str(), &a) == 0 && S_ISCHR(a.st_mode));
+	CHECK(::fstat(dupfd, &b) == 0 && a.st_rdev == b.st_rdev);
+	::close(dupfd);
+
+	for (const NodeDesc *g : gpu_nodes(m)) {
+		const std::string path = "/dev/dri/renderD" + std::to_string(g->drm_render_minor);
+		int r = ::open(path.c_str(), O_RDWR);
+		CHECK(r >= 0);
+		CHECK(is_chr(r, kDrmMajor, g->drm_render_minor));
+		CHECK_EQ(fd_link(::getpid(), r), path);
+		CHECK(!(::fcntl(r, F_GETFD) & FD_CLOEXEC));
+		int d2 = ::dup(r);
+		CHECK(is_chr(d2, kDrmMajor, g->drm_render_minor));
+		::close(d2);
+		::close(r);
+	}
+	errno = 0;
+	CHECK(::open("/dev/dri/renderD191", O_RDWR) < 0 && errno == ENOENT);
+
+	// fork: the child's inherited fd is still the device.
+	pid_t c = ::fork();
+	if (c == 0)
+		::_exit(is_chr(kfd, kKfdMajor, 0) && fd_link(::getpid(), kfd) == "/dev/kfd" ? 0 : 1);
+	int status = 0;
+	::waitpid(c, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+	// SCM_RIGHTS: the receiver sees the device too.
+	int sv[2];
+	CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	c = ::fork();
+	if (c == 0) {
+		::close(sv[0]);
+		int got[1];
+		unsigned n = 0;
+		char byte;
+		if (wire::recv_all(sv[1], &byte, 1, got, &n, 1) || n != 1)
+			::_exit(2);
+		::_exit(is_chr(got[0], kKfdMajor, 0) ? 0 : 1);
+	}
+	::close(sv[1]);
+	char byte = 'x';
+	CHECK_EQ(wire::send_all(sv[0], &byte, 1, &kfd, 1), 0);
+	::waitpid(c, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	::close(sv[0]);
+
+	// pidfd_getfd: a child's device fd taken by the parent.
+	int pipefd[2];
+	CHECK(::pipe2(pipefd, O_CLOEXEC) == 0);
+	c = ::fork();
+	if (c == 0) {
+		int fd = ::open("/dev/kfd", O_RDWR);
+		if (::write(pipefd[1], &fd, sizeof fd) != sizeof fd)
+			::_exit(3);
+		::pause();
+		::_exit(0);
+	}
+	int child_fd = -1;
+	CHECK(::read(pipefd[0], &child_fd, sizeof child_fd) == sizeof child_fd);
+	CHECK_EQ(fd_link(c, child_fd), std::string("/dev/kfd"));
+	int pidfd = int(::syscall(SYS_pidfd_open, c, 0));
+	int taken = int(::syscall(SYS_pidfd_getfd, pidfd, child_fd, 0));
+	CHECK(taken >= 0 && is_chr(taken, kKfdMajor, 0));
+	::close(taken);
+	::close(pidfd);
+	::kill(c, SIGKILL);
+	::waitpid(c, &status, 0);
+	::close(pipefd[0]);
+	::close(pipefd[1]);
+	::close(kfd);
+}
+
+void test_release_and_exit()
+{
+	// Let the releases of the earlier cases' files (killed children) land.
+	for (int i = 0; i < 200 && json_number(introspect("transport"), "open_files") != 0; i++)
+		std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	CHECK_EQ(json_number(introspect("transport"), "open_files"), 0);
+	const long long rel0 = json_number(introspect("transport"), "releases");
+	const long long exit0 = json_number(introspect("transport"), "process_exits");
+	CHECK(rel0 >= 0 && exit0 >= 0);
+	int fd = ::open("/dev/kfd", O_RDWR);
+	int d = ::dup(fd);
+	CHECK(fd >= 0 && d >= 0);
+	::close(fd);
+	std::this_thread::sleep_for(std::chrono::milliseconds(100));
+	CHECK_EQ(json_number(introspect("transport"), "releases"), rel0);	// one dup still open
+	::close(d);
+	CHECK_EQ(wait_counter("releases", rel0 + 1), rel0 + 1);
+
+	pid_t c = ::fork();
+	if (c == 0) {
+		int k = ::open("/dev/kfd", O_RDWR);
+		::_exit(k >= 0 ? 0 : 1);
+	}
+	int status = 0;
+	::waitpid(c, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(wait_counter("process_exits", exit0 + 1) >= exit0 + 1);
+	CHECK(wait_counter("releases", rel0 + 2) >= rel0 + 2);	// the child's open
+}
+
+void test_no_gpu()
+{
+	struct stat st;
+	errno = 0;
+	CHECK(::stat("/dev/kfd", &st) < 0 && errno == ENOENT);
+	errno = 0;
+	CHECK(::open("/dev/kfd", O_RDWR) < 0 && errno == ENOENT);
+	CHECK(::opendir("/sys/class/kfd/kfd/topology/nodes") == nullptr);
+	for (const auto &e : list_dir("/dev/dri"))
+		CHECK(!e.starts_with("renderD") && !e.starts_with("card"));
+	CHECK(::access("/dev/dri/renderD128", F_OK) < 0);
+}
+
+void test_unreadable(const std::string &path, const MachineDesc &m)
+{
+	int fd = ::open(path.c_str(), O_RDONLY);
+	CHECK(fd >= 0);
+	char buf[64];
+	errno = 0;
+	CHECK(::read(fd, buf, sizeof buf) < 0 && errno == EPERM);
+	::close(fd);
+	FILE *f = std::fopen(path.c_str(), "r");
+	CHECK(f != nullptr);
+	if (f) {
+		errno = 0;
+		CHECK(std::fgets(buf, sizeof buf, f) == nullptr && errno == EPERM);
+		std::fclose(f);
+	}
+	// The directory and the other nodes are untouched.
+	std::string dir = path.substr(0, path.rfind('/'));
+	struct stat st;
+	CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode));
+	CHECK_EQ(slurp(kTopo + "0/properties"), properties_text(m.nodes.at(0)));
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	const MachineDesc m = machine_from_args(argc, argv);
+	std::string unreadable;
+	for (int i = 1; i + 1 < argc; i++)
+		if (std::string_view(argv[i]) == "--expect-unreadable")
+			unreadable = argv[i + 1];
+
+	if (gpu_nodes(m).empty()) {
+		run("no GPU: no /dev/kfd, topology or render nodes", test_no_gpu);
+		return summary();
+	}
+	if (!unreadable.empty()) {
+		run("unreadable sysfs file fails read() with EPERM", [&] { test_unreadable(unreadable, m); });
+		return summary();
+	}
+	run("topology equals the profile", [&] { test_topology(m); });
+	run("device nodes and DRM/PCI sysfs", [&] { test_device_nodes(m); });
+	run("fd identity: dup, fork, SCM_RIGHTS, pidfd_getfd", [&] { test_open_identity(m); });
+	run("release on last close, process exit", test_release_and_exit);
+	return summary();
+}

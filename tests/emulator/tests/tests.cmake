@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: GPL-2.0-only
+# The emulator's own tests. Every test binary runs under kfd-emu:
+#   kfdemu_add_test(<name> <target> [LAUNCHER args..] [ARGS args..])
+# runs `kfd-emu <LAUNCHER..> -- <target> <ARGS..>`.
+
+set(KFDEMU_TESTS ${KFDEMU_DIR}/tests)
+
+function(kfdemu_add_test name target)
+  cmake_parse_arguments(T "" "" "LAUNCHER;ARGS" ${ARGN})
+  add_test(NAME ${name}
+    COMMAND $<TARGET_FILE:kfd-emu> ${T_LAUNCHER} -- $<TARGET_FILE:${target}> ${T_ARGS})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 120 LABELS emulator)
+endfunction()
+
+function(kfdemu_test_executable target)
+  add_executable(${target} ${ARGN})
+  target_link_libraries(${target} PRIVATE kfdemu_profiles Threads::Threads)
+  target_compile_definitions(${target} PRIVATE KFDEMU_PROFILE_DIR="${KFDEMU_DIR}/profiles")
+  amdcr_warnings(${target})
+  add_dependencies(${target} kfd-emu)
+endfunction()
+
+# --- transport: sysfs, device nodes, fd identity, release ---------------------
+kfdemu_test_executable(kfdemu_test_transport ${KFDEMU_TESTS}/test_transport.cpp)
+foreach(m MI100 2xMI210 8xMI300X none)
+  kfdemu_add_test(emu_transport_${m} kfdemu_test_transport
+    LAUNCHER --machine ${m} ARGS --machine ${m})
+endforeach()
+kfdemu_add_test(emu_transport_remapped kfdemu_test_transport
+  LAUNCHER --machine 2xMI210 --gpu-ids 0x1a2b,0x3c4d --minors 130,131
+  ARGS --machine 2xMI210 --gpu-ids 0x1a2b,0x3c4d --minors 130,131)
+kfdemu_add_test(emu_transport_unreadable kfdemu_test_transport
+  LAUNCHER --machine 2xMI210 --unreadable /sys/class/kfd/kfd/topology/nodes/2
+  ARGS --machine 2xMI210
+       --expect-unreadable /sys/devices/virtual/kfd/kfd/topology/nodes/2/properties)
+
+# The same program built with ASan+UBSan (unless the whole build already is):
+# sanitized programs must run under the shim.
+if(NOT AMDCR_SANITIZE)
+  kfdemu_test_executable(kfdemu_test_transport_asan ${KFDEMU_TESTS}/test_transport.cpp)
+  target_compile_options(kfdemu_test_transport_asan PRIVATE
+    -fsanitize=address,undefined -fno-omit-frame-pointer)
+  target_link_options(kfdemu_test_transport_asan PRIVATE -fsanitize=address,undefined)
+  kfdemu_add_test(emu_transport_asan kfdemu_test_transport_asan
+    LAUNCHER --machine 2xMI210 ARGS --machine 2xMI210)
+endif()
