@@ -258,6 +258,29 @@ std::vector<std::string> child_env(const std::string &root, const std::string &s
 	return env;
 }
 
+// PATH lookup done before fork: the child may only call async-signal-safe
+// functions (daemon and model threads may hold malloc's lock at fork time).
+std::string resolve_program(const char *prog, const std::vector<std::string> &env)
+{
+	if (std::strchr(prog, '/'))
+		return prog;
+	std::string path = "/usr/local/bin:/usr/bin:/bin";
+	for (const auto &e : env)
+		if (e.starts_with("PATH="))
+			path = e.substr(5);
+	size_t i = 0;
+	while (i <= path.size()) {
+		size_t j = path.find(':', i);
+		if (j == std::string::npos)
+			j = path.size();
+		std::string cand = (j > i ? path.substr(i, j - i) : ".") + "/" + prog;
+		if (::access(cand.c_str(), X_OK) == 0)
+			return cand;
+		i = j + 1;
+	}
+	return prog;
+}
+
 int run(const Options &o, const MachineDesc &machine)
 {
 	std::vector<FaultRule> faults;
@@ -322,6 +345,8 @@ int run(const Options &o, const MachineDesc &machine)
 	envp.push_back(nullptr);
 	std::vector<char *> args = o.program;
 	args.push_back(nullptr);
+	const std::string exe = resolve_program(args[0], env);
+	const std::string exec_err = "kfd-emu: cannot execute " + exe + "\n";
 
 	pid_t child = ::fork();
 	if (child < 0) {
@@ -331,8 +356,8 @@ int run(const Options &o, const MachineDesc &machine)
 	}
 	if (child == 0) {
 		sigprocmask(SIG_SETMASK, &old, nullptr);
-		::execvpe(args[0], args.data(), envp.data());
-		std::fprintf(stderr, "kfd-emu: exec %s: %s\n", args[0], std::strerror(errno));
+		::execve(exe.c_str(), args.data(), envp.data());
+		(void)!::write(2, exec_err.data(), exec_err.size());
 		::_exit(127);
 	}
 
