@@ -835,9 +835,15 @@ std::string ModelImpl::introspect(std::string_view query)
 		return o.str();
 	}
 	if (cmd == "files") {
+		// files [<pid>] [nosum]: render files opened by / kfd files of pid
+		std::string arg;
+		in >> arg;
+		pid_t only = arg.empty() || arg == "nosum" ? 0 : static_cast<pid_t>(std::strtol(arg.c_str(), nullptr, 10));
 		o << "{\"files\":[";
 		bool first = true;
 		for (auto &[k, f] : files_) {
+			if (only && (f.kind == FileKind::Kfd ? f.kfd_owner : f.drm->opener) != only)
+				continue;
 			o << (first ? "" : ",") << "{\"dev\":" << k.dev << ",\"ino\":" << k.ino;
 			if (f.kind == FileKind::Kfd) {
 				o << ",\"kind\":\"kfd\",\"owner\":" << f.kfd_owner << "}";
