@@ -622,7 +622,8 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 			case 8: case 9: a.value = 128; break;		// CURSOR_WIDTH/HEIGHT
 			case CAP_ADDFB2_MODIFIERS: a.value = 1; break;
 			case 0x11: case 0x12: a.value = 1; break;
-			case CAP_SYNCOBJ: case CAP_SYNCOBJ_TIMELINE: a.value = 1; break;
+			// The model has no syncobjs: say so rather than fail later.
+			case CAP_SYNCOBJ: case CAP_SYNCOBJ_TIMELINE: a.value = 0; break;
 			default: return -EINVAL;
 			}
 			return 0;
