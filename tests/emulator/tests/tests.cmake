@@ -44,3 +44,18 @@ if(NOT AMDCR_SANITIZE)
   kfdemu_add_test(emu_transport_asan kfdemu_test_transport_asan
     LAUNCHER --machine 2xMI210 ARGS --machine 2xMI210)
 endif()
+
+# --- (a) libhsakmt 5.2.3, unmodified -------------------------------------------
+# Linked by name: the pkg-config file adds an include directory that Debian
+# does not ship.
+find_library(KFDEMU_HSAKMT_LIB NAMES hsakmt)
+if(KFDEMU_HSAKMT_LIB)
+  kfdemu_test_executable(kfdemu_test_hsakmt ${KFDEMU_TESTS}/test_hsakmt.cpp)
+  target_link_libraries(kfdemu_test_hsakmt PRIVATE ${KFDEMU_HSAKMT_LIB})
+  foreach(m MI100 2xMI210)
+    kfdemu_add_test(emu_hsakmt_${m} kfdemu_test_hsakmt LAUNCHER --machine ${m} ARGS --machine ${m})
+  endforeach()
+  kfdemu_add_test(emu_hsakmt_remapped kfdemu_test_hsakmt
+    LAUNCHER --machine 2xMI210 --gpu-ids 0x1a2b,0x3c4d --minors 130,131
+    ARGS --machine 2xMI210 --gpu-ids 0x1a2b,0x3c4d --minors 130,131)
+endif()

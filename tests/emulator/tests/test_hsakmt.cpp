@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// A real client nobody here wrote: Debian's libhsakmt (ROCt 5.2.3),
+// unmodified, on the emulated machine. Topology as libhsakmt parses it
+// must equal the profile; memory, queues and events go through the real
+// KFD ioctl and mmap paths.
+//
+// Usage (under kfd-emu): test_hsakmt --machine NAME [overrides]
+#include "check.h"
+
+#include <hsakmt.h>
+
+#include <cstring>
+#include <vector>
+
+using namespace kfdemu;
+using namespace kfdemu::test;
+
+namespace {
+
+#define CHECK_OK(expr) CHECK_EQ(int(expr), int(HSAKMT_STATUS_SUCCESS))
+
+struct Gpu {
+	uint32_t node;
+	const NodeDesc *desc;
+};
+
+void test_properties(const MachineDesc &m, std::vector<Gpu> *gpus)
+{
+	HsaSystemProperties sys{};
+	CHECK_OK(hsaKmtAcquireSystemProperties(&sys));
+	CHECK_EQ(sys.NumNodes, m.nodes.size());
+	for (uint32_t i = 0; i < sys.NumNodes && i < m.nodes.size(); i++) {
+		const NodeDesc &n = m.nodes[i];
+		HsaNodeProperties p{};
+		CHECK_OK(hsaKmtGetNodeProperties(i, &p));
+		CHECK_EQ(p.NumCPUCores, prop(n, "cpu_cores_count"));
+		CHECK_EQ(p.NumFComputeCores, prop(n, "simd_count"));
+		CHECK_EQ(p.NumIOLinks, n.io_links.size());
+		if (!n.is_gpu)
+			continue;
+		gpus->push_back({i, &n});
+		CHECK_EQ(p.NumCaches, n.caches.size());
+		CHECK_EQ(p.DeviceId, prop(n, "device_id"));
+		CHECK_EQ(p.VendorId, prop(n, "vendor_id"));
+		CHECK_EQ(p.LocationId, prop(n, "location_id"));
+		CHECK_EQ(p.Domain, prop(n, "domain"));
+		CHECK_EQ(int64_t(p.DrmRenderMinor), int64_t(n.drm_render_minor));
+		CHECK_EQ(p.MaxWavesPerSIMD, prop(n, "max_waves_per_simd"));
+		CHECK_EQ(p.LDSSizeInKB, prop(n, "lds_size_in_kb"));
+		CHECK_EQ(p.WaveFrontSize, prop(n, "wave_front_size"));
+		CHECK_EQ(p.NumSIMDPerCU, prop(n, "simd_per_cu"));
+		CHECK_EQ(p.NumCUPerArray, prop(n, "cu_per_simd_array"));
+		CHECK_EQ(p.NumSdmaEngines, prop(n, "num_sdma_engines"));
+		CHECK_EQ(p.NumSdmaXgmiEngines, prop(n, "num_sdma_xgmi_engines"));
+		CHECK_EQ(p.NumCpQueues, prop(n, "num_cp_queues") & 0xff);
+		CHECK_EQ(p.HiveID, prop(n, "hive_id"));
+		CHECK_EQ(p.UniqueID, prop(n, "unique_id"));
+		CHECK_EQ(p.EngineId.ui32.uCode, prop(n, "fw_version") & 0x3ff);
+		CHECK_EQ(p.uCodeEngineVersions.uCodeSDMA, prop(n, "sdma_fw_version") & 0x3ff);
+		CHECK_EQ(p.MaxEngineClockMhzFCompute, prop(n, "max_engine_clk_fcompute"));
+
+		// libhsakmt adds its own apertures (LDS, scratch, SVM) to the
+		// sysfs banks; the frame buffer must be the profile's.
+		std::vector<HsaMemoryProperties> banks(p.NumMemoryBanks);
+		CHECK(p.NumMemoryBanks >= n.mem_banks.size());
+		CHECK_OK(hsaKmtGetNodeMemoryProperties(i, p.NumMemoryBanks, banks.data()));
+		bool fb = false;
+		for (const auto &b : banks)
+			if (b.HeapType == HSA_HEAPTYPE_FRAME_BUFFER_PUBLIC ||
+			    b.HeapType == HSA_HEAPTYPE_FRAME_BUFFER_PRIVATE)
+				fb = fb || b.SizeInBytes == n.mem_banks.at(0).size_in_bytes;
+		CHECK(fb);
+
+		std::vector<HsaIoLinkProperties> links(p.NumIOLinks);
+		CHECK_OK(hsaKmtGetNodeIoLinkProperties(i, p.NumIOLinks, links.data()));
+		for (size_t l = 0; l < links.size() && l < n.io_links.size(); l++) {
+			CHECK_EQ(uint32_t(links[l].IoLinkType), n.io_links[l].type);
+			CHECK_EQ(links[l].NodeTo, n.io_links[l].node_to);
+			CHECK_EQ(links[l].NodeFrom, i);
+		}
+	}
+}
+
+void test_vram(const Gpu &g)
+{
+	const size_t size = 2 << 20;
+	HsaMemFlags f{};
+	f.ui32.NonPaged = 1;
+	f.ui32.HostAccess = 1;
+	f.ui32.CoarseGrain = 1;
+	f.ui32.PageSize = HSA_PAGE_SIZE_4KB;
+	void *mem = nullptr;
+	CHECK_OK(hsaKmtAllocMemory(g.node, size, f, &mem));
+	CHECK(mem != nullptr);
+	if (!mem)
+		return;
+	uint64_t alt = 0;
+	CHECK_OK(hsaKmtMapMemoryToGPU(mem, size, &alt));
+	auto *p = static_cast<uint32_t *>(mem);
+	for (size_t i = 0; i < size / 4; i += 1021)
+		p[i] = uint32_t(i * 2654435761u);
+	bool same = true;
+	for (size_t i = 0; i < size / 4; i += 1021)
+		same = same && p[i] == uint32_t(i * 2654435761u);
+	CHECK(same);
+	CHECK_OK(hsaKmtUnmapMemoryToGPU(mem));
+	CHECK_OK(hsaKmtFreeMemory(mem, size));
+}
+
+void test_system(const Gpu &g)
+{
+	const size_t size = 1 << 20;
+	HsaMemFlags f{};
+	f.ui32.HostAccess = 1;
+	f.ui32.PageSize = HSA_PAGE_SIZE_4KB;
+	void *mem = nullptr;
+	CHECK_OK(hsaKmtAllocMemory(0, size, f, &mem));	// the CPU node: system memory
+	CHECK(mem != nullptr);
+	if (!mem)
+		return;
+	uint64_t alt = 0;
+	CHECK_OK(hsaKmtMapMemoryToGPU(mem, size, &alt));
+	std::memset(mem, 0x5a, size);
+	CHECK_EQ(static_cast<unsigned char *>(mem)[size - 1], 0x5a);
+	CHECK_OK(hsaKmtUnmapMemoryToGPU(mem));
+	CHECK_OK(hsaKmtFreeMemory(mem, size));
+	(void)g;
+}
+
+void test_queue(const Gpu &g)
+{
+	const size_t ring_size = 64 << 10;
+	HsaMemFlags f{};
+	f.ui32.HostAccess = 1;
+	f.ui32.ExecuteAccess = 1;
+	f.ui32.PageSize = HSA_PAGE_SIZE_4KB;
+	void *ring = nullptr;
+	CHECK_OK(hsaKmtAllocMemory(0, ring_size, f, &ring));
+	if (!ring)
+		return;
+	uint64_t alt = 0;
+	CHECK_OK(hsaKmtMapMemoryToGPU(ring, ring_size, &alt));
+	// AQL read/write pointers are inputs: memory the GPU can see.
+	void *ptrs = nullptr;
+	CHECK_OK(hsaKmtAllocMemory(0, 4096, f, &ptrs));
+	if (!ptrs)
+		return;
+	CHECK_OK(hsaKmtMapMemoryToGPU(ptrs, 4096, &alt));
+	HsaQueueResource q{};
+	q.Queue_write_ptr_aql = static_cast<HSAuint64 *>(ptrs);
+	q.Queue_read_ptr_aql = static_cast<HSAuint64 *>(ptrs) + 1;
+	CHECK_OK(hsaKmtCreateQueue(g.node, HSA_QUEUE_COMPUTE_AQL, 100, HSA_QUEUE_PRIORITY_NORMAL, ring,
+				   ring_size, nullptr, &q));
+	CHECK(q.QueueId != 0 || q.Queue_DoorBell != nullptr);
+	CHECK(q.Queue_DoorBell != nullptr);
+	CHECK(q.Queue_write_ptr_aql == static_cast<HSAuint64 *>(ptrs));
+	if (q.Queue_DoorBell)
+		*reinterpret_cast<volatile uint64_t *>(q.Queue_DoorBell) = 0;	// ring it
+	CHECK_OK(hsaKmtDestroyQueue(q.QueueId));
+	CHECK_OK(hsaKmtUnmapMemoryToGPU(ring));
+	CHECK_OK(hsaKmtFreeMemory(ring, ring_size));
+	CHECK_OK(hsaKmtUnmapMemoryToGPU(ptrs));
+	CHECK_OK(hsaKmtFreeMemory(ptrs, 4096));
+}
+
+void test_event(const Gpu &g)
+{
+	HsaEventDescriptor d{};
+	d.EventType = HSA_EVENTTYPE_SIGNAL;
+	d.NodeId = g.node;
+	d.SyncVar.SyncVar.UserData = nullptr;
+	HsaEvent *ev = nullptr;
+	CHECK_OK(hsaKmtCreateEvent(&d, true, false, &ev));
+	CHECK(ev != nullptr);
+	if (!ev)
+		return;
+	CHECK_OK(hsaKmtSetEvent(ev));
+	CHECK_OK(hsaKmtWaitOnEvent(ev, 1000));
+	CHECK_OK(hsaKmtResetEvent(ev));
+	CHECK_EQ(int(hsaKmtWaitOnEvent(ev, 10)), int(HSAKMT_STATUS_WAIT_TIMEOUT));
+	CHECK_OK(hsaKmtDestroyEvent(ev));
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	const MachineDesc m = machine_from_args(argc, argv);
+	std::vector<Gpu> gpus;
+	bool open = false;
+	run("hsaKmtOpenKFD and version", [&] {
+		open = hsaKmtOpenKFD() == HSAKMT_STATUS_SUCCESS;
+		CHECK(open);
+		HsaVersionInfo v{};
+		CHECK_OK(hsaKmtGetVersion(&v));
+		CHECK_EQ(v.KernelInterfaceMajorVersion, 1u);
+		CHECK_EQ(v.KernelInterfaceMinorVersion, m.kfd_minor_version);
+	});
+	if (!open)
+		return summary();
+	run("topology as libhsakmt sees it equals the profile", [&] { test_properties(m, &gpus); });
+	CHECK(!gpus.empty());
+	for (const Gpu &g : gpus) {
+		const std::string id = " on gpu " + std::to_string(g.desc->gpu_id);
+		run(("VRAM alloc, GPU map, CPU access" + id).c_str(), [&] { test_vram(g); });
+		run(("system memory alloc and GPU map" + id).c_str(), [&] { test_system(g); });
+		run(("AQL queue create/destroy" + id).c_str(), [&] { test_queue(g); });
+		run(("signal event" + id).c_str(), [&] { test_event(g); });
+	}
+	run("hsaKmtCloseKFD", [] { CHECK_OK(hsaKmtCloseKFD()); });
+	return summary();
+}
