@@ -298,6 +298,14 @@ long ModelImpl::drm_cs(Caller &c, DrmFile &f, Cs &a)
 			job.error_after_ops = e;
 		job.ops.clear();
 	}
+	// Every BO the job touches is busy until it ends (GEM_WAIT_IDLE).
+	for (auto &op : job.ops)
+		for (auto *segs : {&op.src, &op.dst})
+			for (auto &sg : *segs)
+				if (std::find(job.busy.begin(), job.busy.end(), sg.bo) == job.busy.end())
+					job.busy.push_back(sg.bo);
+	for (auto &b : job.busy)
+		++b->busy;
 	auto &ent = ci->second.entities[{first.ip_type, first.ip_instance, first.ring}];
 	uint64_t seq = ent.next_seq++;
 	job.fence = std::make_shared<Fence>();
@@ -869,7 +877,13 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 		auto it = f.handles.find(a.handle);
 		if (it == f.handles.end())
 			return -ENOENT;
-		uint32_t out[2] = {0, static_cast<uint32_t>(it->second->domains)};
+		std::shared_ptr<Bo> bo = it->second;
+		auto dl = deadline_of(a.timeout);
+		lk.unlock();
+		while (bo->busy.load() > 0 && (!dl || std::chrono::steady_clock::now() < *dl))
+			std::this_thread::sleep_for(std::chrono::microseconds(200));
+		lk.lock();
+		uint32_t out[2] = {bo->busy.load() > 0 ? 1u : 0u, static_cast<uint32_t>(bo->domains)};
 		std::memset(&a, 0, sizeof a);
 		std::memcpy(&a, out, sizeof out);
 		return 0;

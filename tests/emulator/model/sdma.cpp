@@ -61,13 +61,15 @@ void SdmaEngine::run(std::stop_token st)
 			busy_ = true;
 		}
 		if (job.hang)
-			continue; // never signals: WAIT_CS times out
+			continue; // never signals: WAIT_CS times out, BOs stay busy
 		int err = execute(job, st);
 		if (!err)
 			err = job.error_after_ops;
 		++counters_->sdma_jobs;
 		if (err)
 			++counters_->sdma_failed;
+		for (auto &b : job.busy)
+			--b->busy;
 		job.fence->signal(err);
 	}
 }

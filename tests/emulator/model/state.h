@@ -128,6 +128,7 @@ struct Bo {
 	uint64_t fake_offset = 0;	// render-node mmap offset on dev
 	std::shared_ptr<Bo> import_of;	// dma-buf import of another device's BO
 	std::shared_ptr<std::atomic<uint64_t>> vram_used; // accounting
+	std::atomic<int> busy{0};	// unfinished SDMA jobs using this BO
 	// GEM metadata
 	uint64_t md_flags = 0, md_tiling = 0;
 	std::vector<uint32_t> md_data;
@@ -229,6 +230,7 @@ struct SdmaJob {
 	bool hang = false;
 	std::shared_ptr<Fence> fence;
 	uint32_t gpu_id = 0;
+	std::vector<std::shared_ptr<Bo>> busy; // Bo::busy raised until the job ends
 };
 
 class SdmaEngine {

@@ -99,8 +99,21 @@ Test(concurrency, wait_cs_does_not_block_others)
 	double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 	cr_assert_lt(dt, 0.05, "an ioctl during WAIT_CS took %f s", dt);
 	cr_assert(!done.load(), "the copy should still be running");
+	auto wait_idle = [&](uint32_t h, uint64_t rel_ns) {
+		timespec ts{};
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t t = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec) + rel_ns;
+		GemWaitIdle w{h, 0, t};
+		cr_assert_eq(rig.amdgpu(c, fd, GEM_WAIT_IDLE, &w), 0);
+		uint32_t status;
+		std::memcpy(&status, &w, 4);
+		return status;
+	};
+	cr_assert_eq(wait_idle(hd, 5 * 1000 * 1000), 1u, "destination busy during the copy");
+	cr_assert_eq(wait_idle(hib, 0), 0u, "the IB is not a copy operand");
 	waiter.join();
 	cr_assert(done.load());
+	cr_assert_eq(wait_idle(hd, 0), 0u, "idle once the job is done");
 	munmap(ib, 4096);
 }
 
