@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -207,6 +208,37 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 					       kv("max_bandwidth", ln.max_bandwidth) +
 					       kv("recommended_transfer_size", 0) + kv("flags", 1));
 			}
+		}
+	}
+
+	// NUMA nodes as the machine has them (libhsakmt walks node<N>/cpu* for
+	// CPU cache information): each CPU node gets a share of the host's
+	// CPUs, linked to the real /sys/devices/system/cpu/cpu<K>.
+	std::vector<const NodeDesc *> cpus;
+	for (const auto &n : m.nodes)
+		if (!n.is_gpu)
+			cpus.push_back(&n);
+	if (!gpus.empty() && !cpus.empty()) {
+		redirects += "/sys/devices/system/node\n";
+		const long host = std::max(1L, ::sysconf(_SC_NPROCESSORS_CONF));
+		const size_t nn = cpus.size();
+		w.file("sys/devices/system/node/possible", "0-" + std::to_string(nn - 1) + "\n");
+		w.file("sys/devices/system/node/online", "0-" + std::to_string(nn - 1) + "\n");
+		w.file("sys/devices/system/node/has_cpu", "0-" + std::to_string(nn - 1) + "\n");
+		w.file("sys/devices/system/node/has_normal_memory", "0-" + std::to_string(nn - 1) + "\n");
+		for (size_t i = 0; i < nn; i++) {
+			long first = long(i) * host / long(nn), last = long(i + 1) * host / long(nn) - 1;
+			if (last < first)
+				first = last = std::min<long>(long(i), host - 1);
+			const std::string nd = "sys/devices/system/node/node" + std::to_string(i);
+			w.file(nd + "/cpulist", std::to_string(first) + "-" + std::to_string(last) + "\n");
+			const uint64_t kb = cpus[i]->mem_banks.empty() ? 0 : cpus[i]->mem_banks[0].size_in_bytes >> 10;
+			const std::string pre = "Node " + std::to_string(i) + " ";
+			w.file(nd + "/meminfo", pre + "MemTotal:       " + std::to_string(kb) + " kB\n" + pre +
+							"MemFree:        " + std::to_string(kb / 2) + " kB\n" + pre +
+							"MemUsed:        " + std::to_string(kb - kb / 2) + " kB\n");
+			for (long c = first; c <= last; c++)
+				w.link(nd + "/cpu" + std::to_string(c), "/sys/devices/system/cpu/cpu" + std::to_string(c));
 		}
 	}
 
