@@ -59,3 +59,10 @@ if(KFDEMU_HSAKMT_LIB)
     LAUNCHER --machine 2xMI210 --gpu-ids 0x1a2b,0x3c4d --minors 130,131
     ARGS --machine 2xMI210 --gpu-ids 0x1a2b,0x3c4d --minors 130,131)
 endif()
+
+# --- (b) libdrm_amdgpu 2.4.114: init, BOs, dma-buf, SDMA through CS ------------
+kfdemu_test_executable(kfdemu_test_libdrm ${KFDEMU_TESTS}/test_libdrm.cpp)
+target_link_libraries(kfdemu_test_libdrm PRIVATE PkgConfig::LIBDRM_AMDGPU PkgConfig::LIBDRM)
+foreach(m MI100 2xMI210 8xMI300X)
+  kfdemu_add_test(emu_libdrm_${m} kfdemu_test_libdrm LAUNCHER --machine ${m} ARGS --machine ${m})
+endforeach()
