@@ -66,3 +66,14 @@ target_link_libraries(kfdemu_test_libdrm PRIVATE PkgConfig::LIBDRM_AMDGPU PkgCon
 foreach(m MI100 2xMI210 8xMI300X)
   kfdemu_add_test(emu_libdrm_${m} kfdemu_test_libdrm LAUNCHER --machine ${m} ARGS --machine ${m})
 endforeach()
+
+# --- (c) CRIU_OP round trip at the ioctl level, restore on "another machine" --
+kfdemu_test_executable(kfdemu_test_criu_op ${KFDEMU_TESTS}/test_criu_op.cpp)
+target_compile_definitions(kfdemu_test_criu_op PRIVATE KFDEMU_LAUNCHER="$<TARGET_FILE:kfd-emu>")
+target_link_libraries(kfdemu_test_criu_op PRIVATE amdcr_kernel_headers)
+kfdemu_add_test(emu_criu_op_2xMI210 kfdemu_test_criu_op
+  LAUNCHER --machine 2xMI210
+  ARGS dump --machine 2xMI210 -- --machine 2xMI210 --gpu-ids 0x1a2b,0x3c4d --minors 130,131)
+kfdemu_add_test(emu_criu_op_MI100 kfdemu_test_criu_op
+  LAUNCHER --machine MI100
+  ARGS dump --machine MI100 -- --machine MI100 --gpu-ids 0x7777 --minors 140)
