@@ -105,6 +105,15 @@ Result<Bo> Bo::alloc(const Device &dev, uint64_t size, uint32_t domain, uint64_t
 	return Bo(h, size, std::move(name));
 }
 
+Result<UniqueFd> Bo::export_dmabuf() const
+{
+	uint32_t fd = 0;
+	const int r = amdgpu_bo_export(bo_.get(), amdgpu_bo_handle_type_dma_buf_fd, &fd);
+	if (r != 0)
+		return drm_error(r, "amdgpu_bo_export(" + name_ + " as dma-buf)");
+	return UniqueFd(static_cast<int>(fd));
+}
+
 // ---- VaMapping ----------------------------------------------------------
 
 Result<VaMapping> VaMapping::map(const Device &dev, const Bo &bo)

@@ -21,6 +21,7 @@
 
 #include "base/result.h"
 #include "base/scoped.h"
+#include "base/unique_fd.h"
 
 namespace amdcr {
 
@@ -75,6 +76,10 @@ public:
 	// Allocates a BO in `domain` (AMDGPU_GEM_DOMAIN_GTT/VRAM).
 	static Result<Bo> alloc(const Device &dev, uint64_t size, uint32_t domain,
 				uint64_t flags = 0, uint64_t alignment = 4096);
+
+	// Exports the BO as a dma-buf (O_RDWR, O_CLOEXEC); the fd is the
+	// caller's.
+	Result<UniqueFd> export_dmabuf() const;
 
 	amdgpu_bo_handle get() const { return bo_.get(); }
 	uint64_t size() const { return size_; }
