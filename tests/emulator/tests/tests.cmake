@@ -77,3 +77,10 @@ kfdemu_add_test(emu_criu_op_2xMI210 kfdemu_test_criu_op
 kfdemu_add_test(emu_criu_op_MI100 kfdemu_test_criu_op
   LAUNCHER --machine MI100
   ARGS dump --machine MI100 -- --machine MI100 --gpu-ids 0x7777 --minors 140)
+
+# --- (d) argument checks through the real ioctl path --------------------------
+kfdemu_test_executable(kfdemu_test_errors ${KFDEMU_TESTS}/test_errors.cpp)
+target_link_libraries(kfdemu_test_errors PRIVATE amdcr_kernel_headers PkgConfig::LIBDRM)
+foreach(m MI100 2xMI210)
+  kfdemu_add_test(emu_errors_${m} kfdemu_test_errors LAUNCHER --machine ${m} ARGS --machine ${m})
+endforeach()
