@@ -111,8 +111,9 @@ inline uint64_t prop(const NodeDesc &n, std::string_view key)
 	return ~0ull;
 }
 
-// Asks the daemon of this kfd-emu instance (KFDEMU_SOCKET); "" on error.
-inline std::string introspect(std::string_view query)
+// One request to the daemon of this kfd-emu instance (KFDEMU_SOCKET):
+// the reply's payload, and its result in *result. "" on transport errors.
+inline std::string daemon_request(wire::Op op, std::string_view payload, int64_t *result = nullptr)
 {
 	const char *sock = std::getenv("KFDEMU_SOCKET");
 	if (!sock)
@@ -127,11 +128,11 @@ inline std::string introspect(std::string_view query)
 		return {};
 	}
 	wire::Request rq{};
-	rq.op = wire::Op::Introspect;
+	rq.op = op;
 	rq.tid = ::gettid();
-	rq.len = uint32_t(query.size());
+	rq.len = uint32_t(payload.size());
 	std::string msg(reinterpret_cast<const char *>(&rq), sizeof rq);
-	msg += query;
+	msg += payload;
 	wire::Reply rp{};
 	std::string out;
 	if (!wire::send_all(s, msg.data(), msg.size()) && !wire::recv_all(s, &rp, sizeof rp)) {
@@ -140,9 +141,24 @@ inline std::string introspect(std::string_view query)
 		if ((rp.nfds && wire::recv_all(s, ents.data(), ents.size())) ||
 		    (rp.len && wire::recv_all(s, out.data(), rp.len)))
 			out.clear();
+		if (result)
+			*result = rp.result;
 	}
 	::close(s);
 	return out;
+}
+
+inline std::string introspect(std::string_view query)
+{
+	return daemon_request(wire::Op::Introspect, query);
+}
+
+// Replaces the model's fault rules at run time (as `kfd-emu ctl faults`).
+inline int64_t set_faults(std::string_view spec)
+{
+	int64_t r = -1;
+	daemon_request(wire::Op::SetFaults, spec, &r);
+	return r;
 }
 
 // The number after "\"key\":" in a flat JSON answer, or -1.

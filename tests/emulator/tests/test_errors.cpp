@@ -354,6 +354,18 @@ void test_render(const Setup &s)
 	CHECK_EQ(xioctl(s.rfd, DRM_IOCTL_GEM_CLOSE, &gc), -EINVAL);	// double close
 }
 
+void test_runtime_faults(const Setup &s)
+{
+	CHECK_EQ(set_faults("AMDKFD_IOC_GET_VERSION:nth=2:errno=EIO"), 0);
+	kfd_ioctl_get_version_args v{};
+	CHECK_EQ(xioctl(s.kfd, AMDKFD_IOC_GET_VERSION, &v), 0);
+	CHECK_EQ(xioctl(s.kfd, AMDKFD_IOC_GET_VERSION, &v), -EIO);	// the 2nd call
+	CHECK_EQ(xioctl(s.kfd, AMDKFD_IOC_GET_VERSION, &v), 0);
+	CHECK(set_faults("AMDKFD_IOC_GET_VERSION:nth=x") < 0);	// rejected spec
+	CHECK_EQ(set_faults(""), 0);					// clear
+	CHECK_EQ(xioctl(s.kfd, AMDKFD_IOC_GET_VERSION, &v), 0);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -377,5 +389,6 @@ int main(int argc, char **argv)
 	run("calls from a process that does not own the context", [&] { test_non_owner(s); });
 	run("/dev/kfd mmap offsets", [&] { test_kfd_mmap(s); });
 	run("render node: unknown ioctls, handles, VA, PRIME, ctx, userptr, mmap", [&] { test_render(s); });
+	run("fault rules changed at run time", [&] { test_runtime_faults(s); });
 	return summary();
 }

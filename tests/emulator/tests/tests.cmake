@@ -84,3 +84,18 @@ target_link_libraries(kfdemu_test_errors PRIVATE amdcr_kernel_headers PkgConfig:
 foreach(m MI100 2xMI210)
   kfdemu_add_test(emu_errors_${m} kfdemu_test_errors LAUNCHER --machine ${m} ARGS --machine ${m})
 endforeach()
+
+# --- the command line: kfd-emu ctl, kfd-emu machine, exit status --------------
+add_test(NAME emu_cli_ctl
+  COMMAND $<TARGET_FILE:kfd-emu> --machine 2xMI210 -- sh -c
+    "test -e /dev/kfd && $<TARGET_FILE:kfd-emu> ctl transport && $<TARGET_FILE:kfd-emu> ctl vmas $$$$ && $<TARGET_FILE:kfd-emu> ctl processes")
+set_tests_properties(emu_cli_ctl PROPERTIES LABELS emulator
+  PASS_REGULAR_EXPRESSION "\"connections\":[0-9]+.*\"vmas\":\\[\\].*\"processes\"")
+add_test(NAME emu_cli_machine COMMAND $<TARGET_FILE:kfd-emu> machine --machine 8xMI300X --minors 140)
+set_tests_properties(emu_cli_machine PROPERTIES LABELS emulator
+  PASS_REGULAR_EXPRESSION "node 2: gpu aqua_vanjaram gpu_id [0-9]+ renderD140 card12")
+add_test(NAME emu_cli_exit_status COMMAND $<TARGET_FILE:kfd-emu> --machine none -- sh -c "exit 7")
+set_tests_properties(emu_cli_exit_status PROPERTIES LABELS emulator WILL_FAIL TRUE)
+add_test(NAME emu_cli_bad_override
+  COMMAND $<TARGET_FILE:kfd-emu> --machine MI100 --gpu-ids 1,2 -- true)
+set_tests_properties(emu_cli_bad_override PROPERTIES LABELS emulator WILL_FAIL TRUE)
