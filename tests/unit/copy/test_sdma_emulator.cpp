@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -159,4 +160,57 @@ Test(sdma_emulator, import_larger_than_dmabuf_is_einval)
 	cr_assert(!g.ok());
 	cr_assert_eq(g.error().code(), EINVAL);
 	cr_assert(g.error().message().find("dma-buf fd") != std::string::npos);
+}
+
+// ---- faults injected by the emulator (run by their own CTest entries) -------
+
+namespace {
+
+// AMDCR_TEST_SDMA_FAULT names the fault kfd-emu was started with:
+// "fail" (sdma:nth=3:errno=EIO) or "hang" (sdma:nth=2:hang).
+const char *sdma_fault() { return std::getenv("AMDCR_TEST_SDMA_FAULT"); }
+
+Result<TransferStats> dump_under_fault(uint64_t fence_timeout_ns, test::VectorSink &sink)
+{
+	UniqueFd render = open_render(128);
+	cr_assert(render.valid());
+	auto dev = Device::initialize(render.get());
+	cr_assert(dev.ok());
+	std::vector<TestBo> bos;
+	bos.push_back(make_bo(*dev, 4 * MiB, 4 * MiB, AMDGPU_GEM_DOMAIN_VRAM, 5));
+	SdmaEngineOptions opts;
+	opts.fence_timeout_ns = fence_timeout_ns;
+	auto eng = SdmaEngine::create(render.get(), opts);
+	cr_assert(eng.ok());
+	auto g = (*eng)->import_dmabuf(bos[0].dmabuf.get());
+	cr_assert(g.ok());
+	std::vector<GpuBuffer> bufs{*g};
+	return transfer_to_file(**eng, bufs, sink, 1 * MiB); // 8 chunks of 512 KiB
+}
+
+} // namespace
+
+Test(sdma_fault, failed_job_stops_the_dump_with_its_error)
+{
+	if (!sdma_fault() || std::string(sdma_fault()) != "fail")
+		cr_skip_test("needs kfd-emu --fault sdma:nth=3:errno=EIO");
+	test::VectorSink sink;
+	auto r = dump_under_fault(AMDGPU_TIMEOUT_INFINITE, sink);
+	cr_assert(!r.ok());
+	cr_assert_eq(r.error().code(), EIO, "%s", r.error().message().c_str());
+	cr_assert(r.error().message().find("SDMA") != std::string::npos, "%s",
+		  r.error().message().c_str());
+	// Chunks 1 and 2 were written (2 while 3 was copying), nothing after.
+	cr_assert_eq(sink.data.size(), 1 * MiB);
+}
+
+Test(sdma_fault, hung_job_times_out)
+{
+	if (!sdma_fault() || std::string(sdma_fault()) != "hang")
+		cr_skip_test("needs kfd-emu --fault sdma:nth=2:hang");
+	test::VectorSink sink;
+	auto r = dump_under_fault(200ull * 1000 * 1000, sink);
+	cr_assert(!r.ok());
+	cr_assert_eq(r.error().code(), ETIMEDOUT, "%s", r.error().message().c_str());
+	cr_assert_eq(sink.data.size(), 512 * KiB);
 }
