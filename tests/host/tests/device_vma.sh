@@ -47,6 +47,25 @@ grep -qx "vma task=$P start=$MAP end=$END prot=3 flags=0x1 pgoff=0x1000 path=$DE
 	fail "mapping not recorded"
 ok "HANDLE_DEVICE_VMA per mapping, before the task's files; recorded"
 
+# The other accepted answer shape (a bare list, numbers as strings), and an
+# error answer.
+cat >"$T/kfd-emu-list" <<EOT
+#!/bin/bash
+echo '[{"start": "$MAP", "end": "$END", "pgoff": "0x2000", "prot": 1, "flags": "private", "path": "$DEV"}]'
+EOT
+printf '#!/bin/bash\necho %s\n' "'{\"error\":\"no such process\"}'" >"$T/kfd-emu-error"
+chmod +x "$T/kfd-emu-list" "$T/kfd-emu-error"
+start_target --memfd-map 8192
+TP_B_HANDLE_DEVICE_VMA=0 CRIU_HOST_KFDEMU=$T/kfd-emu-list host dump -t "$TARGET_PID" -D "$T/img-list" --plugin "$A" --plugin "$B" ||
+	fail "dump with a bare-list answer failed"
+grep -qx "vma task=$TARGET_PID start=$MAP end=$END prot=1 flags=0x2 pgoff=0x2000 path=$DEV" "$T/img-list/inventory.host" ||
+	fail "bare-list answer misread"
+CRIU_HOST_KFDEMU=$T/kfd-emu-error host dump -t "$TARGET_PID" -D "$T/img-err" --plugin "$A" && fail "error answer ignored"
+log_has "no such process" || fail "the emulator's error not reported"
+CRIU_HOST_KFDEMU=$T/none host dump -t "$TARGET_PID" -D "$T/img-err" --plugin "$A" && fail "missing kfd-emu ignored"
+expect_running "$TARGET_PID"
+ok "answer shapes: bare list with string numbers; error object and missing command fail the dump"
+
 # Restore: the plugin supplies the fd to map (a /dev/zero stands in).
 : >"$REC"
 TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_UPDATE_VMA_MAP=open:/dev/zero \
