@@ -12,6 +12,7 @@
  *   <NAME>_VERSION        descriptor version (default CRIU_PLUGIN_VERSION)
  *   <NAME>_MAX_HOOKS      descriptor max_hooks (default CR_PLUGIN_HOOK__MAX)
  *   <NAME>_UNREGISTER     comma-separated hooks left out of the descriptor
+ *   <NAME>_SAY=LEVEL:TEXT init() also logs TEXT through print_on_level(LEVEL)
  *   <NAME>_INVENTORY=1    init(DUMP) calls add_inventory_plugin(name), and
  *                         init(RESTORE) check_and_remove_inventory_plugin()
  *   <NAME>_<HOOK>         what the hook does (HOOK as in the ABI, e.g.
@@ -173,6 +174,11 @@ static int tp_init(int stage)
 		}
 	}
 	say(CRIU_LOG_INFO, "%s: init stage %d\n", plugin_name, stage);
+	if (setting("SAY")) {
+		const char *text = strchr(setting("SAY"), ':');
+		if (text)
+			say((unsigned)atoi(setting("SAY")), "%s\n", text + 1);
+	}
 	record("INIT(stage=%d, imgdir=%s%s) = %d", stage, dirstate, inv, ret);
 	return ret;
 }
