@@ -10,6 +10,7 @@ REC=$T/rec
 export TESTPLUGIN_LOG=$REC
 unset KFDEMU_SOCKET CRIU_LIBS_DIR
 TARGETS=()
+declare -A HEARTBEAT
 CHECKS=0
 
 cleanup() {
@@ -62,8 +63,8 @@ pick_device() {
 # start_target ARGS...: runs host_target, waits until it is set up and
 # sets TARGET_PID, TARGET_CHILD, TARGET_MAP, TARGET_MAP_SIZE.
 start_target() {
-	local ready=$T/ready.$RANDOM
-	"$HOST_TARGET" "$@" --ready "$ready" --heartbeat "$T/heartbeat" &
+	local ready=$T/ready.$RANDOM hb=$T/heartbeat.$RANDOM
+	"$HOST_TARGET" "$@" --ready "$ready" --heartbeat "$hb" &
 	TARGETS+=($!)
 	local i
 	for i in $(seq 200); do
@@ -76,6 +77,7 @@ start_target() {
 	TARGET_MAP=$(sed -n 's/.*map=\(0x[0-9a-f]*\) .*/\1/p' "$ready")
 	TARGET_MAP_SIZE=$(sed -n 's/.*size=\([0-9]*\).*/\1/p' "$ready")
 	[ "$TARGET_PID" = "$!" ] || fail "ready file names pid $TARGET_PID, started $!"
+	HEARTBEAT[$TARGET_PID]=$hb
 	if [ -n "$TARGET_CHILD" ] && [ "$TARGET_CHILD" != 0 ]; then
 		TARGETS+=("$TARGET_CHILD")
 	fi
@@ -124,16 +126,20 @@ expect_running() {
 		tracer=$(awk '/^TracerPid:/ {print $2}' "$tid/status" 2>/dev/null)
 		[ "${tracer:-0}" = 0 ] || fail "thread ${tid##*/} of $pid is still traced by $tracer"
 	done
-	if [ "$pid" = "$TARGET_PID" ]; then
+	local hb=${HEARTBEAT[$pid]:-}
+	if [ -n "$hb" ]; then
 		local a b i
 		for i in $(seq 100); do
-			[ -s "$T/heartbeat" ] && break
+			[ -s "$hb" ] && break
 			sleep 0.02
 		done
-		a=$(cat "$T/heartbeat")
-		sleep 0.2
-		b=$(cat "$T/heartbeat")
-		[ "$b" -gt "$a" ] || fail "task $pid does not run (heartbeat $a -> $b)"
+		a=$(cat "$hb")
+		for i in $(seq 100); do
+			sleep 0.05
+			b=$(cat "$hb")
+			[ "$b" -gt "$a" ] && break
+		done
+		[ "$b" -gt "$a" ] || fail "task $pid does not run (heartbeat $a -> $b in 5 s)"
 	fi
 }
 
