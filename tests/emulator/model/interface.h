@@ -145,6 +145,9 @@ public:
 	virtual void install_fd(int model_fd, bool cloexec, uint64_t patch_addr,
 				bool as_result = false) = 0;
 
+	// Caller methods are called by the model with its lock held: an
+	// implementation must never call back into the Model.
+	//
 	// The emulated file behind one of the caller's fd numbers (drm_fd of
 	// ACQUIRE_VM and of CRIU RESTORE device buckets, PRIME_FD_TO_HANDLE).
 	// nullopt when the fd is not open or not an emulated file; `raw_fd`

@@ -181,10 +181,9 @@ public:
 		::close(fd);
 		if (!ok)
 			return std::nullopt;
-		FileKey k{st.st_dev, st.st_ino};
-		if (!d_.model().describe(k))
-			return std::nullopt;
-		return k;
+		// No call back into the model here: it calls resolve_fd with its
+		// lock held, and looks the key up in its own file table.
+		return FileKey{st.st_dev, st.st_ino};
 	}
 	bool is_tracer_of(pid_t pid) override { return proc_is_tracer_of(id_.tgid, pid); }
 	bool process_exists(pid_t pid) override
@@ -395,8 +394,12 @@ int Daemon::make_client_fd(int model_fd)
 	int fd = ::open(self.c_str(), O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return ::fcntl(model_fd, F_DUPFD_CLOEXEC, 0) < 0 ? -errno : -EBADF;
+	if (fd < 0) {
+		// Not reopenable (not a memfd): the same description, whose
+		// release the model then learns of only by its own means.
+		fd = ::fcntl(model_fd, F_DUPFD_CLOEXEC, 0);
+		return fd < 0 ? -errno : fd;
+	}
 	int wd = ::inotify_add_watch(inotify_fd_, self.c_str(), IN_CLOSE_WRITE | IN_CLOSE_NOWRITE);
 	if (wd >= 0) {
 		std::lock_guard lock(mu_);
@@ -584,6 +587,9 @@ void Daemon::serve(int conn, pid_t tgid)
 			break;
 		}
 
+		// The kernel fails the call when an fd cannot be installed.
+		if (rp.result >= 0 && rp.result != wire::kNotEmulated && caller.failed_install() < 0)
+			rp.result = caller.failed_install();
 		std::vector<CallerImpl::Pending> pend = caller.take();
 		if (rp.result < 0 && rp.result != wire::kNotEmulated) {
 			for (auto &p : pend)
