@@ -96,6 +96,7 @@ def stop(p):
 def run_host(bins, args, env_extra, logfile):
     """Runs criu-host; returns (exit status, log + output, seconds, pid)."""
     env = dict(os.environ)
+    env["CRIU_HOST_KFDEMU"] = bins.emu
     env.update(env_extra)
     t0 = time.time()
     p = subprocess.Popen([bins.host] + args + ["-v4", "-o", logfile], env=env,
