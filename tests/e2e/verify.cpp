@@ -107,6 +107,7 @@ extern "C" __attribute__((visibility("default"))) int verify_gpu_state(const cha
 	if (!mine) {
 		std::fprintf(stderr, "verify[%d]: no manifest of %s matches this task's mapped memory\n", getpid(),
 			     a.c_str());
+		std::fflush(stderr);
 		return 1;
 	}
 	int bad = 0;
@@ -143,5 +144,7 @@ extern "C" __attribute__((visibility("default"))) int verify_gpu_state(const cha
 			std::printf("verify[%d]: emulator: queues running, every BO at its old GPU VA\n", getpid());
 		}
 	}
+	std::fflush(stdout);
+	std::fflush(stderr);
 	return bad ? 1 : 0;
 }
