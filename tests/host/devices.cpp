@@ -117,6 +117,22 @@ amdcr::Result<std::vector<DeviceVma>> emulated_vmas(pid_t pid)
 	}
 	std::sort(out.begin(), out.end(),
 		  [](const DeviceVma &a, const DeviceVma &b) { return a.start < b.start; });
+	if (kernel) {
+		// Walk the kernel's lines: a device mapping's identity is its
+		// device path, any other line's its dev:ino.
+		std::string prev;
+		for (const MapEntry &m : *kernel) {
+			std::string id = "file " + std::to_string(m.dev_major) + ":" +
+					 std::to_string(m.dev_minor) + ":" + std::to_string(m.ino);
+			for (DeviceVma &v : out) {
+				if (v.start != m.start)
+					continue;
+				id = "device " + v.path;
+				v.borrowed = id == prev;
+			}
+			prev = m.ino ? id : std::string();
+		}
+	}
 	return out;
 }
 
@@ -126,7 +142,11 @@ amdcr::Result<std::vector<DeviceVma>> kernel_vmas(pid_t pid)
 	if (!maps)
 		return std::move(maps).error();
 	std::vector<DeviceVma> out;
+	const MapEntry *prev = nullptr;
 	for (const MapEntry &m : *maps) {
+		const bool same_as_prev = prev && prev->ino == m.ino && prev->dev_major == m.dev_major &&
+					  prev->dev_minor == m.dev_minor;
+		prev = &m;
 		if (m.ino == 0 || m.path.empty() || m.path[0] == '[')
 			continue;
 		// stat() through map_files: the mapped inode itself, without
@@ -143,7 +163,7 @@ amdcr::Result<std::vector<DeviceVma>> kernel_vmas(pid_t pid)
 		}
 		if (!S_ISCHR(st.st_mode) || st.st_rdev == kDevZero)
 			continue;
-		out.push_back(DeviceVma{m.start, m.end, m.pgoff, m.prot, m.flags, m.path});
+		out.push_back(DeviceVma{m.start, m.end, m.pgoff, m.prot, m.flags, m.path, same_as_prev});
 	}
 	return out;
 }

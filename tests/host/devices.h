@@ -38,6 +38,11 @@ struct DeviceVma {
 	int prot = 0;
 	int flags = 0; // MAP_SHARED / MAP_PRIVATE
 	std::string path;
+	// The previous line of /proc/PID/maps is the same file: CRIU borrows
+	// that mapping's file and result (vma_get_mapfile) and does not call
+	// HANDLE_DEVICE_VMA again. Under the emulator "the same file" is the
+	// same device path, as the real device's inode would be.
+	bool borrowed = false;
 };
 
 bool emulated();

@@ -180,6 +180,11 @@ int Dumper::dump_vmas(TaskRecord &t)
 		return -1;
 	}
 	for (const DeviceVma &v : *vmas) {
+		if (v.borrowed) {
+			logf(kDebug, "vma %" PRIx64 " borrows vfi from previous\n", v.start);
+			t.vmas.push_back(VmaRecord{v.start, v.end, v.prot, v.flags, v.pgoff, v.path});
+			continue;
+		}
 		char mf[80];
 		std::snprintf(mf, sizeof(mf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, t.pid, v.start,
 			      v.end);

@@ -89,4 +89,32 @@ TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_UPDATE_VMA_MAP=-5 host restore -D "$T/
 	fail "restore with a failing UPDATE_VMA_MAP succeeded"
 log_has "UPDATE_VMA_MAP failed for $MAP: -5" || fail "no error"
 ok "UPDATE_VMA_MAP error fails the restore"
+# Consecutive mappings of one device: CRIU asks the plugins about the first
+# only (the next borrows its file); another device after it is asked again.
+start_target --memfd-map 16384 --split
+S=$TARGET_MAP
+M=$(printf '0x%x' $((S + 8192)))
+E=$(printf '0x%x' $((S + 16384)))
+grep -q "^${S#0x}-${M#0x} " /proc/$TARGET_PID/maps && grep -q "^${M#0x}-${E#0x} " /proc/$TARGET_PID/maps ||
+	fail "target mapping not split in two"
+emu_two() {
+	cat >"$T/kfd-emu-two" <<EOT
+#!/bin/bash
+echo '{"vmas":[{"start":$((S)),"end":$((M)),"pgoff":0,"prot":"rw-","path":"$1"},{"start":$((M)),"end":$((E)),"pgoff":8192,"prot":"r--","path":"$2"}]}'
+EOT
+	chmod +x "$T/kfd-emu-two"
+}
+emu_two "$DEV" "$DEV"
+: >"$REC"
+TP_A_HANDLE_DEVICE_VMA=0 CRIU_HOST_KFDEMU=$T/kfd-emu-two host dump -t "$TARGET_PID" -D "$T/img-two" --plugin "$A" ||
+	fail "dump failed"
+[ "$(records_of HANDLE_DEVICE_VMA | wc -l)" = 1 ] || fail "HANDLE_DEVICE_VMA called for a borrowing mapping"
+[ "$(grep -c "^vma task=$TARGET_PID " "$T/img-two/inventory.host")" = 2 ] || fail "borrowing mapping not recorded"
+ok "a mapping right after one of the same device borrows its result"
+emu_two "$DEV" /dev/null
+: >"$REC"
+TP_A_HANDLE_DEVICE_VMA=0 CRIU_HOST_KFDEMU=$T/kfd-emu-two host dump -t "$TARGET_PID" -D "$T/img-two2" --plugin "$A" ||
+	fail "dump failed"
+[ "$(records_of HANDLE_DEVICE_VMA | wc -l)" = 2 ] || fail "HANDLE_DEVICE_VMA not called for another device"
+ok "a different device after it is asked again"
 done_testing

@@ -3,8 +3,9 @@
  * host_target: a small live process tree for criu-host's tests.
  *
  *   host_target [--open PATH]... [--memfd-map BYTES] [--child]
- *               [--threads N] [--zombie] [--heartbeat FILE] --ready FILE
+ *               [--split] [--threads N] [--zombie] [--heartbeat FILE] --ready FILE
  *
+ * --split makes the memfd mapping two VMAs (second half read-only).
  * Closes every inherited fd above 2, so the paths get fds 3, 4, ... in order,
  * opens the paths (O_RDWR, else O_RDONLY), maps a shared memfd when asked,
  * forks one child when asked (it inherits the fds and sleeps), starts N
@@ -55,7 +56,7 @@ static void *sleeper(void *arg)
 
 int main(int argc, char **argv)
 {
-	int threads = 0, zombie = 0;
+	int threads = 0, zombie = 0, split = 0;
 	const char *ready = NULL, *heartbeat = NULL;
 	size_t map_size = 0;
 	void *map = NULL;
@@ -77,6 +78,8 @@ int main(int argc, char **argv)
 			map_size = strtoul(argv[++i], NULL, 0);
 		} else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
 			threads = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--split")) {
+			split = 1;
 		} else if (!strcmp(argv[i], "--zombie")) {
 			zombie = 1;
 		} else if (!strcmp(argv[i], "--child")) {
@@ -99,6 +102,8 @@ int main(int argc, char **argv)
 			return 2;
 		close(fd);
 		memset(map, 0x5a, map_size);
+		if (split && mprotect((char *)map + map_size / 2, map_size / 2, PROT_READ))
+			return 2;
 	}
 	if (want_child) {
 		child = fork();
