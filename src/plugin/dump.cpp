@@ -209,7 +209,7 @@ Status DumpSession::dump_kfd(int fd, int id)
 
 	// Contents first, metadata last: a KFD image under its final name
 	// implies its pages files are complete.
-	auto copied = run_gpu_copies(Direction::GpuToFile, *images, jobs, staging_bound(env_.config));
+	auto copied = run_gpu_copies(Direction::GpuToFile, *images, jobs, env_.config.max_buffer_size);
 	if (!copied)
 		return std::move(copied).error();
 	if (auto st = write_kfd_image(*images, id, img); !st)

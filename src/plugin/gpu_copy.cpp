@@ -2,6 +2,9 @@
 #include "plugin/gpu_copy.h"
 
 #include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <optional>
 #include <thread>
@@ -70,10 +73,30 @@ Result<TransferStats> run_one(Direction dir, const ImageDir &images, const GpuCo
 
 } // namespace
 
+Result<uint64_t> per_gpu_staging_bound(uint64_t max_buffer_size, size_t jobs)
+{
+	if (max_buffer_size == 0)
+		return kDefaultStagingBound;
+	const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+	const uint64_t share = max_buffer_size / std::max<size_t>(jobs, 1);
+	if (share < 2 * page)
+		return make_error(EINVAL,
+				  "KFD_MAX_BUFFER_SIZE=%llu leaves %llu bytes to each of %zu GPUs; each "
+				  "needs at least %llu (raise KFD_MAX_BUFFER_SIZE)",
+				  static_cast<unsigned long long>(max_buffer_size),
+				  static_cast<unsigned long long>(share), jobs,
+				  static_cast<unsigned long long>(2 * page));
+	return share;
+}
+
 Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir &images,
 						  const std::vector<GpuCopyJob> &jobs,
-						  uint64_t staging_bound)
+						  uint64_t max_buffer_size)
 {
+	auto bound = per_gpu_staging_bound(max_buffer_size, jobs.size());
+	if (!bound)
+		return std::move(bound).error();
+	const uint64_t staging_bound = *bound;
 	std::vector<std::optional<Result<TransferStats>>> results(jobs.size());
 	{
 		std::vector<std::jthread> workers;

@@ -34,6 +34,11 @@ struct GpuCopyResult {
 	TransferStats stats;
 };
 
+// Staging memory: with KFD_MAX_BUFFER_SIZE set, that many bytes for the
+// whole process, shared evenly by the GPUs copied in parallel (so the
+// process never pins more than the user allowed); unset, the built-in
+// bound per GPU (kDefaultStagingBound).
+//
 // Runs every job on its own thread and waits for all of them. Dump:
 // each pages file is written atomically (nothing visible under its name on
 // failure). Restore: each pages file must hold exactly the jobs' bytes.
@@ -41,6 +46,10 @@ struct GpuCopyResult {
 // all jobs have stopped. Logs one summary line per GPU on success.
 Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir &images,
 						  const std::vector<GpuCopyJob> &jobs,
-						  uint64_t staging_bound);
+						  uint64_t max_buffer_size);
+
+// The staging bound of one GPU's job when `jobs` GPUs copy in parallel;
+// EINVAL when KFD_MAX_BUFFER_SIZE leaves a GPU less than two pages.
+Result<uint64_t> per_gpu_staging_bound(uint64_t max_buffer_size, size_t jobs);
 
 } // namespace amdcr

@@ -327,7 +327,7 @@ Status RestoreSession::restore_kfd(int id, UniqueFd *out)
 		}
 	}
 	std::erase_if(jobs, [](const GpuCopyJob &j) { return j.bos.empty(); });
-	auto copied = run_gpu_copies(Direction::FileToGpu, *images, jobs, staging_bound(env_.config));
+	auto copied = run_gpu_copies(Direction::FileToGpu, *images, jobs, env_.config.max_buffer_size);
 	if (!copied)
 		return std::move(copied).error();
 

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "plugin/session.h"
 
-#include "copy/transfer.h"
 #include "plugin/criu_api.h"
 
 namespace amdcr {
@@ -14,11 +13,6 @@ Result<ImageDir> session_image_dir(const SessionEnv &env)
 	if (!fd)
 		return Error(EBADF, "no image directory: criu_get_image_dir() is not available");
 	return ImageDir::borrow(*fd);
-}
-
-uint64_t staging_bound(const Config &config)
-{
-	return config.max_buffer_size ? config.max_buffer_size : kDefaultStagingBound;
 }
 
 } // namespace amdcr

@@ -23,7 +23,4 @@ struct SessionEnv {
 // The image directory of `env`, or an error saying there is none.
 Result<ImageDir> session_image_dir(const SessionEnv &env);
 
-// Staging bytes per GPU: KFD_MAX_BUFFER_SIZE, or the built-in default bound.
-uint64_t staging_bound(const Config &config);
-
 } // namespace amdcr
