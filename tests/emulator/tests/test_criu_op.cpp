@@ -161,8 +161,12 @@ struct Image {
 		vm.drm_fd = uint32_t(rfd);
 		vm.gpu_id = id;
 		ok = ok && rfd >= 0 && kioctl(info.kfd_fd, AMDKFD_IOC_ACQUIRE_VM, &vm) == 0;
-		void *user = nullptr;
-		ok = ok && posix_memalign(&user, 4096, kUserSize) == 0;
+		// At an address a fresh process (even an ASan one) has free, so
+		// the restore side can put the "CRIU-restored" pages back there.
+		void *want = reinterpret_cast<void *>(0x6f0000000000ull + g * 0x1000000ull);
+		void *user = ::mmap(want, kUserSize, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		ok = ok && user == want;
 		if (!ok)
 			break;
 		info.userptr[g] = uint64_t(uintptr_t(user));
@@ -380,6 +384,7 @@ struct RestoreResult {
 	args.op = KFD_CRIU_OP_RESTORE;
 	if (!CHECK_EQ(kioctl(kfd, AMDKFD_IOC_CRIU_OP, &args), 0)) {
 		report(false);
+		std::fflush(stdout);
 		::_exit(1);
 	}
 	// Contents through the new dma-bufs (the plugin uses SDMA here).
@@ -430,6 +435,7 @@ struct RestoreResult {
 	}
 	// The queue came back, running.
 	CHECK_EQ(queue_state(::getpid()), std::string("active"));
+	std::fflush(stdout);
 	::_exit(tally().checks_failed ? 1 : 0);
 }
 
@@ -465,7 +471,8 @@ int restore(const std::string &image_path, const MachineDesc &m)
 	run("restored process: contents, VAs, gpu id translation, queue", [&] {
 		int status = 0;
 		CHECK_EQ(::waitpid(r, &status, 0), r);
-		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		if (!CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+			std::printf("    restored process status 0x%x\n", status);
 	});
 	return summary();
 }
