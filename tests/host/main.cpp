@@ -224,6 +224,10 @@ int main(int argc, char **argv)
 {
 	const std::vector<int> inherited = open_fds();
 	Options o;
+	if (argc == 2 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
+		std::fputs(kUsage, stdout);
+		return 0;
+	}
 	if (!parse(argc, argv, o)) {
 		std::fputs(kUsage, stderr);
 		return 2;
