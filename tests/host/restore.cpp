@@ -86,6 +86,7 @@ public:
 			next_ = static_cast<int>(std::min<rlim_t>(rl.rlim_cur, 4096)) - 1;
 		}
 	}
+	// Moves fd up (copies it when it is one of 0-2, which stay open).
 	int place(int fd)
 	{
 		while (next_ > 2 && fcntl(next_, F_GETFD) != -1)
@@ -94,7 +95,8 @@ public:
 			return fd;
 		if (dup3(fd, next_, O_CLOEXEC) < 0)
 			return fd;
-		close(fd);
+		if (fd > 2)
+			close(fd);
 		return next_--;
 	}
 	int lowest() const { return next_ + 1; }

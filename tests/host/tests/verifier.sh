@@ -25,6 +25,12 @@ host restore -D "$T/img" --plugin "$A" --verifier "$HOST_VERIFIER:verify_fds" --
 	fail "fd check passed for the wrong file"
 ok "verifier sees the restored task's fds"
 
+# Logging to stderr: the restore keeps it (and its own copy of it).
+"$CRIU_HOST" restore -D "$T/img" --plugin "$A" --verifier "$HOST_VERIFIER:verify_pass" 2>"$T/stderr" ||
+	fail "restore logging to stderr failed"
+[ "$(grep -c 'verify_pass() = 0 (pass)' "$T/stderr")" = 2 ] || fail "results not on stderr"
+ok "restore logging to stderr"
+
 host restore -D "$T/img" --plugin "$A" --verifier "$HOST_VERIFIER:no_such_function" && fail "missing function passed"
 host restore -D "$T/img" --plugin "$A" --verifier "$T/none.so:verify_pass" && fail "missing library passed"
 ok "missing verifier library or function fails"
