@@ -301,6 +301,9 @@ int Dumper::run(const DumpOptions &opts, int dirfd)
 	inv_.root = opts.pid;
 	if (collect(opts.pid, 0))
 		return -1;
+	// A pre-dump (memory only, in CRIU) shows the plugins nothing else.
+	if (opts.pre_dump)
+		return 0;
 
 	for (const TaskRecord &t : inv_.tasks) {
 		const pid_t pid = t.pid;
@@ -340,8 +343,8 @@ int run_dump(const DumpOptions &opts, PluginSet &plugins, int dirfd)
 {
 	Dumper d(plugins);
 	const int ret = d.run(opts, dirfd);
-	plugins.fini(CR_PLUGIN_STAGE__DUMP, ret);
-	if (ret == 0 && opts.kill) {
+	plugins.fini(opts.pre_dump ? CR_PLUGIN_STAGE__PRE_DUMP : CR_PLUGIN_STAGE__DUMP, ret);
+	if (ret == 0 && opts.kill && !opts.pre_dump) {
 		d.freezer().kill_all();
 		logf(kInfo, "Tasks killed\n");
 	} else {
@@ -349,9 +352,9 @@ int run_dump(const DumpOptions &opts, PluginSet &plugins, int dirfd)
 		d.freezer().resume_all();
 	}
 	if (ret)
-		logf(kError, "Dumping FAILED.\n");
+		logf(kError, "%s FAILED.\n", opts.pre_dump ? "Pre-dumping" : "Dumping");
 	else
-		logf(kInfo, "Dumping finished successfully\n");
+		logf(kInfo, "%s finished successfully\n", opts.pre_dump ? "Pre-dumping" : "Dumping");
 	return ret;
 }
 

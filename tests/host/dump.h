@@ -10,10 +10,12 @@ namespace host {
 struct DumpOptions {
 	pid_t pid = 0;
 	bool kill = false; // --kill: kill the tasks after a successful dump
+	bool pre_dump = false; // CRIU's pre-dump: PAUSE_DEVICES and the freeze only
 };
 
 // The dump of the tree rooted at opts.pid with the loaded plugins (their
-// init(DUMP) already done). Calls exit(DUMP, ret) itself. 0 on success.
+// init(DUMP), or init(PRE_DUMP) for a pre-dump, already done). Calls
+// exit(stage, ret) itself. 0 on success.
 int run_dump(const DumpOptions &opts, PluginSet &plugins, int dirfd);
 
 } // namespace host

@@ -23,6 +23,7 @@ constexpr const char *kUsage =
 	"usage:\n"
 	"  criu-host dump -t PID -D DIR [--libdir DIR] [--plugin PATH]...\n"
 	"                 [--leave-running | --kill] [-v[N]] [-o LOG]\n"
+	"  criu-host pre-dump -t PID -D DIR [--libdir DIR] [--plugin PATH]... [-v[N]] [-o LOG]\n"
 	"  criu-host restore -D DIR [--libdir DIR] [--plugin PATH]...\n"
 	"                 [--verifier LIB.so:function [--verifier-arg STR]] [-v[N]] [-o LOG]\n"
 	"Plugins: --libdir DIR loads every *.so in DIR (readdir order), --plugin PATH\n"
@@ -122,7 +123,7 @@ bool parse(int argc, char **argv, Options &o)
 		o.level = host::kDebug;
 	if (o.dir.empty())
 		return false;
-	if (o.command == "dump")
+	if (o.command == "dump" || o.command == "pre-dump")
 		return o.pid > 0;
 	return o.command == "restore";
 }
@@ -147,15 +148,18 @@ amdcr::Status load_plugins(const Options &o, host::PluginSet &ps, int stage)
 
 int do_dump(const Options &o, int dirfd)
 {
+	const bool pre = o.command == "pre-dump";
+	const int stage = pre ? CR_PLUGIN_STAGE__PRE_DUMP : CR_PLUGIN_STAGE__DUMP;
 	host::PluginSet ps;
-	if (auto st = load_plugins(o, ps, CR_PLUGIN_STAGE__DUMP); !st) {
-		ps.fini(CR_PLUGIN_STAGE__DUMP, -1);
-		host::logf(host::kError, "Dumping FAILED.\n");
+	if (auto st = load_plugins(o, ps, stage); !st) {
+		ps.fini(stage, -1);
+		host::logf(host::kError, "%s FAILED.\n", pre ? "Pre-dumping" : "Dumping");
 		return 1;
 	}
 	host::DumpOptions d;
 	d.pid = o.pid;
 	d.kill = o.kill;
+	d.pre_dump = pre;
 	return host::run_dump(d, ps, dirfd) == 0 ? 0 : 1;
 }
 
@@ -244,7 +248,8 @@ int main(int argc, char **argv)
 	}
 	host::log_init(log, o.level);
 
-	if (o.command == "dump" && mkdir(o.dir.c_str(), 0755) < 0 && errno != EEXIST) {
+	const bool dumping = o.command == "dump" || o.command == "pre-dump";
+	if (dumping && mkdir(o.dir.c_str(), 0755) < 0 && errno != EEXIST) {
 		host::log_perror("Can't create the images directory %s", o.dir.c_str());
 		return 1;
 	}
@@ -259,7 +264,7 @@ int main(int argc, char **argv)
 	host::logf(host::kInfo, "criu-host %s (plugin ABI version %#x, %d hooks)\n",
 		   o.command.c_str(), CRIU_PLUGIN_VERSION, CR_PLUGIN_HOOK__MAX);
 
-	const int ret = o.command == "dump" ? do_dump(o, dirfd) : do_restore(o, dirfd, inherited);
+	const int ret = dumping ? do_dump(o, dirfd) : do_restore(o, dirfd, inherited);
 	close(host::image_dir_fd());
 	return ret;
 }
