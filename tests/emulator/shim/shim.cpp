@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -249,25 +250,50 @@ bool is_unreadable(const char *path)
 	return false;
 }
 
-// fds whose read() fails with EPERM (a device-cgroup-denied sysfs file).
+// A set of fd numbers, lock-free (read on every read()/close()).
 constexpr int kMaxTrackedFd = 1 << 16;
-std::atomic<uint64_t> g_unreadable[kMaxTrackedFd / 64];
+struct FdBits {
+	std::atomic<uint64_t> w[kMaxTrackedFd / 64];
+
+	void set(int fd, bool on)
+	{
+		if (fd < 0 || fd >= kMaxTrackedFd)
+			return;
+		const uint64_t bit = 1ull << (fd % 64);
+		if (on)
+			w[fd / 64].fetch_or(bit, std::memory_order_relaxed);
+		else if (w[fd / 64].load(std::memory_order_relaxed) & bit)
+			w[fd / 64].fetch_and(~bit, std::memory_order_relaxed);
+	}
+	bool test(int fd) const
+	{
+		return fd >= 0 && fd < kMaxTrackedFd &&
+		       (w[fd / 64].load(std::memory_order_relaxed) >> (fd % 64) & 1);
+	}
+};
+
+// fds whose read() fails with EPERM (a device-cgroup-denied sysfs file).
+FdBits g_unreadable;
+// fds of this process's daemon connections. When the program closes one
+// (close, close_range), its bit goes and the owning thread reconnects
+// instead of writing requests into whatever file gets that number next.
+FdBits g_conn_fds;
 
 void mark_unreadable(int fd, bool on)
 {
-	if (fd < 0 || fd >= kMaxTrackedFd)
-		return;
-	const uint64_t bit = 1ull << (fd % 64);
-	if (on)
-		g_unreadable[fd / 64].fetch_or(bit, std::memory_order_relaxed);
-	else if (g_unreadable[fd / 64].load(std::memory_order_relaxed) & bit)
-		g_unreadable[fd / 64].fetch_and(~bit, std::memory_order_relaxed);
+	g_unreadable.set(fd, on);
 }
 
 bool fd_unreadable(int fd)
 {
-	return fd >= 0 && fd < kMaxTrackedFd &&
-	       (g_unreadable[fd / 64].load(std::memory_order_relaxed) >> (fd % 64) & 1);
+	return g_unreadable.test(fd);
+}
+
+// The program closed `fd` (or is about to): forget what we knew of it.
+void forget_fd(int fd)
+{
+	g_unreadable.set(fd, false);
+	g_conn_fds.set(fd, false);
 }
 
 // ---------------------------------------------------------------------------
@@ -277,14 +303,18 @@ bool fd_unreadable(int fd)
 struct Conn {
 	int fd = -1;
 	pid_t pid = 0;
-	~Conn()
-	{
-		REAL(close, int (*)(int));
-		if (fd >= 0 && pid == ::getpid())
-			real_close(fd);
-	}
+	~Conn();
 };
 thread_local Conn t_conn;
+
+Conn::~Conn()
+{
+	REAL(close, int (*)(int));
+	if (fd >= 0 && pid == ::getpid() && g_conn_fds.test(fd)) {
+		g_conn_fds.set(fd, false);
+		real_close(fd);
+	}
+}
 
 int connect_daemon()
 {
@@ -321,7 +351,41 @@ struct Response {
 	std::string payload;
 };
 
-// One request/reply. Returns 0 or -errno (transport failure).
+// One request/reply on `sock`: 0, -EPIPE when the request could not be
+// sent (safe to retry elsewhere) or -EIO when the reply was lost.
+int exchange(int sock, const std::string &msg, Response *out)
+{
+	REAL(close, int (*)(int));
+	if (wire::send_all(sock, msg.data(), msg.size()))
+		return -EPIPE;
+	int fds[1024];
+	unsigned nfds = 0;
+	int err = wire::recv_all(sock, &out->rp, sizeof out->rp, fds, &nfds, 1024);
+	if (!err) {
+		out->entries.resize(out->rp.nfds);
+		out->payload.resize(out->rp.len);
+		if (out->rp.nfds)
+			err = wire::recv_all(sock, out->entries.data(), out->rp.nfds * sizeof(wire::FdEntry),
+					     fds, &nfds, 1024);
+		if (!err && out->rp.len)
+			err = wire::recv_all(sock, out->payload.data(), out->rp.len, fds, &nfds, 1024);
+		while (!err && nfds < out->rp.nfds && nfds < 1024) {
+			char b;
+			err = wire::recv_all(sock, &b, 1, fds, &nfds, 1024);
+		}
+	}
+	if (err) {
+		for (unsigned i = 0; i < nfds; i++)
+			real_close(fds[i]);
+		return -EIO;
+	}
+	out->fds.assign(fds, fds + nfds);
+	return 0;
+}
+
+thread_local bool t_busy = false;
+
+// One request/reply with the daemon. Returns 0 or -errno (transport failure).
 int call(wire::Request rq, std::string_view payload, Response *out)
 {
 	REAL(close, int (*)(int));
@@ -331,49 +395,46 @@ int call(wire::Request rq, std::string_view payload, Response *out)
 	rq.len = uint32_t(payload.size());
 	std::string msg(reinterpret_cast<const char *>(&rq), sizeof rq);
 	msg.append(payload);
+	if (t_busy) {
+		// Re-entered (a signal handler on this thread): the thread's
+		// connection is mid-request, use a private one.
+		int s = connect_daemon();
+		if (s < 0)
+			return s;
+		int e = exchange(s, msg, out);
+		real_close(s);
+		return e == -EPIPE ? -EIO : e;
+	}
+	t_busy = true;
+	struct Unbusy {
+		~Unbusy() { t_busy = false; }
+	} unbusy;
+	const pid_t me = ::getpid();
 	for (int attempt = 0; attempt < 2; attempt++) {
-		const pid_t me = ::getpid();
-		if (t_conn.fd < 0 || t_conn.pid != me) {
+		if (t_conn.fd >= 0 && (t_conn.pid != me || !g_conn_fds.test(t_conn.fd))) {
 			// After fork the inherited socket is the parent's: drop it.
-			if (t_conn.fd >= 0)
+			// A connection the program closed is not ours to close.
+			if (t_conn.pid != me && g_conn_fds.test(t_conn.fd)) {
+				g_conn_fds.set(t_conn.fd, false);
 				real_close(t_conn.fd);
+			}
+			t_conn.fd = -1;
+		}
+		if (t_conn.fd < 0) {
 			t_conn.fd = connect_daemon();
 			t_conn.pid = me;
 			if (t_conn.fd < 0)
 				return t_conn.fd;
+			g_conn_fds.set(t_conn.fd, true);
 		}
-		int err = wire::send_all(t_conn.fd, msg.data(), msg.size());
-		if (err) {
-			real_close(t_conn.fd);
-			t_conn.fd = -1;
-			continue;	// the program may have closed our socket
-		}
-		int fds[1024];
-		unsigned nfds = 0;
-		err = wire::recv_all(t_conn.fd, &out->rp, sizeof out->rp, fds, &nfds, 1024);
-		if (!err) {
-			out->entries.resize(out->rp.nfds);
-			out->payload.resize(out->rp.len);
-			if (out->rp.nfds)
-				err = wire::recv_all(t_conn.fd, out->entries.data(),
-						     out->rp.nfds * sizeof(wire::FdEntry), fds, &nfds, 1024);
-			if (!err && out->rp.len)
-				err = wire::recv_all(t_conn.fd, out->payload.data(), out->rp.len, fds,
-						     &nfds, 1024);
-			while (!err && nfds < out->rp.nfds && nfds < 1024) {
-				char b;
-				err = wire::recv_all(t_conn.fd, &b, 1, fds, &nfds, 1024);
-			}
-		}
-		if (err) {
-			for (unsigned i = 0; i < nfds; i++)
-				real_close(fds[i]);
-			real_close(t_conn.fd);
-			t_conn.fd = -1;
-			return -EIO;	// a reply was lost: do not resend
-		}
-		out->fds.assign(fds, fds + nfds);
-		return 0;
+		int err = exchange(t_conn.fd, msg, out);
+		if (err == 0)
+			return 0;
+		g_conn_fds.set(t_conn.fd, false);
+		real_close(t_conn.fd);
+		t_conn.fd = -1;
+		if (err != -EPIPE)
+			return err;	// a reply was lost: do not resend
 	}
 	return -ECONNREFUSED;
 }
@@ -912,8 +973,17 @@ SHIM_EXPORT FILE *fopen64(const char *path, const char *mode) { return do_fopen(
 SHIM_EXPORT int close(int fd)
 {
 	REAL(close, int (*)(int));
-	mark_unreadable(fd, false);
+	forget_fd(fd);
 	return real_close(fd);
+}
+
+SHIM_EXPORT int close_range(unsigned first, unsigned last, int flags) noexcept
+{
+	REAL(close_range, int (*)(unsigned, unsigned, int));
+	if (!(flags & CLOSE_RANGE_CLOEXEC))
+		for (unsigned fd = first; fd <= last && fd < unsigned(kMaxTrackedFd); fd++)
+			forget_fd(int(fd));
+	return real_close_range(first, last, flags);
 }
 
 SHIM_EXPORT ssize_t read(int fd, void *buf, size_t len)

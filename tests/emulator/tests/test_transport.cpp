@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -290,6 +291,68 @@ void test_release_and_exit()
 	CHECK(wait_counter("releases", rel0 + 2) >= rel0 + 2);	// the child's open
 }
 
+// Per-thread connections under load, after fork, and after the program
+// closed every fd above stdio (as daemons and CRIU's restorer do).
+void test_threads_fork_closerange()
+{
+	int kfd = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
+	CHECK(kfd >= 0);
+	std::atomic<int> bad{0};
+	std::vector<std::thread> threads;
+	for (int t = 0; t < 8; t++)
+		threads.emplace_back([&] {
+			for (int i = 0; i < 100; i++) {
+				struct stat st;
+				// fstat answers come from the daemon's describe
+				// (cached per process after the first).
+				if (!is_chr(kfd, kKfdMajor, 0))
+					bad++;
+				int d = ::dup(kfd);
+				if (fd_link(::getpid(), d) != "/dev/kfd")
+					bad++;
+				::close(d);
+				if (::fstat(kfd, &st))
+					bad++;
+			}
+			// A fresh request kind per thread: the daemon sees it.
+			if (json_number(introspect("transport"), "connections") < 1)
+				bad++;
+		});
+	for (auto &t : threads)
+		t.join();
+	CHECK_EQ(bad.load(), 0);
+
+	pid_t c = ::fork();
+	if (c == 0) {
+		std::thread th([&] { bad += !is_chr(kfd, kKfdMajor, 0); });
+		th.join();
+		int k2 = ::open("/dev/kfd", O_RDWR);
+		::_exit(bad == 0 && k2 >= 0 && is_chr(k2, kKfdMajor, 0) ? 0 : 1);
+	}
+	int status = 0;
+	::waitpid(c, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+	c = ::fork();
+	if (c == 0) {
+		// Make sure this thread has a connection, then close everything.
+		bool ok = is_chr(kfd, kKfdMajor, 0);
+		::close_range(3, ~0u, 0);
+		int k = ::open("/dev/kfd", O_RDWR);	// reconnects
+		ok = ok && k >= 0 && is_chr(k, kKfdMajor, 0);
+		int fill[8];
+		for (int &f : fill)	// take the numbers the old socket had
+			f = ::open("/dev/null", O_RDONLY);
+		ok = ok && is_chr(k, kKfdMajor, 0) && fd_link(::getpid(), k) == "/dev/kfd";
+		for (int f : fill)
+			::close(f);
+		::_exit(ok ? 0 : 1);
+	}
+	::waitpid(c, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	::close(kfd);
+}
+
 void test_no_gpu()
 {
 	struct stat st;
@@ -347,5 +410,6 @@ int main(int argc, char **argv)
 	run("device nodes and DRM/PCI sysfs", [&] { test_device_nodes(m); });
 	run("fd identity: dup, fork, SCM_RIGHTS, pidfd_getfd", [&] { test_open_identity(m); });
 	run("release on last close, process exit", test_release_and_exit);
+	run("threads, fork, close_range of the daemon connection", test_threads_fork_closerange);
 	return summary();
 }
