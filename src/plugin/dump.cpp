@@ -2,6 +2,7 @@
 #include "plugin/dump.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 #include <sys/sysmacros.h>
 
 #include <algorithm>
@@ -19,27 +20,7 @@
 namespace amdcr {
 namespace {
 
-// KFD ioctl interface versions with the CRIU op.
-constexpr uint32_t kKfdMajor = 1;
-constexpr uint32_t kKfdMinCriuMinor = 8;
-
 constexpr const char *kPluginName = "amdgpu_plugin";
-
-Status check_kfd_version(const SystemPaths &paths)
-{
-	auto own = Kfd::open(paths.kfd_path());
-	if (!own)
-		return std::move(own).error();
-	auto v = own->get_version();
-	if (!v)
-		return std::move(v).error().context("AMDKFD_IOC_GET_VERSION");
-	if (v->major != kKfdMajor || v->minor < kKfdMinCriuMinor)
-		return make_error(EPROTONOSUPPORT,
-				  "CR not supported by the kernel driver: KFD ioctl interface %u.%u, "
-				  "checkpoint/restore needs %u.%u or newer",
-				  v->major, v->minor, kKfdMajor, kKfdMinCriuMinor);
-	return ok_status();
-}
 
 } // namespace
 
@@ -125,7 +106,7 @@ int DumpSession::dump_ext_file(int fd, int id)
 
 Status DumpSession::dump_kfd(int fd, int id)
 {
-	if (auto st = check_kfd_version(env_.paths); !st)
+	if (auto st = check_kfd_criu_support(env_.paths); !st)
 		return st;
 	auto images = session_image_dir(env_);
 	if (!images)
@@ -237,10 +218,23 @@ Status DumpSession::dump_render(int id, const TopologyNode &gpu)
 
 Status DumpSession::unpause_all()
 {
+	// A process left paused is the worst outcome of a dump, so a failed
+	// UNPAUSE is tried again a few times before it is reported.
+	constexpr int kAttempts = 3;
 	Status first;
 	for (auto &p : paused_) {
-		if (auto st = p.kfd.unpause(); !st) {
-			log_error("pid %u: CRIU_OP UNPAUSE failed: %s", p.pid, st.error().message().c_str());
+		Status st;
+		for (int attempt = 1; attempt <= kAttempts; attempt++) {
+			st = p.kfd.unpause();
+			if (st)
+				break;
+			log_warn("pid %u: CRIU_OP UNPAUSE attempt %d/%d failed: %s", p.pid, attempt, kAttempts,
+				 st.error().message().c_str());
+			if (attempt < kAttempts)
+				::usleep(10000u << attempt);
+		}
+		if (!st) {
+			log_error("pid %u: GPU queues could not be resumed: %s", p.pid, st.error().message().c_str());
 			if (first)
 				first = std::move(st);
 		} else {

@@ -264,6 +264,8 @@ Status RestoreSession::restore_kfd(int id, UniqueFd *out)
 	auto images = session_image_dir(env_);
 	if (!images)
 		return std::move(images).error();
+	if (auto st = check_kfd_criu_support(env_.paths); !st)
+		return st;
 	auto kfd = Kfd::open(env_.paths.kfd_path());
 	if (!kfd)
 		return std::move(kfd).error();

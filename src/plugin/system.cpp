@@ -5,6 +5,7 @@
 #include <sys/sysmacros.h>
 
 #include "base/file_io.h"
+#include "device/kfd.h"
 #include "image/kfd_image.h" // kFirstRenderMinor, kLastRenderMinor
 
 namespace amdcr {
@@ -35,6 +36,28 @@ DeviceFile classify_device(const struct stat &st, const DeviceNumbers &devs)
 	    minor(st.st_rdev) >= kFirstRenderMinor && minor(st.st_rdev) <= kLastRenderMinor)
 		return DeviceFile::Render;
 	return DeviceFile::Other;
+}
+
+namespace {
+// KFD ioctl interface versions with the CRIU op.
+constexpr uint32_t kKfdMajor = 1;
+constexpr uint32_t kKfdMinCriuMinor = 8;
+} // namespace
+
+Status check_kfd_criu_support(const SystemPaths &paths)
+{
+	auto own = Kfd::open(paths.kfd_path());
+	if (!own)
+		return std::move(own).error();
+	auto v = own->get_version();
+	if (!v)
+		return std::move(v).error();
+	if (v->major != kKfdMajor || v->minor < kKfdMinCriuMinor)
+		return make_error(EPROTONOSUPPORT,
+				  "CR not supported by the kernel driver: KFD ioctl interface %u.%u, "
+				  "checkpoint/restore needs %u.%u or newer",
+				  v->major, v->minor, kKfdMajor, kKfdMinCriuMinor);
+	return ok_status();
 }
 
 Result<UniqueFd> open_render_node(const SystemPaths &paths, uint32_t minor)

@@ -48,6 +48,10 @@ enum class DeviceFile { Kfd, Render, Other };
 // later whether a render node belongs to an AMD GPU.
 DeviceFile classify_device(const struct stat &st, const DeviceNumbers &devs);
 
+// Whether the KFD driver supports checkpoint/restore (ioctl interface 1.8
+// or newer), asked on a /dev/kfd file of our own.
+Status check_kfd_criu_support(const SystemPaths &paths);
+
 // Opens /dev/dri/renderD<minor> read-write, close-on-exec.
 Result<UniqueFd> open_render_node(const SystemPaths &paths, uint32_t minor);
 
