@@ -20,6 +20,12 @@ function(kfdemu_test_executable target)
   add_dependencies(${target} kfd-emu)
 endfunction()
 
+# --- profiles, machine files, overrides, fault specs (no emulator) -----------
+kfdemu_test_executable(kfdemu_test_profiles ${KFDEMU_TESTS}/test_profiles.cpp)
+target_compile_definitions(kfdemu_test_profiles PRIVATE KFDEMU_TESTS_DIR="${KFDEMU_TESTS}")
+add_test(NAME emu_profiles COMMAND kfdemu_test_profiles)
+set_tests_properties(emu_profiles PROPERTIES LABELS emulator)
+
 # --- transport: sysfs, device nodes, fd identity, release ---------------------
 kfdemu_test_executable(kfdemu_test_transport ${KFDEMU_TESTS}/test_transport.cpp)
 foreach(m MI100 2xMI210 8xMI300X none)
@@ -29,6 +35,8 @@ endforeach()
 kfdemu_add_test(emu_transport_remapped kfdemu_test_transport
   LAUNCHER --machine 2xMI210 --gpu-ids 0x1a2b,0x3c4d --minors 130,131
   ARGS --machine 2xMI210 --gpu-ids 0x1a2b,0x3c4d --minors 130,131)
+kfdemu_add_test(emu_transport_custom kfdemu_test_transport
+  LAUNCHER --machine ${KFDEMU_TESTS}/custom.machine ARGS --machine ${KFDEMU_TESTS}/custom.machine)
 kfdemu_add_test(emu_transport_unreadable kfdemu_test_transport
   LAUNCHER --machine 2xMI210 --unreadable /sys/class/kfd/kfd/topology/nodes/2
   ARGS --machine 2xMI210
@@ -55,6 +63,8 @@ if(KFDEMU_HSAKMT_LIB)
   foreach(m MI100 2xMI210 8xMI300X)
     kfdemu_add_test(emu_hsakmt_${m} kfdemu_test_hsakmt LAUNCHER --machine ${m} ARGS --machine ${m})
   endforeach()
+  kfdemu_add_test(emu_hsakmt_custom kfdemu_test_hsakmt
+    LAUNCHER --machine ${KFDEMU_TESTS}/custom.machine ARGS --machine ${KFDEMU_TESTS}/custom.machine)
   kfdemu_add_test(emu_hsakmt_remapped kfdemu_test_hsakmt
     LAUNCHER --machine 2xMI210 --gpu-ids 0x1a2b,0x3c4d --minors 130,131
     ARGS --machine 2xMI210 --gpu-ids 0x1a2b,0x3c4d --minors 130,131)
@@ -63,6 +73,8 @@ endif()
 # --- (b) libdrm_amdgpu 2.4.114: init, BOs, dma-buf, SDMA through CS ------------
 kfdemu_test_executable(kfdemu_test_libdrm ${KFDEMU_TESTS}/test_libdrm.cpp)
 target_link_libraries(kfdemu_test_libdrm PRIVATE PkgConfig::LIBDRM_AMDGPU PkgConfig::LIBDRM)
+kfdemu_add_test(emu_libdrm_custom kfdemu_test_libdrm
+  LAUNCHER --machine ${KFDEMU_TESTS}/custom.machine ARGS --machine ${KFDEMU_TESTS}/custom.machine)
 foreach(m MI100 2xMI210 8xMI300X)
   kfdemu_add_test(emu_libdrm_${m} kfdemu_test_libdrm LAUNCHER --machine ${m} ARGS --machine ${m})
 endforeach()

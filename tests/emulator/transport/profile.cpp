@@ -131,6 +131,7 @@ struct Building {
 	uint32_t location = 0;
 	bool location_set = false;
 	bool card_set = false;
+	std::vector<IoLinkDesc> extra_links;	// `link` lines
 };
 
 bool parse_u64(std::string_view s, uint64_t *out)
@@ -256,6 +257,14 @@ std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor,
 		return n;
 	};
 
+	const size_t total = cpus.size() + gpus.size();
+	for (auto *list : {&cpus, &gpus})
+		for (const auto &b : *list)
+			for (const auto &l : b.extra_links)
+				if (l.node_to >= total) {
+					*error = "link to node " + std::to_string(l.node_to) + ": no such node";
+					return std::nullopt;
+				}
 	for (uint32_t c = 0; c < ncpu; c++) {
 		auto &b = cpus[c];
 		if (!b.props.count("cpu_core_id_base"))
@@ -270,6 +279,7 @@ std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor,
 		for (size_t i = 0; i < gpus.size(); i++)
 			if (uint32_t(gpus[i].numa) == c)
 				n.io_links.push_back({2, uint32_t(ncpu + i), 20, 0, 0});
+		n.io_links.insert(n.io_links.end(), b.extra_links.begin(), b.extra_links.end());
 		sync_counts(n);
 		m.nodes.push_back(std::move(n));
 	}
@@ -297,6 +307,7 @@ std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor,
 		for (size_t j = 0; j < gpus.size(); j++)
 			if (j != i && b.hive && gpus[j].hive == b.hive)
 				n.io_links.push_back({11, uint32_t(ncpu + j), 15, 50000, 50000});
+		n.io_links.insert(n.io_links.end(), b.extra_links.begin(), b.extra_links.end());
 		sync_counts(n);
 		m.nodes.push_back(std::move(n));
 	}
@@ -461,6 +472,16 @@ std::optional<MachineDesc> parse_machine(std::string_view text, std::string *err
 			}
 			for (uint64_t i = 0; i < cnt; i++)
 				cur->node.caches.push_back({uint32_t(lv), uint32_t(sz), uint32_t(ln), uint32_t(ty)});
+			continue;
+		}
+		if (key == "link") {
+			// link <type> <node_to> [weight [min_bw max_bw]]
+			uint64_t ty, to, wt = 20, mn = 0, mx = 0;
+			if ((w.size() != 3 && w.size() != 4 && w.size() != 6) || !parse_u64(w[1], &ty) ||
+			    !parse_u64(w[2], &to) || (w.size() >= 4 && !parse_u64(w[3], &wt)) ||
+			    (w.size() == 6 && (!parse_u64(w[4], &mn) || !parse_u64(w[5], &mx))))
+				return fail("usage: link <type> <node_to> [weight [min_bw max_bw]]");
+			cur->extra_links.push_back({uint32_t(ty), uint32_t(to), uint32_t(wt), uint32_t(mn), uint32_t(mx)});
 			continue;
 		}
 		if (key == "no_caches") {
