@@ -774,6 +774,19 @@ ssize_t do_readlink(const char *path, char *buf, size_t len)
 		return copy_link(*l, buf, len);
 	if (auto rp = redirect(path))
 		return real_readlink(rp->c_str(), buf, len);
+	if (config().active && path && is_proc_fd_path(normalize(path))) {
+		// An fd of a redirected file names the file as the program
+		// opened it, not its place in the private root.
+		char tmp[PATH_MAX];
+		ssize_t n = real_readlink(path, tmp, sizeof tmp);
+		if (n < 0)
+			return n;
+		std::string t(tmp, size_t(n));
+		const std::string &root = config().root;
+		if (t.size() > root.size() && t.compare(0, root.size(), root) == 0 && t[root.size()] == '/')
+			t.erase(0, root.size());
+		return copy_link(t, buf, len);
+	}
 	return real_readlink(path, buf, len);
 }
 

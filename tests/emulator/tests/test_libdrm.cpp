@@ -13,6 +13,7 @@
 #include <amdgpu_drm.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -291,6 +292,39 @@ void test_dmabuf(std::vector<Dev> &devs)
 	src.release(true);
 }
 
+// The transport's record of device mappings ("vmas <pid>"), which stands
+// in for /proc/PID/maps: GEM mappings appear with the render node's path
+// and fake offset, survive into a forked child, and go with munmap.
+void test_vmas(Dev &d)
+{
+	Mapped b = gtt(d.dev, 3 * 4096);
+	if (!b.ok)
+		return;
+	const uint64_t start = uint64_t(uintptr_t(b.cpu));
+	const std::string node = "/dev/dri/renderD" + std::to_string(d.desc->drm_render_minor);
+	auto has = [&](pid_t pid, uint64_t s, uint64_t e) {
+		const std::string v = introspect("vmas " + std::to_string(pid));
+		return v.find("\"start\":" + std::to_string(s) + ",\"end\":" + std::to_string(e)) !=
+			       std::string::npos &&
+		       v.find("\"path\":\"" + node + "\"") != std::string::npos;
+	};
+	CHECK(has(::getpid(), start, start + 3 * 4096));
+	std::fflush(stdout);
+	pid_t c = ::fork();
+	if (c == 0)
+		::_exit(has(::getpid(), start, start + 3 * 4096) ? 0 : 1);
+	int status = 0;
+	::waitpid(c, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	// A partial munmap splits the record.
+	CHECK_EQ(::munmap(reinterpret_cast<void *>(start + 4096), 4096), 0);
+	CHECK(has(::getpid(), start, start + 4096));
+	CHECK(has(::getpid(), start + 8192, start + 3 * 4096));
+	CHECK(!has(::getpid(), start, start + 3 * 4096));
+	b.release(true);	// unmaps the whole range
+	CHECK(!has(::getpid(), start, start + 4096));
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -313,6 +347,8 @@ int main(int argc, char **argv)
 	if (devs[0].dev)
 		run("dma-buf export, re-import, native mmap, import on peer GPUs + SDMA",
 		    [&] { test_dmabuf(devs); });
+	if (devs[0].dev)
+		run("device mappings recorded for the CRIU host (vmas)", [&] { test_vmas(devs[0]); });
 	run("deinitialize", [&] {
 		for (auto &d : devs) {
 			if (d.dev)

@@ -122,6 +122,12 @@ void test_topology(const MachineDesc &m)
 			CHECK(b.find("size_in_bytes " + std::to_string(n.mem_banks[0].size_in_bytes) + "\n") !=
 			      std::string::npos);
 		}
+		{
+			int fd = ::open((nd + "/properties").c_str(), O_RDONLY);
+			CHECK_EQ(fd_link(::getpid(), fd), "/sys/devices/virtual/kfd/kfd/topology/nodes/" +
+								  std::to_string(i) + "/properties");
+			::close(fd);
+		}
 		// Every properties line is "<key> <unsigned decimal>".
 		std::string p = slurp(nd + "/properties");
 		size_t pos = 0;

@@ -465,19 +465,61 @@ std::optional<std::string> Daemon::introspect_local(std::string_view query)
 	std::string q(query);
 	if (std::sscanf(q.c_str(), "vmas %d", &pid) != 1)
 		return std::string(R"({"error":"usage: vmas <pid>"})");
+
+	// The kernel's view of the process: file-backed ranges (the device
+	// mappings are memfd mappings), merged where adjacent.
+	std::vector<std::pair<uint64_t, uint64_t>> mapped;
+	{
+		std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+		std::string line;
+		while (std::getline(maps, line)) {
+			unsigned long long s = 0, e = 0, off = 0, ino = 0;
+			char perms[8] = {}, dev[16] = {};
+			if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %15s %llu", &s, &e, perms, &off, dev,
+					&ino) != 6 || ino == 0)
+				continue;
+			if (!mapped.empty() && mapped.back().second == s)
+				mapped.back().second = e;
+			else
+				mapped.push_back({s, e});
+		}
+	}
+	auto covered = [&](uint64_t s, uint64_t e) {
+		for (const auto &[ms, me] : mapped)
+			if (ms <= s && e <= me)
+				return true;
+		return false;
+	};
+
 	std::lock_guard lock(mu_);
+	// A forked child inherits its parent's device mappings (the shim of
+	// the child never saw them): fall back to the nearest ancestor's
+	// records. Either way only what is still mapped is reported.
+	const std::map<uint64_t, Vma> *recs = nullptr;
+	bool inherited = false;
+	for (pid_t p = pid; p > 1 && !recs;) {
+		if (auto it = vmas_.find(p); it != vmas_.end() && !it->second.empty())
+			recs = &it->second;
+		else {
+			std::string pp = status_field(p, "PPid");
+			p = pp.empty() ? 0 : pid_t(std::stol(pp));
+			inherited = true;
+		}
+	}
 	std::string out = "{\"pid\":" + std::to_string(pid) + ",\"vmas\":[";
 	bool first = true;
-	if (auto it = vmas_.find(pid); it != vmas_.end())
-		for (const auto &[s, v] : it->second) {
+	if (recs)
+		for (const auto &[s, v] : *recs) {
+			if (!covered(s, v.end))
+				continue;
 			char prot[4] = {v.prot & 1 ? 'r' : '-', v.prot & 2 ? 'w' : '-',
 					v.prot & 4 ? 'x' : '-', 0};
 			char buf[512];
 			std::snprintf(buf, sizeof buf,
 				      "%s{\"start\":%" PRIu64 ",\"end\":%" PRIu64
-				      ",\"pgoff\":%" PRIu64 ",\"prot\":\"%s\",\"path\":\"%s\"}",
+				      ",\"pgoff\":%" PRIu64 ",\"prot\":\"%s\",\"path\":\"%s\"%s}",
 				      first ? "" : ",", s, v.end, v.pgoff, prot,
-				      json_escape(v.path).c_str());
+				      json_escape(v.path).c_str(), inherited ? ",\"inherited\":true" : "");
 			out += buf;
 			first = false;
 		}
