@@ -130,6 +130,8 @@ Status DumpSession::dump_kfd(int fd, int id)
 	if (!topo)
 		return topo_->error().context("KFD topology");
 
+	if (auto st = ensure_fd_room(info->num_bos); !st)
+		return st;
 	auto ck = kfd.checkpoint(*info);
 	if (!ck)
 		return std::move(ck).error().context("CRIU_OP CHECKPOINT");

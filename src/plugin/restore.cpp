@@ -298,6 +298,8 @@ Status RestoreSession::restore_kfd(int id, UniqueFd *out)
 		bos[i].gpu_id = b.gpu_id;
 		bos[i].alloc_flags = b.alloc_flags;
 	}
+	if (auto st = ensure_fd_room(bos.size()); !st)
+		return st;
 	KfdRestoreRequest req{devices, bos, img.priv_data, img.num_of_objects};
 	auto restored = kfd->restore(req);
 	if (!restored)

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "plugin/system.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <sys/sysmacros.h>
 
 #include "base/file_io.h"
@@ -57,6 +61,33 @@ Status check_kfd_criu_support(const SystemPaths &paths)
 				  "CR not supported by the kernel driver: KFD ioctl interface %u.%u, "
 				  "checkpoint/restore needs %u.%u or newer",
 				  v->major, v->minor, kKfdMajor, kKfdMinCriuMinor);
+	return ok_status();
+}
+
+Status ensure_fd_room(uint64_t more)
+{
+	struct rlimit rl {};
+	if (::getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return errno_error(errno, "getrlimit(RLIMIT_NOFILE)");
+	// Highest fd in use, from /proc/self/fd (cheap next to what follows).
+	uint64_t open_fds = 0;
+	if (DIR *d = ::opendir("/proc/self/fd")) {
+		while (::readdir(d))
+			open_fds++;
+		::closedir(d);
+	}
+	const uint64_t need = open_fds + more + 64;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= need)
+		return ok_status();
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
+		return make_error(EMFILE,
+				  "%llu more file descriptors are needed (one dma-buf per GPU buffer), "
+				  "but RLIMIT_NOFILE's hard limit is %llu (raise it, e.g. ulimit -Hn)",
+				  static_cast<unsigned long long>(more),
+				  static_cast<unsigned long long>(rl.rlim_max));
+	rl.rlim_cur = need;
+	if (::setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return errno_error(errno, "setrlimit(RLIMIT_NOFILE)");
 	return ok_status();
 }
 

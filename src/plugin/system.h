@@ -52,6 +52,11 @@ DeviceFile classify_device(const struct stat &st, const DeviceNumbers &devs);
 // or newer), asked on a /dev/kfd file of our own.
 Status check_kfd_criu_support(const SystemPaths &paths);
 
+// Makes room for `more` fds beyond those open now (CHECKPOINT and RESTORE
+// install one dma-buf fd per VRAM/GTT BO): raises the soft RLIMIT_NOFILE up
+// to the hard one when needed, else EMFILE naming both numbers.
+Status ensure_fd_room(uint64_t more);
+
 // Opens /dev/dri/renderD<minor> read-write, close-on-exec.
 Result<UniqueFd> open_render_node(const SystemPaths &paths, uint32_t minor);
 

@@ -93,18 +93,24 @@ def stop(p):
             p.wait()
 
 
-def run_host(bins, args, env_extra, logfile):
-    """Runs criu-host; returns (exit status, log + output, seconds, pid)."""
+def run_host(bins, args, env_extra, logfile, stats=None):
+    """Runs criu-host; returns (exit status, log + output, seconds, pid).
+    `stats`, when given, receives the host's peak RSS (bytes)."""
     env = dict(os.environ)
     env["CRIU_HOST_KFDEMU"] = bins.emu
     env.update(env_extra)
     t0 = time.time()
-    p = subprocess.Popen([bins.host] + args + ["-v4", "-o", logfile], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out, _ = p.communicate(timeout=1800)
+    out_path = logfile + ".out"
+    with open(out_path, "w") as out:
+        p = subprocess.Popen([bins.host] + args + ["-v4", "-o", logfile], env=env,
+                             stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(p.pid, 0)
     dt = time.time() - t0
+    rc = os.waitstatus_to_exitcode(status)
+    if stats is not None:
+        stats["maxrss"] = usage.ru_maxrss * 1024
     text = open(logfile).read() if os.path.exists(logfile) else ""
-    return p.returncode, text + out, dt, p.pid
+    return rc, text + open(out_path).read(), dt, p.pid
 
 
 def plugin_lines(text, levels=("Error", "Warn")):
@@ -122,11 +128,14 @@ def inner_dump(bins, a):
         before = {b["va"]: b for b in ctl(bins, "bos", str(p.pid))["bos"]}
         if st.get("fault"):
             ctl(bins, "faults", st["fault"])
+        result["counters_before"] = ctl(bins, "counters")
         images = os.path.join(a.state, "images")
         os.makedirs(images, exist_ok=True)
         plugins = ["--plugin", bins.plugin] + sum((["--plugin", x] for x in st.get("extra_plugins", [])), [])
+        usage = {}
         rc, text, dt, hostpid = run_host(bins, ["dump", "-t", str(p.pid), "-D", images] + plugins,
-                                         st.get("env", {}), os.path.join(a.state, "dump.log"))
+                                         st.get("env", {}), os.path.join(a.state, "dump.log"), usage)
+        result["host_maxrss"] = usage.get("maxrss")
         if st.get("fault"):
             ctl(bins, "faults", "")
         result.update(rc=rc, seconds=dt, log=text)
@@ -136,7 +145,7 @@ def inner_dump(bins, a):
         result["paused"] = procs.get(p.pid, {}).get("paused")
         result["alive"] = p.poll() is None
         result["kfd_images"] = sorted(os.path.basename(f) for f in glob.glob(images + "/amdgpu-kfd-*.img"))
-        if rc == 0:
+        if rc == 0 and not st.get("skip_checks"):
             chk = subprocess.run([bins.img_check, "--images", images, "--manifest", manifest],
                                  capture_output=True, text=True)
             result["img_check_rc"] = chk.returncode
@@ -174,9 +183,11 @@ def inner_restore(bins, a):
         ctl(bins, "faults", st["fault"])
     plugins = ["--plugin", bins.plugin] + sum((["--plugin", x] for x in st.get("extra_plugins", [])), [])
     verifier = ["--verifier", bins.verify + ":verify_gpu_state", "--verifier-arg", manifest + "," + bins.emu]
+    usage = {}
     rc, text, dt, _ = run_host(bins, ["restore", "-D", images] + plugins + (verifier if st.get("verify", True) else []),
-                            st.get("env", {}), os.path.join(a.state, "restore.log"))
+                            st.get("env", {}), os.path.join(a.state, "restore.log"), usage)
     result = {"rc": rc, "seconds": dt, "log": text, "counters": ctl(bins, "counters"),
+              "host_maxrss": usage.get("maxrss"),
               "processes": ctl(bins, "processes")}
     json.dump(result, open(os.path.join(a.state, "restore.json"), "w"))
     return 0
@@ -207,9 +218,10 @@ class Run:
         out["state"] = state
         return out
 
-    def dump(self, machine_args, workload, env=None, fault=None, extra_plugins=None):
+    def dump(self, machine_args, workload, env=None, fault=None, extra_plugins=None, skip_checks=False):
         return self.machine(machine_args, "dump", {"workload": workload, "env": env or {}, "fault": fault,
-                                                   "extra_plugins": extra_plugins or []})
+                                                   "extra_plugins": extra_plugins or [],
+                                                   "skip_checks": skip_checks})
 
     def restore(self, machine_args, dumped, env=None, fault=None, verify=True, extra_plugins=None):
         return self.machine(machine_args, "restore", {"images_state": dumped["state"], "env": env or {},

@@ -13,7 +13,8 @@
 //   its own KFD context, seeds and manifest (FILE.<k>, k = 1..N), and the
 //   root writes the ready file once all are ready.
 //   LIST: comma-separated sizes with K/M/G suffixes and '+' sums, e.g.
-//         4K,12K,1M+4K,1G+36K (each a multiple of 4 KiB)
+//         4K,12K,1M+4K,1G+36K (each a multiple of 4 KiB); SIZExN repeats
+//         a size N times (64Kx16384)
 #include <hsakmt.h>
 #include <signal.h>
 #include <unistd.h>
@@ -67,8 +68,16 @@ std::vector<uint64_t> parse_list(const char *s)
 		size_t end = str.find(',', pos);
 		if (end == std::string::npos)
 			end = str.size();
-		if (end > pos)
-			out.push_back(parse_size(str.substr(pos, end - pos)));
+		if (end > pos) {
+			// SIZExN: N BOs of SIZE.
+			std::string item = str.substr(pos, end - pos);
+			unsigned long count = 1;
+			if (auto x = item.find('x'); x != std::string::npos) {
+				count = std::strtoul(item.c_str() + x + 1, nullptr, 10);
+				item.resize(x);
+			}
+			out.insert(out.end(), count, parse_size(item));
+		}
 		pos = end + 1;
 	}
 	return out;
