@@ -311,8 +311,19 @@ void test_vmas(Dev &d)
 	CHECK(has(::getpid(), start, start + 3 * 4096));
 	std::fflush(stdout);
 	pid_t c = ::fork();
-	if (c == 0)
-		::_exit(has(::getpid(), start, start + 3 * 4096) ? 0 : 1);
+	if (c == 0) {
+		const bool ok = has(::getpid(), start, start + 3 * 4096);
+		if (!ok) {
+			std::printf("    child sees %s, parent %s\n", introspect("vmas " + std::to_string(::getpid())).c_str(),
+				    introspect("vmas " + std::to_string(::getppid())).c_str());
+			char cmd[128];
+			std::snprintf(cmd, sizeof cmd, "grep -i %llx /proc/%d/maps", static_cast<unsigned long long>(start), ::getpid());
+			std::fflush(stdout);
+			(void)!std::system(cmd);
+		}
+		std::fflush(stdout);
+		::_exit(ok ? 0 : 1);
+	}
 	int status = 0;
 	::waitpid(c, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
