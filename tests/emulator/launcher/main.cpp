@@ -20,6 +20,7 @@
 #include "../transport/sysfs.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -348,6 +349,18 @@ int run(const Options &o, const MachineDesc &machine)
 	const std::string exe = resolve_program(args[0], env);
 	const std::string exec_err = "kfd-emu: cannot execute " + exe + "\n";
 
+	// The daemon (this process) holds one fd per BO while it installs a
+	// CRIU op's dma-bufs in a client, a limit the kernel does not have:
+	// lift its soft fd limit to the hard one; the program starts with the
+	// original limit.
+	struct rlimit orig_nofile {};
+	const bool have_nofile = ::getrlimit(RLIMIT_NOFILE, &orig_nofile) == 0;
+	if (have_nofile) {
+		struct rlimit raised = orig_nofile;
+		raised.rlim_cur = raised.rlim_max;
+		::setrlimit(RLIMIT_NOFILE, &raised);
+	}
+
 	pid_t child = ::fork();
 	if (child < 0) {
 		std::perror("kfd-emu: fork");
@@ -356,6 +369,8 @@ int run(const Options &o, const MachineDesc &machine)
 	}
 	if (child == 0) {
 		sigprocmask(SIG_SETMASK, &old, nullptr);
+		if (have_nofile)
+			::setrlimit(RLIMIT_NOFILE, &orig_nofile);
 		::execve(exe.c_str(), args.data(), envp.data());
 		(void)!::write(2, exec_err.data(), exec_err.size());
 		::_exit(127);
@@ -405,6 +420,7 @@ int main(int argc, char **argv)
 	auto machine = build_machine(o);
 	if (!machine)
 		return 2;
+
 	if (describe_only)
 		return print_machine(*machine);
 	if (o.program.empty())

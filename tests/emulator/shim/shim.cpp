@@ -358,22 +358,34 @@ int exchange(int sock, const std::string &msg, Response *out)
 	REAL(close, int (*)(int));
 	if (wire::send_all(sock, msg.data(), msg.size()))
 		return -EPIPE;
-	int fds[1024];
+	// A reply can carry one fd per BO (CRIU CHECKPOINT/RESTORE of a process
+	// with tens of thousands of BOs): receive into a per-thread buffer
+	// large enough for that, never dropping fds. A re-entered call (signal
+	// handler) gets a buffer of its own.
+	constexpr unsigned kMaxReplyFds = 1u << 18;
+	static thread_local std::vector<int> t_fds;
+	static thread_local int t_depth = 0;
+	std::vector<int> nested;
+	std::vector<int> &buf = t_depth++ ? nested : t_fds;
+	if (buf.size() < kMaxReplyFds)
+		buf.resize(kMaxReplyFds);
+	int *fds = buf.data();
 	unsigned nfds = 0;
-	int err = wire::recv_all(sock, &out->rp, sizeof out->rp, fds, &nfds, 1024);
+	int err = wire::recv_all(sock, &out->rp, sizeof out->rp, fds, &nfds, kMaxReplyFds);
 	if (!err) {
 		out->entries.resize(out->rp.nfds);
 		out->payload.resize(out->rp.len);
 		if (out->rp.nfds)
 			err = wire::recv_all(sock, out->entries.data(), out->rp.nfds * sizeof(wire::FdEntry),
-					     fds, &nfds, 1024);
+					     fds, &nfds, kMaxReplyFds);
 		if (!err && out->rp.len)
-			err = wire::recv_all(sock, out->payload.data(), out->rp.len, fds, &nfds, 1024);
-		while (!err && nfds < out->rp.nfds && nfds < 1024) {
+			err = wire::recv_all(sock, out->payload.data(), out->rp.len, fds, &nfds, kMaxReplyFds);
+		while (!err && nfds < out->rp.nfds && nfds < kMaxReplyFds) {
 			char b;
-			err = wire::recv_all(sock, &b, 1, fds, &nfds, 1024);
+			err = wire::recv_all(sock, &b, 1, fds, &nfds, kMaxReplyFds);
 		}
 	}
+	t_depth--;
 	if (err) {
 		for (unsigned i = 0; i < nfds; i++)
 			real_close(fds[i]);
