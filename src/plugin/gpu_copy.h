@@ -31,7 +31,8 @@ struct GpuCopyJob {
 
 struct GpuCopyResult {
 	uint32_t image_gpu_id = 0;
-	TransferStats stats;
+	TransferStats stats;  // the pipelined DMA + file I/O phase
+	double job_seconds = 0; // the whole job: render node, engine, imports, copy
 };
 
 // Staging memory: with KFD_MAX_BUFFER_SIZE set, that many bytes for the

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""Benchmarks of the plugin's data path on the emulated GPU (not a test).
+
+    python3 bench/bench.py --bin-dir build [--quick]
+
+Prints one table. Every limit is measured in the same run, on the same
+machine, in the same directory:
+  - storage limit: a plain sequential write (read) of the same number of
+    bytes, 8 MiB at a time, to (from) a file in the image directory's file
+    system, without fsync, as the plugin writes its pages files;
+  - SDMA limit: the emulator's bandwidth model (kfd-emu --sdma-gbps, per
+    engine; one engine per GPU is used), set near the storage speed so that
+    copy and I/O take about as long each: where pipelining matters most.
+Throughput of the plugin = bytes copied / duration of the copy phase, from
+the plugin's own per-GPU summary lines (GPUs run in parallel: the slowest
+one's time). Peak RSS = ru_maxrss of the dumping process (criu-host with
+the plugin), minus that of a dump of a tiny workload (the fixed cost).
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
+import e2e  # noqa: E402
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+def storage_limits(directory, nbytes):
+    """(write GB/s, read GB/s) of a plain sequential file of nbytes."""
+    path = os.path.join(directory, "storage-probe")
+    block = b"\xa5" * (8 * MiB)
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    t0 = time.time()
+    done = 0
+    while done < nbytes:
+        done += os.write(fd, block[:min(len(block), nbytes - done)])
+    os.close(fd)
+    wt = time.time() - t0
+    fd = os.open(path, os.O_RDONLY)
+    t0 = time.time()
+    while os.read(fd, 8 * MiB):
+        pass
+    os.close(fd)
+    rt = time.time() - t0
+    os.unlink(path)
+    return nbytes / wt / 1e9, nbytes / rt / 1e9
+
+
+class Table:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, what, value, limit="", ratio="", target="", verdict=""):
+        self.rows.append((what, value, limit, ratio, target, verdict))
+
+    def show(self):
+        head = ("measure", "value", "limit", "ratio", "target", "")
+        widths = [max(len(str(r[i])) for r in self.rows + [head]) for i in range(6)]
+        for r in [head] + self.rows:
+            print("  ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+
+
+def verdict(ok):
+    return "met" if ok else "NOT MET"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--quick", action="store_true", help="1 GiB instead of 4 GiB, fewer small BOs")
+    args = ap.parse_args()
+    e2e.ARGS = argparse.Namespace(bin_dir=os.path.abspath(args.bin_dir))
+    bins = e2e.Bins(e2e.ARGS.bin_dir)
+    scratch = tempfile.mkdtemp(prefix="amdcr-bench-", dir=os.environ.get("AMDCR_E2E_TMP"))
+    run = e2e.Run(bins, scratch)
+    table = Table()
+    total = (1 if args.quick else 4) * GiB
+    per_gpu = total // 2
+
+    # -- limits -------------------------------------------------------------
+    w_gbps, r_gbps = storage_limits(scratch, total)
+    engine_gbps = round(w_gbps / 2, 2)  # two GPUs copy in parallel
+    sdma_gbps = 2 * engine_gbps
+    machine = ["--machine", "2xMI210", "--sdma-gbps", str(engine_gbps)]
+    print("bench: %.2f GiB over 2 emulated GPUs; storage write %.2f GB/s, read %.2f GB/s; "
+          "SDMA model %.2f GB/s per engine; %d CPUs" % (total / GiB, w_gbps, r_gbps, engine_gbps, os.cpu_count()),
+          flush=True)
+
+    # -- dump and restore throughput ----------------------------------------
+    half = "%dM" % (per_gpu // MiB // 2)
+    d = run.dump(machine, ["--vram", "%s,%s" % (half, half), "--gtt", ""], skip_checks=True)
+    e2e.check(d["rc"] == 0, "dump failed:\n" + d["log"][-2000:])
+    b, s, peak = e2e.copy_summary(d["log"], "dumped")
+    lim = min(w_gbps, sdma_gbps)
+    thr = b / s / 1e9
+    table.add("dump %.2f GiB, 2 GPUs" % (b / GiB), "%.2f GB/s" % thr, "%.2f GB/s" % lim, "%.2f" % (thr / lim),
+              ">= 0.90", verdict(thr / lim >= 0.9))
+    table.add("  storage limit (sequential write)", "%.2f GB/s" % w_gbps)
+    table.add("  SDMA limit (2 engines x %.2f GB/s)" % engine_gbps, "%.2f GB/s" % sdma_gbps)
+    table.add("  whole dump (criu-host wall time)", "%.2f s" % d["seconds"])
+    r = run.restore(machine, d)
+    e2e.check(r["rc"] == 0, "restore failed:\n" + r["log"][-2000:])
+    b, s, _ = e2e.copy_summary(r["log"], "restored")
+    lim = min(r_gbps, sdma_gbps)
+    thr = b / s / 1e9
+    table.add("restore %.2f GiB, 2 GPUs" % (b / GiB), "%.2f GB/s" % thr, "%.2f GB/s" % lim, "%.2f" % (thr / lim),
+              ">= 0.90", verdict(thr / lim >= 0.9))
+    table.add("  read limit (sequential read)", "%.2f GB/s" % r_gbps)
+    table.add("  verified in the restored task", "yes" if e2e.verified_tasks(r["log"]) else "NO")
+
+    # -- memory -------------------------------------------------------------
+    base = run.dump(machine, ["--vram", "4K", "--gtt", ""], skip_checks=True)
+    e2e.check(base["rc"] == 0, "baseline dump failed")
+    base_rss = base["host_maxrss"]
+    rss_work = ["--vram", "256M,256M", "--gtt", ""]
+    for bound in ["16M", "64M", "256M", None]:
+        env = {"KFD_MAX_BUFFER_SIZE": bound} if bound else {}
+        m = run.dump(machine, rss_work, env=env, skip_checks=True)
+        e2e.check(m["rc"] == 0, "dump with KFD_MAX_BUFFER_SIZE=%s failed" % bound)
+        extra = m["host_maxrss"] - base_rss
+        allowed = (int(bound[:-1]) * MiB if bound else 2 * 64 * MiB) + 32 * MiB
+        mb, ms, mpeak = e2e.copy_summary(m["log"], "dumped")
+        table.add("peak extra RSS, KFD_MAX_BUFFER_SIZE=%s" % (bound or "unset (64M/GPU)"),
+                  "%.1f MiB" % (extra / MiB), "%.0f MiB" % (allowed / MiB), "%.2f" % (extra / allowed),
+                  "<= 1.00", verdict(extra <= allowed))
+        table.add("  throughput at that bound", "%.2f GB/s" % (mb / ms / 1e9))
+
+    # -- many small BOs -----------------------------------------------------
+    nsmall = 4096 if args.quick else 16384
+    one = ["--machine", "MI100", "--sdma-gbps", str(engine_gbps)]
+    big = run.dump(one, ["--vram", "%dM" % (nsmall * 64 // 1024), "--gtt", ""], skip_checks=True)
+    e2e.check(big["rc"] == 0, "large-BO dump failed")
+    small = run.dump(one, ["--vram", "64Kx%d" % nsmall, "--gtt", "", "--no-queues"], skip_checks=True)
+    e2e.check(small["rc"] == 0, "small-BO dump failed:\n" + small["log"][-2000:])
+    bb, bs, _ = e2e.copy_summary(big["log"], "dumped")
+    sb, ss, _ = e2e.copy_summary(small["log"], "dumped")
+    ratio = (sb / ss) / (bb / bs)
+    table.add("%d x 64 KiB vs 1 x %d MiB BO" % (nsmall, nsmall * 64 // 1024),
+              "%.2f vs %.2f GB/s" % (sb / ss / 1e9, bb / bs / 1e9), "", "%.2f" % ratio, ">= 0.70",
+              verdict(ratio >= 0.7))
+    before, after = small["counters_before"]["ioctls"], small["counters"]["ioctls"]
+    n = sum(after.values()) - sum(before.values())
+    table.add("  ioctls per BO during that dump", "%.2f" % (n / nsmall))
+    subs = [l for l in small["log"].splitlines() if "submissions" in l]
+    if subs:
+        table.add("  SDMA submissions", subs[-1].split(",")[-1].strip())
+
+    print()
+    table.show()
+    print("\n(scratch: %s; limits and values measured in this run)" % scratch)
+    import shutil
+    shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
