@@ -73,20 +73,29 @@ using namespace kfdemu;
 constexpr unsigned kKfdMajor = 510, kDrmMajor = 226;
 constexpr uint32_t kDmaBufMagic = 0x444d4142;
 
+// No function-local statics with guards on the interposer paths: a
+// sanitizer runtime (TSan) calls mmap/open/fstat through us while it is
+// still initialising, and its __cxa_guard interceptors crash then. Real
+// function pointers are cached in constant-initialised atomics instead.
 template <typename F>
-F real_fn(const char *name)
+F real_fn(std::atomic<void *> &slot, const char *name)
 {
-	void *p = dlsym(RTLD_NEXT, name);
+	void *p = slot.load(std::memory_order_relaxed);
 	if (!p) {
-		static const char msg[] = "kfdemu shim: missing real function\n";
-		(void)!::write(2, msg, sizeof msg - 1);
-		::abort();
+		p = dlsym(RTLD_NEXT, name);
+		if (!p) {
+			static const char msg[] = "kfdemu shim: missing real function\n";
+			(void)!::write(2, msg, sizeof msg - 1);
+			::abort();
+		}
+		slot.store(p, std::memory_order_relaxed);
 	}
 	return reinterpret_cast<F>(p);
 }
 
 #define REAL(name, type)                                                  \
-	static const auto real_##name = real_fn<type>(#name)
+	static constinit std::atomic<void *> real_slot_##name{nullptr};   \
+	const auto real_##name = real_fn<type>(real_slot_##name, #name)
 
 // ---------------------------------------------------------------------------
 // Configuration (read once).
@@ -128,30 +137,43 @@ std::vector<std::string> read_lines(const std::string &path)
 	return out;
 }
 
+Config *load_config()
+{
+	auto *c = new Config;
+	const char *root = std::getenv("KFDEMU_ROOT");
+	const char *sock = std::getenv("KFDEMU_SOCKET");
+	if (!root || !sock || !*root || !*sock)
+		return c;
+	c->root = root;
+	c->socket = sock;
+	c->redirects = read_lines(c->root + "/.kfdemu/redirects");
+	c->unreadable = read_lines(c->root + "/.kfdemu/unreadable");
+	REAL(fstat, int (*)(int, struct stat *));
+	REAL(close, int (*)(int));
+	int m = ::memfd_create("kfdemu-probe", MFD_CLOEXEC);
+	struct stat st;
+	if (m >= 0 && real_fstat(m, &st) == 0)
+		c->memfd_dev = st.st_dev;
+	if (m >= 0)
+		real_close(m);
+	c->active = true;
+	return c;
+}
+
+// Loaded on first use without a guard variable (see REAL): racing threads
+// may both load it; one wins, the other's copy is dropped.
+constinit std::atomic<Config *> g_config{nullptr};
+
 const Config &config()
 {
-	static const Config cfg = [] {
-		Config c;
-		const char *root = std::getenv("KFDEMU_ROOT");
-		const char *sock = std::getenv("KFDEMU_SOCKET");
-		if (!root || !sock || !*root || !*sock)
-			return c;
-		c.root = root;
-		c.socket = sock;
-		c.redirects = read_lines(c.root + "/.kfdemu/redirects");
-		c.unreadable = read_lines(c.root + "/.kfdemu/unreadable");
-		REAL(fstat, int (*)(int, struct stat *));
-		REAL(close, int (*)(int));
-		int m = ::memfd_create("kfdemu-probe", MFD_CLOEXEC);
-		struct stat st;
-		if (m >= 0 && real_fstat(m, &st) == 0)
-			c.memfd_dev = st.st_dev;
-		if (m >= 0)
-			real_close(m);
-		c.active = true;
-		return c;
-	}();
-	return cfg;
+	Config *c = g_config.load(std::memory_order_acquire);
+	if (c)
+		return *c;
+	Config *mine = load_config();
+	if (g_config.compare_exchange_strong(c, mine, std::memory_order_acq_rel))
+		return *mine;
+	delete mine;
+	return *c;
 }
 
 // ---------------------------------------------------------------------------

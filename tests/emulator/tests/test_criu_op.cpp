@@ -161,9 +161,9 @@ struct Image {
 		vm.drm_fd = uint32_t(rfd);
 		vm.gpu_id = id;
 		ok = ok && rfd >= 0 && kioctl(info.kfd_fd, AMDKFD_IOC_ACQUIRE_VM, &vm) == 0;
-		// At an address a fresh process (even an ASan one) has free, so
+		// At an address a fresh process (even a sanitized one) has free, so
 		// the restore side can put the "CRIU-restored" pages back there.
-		void *want = reinterpret_cast<void *>(0x6f0000000000ull + g * 0x1000000ull);
+		void *want = reinterpret_cast<void *>(0x40000000ull + g * 0x1000000ull);	// app memory for ASan and TSan alike
 		void *user = ::mmap(want, kUserSize, PROT_READ | PROT_WRITE,
 				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 		ok = ok && user == want;
