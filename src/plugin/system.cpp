@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstring>
 #include <sys/sysmacros.h>
 
 #include "base/file_io.h"
@@ -79,15 +80,17 @@ Status ensure_fd_room(uint64_t more)
 	const uint64_t need = open_fds + more + 64;
 	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= need)
 		return ok_status();
-	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
+	const rlim_t hard = rl.rlim_max;
+	rl.rlim_cur = need;
+	if (hard != RLIM_INFINITY && hard < need)
+		rl.rlim_max = need; // allowed with CAP_SYS_RESOURCE, as CRIU runs
+	if (::setrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return make_error(EMFILE,
 				  "%llu more file descriptors are needed (one dma-buf per GPU buffer), "
-				  "but RLIMIT_NOFILE's hard limit is %llu (raise it, e.g. ulimit -Hn)",
-				  static_cast<unsigned long long>(more),
-				  static_cast<unsigned long long>(rl.rlim_max));
-	rl.rlim_cur = need;
-	if (::setrlimit(RLIMIT_NOFILE, &rl) != 0)
-		return errno_error(errno, "setrlimit(RLIMIT_NOFILE)");
+				  "but RLIMIT_NOFILE's hard limit is %llu and cannot be raised: %s "
+				  "(raise it, e.g. ulimit -Hn %llu)",
+				  static_cast<unsigned long long>(more), static_cast<unsigned long long>(hard),
+				  std::strerror(errno), static_cast<unsigned long long>(need));
 	return ok_status();
 }
 

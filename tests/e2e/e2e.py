@@ -229,7 +229,13 @@ class Run:
                                                       "extra_plugins": extra_plugins or []})
 
 
+def no_leaks(text, what):
+    leaks = [l for l in text.splitlines() if "leaked by a plugin" in l]
+    check(not leaks, "%s: %s" % (what, "; ".join(leaks[:5])))
+
+
 def expect_good_dump(d, what):
+    no_leaks(d["log"], what)
     tail = "\n".join(d["log"].splitlines()[-25:])
     check(d["rc"] == 0, "%s: dump failed (%d):\n%s" % (what, d["rc"], tail))
     check(d["alive"], "%s: the workload died" % what)
@@ -249,6 +255,7 @@ def verified_tasks(text):
 
 
 def expect_good_restore(r, what, tasks=1):
+    no_leaks(r["log"], what)
     tail = "\n".join(r["log"].splitlines()[-30:])
     check(r["rc"] == 0, "%s: restore failed (%d):\n%s" % (what, r["rc"], tail))
     good = set(verified_tasks(r["log"]))
@@ -360,6 +367,7 @@ def sc_dump_faults(run):
         check(d["queues_state"] == "active" and not d["paused"],
               "%s: queues %s (paused %s) after the failed dump" % (target, d["queues_state"], d["paused"]))
         check(not d["kfd_images"], "%s: a KFD image exists after a failed dump: %s" % (target, d["kfd_images"]))
+        no_leaks(d["log"], target)
         errs = [l for l in plugin_lines(d["log"]) if "failed" in l or "error" in l.lower()]
         check(errs, "%s: no error line from the plugin:\n%s" % (target, d["log"][-2000:]))
         log("  fault %-32s -> dump failed cleanly: %s" % (target, errs[0][:150]))
@@ -385,6 +393,7 @@ def sc_restore_faults(run):
         r = run.restore(["--machine", "2xMI210"], d, fault="%s:nth=1:errno=EIO" % target)
         check(r["rc"] != 0, "%s: the restore reported success despite the fault" % target)
         check(not verified_tasks(r["log"]), "%s: a verifier passed" % target)
+        no_leaks(r["log"], target)
         errs = [l for l in plugin_lines(r["log"]) if "fail" in l or "error" in l.lower()]
         check(errs, "%s: no error line from the plugin:\n%s" % (target, r["log"][-2000:]))
         log("  fault %-32s -> restore failed cleanly: %s" % (target, errs[0][:150]))

@@ -3,7 +3,9 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "api.h"
@@ -156,9 +158,42 @@ void PluginSet::fini(int stage, int ret)
 			p.desc->exit(stage, ret);
 		}
 	}
+	report_device_fds(stage);
 	for (auto it = plugins_.rbegin(); it != plugins_.rend(); ++it)
 		dlclose(it->handle);
 	plugins_.clear();
+}
+
+// After exit(), the host holds no device file of its own (it closes its
+// copies of the tasks' fds as soon as the hooks return), so a device fd
+// still open now was left by a plugin. Under the emulator, readlink names
+// emulated files like the real ones.
+void PluginSet::report_device_fds(int stage) const
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return;
+	const int self = dirfd(d);
+	unsigned leaked = 0;
+	while (struct dirent *de = readdir(d)) {
+		const int fd = std::atoi(de->d_name);
+		if (de->d_name[0] == '.' || fd == self)
+			continue;
+		char link[256] = {};
+		const std::string path = std::string("/proc/self/fd/") + de->d_name;
+		if (readlink(path.c_str(), link, sizeof(link) - 1) < 0)
+			continue;
+		const std::string l = link;
+		if (l.rfind("/dev/kfd", 0) == 0 || l.rfind("/dev/dri/", 0) == 0 || l.rfind("/dmabuf", 0) == 0 ||
+		    l.rfind("/memfd:kfdemu", 0) == 0) {
+			logf(kError, "fd %d (%s) is still open after exit(%s): leaked by a plugin\n", fd,
+			     link, stage_name(stage));
+			leaked++;
+		}
+	}
+	closedir(d);
+	if (!leaked)
+		logf(kDebug, "no device fds left open after exit(%s)\n", stage_name(stage));
 }
 
 } // namespace host

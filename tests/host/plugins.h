@@ -79,6 +79,7 @@ private:
 	void *hook_of(size_t i, int hook) const;
 	void log_call(size_t i, int hook, const std::string &args, int ret) const;
 
+	void report_device_fds(int stage) const;
 	std::vector<Plugin> plugins_;
 };
 

@@ -356,9 +356,15 @@ int run(const Options &o, const MachineDesc &machine)
 	struct rlimit orig_nofile {};
 	const bool have_nofile = ::getrlimit(RLIMIT_NOFILE, &orig_nofile) == 0;
 	if (have_nofile) {
+		// As high as the system allows (root may raise the hard limit up
+		// to fs.nr_open), else up to the hard limit.
 		struct rlimit raised = orig_nofile;
-		raised.rlim_cur = raised.rlim_max;
-		::setrlimit(RLIMIT_NOFILE, &raised);
+		raised.rlim_cur = raised.rlim_max = 1 << 20;
+		if (::setrlimit(RLIMIT_NOFILE, &raised) != 0) {
+			raised = orig_nofile;
+			raised.rlim_cur = raised.rlim_max;
+			::setrlimit(RLIMIT_NOFILE, &raised);
+		}
 	}
 
 	pid_t child = ::fork();
