@@ -107,6 +107,8 @@ long ModelImpl::criu_op(Caller &c, FileEntry &f, CriuArgs &a)
 		auto it = procs_.find(pid);
 		if (it == procs_.end())
 			return -ESRCH;
+		if (it->second->evict_count > 0)
+			--it->second->evict_count;
 		it->second->evicted = false;
 		return 0;
 	}
@@ -123,6 +125,8 @@ long ModelImpl::criu_op(Caller &c, FileEntry &f, CriuArgs &a)
 		if (!p.queues_paused)
 			return -EINVAL;
 		p.queues_paused = false;
+		if (p.evict_count > 0)
+			--p.evict_count;
 		return 0;
 	case CRIU_RESTORE:
 		return criu_restore(c, p, a);
@@ -134,6 +138,7 @@ long ModelImpl::criu_op(Caller &c, FileEntry &f, CriuArgs &a)
 long ModelImpl::criu_process_info(KfdProcess &p, CriuArgs &a)
 {
 	p.queues_paused = true; // evicts every queue of the target
+	++p.evict_count;
 	a.pid = static_cast<uint32_t>(p.tgid);
 	a.num_devices = static_cast<uint32_t>(p.pdds.size());
 	a.num_bos = criu_num_bos(p);
@@ -234,6 +239,7 @@ long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
 	if (a.priv_data_size > (1ull << 30))
 		return -EINVAL;
 	p.evicted = true; // until RESUME
+	++p.evict_count;
 
 	std::vector<uint8_t> priv(a.priv_data_size);
 	if (c.read(a.priv_data, priv.data(), priv.size()))

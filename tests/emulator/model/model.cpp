@@ -698,6 +698,7 @@ std::string ModelImpl::introspect(std::string_view query)
 		for (auto &[pid, p] : procs_) {
 			o << (first ? "" : ",") << "{\"pid\":" << pid << ",\"paused\":" << (p->queues_paused ? "true" : "false")
 			  << ",\"evicted\":" << (p->evicted ? "true" : "false")
+			  << ",\"evict_count\":" << p->evict_count
 			  << ",\"restored\":" << (p->restored ? "true" : "false")
 			  << ",\"queues\":" << p->queues.size() << ",\"events\":" << p->events.size()
 			  << ",\"xnack\":" << p->xnack << ",\"devices\":[";
@@ -719,7 +720,9 @@ std::string ModelImpl::introspect(std::string_view query)
 		if (it == procs_.end())
 			return "{\"error\":\"no such process\"}";
 		KfdProcess &p = *it->second;
-		auto state = [&] { return p.queues_paused ? "paused" : p.evicted ? "evicted" : "active"; };
+		auto state = [&] {
+			return p.queues_paused ? "paused" : p.evict_count > 0 ? "evicted" : "active";
+		};
 		if (cmd == "bos") {
 			o << "{\"pid\":" << pid << ",\"bos\":[";
 			bool first = true;

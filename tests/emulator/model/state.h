@@ -322,6 +322,10 @@ struct KfdProcess {
 	int32_t xnack = 0;
 	bool queues_paused = false;	// CRIU PROCESS_INFO .. UNPAUSE
 	bool evicted = false;		// CRIU RESTORE .. RESUME
+	// Queue eviction count (qpd->evicted): PROCESS_INFO and RESTORE evict,
+	// UNPAUSE and RESUME restore; queues run only at 0. A second
+	// PROCESS_INFO before UNPAUSE therefore leaves them evicted, as in KFD.
+	int evict_count = 0;
 	bool restored = false;
 	// Which BO is mapped on which pdd (index into pdds).
 	std::map<const Bo *, std::set<size_t>> mapped_on;

@@ -180,7 +180,18 @@ Test(criu, process_info_and_checkpoint)
 	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), -EFAULT);
 	cr_assert_eq(s.dumper.owned.size(), fds_before);
 
-	Image im = checkpoint(s);
+	// CHECKPOINT with the counts of the one PROCESS_INFO above.
+	Image im;
+	im.info = info;
+	im.devs.resize(info.num_devices);
+	im.bos.resize(info.num_bos);
+	im.priv.resize(info.priv_data_size);
+	a = info;
+	a.op = CRIU_CHECKPOINT;
+	a.devices = reinterpret_cast<uint64_t>(im.devs.data());
+	a.bos = reinterpret_cast<uint64_t>(im.bos.data());
+	a.priv_data = reinterpret_cast<uint64_t>(im.priv.data());
+	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), 0);
 	cr_assert_eq(im.devs[0].user_gpu_id, S0);
 	cr_assert_eq(im.devs[0].actual_gpu_id, S0);
 	cr_assert_eq(im.devs[1].user_gpu_id, S1);
@@ -213,6 +224,17 @@ Test(criu, process_info_and_checkpoint)
 	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), -EINVAL);
 	q = s.rig.model->introspect("queues 1000");
 	cr_assert(q.find("\"state\":\"active\"") != std::string::npos, "%s", q.c_str());
+
+	// Two PROCESS_INFO, one UNPAUSE: KFD's eviction counter keeps the queues
+	// evicted although the process is no longer "paused".
+	CriuArgs pi{};
+	pi.op = CRIU_PROCESS_INFO;
+	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &pi), 0);
+	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &pi), 0);
+	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), 0);
+	q = s.rig.model->introspect("queues 1000");
+	cr_assert(q.find("\"state\":\"evicted\"") != std::string::npos, "%s", q.c_str());
+	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), -EINVAL);
 }
 
 Test(criu, round_trip_to_other_gpu_ids)
