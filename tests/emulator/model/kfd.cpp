@@ -294,7 +294,7 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		if (!pdd)
 			return -EINVAL;
 		if (!pdd->drm)
-			return -EINVAL;
+			return -ESRCH; // kfd_bind_process_to_device failed
 		uint32_t qid = 0;
 		while (p.queues.count(qid))
 			++qid;
