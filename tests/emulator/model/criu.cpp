@@ -299,8 +299,7 @@ long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
 		Pdd *pdd = p.pdd_by_user_id(b.gpu_id);
 		if (!pdd || !pdd->drm)
 			return -EINVAL;
-		uint32_t t = b.alloc_flags & ALLOC_TYPE_MASK;
-		if (t == 0 || (t & (t - 1)) || b.size == 0)
+		if (!(b.alloc_flags & ALLOC_TYPE_MASK) || b.size == 0)
 			return -EINVAL;
 		if (pdd->bos.count(pb.id))
 			return -ENOMEM; // id collision

@@ -180,19 +180,21 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
 		if (!pdd || a.size == 0)
 			return -EINVAL;
-		uint32_t t = a.flags & ALLOC_TYPE_MASK;
-		if (t == 0 || (t & (t - 1)))
-			return -EINVAL;
+		// Kernel order: gpu_id, small-BAR PUBLIC, bind (VM), then the
+		// doorbell/MMIO sizes. The type is the first of VRAM, GTT,
+		// USERPTR, DOORBELL, MMIO_REMAP set; none is EINVAL.
 		Device &d = *pdd->dev;
 		if ((a.flags & ALLOC_VRAM) && (a.flags & ALLOC_PUBLIC) && !d.node->large_bar)
 			return -EINVAL;
-		if ((a.flags & ALLOC_DOORBELL) && a.size != d.doorbell_slice())
-			return -EINVAL;
-		if ((a.flags & ALLOC_MMIO_REMAP) && a.size != kPage)
-			return -EINVAL;
 		if (!pdd->drm)
 			return -ENODEV;
+		if (!(a.flags & ALLOC_TYPE_MASK))
+			return -EINVAL;
 		BoType type = type_of_flags(a.flags);
+		if (type == BoType::Doorbell && a.size != d.doorbell_slice())
+			return -EINVAL;
+		if (type == BoType::Mmio && a.size != kPage)
+			return -EINVAL;
 		uint64_t size = type == BoType::Userptr ? a.size : page_align(a.size);
 		if (type == BoType::Userptr && ((a.mmap_offset & (kPage - 1)) || (a.size & (kPage - 1))))
 			return -EINVAL;

@@ -118,7 +118,7 @@ Test(kfd_memory, alloc_errors)
 	cr_assert_eq(app.acquire(G0, app.r0), 0);
 	cr_assert_eq(app.alloc(G0, 0x100000000ull, 0, ALLOC_VRAM, &a), -EINVAL, "size 0");
 	cr_assert_eq(app.alloc(0x4242, 0x100000000ull, 4096, ALLOC_VRAM, &a), -EINVAL, "bad gpu");
-	cr_assert_eq(app.alloc(G0, 0x100000000ull, 4096, ALLOC_VRAM | ALLOC_GTT, &a), -EINVAL, "two types");
+	cr_assert_eq(app.alloc(G0, 0x100000000ull, 4096, ALLOC_WRITABLE, &a), -EINVAL, "no type");
 	cr_assert_eq(app.alloc(G0, 0x100000000ull, 4096, ALLOC_DOORBELL, &a), -EINVAL, "doorbell size");
 	cr_assert_eq(app.alloc(G0, 0x100000000ull, 8192, ALLOC_MMIO_REMAP, &a), -EINVAL, "mmio size");
 	cr_assert_eq(app.alloc(G0, 0x100000000ull, 4ull << 30, ALLOC_VRAM, &a), -ENOMEM, "beyond VRAM");
