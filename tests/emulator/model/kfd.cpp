@@ -348,6 +348,8 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
 		if (!pdd)
 			return -EINVAL;
+		if (!pdd->drm)
+			return -ESRCH;
 		pdd->default_policy = a.default_policy;
 		pdd->alt_policy = a.alternate_policy;
 		pdd->alt_base = a.alternate_aperture_base;
@@ -356,9 +358,8 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 	}
 	case GET_CLOCK_COUNTERS: {
 		auto &a = as<GetClockCounters>(buf);
-		if (!p.pdd_by_user_id(a.gpu_id))
-			return -EINVAL;
-		a.gpu_clock_counter = now_ns(CLOCK_MONOTONIC_RAW) / 10; // 100 MHz
+		// An unknown gpu_id is not an error: the GPU counter reads 0.
+		a.gpu_clock_counter = p.pdd_by_user_id(a.gpu_id) ? now_ns(CLOCK_MONOTONIC_RAW) / 10 : 0; // 100 MHz
 		a.cpu_clock_counter = now_ns(CLOCK_MONOTONIC_RAW);
 		a.system_clock_counter = now_ns(CLOCK_BOOTTIME);
 		a.system_clock_freq = 1000000000ull;
@@ -389,6 +390,8 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
 		if (!pdd)
 			return -EINVAL;
+		if (!pdd->drm)
+			return -ESRCH;
 		pdd->tba = a.tba_addr;
 		pdd->tma = a.tma_addr;
 		return 0;
