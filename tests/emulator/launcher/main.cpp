@@ -51,7 +51,7 @@ constexpr const char *kUsage =
 	"usage: kfd-emu [--machine NAME|FILE] [--gpu-ids ID,..] [--minors M,..]\n"
 	"               [--vram SIZE[,..]] [--fw-version N] [--sdma-fw-version N]\n"
 	"               [--sdma-gbps G] [--fault SPEC].. [--unreadable PATH]..\n"
-	"               [--keep-root] -- PROGRAM [ARGS..]\n"
+	"               [--keep-root] [--] PROGRAM [ARGS..]\n"
 	"       kfd-emu ctl QUERY..  |  kfd-emu ctl faults SPEC\n"
 	"       kfd-emu machine [--machine ..] [overrides]\n"
 	"profiles: MI100 2xMI210 8xMI300X none (or a machine file); see README.md\n";
@@ -81,6 +81,11 @@ int parse_options(int argc, char **argv, int first, Options *o)
 		std::string_view a = argv[i];
 		if (a == "--") {
 			for (int j = i + 1; j < argc; j++)
+				o->program.push_back(argv[j]);
+			break;
+		}
+		if (!a.starts_with("-")) {	// the program, without "--"
+			for (int j = i; j < argc; j++)
 				o->program.push_back(argv[j]);
 			break;
 		}
