@@ -295,6 +295,7 @@ std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor,
 			b.props["unique_id"] = unique_id_for(b.node.gpu_id, i);
 		NodeDesc n = emit(b, true);
 		n.pci_device_id = uint32_t(get_prop(n, "device_id"));
+		n.num_sdma_engines = uint32_t(get_prop(n, "num_sdma_engines"));
 		if (n.pci_slot.empty())
 			n.pci_slot = fmt_slot(uint32_t(get_prop(n, "domain")), b.location);
 		MemBankDesc bank;
