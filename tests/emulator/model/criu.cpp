@@ -236,7 +236,11 @@ long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
 {
 	if ((a.num_bos && !a.bos) || !a.devices || !a.priv_data || !a.priv_data_size || !a.num_devices)
 		return -EINVAL;
-	if (a.priv_data_size > (1ull << 30))
+	// The blob must hold what the counts announce (and stay reasonable)
+	// before anything is allocated from the counts.
+	if (a.priv_data_size > (256ull << 20) ||
+	    a.priv_data_size < sizeof(PrivHeader) + uint64_t{a.num_devices} * sizeof(PrivDevice) +
+				   uint64_t{a.num_bos} * sizeof(PrivBo) + uint64_t{a.num_objects} * sizeof(PrivObject))
 		return -EINVAL;
 	p.evicted = true; // until RESUME
 	++p.evict_count;

@@ -12,6 +12,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <sstream>
 
 namespace kfdemu {
@@ -311,7 +312,7 @@ void ModelImpl::export_dmabuf(Caller &c, const std::shared_ptr<Bo> &bo, bool clo
 
 // ---- files ----------------------------------------------------------------
 
-int ModelImpl::open_kfd(Caller &c, bool cloexec)
+int ModelImpl::do_open_kfd(Caller &c, bool cloexec)
 {
 	Lock lk(mu_);
 	count("open:/dev/kfd");
@@ -337,7 +338,7 @@ int ModelImpl::open_kfd(Caller &c, bool cloexec)
 	return 0;
 }
 
-int ModelImpl::open_render(Caller &c, uint32_t minor, bool cloexec)
+int ModelImpl::do_open_render(Caller &c, uint32_t minor, bool cloexec)
 {
 	Lock lk(mu_);
 	count("open:render");
@@ -498,7 +499,7 @@ void ModelImpl::set_faults(std::vector<FaultRule> rules)
 
 // ---- ioctl chokepoint -----------------------------------------------------
 
-long ModelImpl::ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t arg)
+long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t arg)
 {
 	Lock lk(mu_);
 	auto it = files_.find(file);
@@ -571,7 +572,7 @@ long ModelImpl::ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t arg)
 	return r;
 }
 
-int ModelImpl::mmap(Caller &c, FileKey file, uint64_t offset, uint64_t len, int prot,
+int ModelImpl::do_mmap(Caller &c, FileKey file, uint64_t offset, uint64_t len, int prot,
 		    MmapTarget *out)
 {
 	(void)prot;
@@ -661,7 +662,7 @@ static const char *type_name(BoType t)
 	return "?";
 }
 
-std::string ModelImpl::introspect(std::string_view query)
+std::string ModelImpl::do_introspect(std::string_view query)
 {
 	std::istringstream in{std::string(query)};
 	std::string cmd;
@@ -878,6 +879,54 @@ std::string ModelImpl::introspect(std::string_view query)
 		return o.str();
 	}
 	return "{\"error\":\"unknown query\"}";
+}
+
+// ---- entry points: no exception crosses the Model interface ---------------
+// (an allocation failure while serving a client is that call's ENOMEM).
+
+int ModelImpl::open_kfd(Caller &c, bool cloexec)
+{
+	try {
+		return do_open_kfd(c, cloexec);
+	} catch (const std::exception &) {
+		return -ENOMEM;
+	}
+}
+
+int ModelImpl::open_render(Caller &c, uint32_t minor, bool cloexec)
+{
+	try {
+		return do_open_render(c, minor, cloexec);
+	} catch (const std::exception &) {
+		return -ENOMEM;
+	}
+}
+
+long ModelImpl::ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t arg)
+{
+	try {
+		return do_ioctl(c, file, cmd, arg);
+	} catch (const std::exception &) {
+		return -ENOMEM;
+	}
+}
+
+int ModelImpl::mmap(Caller &c, FileKey file, uint64_t offset, uint64_t len, int prot, MmapTarget *out)
+{
+	try {
+		return do_mmap(c, file, offset, len, prot, out);
+	} catch (const std::exception &) {
+		return -ENOMEM;
+	}
+}
+
+std::string ModelImpl::introspect(std::string_view query)
+{
+	try {
+		return do_introspect(query);
+	} catch (const std::exception &e) {
+		return std::string("{\"error\":") + json_str(e.what()) + "}";
+	}
 }
 
 } // namespace detail

@@ -116,7 +116,7 @@ int ModelImpl::build_job(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, SdmaJob 
 		const Mapping *m = f.vm.find(ib_va & kHoleMask);
 		if (!m || !m->bo || (ib_va & kHoleMask) + ib_bytes > m->start + m->size)
 			return -EINVAL;
-		if (ib_bytes & 3)
+		if ((ib_bytes & 3) || ib_bytes > (64u << 20))
 			return -EINVAL;
 		if (resolve_va(f, ib_va, ib_bytes, false, &ibseg))
 			return -EINVAL;
@@ -248,6 +248,8 @@ long ModelImpl::drm_cs(Caller &c, DrmFile &f, Cs &a)
 		case CHUNK_DEPENDENCIES:
 		case CHUNK_SCHEDULED_DEPENDENCIES: {
 			struct Dep { uint32_t ip_type, ip_instance, ring, ctx_id; uint64_t handle; };
+			if (bytes > 64 * 1024)
+				return -EINVAL;
 			size_t nd = bytes / sizeof(Dep);
 			std::vector<Dep> d(nd);
 			if (nd && c.read(ch.chunk_data, d.data(), nd * sizeof(Dep)))

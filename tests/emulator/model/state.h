@@ -365,6 +365,12 @@ public:
 	using Lock = std::unique_lock<std::recursive_mutex>;
 
 private:
+	int do_open_kfd(Caller &c, bool cloexec);
+	int do_open_render(Caller &c, uint32_t minor, bool cloexec);
+	long do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t arg);
+	int do_mmap(Caller &c, FileKey file, uint64_t offset, uint64_t len, int prot, MmapTarget *out);
+	std::string do_introspect(std::string_view query);
+
 	friend struct KfdOps;
 	friend struct RenderOps;
 
