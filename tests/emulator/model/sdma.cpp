@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 
 namespace kfdemu::detail {
 
@@ -62,7 +63,12 @@ void SdmaEngine::run(std::stop_token st)
 		}
 		if (job.hang)
 			continue; // never signals: WAIT_CS times out, BOs stay busy
-		int err = execute(job, st);
+		int err;
+		try {
+			err = execute(job, st);
+		} catch (const std::exception &) {
+			err = -ENOMEM; // never let an engine thread die
+		}
 		if (!err)
 			err = job.error_after_ops;
 		++counters_->sdma_jobs;
