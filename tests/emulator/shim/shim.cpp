@@ -239,6 +239,27 @@ std::optional<std::string> redirect(const char *path)
 	return std::nullopt;
 }
 
+// A path relative to a directory fd inside the private root (an opendir
+// of /dev/dri, a topology node directory): the absolute path the program
+// means, so device and redirect rules apply to it as well.
+std::optional<std::string> logical_at(int dirfd, const char *path)
+{
+	if (!path || path[0] == '/' || !*path || dirfd < 0)
+		return std::nullopt;
+	const Config &c = config();
+	if (!c.active)
+		return std::nullopt;
+	REAL(readlink, ssize_t (*)(const char *, char *, size_t));
+	char dir[PATH_MAX];
+	ssize_t n = real_readlink(("/proc/self/fd/" + std::to_string(dirfd)).c_str(), dir, sizeof dir - 1);
+	if (n <= 0)
+		return std::nullopt;
+	std::string d(dir, size_t(n));
+	if (d.size() <= c.root.size() || d.compare(0, c.root.size(), c.root) != 0 || d[c.root.size()] != '/')
+		return std::nullopt;
+	return d.substr(c.root.size()) + "/" + path;
+}
+
 bool root_has(const std::string &p)
 {
 	REAL(access, int (*)(const char *, int));
@@ -662,6 +683,10 @@ int do_open(int dirfd, const char *path, int flags, mode_t mode, bool at)
 	REAL(open, OpenFn);
 	REAL(openat, OpenAtFn);
 	const Config &c = config();
+	if (at) {
+		if (auto l = logical_at(dirfd, path))
+			return do_open(AT_FDCWD, l->c_str(), flags, mode, false);
+	}
 	if (c.active && path && path[0] == '/') {
 		int r = open_device(path, flags);
 		if (r != 1)
@@ -729,6 +754,8 @@ int do_fstatat(int dirfd, const char *path, struct stat *st, int flags)
 		return do_fstat(dirfd, st);
 	if (path && path[0] == '/')
 		return do_stat(path, st, !(flags & AT_SYMLINK_NOFOLLOW));
+	if (auto l = logical_at(dirfd, path))
+		return do_stat(l->c_str(), st, !(flags & AT_SYMLINK_NOFOLLOW));
 	if (real_fstatat(dirfd, path, st, flags))
 		return -1;
 	if (!(flags & AT_SYMLINK_NOFOLLOW))
@@ -1161,6 +1188,8 @@ SHIM_EXPORT int statx(int d, const char *p, int fl, unsigned mask, struct statx 
 	REAL(statx, int (*)(int, const char *, int, unsigned, struct statx *));
 	const bool by_fd = p && !*p && (fl & AT_EMPTY_PATH);
 	const bool follow = !(fl & AT_SYMLINK_NOFOLLOW);
+	if (auto l = logical_at(d, p))
+		return statx(AT_FDCWD, l->c_str(), fl, mask, sx);
 	if (!config().active || !p || (!by_fd && p[0] != '/'))
 		return real_statx(d, p, fl, mask, sx);
 	if (!by_fd && device_path(normalize(p)).kind == Dev::None) {
@@ -1213,6 +1242,8 @@ SHIM_EXPORT ssize_t readlinkat(int d, const char *p, char *buf, size_t len) noex
 	REAL(readlinkat, ssize_t (*)(int, const char *, char *, size_t));
 	if (p && p[0] == '/')
 		return do_readlink(p, buf, len);
+	if (auto l = logical_at(d, p))
+		return do_readlink(l->c_str(), buf, len);
 	return real_readlinkat(d, p, buf, len);
 }
 SHIM_EXPORT char *realpath(const char *p, char *resolved) noexcept { return do_realpath(p, resolved); }
@@ -1224,6 +1255,8 @@ SHIM_EXPORT int faccessat(int d, const char *p, int mode, int fl) noexcept
 	REAL(faccessat, int (*)(int, const char *, int, int));
 	if (p && p[0] == '/')
 		return do_access(p, mode);
+	if (auto l = logical_at(d, p))
+		return do_access(l->c_str(), mode);
 	return real_faccessat(d, p, mode, fl);
 }
 

@@ -213,6 +213,28 @@ void test_open_identity(const MachineDesc &m)
 	errno = 0;
 	CHECK(::open("/dev/dri/renderD191", O_RDWR) < 0 && errno == ENOENT);
 
+	// Relative to a directory fd of /dev/dri or of a topology node.
+	int dri = ::open("/dev/dri", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECK(dri >= 0);
+	for (const NodeDesc *g : gpu_nodes(m)) {
+		const std::string rn = "renderD" + std::to_string(g->drm_render_minor);
+		struct stat st;
+		CHECK(::fstatat(dri, rn.c_str(), &st, 0) == 0 && S_ISCHR(st.st_mode) &&
+		      minor(st.st_rdev) == g->drm_render_minor);
+		int r = ::openat(dri, rn.c_str(), O_RDWR | O_CLOEXEC);
+		CHECK(is_chr(r, kDrmMajor, g->drm_render_minor));
+		::close(r);
+		CHECK(::faccessat(dri, rn.c_str(), R_OK, 0) == 0);
+	}
+	::close(dri);
+	int node = ::open((kTopo + "1").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int gid = ::openat(node, "gpu_id", O_RDONLY | O_CLOEXEC);
+	char idbuf[16] = {};
+	CHECK(gid >= 0 && ::read(gid, idbuf, sizeof idbuf - 1) > 0);
+	CHECK_EQ(std::string(idbuf), std::to_string(m.nodes.at(1).gpu_id) + "\n");
+	::close(gid);
+	::close(node);
+
 	// fork: the child's inherited fd is still the device.
 	pid_t c = ::fork();
 	if (c == 0)
