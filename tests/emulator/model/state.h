@@ -293,7 +293,6 @@ struct Pdd {
 	uint32_t user_gpu_id = 0;
 	std::shared_ptr<DrmFile> drm;
 	std::map<uint32_t, std::shared_ptr<Bo>> bos; // KFD id -> BO
-	std::set<uint32_t> mapped_dummy;
 	std::shared_ptr<Backing> doorbells;
 	uint64_t scratch_va = 0, tba = 0, tma = 0;
 	uint32_t default_policy = 0, alt_policy = 0;
