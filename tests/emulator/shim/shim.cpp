@@ -960,6 +960,7 @@ void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	va.a[1] = len;
 	va.a[2] = uint64_t(off);
 	va.a[3] = uint64_t(prot);
+	va.a[4] = r.rp.aux[1];
 	Response ignored;
 	call(va, {}, &ignored);
 	return p;

@@ -412,11 +412,11 @@ int Daemon::make_client_fd(int model_fd)
 }
 
 void Daemon::vma_add(pid_t tgid, uint64_t start, uint64_t len, std::string path, uint64_t pgoff,
-		     int prot)
+		     int prot, uint64_t ino)
 {
 	vma_remove(tgid, start, len);	// MAP_FIXED replaces what was there
 	std::lock_guard lock(mu_);
-	vmas_[tgid][start] = Vma{start + len, std::move(path), pgoff, prot};
+	vmas_[tgid][start] = Vma{start + len, std::move(path), pgoff, prot, ino};
 }
 
 void Daemon::vma_remove(pid_t tgid, uint64_t start, uint64_t len)
@@ -435,10 +435,11 @@ void Daemon::vma_remove(pid_t tgid, uint64_t start, uint64_t len)
 			continue;
 		}
 		if (s < start)
-			keep.push_back({s, Vma{start, it->second.path, it->second.pgoff, it->second.prot}});
+			keep.push_back({s, Vma{start, it->second.path, it->second.pgoff, it->second.prot,
+					       it->second.ino}});
 		if (e > end)
 			keep.push_back({end, Vma{e, it->second.path, it->second.pgoff + (end - s),
-						 it->second.prot}});
+						 it->second.prot, it->second.ino}});
 		it = m.erase(it);
 	}
 	for (auto &[s, v] : keep)
@@ -468,7 +469,10 @@ std::optional<std::string> Daemon::introspect_local(std::string_view query)
 
 	// The kernel's view of the process: file-backed ranges (the device
 	// mappings are memfd mappings), merged where adjacent.
-	std::vector<std::pair<uint64_t, uint64_t>> mapped;
+	struct Range {
+		uint64_t start, end, ino;
+	};
+	std::vector<Range> mapped;
 	{
 		std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
 		std::string line;
@@ -478,15 +482,17 @@ std::optional<std::string> Daemon::introspect_local(std::string_view query)
 			if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %15s %llu", &s, &e, perms, &off, dev,
 					&ino) != 6 || ino == 0)
 				continue;
-			if (!mapped.empty() && mapped.back().second == s)
-				mapped.back().second = e;
+			if (!mapped.empty() && mapped.back().end == s && mapped.back().ino == ino)
+				mapped.back().end = e;
 			else
-				mapped.push_back({s, e});
+				mapped.push_back({s, e, ino});
 		}
 	}
-	auto covered = [&](uint64_t s, uint64_t e) {
-		for (const auto &[ms, me] : mapped)
-			if (ms <= s && e <= me)
+	// Still mapped = the range is covered by mappings of the same file
+	// (the model's backing memfd, as the kernel sees it).
+	auto covered = [&](uint64_t s, uint64_t e, uint64_t ino) {
+		for (const auto &r : mapped)
+			if (r.start <= s && e <= r.end && (ino == 0 || r.ino == ino))
 				return true;
 		return false;
 	};
@@ -510,7 +516,7 @@ std::optional<std::string> Daemon::introspect_local(std::string_view query)
 	bool first = true;
 	if (recs)
 		for (const auto &[s, v] : *recs) {
-			if (!covered(s, v.end))
+			if (!covered(s, v.end, v.ino))
 				continue;
 			char prot[4] = {v.prot & 1 ? 'r' : '-', v.prot & 2 ? 'w' : '-',
 					v.prot & 4 ? 'x' : '-', 0};
@@ -583,13 +589,15 @@ void Daemon::serve(int conn, pid_t tgid)
 				else
 					extra_fds.push_back(fd);
 				rp.aux[0] = t.offset;
+				struct stat tst;
+				rp.aux[1] = ::fstat(t.fd, &tst) == 0 ? uint64_t(tst.st_ino) : 0;
 			}
 			break;
 		}
 		case wire::Op::VmaAdd: {
 			auto fi = model_.describe(key);
 			if (fi)
-				vma_add(tgid, rq.a[0], rq.a[1], path_of(*fi), rq.a[2], int(rq.a[3]));
+				vma_add(tgid, rq.a[0], rq.a[1], path_of(*fi), rq.a[2], int(rq.a[3]), rq.a[4]);
 			rp.result = fi ? 0 : -ENOENT;
 			break;
 		}

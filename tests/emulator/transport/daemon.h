@@ -67,6 +67,7 @@ private:
 		std::string path;
 		uint64_t pgoff;
 		int prot;
+		uint64_t ino;	// inode of the file actually mapped (0: unknown)
 	};
 	struct Watch {
 		FileKey key;
@@ -77,7 +78,8 @@ private:
 	void serve(int conn, pid_t tgid);
 	void watch_loop();
 	void track_process(pid_t tgid);
-	void vma_add(pid_t tgid, uint64_t start, uint64_t len, std::string path, uint64_t pgoff, int prot);
+	void vma_add(pid_t tgid, uint64_t start, uint64_t len, std::string path, uint64_t pgoff, int prot,
+		     uint64_t ino);
 	void vma_remove(pid_t tgid, uint64_t start, uint64_t len);
 
 	Model &model_;

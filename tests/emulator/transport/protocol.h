@@ -23,8 +23,9 @@ enum class Op : uint32_t {
 	OpenKfd = 1,	// a0 = cloexec
 	OpenRender,	// a0 = minor, a1 = cloexec
 	Ioctl,		// key, a0 = cmd, a1 = arg
-	Mmap,		// key, a0 = offset, a1 = len, a2 = prot; reply: 1 fd, aux0 = offset
-	VmaAdd,		// key, a0 = start, a1 = len, a2 = pgoff, a3 = prot
+	Mmap,		// key, a0 = offset, a1 = len, a2 = prot; reply: 1 fd, aux0 = offset,
+			// aux1 = the target file's inode
+	VmaAdd,		// key, a0 = start, a1 = len, a2 = pgoff, a3 = prot, a4 = target inode
 	VmaRemove,	// a0 = start, a1 = len
 	Describe,	// key; reply: result = FileKind, aux0 = render minor, aux1 = size
 	Introspect,	// payload = query; reply payload = JSON
@@ -35,7 +36,7 @@ struct Request {
 	Op op;
 	int32_t tid;
 	uint64_t dev, ino;
-	uint64_t a[4];
+	uint64_t a[5];
 	uint32_t len;
 	uint32_t pad;
 };
