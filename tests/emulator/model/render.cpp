@@ -225,6 +225,8 @@ long ModelImpl::drm_cs(Caller &c, DrmFile &f, Cs &a)
 	auto ci = f.ctxs.find(a.ctx_id);
 	if (ci == f.ctxs.end())
 		return -EINVAL;
+	if (ci->second.guilty->load())
+		return -ECANCELED;
 	if (a.bo_list_handle && !f.bo_lists.count(a.bo_list_handle))
 		return -ENOENT;
 	std::vector<uint64_t> ptrs(a.num_chunks);
@@ -286,6 +288,7 @@ long ModelImpl::drm_cs(Caller &c, DrmFile &f, Cs &a)
 
 	SdmaJob job;
 	job.gpu_id = f.dev->gpu_id;
+	job.guilty = ci->second.guilty;
 	for (auto &ib : ibs) {
 		if (int e = build_job(f, ib.va_start, ib.ib_bytes, &job))
 			return e;
@@ -909,9 +912,20 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 			return 0;
 		case CTX_OP_QUERY_STATE:
 		case CTX_OP_QUERY_STATE2: {
-			if (!f.ctxs.count(a.ctx_id))
+			auto it = f.ctxs.find(a.ctx_id);
+			if (it == f.ctxs.end())
 				return -EINVAL;
+			const bool guilty = it->second.guilty->load();
+			const uint32_t op = a.op;
 			std::memset(&a, 0, sizeof a);
+			uint64_t flags = 0;
+			uint32_t reset_status = 0;
+			if (op == CTX_OP_QUERY_STATE2)
+				flags = guilty ? 3 : 0; // RESET | GUILTY
+			else
+				reset_status = guilty ? 1 : 0; // AMDGPU_CTX_GUILTY_RESET
+			std::memcpy(&a, &flags, 8);
+			std::memcpy(reinterpret_cast<uint8_t *>(&a) + 12, &reset_status, 4);
 			return 0;
 		}
 		default:

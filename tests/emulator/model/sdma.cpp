@@ -76,6 +76,8 @@ void SdmaEngine::run(std::stop_token st)
 			++counters_->sdma_failed;
 		for (auto &b : job.busy)
 			--b->busy;
+		if (err == -ETIME && job.guilty)
+			*job.guilty = true; // the timed-out job's context is blamed
 		job.fence->signal(err);
 	}
 }

@@ -184,6 +184,9 @@ struct Entity {
 
 struct Ctx {
 	int32_t priority = 0;
+	// Set when one of its jobs timed out (the GPU reset blames it): later
+	// submissions on the context fail with ECANCELED.
+	std::shared_ptr<std::atomic<bool>> guilty = std::make_shared<std::atomic<bool>>(false);
 	// (ip_type, ip_instance, ring) -> timeline
 	std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Entity> entities;
 };
@@ -231,6 +234,7 @@ struct SdmaJob {
 	std::shared_ptr<Fence> fence;
 	uint32_t gpu_id = 0;
 	std::vector<std::shared_ptr<Bo>> busy; // Bo::busy raised until the job ends
+	std::shared_ptr<std::atomic<bool>> guilty; // the context's flag
 };
 
 class SdmaEngine {

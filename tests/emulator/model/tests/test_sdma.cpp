@@ -168,6 +168,16 @@ Test(sdma, failing_jobs)
 	std::memset(s.dst, 0xcc, 64);
 	std::vector<uint32_t> ib = {0x000000ffu};
 	cr_assert_eq(s.run(ib), -ETIME, "unknown opcode");
+	// The timed-out job's context is guilty: no more submissions on it.
+	Ctx q{CTX_OP_QUERY_STATE2, 0, s.ctx, 0};
+	cr_assert_eq(s.rig.amdgpu(s.c, s.fd, CTX, &q), 0);
+	uint64_t qflags;
+	std::memcpy(&qflags, &q, 8);
+	cr_assert_eq(qflags & 2, 2, "GUILTY");
+	ib.clear();
+	pkt_copy(ib, kSrcVa, kDstVa, 8);
+	cr_assert_eq(s.run(ib), -ECANCELED, "guilty context");
+	s.ctx = s.rig.ctx_alloc(s.c, s.fd);
 
 	// Unmapped source: the first packet runs, then the job fails.
 	fill_random(s.src, 64, 6);
