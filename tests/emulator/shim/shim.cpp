@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -107,6 +108,7 @@ struct Config {
 	std::vector<std::string> redirects;
 	std::vector<std::string> unreadable;
 	dev_t memfd_dev = 0;
+	uint32_t image = 0;	// see wire::Request::image
 };
 
 std::vector<std::string> read_lines(const std::string &path)
@@ -156,6 +158,10 @@ Config *load_config()
 		c->memfd_dev = st.st_dev;
 	if (m >= 0)
 		real_close(m);
+	uint32_t img = 0;
+	while (img == 0 && ::getrandom(&img, sizeof img, 0) == sizeof img) {
+	}
+	c->image = img ? img : uint32_t(::getpid()) | 1u;
 	c->active = true;
 	return c;
 }
@@ -447,6 +453,7 @@ int call(wire::Request rq, std::string_view payload, Response *out)
 	if (!config().active)
 		return -ENODEV;
 	rq.tid = int32_t(::gettid());
+	rq.image = config().image;
 	rq.len = uint32_t(payload.size());
 	std::string msg(reinterpret_cast<const char *>(&rq), sizeof rq);
 	msg.append(payload);

@@ -381,6 +381,28 @@ void test_threads_fork_closerange()
 	::close(kfd);
 }
 
+// exec: the new program image's first call tells the daemon, which drops
+// the old image's KFD context (the kernel's goes with the replaced mm).
+void test_exec()
+{
+	const long long before = json_number(introspect("transport"), "execs");
+	CHECK(before >= 0);
+	std::fflush(stdout);
+	pid_t c = ::fork();
+	if (c == 0) {
+		int k = ::open("/dev/kfd", O_RDWR);	// registers this image
+		char self[4096] = {};
+		if (k < 0 || ::readlink("/proc/self/exe", self, sizeof self - 1) <= 0)
+			::_exit(2);
+		const std::string want = std::to_string(before + 1);
+		::execl(self, self, "--exec-stage2", want.c_str(), nullptr);
+		::_exit(3);
+	}
+	int status = 0;
+	::waitpid(c, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 void test_no_gpu()
 {
 	struct stat st;
@@ -420,6 +442,12 @@ void test_unreadable(const std::string &path, const MachineDesc &m)
 
 int main(int argc, char **argv)
 {
+	if (argc == 3 && std::string_view(argv[1]) == "--exec-stage2") {
+		// The exec'd image: its first shim call reports the exec.
+		int k = ::open("/dev/kfd", O_RDWR);
+		const long long execs = json_number(introspect("transport"), "execs");
+		return k >= 0 && execs == std::atoll(argv[2]) ? 0 : 1;
+	}
 	const MachineDesc m = machine_from_args(argc, argv);
 	std::string unreadable;
 	for (int i = 1; i + 1 < argc; i++)
@@ -439,5 +467,6 @@ int main(int argc, char **argv)
 	run("fd identity: dup, fork, SCM_RIGHTS, pidfd_getfd", [&] { test_open_identity(m); });
 	run("release on last close, process exit", test_release_and_exit);
 	run("threads, fork, close_range of the daemon connection", test_threads_fork_closerange);
+	run("exec drops the old image's KFD context", test_exec);
 	return summary();
 }

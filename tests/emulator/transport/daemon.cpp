@@ -318,6 +318,24 @@ void Daemon::track_process(pid_t tgid)
 	::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pfd, &ev);
 }
 
+void Daemon::check_image(pid_t tgid, uint32_t image)
+{
+	if (image == 0)
+		return;
+	{
+		std::lock_guard lock(mu_);
+		auto [it, fresh] = images_.try_emplace(tgid, image);
+		if (fresh || it->second == image)
+			return;
+		it->second = image;
+		vmas_.erase(tgid);
+		execs_++;
+	}
+	// The process exec'd: what the old program image had in KFD is gone
+	// (the kernel ties it to the mm that exec replaced).
+	model_.process_exit(tgid);
+}
+
 void Daemon::watch_loop()
 {
 	epoll_event evs[16];
@@ -374,6 +392,7 @@ void Daemon::watch_loop()
 				pidfds_.erase(it);
 				tracked_.erase(tgid);
 				vmas_.erase(tgid);
+				images_.erase(tgid);
 				exits_++;
 				::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
 				::close(fd);
@@ -458,7 +477,8 @@ std::optional<std::string> Daemon::introspect_local(std::string_view query)
 		       ",\"installed_descriptions\":" + std::to_string(installs_) +
 		       ",\"open_files\":" + std::to_string(open_files) +
 		       ",\"releases\":" + std::to_string(releases_) +
-		       ",\"process_exits\":" + std::to_string(exits_) + "}";
+		       ",\"process_exits\":" + std::to_string(exits_) +
+		       ",\"execs\":" + std::to_string(execs_) + "}";
 	}
 	if (!query.starts_with("vmas"))
 		return std::nullopt;
@@ -557,6 +577,7 @@ void Daemon::serve(int conn, pid_t tgid)
 		if (rq.len && wire::recv_all(conn, payload.data(), rq.len))
 			break;
 
+		check_image(tgid, rq.image);
 		CallerImpl caller(*this, tgid, rq.tid);
 		wire::Reply rp{};
 		std::string out;

@@ -78,6 +78,7 @@ private:
 	void serve(int conn, pid_t tgid);
 	void watch_loop();
 	void track_process(pid_t tgid);
+	void check_image(pid_t tgid, uint32_t image);
 	void vma_add(pid_t tgid, uint64_t start, uint64_t len, std::string path, uint64_t pgoff, int prot,
 		     uint64_t ino);
 	void vma_remove(pid_t tgid, uint64_t start, uint64_t len);
@@ -92,8 +93,9 @@ private:
 	std::map<int, Watch> watches_;			// inotify wd -> file
 	std::map<int, pid_t> pidfds_;			// pidfd -> tgid
 	std::set<pid_t> tracked_;
+	std::map<pid_t, uint32_t> images_;		// tgid -> program image (exec detection)
 	std::map<pid_t, std::map<uint64_t, Vma>> vmas_;	// tgid -> start -> vma
-	uint64_t releases_ = 0, exits_ = 0, installs_ = 0, connections_ = 0;
+	uint64_t releases_ = 0, exits_ = 0, installs_ = 0, connections_ = 0, execs_ = 0;
 
 	friend class CallerImpl;
 };

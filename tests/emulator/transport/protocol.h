@@ -38,7 +38,10 @@ struct Request {
 	uint64_t dev, ino;
 	uint64_t a[5];
 	uint32_t len;
-	uint32_t pad;
+	// Random per program image (0: not a shim, e.g. kfd-emu ctl). A new
+	// value from a known process means it exec'd: its old KFD context
+	// is gone, as the kernel's goes with the old mm.
+	uint32_t image;
 };
 
 // Result for calls on a file the daemon does not know: the shim falls back
