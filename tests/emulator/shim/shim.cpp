@@ -676,6 +676,7 @@ int open_device(const char *path, int flags)
 		rq.a[0] = d.minor;
 		rq.a[1] = (flags & O_CLOEXEC) != 0;
 	}
+	rq.a[2] = uint64_t(flags & O_ACCMODE);
 	Response r;
 	if (int e = call(rq, {}, &r))
 		return fail(-e);
@@ -934,6 +935,10 @@ void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	Key k;
 	if ((flags & MAP_ANONYMOUS) || fd < 0 || !fd_key(fd, &k))
 		return real_mmap(addr, len, prot, flags, fd, off);
+	// The kernel's rule for the device fd itself (we map another file).
+	const int acc = ::fcntl(fd, F_GETFL) & O_ACCMODE;
+	if ((acc == O_WRONLY) || ((flags & MAP_TYPE) == MAP_SHARED && (prot & PROT_WRITE) && acc == O_RDONLY))
+		return errno = EACCES, MAP_FAILED;
 	wire::Request rq{};
 	rq.op = wire::Op::Mmap;
 	rq.dev = k.dev;

@@ -349,6 +349,23 @@ void test_render(const Setup &s)
 	info.return_size = 0;
 	CHECK_EQ(xioctl(s.rfd, DRM_IOCTL_AMDGPU_INFO, &info), -EINVAL);
 
+	// A render fd opened read-only: shared writable mappings are refused.
+	int ro = ::open(("/dev/dri/renderD" + std::to_string(s.minor)).c_str(), O_RDONLY | O_CLOEXEC);
+	drm_amdgpu_gem_create rc{};
+	rc.in.bo_size = 4096;
+	rc.in.domains = AMDGPU_GEM_DOMAIN_GTT;
+	drm_amdgpu_gem_mmap rm{};
+	if (CHECK(ro >= 0) && CHECK_EQ(xioctl(ro, DRM_IOCTL_AMDGPU_GEM_CREATE, &rc), 0)) {
+		rm.in.handle = rc.out.handle;
+		CHECK_EQ(xioctl(ro, DRM_IOCTL_AMDGPU_GEM_MMAP, &rm), 0);
+		CHECK_EQ(mmap_err(ro, 4096, rm.out.addr_ptr), -EACCES);
+		void *p = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, ro, off_t(rm.out.addr_ptr));
+		CHECK(p != MAP_FAILED);
+		if (p != MAP_FAILED)
+			::munmap(p, 4096);
+	}
+	::close(ro);
+
 	gc.handle = h;
 	CHECK_EQ(xioctl(s.rfd, DRM_IOCTL_GEM_CLOSE, &gc), 0);
 	CHECK_EQ(xioctl(s.rfd, DRM_IOCTL_GEM_CLOSE, &gc), -EINVAL);	// double close

@@ -191,6 +191,13 @@ void test_open_identity(const MachineDesc &m)
 	CHECK_EQ(fd_link(::getpid(), kfd), std::string("/dev/kfd"));
 	CHECK_EQ(link_of("/proc/self/fd/" + std::to_string(kfd)), std::string("/dev/kfd"));
 	CHECK(::fcntl(kfd, F_GETFD) & FD_CLOEXEC);
+	CHECK_EQ(::fcntl(kfd, F_GETFL) & O_ACCMODE, O_RDWR);
+	{
+		int ro = ::open("/dev/kfd", O_RDONLY);	// as the plugin opens it
+		CHECK(ro >= 0 && is_chr(ro, kKfdMajor, 0));
+		CHECK_EQ(::fcntl(ro, F_GETFL) & O_ACCMODE, O_RDONLY);
+		::close(ro);
+	}
 	int dupfd = ::fcntl(kfd, F_DUPFD_CLOEXEC, 100);
 	CHECK(dupfd >= 100 && is_chr(dupfd, kKfdMajor, 0));
 	struct stat a, b;

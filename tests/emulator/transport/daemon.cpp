@@ -157,7 +157,7 @@ public:
 	}
 	void install_fd(int model_fd, bool cloexec, uint64_t patch_addr, bool as_result) override
 	{
-		int fd = d_.make_client_fd(model_fd);
+		int fd = d_.make_client_fd(model_fd, open_access_);
 		if (fd < 0) {
 			failed_install_ = fd;
 			return;
@@ -203,6 +203,8 @@ public:
 	};
 	std::vector<Pending> take() { return std::move(fds_); }
 	int failed_install() const { return failed_install_; }
+	// The access mode of the open(2) being served, for its new fd.
+	void set_open_access(int access) { open_access_ = access; }
 
 private:
 	Daemon &d_;
@@ -210,6 +212,7 @@ private:
 	mutable bool caps_read_ = false;
 	std::vector<Pending> fds_;
 	int failed_install_ = 0;
+	int open_access_ = -1;
 };
 
 // ---------------------------------------------------------------------------
@@ -402,7 +405,7 @@ void Daemon::watch_loop()
 	}
 }
 
-int Daemon::make_client_fd(int model_fd)
+int Daemon::make_client_fd(int model_fd, int access)
 {
 	struct stat st;
 	if (::fstat(model_fd, &st))
@@ -410,8 +413,9 @@ int Daemon::make_client_fd(int model_fd)
 	const std::string self = "/proc/self/fd/" + std::to_string(model_fd);
 	// A new open file description of the same inode: its final release
 	// is what inotify reports (the model's own description never is).
-	int fd = ::open(self.c_str(), O_RDWR | O_CLOEXEC);
-	if (fd < 0)
+	const int mode = access == O_RDONLY || access == O_WRONLY ? access : O_RDWR;
+	int fd = ::open(self.c_str(), mode | O_CLOEXEC);
+	if (fd < 0 && mode == O_RDWR)
 		fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		// Not reopenable (not a memfd): the same description, whose
@@ -585,9 +589,11 @@ void Daemon::serve(int conn, pid_t tgid)
 		const FileKey key{dev_t(rq.dev), ino_t(rq.ino)};
 		switch (rq.op) {
 		case wire::Op::OpenKfd:
+			caller.set_open_access(int(rq.a[2] & O_ACCMODE));
 			rp.result = model_.open_kfd(caller, rq.a[0] != 0);
 			break;
 		case wire::Op::OpenRender:
+			caller.set_open_access(int(rq.a[2] & O_ACCMODE));
 			rp.result = model_.open_render(caller, uint32_t(rq.a[0]), rq.a[1] != 0);
 			break;
 		case wire::Op::Ioctl:

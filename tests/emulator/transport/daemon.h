@@ -53,7 +53,9 @@ public:
 	// Called by the per-call Caller when a model fd is installed in a
 	// client: returns a new client-side description of the same file (or
 	// a dup), counted for release detection. -errno on failure.
-	int make_client_fd(int model_fd);
+	// `access`: O_RDONLY/O_WRONLY/O_RDWR of the client's open (device
+	// opens), or -1 (model-made files: dma-bufs are read-write).
+	int make_client_fd(int model_fd, int access = -1);
 
 	// "vmas <pid>" and friends handled by the transport itself; nullopt
 	// when the query is the model's.

@@ -20,8 +20,8 @@
 namespace kfdemu::wire {
 
 enum class Op : uint32_t {
-	OpenKfd = 1,	// a0 = cloexec
-	OpenRender,	// a0 = minor, a1 = cloexec
+	OpenKfd = 1,	// a0 = cloexec, a2 = access mode (O_ACCMODE bits of open)
+	OpenRender,	// a0 = minor, a1 = cloexec, a2 = access mode
 	Ioctl,		// key, a0 = cmd, a1 = arg
 	Mmap,		// key, a0 = offset, a1 = len, a2 = prot; reply: 1 fd, aux0 = offset,
 			// aux1 = the target file's inode
