@@ -86,6 +86,18 @@ std::string json_escape(std::string_view s)
 	return o;
 }
 
+// Runs a model notification; an exception there is the model's bug, not a
+// reason to stop serving everyone else.
+template <typename F>
+void guarded(F &&f)
+{
+	try {
+		f();
+	} catch (...) {
+		std::fputs("kfd-emu: model notification failed\n", stderr);
+	}
+}
+
 } // namespace
 
 int ProcMemory::read(pid_t tgid, uint64_t addr, void *dst, size_t len)
@@ -336,7 +348,7 @@ void Daemon::check_image(pid_t tgid, uint32_t image)
 	}
 	// The process exec'd: what the old program image had in KFD is gone
 	// (the kernel ties it to the mm that exec replaced).
-	model_.process_exit(tgid);
+	guarded([&] { model_.process_exit(tgid); });
 }
 
 void Daemon::watch_loop()
@@ -380,7 +392,7 @@ void Daemon::watch_loop()
 							}
 						}
 						if (released)
-							model_.release(*released);
+							guarded([&] { model_.release(*released); });
 					}
 				}
 				continue;
@@ -400,7 +412,7 @@ void Daemon::watch_loop()
 				::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
 				::close(fd);
 			}
-			model_.process_exit(tgid);
+			guarded([&] { model_.process_exit(tgid); });
 		}
 	}
 }
@@ -587,83 +599,90 @@ void Daemon::serve(int conn, pid_t tgid)
 		std::string out;
 		std::vector<int> extra_fds;	// fds attached without entries (mmap)
 		const FileKey key{dev_t(rq.dev), ino_t(rq.ino)};
-		switch (rq.op) {
-		case wire::Op::OpenKfd:
-			caller.set_open_access(int(rq.a[2] & O_ACCMODE));
-			rp.result = model_.open_kfd(caller, rq.a[0] != 0);
-			break;
-		case wire::Op::OpenRender:
-			caller.set_open_access(int(rq.a[2] & O_ACCMODE));
-			rp.result = model_.open_render(caller, uint32_t(rq.a[0]), rq.a[1] != 0);
-			break;
-		case wire::Op::Ioctl:
-			if (!model_.describe(key))
-				rp.result = wire::kNotEmulated;
-			else
-				rp.result = model_.ioctl(caller, key, rq.a[0], rq.a[1]);
-			break;
-		case wire::Op::Mmap: {
-			if (!model_.describe(key)) {
-				rp.result = wire::kNotEmulated;
+		// A model failure must not take the daemon (and every client)
+		// down: it becomes this call's error.
+		try {
+			switch (rq.op) {
+			case wire::Op::OpenKfd:
+				caller.set_open_access(int(rq.a[2] & O_ACCMODE));
+				rp.result = model_.open_kfd(caller, rq.a[0] != 0);
 				break;
-			}
-			MmapTarget t;
-			rp.result = model_.mmap(caller, key, rq.a[0], rq.a[1], int(rq.a[2]), &t);
-			if (rp.result == 0) {
-				int fd = ::fcntl(t.fd, F_DUPFD_CLOEXEC, 0);
-				if (fd < 0)
-					rp.result = -errno;
+			case wire::Op::OpenRender:
+				caller.set_open_access(int(rq.a[2] & O_ACCMODE));
+				rp.result = model_.open_render(caller, uint32_t(rq.a[0]), rq.a[1] != 0);
+				break;
+			case wire::Op::Ioctl:
+				if (!model_.describe(key))
+					rp.result = wire::kNotEmulated;
 				else
-					extra_fds.push_back(fd);
-				rp.aux[0] = t.offset;
-				struct stat tst;
-				rp.aux[1] = ::fstat(t.fd, &tst) == 0 ? uint64_t(tst.st_ino) : 0;
-			}
-			break;
-		}
-		case wire::Op::VmaAdd: {
-			auto fi = model_.describe(key);
-			if (fi)
-				vma_add(tgid, rq.a[0], rq.a[1], path_of(*fi), rq.a[2], int(rq.a[3]), rq.a[4]);
-			rp.result = fi ? 0 : -ENOENT;
-			break;
-		}
-		case wire::Op::VmaRemove:
-			vma_remove(tgid, rq.a[0], rq.a[1]);
-			break;
-		case wire::Op::Describe: {
-			auto fi = model_.describe(key);
-			if (!fi) {
-				rp.result = wire::kNotEmulated;
+					rp.result = model_.ioctl(caller, key, rq.a[0], rq.a[1]);
+				break;
+			case wire::Op::Mmap: {
+				if (!model_.describe(key)) {
+					rp.result = wire::kNotEmulated;
+					break;
+				}
+				MmapTarget t;
+				rp.result = model_.mmap(caller, key, rq.a[0], rq.a[1], int(rq.a[2]), &t);
+				if (rp.result == 0) {
+					int fd = ::fcntl(t.fd, F_DUPFD_CLOEXEC, 0);
+					if (fd < 0)
+						rp.result = -errno;
+					else
+						extra_fds.push_back(fd);
+					rp.aux[0] = t.offset;
+					struct stat tst;
+					rp.aux[1] = ::fstat(t.fd, &tst) == 0 ? uint64_t(tst.st_ino) : 0;
+				}
 				break;
 			}
-			rp.result = int64_t(fi->kind);
-			rp.aux[0] = fi->render_minor;
-			rp.aux[1] = fi->size;
-			break;
-		}
-		case wire::Op::Introspect:
-			if (auto local = introspect_local(payload))
-				out = *local;
-			else
-				out = model_.introspect(payload);
-			break;
-		case wire::Op::SetFaults: {
-			std::string err;
-			auto rules = parse_faults(payload, &err);
-			if (!rules) {
-				rp.result = -EINVAL;
-				out = err;
-			} else {
-				model_.set_faults(std::move(*rules));
+			case wire::Op::VmaAdd: {
+				auto fi = model_.describe(key);
+				if (fi)
+					vma_add(tgid, rq.a[0], rq.a[1], path_of(*fi), rq.a[2], int(rq.a[3]), rq.a[4]);
+				rp.result = fi ? 0 : -ENOENT;
+				break;
 			}
-			break;
+			case wire::Op::VmaRemove:
+				vma_remove(tgid, rq.a[0], rq.a[1]);
+				break;
+			case wire::Op::Describe: {
+				auto fi = model_.describe(key);
+				if (!fi) {
+					rp.result = wire::kNotEmulated;
+					break;
+				}
+				rp.result = int64_t(fi->kind);
+				rp.aux[0] = fi->render_minor;
+				rp.aux[1] = fi->size;
+				break;
+			}
+			case wire::Op::Introspect:
+				if (auto local = introspect_local(payload))
+					out = *local;
+				else
+					out = model_.introspect(payload);
+				break;
+			case wire::Op::SetFaults: {
+				std::string err;
+				auto rules = parse_faults(payload, &err);
+				if (!rules) {
+					rp.result = -EINVAL;
+					out = err;
+				} else {
+					model_.set_faults(std::move(*rules));
+				}
+				break;
+			}
+			default:
+				rp.result = -ENOSYS;
+				break;
+			}
+		} catch (const std::bad_alloc &) {
+			rp.result = -ENOMEM;
+		} catch (...) {
+			rp.result = -EIO;
 		}
-		default:
-			rp.result = -ENOSYS;
-			break;
-		}
-
 		// The kernel fails the call when an fd cannot be installed.
 		if (rp.result >= 0 && rp.result != wire::kNotEmulated && caller.failed_install() < 0)
 			rp.result = caller.failed_install();
