@@ -60,7 +60,7 @@ find_library(KFDEMU_HSAKMT_LIB NAMES hsakmt)
 if(KFDEMU_HSAKMT_LIB)
   kfdemu_test_executable(kfdemu_test_hsakmt ${KFDEMU_TESTS}/test_hsakmt.cpp)
   target_link_libraries(kfdemu_test_hsakmt PRIVATE ${KFDEMU_HSAKMT_LIB})
-  foreach(m MI100 2xMI210 8xMI300X)
+  foreach(m MI100 2xMI210 8xMI300X none)
     kfdemu_add_test(emu_hsakmt_${m} kfdemu_test_hsakmt LAUNCHER --machine ${m} ARGS --machine ${m})
   endforeach()
   kfdemu_add_test(emu_hsakmt_custom kfdemu_test_hsakmt
