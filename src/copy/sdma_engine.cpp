@@ -4,7 +4,10 @@
 #include <amdgpu_drm.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cinttypes>
+#include <thread>
 
 namespace amdcr {
 
@@ -70,8 +73,63 @@ Result<GpuBuffer> SdmaEngine::import_dmabuf(int dmabuf_fd, uint64_t size)
 	auto va = VaMapping::map(dev_, *bo);
 	if (!va)
 		return std::move(va).error();
+	// Released only together with its BO (release_buffers, destructor):
+	// GEM_CLOSE removes the mapping, no UNMAP needed.
+	va->unmapped_by_bo_close();
 	GpuBuffer out{va->va(), size ? size : bo->size()};
 	buffers_.push_back(Mapped{std::move(*bo), std::move(*va)});
+	list_stale_ = true;
+	return out;
+}
+
+Result<std::vector<GpuBuffer>> SdmaEngine::import_dmabufs(std::span<const DmabufSpec> specs,
+							  unsigned threads)
+{
+	const size_t n = specs.size();
+	std::vector<std::optional<Mapped>> mapped(n);
+	std::vector<std::optional<Error>> errors(n);
+	std::atomic<size_t> next{0};
+	std::atomic<bool> failed{false};
+	auto work = [&] {
+		for (size_t i; !failed.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < n;) {
+			auto bo = Bo::import_dmabuf(dev_, specs[i].fd);
+			if (!bo) {
+				errors[i].emplace(std::move(bo).error());
+				failed = true;
+				break;
+			}
+			if (specs[i].size > bo->size()) {
+				errors[i].emplace(make_error(EINVAL, "%s holds %" PRIu64 " bytes, %" PRIu64 " requested",
+							     bo->name().c_str(), bo->size(), specs[i].size));
+				failed = true;
+				break;
+			}
+			auto va = VaMapping::map(dev_, *bo);
+			if (!va) {
+				errors[i].emplace(std::move(va).error());
+				failed = true;
+				break;
+			}
+			va->unmapped_by_bo_close();
+			mapped[i].emplace(Mapped{std::move(*bo), std::move(*va)});
+		}
+	};
+	{
+		const size_t workers = std::clamp<size_t>(threads, 1, std::max<size_t>(n, 1));
+		std::vector<std::jthread> pool;
+		for (size_t t = 1; t < workers; t++)
+			pool.emplace_back(work);
+		work();
+	}
+	for (auto &e : errors)
+		if (e)
+			return std::move(*e);
+	std::vector<GpuBuffer> out;
+	out.reserve(n);
+	for (size_t i = 0; i < n; i++) {
+		out.push_back({mapped[i]->va.va(), specs[i].size ? specs[i].size : mapped[i]->bo.size()});
+		buffers_.push_back(std::move(*mapped[i]));
+	}
 	list_stale_ = true;
 	return out;
 }

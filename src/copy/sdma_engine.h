@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "base/result.h"
@@ -46,6 +47,17 @@ public:
 	// Imports a dma-buf and maps it. `size` (e.g. the KFD bucket's) is
 	// the bytes to copy; 0 means the whole dma-buf; larger is EINVAL.
 	Result<GpuBuffer> import_dmabuf(int dmabuf_fd, uint64_t size = 0);
+
+	struct DmabufSpec {
+		int fd = -1;
+		uint64_t size = 0; // as for import_dmabuf
+	};
+	// Imports many dma-bufs on `threads` threads (each import and VA map
+	// is a kernel round trip; thousands of small BOs make that the cost
+	// of a dump). Buffers come back in `specs` order. On error, nothing is
+	// kept and the error of the first failing spec (by order) is returned.
+	Result<std::vector<GpuBuffer>> import_dmabufs(std::span<const DmabufSpec> specs,
+						      unsigned threads = 4);
 	// Drops every imported buffer (no submission may be outstanding).
 	void release_buffers();
 

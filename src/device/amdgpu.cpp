@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "device/amdgpu.h"
 
+#include <cerrno>
+
 #include <amdgpu_drm.h>
 #include <unistd.h>
 
@@ -65,10 +67,14 @@ Result<Bo> Bo::import_dmabuf(const Device &dev, int dmabuf_fd)
 	if (dmabuf_fd < 0)
 		return make_error(EBADF, "amdgpu_bo_import(%s): invalid fd", name.c_str());
 	amdgpu_bo_import_result res = {};
+	errno = 0;
 	const int r = amdgpu_bo_import(dev.get(), amdgpu_bo_handle_type_dma_buf_fd,
 				       static_cast<uint32_t>(dmabuf_fd), &res);
+	// libdrm 2.4.114 passes drmPrimeFDToHandle()'s -1 through as is: the
+	// cause is in errno then, not in the return value.
+	const int err = (r == -1 && errno) ? -errno : r;
 	if (r != 0)
-		return drm_error(r, "amdgpu_bo_import(" + name + ")");
+		return drm_error(err, "amdgpu_bo_import(" + name + ")");
 	return Bo(res.buf_handle, res.alloc_size, std::move(name));
 }
 
@@ -143,7 +149,8 @@ Result<VaMapping> VaMapping::map(const Device &dev, const Bo &bo)
 
 VaMapping::VaMapping(VaMapping &&o) noexcept
 	: bo_(std::exchange(o.bo_, nullptr)), range_(std::exchange(o.range_, nullptr)),
-	  va_(std::exchange(o.va_, 0)), size_(std::exchange(o.size_, 0)), name_(std::move(o.name_))
+	  va_(std::exchange(o.va_, 0)), size_(std::exchange(o.size_, 0)), name_(std::move(o.name_)),
+	  unmap_on_reset_(std::exchange(o.unmap_on_reset_, true))
 {
 }
 
@@ -156,6 +163,7 @@ VaMapping &VaMapping::operator=(VaMapping &&o) noexcept
 		va_ = std::exchange(o.va_, 0);
 		size_ = std::exchange(o.size_, 0);
 		name_ = std::move(o.name_);
+		unmap_on_reset_ = std::exchange(o.unmap_on_reset_, true);
 	}
 	return *this;
 }
@@ -164,19 +172,20 @@ VaMapping::~VaMapping() { reset(); }
 
 void VaMapping::reset()
 {
-	if (bo_) {
+	if (bo_ && unmap_on_reset_) {
 		const int r = amdgpu_bo_va_op(bo_, 0, size_, va_, 0, AMDGPU_VA_OP_UNMAP);
 		if (r != 0)
 			log_warn("amdgpu_bo_va_op(UNMAP, %s, %" PRIu64 " bytes at 0x%" PRIx64 ") failed: %d",
 				 name_.c_str(), size_, va_, r);
-		bo_ = nullptr;
 	}
+	bo_ = nullptr;
 	if (range_) {
 		amdgpu_va_range_free(range_);
 		range_ = nullptr;
 	}
 	va_ = 0;
 	size_ = 0;
+	unmap_on_reset_ = true;
 }
 
 // ---- CpuMapping ---------------------------------------------------------

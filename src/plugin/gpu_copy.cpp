@@ -56,14 +56,14 @@ Result<TransferStats> run_one(Direction dir, const ImageDir &images, const GpuCo
 	if (!engine)
 		return std::move(engine).error().context(job.render_path);
 
-	std::vector<GpuBuffer> bufs;
-	bufs.reserve(job.bos.size());
-	for (size_t i = 0; i < job.bos.size(); i++) {
-		auto b = (*engine)->import_dmabuf(job.bos[i].dmabuf_fd, job.bos[i].size);
-		if (!b)
-			return std::move(b).error().context(strprintf("BO %zu", i));
-		bufs.push_back(*b);
-	}
+	std::vector<SdmaEngine::DmabufSpec> specs;
+	specs.reserve(job.bos.size());
+	for (const auto &b : job.bos)
+		specs.push_back({b.dmabuf_fd, b.size});
+	auto imported = (*engine)->import_dmabufs(specs);
+	if (!imported)
+		return std::move(imported).error();
+	const std::vector<GpuBuffer> &bufs = *imported;
 
 	const uint64_t bytes = job_bytes(job);
 	if (dir == Direction::GpuToFile) {

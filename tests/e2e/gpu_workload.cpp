@@ -83,7 +83,13 @@ std::vector<uint64_t> parse_list(const char *s)
 	return out;
 }
 
-void on_term(int) { _exit(0); }
+// The root leads its own process group; SIGTERM to it ends the whole tree.
+void on_term(int)
+{
+	if (getpid() == getpgrp())
+		kill(0, SIGTERM);
+	_exit(0);
+}
 
 } // namespace
 
@@ -112,6 +118,7 @@ int main(int argc, char **argv)
 	}
 	if (manifest_path.empty())
 		die("--manifest is required");
+	setpgid(0, 0);
 	signal(SIGTERM, on_term);
 
 	// A process tree: each child is a GPU process of its own.
