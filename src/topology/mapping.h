@@ -76,7 +76,7 @@ std::vector<PropertyMismatch> compare_gpu_properties(const TopologyNode &checkpo
 						     const TopologyNode &local, const Config &config);
 
 struct MappingInput {
-	const Topology *checkpointed = nullptr; // e.g. topology_from_device_entries()
+	const Topology *checkpointed = nullptr; // e.g. topology_from_devices() of the image
 	const Topology *local = nullptr;	// e.g. parse_topology()
 	// gpu_ids (checkpointed) the process held; empty means every
 	// accessible GPU of the checkpointed topology.

@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "base/result.h"
-#include "criu-amdgpu.pb-c.h"
 
 namespace amdcr {
 
@@ -175,38 +174,5 @@ Result<Topology> parse_topology(const std::string &root, const TopologyFs &fs = 
 // A multi-line summary for the log: one line per node with its kind, ids,
 // VRAM and valid links, then the hives.
 std::string describe_topology(const Topology &topology);
-
-// ---- image conversion ------------------------------------------------------
-
-// A kfd_device_entry together with the memory its pointers refer to.
-// Move-only; entry() stays valid for the object's lifetime.
-class OwnedDeviceEntry {
-public:
-	OwnedDeviceEntry();
-	OwnedDeviceEntry(OwnedDeviceEntry &&) noexcept;
-	OwnedDeviceEntry &operator=(OwnedDeviceEntry &&) noexcept;
-	OwnedDeviceEntry(const OwnedDeviceEntry &) = delete;
-	OwnedDeviceEntry &operator=(const OwnedDeviceEntry &) = delete;
-	~OwnedDeviceEntry();
-
-	KfdDeviceEntry *entry();
-	const KfdDeviceEntry *entry() const;
-
-private:
-	friend OwnedDeviceEntry to_device_entry(const Topology &topology, const TopologyNode &node);
-	struct Storage;
-	std::unique_ptr<Storage> s_;
-};
-
-// One node as an image entry. Only valid links are stored (as upstream).
-OwnedDeviceEntry to_device_entry(const Topology &topology, const TopologyNode &node);
-// Every accessible node of the topology, in node order (what a dump stores).
-std::vector<OwnedDeviceEntry> to_device_entries(const Topology &topology);
-
-// An image entry back as a node (accessible; is_gpu = gpu_id != 0).
-TopologyNode node_from_device_entry(const KfdDeviceEntry &entry);
-// The checkpointed topology from the image's device entries. EINVAL for a
-// null entry, duplicate node ids or duplicate non-zero gpu_ids.
-Result<Topology> topology_from_device_entries(std::span<const KfdDeviceEntry *const> entries);
 
 } // namespace amdcr

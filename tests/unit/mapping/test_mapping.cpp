@@ -8,6 +8,7 @@
 #include <string>
 
 #include "../topology/overlay_fs.h"
+#include "plugin/device_entries.h"
 #include "topology/mapping.h"
 
 using namespace amdcr;
@@ -230,11 +231,10 @@ Test(mapping, different_render_minors)
 Test(mapping, checkpointed_side_from_image_entries)
 {
 	Topology parsed = parse_ok("2xmi210");
-	std::vector<OwnedDeviceEntry> owned = to_device_entries(parsed);
-	std::vector<const KfdDeviceEntry *> ptrs;
-	for (const auto &o : owned)
-		ptrs.push_back(o.entry());
-	auto src = topology_from_device_entries(ptrs);
+	std::vector<KfdDevice> devices;
+	for (const auto &n : parsed.nodes())
+		devices.push_back(device_from_node(parsed, n, n.gpu_id));
+	auto src = topology_from_devices(devices);
 	cr_assert(src.ok());
 	Topology dst = parse_ok("2xmi210-other");
 	MappingInput in = input(*src, dst);

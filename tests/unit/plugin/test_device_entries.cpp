@@ -4,6 +4,7 @@
 // node comes back as the same node at restore.
 #include <criterion/criterion.h>
 
+#include "../topology/overlay_fs.h"
 #include "plugin/device_entries.h"
 
 using namespace amdcr;
@@ -76,4 +77,50 @@ Test(device_entries, duplicates_are_rejected)
 	auto r2 = topology_from_devices(dup_gpu);
 	cr_assert_not(r2.ok());
 	cr_expect(r2.error().message().find("appears twice") != std::string::npos);
+}
+
+// The MI100 node as the image stores it (values of the fixture, from a
+// real node's sysfs).
+Test(device_entries, mi100_fields)
+{
+	const Topology t = fixture("mi100");
+	const KfdDevice d = device_from_node(t, *t.gpu(42700), 42700);
+	cr_expect_eq(d.node_id, 1u);
+	cr_expect_eq(d.gpu_id, 42700u);
+	cr_expect_eq(d.simd_count, 480u);
+	cr_expect_eq(d.caches_count, 217u);
+	cr_expect_eq(d.device_id, 29580u);
+	cr_expect_eq(d.drm_render_minor, 128u);
+	cr_expect_eq(d.capability, 749970048u);
+	cr_expect_eq(d.sdma_fw_version, 18u);
+	cr_expect_eq(d.vram_public, 1u);
+	cr_expect_eq(d.vram_size, 34342961152u);
+	cr_assert_eq(d.iolinks.size(), 1u);
+	cr_expect_eq(d.iolinks[0].type, 2u);
+	cr_expect_eq(d.iolinks[0].node_to_id, 0u);
+}
+
+// A GPU the device cgroup hides is not a valid link target: no stored
+// node links to it, and the hive shrinks accordingly.
+Test(device_entries, links_to_hidden_gpus_are_not_stored)
+{
+	test::OverlayFs fs;
+	fs.fail(test::node_path("8xmi300x", 5, "gpu_id"), EPERM);
+	auto t = parse_topology(std::string(AMDCR_SOURCE_DIR) + "/tests/fixtures/topology/8xmi300x", fs);
+	cr_assert(t.ok());
+	std::vector<KfdDevice> devs;
+	for (const auto &n : t->nodes())
+		if (n.accessible)
+			devs.push_back(device_from_node(*t, n, n.gpu_id));
+	cr_assert_eq(devs.size(), 9u);
+	for (const auto &d : devs) {
+		cr_expect_neq(d.node_id, 5u);
+		for (const auto &l : d.iolinks)
+			cr_expect_neq(l.node_to_id, 5u, "node %u links to the hidden node", d.node_id);
+	}
+	auto back = topology_from_devices(devs);
+	cr_assert(back.ok());
+	cr_expect_eq(back->gpus().size(), 7u);
+	cr_assert_eq(back->hives().size(), 1u);
+	cr_expect_eq(back->hives()[0].size(), 7u);
 }
