@@ -1064,6 +1064,23 @@ SHIM_EXPORT int close(int fd)
 	return real_close(fd);
 }
 
+// dup2/dup3 onto one of our fds replaces the file behind it (a restorer
+// putting fds back at their old numbers): forget it as for close.
+SHIM_EXPORT int dup2(int oldfd, int newfd) noexcept
+{
+	REAL(dup2, int (*)(int, int));
+	if (oldfd != newfd)
+		forget_fd(newfd);
+	return real_dup2(oldfd, newfd);
+}
+SHIM_EXPORT int dup3(int oldfd, int newfd, int flags) noexcept
+{
+	REAL(dup3, int (*)(int, int, int));
+	if (oldfd != newfd)
+		forget_fd(newfd);
+	return real_dup3(oldfd, newfd, flags);
+}
+
 SHIM_EXPORT int close_range(unsigned first, unsigned last, int flags) noexcept
 {
 	REAL(close_range, int (*)(unsigned, unsigned, int));

@@ -385,6 +385,24 @@ void test_threads_fork_closerange()
 	}
 	::waitpid(c, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+	c = ::fork();
+	if (c == 0) {
+		// dup2 a file over the daemon connection (a restorer putting
+		// fds back at their numbers): the next call must not use it.
+		bool ok = is_chr(kfd, kKfdMajor, 0);
+		int devnull = ::open("/dev/null", O_RDWR);
+		for (const auto &name : list_dir("/proc/self/fd")) {
+			int fd = std::atoi(name.c_str());
+			if (fd > 2 && fd != devnull && fd_link(::getpid(), fd).starts_with("socket:"))
+				::dup2(devnull, fd);
+		}
+		int k = ::open("/dev/kfd", O_RDWR);
+		ok = ok && k >= 0 && is_chr(k, kKfdMajor, 0);
+		::_exit(ok ? 0 : 1);
+	}
+	::waitpid(c, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	::close(kfd);
 }
 
@@ -473,7 +491,7 @@ int main(int argc, char **argv)
 	run("device nodes and DRM/PCI sysfs", [&] { test_device_nodes(m); });
 	run("fd identity: dup, fork, SCM_RIGHTS, pidfd_getfd", [&] { test_open_identity(m); });
 	run("release on last close, process exit", test_release_and_exit);
-	run("threads, fork, close_range of the daemon connection", test_threads_fork_closerange);
+	run("threads, fork, close_range/dup2 over the daemon connection", test_threads_fork_closerange);
 	run("exec drops the old image's KFD context", test_exec);
 	return summary();
 }
