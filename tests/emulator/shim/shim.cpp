@@ -383,8 +383,8 @@ int connect_daemon()
 	// Keep the connection out of the low fd numbers the program (and
 	// the kernel's lowest-free-fd rule in tests) cares about.
 	rlimit rl{};
-	if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 1024) {
-		int hi = ::fcntl(s, F_DUPFD_CLOEXEC, int(std::min<rlim_t>(rl.rlim_cur - 256, 1 << 15)));
+	if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 64) {
+		int hi = ::fcntl(s, F_DUPFD_CLOEXEC, int(std::min<rlim_t>(rl.rlim_cur / 4 * 3, 1 << 15)));
 		if (hi >= 0) {
 			real_close(s);
 			s = hi;
