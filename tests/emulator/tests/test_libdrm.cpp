@@ -13,6 +13,8 @@
 #include <amdgpu_drm.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -251,6 +253,10 @@ void test_dmabuf(std::vector<Dev> &devs)
 	CHECK(::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), link, sizeof link - 1) > 0);
 	CHECK(std::string(link).starts_with("/dmabuf:"));
 	CHECK_EQ(::lseek(int(fd), 0, SEEK_END), off_t(1 << 20));
+	struct statfs sfs{};
+	CHECK(::fstatfs(int(fd), &sfs) == 0 && sfs.f_type == 0x444d4142);	// DMA_BUF_MAGIC
+	struct stat st{};
+	CHECK(::fstat(int(fd), &st) == 0 && (st.st_mode & S_IFMT) == 0 && st.st_size == (1 << 20));
 	::lseek(int(fd), 0, SEEK_SET);
 
 	// Same device: the same BO comes back.
