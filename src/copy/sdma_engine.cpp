@@ -73,9 +73,6 @@ Result<GpuBuffer> SdmaEngine::import_dmabuf(int dmabuf_fd, uint64_t size)
 	auto va = VaMapping::map(dev_, *bo);
 	if (!va)
 		return std::move(va).error();
-	// Released only together with its BO (release_buffers, destructor):
-	// GEM_CLOSE removes the mapping, no UNMAP needed.
-	va->unmapped_by_bo_close();
 	GpuBuffer out{va->va(), size ? size : bo->size()};
 	buffers_.push_back(Mapped{std::move(*bo), std::move(*va)});
 	list_stale_ = true;
@@ -110,7 +107,6 @@ Result<std::vector<GpuBuffer>> SdmaEngine::import_dmabufs(std::span<const Dmabuf
 				failed = true;
 				break;
 			}
-			va->unmapped_by_bo_close();
 			mapped[i].emplace(Mapped{std::move(*bo), std::move(*va)});
 		}
 	};

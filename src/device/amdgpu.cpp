@@ -149,8 +149,7 @@ Result<VaMapping> VaMapping::map(const Device &dev, const Bo &bo)
 
 VaMapping::VaMapping(VaMapping &&o) noexcept
 	: bo_(std::exchange(o.bo_, nullptr)), range_(std::exchange(o.range_, nullptr)),
-	  va_(std::exchange(o.va_, 0)), size_(std::exchange(o.size_, 0)), name_(std::move(o.name_)),
-	  unmap_on_reset_(std::exchange(o.unmap_on_reset_, true))
+	  va_(std::exchange(o.va_, 0)), size_(std::exchange(o.size_, 0)), name_(std::move(o.name_))
 {
 }
 
@@ -163,7 +162,6 @@ VaMapping &VaMapping::operator=(VaMapping &&o) noexcept
 		va_ = std::exchange(o.va_, 0);
 		size_ = std::exchange(o.size_, 0);
 		name_ = std::move(o.name_);
-		unmap_on_reset_ = std::exchange(o.unmap_on_reset_, true);
 	}
 	return *this;
 }
@@ -172,7 +170,7 @@ VaMapping::~VaMapping() { reset(); }
 
 void VaMapping::reset()
 {
-	if (bo_ && unmap_on_reset_) {
+	if (bo_) {
 		const int r = amdgpu_bo_va_op(bo_, 0, size_, va_, 0, AMDGPU_VA_OP_UNMAP);
 		if (r != 0)
 			log_warn("amdgpu_bo_va_op(UNMAP, %s, %" PRIu64 " bytes at 0x%" PRIx64 ") failed: %d",
@@ -185,7 +183,6 @@ void VaMapping::reset()
 	}
 	va_ = 0;
 	size_ = 0;
-	unmap_on_reset_ = true;
 }
 
 // ---- CpuMapping ---------------------------------------------------------

@@ -110,13 +110,6 @@ public:
 	uint64_t va() const { return va_; }
 	uint64_t size() const { return size_; }
 
-	// For a mapping whose BO is freed right after it (its last handle
-	// closed): the kernel removes the BO's mappings in this VM at
-	// GEM_CLOSE, so the destructor only returns the VA range to libdrm's
-	// VA manager and skips the UNMAP ioctl. Saves one ioctl per BO when
-	// thousands of imported BOs are released.
-	void unmapped_by_bo_close() { unmap_on_reset_ = false; }
-
 private:
 	VaMapping() = default;
 	void reset();
@@ -125,7 +118,6 @@ private:
 	uint64_t va_ = 0;
 	uint64_t size_ = 0;
 	std::string name_; // the BO's, for the destructor's log line
-	bool unmap_on_reset_ = true;
 };
 
 // amdgpu_bo_cpu_map/unmap.
