@@ -150,9 +150,9 @@ public:
 	//
 	// The emulated file behind one of the caller's fd numbers (drm_fd of
 	// ACQUIRE_VM and of CRIU RESTORE device buckets, PRIME_FD_TO_HANDLE).
-	// nullopt when the fd is not open or not an emulated file; `raw_fd`
-	// receives a daemon-owned dup (closed by the transport after the call)
-	// for fds the model needs to inspect, e.g. foreign dma-bufs.
+	// nullopt when the fd is not open. The key is the fd's backing inode;
+	// the model checks it against its own files (dma-bufs not exported
+	// by this model are therefore refused with EINVAL).
 	virtual std::optional<FileKey> resolve_fd(int caller_fd) = 0;
 
 	// Whether the caller is the ptrace tracer of process `pid` (KFD's rule
