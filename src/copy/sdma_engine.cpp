@@ -60,6 +60,8 @@ SdmaEngine::~SdmaEngine()
 	// Never free what a running job uses.
 	if (outstanding_)
 		(void)wait_fence(*outstanding_, opts_.fence_timeout_ns);
+	list_ = BoList();
+	drop_buffers();
 }
 
 Result<GpuBuffer> SdmaEngine::import_dmabuf(int dmabuf_fd, uint64_t size)
@@ -79,55 +81,94 @@ Result<GpuBuffer> SdmaEngine::import_dmabuf(int dmabuf_fd, uint64_t size)
 	return out;
 }
 
-Result<std::vector<GpuBuffer>> SdmaEngine::import_dmabufs(std::span<const DmabufSpec> specs,
-							  unsigned threads)
+GpuBuffer SdmaEngine::adopt(Bo bo, VaMapping va, uint64_t size)
 {
-	const size_t n = specs.size();
-	std::vector<std::optional<Mapped>> mapped(n);
-	std::vector<std::optional<Error>> errors(n);
-	std::atomic<size_t> next{0};
-	std::atomic<bool> failed{false};
-	auto work = [&] {
-		for (size_t i; !failed.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < n;) {
-			auto bo = Bo::import_dmabuf(dev_, specs[i].fd);
-			if (!bo) {
-				errors[i].emplace(std::move(bo).error());
-				failed = true;
-				break;
-			}
-			if (specs[i].size > bo->size()) {
-				errors[i].emplace(make_error(EINVAL, "%s holds %" PRIu64 " bytes, %" PRIu64 " requested",
-							     bo->name().c_str(), bo->size(), specs[i].size));
-				failed = true;
-				break;
-			}
-			auto va = VaMapping::map(dev_, *bo);
-			if (!va) {
-				errors[i].emplace(std::move(va).error());
-				failed = true;
-				break;
-			}
-			mapped[i].emplace(Mapped{std::move(*bo), std::move(*va)});
-		}
-	};
-	{
-		const size_t workers = std::clamp<size_t>(threads, 1, std::max<size_t>(n, 1));
-		std::vector<std::jthread> pool;
-		for (size_t t = 1; t < workers; t++)
-			pool.emplace_back(work);
-		work();
-	}
-	for (auto &e : errors)
-		if (e)
-			return std::move(*e);
-	std::vector<GpuBuffer> out;
-	out.reserve(n);
-	for (size_t i = 0; i < n; i++) {
-		out.push_back({mapped[i]->va.va(), specs[i].size ? specs[i].size : mapped[i]->bo.size()});
-		buffers_.push_back(std::move(*mapped[i]));
-	}
+	GpuBuffer out{va.va(), size ? size : bo.size()};
+	buffers_.push_back(Mapped{std::move(bo), std::move(va)});
 	list_stale_ = true;
 	return out;
+}
+
+struct ImportFeed::Slot {
+	bool done = false;
+	std::optional<Bo> bo;
+	std::optional<VaMapping> va;
+	std::optional<Error> error;
+};
+
+ImportFeed::ImportFeed(SdmaEngine &engine, std::span<const SdmaEngine::DmabufSpec> specs,
+		       unsigned threads)
+	: engine_(engine), specs_(specs.begin(), specs.end()),
+	  slots_(std::make_unique<Slot[]>(specs.size()))
+{
+	const size_t n = std::clamp<size_t>(threads, 1, std::max<size_t>(specs_.size(), 1));
+	for (size_t t = 0; t < n && !specs_.empty(); t++)
+		workers_.emplace_back([this] { work(); });
+}
+
+ImportFeed::~ImportFeed()
+{
+	{
+		std::lock_guard lk(mu_);
+		stop_ = true;
+	}
+	workers_.clear(); // joins; imported but unconsumed BOs go with slots_
+}
+
+void ImportFeed::work()
+{
+	const Device &dev = engine_.device();
+	for (;;) {
+		size_t i;
+		{
+			std::lock_guard lk(mu_);
+			if (stop_ || next_ >= specs_.size())
+				return;
+			i = next_++;
+		}
+		Slot s;
+		auto bo = Bo::import_dmabuf(dev, specs_[i].fd);
+		if (!bo) {
+			s.error.emplace(std::move(bo).error());
+		} else if (specs_[i].size > bo->size()) {
+			s.error.emplace(make_error(EINVAL, "%s holds %" PRIu64 " bytes, %" PRIu64 " requested",
+						   bo->name().c_str(), bo->size(), specs_[i].size));
+		} else {
+			auto va = VaMapping::map(dev, *bo);
+			if (!va)
+				s.error.emplace(std::move(va).error());
+			else
+				s.va.emplace(std::move(*va));
+			s.bo.emplace(std::move(*bo));
+		}
+		std::lock_guard lk(mu_);
+		s.done = true;
+		if (s.error)
+			stop_ = true; // the transfer stops at this buffer anyway
+		// The mapping goes before its BO if the slot is dropped.
+		slots_[i].bo = std::move(s.bo);
+		slots_[i].va = std::move(s.va);
+		slots_[i].error = std::move(s.error);
+		slots_[i].done = true;
+		ready_.notify_all();
+	}
+}
+
+Result<GpuBuffer> ImportFeed::get(size_t i)
+{
+	std::unique_lock lk(mu_);
+	ready_.wait(lk, [&] { return slots_[i].done || (stop_ && next_ <= i); });
+	Slot &s = slots_[i];
+	if (!s.done)
+		return make_error(ECANCELED, "dma-buf %zu was not imported: an earlier import failed", i);
+	if (s.error)
+		return std::move(*s.error).context(strprintf("BO %zu", i));
+	Bo bo = std::move(*s.bo);
+	VaMapping va = std::move(*s.va);
+	s.va.reset();
+	s.bo.reset();
+	lk.unlock();
+	return engine_.adopt(std::move(bo), std::move(va), specs_[i].size);
 }
 
 void SdmaEngine::release_buffers()
@@ -135,9 +176,27 @@ void SdmaEngine::release_buffers()
 	if (outstanding_)
 		(void)wait_outstanding();
 	list_ = BoList();
-	// Unmap before free: each Mapped destroys va, then bo.
-	buffers_.clear();
+	drop_buffers();
 	list_stale_ = true;
+}
+
+void SdmaEngine::drop_buffers()
+{
+	// Unmap before free: each Mapped destroys va, then bo. Each is two
+	// kernel round trips; thousands of them are spread over a few threads
+	// (libdrm's BO and VA calls are thread-safe).
+	constexpr size_t kThreads = 4, kWorthIt = 256;
+	if (buffers_.size() < kWorthIt) {
+		buffers_.clear();
+		return;
+	}
+	std::vector<std::vector<Mapped>> parts(kThreads);
+	for (size_t i = 0; i < buffers_.size(); i++)
+		parts[i % kThreads].push_back(std::move(buffers_[i]));
+	buffers_.clear();
+	std::vector<std::jthread> pool;
+	for (auto &part : parts)
+		pool.emplace_back([&part] { part.clear(); });
 }
 
 Result<uint64_t> SdmaEngine::attach_staging(void *ptr, size_t size)

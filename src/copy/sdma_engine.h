@@ -14,7 +14,10 @@
 //   eng->release_buffers();
 #pragma once
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <span>
 #include <vector>
@@ -22,6 +25,7 @@
 #include "base/result.h"
 #include "copy/dma_engine.h"
 #include "copy/sdma_packets.h"
+#include "copy/transfer.h"
 #include "device/amdgpu.h"
 
 namespace amdcr {
@@ -52,12 +56,11 @@ public:
 		int fd = -1;
 		uint64_t size = 0; // as for import_dmabuf
 	};
-	// Imports many dma-bufs on `threads` threads (each import and VA map
-	// is a kernel round trip; thousands of small BOs make that the cost
-	// of a dump). Buffers come back in `specs` order. On error, nothing is
-	// kept and the error of the first failing spec (by order) is returned.
-	Result<std::vector<GpuBuffer>> import_dmabufs(std::span<const DmabufSpec> specs,
-						      unsigned threads = 4);
+
+	// Takes over a BO imported and mapped elsewhere (ImportFeed's threads)
+	// as one of this engine's buffers.
+	GpuBuffer adopt(Bo bo, VaMapping va, uint64_t size);
+
 	// Drops every imported buffer (no submission may be outstanding).
 	void release_buffers();
 
@@ -69,6 +72,7 @@ public:
 	Status wait(uint64_t ticket) override;
 
 private:
+	friend class ImportFeed;
 	struct Mapped {
 		Bo bo;
 		VaMapping va;
@@ -77,6 +81,7 @@ private:
 	SdmaEngine(Device dev, Context ctx, Bo ib, VaMapping ib_va, CpuMapping ib_cpu,
 		   SdmaEngineOptions opts);
 	Status refresh_bo_list();
+	void drop_buffers();
 	Status wait_outstanding();
 
 	// Destroyed in reverse order: list, buffers, staging, IB, context,
@@ -95,6 +100,38 @@ private:
 	size_t ib_dwords_capacity_ = 0;
 	size_t max_packets_ = 0;
 	std::optional<DmaFence> outstanding_;
+};
+
+// A BufferFeed that imports dma-bufs into `engine` on a few threads, ahead
+// of the transfer that consumes them: each import and VA map is a kernel
+// round trip, and with thousands of small BOs they cost more than the
+// copy. The transfer gets buffer i as soon as it is imported, so imports
+// overlap the DMA and the file I/O. The engine itself is only touched from
+// the consumer's thread (get()). Destroy the feed before the engine.
+class ImportFeed final : public BufferFeed {
+public:
+	ImportFeed(SdmaEngine &engine, std::span<const SdmaEngine::DmabufSpec> specs,
+		   unsigned threads = 4);
+	~ImportFeed() override;
+	ImportFeed(const ImportFeed &) = delete;
+	ImportFeed &operator=(const ImportFeed &) = delete;
+
+	size_t count() const override { return specs_.size(); }
+	uint64_t size(size_t i) const override { return specs_[i].size; }
+	Result<GpuBuffer> get(size_t i) override;
+
+private:
+	struct Slot;
+	void work();
+
+	SdmaEngine &engine_;
+	std::vector<SdmaEngine::DmabufSpec> specs_;
+	std::unique_ptr<Slot[]> slots_;
+	std::mutex mu_;
+	std::condition_variable ready_;
+	size_t next_ = 0;	// next index a worker claims
+	bool stop_ = false;
+	std::vector<std::jthread> workers_;
 };
 
 } // namespace amdcr

@@ -91,19 +91,26 @@ struct Chunk {
 // Walks the BOs in order and cuts them into chunks.
 class Chunker {
 public:
-	Chunker(Direction dir, std::span<const GpuBuffer> bos, uint64_t max_range, size_t max_ranges)
+	Chunker(Direction dir, BufferFeed &bos, uint64_t max_range, size_t max_ranges)
 		: dir_(dir), bos_(bos), max_range_(max_range), max_ranges_(max_ranges)
 	{
 	}
 
 	// Fills `c` with the next chunk for the half at `half_va` of
-	// `half_bytes`; empty when all BOs are done.
-	void next(Chunk &c, uint64_t half_va, size_t half_bytes)
+	// `half_bytes`; empty when all BOs are done. Fails when the feed
+	// cannot provide the next buffer.
+	Status next(Chunk &c, uint64_t half_va, size_t half_bytes)
 	{
 		c.ranges.clear();
 		c.bytes = 0;
-		while (bo_ < bos_.size() && c.bytes < half_bytes && c.ranges.size() < max_ranges_) {
-			const GpuBuffer &b = bos_[bo_];
+		while (bo_ < bos_.count() && c.bytes < half_bytes && c.ranges.size() < max_ranges_) {
+			if (!current_) {
+				auto b = bos_.get(bo_);
+				if (!b)
+					return std::move(b).error();
+				current_ = GpuBuffer{b->va, bos_.size(bo_)};
+			}
+			const GpuBuffer &b = *current_;
 			const uint64_t n = std::min({b.size - off_, uint64_t(half_bytes - c.bytes), max_range_});
 			if (n > 0) {
 				const uint64_t gpu = b.va + off_;
@@ -118,17 +125,32 @@ public:
 			if (off_ == b.size) {
 				++bo_;
 				off_ = 0;
+				current_.reset();
 			}
 		}
+		return ok_status();
 	}
 
 private:
 	Direction dir_;
-	std::span<const GpuBuffer> bos_;
+	BufferFeed &bos_;
 	uint64_t max_range_;
 	size_t max_ranges_;
 	size_t bo_ = 0;
 	uint64_t off_ = 0;
+	std::optional<GpuBuffer> current_;
+};
+
+// A feed over buffers that are all ready.
+class SpanFeed final : public BufferFeed {
+public:
+	explicit SpanFeed(std::span<const GpuBuffer> bos) : bos_(bos) {}
+	size_t count() const override { return bos_.size(); }
+	uint64_t size(size_t i) const override { return bos_[i].size; }
+	Result<GpuBuffer> get(size_t i) override { return bos_[i]; }
+
+private:
+	std::span<const GpuBuffer> bos_;
 };
 
 // The file side: the sink (dump) or the source (restore).
@@ -142,14 +164,14 @@ struct FileSide {
 	}
 };
 
-Result<TransferStats> run(DmaEngine &engine, std::span<const GpuBuffer> bos, Direction dir,
-			  const FileSide &file, uint64_t bound)
+Result<TransferStats> run(DmaEngine &engine, BufferFeed &bos, Direction dir, const FileSide &file,
+			  uint64_t bound)
 {
 	const auto start = std::chrono::steady_clock::now();
 	TransferStats stats;
-	stats.bos = bos.size();
-	for (const auto &b : bos)
-		stats.bytes += b.size;
+	stats.bos = bos.count();
+	for (size_t i = 0; i < bos.count(); i++)
+		stats.bytes += bos.size(i);
 	if (stats.bytes == 0)
 		return stats;
 
@@ -159,7 +181,7 @@ Result<TransferStats> run(DmaEngine &engine, std::span<const GpuBuffer> bos, Dir
 	if (engine.max_bytes_per_range() == 0 || engine.max_ranges_per_submission() == 0)
 		return make_error(EINVAL, "DMA engine accepts no copies");
 
-	auto plan = plan_staging(bound, bos);
+	auto plan = plan_staging(bound, stats.bytes);
 	if (!plan)
 		return std::move(plan).error();
 	if (plan->total_bytes > bound || plan->total_bytes != 2 * plan->half_bytes)
@@ -184,7 +206,8 @@ Result<TransferStats> run(DmaEngine &engine, std::span<const GpuBuffer> bos, Dir
 	Chunker chunker(dir, bos, engine.max_bytes_per_range(), engine.max_ranges_per_submission());
 	Chunk chunks[2];
 	int h = 0;
-	chunker.next(chunks[0], half_va(0), half);
+	if (auto st = chunker.next(chunks[0], half_va(0), half); !st)
+		return std::move(st).error();
 	if (dir == Direction::FileToGpu) {
 		if (auto st = file.step(half_ptr(0), chunks[0].bytes); !st)
 			return std::move(st).error();
@@ -200,16 +223,25 @@ Result<TransferStats> run(DmaEngine &engine, std::span<const GpuBuffer> bos, Dir
 		++stats.submissions;
 
 		const int o = h ^ 1;
-		if (dir == Direction::FileToGpu)
-			chunker.next(chunks[o], half_va(o), half);
-		if (chunks[o].bytes > 0) {
-			if (auto st = file.step(half_ptr(o), chunks[o].bytes); !st)
+		if (dir == Direction::FileToGpu) {
+			// Restore: the next chunk is read in while this one copies.
+			if (auto st = chunker.next(chunks[o], half_va(o), half); !st)
+				return std::move(st).error();
+			if (chunks[o].bytes > 0)
+				if (auto st = file.step(half_ptr(o), chunks[o].bytes); !st)
+					return std::move(st).error();
+		} else {
+			// Dump: the chunk copied in the previous round is written,
+			// then the next chunk is laid out (its buffers may still be
+			// arriving from the feed) while this one copies.
+			if (chunks[o].bytes > 0)
+				if (auto st = file.step(half_ptr(o), chunks[o].bytes); !st)
+					return std::move(st).error();
+			if (auto st = chunker.next(chunks[o], half_va(o), half); !st)
 				return std::move(st).error();
 		}
 		if (auto st = outstanding.wait(); !st)
 			return std::move(st).error();
-		if (dir == Direction::GpuToFile)
-			chunker.next(chunks[o], half_va(o), half);
 		h = o;
 	}
 	// Dump: the last chunk copied out is still to be written.
@@ -225,15 +257,12 @@ Result<TransferStats> run(DmaEngine &engine, std::span<const GpuBuffer> bos, Dir
 
 } // namespace
 
-Result<StagingPlan> plan_staging(uint64_t bound, std::span<const GpuBuffer> bos)
+Result<StagingPlan> plan_staging(uint64_t bound, uint64_t total)
 {
 	const uint64_t page = page_size();
 	if (bound < 2 * page)
 		return make_error(EINVAL, "staging bound of %" PRIu64 " bytes is below two pages",
 				  bound);
-	uint64_t total = 0;
-	for (const auto &b : bos)
-		total += b.size;
 	const uint64_t most = bound / 2 / page * page;
 	const uint64_t needed = std::max<uint64_t>((total + page - 1) / page * page, page);
 	StagingPlan plan;
@@ -242,16 +271,38 @@ Result<StagingPlan> plan_staging(uint64_t bound, std::span<const GpuBuffer> bos)
 	return plan;
 }
 
+Result<StagingPlan> plan_staging(uint64_t bound, std::span<const GpuBuffer> bos)
+{
+	uint64_t total = 0;
+	for (const auto &b : bos)
+		total += b.size;
+	return plan_staging(bound, total);
+}
+
+Result<TransferStats> transfer_to_file(DmaEngine &engine, BufferFeed &bos, ByteSink &sink,
+				       uint64_t bound)
+{
+	return run(engine, bos, Direction::GpuToFile, FileSide{&sink, nullptr}, bound);
+}
+
+Result<TransferStats> transfer_from_file(DmaEngine &engine, BufferFeed &bos, ByteSource &source,
+					 uint64_t bound)
+{
+	return run(engine, bos, Direction::FileToGpu, FileSide{nullptr, &source}, bound);
+}
+
 Result<TransferStats> transfer_to_file(DmaEngine &engine, std::span<const GpuBuffer> bos,
 				       ByteSink &sink, uint64_t bound)
 {
-	return run(engine, bos, Direction::GpuToFile, FileSide{&sink, nullptr}, bound);
+	SpanFeed feed(bos);
+	return transfer_to_file(engine, feed, sink, bound);
 }
 
 Result<TransferStats> transfer_from_file(DmaEngine &engine, std::span<const GpuBuffer> bos,
 					 ByteSource &source, uint64_t bound)
 {
-	return run(engine, bos, Direction::FileToGpu, FileSide{nullptr, &source}, bound);
+	SpanFeed feed(bos);
+	return transfer_from_file(engine, feed, source, bound);
 }
 
 } // namespace amdcr

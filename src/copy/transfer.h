@@ -49,6 +49,21 @@ struct StagingPlan {
 // half = min(round_down(bound / 2, page), round_up(total BO bytes, page)),
 // at least one page. EINVAL when the bound is below two pages.
 Result<StagingPlan> plan_staging(uint64_t bound, std::span<const GpuBuffer> bos);
+Result<StagingPlan> plan_staging(uint64_t bound, uint64_t total_bytes);
+
+// Where the transfer gets its buffers: their sizes up front (the file
+// layout and the staging plan need them), their engine addresses one by
+// one, in order, when the pipeline reaches them. A feed may still be
+// preparing later buffers (importing dma-bufs) while earlier ones copy.
+class BufferFeed {
+public:
+	virtual ~BufferFeed() = default;
+	virtual size_t count() const = 0;
+	virtual uint64_t size(size_t i) const = 0;
+	// Buffer i (its size() bytes are copied); may block until it is ready.
+	// Called once per buffer, in increasing i.
+	virtual Result<GpuBuffer> get(size_t i) = 0;
+};
 
 struct TransferStats {
 	uint64_t bos = 0;
@@ -63,9 +78,13 @@ struct TransferStats {
 // contents to `sink`.
 Result<TransferStats> transfer_to_file(DmaEngine &engine, std::span<const GpuBuffer> bos,
 				       ByteSink &sink, uint64_t bound);
+Result<TransferStats> transfer_to_file(DmaEngine &engine, BufferFeed &bos, ByteSink &sink,
+				       uint64_t bound);
 // Restore: reads the contents of `bos` (in order) from `source` and copies
 // them in through `engine`.
 Result<TransferStats> transfer_from_file(DmaEngine &engine, std::span<const GpuBuffer> bos,
 					 ByteSource &source, uint64_t bound);
+Result<TransferStats> transfer_from_file(DmaEngine &engine, BufferFeed &bos, ByteSource &source,
+					 uint64_t bound);
 
 } // namespace amdcr

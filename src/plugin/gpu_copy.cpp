@@ -56,14 +56,13 @@ Result<TransferStats> run_one(Direction dir, const ImageDir &images, const GpuCo
 	if (!engine)
 		return std::move(engine).error().context(job.render_path);
 
+	// The dma-bufs are imported on worker threads while the first chunks
+	// already copy (an import is a kernel round trip per BO).
 	std::vector<SdmaEngine::DmabufSpec> specs;
 	specs.reserve(job.bos.size());
 	for (const auto &b : job.bos)
 		specs.push_back({b.dmabuf_fd, b.size});
-	auto imported = (*engine)->import_dmabufs(specs);
-	if (!imported)
-		return std::move(imported).error();
-	const std::vector<GpuBuffer> &bufs = *imported;
+	ImportFeed bufs(**engine, specs);
 
 	const uint64_t bytes = job_bytes(job);
 	if (dir == Direction::GpuToFile) {

@@ -16,6 +16,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <functional>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -263,10 +264,13 @@ public:
 	std::optional<unsigned> fail_at; // 1-based call number
 	unsigned calls = 0;
 	unsigned calls_during_dma = 0;
+	std::function<void()> on_write; // called at each write (tests)
 
 	Status write(const void *buf, size_t len) override
 	{
 		++calls;
+		if (on_write)
+			on_write();
 		if (engine_ && engine_->outstanding())
 			++calls_during_dma;
 		if (fail_at && calls == *fail_at)

@@ -345,3 +345,95 @@ Test(transfer_errors, bound_too_small)
 	cr_assert_eq(r.error().code(), EINVAL);
 	cr_assert_eq(eng.attaches(), 0u);
 }
+
+// ---- buffers arriving while the transfer runs (BufferFeed) -------------------
+
+namespace {
+
+// Hands out buffers one by one, recording how many the transfer had asked
+// for when each submission was made; fails at `fail_at` if set.
+class RecordingFeed final : public BufferFeed {
+public:
+	RecordingFeed(const std::vector<GpuBuffer> &bufs, size_t fail_at = SIZE_MAX)
+		: bufs_(bufs), fail_at_(fail_at)
+	{
+	}
+	size_t count() const override { return bufs_.size(); }
+	uint64_t size(size_t i) const override { return bufs_[i].size; }
+	Result<GpuBuffer> get(size_t i) override
+	{
+		cr_assert_eq(i, fetched, "buffers must be asked for in order, once each");
+		if (i == fail_at_)
+			return make_error(ENOMEM, "import %zu failed", i);
+		fetched++;
+		return bufs_[i];
+	}
+	size_t fetched = 0;
+
+private:
+	const std::vector<GpuBuffer> &bufs_;
+	size_t fail_at_;
+};
+
+} // namespace
+
+// The first chunks are copied and written before the last buffers are asked
+// for: a feed that imports dma-bufs overlaps the copy.
+Test(transfer_feed, streams_buffers_into_the_pipeline)
+{
+	FakeEngine eng(kAmdgpuFamilyAi, 4096);
+	std::vector<uint64_t> sizes(64, 64 * KiB); // 4 MiB, 8 chunks of 512 KiB
+	Bos src(eng, sizes, true);
+	RecordingFeed feed(src.bufs);
+	VectorSink sink(&eng);
+	size_t fetched_at_first_write = 0;
+	sink.on_write = [&] {
+		if (!fetched_at_first_write)
+			fetched_at_first_write = feed.fetched;
+	};
+	auto r = transfer_to_file(eng, feed, sink, 1 * MiB);
+	cr_assert(r.ok(), "%s", r.ok() ? "" : r.error().message().c_str());
+	cr_assert(sink.data == src.concat());
+	cr_assert_eq(feed.fetched, sizes.size());
+	cr_expect_lt(fetched_at_first_write, sizes.size(),
+		     "the first chunk was written only after every buffer was fetched (%zu of %zu)",
+		     fetched_at_first_write, sizes.size());
+	cr_expect_eq(eng.violations(), 0u);
+
+	// Restore through a feed too.
+	Bos dst(eng, sizes, false);
+	RecordingFeed back(dst.bufs);
+	VectorSource source(sink.data, &eng);
+	auto rr = transfer_from_file(eng, back, source, 1 * MiB);
+	cr_assert(rr.ok(), "%s", rr.ok() ? "" : rr.error().message().c_str());
+	for (size_t i = 0; i < sizes.size(); i++)
+		cr_assert(*dst.mem[i] == *src.mem[i], "BO %zu differs", i);
+}
+
+// A buffer the feed cannot provide stops both directions with its error,
+// after the DMA in flight has drained.
+Test(transfer_feed, feed_failure_is_returned)
+{
+	for (bool dump : {true, false}) {
+		FakeEngine eng(kAmdgpuFamilyAi, 4096);
+		std::vector<uint64_t> sizes(32, 64 * KiB);
+		Bos bos(eng, sizes, true);
+		RecordingFeed feed(bos.bufs, 20);
+		Result<TransferStats> r = TransferStats{};
+		if (dump) {
+			VectorSink sink(&eng);
+			r = transfer_to_file(eng, feed, sink, 256 * KiB);
+		} else {
+			std::vector<uint8_t> image(32 * 64 * KiB);
+			VectorSource source(image, &eng);
+			r = transfer_from_file(eng, feed, source, 256 * KiB);
+		}
+		cr_assert_not(r.ok());
+		cr_expect_eq(r.error().code(), ENOMEM);
+		cr_expect(r.error().message().find("import 20 failed") != std::string::npos, "%s",
+			  r.error().message().c_str());
+		cr_expect_eq(eng.attaches(), eng.detaches(), "staging detached");
+		cr_expect_not(eng.staging_attached());
+		cr_expect_eq(eng.violations(), 0u);
+	}
+}
