@@ -12,9 +12,14 @@ machine, in the same directory:
   - SDMA limit: the emulator's bandwidth model (kfd-emu --sdma-gbps, per
     engine; one engine per GPU is used), set near the storage speed so that
     copy and I/O take about as long each: where pipelining matters most.
-Throughput of the plugin = bytes copied / duration of the copy phase, from
-the plugin's own per-GPU summary lines (GPUs run in parallel: the slowest
-one's time). Peak RSS = ru_maxrss of the dumping process (criu-host with
+Throughput of the plugin = bytes copied / duration of the per-GPU jobs
+(imports, DMA and file I/O), from the plugin's own per-GPU summary lines
+(GPUs run in parallel: the slowest one's time). Page-cache speed varies a
+lot on a shared VM, so each repetition measures its own limits right
+before its dump and the table gives the median ratio of 3 repetitions
+(--quick: 1), every repetition listed. The emulated SDMA is a CPU copy: on
+a machine with few cores, limits above what the cores can copy alongside
+the file I/O cannot be reached (see the per-repetition rows). Peak RSS = ru_maxrss of the dumping process (criu-host with
 the plugin), minus that of a dump of a tiny workload (the fixed cost).
 """
 import argparse
@@ -83,36 +88,50 @@ def main():
     total = (1 if args.quick else 4) * GiB
     per_gpu = total // 2
 
-    # -- limits -------------------------------------------------------------
-    w_gbps, r_gbps = storage_limits(scratch, total)
-    engine_gbps = round(w_gbps / 2, 2)  # two GPUs copy in parallel
-    sdma_gbps = 2 * engine_gbps
-    machine = ["--machine", "2xMI210", "--sdma-gbps", str(engine_gbps)]
-    print("bench: %.2f GiB over 2 emulated GPUs; storage write %.2f GB/s, read %.2f GB/s; "
-          "SDMA model %.2f GB/s per engine; %d CPUs" % (total / GiB, w_gbps, r_gbps, engine_gbps, os.cpu_count()),
-          flush=True)
-
     # -- dump and restore throughput ----------------------------------------
+    # Page-cache write speed varies a lot from one moment to the next on a
+    # shared VM, so each repetition measures its own limits right before
+    # its dump, sets the SDMA model from them, and the table gives the
+    # median ratio (each repetition listed below it).
     half = "%dM" % (per_gpu // MiB // 2)
-    d = run.dump(machine, ["--vram", "%s,%s" % (half, half), "--gtt", ""], skip_checks=True)
-    e2e.check(d["rc"] == 0, "dump failed:\n" + d["log"][-2000:])
-    b, s, peak = e2e.copy_summary(d["log"], "dumped")
-    lim = min(w_gbps, sdma_gbps)
-    thr = b / s / 1e9
-    table.add("dump %.2f GiB, 2 GPUs" % (b / GiB), "%.2f GB/s" % thr, "%.2f GB/s" % lim, "%.2f" % (thr / lim),
-              ">= 0.90", verdict(thr / lim >= 0.9))
-    table.add("  storage limit (sequential write)", "%.2f GB/s" % w_gbps)
-    table.add("  SDMA limit (2 engines x %.2f GB/s)" % engine_gbps, "%.2f GB/s" % sdma_gbps)
-    table.add("  whole dump (criu-host wall time)", "%.2f s" % d["seconds"])
-    r = run.restore(machine, d)
-    e2e.check(r["rc"] == 0, "restore failed:\n" + r["log"][-2000:])
-    b, s, _ = e2e.copy_summary(r["log"], "restored")
-    lim = min(r_gbps, sdma_gbps)
-    thr = b / s / 1e9
-    table.add("restore %.2f GiB, 2 GPUs" % (b / GiB), "%.2f GB/s" % thr, "%.2f GB/s" % lim, "%.2f" % (thr / lim),
-              ">= 0.90", verdict(thr / lim >= 0.9))
-    table.add("  read limit (sequential read)", "%.2f GB/s" % r_gbps)
-    table.add("  verified in the restored task", "yes" if e2e.verified_tasks(r["log"]) else "NO")
+    reps = 1 if args.quick else 3
+    dump_rows, restore_rows = [], []
+    machine = None
+    for rep in range(reps):
+        w_gbps, r_gbps = storage_limits(scratch, total)
+        engine_gbps = round(w_gbps / 2, 2)  # two GPUs copy in parallel
+        sdma_gbps = 2 * engine_gbps
+        machine = ["--machine", "2xMI210", "--sdma-gbps", str(engine_gbps)]
+        print("bench: rep %d: %.2f GiB over 2 emulated GPUs; storage write %.2f GB/s, read %.2f GB/s; "
+              "SDMA model %.2f GB/s per engine; %d CPUs" %
+              (rep + 1, total / GiB, w_gbps, r_gbps, engine_gbps, os.cpu_count()), flush=True)
+        d = run.dump(machine, ["--vram", "%s,%s" % (half, half), "--gtt", ""], skip_checks=True)
+        e2e.check(d["rc"] == 0, "dump failed:\n" + d["log"][-2000:])
+        b, s, _ = e2e.copy_summary(d["log"], "dumped")
+        lim = min(w_gbps, sdma_gbps)
+        dump_rows.append((b / s / 1e9, lim, w_gbps, sdma_gbps, d["seconds"], b))
+        r = run.restore(machine, d)
+        e2e.check(r["rc"] == 0, "restore failed:\n" + r["log"][-2000:])
+        b, s, _ = e2e.copy_summary(r["log"], "restored")
+        lim = min(r_gbps, sdma_gbps)
+        restore_rows.append((b / s / 1e9, lim, r_gbps, bool(e2e.verified_tasks(r["log"])), b))
+
+    def median_row(rows):
+        return sorted(rows, key=lambda x: x[0] / x[1])[len(rows) // 2]
+
+    thr, lim, w, sd, secs, b = median_row(dump_rows)
+    table.add("dump %.2f GiB, 2 GPUs (median of %d)" % (b / GiB, reps), "%.2f GB/s" % thr, "%.2f GB/s" % lim,
+              "%.2f" % (thr / lim), ">= 0.90", verdict(thr / lim >= 0.9))
+    for i, (t, l, w, sd, secs, _) in enumerate(dump_rows):
+        table.add("  rep %d: storage %.2f, SDMA %.2f GB/s; dump wall %.2f s" % (i + 1, w, sd, secs),
+                  "%.2f GB/s" % t, "%.2f GB/s" % l, "%.2f" % (t / l))
+    thr, lim, rd, ok, b = median_row(restore_rows)
+    table.add("restore %.2f GiB, 2 GPUs (median of %d)" % (b / GiB, reps), "%.2f GB/s" % thr,
+              "%.2f GB/s" % lim, "%.2f" % (thr / lim), ">= 0.90", verdict(thr / lim >= 0.9))
+    for i, (t, l, rd, ok, _) in enumerate(restore_rows):
+        table.add("  rep %d: read %.2f GB/s; verified in the restored task: %s" % (i + 1, rd, "yes" if ok else "NO"),
+                  "%.2f GB/s" % t, "%.2f GB/s" % l, "%.2f" % (t / l))
+    engine_gbps = float(machine[-1])
 
     # -- memory -------------------------------------------------------------
     base = run.dump(machine, ["--vram", "4K", "--gtt", ""], skip_checks=True)
@@ -145,16 +164,22 @@ def main():
         print("bench: %d small BOs instead of %d: the fd hard limit is %d and the emulator needs "
               "2 fds per BO during CHECKPOINT" % (nsmall, wanted, hard), flush=True)
     one = ["--machine", "MI100", "--sdma-gbps", str(engine_gbps)]
-    big = run.dump(one, ["--vram", "%dM" % (nsmall * 64 // 1024), "--gtt", ""], skip_checks=True)
-    e2e.check(big["rc"] == 0, "large-BO dump failed")
-    small = run.dump(one, ["--vram", "64Kx%d" % nsmall, "--gtt", "", "--no-queues"], skip_checks=True)
-    e2e.check(small["rc"] == 0, "small-BO dump failed:\n" + small["log"][-2000:])
-    bb, bs, _ = e2e.copy_summary(big["log"], "dumped")
-    sb, ss, _ = e2e.copy_summary(small["log"], "dumped")
-    ratio = (sb / ss) / (bb / bs)
-    table.add("%d x 64 KiB vs 1 x %d MiB BO" % (nsmall, nsmall * 64 // 1024),
-              "%.2f vs %.2f GB/s" % (sb / ss / 1e9, bb / bs / 1e9), "", "%.2f" % ratio, ">= 0.70",
-              verdict(ratio >= 0.7))
+    pairs = []
+    for rep in range(reps):
+        big = run.dump(one, ["--vram", "%dM" % (nsmall * 64 // 1024), "--gtt", ""], skip_checks=True)
+        e2e.check(big["rc"] == 0, "large-BO dump failed")
+        small = run.dump(one, ["--vram", "64Kx%d" % nsmall, "--gtt", "", "--no-queues"], skip_checks=True)
+        e2e.check(small["rc"] == 0, "small-BO dump failed:\n" + small["log"][-2000:])
+        bb, bs, _ = e2e.copy_summary(big["log"], "dumped")
+        sb, ss, _ = e2e.copy_summary(small["log"], "dumped")
+        pairs.append((sb / ss / 1e9, bb / bs / 1e9, small))
+    pairs.sort(key=lambda p: p[0] / p[1])
+    s_gbps, b_gbps, small = pairs[len(pairs) // 2]
+    ratio = s_gbps / b_gbps
+    table.add("%d x 64 KiB vs 1 x %d MiB BO (median of %d)" % (nsmall, nsmall * 64 // 1024, reps),
+              "%.2f vs %.2f GB/s" % (s_gbps, b_gbps), "", "%.2f" % ratio, ">= 0.70", verdict(ratio >= 0.7))
+    for i, (sg, bg, _) in enumerate(pairs):
+        table.add("  pair %d (sorted by ratio)" % (i + 1), "%.2f vs %.2f GB/s" % (sg, bg), "", "%.2f" % (sg / bg))
     before, after = small["counters_before"]["ioctls"], small["counters"]["ioctls"]
     n = sum(after.values()) - sum(before.values())
     table.add("  ioctls per BO during that dump", "%.2f" % (n / nsmall))

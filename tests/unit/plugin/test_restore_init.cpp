@@ -16,6 +16,7 @@
 #include "image/image_dir.h"
 #include "image/kfd_image.h"
 #include "image/pages_file.h"
+#include "image/render_image.h"
 #include "plugin/device_entries.h"
 #include "plugin/restore.h"
 
@@ -192,4 +193,38 @@ Test(restore_init, no_local_kfd_topology_is_refused, .init = redirect)
 	cr_expect_lt(r.restore_init(), 0);
 	const std::string err = read_stderr();
 	cr_expect(err.find("KFD topology") != std::string::npos, "%s", err.c_str());
+}
+
+// A render-node file restored BEFORE the process's /dev/kfd file opens the
+// render node of the GPU the mapping chose (RESTORE_INIT computed it), not
+// the checkpointed minor: CRIU may restore the files in either order.
+Test(restore_init, render_node_first_opens_the_mapped_gpu)
+{
+	Scratch s;
+	write_checkpoint(s, "2xmi210", 7);
+	auto ckpt = parse_topology(fixture("2xmi210"));
+	const TopologyNode *gpu = ckpt->gpus().back();
+	RenderNodeImage rimg;
+	rimg.gpu_id = gpu->gpu_id;
+	rimg.id = 9;
+	rimg.drm_render_minor = gpu->drm_render_minor;
+	ImageDir dir = ImageDir::borrow(s.images.get());
+	cr_assert(write_render_image(dir, 9, rimg).ok());
+
+	RestoreSession r(s.env("2xmi210-other"));
+	cr_assert_eq(r.restore_init(), 0);
+	const GpuMapEntry *m = r.gpu_map().find_checkpointed(gpu->gpu_id);
+	cr_assert_not_null(m);
+	cr_assert_neq(m->local_render_minor, gpu->drm_render_minor,
+		      "the fixtures must give the GPU another minor for this test to mean anything");
+
+	bool retry = true;
+	const int fd = r.restore_ext_file(9, &retry);
+	cr_assert_geq(fd, 0, "render node restore failed: %d", fd);
+	cr_expect_not(retry);
+	char link[512] = {};
+	cr_assert_gt(readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), link, sizeof(link) - 1), 0);
+	const std::string want = (s.root / "dev/dri" / ("renderD" + std::to_string(m->local_render_minor))).string();
+	cr_expect_eq(std::string(link), want, "opened %s, expected %s", link, want.c_str());
+	close(fd);
 }
