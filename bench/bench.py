@@ -25,6 +25,7 @@ the plugin), minus that of a dump of a tiny workload (the fixed cost).
 import argparse
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -75,6 +76,12 @@ def verdict(ok):
     return "met" if ok else "NOT MET"
 
 
+def drop(*steps):
+    """Deletes what the steps left on disk (images of several GiB)."""
+    for st in steps:
+        shutil.rmtree(st["state"], ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", required=True)
@@ -84,6 +91,13 @@ def main():
     bins = e2e.Bins(e2e.ARGS.bin_dir)
     scratch = tempfile.mkdtemp(prefix="amdcr-bench-", dir=os.environ.get("AMDCR_E2E_TMP"))
     run = e2e.Run(bins, scratch)
+    try:
+        return measure(args, run, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def measure(args, run, scratch):
     table = Table()
     total = (1 if args.quick else 4) * GiB
     per_gpu = total // 2
@@ -115,6 +129,7 @@ def main():
         b, s, _ = e2e.copy_summary(r["log"], "restored")
         lim = min(r_gbps, sdma_gbps)
         restore_rows.append((b / s / 1e9, lim, r_gbps, bool(e2e.verified_tasks(r["log"])), b))
+        drop(d, r)  # 4 GiB of images per repetition
 
     def median_row(rows):
         return sorted(rows, key=lambda x: x[0] / x[1])[len(rows) // 2]
@@ -142,6 +157,7 @@ def main():
         env = {"KFD_MAX_BUFFER_SIZE": bound} if bound else {}
         m = run.dump(machine, rss_work, env=env, skip_checks=True)
         e2e.check(m["rc"] == 0, "dump with KFD_MAX_BUFFER_SIZE=%s failed" % bound)
+        drop(m)
         extra = m["host_maxrss"] - base_rss
         allowed = (int(bound[:-1]) * MiB if bound else 2 * 64 * MiB) + 32 * MiB
         mb, ms, mpeak = e2e.copy_summary(m["log"], "dumped")
@@ -170,6 +186,7 @@ def main():
         e2e.check(big["rc"] == 0, "large-BO dump failed")
         small = run.dump(one, ["--vram", "64Kx%d" % nsmall, "--gtt", "", "--no-queues"], skip_checks=True)
         e2e.check(small["rc"] == 0, "small-BO dump failed:\n" + small["log"][-2000:])
+        drop(big)
         bb, bs, _ = e2e.copy_summary(big["log"], "dumped")
         sb, ss, _ = e2e.copy_summary(small["log"], "dumped")
         pairs.append((sb / ss / 1e9, bb / bs / 1e9, small))
@@ -189,9 +206,7 @@ def main():
 
     print()
     table.show()
-    print("\n(scratch: %s; limits and values measured in this run)" % scratch)
-    import shutil
-    shutil.rmtree(scratch, ignore_errors=True)
+    print("\n(limits and values measured in this run)")
     return 0
 
 
