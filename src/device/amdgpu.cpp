@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include <amdgpu_drm.h>
+#include <xf86drm.h>
 #include <unistd.h>
 
 #include <cinttypes>
@@ -42,8 +43,32 @@ void BoListTraits::free(amdgpu_bo_list_handle h) { amdgpu_bo_list_destroy(h); }
 
 // ---- Device -----------------------------------------------------------
 
+namespace {
+
+// libdrm_amdgpu 2.4.114's amdgpu_device_initialize() dereferences the
+// result of drmGetVersion() without checking it: a failing DRM_IOCTL_VERSION
+// would crash the caller (CRIU, leaving a dumped process paused). Ask first.
+Status check_amdgpu_node(int render_fd)
+{
+	drmVersionPtr v = drmGetVersion(render_fd);
+	if (!v)
+		return errno_error(errno ? errno : EIO,
+				   strprintf("DRM_IOCTL_VERSION(render fd %d)", render_fd));
+	const bool amdgpu = v->name && std::string(v->name, static_cast<size_t>(v->name_len)) == "amdgpu";
+	const int major = v->version_major;
+	drmFreeVersion(v);
+	if (!amdgpu || major != 3)
+		return make_error(ENODEV, "render fd %d: not an amdgpu render node (driver version %d)",
+				  render_fd, major);
+	return ok_status();
+}
+
+} // namespace
+
 Result<Device> Device::initialize(int render_fd)
 {
+	if (auto st = check_amdgpu_node(render_fd); !st)
+		return std::move(st).error();
 	uint32_t major = 0, minor = 0;
 	amdgpu_device_handle h = nullptr;
 	int r = amdgpu_device_initialize(render_fd, &major, &minor, &h);

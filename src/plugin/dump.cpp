@@ -154,7 +154,6 @@ Status DumpSession::dump_kfd(int fd, int id)
 		img.devices.push_back(device_from_node(*topo, *gpu, b.user_gpu_id));
 		GpuCopyJob job;
 		job.image_gpu_id = b.user_gpu_id;
-		job.render_minor = gpu->drm_render_minor;
 		job.render_path = env_.paths.render_path(gpu->drm_render_minor);
 		job.pages_file = kfd_pages_image_name(id, b.user_gpu_id);
 		jobs.push_back(std::move(job));

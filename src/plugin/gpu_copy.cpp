@@ -10,7 +10,6 @@
 #include <optional>
 #include <thread>
 
-#include <xf86drm.h>
 
 #include "base/file_io.h"
 #include "base/log.h"
@@ -19,22 +18,6 @@
 
 namespace amdcr {
 namespace {
-
-// libdrm_amdgpu 2.4.114's amdgpu_device_initialize() dereferences the
-// result of drmGetVersion() without checking it, so a failing DRM_IOCTL_VERSION
-// would crash CRIU (and leave the dumped process paused). Ask first.
-Status check_amdgpu_node(int fd, const std::string &path)
-{
-	drmVersionPtr v = drmGetVersion(fd);
-	if (!v)
-		return errno_error(errno ? errno : EIO, path + ": DRM_IOCTL_VERSION");
-	const bool amdgpu = v->name && std::string(v->name, static_cast<size_t>(v->name_len)) == "amdgpu";
-	const int major = v->version_major;
-	drmFreeVersion(v);
-	if (!amdgpu || major != 3)
-		return make_error(ENODEV, "%s: not an amdgpu render node (driver version %d)", path.c_str(), major);
-	return ok_status();
-}
 
 uint64_t job_bytes(const GpuCopyJob &job)
 {
@@ -50,8 +33,6 @@ Result<TransferStats> run_one(Direction dir, const ImageDir &images, const GpuCo
 	auto render = open_at(AT_FDCWD, job.render_path, O_RDWR);
 	if (!render)
 		return std::move(render).error();
-	if (auto st = check_amdgpu_node(render->get(), job.render_path); !st)
-		return std::move(st).error();
 	auto engine = SdmaEngine::create(render->get());
 	if (!engine)
 		return std::move(engine).error().context(job.render_path);

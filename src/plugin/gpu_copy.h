@@ -23,7 +23,6 @@ struct GpuCopyBo {
 
 struct GpuCopyJob {
 	uint32_t image_gpu_id = 0;  // names the pages file and the log lines
-	uint32_t render_minor = 0;  // the local GPU's render node
 	std::string render_path;    // /dev/dri/renderD<minor>
 	std::string pages_file;     // in the image directory
 	std::vector<GpuCopyBo> bos; // in BO bucket order = file order

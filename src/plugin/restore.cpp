@@ -175,18 +175,11 @@ Status RestoreSession::prepare()
 		map_ = std::move(*map);
 	}
 	for (const auto &[id, r] : renders)
-		if (!map_.find_checkpointed(r.gpu_id) && checkpointed_minor(r.gpu_id) == 0) {
-			// Not described by any KFD image: match by render minor.
-			bool found = false;
-			for (const auto &[iid, k] : kfd_images_)
-				for (const auto &d : k.devices)
-					found = found || (d.is_gpu() && d.drm_render_minor == r.drm_render_minor);
-			if (!found)
-				return make_error(EINVAL,
-						  "%s: gpu 0x%04x (renderD%u) is in no KFD image, so no local "
-						  "GPU can be chosen for it",
-						  render_image_name(id).c_str(), r.gpu_id, r.drm_render_minor);
-		}
+		if (!mapping_for_render(r))
+			return make_error(EINVAL,
+					  "%s: gpu 0x%04x (renderD%u) is in no KFD image, so no local "
+					  "GPU can be chosen for it",
+					  render_image_name(id).c_str(), r.gpu_id, r.drm_render_minor);
 	for (const auto &e : map_.entries())
 		log_gpu(LogLevel::Info, e.checkpointed_gpu_id, "restoring onto local gpu 0x%04x (renderD%u)",
 			e.local_gpu_id, e.local_render_minor);
@@ -213,6 +206,20 @@ uint32_t RestoreSession::checkpointed_minor(uint32_t image_gpu_id) const
 		if (const KfdDevice *d = img.find_gpu(image_gpu_id))
 			return d->drm_render_minor;
 	return 0;
+}
+
+const GpuMapEntry *RestoreSession::mapping_for_render(const RenderNodeImage &img) const
+{
+	if (const GpuMapEntry *m = map_.find_checkpointed(img.gpu_id))
+		return m;
+	// The render image names the GPU by its id on the checkpointed
+	// machine; the KFD images may know it under the process's id (after an
+	// earlier restore elsewhere): match by the checkpointed render minor.
+	for (const auto &[id, k] : kfd_images_)
+		for (const auto &d : k.devices)
+			if (d.is_gpu() && d.drm_render_minor == img.drm_render_minor)
+				return map_.find_checkpointed(d.gpu_id);
+	return nullptr;
 }
 
 Result<int> RestoreSession::local_render_fd(uint32_t minor)
@@ -284,7 +291,6 @@ Status RestoreSession::restore_kfd(int id, UniqueFd *out)
 		devices.push_back({d.gpu_id, m->local_gpu_id, *fd});
 		GpuCopyJob job;
 		job.image_gpu_id = d.gpu_id;
-		job.render_minor = m->local_render_minor;
 		job.render_path = env_.paths.render_path(m->local_render_minor);
 		job.pages_file = kfd_pages_image_name(id, d.gpu_id);
 		jobs.push_back(std::move(job));
@@ -352,15 +358,7 @@ Status RestoreSession::restore_render(int id, UniqueFd *out)
 	auto img = read_render_image(*images, id);
 	if (!img)
 		return std::move(img).error();
-	const GpuMapEntry *m = map_.find_checkpointed(img->gpu_id);
-	if (!m) {
-		// The render image names the GPU by its id on the checkpointed
-		// machine; a KFD image may know it under the process's id.
-		for (const auto &[kid, k] : kfd_images_)
-			for (const auto &d : k.devices)
-				if (d.is_gpu() && d.drm_render_minor == img->drm_render_minor)
-					m = map_.find_checkpointed(d.gpu_id);
-	}
+	const GpuMapEntry *m = mapping_for_render(*img);
 	if (!m)
 		return make_error(EINVAL, "%s: gpu 0x%04x (renderD%u) has no local GPU",
 				  render_image_name(id).c_str(), img->gpu_id, img->drm_render_minor);

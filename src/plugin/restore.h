@@ -20,6 +20,7 @@
 
 #include "base/unique_fd.h"
 #include "image/kfd_image.h"
+#include "image/render_image.h"
 #include "plugin/session.h"
 #include "topology/mapping.h"
 
@@ -61,6 +62,9 @@ private:
 	// The render node of local GPU `minor`, opened once and kept (moved
 	// above the target's fds).
 	Result<int> local_render_fd(uint32_t minor);
+	// The mapping of the GPU a render image names (by gpu_id, else by its
+	// checkpointed minor in the KFD images); nullptr when there is none.
+	const GpuMapEntry *mapping_for_render(const RenderNodeImage &img) const;
 	// The checkpointed minor a GPU had, from the KFD images.
 	uint32_t checkpointed_minor(uint32_t image_gpu_id) const;
 

@@ -113,9 +113,9 @@ def run_host(bins, args, env_extra, logfile, stats=None):
     return rc, text + open(out_path).read(), dt, p.pid
 
 
-def plugin_lines(text, levels=("Error", "Warn")):
-    """Lines the amdgpu plugin logged (the host prefixes nothing; the
-    plugin's own prefix is 'amdgpu_plugin: ')."""
+def plugin_lines(text):
+    """Lines that name the amdgpu plugin: its own (prefixed 'amdgpu_plugin: ')
+    and the host's records of its hook calls."""
     return [l for l in text.splitlines() if "amdgpu_plugin:" in l]
 
 
