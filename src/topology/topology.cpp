@@ -457,65 +457,77 @@ private:
 		return parse_properties(path, **text, node_);
 	}
 
-	Status read_mem_banks()
+	// Reads the properties file of each numbered subdirectory of `dir`, in
+	// order, and gives its key/values to `entry(path, kvs)`, which returns
+	// true to go on. A denied directory or file ends the walk (denied_ is
+	// set). Returns whether `entry` stopped the walk.
+	template <typename AllowRaw, typename Entry>
+	Result<bool> for_each_properties(const std::string &dir, AllowRaw allow_raw, Entry entry)
 	{
-		if (!node_.is_gpu)
-			return ok_status();
-		auto banks = subdirs(dir_ + "/mem_banks");
-		if (!banks)
-			return std::move(banks).error();
-		if (!*banks)
-			return ok_status();
-		for (const auto &[index, bank_dir] : **banks) {
-			const std::string path = bank_dir + "/properties";
+		auto subs = subdirs(dir);
+		if (!subs)
+			return std::move(subs).error();
+		if (!*subs)
+			return false;
+		for (const auto &[index, sub] : **subs) {
+			const std::string path = sub + "/properties";
 			auto text = read(path);
 			if (!text)
 				return std::move(text).error();
 			if (!*text)
-				return ok_status();
-			auto kvs = parse_key_values(path, **text);
+				return false;
+			auto kvs = parse_key_values(path, **text, allow_raw);
 			if (!kvs)
 				return std::move(kvs).error();
+			Result<bool> more = entry(path, *kvs);
+			if (!more)
+				return std::move(more).error();
+			if (!*more)
+				return true;
+		}
+		return false;
+	}
+
+	static bool no_raw_keys(const std::string &) { return false; }
+
+	Status read_mem_banks()
+	{
+		if (!node_.is_gpu)
+			return ok_status();
+		auto found = for_each_properties(dir_ + "/mem_banks", no_raw_keys,
+						 [&](const std::string &path, const std::vector<KeyValue> &kvs) -> Result<bool> {
 			uint64_t heap_type = 0, size = 0;
-			for (const auto &kv : *kvs) {
+			for (const auto &kv : kvs) {
 				if (kv.key == "heap_type")
 					heap_type = kv.value;
 				else if (kv.key == "size_in_bytes")
 					size = kv.value;
 			}
-			if (heap_type == kHeapTypeFrameBufferPublic || heap_type == kHeapTypeFrameBufferPrivate) {
-				if (size == 0)
-					return make_error(EINVAL, "%s: VRAM bank (heap_type %llu) has size 0",
-							  path.c_str(), static_cast<unsigned long long>(heap_type));
-				node_.vram_public = heap_type == kHeapTypeFrameBufferPublic;
-				node_.vram_size = size;
-				return ok_status();
-			}
-		}
+			if (heap_type != kHeapTypeFrameBufferPublic && heap_type != kHeapTypeFrameBufferPrivate)
+				return true;
+			if (size == 0)
+				return make_error(EINVAL, "%s: VRAM bank (heap_type %llu) has size 0", path.c_str(),
+						  static_cast<unsigned long long>(heap_type));
+			node_.vram_public = heap_type == kHeapTypeFrameBufferPublic;
+			node_.vram_size = size;
+			return false; // the first VRAM bank is the one
+		});
+		if (!found)
+			return std::move(found).error();
+		if (*found || denied_)
+			return ok_status();
 		return make_error(EINVAL, "%s/mem_banks: GPU %u has no VRAM bank (heap_type %u or %u)", dir_.c_str(),
 				  node_.gpu_id, kHeapTypeFrameBufferPublic, kHeapTypeFrameBufferPrivate);
 	}
 
 	Status read_caches()
 	{
-		auto caches = subdirs(dir_ + "/caches");
-		if (!caches)
-			return std::move(caches).error();
-		if (!*caches)
-			return ok_status();
-		for (const auto &[index, cache_dir] : **caches) {
-			const std::string path = cache_dir + "/properties";
-			auto text = read(path);
-			if (!text)
-				return std::move(text).error();
-			if (!*text)
-				return ok_status();
-			// sibling_map is a comma-separated list, not a number.
-			auto kvs = parse_key_values(path, **text, [](const std::string &key) { return key == "sibling_map"; });
-			if (!kvs)
-				return std::move(kvs).error();
+		// sibling_map is a comma-separated list, not a number.
+		auto sibling_map = [](const std::string &key) { return key == "sibling_map"; };
+		auto walked = for_each_properties(dir_ + "/caches", sibling_map,
+						  [&](const std::string &path, const std::vector<KeyValue> &kvs) -> Result<bool> {
 			CacheInfo c;
-			for (const auto &kv : *kvs) {
+			for (const auto &kv : kvs) {
 				uint32_t CacheInfo::*field = nullptr;
 				if (kv.key == "level")
 					field = &CacheInfo::level;
@@ -533,29 +545,19 @@ private:
 				c.*field = *v;
 			}
 			node_.caches.push_back(c);
-		}
+			return true;
+		});
+		if (!walked)
+			return std::move(walked).error();
 		return ok_status();
 	}
 
 	Status read_link_dir(const std::string &which, std::vector<IoLink> &out)
 	{
-		auto links = subdirs(dir_ + "/" + which);
-		if (!links)
-			return std::move(links).error();
-		if (!*links)
-			return ok_status();
-		for (const auto &[index, link_dir] : **links) {
-			const std::string path = link_dir + "/properties";
-			auto text = read(path);
-			if (!text)
-				return std::move(text).error();
-			if (!*text)
-				return ok_status();
-			auto kvs = parse_key_values(path, **text);
-			if (!kvs)
-				return std::move(kvs).error();
+		auto walked = for_each_properties(dir_ + "/" + which, no_raw_keys,
+						  [&](const std::string &path, const std::vector<KeyValue> &kvs) -> Result<bool> {
 			IoLink link;
-			for (const auto &kv : *kvs) {
+			for (const auto &kv : kvs) {
 				if (kv.key != "type" && kv.key != "node_to")
 					continue;
 				auto v = to_u32(path, kv);
@@ -565,7 +567,10 @@ private:
 			}
 			if (link.type == kIoLinkTypePcie || link.type == kIoLinkTypeXgmi)
 				out.push_back(link);
-		}
+			return true;
+		});
+		if (!walked)
+			return std::move(walked).error();
 		return ok_status();
 	}
 
