@@ -446,6 +446,12 @@ int exchange(int sock, const std::string &msg, Response *out)
 
 thread_local bool t_busy = false;
 
+// 1 in the data of every program image as it is loaded (exec), cleared
+// once the daemon has answered a call of this image. A CRIU-restored
+// process runs on the dumped memory, where it is 0: so the daemon can tell
+// an exec (fresh image, new number) from a restore (old image, new number).
+constinit std::atomic<uint32_t> g_fresh_image{1};
+
 // One request/reply with the daemon. Returns 0 or -errno (transport failure).
 int call(wire::Request rq, std::string_view payload, Response *out)
 {
@@ -454,6 +460,7 @@ int call(wire::Request rq, std::string_view payload, Response *out)
 		return -ENODEV;
 	rq.tid = int32_t(::gettid());
 	rq.image = config().image;
+	rq.flags = g_fresh_image.load(std::memory_order_relaxed) ? wire::kReqFreshImage : 0;
 	rq.len = uint32_t(payload.size());
 	std::string msg(reinterpret_cast<const char *>(&rq), sizeof rq);
 	msg.append(payload);
@@ -465,6 +472,8 @@ int call(wire::Request rq, std::string_view payload, Response *out)
 			return s;
 		int e = exchange(s, msg, out);
 		real_close(s);
+		if (e == 0)
+			g_fresh_image.store(0, std::memory_order_relaxed);
 		return e == -EPIPE ? -EIO : e;
 	}
 	t_busy = true;
@@ -490,8 +499,10 @@ int call(wire::Request rq, std::string_view payload, Response *out)
 			g_conn_fds.set(t_conn.fd, true);
 		}
 		int err = exchange(t_conn.fd, msg, out);
-		if (err == 0)
+		if (err == 0) {
+			g_fresh_image.store(0, std::memory_order_relaxed);
 			return 0;
+		}
 		g_conn_fds.set(t_conn.fd, false);
 		real_close(t_conn.fd);
 		t_conn.fd = -1;

@@ -111,3 +111,9 @@ set_tests_properties(emu_cli_exit_status PROPERTIES LABELS emulator WILL_FAIL TR
 add_test(NAME emu_cli_bad_override
   COMMAND $<TARGET_FILE:kfd-emu> --machine MI100 --gpu-ids 1,2 -- true)
 set_tests_properties(emu_cli_bad_override PROPERTIES LABELS emulator WILL_FAIL TRUE)
+
+# --- program images: exec ends the KFD context, a CRIU restore does not -------
+kfdemu_test_executable(kfdemu_test_image ${KFDEMU_TESTS}/test_image.cpp)
+target_link_libraries(kfdemu_test_image PRIVATE amdcr_kernel_headers)
+kfdemu_add_test(emu_image_MI100 kfdemu_test_image LAUNCHER --machine MI100)
+set_tests_properties(emu_image_MI100 PROPERTIES SKIP_RETURN_CODE 77)

@@ -5,6 +5,7 @@
 #include "protocol.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
@@ -256,9 +257,9 @@ Daemon::Daemon(Model &model, std::string socket_path) : model_(model), path_(std
 	}
 	epoll_event ev{};
 	ev.events = EPOLLIN;
-	ev.data.fd = inotify_fd_;
+	ev.data.u64 = uint64_t(inotify_fd_);
 	::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, inotify_fd_, &ev);
-	ev.data.fd = stop_fd_;
+	ev.data.u64 = uint64_t(stop_fd_);
 	::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stop_fd_, &ev);
 }
 
@@ -268,8 +269,8 @@ Daemon::~Daemon()
 	for (int fd : {listen_fd_, inotify_fd_, epoll_fd_, stop_fd_})
 		if (fd >= 0)
 			::close(fd);
-	for (auto &[fd, pid] : pidfds_)
-		::close(fd);
+	for (auto &[tgid, w] : pidfds_)
+		::close(w.fd);
 	::unlink(path_.c_str());
 }
 
@@ -317,32 +318,68 @@ void Daemon::accept_loop()
 
 void Daemon::track_process(pid_t tgid)
 {
-	std::lock_guard lock(mu_);
-	connections_++;
-	if (!tracked_.insert(tgid).second)
-		return;
-	int pfd = sys_pidfd_open(tgid);
-	if (pfd < 0) {
-		tracked_.erase(tgid);
-		return;
+	bool ended = false;
+	{
+		std::lock_guard lock(mu_);
+		connections_++;
+		if (auto it = pidfds_.find(tgid); it != pidfds_.end()) {
+			pollfd p{it->second.fd, POLLIN, 0};
+			if (::poll(&p, 1, 0) != 1)
+				return;	// the process we know
+			// That process has exited and its pid already names
+			// another one (CRIU restores a process under its old
+			// pid): end the old one before serving the new one.
+			forget_process_locked(tgid);
+			ended = true;
+		}
 	}
-	pidfds_[pfd] = tgid;
+	if (ended)
+		guarded([&] { model_.process_exit(tgid); });
+	std::lock_guard lock(mu_);
+	int pfd = sys_pidfd_open(tgid);
+	if (pfd < 0)
+		return;
+	// epoll reports a token, not the fd number: a number closed here
+	// may be reused while the watcher still holds an old event for it.
+	const uint64_t token = next_token_++;
+	pidfds_[tgid] = PidWatch{pfd, token};
 	epoll_event ev{};
 	ev.events = EPOLLIN;
-	ev.data.fd = pfd;
+	ev.data.u64 = token;
 	::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pfd, &ev);
 }
 
-void Daemon::check_image(pid_t tgid, uint32_t image)
+void Daemon::forget_process_locked(pid_t tgid)
+{
+	auto it = pidfds_.find(tgid);
+	if (it == pidfds_.end())
+		return;
+	::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+	::close(it->second.fd);
+	pidfds_.erase(it);
+	vmas_.erase(tgid);
+	images_.erase(tgid);
+	exits_++;
+}
+
+void Daemon::check_image(pid_t tgid, uint32_t image, bool fresh_image)
 {
 	if (image == 0)
 		return;
 	{
 		std::lock_guard lock(mu_);
-		auto [it, fresh] = images_.try_emplace(tgid, image);
-		if (fresh || it->second == image)
+		auto [it, first] = images_.try_emplace(tgid, image);
+		if (first || it->second == image)
 			return;
 		it->second = image;
+		if (!fresh_image) {
+			// The same address space under another number: a
+			// restored process (forked by CRIU, whose number it sent
+			// first, continuing with the dumped memory). In the
+			// kernel its KFD context lives on with the mm.
+			restored_images_++;
+			return;
+		}
 		vmas_.erase(tgid);
 		execs_++;
 	}
@@ -362,10 +399,10 @@ void Daemon::watch_loop()
 			return;
 		}
 		for (int i = 0; i < n; i++) {
-			const int fd = evs[i].data.fd;
-			if (fd == stop_fd_)
+			const uint64_t token = evs[i].data.u64;
+			if (token == uint64_t(stop_fd_))
 				return;
-			if (fd == inotify_fd_) {
+			if (token == uint64_t(inotify_fd_)) {
 				alignas(inotify_event) char buf[4096];
 				for (;;) {
 					ssize_t r = ::read(inotify_fd_, buf, sizeof buf);
@@ -400,17 +437,13 @@ void Daemon::watch_loop()
 			pid_t tgid = 0;
 			{
 				std::lock_guard lock(mu_);
-				auto it = pidfds_.find(fd);
+				auto it = std::find_if(pidfds_.begin(), pidfds_.end(), [&](const auto &e) {
+					return e.second.token == evs[i].data.u64;
+				});
 				if (it == pidfds_.end())
-					continue;
-				tgid = it->second;
-				pidfds_.erase(it);
-				tracked_.erase(tgid);
-				vmas_.erase(tgid);
-				images_.erase(tgid);
-				exits_++;
-				::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-				::close(fd);
+					continue;	// already ended by track_process
+				tgid = it->first;
+				forget_process_locked(tgid);
 			}
 			guarded([&] { model_.process_exit(tgid); });
 		}
@@ -489,12 +522,13 @@ std::optional<std::string> Daemon::introspect_local(std::string_view query)
 		for (const auto &[wd, w] : watches_)
 			open_files += w.descriptions > 0;
 		return "{\"connections\":" + std::to_string(connections_) +
-		       ",\"processes\":" + std::to_string(tracked_.size()) +
+		       ",\"processes\":" + std::to_string(pidfds_.size()) +
 		       ",\"installed_descriptions\":" + std::to_string(installs_) +
 		       ",\"open_files\":" + std::to_string(open_files) +
 		       ",\"releases\":" + std::to_string(releases_) +
 		       ",\"process_exits\":" + std::to_string(exits_) +
-		       ",\"execs\":" + std::to_string(execs_) + "}";
+		       ",\"execs\":" + std::to_string(execs_) +
+		       ",\"restored_images\":" + std::to_string(restored_images_) + "}";
 	}
 	if (!query.starts_with("vmas"))
 		return std::nullopt;
@@ -593,7 +627,7 @@ void Daemon::serve(int conn, pid_t tgid)
 		if (rq.len && wire::recv_all(conn, payload.data(), rq.len))
 			break;
 
-		check_image(tgid, rq.image);
+		check_image(tgid, rq.image, rq.flags & wire::kReqFreshImage);
 		CallerImpl caller(*this, tgid, rq.tid);
 		wire::Reply rp{};
 		std::string out;

@@ -17,7 +17,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 
@@ -71,6 +70,10 @@ private:
 		int prot;
 		uint64_t ino;	// inode of the file actually mapped (0: unknown)
 	};
+	struct PidWatch {
+		int fd;		// pidfd
+		uint64_t token;	// its epoll data (> every fd number)
+	};
 	struct Watch {
 		FileKey key;
 		unsigned descriptions = 0;
@@ -80,7 +83,10 @@ private:
 	void serve(int conn, pid_t tgid);
 	void watch_loop();
 	void track_process(pid_t tgid);
-	void check_image(pid_t tgid, uint32_t image);
+	// Drops a process's pidfd and records (mu_ held); the caller tells
+	// the model.
+	void forget_process_locked(pid_t tgid);
+	void check_image(pid_t tgid, uint32_t image, bool fresh_image);
 	void vma_add(pid_t tgid, uint64_t start, uint64_t len, std::string path, uint64_t pgoff, int prot,
 		     uint64_t ino);
 	void vma_remove(pid_t tgid, uint64_t start, uint64_t len);
@@ -93,11 +99,12 @@ private:
 
 	std::mutex mu_;
 	std::map<int, Watch> watches_;			// inotify wd -> file
-	std::map<int, pid_t> pidfds_;			// pidfd -> tgid
-	std::set<pid_t> tracked_;
+	std::map<pid_t, PidWatch> pidfds_;		// tracked processes
+	uint64_t next_token_ = uint64_t(1) << 32;
 	std::map<pid_t, uint32_t> images_;		// tgid -> program image (exec detection)
 	std::map<pid_t, std::map<uint64_t, Vma>> vmas_;	// tgid -> start -> vma
-	uint64_t releases_ = 0, exits_ = 0, installs_ = 0, connections_ = 0, execs_ = 0;
+	uint64_t releases_ = 0, exits_ = 0, installs_ = 0, connections_ = 0, execs_ = 0,
+		 restored_images_ = 0;
 
 	friend class CallerImpl;
 };

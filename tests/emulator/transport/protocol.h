@@ -38,11 +38,19 @@ struct Request {
 	uint64_t dev, ino;
 	uint64_t a[5];
 	uint32_t len;
-	// Random per program image (0: not a shim, e.g. kfd-emu ctl). A new
-	// value from a known process means it exec'd: its old KFD context
-	// is gone, as the kernel's goes with the old mm.
+	// Random per program image (0: not a shim, e.g. kfd-emu ctl).
 	uint32_t image;
+	// kReqFreshImage: this program image has not had a reply from the
+	// daemon yet. A known process sending a new `image` with this flag
+	// exec'd (its old KFD context is gone, as the kernel's goes with the
+	// mm exec replaced); a new `image` without it is the same address
+	// space continuing under the number held in its memory (a CRIU
+	// restore: the restorer forks from CRIU, then the dumped memory, with
+	// the dumped shim's number, takes over), so nothing ends.
+	uint32_t flags;
+	uint32_t pad;
 };
+inline constexpr uint32_t kReqFreshImage = 1;
 
 // Result for calls on a file the daemon does not know: the shim falls back
 // to the real function.
