@@ -3,7 +3,11 @@
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-compiler
-      libhsakmt-dev libcriterion-dev asciidoctor python3)
+      libhsakmt-dev libcriterion-dev asciidoctor python3
+      # CRIU's own build (scripts/build-criu.sh, for the realcriu tests)
+      libprotobuf-dev protobuf-compiler python3-protobuf libnl-3-dev libnet1-dev
+      libcap-dev libbsd-dev uuid-dev libgnutls28-dev libnftables-dev libaio-dev
+      xz-utils binutils)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
