@@ -90,6 +90,10 @@ while read -r sum name; do
 			echo "build-criu: criu $version: build FAILED (log: $out/criu-$version.build.log)" >&2
 			exit 1
 		fi
+		if [ ! -x "$bin" ]; then
+			echo "build-criu: criu $version: make succeeded but made no $bin" >&2
+			exit 1
+		fi
 		echo "$sum" >"$dir/.tarball-sha256"
 	fi
 	printf '%s\t%s\n' "$version" "$bin" >>"$tmp_list"
