@@ -13,10 +13,13 @@
 //   dup/fork/SCM_RIGHTS/pidfd_getfd need no interposition at all.
 // - ioctl and mmap on such fds go to the daemon; stat/readlink/statfs of
 //   them are answered as the kernel would for the real device.
+// - /proc/<pid>/{maps,smaps,map_files} show device mappings as the kernel
+//   shows a real GPU's (for a dumper such as CRIU with the shim loaded).
 //
 // The only mutable globals are the ones an interposer needs: the lazily
-// loaded configuration, the per-thread daemon connection, a describe cache,
-// the process's device mappings and a bitmap of "unreadable" sysfs fds.
+// loaded configuration, the per-thread daemon connection, the fresh-image
+// flag, a describe cache, the process's device mappings and a bitmap of
+// "unreadable" sysfs fds.
 #include "../transport/protocol.h"
 
 #include <dirent.h>
@@ -34,6 +37,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -102,6 +106,8 @@ F real_fn(std::atomic<void *> &slot, const char *name)
 // Configuration (read once).
 // ---------------------------------------------------------------------------
 
+using OpenFn = int (*)(const char *, int, ...);
+
 struct Config {
 	bool active = false;
 	std::string root, socket;
@@ -109,11 +115,19 @@ struct Config {
 	std::vector<std::string> unreadable;
 	dev_t memfd_dev = 0;
 	uint32_t image = 0;	// see wire::Request::image
+	// KFDEMU_CONNECT=per-call: one daemon connection per call, closed
+	// after it, so no connection fd stays in the process (CRIU: its
+	// restored tasks are forked from it and keep every fd it leaves).
+	bool per_call = false;
+	// The root's device nodes (empty files): (st_dev, st_ino) -> path.
+	// An fd on one of them (a dumper's open of a device mapping through
+	// /proc/<pid>/map_files) is reported as the device.
+	dev_t node_dev = 0;
+	std::map<ino_t, std::string> nodes;
 };
 
 std::vector<std::string> read_lines(const std::string &path)
 {
-	using OpenFn = int (*)(const char *, int, ...);
 	REAL(open, OpenFn);
 	REAL(read, ssize_t (*)(int, void *, size_t));
 	REAL(close, int (*)(int));
@@ -162,6 +176,23 @@ Config *load_config()
 	while (img == 0 && ::getrandom(&img, sizeof img, 0) == sizeof img) {
 	}
 	c->image = img ? img : uint32_t(::getpid()) | 1u;
+	const char *conn = std::getenv("KFDEMU_CONNECT");
+	c->per_call = conn && std::string_view(conn) == "per-call";
+	REAL(stat, int (*)(const char *, struct stat *));
+	auto add_node = [&](const std::string &path) {
+		if (real_stat((c->root + path).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+			c->node_dev = st.st_dev;
+			c->nodes[st.st_ino] = path;
+		}
+	};
+	add_node("/dev/kfd");
+	REAL(opendir, DIR *(*)(const char *));
+	if (DIR *d = real_opendir((c->root + "/dev/dri").c_str())) {
+		while (dirent *e = ::readdir(d))
+			if (std::string_view(e->d_name).starts_with("renderD"))
+				add_node(std::string("/dev/dri/") + e->d_name);
+		::closedir(d);
+	}
 	c->active = true;
 	return c;
 }
@@ -195,9 +226,14 @@ struct DevPath {
 std::string normalize(const char *path)
 {
 	std::string s;
-	for (const char *p = path; *p; p++)
-		if (!(*p == '/' && !s.empty() && s.back() == '/'))
-			s += *p;
+	for (const char *p = path; *p; p++) {
+		if (*p == '/' && !s.empty() && s.back() == '/')
+			continue;
+		// "/./" is "/" (a dumper's fstatat(root_fd, "./dev/kfd")).
+		if (*p == '.' && (p[1] == '/' || !p[1]) && !s.empty() && s.back() == '/')
+			continue;
+		s += *p;
+	}
 	while (s.size() > 1 && s.back() == '/')
 		s.pop_back();
 	return s;
@@ -229,6 +265,49 @@ DevPath device_path(const std::string &p)
 	return d;
 }
 
+// /proc/<pid>/{maps,smaps} and /proc/<pid>/map_files/<start>-<end>: the
+// files in which the kernel shows a process's mappings. The shim presents
+// its device mappings there as the kernel shows a real GPU's (see
+// proc_maps_fd and map_file_fd).
+struct ProcPath {
+	enum Kind { None, Maps, Smaps, MapFile } kind = None;
+	pid_t pid = 0;
+	uint64_t start = 0, end = 0;	// MapFile
+};
+
+ProcPath proc_path(const std::string &p)
+{
+	ProcPath r;
+	if (!p.starts_with("/proc/"))
+		return r;
+	const size_t slash = p.find('/', 6);
+	if (slash == std::string::npos)
+		return r;
+	const std::string_view who = std::string_view(p).substr(6, slash - 6);
+	unsigned pid = 0;
+	if (who == "self")
+		pid = unsigned(::getpid());
+	else if (!parse_uint(who, &pid) || pid == 0)
+		return r;
+	const std::string_view rest = std::string_view(p).substr(slash + 1);
+	r.pid = pid_t(pid);
+	if (rest == "maps")
+		r.kind = ProcPath::Maps;
+	else if (rest == "smaps")
+		r.kind = ProcPath::Smaps;
+	else if (rest.starts_with("map_files/")) {
+		unsigned long long s = 0, e = 0;
+		char tail = 0;
+		const std::string range(rest.substr(10));
+		if (std::sscanf(range.c_str(), "%llx-%llx%c", &s, &e, &tail) == 2 && s < e) {
+			r.kind = ProcPath::MapFile;
+			r.start = s;
+			r.end = e;
+		}
+	}
+	return r;
+}
+
 // The root-relative path for a redirected absolute path, or nullopt.
 std::optional<std::string> redirect(const char *path)
 {
@@ -247,7 +326,10 @@ std::optional<std::string> redirect(const char *path)
 
 // A path relative to a directory fd inside the private root (an opendir
 // of /dev/dri, a topology node directory): the absolute path the program
-// means, so device and redirect rules apply to it as well.
+// means, so device and redirect rules apply to it as well. Relative to a
+// directory elsewhere, only when the result is a device node or one of the
+// /proc files the shim presents (CRIU reaches them relative to its /proc
+// and root directory fds).
 std::optional<std::string> logical_at(int dirfd, const char *path)
 {
 	if (!path || path[0] == '/' || !*path || dirfd < 0)
@@ -261,8 +343,14 @@ std::optional<std::string> logical_at(int dirfd, const char *path)
 	if (n <= 0)
 		return std::nullopt;
 	std::string d(dir, size_t(n));
-	if (d.size() <= c.root.size() || d.compare(0, c.root.size(), c.root) != 0 || d[c.root.size()] != '/')
+	if (d.size() <= c.root.size() || d.compare(0, c.root.size(), c.root) != 0 || d[c.root.size()] != '/') {
+		if (d.empty() || d[0] != '/')
+			return std::nullopt;	// not a directory path (socket:, anon_inode:)
+		std::string abs = normalize((d + "/" + path).c_str());
+		if (device_path(abs).kind != Dev::None || proc_path(abs).kind != ProcPath::None)
+			return abs;
 		return std::nullopt;
+	}
 	return d.substr(c.root.size()) + "/" + path;
 }
 
@@ -464,9 +552,10 @@ int call(wire::Request rq, std::string_view payload, Response *out)
 	rq.len = uint32_t(payload.size());
 	std::string msg(reinterpret_cast<const char *>(&rq), sizeof rq);
 	msg.append(payload);
-	if (t_busy) {
+	if (t_busy || config().per_call) {
 		// Re-entered (a signal handler on this thread): the thread's
-		// connection is mid-request, use a private one.
+		// connection is mid-request, use a private one. Also every
+		// call in per-call mode.
 		int s = connect_daemon();
 		if (s < 0)
 			return s;
@@ -608,9 +697,24 @@ void fake_chr(struct stat *st, unsigned major, unsigned minor, mode_t perm)
 	st->st_ctim = keep.st_ctim;
 }
 
+DevPath node_of(const struct stat &st)
+{
+	const Config &c = config();
+	if (!c.active || c.nodes.empty() || !S_ISREG(st.st_mode) || st.st_dev != c.node_dev)
+		return {};
+	auto it = c.nodes.find(st.st_ino);
+	return it == c.nodes.end() ? DevPath{} : device_path(it->second);
+}
+
 // fstat answers for an emulated file; false when `st` is not one.
 bool fake_fstat_of(struct stat *st)
 {
+	// A device node of the root seen through an fd (see Config::nodes):
+	// what stat() of the device path answers.
+	if (const DevPath d = node_of(*st); d.kind != Dev::None) {
+		fake_chr(st, d.kind == Dev::Kfd ? kKfdMajor : kDrmMajor, d.minor, 0666);
+		return true;
+	}
 	Key k;
 	if (!key_of(*st, &k))
 		return false;
@@ -662,10 +766,199 @@ int fail(int err)
 }
 
 // ---------------------------------------------------------------------------
+// /proc/<pid>/{maps,smaps,map_files}: device mappings as the kernel shows them.
+// ---------------------------------------------------------------------------
+//
+// The kernel sees a device mapping as a mapping of the model's memfd at the
+// memfd's offset. A real GPU's shows the device path, the mmap offset the
+// program passed and the device node's dev/inode; a dumper (CRIU) decides
+// by that what the mapping is and which plugin gets it. So /proc/<pid>/maps
+// and smaps are presented with the daemon's records (`vmas <pid>`) laid over
+// the kernel's lines, and /proc/<pid>/map_files/<range> of a device mapping
+// opens the root's device node (fstat reports the device, readlink its path).
+
+struct DevVma {
+	uint64_t start = 0, end = 0, pgoff = 0;
+	std::string path;
+};
+
+// The daemon's records of `pid`'s /dev/kfd and render-node mappings, by
+// start address. dma-buf mappings are left as the kernel shows them.
+std::vector<DevVma> device_vmas(pid_t pid)
+{
+	std::vector<DevVma> out;
+	wire::Request rq{};
+	rq.op = wire::Op::Introspect;
+	Response r;
+	if (call(rq, "vmas " + std::to_string(pid), &r) || r.rp.result < 0)
+		return out;
+	REAL(close, int (*)(int));
+	for (int f : r.fds)
+		real_close(f);
+	// {"pid":N,"vmas":[{"start":S,"end":E,"pgoff":O,"prot":"rw-","path":"P"..},..]}
+	const std::string &js = r.payload;
+	for (size_t pos = js.find("{\"start\":"); pos != std::string::npos; pos = js.find("{\"start\":", pos + 1)) {
+		unsigned long long st = 0, en = 0, off = 0;
+		if (std::sscanf(js.c_str() + pos, "{\"start\":%llu,\"end\":%llu,\"pgoff\":%llu", &st, &en, &off) != 3)
+			continue;
+		const size_t p = js.find("\"path\":\"", pos);
+		const size_t q = p == std::string::npos ? p : js.find('"', p + 8);
+		if (q == std::string::npos)
+			continue;
+		DevVma v{st, en, off, js.substr(p + 8, q - p - 8)};
+		const Dev kind = device_path(v.path).kind;
+		if (kind == Dev::Kfd || kind == Dev::Render)
+			out.push_back(std::move(v));
+	}
+	std::sort(out.begin(), out.end(), [](const DevVma &a, const DevVma &b) { return a.start < b.start; });
+	return out;
+}
+
+ino_t node_ino(const std::string &path)
+{
+	for (const auto &[ino, p] : config().nodes)
+		if (p == path)
+			return ino;
+	return 0;
+}
+
+// One maps line in the kernel's format (show_map_vma: the path padded to
+// column 73).
+std::string maps_line(uint64_t start, uint64_t end, std::string_view perms, uint64_t off, unsigned maj,
+		      unsigned min, uint64_t ino, std::string_view path)
+{
+	char head[160];
+	int n = std::snprintf(head, sizeof head, "%08llx-%08llx %.*s %08llx %02x:%02x %llu ",
+			      (unsigned long long)start, (unsigned long long)end, int(perms.size()), perms.data(),
+			      (unsigned long long)off, maj, min, (unsigned long long)ino);
+	std::string l(head, size_t(std::max(n, 0)));
+	if (!path.empty()) {
+		if (l.size() < 73)
+			l.resize(73, ' ');
+		l += path;
+	}
+	return l + "\n";
+}
+
+// The text of /proc/<pid>/maps or smaps with `vmas` laid over it: a kernel
+// VMA is cut where device records begin and end (the kernel merges adjacent
+// mappings of one memfd), each piece keeps the VMA's other lines (smaps).
+std::string present_maps(const std::string &text, const std::vector<DevVma> &vmas)
+{
+	std::string out;
+	size_t i = 0;
+	while (i < text.size()) {
+		size_t eol = text.find('\n', i);
+		if (eol == std::string::npos)
+			eol = text.size();
+		const std::string line = text.substr(i, eol - i);
+		i = eol + 1;
+		unsigned long long s = 0, e = 0, off = 0, ino = 0;
+		unsigned maj = 0, min = 0;
+		char perms[8] = {};
+		int path_at = 0;
+		if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %x:%x %llu %n", &s, &e, perms, &off, &maj, &min,
+				&ino, &path_at) < 7) {
+			out += line + "\n";
+			continue;
+		}
+		// The VMA's other lines (smaps): up to the next header.
+		std::string body;
+		while (i < text.size()) {
+			size_t nl = text.find('\n', i);
+			if (nl == std::string::npos)
+				nl = text.size();
+			unsigned long long a = 0, b = 0;
+			char c = 0;
+			if (std::sscanf(text.c_str() + i, "%llx-%llx%c", &a, &b, &c) == 3 && c == ' ')
+				break;
+			body.append(text, i, nl - i).append("\n");
+			i = nl + 1;
+		}
+		const std::string_view path = path_at > 0 ? std::string_view(line).substr(size_t(path_at)) : "";
+		uint64_t cur = s;
+		for (const DevVma &v : vmas) {
+			if (v.end <= cur || v.start >= e)
+				continue;
+			if (v.start > cur) {
+				out += maps_line(cur, v.start, perms, off + (cur - s), maj, min, ino, path) + body;
+				cur = v.start;
+			}
+			const uint64_t pe = std::min<uint64_t>(e, v.end);
+			// fake_chr's st_dev (0:5) and the root node's inode.
+			out += maps_line(cur, pe, perms, v.pgoff + (cur - v.start), 0, 5, node_ino(v.path), v.path) + body;
+			cur = pe;
+		}
+		if (cur < e)
+			out += maps_line(cur, e, perms, off + (cur - s), maj, min, ino, path) + body;
+	}
+	return out;
+}
+
+// open() of /proc/<pid>/{maps,smaps,map_files/..}: an fd, -1 (errno), or 1
+// when the kernel's file is the answer (no device mapping involved).
+int open_proc(const ProcPath &pp, int flags)
+{
+	if (pp.kind == ProcPath::None || ((flags & O_ACCMODE) != O_RDONLY && !(flags & O_PATH)))
+		return 1;
+	const std::vector<DevVma> vmas = device_vmas(pp.pid);
+	if (vmas.empty())
+		return 1;
+	REAL(open, OpenFn);
+	REAL(read, ssize_t (*)(int, void *, size_t));
+	REAL(close, int (*)(int));
+	if (pp.kind == ProcPath::MapFile) {
+		for (const DevVma &v : vmas)
+			if (v.start <= pp.start && pp.end <= v.end)
+				return real_open((config().root + v.path).c_str(),
+						 flags & (O_ACCMODE | O_PATH | O_CLOEXEC | O_NOFOLLOW));
+		return 1;
+	}
+	const std::string src = "/proc/" + std::to_string(pp.pid) + (pp.kind == ProcPath::Maps ? "/maps" : "/smaps");
+	int fd = real_open(src.c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	std::string text;
+	char buf[8192];
+	ssize_t n;
+	while ((n = real_read(fd, buf, sizeof buf)) > 0)
+		text.append(buf, size_t(n));
+	real_close(fd);
+	if (n < 0)
+		return -1;
+	const std::string shown = present_maps(text, vmas);
+	int m = ::memfd_create("kfdemu-maps", (flags & O_CLOEXEC) ? MFD_CLOEXEC : 0);
+	if (m < 0)
+		return -1;
+	for (size_t done = 0; done < shown.size();) {
+		ssize_t w = ::write(m, shown.data() + done, shown.size() - done);
+		if (w <= 0) {
+			const int e = errno;
+			real_close(m);
+			return fail(w < 0 ? e : EIO);
+		}
+		done += size_t(w);
+	}
+	::lseek(m, 0, SEEK_SET);
+	return m;
+}
+
+// readlink() of /proc/<pid>/map_files/<range> of a device mapping.
+std::optional<std::string> map_file_link(const std::string &p)
+{
+	const ProcPath pp = proc_path(p);
+	if (pp.kind != ProcPath::MapFile)
+		return std::nullopt;
+	for (const DevVma &v : device_vmas(pp.pid))
+		if (v.start <= pp.start && pp.end <= v.end)
+			return v.path;
+	return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------
 // open.
 // ---------------------------------------------------------------------------
 
-using OpenFn = int (*)(const char *, int, ...);
 using OpenAtFn = int (*)(int, const char *, int, ...);
 
 // Device open through the daemon; 1 when `path` is not a device path.
@@ -708,6 +1001,9 @@ int do_open(int dirfd, const char *path, int flags, mode_t mode, bool at)
 	}
 	if (c.active && path && path[0] == '/') {
 		int r = open_device(path, flags);
+		if (r != 1)
+			return r;
+		r = open_proc(proc_path(normalize(path)), flags);
 		if (r != 1)
 			return r;
 		if (auto rp = redirect(path)) {
@@ -852,6 +1148,9 @@ ssize_t do_readlink(const char *path, char *buf, size_t len)
 	REAL(readlink, ssize_t (*)(const char *, char *, size_t));
 	if (auto l = emulated_link(path))
 		return copy_link(*l, buf, len);
+	if (config().active && path)
+		if (auto l = map_file_link(normalize(path)))
+			return copy_link(*l, buf, len);
 	if (auto rp = redirect(path))
 		return real_readlink(rp->c_str(), buf, len);
 	if (config().active && path && is_proc_fd_path(normalize(path))) {

@@ -117,3 +117,16 @@ kfdemu_test_executable(kfdemu_test_image ${KFDEMU_TESTS}/test_image.cpp)
 target_link_libraries(kfdemu_test_image PRIVATE amdcr_kernel_headers)
 kfdemu_add_test(emu_image_MI100 kfdemu_test_image LAUNCHER --machine MI100)
 set_tests_properties(emu_image_MI100 PROPERTIES SKIP_RETURN_CODE 77)
+
+# --- real CRIU on the emulated GPU: adapter, wrapper, emu_realcriu_* ----------
+if(EXISTS ${KFDEMU_DIR}/criu/criu.cmake)
+  include(${KFDEMU_DIR}/criu/criu.cmake)
+endif()
+
+# --- /proc/<pid>/{maps,smaps,map_files} as a dumper sees them; per-call mode --
+kfdemu_test_executable(kfdemu_test_procmaps ${KFDEMU_TESTS}/test_procmaps.cpp)
+target_link_libraries(kfdemu_test_procmaps PRIVATE PkgConfig::LIBDRM)
+foreach(m MI100 2xMI210)
+  kfdemu_add_test(emu_procmaps_${m} kfdemu_test_procmaps LAUNCHER --machine ${m})
+  set_tests_properties(emu_procmaps_${m} PROPERTIES SKIP_RETURN_CODE 77)
+endforeach()
