@@ -53,6 +53,14 @@ if(NOT AMDCR_SANITIZE)
     LAUNCHER --machine 2xMI210 ARGS --machine 2xMI210)
 endif()
 
+# --- CPUs and NUMA nodes: generated from the profile, self-consistent ---------
+kfdemu_test_executable(kfdemu_test_cpus ${KFDEMU_TESTS}/test_cpus.cpp)
+foreach(m MI100 8xMI300X)
+  kfdemu_add_test(emu_cpus_${m} kfdemu_test_cpus LAUNCHER --machine ${m} ARGS --machine ${m})
+endforeach()
+kfdemu_add_test(emu_cpus_custom kfdemu_test_cpus
+  LAUNCHER --machine ${KFDEMU_TESTS}/custom.machine ARGS --machine ${KFDEMU_TESTS}/custom.machine)
+
 # --- (a) libhsakmt 5.2.3, unmodified -------------------------------------------
 # Linked by name: the pkg-config file adds an include directory that Debian
 # does not ship.
@@ -68,6 +76,16 @@ if(KFDEMU_HSAKMT_LIB)
   kfdemu_add_test(emu_hsakmt_remapped kfdemu_test_hsakmt
     LAUNCHER --machine 2xMI210 --gpu-ids 0x1a2b,0x3c4d --minors 130,131
     ARGS --machine 2xMI210 --gpu-ids 0x1a2b,0x3c4d --minors 130,131)
+  # The same client where the host's /sys/devices/system/cpu/cpu<N> hold
+  # nothing but topology/ (minimal VM kernels): NOT RUN (77) only where a
+  # private mount namespace is not permitted.
+  foreach(m MI100 8xMI300X)
+    add_test(NAME emu_hsakmt_bare_sys_${m}
+      COMMAND ${KFDEMU_TESTS}/bare_sys.sh $<TARGET_FILE:kfd-emu> --machine ${m}
+              -- $<TARGET_FILE:kfdemu_test_hsakmt> --machine ${m})
+    set_tests_properties(emu_hsakmt_bare_sys_${m} PROPERTIES
+      TIMEOUT 120 LABELS emulator SKIP_RETURN_CODE 77)
+  endforeach()
 endif()
 
 # --- (b) libdrm_amdgpu 2.4.114: init, BOs, dma-buf, SDMA through CS ------------

@@ -265,10 +265,14 @@ std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor,
 					*error = "link to node " + std::to_string(l.node_to) + ": no such node";
 					return std::nullopt;
 				}
+	// A CPU node's cpu_core_id_base is the APIC id of its first core; the
+	// emulated APIC ids number the nodes' cores one node after the other.
+	uint64_t apic_base = 0;
 	for (uint32_t c = 0; c < ncpu; c++) {
 		auto &b = cpus[c];
 		if (!b.props.count("cpu_core_id_base"))
-			b.props["cpu_core_id_base"] = c * b.props["cpu_cores_count"];
+			b.props["cpu_core_id_base"] = apic_base;
+		apic_base += b.props["cpu_cores_count"];
 		NodeDesc n = emit(b, false);
 		MemBankDesc bank;
 		bank.heap_type = 0;

@@ -6,12 +6,14 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <vector>
 
@@ -126,6 +128,220 @@ uint64_t prop(const NodeDesc &n, std::string_view key)
 	return 0;
 }
 
+// ---------------------------------------------------------------------------
+// CPUs. Every CPU node has cpu_cores_count CPUs (the profile's `cores`), no
+// SMT. CPU numbers go round-robin over the nodes (cpu0 node 0, cpu1 node 1,
+// ...; a node whose cores are used up drops out), so that the lowest numbers
+// cover every node. The first get_nprocs() of them are online, the rest are
+// shown as the kernel shows offline CPUs (present, no topology/ or cache/):
+// libhsakmt 5.2.3 sizes its table of /proc/cpuinfo entries by get_nprocs()
+// and indexes it by the CPU numbers it finds under node<N>/, so no number it
+// can see may reach past the count glibc gives the program.
+// ---------------------------------------------------------------------------
+
+struct Cpu {
+	size_t node;		// CPU node (NUMA node) index
+	uint32_t core;		// index within the node (= core_id)
+	uint32_t apicid;	// cpu_core_id_base of the node + core
+	bool online;
+};
+
+// One level of the default hierarchy, per CPU node (Zen-4-like).
+struct CpuCache {
+	uint32_t level;
+	const char *type;	// "Data", "Instruction", "Unified"
+	uint32_t size_kb, ways;
+	uint32_t shared_cores;	// consecutive cores of one node sharing it
+};
+constexpr uint32_t kCpuLineSize = 64;
+constexpr CpuCache kCpuCaches[] = {
+	{1, "Data", 32, 8, 1},
+	{1, "Instruction", 32, 8, 1},
+	{2, "Unified", 1024, 8, 1},
+	{3, "Unified", 32768, 16, 8},
+};
+
+std::vector<Cpu> cpu_layout(const std::vector<const NodeDesc *> &nodes, size_t online)
+{
+	std::vector<uint32_t> left, next(nodes.size(), 0);
+	size_t total = 0;
+	for (const NodeDesc *n : nodes) {
+		left.push_back(uint32_t(std::max<uint64_t>(1, prop(*n, "cpu_cores_count"))));
+		total += left.back();
+	}
+	std::vector<Cpu> cpus;
+	while (cpus.size() < total)
+		for (size_t i = 0; i < nodes.size(); i++)
+			if (left[i]) {
+				left[i]--;
+				const uint32_t core = next[i]++;
+				cpus.push_back({i, core, uint32_t(prop(*nodes[i], "cpu_core_id_base")) + core,
+						cpus.size() < online});
+			}
+	return cpus;
+}
+
+// A cpumask as the kernel prints it ("%*pb"): 32-bit hex groups, most
+// significant first, comma separated, `nbits` wide.
+std::string cpu_mask(const std::vector<bool> &bits)
+{
+	const size_t n = bits.size();
+	std::string out;
+	for (size_t g = (n + 31) / 32; g-- > 0;) {
+		uint32_t word = 0;
+		for (size_t b = 0; b < 32 && g * 32 + b < n; b++)
+			if (bits[g * 32 + b])
+				word |= 1u << b;
+		const size_t width = g * 32 + 32 <= n ? 8 : (n - g * 32 + 3) / 4;
+		char buf[16];
+		std::snprintf(buf, sizeof buf, "%0*x", int(width), word);
+		out += std::string(out.empty() ? "" : ",") + buf;
+	}
+	return out + "\n";
+}
+
+// A cpu list as the kernel prints it ("%*pbl"): "0-3,8,10-11".
+std::string cpu_list(const std::vector<bool> &bits)
+{
+	std::string out;
+	for (size_t i = 0; i < bits.size(); i++) {
+		if (!bits[i])
+			continue;
+		size_t j = i;
+		while (j + 1 < bits.size() && bits[j + 1])
+			j++;
+		out += (out.empty() ? "" : ",") + std::to_string(i) + (j > i ? "-" + std::to_string(j) : "");
+		i = j;
+	}
+	return out + "\n";
+}
+
+// Online CPUs matching `pred`, as a bitmap over every possible CPU.
+template <typename Pred>
+std::vector<bool> cpus_where(const std::vector<Cpu> &cpus, Pred pred)
+{
+	std::vector<bool> bits(cpus.size());
+	for (size_t k = 0; k < cpus.size(); k++)
+		bits[k] = cpus[k].online && pred(cpus[k]);
+	return bits;
+}
+
+void write_cpus(Writer &w, const MachineDesc &m, std::string *redirects)
+{
+	std::vector<const NodeDesc *> nodes;
+	for (const auto &n : m.nodes)
+		if (!n.is_gpu)
+			nodes.push_back(&n);
+	if (nodes.empty())
+		return;
+	*redirects += "/sys/devices/system/node\n/sys/devices/system/cpu\n/proc/cpuinfo\n";
+	const size_t nn = nodes.size();
+	// Every node needs one online CPU (the kernel's KFD lists no CPU node
+	// without); on a host with fewer CPUs than nodes that exceeds get_nprocs().
+	const auto cpus = cpu_layout(nodes, std::max<size_t>(nn, size_t(std::max(1, ::get_nprocs()))));
+	const size_t total = cpus.size();
+	const auto all = [](const Cpu &) { return true; };
+	const std::string last = std::to_string(total - 1);
+	const std::string sys = "sys/devices/system/cpu";
+
+	std::vector<bool> possible(total, true);
+	w.file(sys + "/possible", cpu_list(possible));
+	w.file(sys + "/present", cpu_list(possible));
+	w.file(sys + "/online", cpu_list(cpus_where(cpus, all)));
+	std::vector<bool> offline(total);
+	for (size_t k = 0; k < total; k++)
+		offline[k] = !cpus[k].online;
+	w.file(sys + "/offline", cpu_list(offline));
+	w.file(sys + "/kernel_max", "8191\n");	// Debian's CONFIG_NR_CPUS - 1
+
+	std::string cpuinfo;
+	for (size_t k = 0; k < total; k++) {
+		const Cpu &c = cpus[k];
+		const std::string dir = sys + "/cpu" + std::to_string(k);
+		if (k)	// cpu0 cannot be taken offline: no `online` file
+			w.file(dir + "/online", c.online ? "1\n" : "0\n", 0644);
+		const std::string node = "node" + std::to_string(c.node);
+		w.link(dir + "/" + node, rel_link("/" + dir, "/sys/devices/system/node/" + node));
+		if (!c.online) {
+			w.dir(dir);
+			continue;
+		}
+		const auto self = cpus_where(cpus, [&](const Cpu &o) { return &o == &c; });
+		const auto package = cpus_where(cpus, [&](const Cpu &o) { return o.node == c.node; });
+		const std::string t = dir + "/topology/";
+		w.file(t + "physical_package_id", std::to_string(c.node) + "\n");
+		w.file(t + "die_id", std::to_string(c.node) + "\n");
+		w.file(t + "cluster_id", std::to_string(c.core / kCpuCaches[3].shared_cores) + "\n");
+		w.file(t + "core_id", std::to_string(c.core) + "\n");
+		for (const auto &[name, bits] : {std::pair{"core_cpus", &self}, std::pair{"thread_siblings", &self},
+						  std::pair{"core_siblings", &package},
+						  std::pair{"package_cpus", &package},
+						  std::pair{"die_cpus", &package}}) {
+			w.file(t + name, cpu_mask(*bits));
+			w.file(t + name + "_list", cpu_list(*bits));
+		}
+		for (size_t i = 0; i < std::size(kCpuCaches); i++) {
+			const CpuCache &cc = kCpuCaches[i];
+			const uint32_t group = c.core / cc.shared_cores;
+			const auto shared = cpus_where(cpus, [&](const Cpu &o) {
+				return o.node == c.node && o.core / cc.shared_cores == group;
+			});
+			// Cache ids count the instances of a level machine-wide.
+			uint32_t id = group;
+			for (size_t n = 0; n < c.node; n++) {
+				const uint32_t cores = uint32_t(std::max<uint64_t>(1, prop(*nodes[n], "cpu_cores_count")));
+				id += (cores + cc.shared_cores - 1) / cc.shared_cores;
+			}
+			const std::string d = dir + "/cache/index" + std::to_string(i) + "/";
+			w.file(d + "id", std::to_string(id) + "\n");
+			w.file(d + "level", std::to_string(cc.level) + "\n");
+			w.file(d + "type", std::string(cc.type) + "\n");
+			w.file(d + "size", std::to_string(cc.size_kb) + "K\n");
+			w.file(d + "coherency_line_size", std::to_string(kCpuLineSize) + "\n");
+			w.file(d + "ways_of_associativity", std::to_string(cc.ways) + "\n");
+			w.file(d + "number_of_sets",
+			       std::to_string(cc.size_kb * 1024 / (kCpuLineSize * cc.ways)) + "\n");
+			w.file(d + "physical_line_partition", "1\n");
+			w.file(d + "shared_cpu_map", cpu_mask(shared));
+			w.file(d + "shared_cpu_list", cpu_list(shared));
+		}
+		const uint64_t cores = std::max<uint64_t>(1, prop(*nodes[c.node], "cpu_cores_count"));
+		cpuinfo += "processor\t: " + std::to_string(k) +
+			   "\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+			   "model name\t: AMD EPYC " + std::to_string(cores) + "-Core Processor (emulated)\n"
+			   "stepping\t: 1\ncache size\t: 1024 KB\nphysical id\t: " + std::to_string(c.node) +
+			   "\nsiblings\t: " + std::to_string(std::count(package.begin(), package.end(), true)) +
+			   "\ncore id\t\t: " + std::to_string(c.core) +
+			   "\ncpu cores\t: " + std::to_string(std::count(package.begin(), package.end(), true)) +
+			   "\napicid\t\t: " + std::to_string(c.apicid) +
+			   "\ninitial apicid\t: " + std::to_string(c.apicid) +
+			   "\nfpu\t\t: yes\nflags\t\t: fpu tsc cx8 cmov mmx fxsr sse sse2 syscall nx lm\n"
+			   "clflush size\t: 64\ncache_alignment\t: 64\n"
+			   "address sizes\t: 48 bits physical, 48 bits virtual\n\n";
+	}
+	w.file("proc/cpuinfo", cpuinfo);
+
+	const std::string nodes_dir = "sys/devices/system/node";
+	const std::string range = nn > 1 ? "0-" + std::to_string(nn - 1) + "\n" : "0\n";
+	for (const char *f : {"possible", "online", "has_cpu", "has_normal_memory"})
+		w.file(nodes_dir + "/" + f, range);
+	for (size_t i = 0; i < nn; i++) {
+		const std::string nd = nodes_dir + "/node" + std::to_string(i);
+		const auto mine = cpus_where(cpus, [&](const Cpu &o) { return o.node == i; });
+		w.file(nd + "/cpulist", cpu_list(mine));
+		w.file(nd + "/cpumap", cpu_mask(mine));
+		for (size_t k = 0; k < total; k++)
+			if (cpus[k].node == i)
+				w.link(nd + "/cpu" + std::to_string(k),
+				       rel_link("/" + nd, "/" + sys + "/cpu" + std::to_string(k)));
+		const uint64_t kb = nodes[i]->mem_banks.empty() ? 0 : nodes[i]->mem_banks[0].size_in_bytes >> 10;
+		const std::string pre = "Node " + std::to_string(i) + " ";
+		w.file(nd + "/meminfo", pre + "MemTotal:       " + std::to_string(kb) + " kB\n" + pre +
+						"MemFree:        " + std::to_string(kb / 2) + " kB\n" + pre +
+						"MemUsed:        " + std::to_string(kb - kb / 2) + " kB\n");
+	}
+}
+
 } // namespace
 
 std::string properties_text(const NodeDesc &n)
@@ -211,36 +427,10 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 		}
 	}
 
-	// NUMA nodes as the machine has them (libhsakmt walks node<N>/cpu* for
-	// CPU cache information): each CPU node gets a share of the host's
-	// CPUs, linked to the real /sys/devices/system/cpu/cpu<K>.
-	std::vector<const NodeDesc *> cpus;
-	for (const auto &n : m.nodes)
-		if (!n.is_gpu)
-			cpus.push_back(&n);
-	if (!gpus.empty() && !cpus.empty()) {
-		redirects += "/sys/devices/system/node\n";
-		const long host = std::max(1L, ::sysconf(_SC_NPROCESSORS_CONF));
-		const size_t nn = cpus.size();
-		w.file("sys/devices/system/node/possible", "0-" + std::to_string(nn - 1) + "\n");
-		w.file("sys/devices/system/node/online", "0-" + std::to_string(nn - 1) + "\n");
-		w.file("sys/devices/system/node/has_cpu", "0-" + std::to_string(nn - 1) + "\n");
-		w.file("sys/devices/system/node/has_normal_memory", "0-" + std::to_string(nn - 1) + "\n");
-		for (size_t i = 0; i < nn; i++) {
-			long first = long(i) * host / long(nn), last = long(i + 1) * host / long(nn) - 1;
-			if (last < first)
-				first = last = std::min<long>(long(i), host - 1);
-			const std::string nd = "sys/devices/system/node/node" + std::to_string(i);
-			w.file(nd + "/cpulist", std::to_string(first) + "-" + std::to_string(last) + "\n");
-			const uint64_t kb = cpus[i]->mem_banks.empty() ? 0 : cpus[i]->mem_banks[0].size_in_bytes >> 10;
-			const std::string pre = "Node " + std::to_string(i) + " ";
-			w.file(nd + "/meminfo", pre + "MemTotal:       " + std::to_string(kb) + " kB\n" + pre +
-							"MemFree:        " + std::to_string(kb / 2) + " kB\n" + pre +
-							"MemUsed:        " + std::to_string(kb - kb / 2) + " kB\n");
-			for (long c = first; c <= last; c++)
-				w.link(nd + "/cpu" + std::to_string(c), "/sys/devices/system/cpu/cpu" + std::to_string(c));
-		}
-	}
+	// The CPUs, NUMA nodes and /proc/cpuinfo (libhsakmt walks node<N>/cpu*
+	// for CPU caches, libnuma counts the nodes), all generated.
+	if (!gpus.empty())
+		write_cpus(w, m, &redirects);
 
 	w.dir("dev/dri");
 	w.dir("sys/bus/pci/devices");
