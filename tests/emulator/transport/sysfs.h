@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
 // Writes the emulated machine's sysfs (KFD topology, DRM/PCI device
-// directories) and /dev entries into a private root directory. The shim
-// redirects the real paths into it (see README.md "Paths").
+// directories, CPUs and NUMA nodes), /proc/cpuinfo and /dev entries into a
+// private root directory. The shim redirects the real paths into it (see
+// README.md "What a program sees").
 #pragma once
 
 #include "../model/interface.h"
