@@ -28,15 +28,29 @@ bool stderr_debug()
 	return on;
 }
 
+// CRIU's log shows no level of its own: its error and warning lines say
+// so in their text ("Error (file:line): ..."), and so do ours.
+const char *level_tag(LogLevel level)
+{
+	switch (level) {
+	case LogLevel::Error:
+		return "Error: ";
+	case LogLevel::Warn:
+		return "Warn: ";
+	default:
+		return "";
+	}
+}
+
 void emit(LogLevel level, const std::string &line)
 {
 	if (criu_print_on_level_t *p = criu_printer()) {
-		p(static_cast<unsigned>(level), "amdgpu_plugin: %s\n", line.c_str());
+		p(static_cast<unsigned>(level), "amdgpu_plugin: %s%s\n", level_tag(level), line.c_str());
 		return;
 	}
 	if (level == LogLevel::Debug && !stderr_debug())
 		return;
-	std::fprintf(stderr, "amdgpu_plugin: %s\n", line.c_str());
+	std::fprintf(stderr, "amdgpu_plugin: %s%s\n", level_tag(level), line.c_str());
 }
 
 } // namespace

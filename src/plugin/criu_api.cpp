@@ -2,6 +2,7 @@
 #include "plugin/criu_api.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include "amdgpu_plugin/criu_plugin_abi.h"
 
@@ -34,7 +35,7 @@ bool add_inventory_plugin(const char *name)
 	return fn && fn(name) == 0;
 }
 
-bool inventory_names_plugin(const char *name)
+bool consume_inventory_entry(const char *name)
 {
 	// CRIU 4.0-4.2: bool check_and_remove_inventory_plugin(const char *name, size_t n);
 	// newer CRIU drops `n`. Passing both is correct for either on x86-64
@@ -47,6 +48,26 @@ bool inventory_names_plugin(const char *name)
 	while (name[n])
 		n++;
 	return fn(name, n + 1);
+}
+
+std::optional<unsigned> host_hook_slots()
+{
+	// CRIU's registry is { struct list_head head; struct list_head
+	// hook_chain[CR_PLUGIN_HOOK__MAX]; }: its ELF symbol size gives the
+	// hook count without any knowledge of the CRIU version.
+	constexpr size_t kListHead = 2 * sizeof(void *);
+	void *sym = dlsym(RTLD_DEFAULT, "cr_plugin_ctl");
+	if (!sym)
+		return std::nullopt;
+	Dl_info info{};
+	void *extra = nullptr;
+	if (!dladdr1(sym, &info, &extra, RTLD_DL_SYMENT) || !extra)
+		return std::nullopt;
+	const auto *entry = static_cast<const ElfW(Sym) *>(extra);
+	const size_t size = entry->st_size;
+	if (size <= kListHead || size % kListHead != 0)
+		return std::nullopt;
+	return static_cast<unsigned>(size / kListHead - 1);
 }
 
 } // namespace amdcr::criu

@@ -15,11 +15,19 @@ namespace amdcr::criu {
 std::optional<int> image_dir_fd();
 
 // CRIU 4.x internals, when present: record that the images need this
-// plugin (dump), and check/consume that record (restore). Return false when
-// the running CRIU does not provide them.
+// plugin (dump). Returns false when the running CRIU does not provide it.
 bool add_inventory_plugin(const char *name);
-// true: the inventory names the plugin (or the API is absent, in which case
-// nothing is known and the caller decides by the images).
-bool inventory_names_plugin(const char *name);
+// Restore: removes the plugin's entry from CRIU's list of plugins the
+// inventory requires (CRIU fails the restore with "Missing required
+// plugin" for every entry left when all plugins are initialised). true:
+// the inventory named the plugin, or it predates plugin lists, or the API
+// is absent (then nothing is known and the caller decides by the images).
+bool consume_inventory_entry(const char *name);
+
+// The number of plugin hook slots of the CRIU that is loading us, read
+// from the size of its exported plugin registry `cr_plugin_ctl` (one list
+// head plus one per hook: 12 slots in CRIU 4.0/4.1, 13 in 4.2-4.2.1, 15 in
+// criu-dev). nullopt when the loader exports no such registry.
+std::optional<unsigned> host_hook_slots();
 
 } // namespace amdcr::criu

@@ -198,6 +198,8 @@ Status DumpSession::dump_kfd(int fd, int id)
 		return st;
 	log_info("pid %u: wrote %s (%zu devices, %zu BOs)", info->pid, name.c_str(), img.devices.size(),
 		 img.bos.size());
+	if (!env_.dump_devices_late)
+		return unpause_all(); // no later hook will (CRIU 4.0-4.2.1)
 	return ok_status();
 }
 

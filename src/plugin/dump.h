@@ -3,10 +3,12 @@
 // The dump stage: one DumpSession from init(DUMP) to exit(DUMP).
 //
 // A process's GPU queues are paused by PROCESS_INFO when its /dev/kfd file
-// is dumped and stay paused until DUMP_DEVICES_LATE, when every paused
-// process is unpaused. If the dump fails before that, finish() (exit)
-// unpauses them; the destructor does too, so a session can never leave a
-// process paused.
+// is dumped. Under criu-dev's ABI they stay paused until DUMP_DEVICES_LATE,
+// when every paused process is unpaused; CRIU 4.0-4.2.1 have no such hook,
+// so there a process is unpaused as soon as its /dev/kfd file is dumped
+// (SessionEnv::dump_devices_late). If the dump fails before that, finish()
+// (exit) unpauses them; the destructor does too, so a session can never
+// leave a process paused.
 #pragma once
 
 #include <sys/stat.h>

@@ -2,11 +2,22 @@
 //
 // The C ABI entry file: CR_PLUGIN_DESC and the hook functions CRIU calls.
 //
-// This is the only file with mutable process-wide state: the current
+// This is the only file with mutable process-wide state: the descriptor
+// (its hook count is chosen when CRIU loads the plugin) and the current
 // stage's session, created by init() and destroyed by exit(). Every hook
 // forwards to it; no exception crosses into CRIU (an allocation failure
 // becomes -ENOMEM). A hook with nothing to do returns -ENOTSUP so CRIU
 // offers the call to the next plugin.
+//
+// One .so serves both CRIU plugin ABIs. CRIU reads CR_PLUGIN_DESC right
+// after dlopen() and refuses ("Corrupted plugin") a descriptor that
+// declares more hooks than it knows: 12 in CRIU 4.0/4.1, 13 in 4.2-4.2.1,
+// 15 in criu-dev. The descriptor is built by this file's static
+// initialiser, which runs inside that dlopen(), so it declares exactly the
+// loader's count (criu::host_hook_slots), or 12 when the loader does not
+// say. Without DUMP_DEVICES_LATE a dump resumes a process's queues as soon
+// as its /dev/kfd file is dumped; the restore is prepared in init(RESTORE)
+// under every ABI (RESTORE_INIT is not used).
 #include <cerrno>
 #include <exception>
 #include <memory>
@@ -15,6 +26,7 @@
 #include "amdgpu_plugin/criu_plugin_abi.h"
 #include "base/log.h"
 #include "config/config.h"
+#include "plugin/criu_api.h"
 #include "plugin/dump.h"
 #include "plugin/restore.h"
 
@@ -22,6 +34,26 @@ namespace {
 
 using amdcr::DumpSession;
 using amdcr::RestoreSession;
+
+// Hook slots every CRIU 4.x knows (4.0 and 4.1: DUMP_UNIX_SK..CHECKPOINT_DEVICES).
+constexpr unsigned kMinHookSlots = CR_PLUGIN_HOOK__POST_FORKING;
+
+unsigned declared_hook_count()
+{
+	constexpr unsigned kOurs = CR_PLUGIN_HOOK__MAX;
+	const unsigned slots = amdcr::criu::host_hook_slots().value_or(kMinHookSlots);
+	return slots < kOurs ? slots : kOurs;
+}
+
+cr_plugin_desc_t make_desc();
+
+} // namespace
+
+extern "C" {
+__attribute__((visibility("default"))) cr_plugin_desc_t CR_PLUGIN_DESC = make_desc();
+}
+
+namespace {
 
 std::unique_ptr<DumpSession> g_dump;
 std::unique_ptr<RestoreSession> g_restore;
@@ -50,6 +82,7 @@ amdcr::SessionEnv make_env()
 		amdcr::log_warn("%s", w.c_str());
 	amdcr::SessionEnv env;
 	env.config = load.config;
+	env.dump_devices_late = CR_PLUGIN_DESC.max_hooks > CR_PLUGIN_HOOK__DUMP_DEVICES_LATE;
 	return env;
 }
 
@@ -58,10 +91,18 @@ int plugin_init(int stage)
 	return guarded([&] {
 		g_dump.reset();
 		g_restore.reset();
-		if (stage == CR_PLUGIN_STAGE__DUMP)
+		if (stage == CR_PLUGIN_STAGE__DUMP) {
 			g_dump = std::make_unique<DumpSession>(make_env());
-		else if (stage == CR_PLUGIN_STAGE__RESTORE)
+		} else if (stage == CR_PLUGIN_STAGE__RESTORE) {
+			// CRIU checks the inventory's plugin list right after
+			// every plugin's init, so the restore is prepared (and our
+			// entry consumed) here. A refusal fails init: CRIU aborts
+			// the restore before any task exists.
 			g_restore = std::make_unique<RestoreSession>(make_env());
+			const int ret = g_restore->prepare();
+			if (ret != -ENOTSUP)
+				return ret;
+		}
 		return 0;
 	});
 }
@@ -94,11 +135,6 @@ int dump_devices_late(int pid)
 	return guarded([&] { return g_dump ? g_dump->dump_devices_late(pid) : -ENOTSUP; });
 }
 
-int restore_init()
-{
-	return guarded([&] { return g_restore ? g_restore->restore_init() : -ENOTSUP; });
-}
-
 int restore_ext_file(int id, bool *retry_needed)
 {
 	return guarded([&] { return g_restore ? g_restore->restore_ext_file(id, retry_needed) : -ENOTSUP; });
@@ -125,19 +161,14 @@ cr_plugin_desc_t make_desc()
 	d.init = plugin_init;
 	d.exit = plugin_exit;
 	d.version = CRIU_PLUGIN_VERSION;
-	d.max_hooks = CR_PLUGIN_HOOK__MAX;
+	d.max_hooks = declared_hook_count();
 	d.hooks[CR_PLUGIN_HOOK__DUMP_EXT_FILE] = reinterpret_cast<void *>(dump_ext_file);
 	d.hooks[CR_PLUGIN_HOOK__RESTORE_EXT_FILE] = reinterpret_cast<void *>(restore_ext_file);
 	d.hooks[CR_PLUGIN_HOOK__HANDLE_DEVICE_VMA] = reinterpret_cast<void *>(handle_device_vma);
 	d.hooks[CR_PLUGIN_HOOK__UPDATE_VMA_MAP] = reinterpret_cast<void *>(update_vma_map);
 	d.hooks[CR_PLUGIN_HOOK__RESUME_DEVICES_LATE] = reinterpret_cast<void *>(resume_devices_late);
-	d.hooks[CR_PLUGIN_HOOK__RESTORE_INIT] = reinterpret_cast<void *>(restore_init);
 	d.hooks[CR_PLUGIN_HOOK__DUMP_DEVICES_LATE] = reinterpret_cast<void *>(dump_devices_late);
 	return d;
 }
 
 } // namespace
-
-extern "C" {
-__attribute__((visibility("default"))) cr_plugin_desc_t CR_PLUGIN_DESC = make_desc();
-}

@@ -99,7 +99,7 @@ bool is_kfd_path(const char *path)
 
 RestoreSession::RestoreSession(SessionEnv env) : env_(std::move(env)) {}
 
-Status RestoreSession::prepare()
+Status RestoreSession::load_and_map()
 {
 	auto images = session_image_dir(env_);
 	if (!images) {
@@ -114,11 +114,20 @@ Status RestoreSession::prepare()
 	auto render_ids = scan_ids(*images, kRenderImagePrefix);
 	if (!render_ids)
 		return std::move(render_ids).error();
+	// Consumed whatever the images say: a loaded plugin satisfies CRIU's
+	// check of the inventory's plugin list.
+	const bool listed = criu::consume_inventory_entry(kPluginName);
 	if (kfd_ids->empty() && render_ids->empty()) {
 		state_ = State::Inactive;
 		return ok_status();
 	}
-	criu::inventory_names_plugin(kPluginName);
+	if (!listed) {
+		log_info("the image directory has GPU images, but the checkpoint's inventory does not name "
+			 "%s: they are not restored",
+			 kPluginName);
+		state_ = State::Inactive;
+		return ok_status();
+	}
 
 	// Every image set must be complete before any GPU state is created.
 	std::map<uint32_t, KfdDevice> devices; // by node id, union of images
@@ -187,10 +196,10 @@ Status RestoreSession::prepare()
 	return ok_status();
 }
 
-int RestoreSession::restore_init()
+int RestoreSession::prepare()
 {
 	if (state_ == State::Unprepared) {
-		if (auto st = prepare(); !st) {
+		if (auto st = load_and_map(); !st) {
 			log_error("restore refused before any GPU state was changed: %s",
 				  st.error().message().c_str());
 			state_ = State::Inactive;
@@ -242,7 +251,7 @@ int RestoreSession::restore_ext_file(int id, bool *retry_needed)
 	if (retry_needed)
 		*retry_needed = false;
 	if (state_ == State::Unprepared)
-		(void)restore_init();
+		(void)prepare();
 	if (!active())
 		return -ENOTSUP;
 	auto images = session_image_dir(env_);
@@ -312,12 +321,6 @@ Status RestoreSession::restore_kfd(int id, UniqueFd *out)
 		return std::move(restored).error().context("CRIU_OP RESTORE");
 	log_info("pid %u: KFD state recreated (%zu GPUs, %zu BOs)", img.pid, devices.size(), bos.size());
 
-	auto kfd_dup = move_fd_high(UniqueFd(::fcntl(kfd->fd(), F_DUPFD_CLOEXEC, 0)));
-	if (!kfd_dup)
-		return std::move(kfd_dup).error();
-	const int kfd_vma_fd = kfd_dup->get();
-	kfd_fds_.push_back(std::move(*kfd_dup));
-
 	for (size_t i = 0; i < img.bos.size(); i++) {
 		const KfdBo &b = img.bos[i];
 		const KfdBoBucket &r = restored->bos[i];
@@ -333,7 +336,9 @@ Status RestoreSession::restore_kfd(int id, UniqueFd *out)
 			vmas_.push_back({false, checkpointed_minor(b.gpu_id), b.offset, r.restored_offset,
 					 render_fds_.at(m->local_render_minor).get()});
 		} else if (b.alloc_flags & (kKfdAllocDoorbell | kKfdAllocMmioRemap)) {
-			vmas_.push_back({true, 0, b.offset, r.restored_offset, kfd_vma_fd});
+			// Any /dev/kfd file maps these (the driver finds the
+			// process by its mm): CRIU opens the path itself.
+			vmas_.push_back({true, 0, b.offset, r.restored_offset, -1});
 		}
 	}
 	std::erase_if(jobs, [](const GpuCopyJob &j) { return j.bos.empty(); });
@@ -383,11 +388,15 @@ int RestoreSession::update_vma_map(const char *path, uint64_t /*addr*/, uint64_t
 	for (const auto &v : vmas_) {
 		if (v.old_offset != old_pgoff || v.kfd != kfd || (!kfd && v.old_minor != minor))
 			continue;
-		const int fd = ::fcntl(v.fd, F_DUPFD_CLOEXEC, 0);
-		if (fd < 0) {
-			log_error("mapping of %s at offset 0x%llx: dup: %s", path,
-				  static_cast<unsigned long long>(old_pgoff), std::strerror(errno));
-			return -errno;
+		int fd = -1;
+		if (v.fd >= 0) {
+			fd = ::fcntl(v.fd, F_DUPFD_CLOEXEC, 0);
+			if (fd < 0) {
+				const int err = errno;
+				log_error("mapping of %s at offset 0x%llx: dup: %s", path,
+					  static_cast<unsigned long long>(old_pgoff), std::strerror(err));
+				return -err;
+			}
 		}
 		*new_pgoff = v.new_offset;
 		*plugin_fd = fd;
@@ -398,29 +407,30 @@ int RestoreSession::update_vma_map(const char *path, uint64_t /*addr*/, uint64_t
 
 int RestoreSession::resume_devices_late(int pid)
 {
+	// Always -ENOTSUP: CRIU ignores this hook's result (it only logs it at
+	// debug level), and a plugin loaded after us may have GPUs of its own
+	// in the same process. Failures are logged here.
 	if (!active())
 		return -ENOTSUP;
 	auto kfd = Kfd::open(env_.paths.kfd_path());
 	if (!kfd) {
 		log_error("resume of pid %d: %s", pid, kfd.error().message().c_str());
-		return kfd.error().neg();
+		return -ENOTSUP;
 	}
 	auto st = kfd->resume(static_cast<uint32_t>(pid));
 	if (!st) {
-		if (st.error().code() == ESRCH)
-			return -ENOTSUP; // no GPU state in that process
-		log_error("resume of pid %d: CRIU_OP RESUME: %s", pid, st.error().message().c_str());
-		return st.error().neg();
+		if (st.error().code() != ESRCH) // ESRCH: no GPU state in that process
+			log_error("resume of pid %d: CRIU_OP RESUME: %s", pid, st.error().message().c_str());
+		return -ENOTSUP;
 	}
 	log_info("pid %d: GPU queues resumed", pid);
-	return 0;
+	return -ENOTSUP;
 }
 
 void RestoreSession::finish(int /*ret*/)
 {
 	vmas_.clear();
 	render_fds_.clear();
-	kfd_fds_.clear();
 }
 
 } // namespace amdcr

@@ -2,8 +2,8 @@
 //
 // The restore stage: one RestoreSession from init(RESTORE) to exit.
 //
-// RESTORE_INIT, in CRIU's main process, does everything that can fail
-// without touching GPU state: it finds the plugin's images (none: the
+// prepare(), from init(RESTORE) in CRIU's main process, does everything
+// that can fail without touching GPU state: it finds the plugin's images (none: the
 // session stays inactive and every hook returns -ENOTSUP), reads and
 // validates every KFD image set (pages files complete), parses the local
 // topology and maps the checkpointed GPUs onto local ones. The restored
@@ -32,7 +32,10 @@ public:
 	RestoreSession(const RestoreSession &) = delete;
 	RestoreSession &operator=(const RestoreSession &) = delete;
 
-	int restore_init();
+	// init(RESTORE)'s work: consumes the plugin's inventory entry and
+	// loads, validates and maps the checkpoint. 0: ready to restore;
+	// -ENOTSUP: nothing of ours to restore; -errno: refused (logged).
+	int prepare();
 	int restore_ext_file(int id, bool *retry_needed);
 	int update_vma_map(const char *path, uint64_t addr, uint64_t old_pgoff, uint64_t *new_pgoff,
 			   int *plugin_fd);
@@ -52,11 +55,11 @@ private:
 		uint32_t old_minor = 0;	   // render node minor at checkpoint
 		uint64_t old_offset = 0;
 		uint64_t new_offset = 0;
-		int fd = -1;		   // owned by fds_
+		int fd = -1;		   // in render_fds_; -1: CRIU opens the path
 	};
 
-	// RESTORE_INIT's work; Active, Inactive or an error.
-	Status prepare();
+	// prepare()'s work; Active, Inactive or an error.
+	Status load_and_map();
 	Status restore_kfd(int id, UniqueFd *out);
 	Status restore_render(int id, UniqueFd *out);
 	// The render node of local GPU `minor`, opened once and kept (moved
@@ -73,7 +76,6 @@ private:
 	std::map<int, KfdImage> kfd_images_; // by CRIU file id
 	GpuMap map_;
 	std::map<uint32_t, UniqueFd> render_fds_; // by local minor
-	std::vector<UniqueFd> kfd_fds_;		  // our dups of restored kfd files
 	std::vector<VmaUpdate> vmas_;
 };
 

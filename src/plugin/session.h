@@ -18,6 +18,10 @@ struct SessionEnv {
 	SystemPaths paths;
 	// The image directory fd (borrowed). Unset: ask CRIU at first use.
 	std::optional<int> image_dir_fd;
+	// The loading CRIU calls DUMP_DEVICES_LATE (criu-dev's 15-hook ABI).
+	// false (CRIU 4.0-4.2.1): a process's GPU queues are resumed as soon
+	// as its /dev/kfd file is dumped.
+	bool dump_devices_late = false;
 };
 
 // The image directory of `env`, or an error saying there is none.

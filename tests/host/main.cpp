@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
 // criu-host: the CRIU 4.x side of the plugin ABI, for tests. See README.md.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +27,8 @@ constexpr const char *kUsage =
 	"  criu-host pre-dump -t PID -D DIR [--libdir DIR] [--plugin PATH]... [-v[N]] [-o LOG]\n"
 	"  criu-host restore -D DIR [--libdir DIR] [--plugin PATH]...\n"
 	"                 [--verifier LIB.so:function [--verifier-arg STR]] [-v[N]] [-o LOG]\n"
+	"Every command also takes --hooks 12|13|15: the plugin ABI imitated (CRIU 4.0/4.1,\n"
+	"4.2-4.2.1, criu-dev; default $CRIU_HOST_HOOKS, else 15).\n"
 	"Plugins: --libdir DIR loads every *.so in DIR (readdir order), --plugin PATH\n"
 	"one file (repeatable, in order); neither: $CRIU_LIBS_DIR, else /usr/lib/criu\n"
 	"when it exists. Log levels: 1 error, 2 warn (default), 3 info, 4 debug.\n";
@@ -41,7 +44,23 @@ struct Options {
 	std::string log;
 	std::string verifier;
 	std::string verifier_arg;
+	unsigned hooks = CR_PLUGIN_HOOK__MAX;
 };
+
+// The library that exports this ABI's `cr_plugin_ctl` (criu_ctl.c).
+const char *ctl_library(unsigned hooks)
+{
+	switch (hooks) {
+	case 12:
+		return CRIU_CTL_12;
+	case 13:
+		return CRIU_CTL_13;
+	case 15:
+		return CRIU_CTL_15;
+	default:
+		return nullptr;
+	}
+}
 
 bool parse_level(const char *s, Options &o)
 {
@@ -70,6 +89,8 @@ bool parse(int argc, char **argv, Options &o)
 	if (argc < 2)
 		return false;
 	o.command = argv[1];
+	if (const char *env = std::getenv("CRIU_HOST_HOOKS"); env && *env)
+		o.hooks = static_cast<unsigned>(std::atoi(env));
 	for (int i = 2; i < argc; i++) {
 		const std::string a = argv[i];
 		auto next = [&](std::string &out) {
@@ -106,6 +127,10 @@ bool parse(int argc, char **argv, Options &o)
 		} else if (a.rfind("-v", 0) == 0) {
 			if (!parse_level(a.c_str() + 2, o))
 				return false;
+		} else if (a == "--hooks") {
+			if (!next(v))
+				return false;
+			o.hooks = static_cast<unsigned>(std::atoi(v.c_str()));
 		} else if (a == "--verifier") {
 			if (!next(o.verifier))
 				return false;
@@ -121,7 +146,7 @@ bool parse(int argc, char **argv, Options &o)
 		o.level = 0;
 	if (o.level > host::kDebug)
 		o.level = host::kDebug;
-	if (o.dir.empty())
+	if (o.dir.empty() || !ctl_library(o.hooks))
 		return false;
 	if (o.command == "dump" || o.command == "pre-dump")
 		return o.pid > 0;
@@ -150,7 +175,7 @@ int do_dump(const Options &o, int dirfd)
 {
 	const bool pre = o.command == "pre-dump";
 	const int stage = pre ? CR_PLUGIN_STAGE__PRE_DUMP : CR_PLUGIN_STAGE__DUMP;
-	host::PluginSet ps;
+	host::PluginSet ps(o.hooks);
 	if (auto st = load_plugins(o, ps, stage); !st) {
 		ps.fini(stage, -1);
 		host::logf(host::kError, "%s FAILED.\n", pre ? "Pre-dumping" : "Dumping");
@@ -188,19 +213,19 @@ int do_restore(const Options &o, int dirfd, const std::vector<int> &inherited)
 	}
 	host::inventory_plugins_reset(inv->plugins);
 
-	host::PluginSet ps;
+	host::PluginSet ps(o.hooks);
 	if (auto st = load_plugins(o, ps, CR_PLUGIN_STAGE__RESTORE); !st) {
 		ps.fini(CR_PLUGIN_STAGE__RESTORE, -1);
 		host::logf(host::kError, "Restoring FAILED.\n");
 		return 1;
 	}
-	// A loaded plugin satisfies its own entry; what is left is missing.
+	// As CRIU's cr_plugin_init (criu/plugin.c:260 in 4.2.1, :264 in
+	// criu-dev) calls check_inventory_plugins (criu/image.c:190): once every
+	// plugin is initialised, each entry that no plugin consumed with
+	// check_and_remove_inventory_plugin() in its init(RESTORE) is missing.
+	// Loading a plugin of that name is not enough.
 	bool missing = false;
 	for (const std::string &name : host::inventory_plugins()) {
-		if (ps.has_name(name)) {
-			host::inventory_remove_plugin(name);
-			continue;
-		}
 		host::logf(host::kError, "Missing required plugin: %s\n", name.c_str());
 		missing = true;
 	}
@@ -261,8 +286,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	host::set_image_dir_fd(dirfd);
-	host::logf(host::kInfo, "criu-host %s (plugin ABI version %#x, %d hooks)\n",
-		   o.command.c_str(), CRIU_PLUGIN_VERSION, CR_PLUGIN_HOOK__MAX);
+	// CRIU's registry, with this ABI's size, where a plugin's constructor
+	// can find it (CRIU exports it from the executable).
+	if (!dlopen(ctl_library(o.hooks), RTLD_NOW | RTLD_GLOBAL)) {
+		host::logf(host::kError, "Can't load %s: %s\n", ctl_library(o.hooks), dlerror());
+		return 1;
+	}
+	host::logf(host::kInfo, "criu-host %s (plugin ABI version %#x, %u hooks)\n",
+		   o.command.c_str(), CRIU_PLUGIN_VERSION, o.hooks);
 
 	const int ret = dumping ? do_dump(o, dirfd) : do_restore(o, dirfd, inherited);
 	close(host::image_dir_fd());

@@ -46,18 +46,11 @@ PluginSet::~PluginSet()
 		dlclose(it->handle);
 }
 
-bool PluginSet::has_name(const std::string &name) const
-{
-	for (const Plugin &p : plugins_)
-		if (p.name == name)
-			return true;
-	return false;
-}
-
 void *PluginSet::hook_of(size_t i, int hook) const
 {
 	const cr_plugin_desc_t *d = plugins_[i].desc;
-	if (hook < 0 || static_cast<unsigned>(hook) >= d->max_hooks)
+	if (hook < 0 || static_cast<unsigned>(hook) >= d->max_hooks ||
+	    static_cast<unsigned>(hook) >= host_hooks_)
 		return nullptr;
 	return d->hooks[hook];
 }
@@ -89,9 +82,9 @@ amdcr::Status PluginSet::load(const std::string &path, int stage)
 		logf(kDebug, "Plugin %s has version %x while max %x supported\n", name, d->version,
 		     CRIU_PLUGIN_VERSION);
 		corrupted = true;
-	} else if (d->max_hooks > CR_PLUGIN_HOOK__MAX) {
+	} else if (d->max_hooks > host_hooks_) {
 		logf(kDebug, "Plugin %s has %u assigned while max %u supported\n", name,
-		     d->max_hooks, static_cast<unsigned>(CR_PLUGIN_HOOK__MAX));
+		     d->max_hooks, host_hooks_);
 		corrupted = true;
 	}
 	if (corrupted) {

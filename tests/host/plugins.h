@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
-// Plugin loading and hook chaining, as CRIU 4.x does it (criu/plugin.c):
-// dlopen(RTLD_LAZY), the CR_PLUGIN_DESC descriptor, version and max_hooks
-// checks, init(stage) right after each load, and run_plugins(): the plugins
-// that registered a hook are called in load order until one returns
-// something other than -ENOTSUP.
+// Plugin loading and hook chaining, as CRIU 4.x does it (criu/plugin.c of
+// 4.2.1 and criu-dev): dlopen(RTLD_LAZY), the CR_PLUGIN_DESC descriptor,
+// version and max_hooks checks against the host's own hook count
+// (verify_plugin, plugin.c:83-97), init(stage) right after each load
+// (cr_lib_load, plugin.c:153), hooks chained only below the plugin's
+// max_hooks (plugin.c:163-167), and run_plugins() (include/plugin.h): the
+// plugins that registered a hook are called in load order until one
+// returns something other than -ENOTSUP.
 #pragma once
 
 #include <cerrno>
@@ -28,7 +31,8 @@ struct HookResult {
 
 class PluginSet {
 public:
-	PluginSet() = default;
+	// host_hooks: the hook slots of the CRIU imitated (12, 13 or 15).
+	explicit PluginSet(unsigned host_hooks = CR_PLUGIN_HOOK__MAX) : host_hooks_(host_hooks) {}
 	PluginSet(const PluginSet &) = delete;
 	PluginSet &operator=(const PluginSet &) = delete;
 	// Without fini(), plugins are dlclose()d without their exit() hook.
@@ -45,7 +49,6 @@ public:
 
 	size_t size() const { return plugins_.size(); }
 	const std::string &name(int i) const { return plugins_[static_cast<size_t>(i)].name; }
-	bool has_name(const std::string &name) const;
 
 	// run_plugins(): `call(void *fn)` invokes one plugin's hook and returns
 	// its result; `args` is for the log line.
@@ -80,6 +83,7 @@ private:
 	void log_call(size_t i, int hook, const std::string &args, int ret) const;
 
 	void report_device_fds(int stage) const;
+	unsigned host_hooks_;
 	std::vector<Plugin> plugins_;
 };
 

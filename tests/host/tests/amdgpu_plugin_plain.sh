@@ -48,4 +48,27 @@ check_log "libdir dump"
 host restore -D "$T/img2" --libdir "$T/libs" --verifier "$HOST_VERIFIER:verify_pass" || fail "restore from --libdir failed"
 check_log "libdir restore"
 ok "amdgpu_plugin alone from --libdir: dump and restore succeed quietly"
+
+# The released CRIU ABIs (4.0/4.1: 12 hooks, 4.2-4.2.1: 13): the plugin
+# declares the loader's count, so it is never a "Corrupted plugin", and the
+# plugin after it gets every hook that ABI has.
+for n in 12 13; do
+	: >"$REC"
+	start_target --open /dev/null
+	TP_A_MAX_HOOKS=$n host dump --hooks "$n" -t "$TARGET_PID" -D "$T/img$n" --plugin "$AMDGPU_PLUGIN" --plugin "$A" ||
+		fail "$n hooks: dump failed"
+	check_log "$n hooks: dump"
+	log_has "Plugin \"amdgpu_plugin\" (version 512 hooks $n)" || fail "$n hooks: declared count not $n"
+	[ "$(records_of PAUSE_DEVICES | wc -l)" = 1 ] && [ "$(records_of CHECKPOINT_DEVICES | wc -l)" = 1 ] ||
+		fail "$n hooks: the plugin after amdgpu_plugin missed PAUSE/CHECKPOINT_DEVICES"
+	[ -z "$(records_of DUMP_DEVICES_LATE)" ] || fail "$n hooks: a hook the ABI lacks was called"
+	TP_A_MAX_HOOKS=$n host restore --hooks "$n" -D "$T/img$n" --plugin "$AMDGPU_PLUGIN" --plugin "$A" \
+		--verifier "$HOST_VERIFIER:verify_pass" || fail "$n hooks: restore failed"
+	check_log "$n hooks: restore"
+	records | grep -q "^tp_a RESUME_DEVICES_LATE(" || fail "$n hooks: tp_a missed RESUME_DEVICES_LATE"
+	if [ "$n" = 13 ]; then
+		records | grep -q "^tp_a POST_FORKING(" || fail "13 hooks: tp_a missed POST_FORKING"
+	fi
+	ok "$n-hook ABI (CRIU $([ "$n" = 12 ] && echo 4.0/4.1 || echo 4.2)): loads, dumps and restores quietly"
+done
 done_testing

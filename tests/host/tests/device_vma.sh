@@ -69,7 +69,7 @@ ok "answer shapes: bare list with string numbers; error object and missing comma
 # Restore: the plugin supplies the fd to map (a /dev/zero stands in).
 : >"$REC"
 TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_UPDATE_VMA_MAP=open:/dev/zero \
-	host restore -D "$T/img" --plugin "$A" --plugin "$B" --verifier "$HOST_VERIFIER:verify_mapped" --verifier-arg "$MAP" ||
+	TP_A_INVENTORY=1 TP_B_INVENTORY=1 host restore -D "$T/img" --plugin "$A" --plugin "$B" --verifier "$HOST_VERIFIER:verify_mapped" --verifier-arg "$MAP" ||
 	fail "restore failed"
 [ "$(records_of UPDATE_VMA_MAP | grep -c "^tp_b UPDATE_VMA_MAP(path=$DEV, addr=$MAP, old_pgoff=0x1000) = 1\$")" = 2 ] ||
 	fail "UPDATE_VMA_MAP args"
@@ -80,12 +80,12 @@ ok "UPDATE_VMA_MAP in each task; the mapping is at its address, from the plugin'
 # The verifier really checks the address.
 : >"$REC"
 TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_UPDATE_VMA_MAP=open:/dev/zero \
-	host restore -D "$T/img" --plugin "$A" --plugin "$B" --verifier "$HOST_VERIFIER:verify_mapped" --verifier-arg 0x1000 &&
+	TP_A_INVENTORY=1 TP_B_INVENTORY=1 host restore -D "$T/img" --plugin "$A" --plugin "$B" --verifier "$HOST_VERIFIER:verify_mapped" --verifier-arg 0x1000 &&
 	fail "verify_mapped passed for an unmapped address"
 ok "verify_mapped can fail"
 
 : >"$REC"
-TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_UPDATE_VMA_MAP=-5 host restore -D "$T/img" --plugin "$A" --plugin "$B" &&
+TP_A_INVENTORY=1 TP_B_INVENTORY=1 TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_UPDATE_VMA_MAP=-5 host restore -D "$T/img" --plugin "$A" --plugin "$B" &&
 	fail "restore with a failing UPDATE_VMA_MAP succeeded"
 log_has "UPDATE_VMA_MAP failed for $MAP: -5" || fail "no error"
 ok "UPDATE_VMA_MAP error fails the restore"

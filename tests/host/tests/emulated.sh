@@ -26,7 +26,7 @@ ok "emulated device fds dumped by the plugin; mapping query answered"
 
 : >"$REC"
 ID_KFD=$(sed -n "s/^fd task=$P fd=3 id=\([0-9]*\) .*/\1/p" "$INV")
-TP_A_RESTORE_EXT_FILE=open:/dev/kfd host restore -D "$T/img" --plugin "$A" \
+TP_A_INVENTORY=1 TP_A_RESTORE_EXT_FILE=open:/dev/kfd host restore -D "$T/img" --plugin "$A" \
 	--verifier "$HOST_VERIFIER:verify_fds" --verifier-arg "3=/dev/kfd,4=/dev/kfd" || fail "restore failed"
 [ "$(grep -c 'verify_fds() = 0 (pass)' "$T/log")" = 2 ] || fail "restored fds are not the emulated device"
 ok "plugin-opened emulated devices restored onto their fds in both tasks"

@@ -27,6 +27,11 @@ log_has "Plugin tp_b has 16 assigned while max 15 supported" || fail "no max_hoo
 log_has "Error: Corrupted plugin $B" || fail "no 'Corrupted plugin' error"
 ok "max_hooks above 15 rejected"
 
+TP_A_MAX_HOOKS=13 TP_B_MAX_HOOKS=15 try --hooks 13 --plugin "$A" --plugin "$B" && fail "max_hooks 15 accepted by a 13-hook CRIU"
+log_has "Plugin tp_b has 15 assigned while max 13 supported" || fail "no max_hooks message (13 hooks)"
+log_has "Error: Corrupted plugin $B" || fail "no 'Corrupted plugin' error (13 hooks)"
+ok "CRIU 4.2's ABI (--hooks 13) rejects a plugin declaring 15 hooks"
+
 TP_B_VERSION=0x100 TP_B_MAX_HOOKS=10 try --plugin "$A" --plugin "$B" || fail "older plugin rejected"
 [ "$(records_of PAUSE_DEVICES | cut -d' ' -f1)" = tp_a ] || fail "hook 10 called on a plugin with 10 slots"
 [ -n "$(records_of DUMP_DEVICES_LATE | grep tp_a)" ] && [ -z "$(records_of DUMP_DEVICES_LATE | grep tp_b)" ] ||

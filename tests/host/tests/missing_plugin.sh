@@ -26,8 +26,15 @@ EOT
 expect_records "$T/expected"
 ok "missing plugin: failure before RESTORE_INIT"
 
+# Loaded is not enough: as in CRIU, a plugin must consume its entry with
+# check_and_remove_inventory_plugin() in init(RESTORE).
 : >"$REC"
-TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_INVENTORY=1 host restore -D "$T/img" --plugin "$A" --plugin "$B" ||
+TP_B_INVENTORY=1 host restore -D "$T/img" --plugin "$A" --plugin "$B" && fail "restore with tp_a not consuming its entry succeeded"
+log_has "Error: Missing required plugin: tp_a" || fail "no 'Missing required plugin' for a loaded plugin"
+ok "a loaded plugin that does not consume its inventory entry is missing"
+
+: >"$REC"
+TP_A_INVENTORY=1 TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_INVENTORY=1 host restore -D "$T/img" --plugin "$A" --plugin "$B" ||
 	fail "restore with every plugin failed"
 records | grep -qx "tp_b INIT(stage=2, imgdir=ok, inventory=listed) = 0" ||
 	fail "check_and_remove_inventory_plugin() did not find tp_b"
@@ -37,7 +44,7 @@ ok "with every plugin loaded the restore succeeds; check_and_remove_inventory_pl
 : >"$REC"
 rm -rf "$T/img2"
 TP_A_DUMP_EXT_FILE=0 host dump -t "$P" -D "$T/img2" --plugin "$A" || fail "dump failed"
-TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_INVENTORY=1 host restore -D "$T/img2" --plugin "$A" --plugin "$B" ||
+TP_A_INVENTORY=1 TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_INVENTORY=1 host restore -D "$T/img2" --plugin "$A" --plugin "$B" ||
 	fail "restore failed"
 records | grep -qx "tp_b INIT(stage=2, imgdir=ok, inventory=absent) = 0" ||
 	fail "check_and_remove_inventory_plugin() found an unlisted plugin"

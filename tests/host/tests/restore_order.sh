@@ -20,7 +20,7 @@ ID2=$(sed -n 's/^fd task=[0-9]* fd=4 id=\([0-9]*\) kind=ext .*/\1/p' "$T/img/inv
 ok "dump of two device files in two tasks"
 
 : >"$REC"
-TP_A_RESTORE_EXT_FILE=retry:/dev/zero host restore -D "$T/img" --plugin "$A" --plugin "$B" \
+TP_A_INVENTORY=1 TP_A_RESTORE_EXT_FILE=retry:/dev/zero host restore -D "$T/img" --plugin "$A" --plugin "$B" \
 	--verifier "$HOST_VERIFIER:verify_fds" --verifier-arg "3=/dev/zero,4=/dev/zero,5=/dev/null" ||
 	fail "restore failed"
 ok "restore succeeds"
@@ -32,7 +32,7 @@ R2=$(sed -n "s/.*Task $C forked as \([0-9]*\)/\1/p" "$T/log")
 FD1=$(grep -F "RESTORE_EXT_FILE(id=$ID1, img=present) = " "$REC" | tail -n1 | sed 's/.* = //')
 FD2=$(grep -F "RESTORE_EXT_FILE(id=$ID2, img=present) = " "$REC" | tail -n1 | sed 's/.* = //')
 cat >"$T/expected" <<EOT
-tp_a INIT(stage=2, imgdir=ok) = 0
+tp_a INIT(stage=2, imgdir=ok, inventory=listed) = 0
 tp_b INIT(stage=2, imgdir=ok) = 0
 tp_a RESTORE_INIT() = -95
 tp_b RESTORE_INIT() = -95
@@ -67,9 +67,9 @@ ok "fds 3 and 4 (plugin files) and 5 (reopened) in place in both restored tasks"
 
 # A RESTORE_INIT error aborts; -ENOTSUP does not (above).
 : >"$REC"
-TP_A_RESTORE_INIT=-5 host restore -D "$T/img" --plugin "$A" --plugin "$B" && fail "restore went on after RESTORE_INIT failed"
+TP_A_INVENTORY=1 TP_A_RESTORE_INIT=-5 host restore -D "$T/img" --plugin "$A" --plugin "$B" && fail "restore went on after RESTORE_INIT failed"
 cat >"$T/expected" <<EOT
-tp_a INIT(stage=2, imgdir=ok) = 0
+tp_a INIT(stage=2, imgdir=ok, inventory=listed) = 0
 tp_b INIT(stage=2, imgdir=ok) = 0
 tp_a RESTORE_INIT() = -5
 tp_a EXIT(stage=2, ret=-1)
@@ -80,7 +80,7 @@ ok "RESTORE_INIT error aborts the restore"
 
 # A RESTORE_EXT_FILE error fails the restore; the tasks are killed.
 : >"$REC"
-TP_A_RESTORE_EXT_FILE=-5 host restore -D "$T/img" --plugin "$A" --plugin "$B" && fail "restore with a failing RESTORE_EXT_FILE succeeded"
+TP_A_INVENTORY=1 TP_A_RESTORE_EXT_FILE=-5 host restore -D "$T/img" --plugin "$A" --plugin "$B" && fail "restore with a failing RESTORE_EXT_FILE succeeded"
 log_has "Unable to restore $(printf '%#x' "$ID1")" || fail "no restore error"
 [ -z "$(records_of RESUME_DEVICES_LATE)" ] || fail "RESUME_DEVICES_LATE after a failed task"
 records | grep -qx "tp_a EXIT(stage=2, ret=-1)" || fail "exit(RESTORE) without error"
@@ -88,19 +88,19 @@ ok "RESTORE_EXT_FILE error fails the restore"
 
 # Nobody restores the file: the same.
 : >"$REC"
-host restore -D "$T/img" --plugin "$A" --plugin "$B" && fail "restore of an unclaimed file succeeded"
+TP_A_INVENTORY=1 host restore -D "$T/img" --plugin "$A" --plugin "$B" && fail "restore of an unclaimed file succeeded"
 ok "-ENOTSUP from every plugin fails the restore"
 
 # POST_FORKING error.
 : >"$REC"
-TP_B_POST_FORKING=-5 TP_A_RESTORE_EXT_FILE=open:/dev/zero host restore -D "$T/img" --plugin "$A" --plugin "$B" &&
+TP_A_INVENTORY=1 TP_B_POST_FORKING=-5 TP_A_RESTORE_EXT_FILE=open:/dev/zero host restore -D "$T/img" --plugin "$A" --plugin "$B" &&
 	fail "restore went on after POST_FORKING failed"
 [ -z "$(records_of RESTORE_EXT_FILE)" ] || fail "files restored after POST_FORKING failed"
 ok "POST_FORKING error aborts before files are restored"
 
 # RESUME_DEVICES_LATE error.
 : >"$REC"
-TP_A_RESUME_DEVICES_LATE=-5 TP_A_RESTORE_EXT_FILE=open:/dev/zero host restore -D "$T/img" --plugin "$A" --plugin "$B" &&
+TP_A_INVENTORY=1 TP_A_RESUME_DEVICES_LATE=-5 TP_A_RESTORE_EXT_FILE=open:/dev/zero host restore -D "$T/img" --plugin "$A" --plugin "$B" &&
 	fail "restore succeeded with a failing RESUME_DEVICES_LATE"
 records | grep -qx "tp_a EXIT(stage=2, ret=-1)" || fail "exit(RESTORE) without error"
 ok "RESUME_DEVICES_LATE error fails the restore"

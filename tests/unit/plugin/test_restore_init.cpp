@@ -115,7 +115,7 @@ Test(restore_init, no_images_of_ours_declines)
 {
 	Scratch s;
 	RestoreSession r(s.env("2xmi210"));
-	cr_expect_eq(r.restore_init(), -ENOTSUP);
+	cr_expect_eq(r.prepare(), -ENOTSUP);
 	cr_expect_not(r.active());
 	bool retry = true;
 	cr_expect_eq(r.restore_ext_file(3, &retry), -ENOTSUP);
@@ -128,7 +128,7 @@ Test(restore_init, maps_onto_another_machine)
 	Scratch s;
 	write_checkpoint(s, "2xmi210", 7);
 	RestoreSession r(s.env("2xmi210-other"));
-	cr_assert_eq(r.restore_init(), 0);
+	cr_assert_eq(r.prepare(), 0);
 	cr_assert(r.active());
 	auto ckpt = parse_topology(fixture("2xmi210"));
 	auto local = parse_topology(fixture("2xmi210-other"));
@@ -146,7 +146,7 @@ Test(restore_init, fewer_gpus_is_refused_with_reason, .init = redirect)
 	Scratch s;
 	write_checkpoint(s, "2xmi210", 7);
 	RestoreSession r(s.env("mi100"));
-	const int ret = r.restore_init();
+	const int ret = r.prepare();
 	cr_expect_lt(ret, 0);
 	cr_expect_neq(ret, -ENOTSUP, "a checkpoint with GPU state must not be silently skipped");
 	cr_expect_not(r.active());
@@ -160,7 +160,7 @@ Test(restore_init, other_gpu_model_is_refused_with_reason, .init = redirect)
 	Scratch s;
 	write_checkpoint(s, "mi100", 7);
 	RestoreSession r(s.env("2xmi210"));
-	cr_expect_lt(r.restore_init(), 0);
+	cr_expect_lt(r.prepare(), 0);
 	cr_expect_not(r.active());
 	const std::string err = read_stderr();
 	auto ckpt = parse_topology(fixture("mi100"));
@@ -177,7 +177,7 @@ Test(restore_init, short_pages_file_is_refused, .init = redirect)
 	Scratch s;
 	write_checkpoint(s, "2xmi210", 9, -4096);
 	RestoreSession r(s.env("2xmi210"));
-	cr_expect_lt(r.restore_init(), 0);
+	cr_expect_lt(r.prepare(), 0);
 	cr_expect_not(r.active());
 	const std::string err = read_stderr();
 	cr_expect(err.find("amdgpu-pages-9-") != std::string::npos, "names the pages file: %s", err.c_str());
@@ -190,7 +190,7 @@ Test(restore_init, no_local_kfd_topology_is_refused, .init = redirect)
 	SessionEnv e = s.env("mi100");
 	e.paths.sys_root = s.root.string(); // no sys/class/kfd here
 	RestoreSession r(e);
-	cr_expect_lt(r.restore_init(), 0);
+	cr_expect_lt(r.prepare(), 0);
 	const std::string err = read_stderr();
 	cr_expect(err.find("KFD topology") != std::string::npos, "%s", err.c_str());
 }
@@ -212,7 +212,7 @@ Test(restore_init, render_node_first_opens_the_mapped_gpu)
 	cr_assert(write_render_image(dir, 9, rimg).ok());
 
 	RestoreSession r(s.env("2xmi210-other"));
-	cr_assert_eq(r.restore_init(), 0);
+	cr_assert_eq(r.prepare(), 0);
 	const GpuMapEntry *m = r.gpu_map().find_checkpointed(gpu->gpu_id);
 	cr_assert_not_null(m);
 	cr_assert_neq(m->local_render_minor, gpu->drm_render_minor,
