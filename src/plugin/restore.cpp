@@ -4,7 +4,9 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,6 +89,26 @@ uint32_t render_minor_of_path(const char *path)
 	char *end = nullptr;
 	const unsigned long m = std::strtoul(p + 7, &end, 10);
 	return end != p + 7 ? static_cast<uint32_t>(m) : 0;
+}
+
+// Another fd of this process that refers to the same open file as `fd`
+// (kcmp KCMP_FILE), or -1.
+int find_same_open_file(int fd)
+{
+	DIR *d = ::opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	ScopeExit closer([d] { ::closedir(d); });
+	const pid_t self = ::getpid();
+	while (const dirent *e = ::readdir(d)) {
+		char *end = nullptr;
+		const long n = std::strtol(e->d_name, &end, 10);
+		if (end == e->d_name || *end || n == fd || n == ::dirfd(d))
+			continue;
+		if (::syscall(SYS_kcmp, self, self, KCMP_FILE, fd, n) == 0)
+			return static_cast<int>(n);
+	}
+	return -1;
 }
 
 bool is_kfd_path(const char *path)
@@ -233,8 +255,8 @@ const GpuMapEntry *RestoreSession::mapping_for_render(const RenderNodeImage &img
 
 Result<int> RestoreSession::local_render_fd(uint32_t minor)
 {
-	if (auto it = render_fds_.find(minor); it != render_fds_.end())
-		return it->second.get();
+	if (auto it = render_files_.find(minor); it != render_files_.end())
+		return it->second.fd();
 	auto fd = open_render_node(env_.paths, minor);
 	if (!fd)
 		return std::move(fd).error();
@@ -242,7 +264,7 @@ Result<int> RestoreSession::local_render_fd(uint32_t minor)
 	if (!high)
 		return std::move(high).error();
 	const int raw = high->get();
-	render_fds_.emplace(minor, std::move(*high));
+	render_files_.emplace(minor, RenderFile{std::move(*high), -1});
 	return raw;
 }
 
@@ -333,12 +355,12 @@ Status RestoreSession::restore_kfd(int id, UniqueFd *out)
 				return make_error(EIO, "BO %zu at 0x%llx: RESTORE returned no dma-buf", i,
 						  static_cast<unsigned long long>(b.addr));
 			job->bos.push_back({r.dmabuf.get(), b.size});
-			vmas_.push_back({false, checkpointed_minor(b.gpu_id), b.offset, r.restored_offset,
-					 render_fds_.at(m->local_render_minor).get()});
+			vmas_.push_back({false, checkpointed_minor(b.gpu_id), m->local_render_minor, b.offset,
+					 r.restored_offset});
 		} else if (b.alloc_flags & (kKfdAllocDoorbell | kKfdAllocMmioRemap)) {
 			// Any /dev/kfd file maps these (the driver finds the
 			// process by its mm): CRIU opens the path itself.
-			vmas_.push_back({true, 0, b.offset, r.restored_offset, -1});
+			vmas_.push_back({true, 0, 0, b.offset, r.restored_offset});
 		}
 	}
 	std::erase_if(jobs, [](const GpuCopyJob &j) { return j.bos.empty(); });
@@ -367,13 +389,32 @@ Status RestoreSession::restore_render(int id, UniqueFd *out)
 	if (!m)
 		return make_error(EINVAL, "%s: gpu 0x%04x (renderD%u) has no local GPU",
 				  render_image_name(id).c_str(), img->gpu_id, img->drm_render_minor);
-	auto fd = open_render_node(env_.paths, m->local_render_minor);
-	if (!fd)
-		return std::move(fd).error();
+	// The same open file as KFD's RESTORE uses (in either order): the
+	// driver lets only that file map the process's BOs.
+	auto bound = local_render_fd(m->local_render_minor);
+	if (!bound)
+		return std::move(bound).error();
+	*out = UniqueFd(::fcntl(*bound, F_DUPFD_CLOEXEC, 0));
+	if (!out->valid())
+		return errno_error(errno, "dup of the render node file");
 	log_gpu(LogLevel::Debug, img->gpu_id, "render node %u restored as renderD%u", img->drm_render_minor,
 		m->local_render_minor);
-	*out = std::move(*fd);
 	return ok_status();
+}
+
+void RestoreSession::hand_render_files_to_task()
+{
+	if (handed_over_)
+		return;
+	handed_over_ = true;
+	for (auto &[minor, file] : render_files_) {
+		const int theirs = find_same_open_file(file.ours.get());
+		if (theirs < 0)
+			continue; // the task holds none: ours stays (as upstream's does)
+		file.borrowed = theirs;
+		file.ours.reset();
+		log_debug("renderD%u: mapped through the task's own fd %d", minor, theirs);
+	}
 }
 
 int RestoreSession::update_vma_map(const char *path, uint64_t /*addr*/, uint64_t old_pgoff,
@@ -385,12 +426,13 @@ int RestoreSession::update_vma_map(const char *path, uint64_t /*addr*/, uint64_t
 	const uint32_t minor = render_minor_of_path(path);
 	if (!kfd && minor == 0)
 		return -ENOTSUP;
+	hand_render_files_to_task();
 	for (const auto &v : vmas_) {
 		if (v.old_offset != old_pgoff || v.kfd != kfd || (!kfd && v.old_minor != minor))
 			continue;
 		int fd = -1;
-		if (v.fd >= 0) {
-			fd = ::fcntl(v.fd, F_DUPFD_CLOEXEC, 0);
+		if (!v.kfd) {
+			fd = ::fcntl(render_files_.at(v.local_minor).fd(), F_DUPFD_CLOEXEC, 0);
 			if (fd < 0) {
 				const int err = errno;
 				log_error("mapping of %s at offset 0x%llx: dup: %s", path,
@@ -430,7 +472,7 @@ int RestoreSession::resume_devices_late(int pid)
 void RestoreSession::finish(int /*ret*/)
 {
 	vmas_.clear();
-	render_fds_.clear();
+	render_files_.clear();
 }
 
 } // namespace amdcr

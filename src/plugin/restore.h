@@ -49,22 +49,34 @@ private:
 	enum class State { Unprepared, Inactive, Active };
 
 	// One CPU mapping to move: checkpointed file and offset -> new offset
-	// and the fd CRIU must mmap.
+	// and the file CRIU must mmap.
 	struct VmaUpdate {
-		bool kfd = false;	   // /dev/kfd, else a render node
+		bool kfd = false;	   // /dev/kfd (CRIU opens the path), else a render node
 		uint32_t old_minor = 0;	   // render node minor at checkpoint
+		uint32_t local_minor = 0;  // the render node it maps through now
 		uint64_t old_offset = 0;
 		uint64_t new_offset = 0;
-		int fd = -1;		   // in render_fds_; -1: CRIU opens the path
+	};
+
+	// The render node file of one local GPU in this task: the one KFD's
+	// RESTORE bound the GPU's VM to, whose BOs only it may map. Ours until
+	// CRIU has installed the task's own copy of it, then borrowed from the
+	// task, so the restored process keeps no extra fd.
+	struct RenderFile {
+		UniqueFd ours;	 // moved above the task's fds
+		int borrowed = -1; // the task's own fd of the same open file
+		int fd() const { return ours.valid() ? ours.get() : borrowed; }
 	};
 
 	// prepare()'s work; Active, Inactive or an error.
 	Status load_and_map();
 	Status restore_kfd(int id, UniqueFd *out);
 	Status restore_render(int id, UniqueFd *out);
-	// The render node of local GPU `minor`, opened once and kept (moved
-	// above the target's fds).
+	// The render node of local GPU `minor`, opened once per task.
 	Result<int> local_render_fd(uint32_t minor);
+	// Once the task's fds are installed (first UPDATE_VMA_MAP): each render
+	// file of ours that the task holds too is closed and borrowed from it.
+	void hand_render_files_to_task();
 	// The mapping of the GPU a render image names (by gpu_id, else by its
 	// checkpointed minor in the KFD images); nullptr when there is none.
 	const GpuMapEntry *mapping_for_render(const RenderNodeImage &img) const;
@@ -75,7 +87,8 @@ private:
 	State state_ = State::Unprepared;
 	std::map<int, KfdImage> kfd_images_; // by CRIU file id
 	GpuMap map_;
-	std::map<uint32_t, UniqueFd> render_fds_; // by local minor
+	std::map<uint32_t, RenderFile> render_files_; // by local minor
+	bool handed_over_ = false;
 	std::vector<VmaUpdate> vmas_;
 };
 
