@@ -7,7 +7,9 @@ pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-c
       # CRIU's own build (scripts/build-criu.sh, for the realcriu tests)
       libprotobuf-dev protobuf-compiler python3-protobuf libnl-3-dev libnet1-dev
       libcap-dev libbsd-dev uuid-dev libgnutls28-dev libnftables-dev libaio-dev
-      xz-utils binutils)
+      xz-utils binutils
+      # Debian's ROCm 5.2 user space, run on the emulated GPU (tests/rocm)
+      rocminfo rocm-smi libhsa-runtime-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
