@@ -66,6 +66,10 @@ struct NodeDesc {
 	uint32_t card_index = 0;	// /dev/dri/card<N>
 	uint32_t family = 141;		// AMDGPU_FAMILY_AI
 	uint32_t pci_device_id = 0;
+	uint32_t pci_revision = 0;	// PCI revision (sysfs `revision`; DEV_INFO pci_rev)
+	uint32_t rev_id = 0;		// ASIC revision (DEV_INFO chip_rev)
+	uint32_t external_rev_id = 0;	// rev_id + the ASIC's offset (DEV_INFO external_rev)
+	bool gfx_ring = true;		// false on compute-only chips (MI100/MI200/MI300)
 	std::string pci_slot;		// "0000:03:00.0"
 	uint32_t num_sdma_engines = 2;
 	double sdma_gbps = 0;		// per-engine bandwidth model; 0 = unthrottled

@@ -456,6 +456,9 @@ long ModelImpl::drm_info(Caller &c, DrmFile &f, const Info &a)
 		uint32_t ses = sa_per_se ? arrays / sa_per_se : arrays;
 		uint32_t cu_per_sa = static_cast<uint32_t>(n.property("cu_per_simd_array", 16));
 		put32(b, device_id, n.pci_device_id ? n.pci_device_id : static_cast<uint32_t>(n.property("device_id")));
+		put32(b, chip_rev, n.rev_id);
+		put32(b, external_rev, n.external_rev_id);
+		put32(b, pci_rev, n.pci_revision);
 		put32(b, family, d.family);
 		put32(b, num_shader_engines, ses ? ses : 1);
 		put32(b, num_shader_arrays_per_engine, sa_per_se ? sa_per_se : 1);
@@ -527,7 +530,9 @@ long ModelImpl::drm_info(Caller &c, DrmFile &f, const Info &a)
 		switch (type) {
 		case HW_IP_GFX:
 			h.hw_ip_version_major = d.family >= abi::sdma::kFamilyAi ? 9 : 8;
-			h.available_rings = 1;
+			// Compute-only chips (Arcturus, Aldebaran, GC 9.4.3) have
+			// no GFX ring: num_gfx_rings 0, so no ring is available.
+			h.available_rings = n.gfx_ring ? 1 : 0;
 			break;
 		case HW_IP_COMPUTE:
 			h.hw_ip_version_major = d.family >= abi::sdma::kFamilyAi ? 9 : 8;

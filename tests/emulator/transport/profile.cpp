@@ -58,12 +58,20 @@ struct GpuTemplate {
 	uint64_t vram;
 	std::vector<std::pair<CacheDesc, uint32_t>> caches; // desc, count
 	uint32_t mem_width, mem_clk;
+	// PCI revision (amdgpu.ids keys the marketing name by device and
+	// revision), and the offset amdgpu adds to the ASIC's rev_id for
+	// external_rev_id (soc15_common_early_init: Arcturus 0x32, Aldebaran
+	// 0x3c, GC 9.4.3 0x46). None of these chips has a GFX ring.
+	uint32_t pci_revision, external_rev_offset;
 };
 
 const std::vector<GpuTemplate> &templates()
 {
 	// MI100: the published fixture of a real node (reference §3.4).
 	// MI210 and MI300X: illustrative values from public specifications.
+	// Cache types are what the kernel gives GPU caches (kfd_crat.c): the
+	// HSACU bit (8) with DATA (1) or INSTRUCTION (2), so 9 and 10; ROCr
+	// finds a GPU's caches by that bit ("GPU cache info missing" without).
 	static const std::vector<GpuTemplate> t = {
 		{"MI100", "arcturus",
 		 {{"simd_count", 480}, {"simd_id_base", 2147487744},
@@ -79,9 +87,9 @@ const std::vector<GpuTemplate> &templates()
 		  {"debug_prop", 1494}, {"sdma_fw_version", 18}, {"num_xcc", 1},
 		  {"max_engine_clk_ccompute", 2000}},
 		 34342961152ull,
-		 {{{1, 16, 64, 1}, 120}, {{1, 16, 64, 1}, 64}, {{1, 64, 64, 2}, 32},
-		  {{2, 8192, 128, 1}, 1}},
-		 4096, 1200},
+		 {{{1, 16, 64, 9}, 120}, {{1, 16, 64, 9}, 64}, {{1, 64, 64, 10}, 32},
+		  {{2, 8192, 128, 9}, 1}},
+		 4096, 1200, 0x01, 0x32},
 		{"MI210", "aldebaran",
 		 {{"simd_count", 416}, {"simd_id_base", 2147487744},
 		  {"max_waves_per_simd", 8}, {"lds_size_in_kb", 64},
@@ -96,9 +104,9 @@ const std::vector<GpuTemplate> &templates()
 		  {"debug_prop", 1495}, {"sdma_fw_version", 8}, {"num_xcc", 1},
 		  {"max_engine_clk_ccompute", 2000}},
 		 68702699520ull,
-		 {{{1, 16, 64, 1}, 104}, {{1, 16, 64, 1}, 52}, {{1, 64, 64, 2}, 26},
-		  {{2, 8192, 128, 1}, 1}},
-		 4096, 1600},
+		 {{{1, 16, 64, 9}, 104}, {{1, 16, 64, 9}, 52}, {{1, 64, 64, 10}, 26},
+		  {{2, 8192, 128, 9}, 1}},
+		 4096, 1600, 0x02, 0x3c},
 		{"MI300X", "aqua_vanjaram",
 		 {{"simd_count", 1216}, {"simd_id_base", 2147487744},
 		  {"max_waves_per_simd", 8}, {"lds_size_in_kb", 64},
@@ -113,8 +121,8 @@ const std::vector<GpuTemplate> &templates()
 		  {"debug_prop", 1495}, {"sdma_fw_version", 19}, {"num_xcc", 8},
 		  {"max_engine_clk_ccompute", 2100}},
 		 206158430208ull,
-		 {{{1, 32, 128, 1}, 32}, {{2, 4096, 128, 1}, 8}, {{3, 262144, 64, 1}, 1}},
-		 8192, 2525},
+		 {{{1, 32, 128, 9}, 32}, {{2, 4096, 128, 9}, 8}, {{3, 262144, 64, 9}, 1}},
+		 8192, 2525, 0x00, 0x46},
 	};
 	return t;
 }
@@ -131,6 +139,7 @@ struct Building {
 	uint32_t location = 0;
 	bool location_set = false;
 	bool card_set = false;
+	uint32_t external_rev_offset = 0;
 	std::vector<IoLinkDesc> extra_links;	// `link` lines
 };
 
@@ -299,6 +308,7 @@ std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor,
 			b.props["unique_id"] = unique_id_for(b.node.gpu_id, i);
 		NodeDesc n = emit(b, true);
 		n.pci_device_id = uint32_t(get_prop(n, "device_id"));
+		n.external_rev_id = n.rev_id + b.external_rev_offset;
 		n.num_sdma_engines = uint32_t(get_prop(n, "num_sdma_engines"));
 		if (n.pci_slot.empty())
 			n.pci_slot = fmt_slot(uint32_t(get_prop(n, "domain")), b.location);
@@ -455,6 +465,9 @@ std::optional<MachineDesc> parse_machine(std::string_view text, std::string *err
 			cur->mem = t->vram;
 			cur->mem_width = t->mem_width;
 			cur->mem_clk = t->mem_clk;
+			cur->node.pci_revision = t->pci_revision;
+			cur->external_rev_offset = t->external_rev_offset;
+			cur->node.gfx_ring = false;
 			for (const auto &[c, count] : t->caches)
 				for (uint32_t i = 0; i < count; i++)
 					cur->node.caches.push_back(c);
@@ -550,6 +563,10 @@ std::optional<MachineDesc> parse_machine(std::string_view text, std::string *err
 			cur->card_set = true;
 		} else if (key == "family" && cur_gpu)
 			cur->node.family = uint32_t(v);
+		else if (key == "pci_revision" && cur_gpu && v <= 0xff)
+			cur->node.pci_revision = uint32_t(v);
+		else if (key == "rev_id" && cur_gpu)
+			cur->node.rev_id = uint32_t(v);
 		else if (key == "large_bar" && cur_gpu)
 			cur->node.large_bar = v != 0;
 		else if (key == "mem_width")

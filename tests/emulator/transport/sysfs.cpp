@@ -342,6 +342,44 @@ void write_cpus(Writer &w, const MachineDesc &m, std::string *redirects)
 	}
 }
 
+// The amdgpu module as the kernel shows a loaded one: /sys/module/amdgpu
+// (initstate "live", refcnt, coresize, taint, version, parameters/,
+// holders/) and its /proc/modules line ("name size refcount deps state
+// address"; addresses read as 0 without CAP_SYSLOG). rocminfo runs
+// `lsmod | grep amdgpu` (libkmod reads /proc/modules and these files);
+// rocm-smi reads initstate and version. The host has neither for us: this
+// kernel has no /proc/modules at all.
+constexpr const char *kAmdgpuModuleVersion = "5.16.9.22.20";	// ROCm 5.2's amdgpu-dkms
+constexpr uint64_t kAmdgpuCoreSize = 9535488;
+
+void write_module(Writer &w, bool loaded, std::string *redirects)
+{
+	*redirects += "/proc/modules\n";
+	if (!loaded) {
+		w.file("proc/modules", "");
+		return;
+	}
+	const std::string d = "sys/module/amdgpu/";
+	w.file(d + "initstate", "live\n");
+	w.file(d + "refcnt", "0\n");
+	w.file(d + "coresize", std::to_string(kAmdgpuCoreSize) + "\n");
+	w.file(d + "initsize", "0\n");
+	w.file(d + "taint", "\n");
+	w.file(d + "version", std::string(kAmdgpuModuleVersion) + "\n");
+	w.file(d + "srcversion", "6E1A1F2B3C4D5E6F708192A\n");
+	w.dir(d + "holders");
+	w.dir(d + "drivers");
+	w.link(d + "drivers/pci:amdgpu", rel_link("/" + d + "drivers", "/sys/bus/pci/drivers/amdgpu"));
+	// A few parameters with the defaults a module loaded without options
+	// prints (int parameters as %d).
+	for (const auto &[name, value] : {std::pair{"cwsr_enable", "1"}, std::pair{"noretry", "-1"},
+					  std::pair{"sched_policy", "0"}, std::pair{"hws_max_conc_proc", "-1"},
+					  std::pair{"vm_size", "-1"}, std::pair{"vm_fragment_size", "-1"},
+					  std::pair{"mes", "0"}, std::pair{"debug_largebar", "0"}})
+		w.file(d + "parameters/" + name, std::string(value) + "\n");
+	w.file("proc/modules", "amdgpu " + std::to_string(kAmdgpuCoreSize) + " 0 - Live 0x0000000000000000\n");
+}
+
 } // namespace
 
 std::string properties_text(const NodeDesc &n)
@@ -431,6 +469,7 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 	// for CPU caches, libnuma counts the nodes), all generated.
 	if (!gpus.empty())
 		write_cpus(w, m, &redirects);
+	write_module(w, !gpus.empty(), &redirects);
 
 	w.dir("dev/dri");
 	w.dir("sys/bus/pci/devices");
@@ -445,7 +484,7 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 		w.file(pci.substr(1) + "/device", hex(dev_id, 4));
 		w.file(pci.substr(1) + "/subsystem_vendor", hex(0x1002, 4));
 		w.file(pci.substr(1) + "/subsystem_device", hex(0x0c34, 4));
-		w.file(pci.substr(1) + "/revision", hex(0x02, 2));
+		w.file(pci.substr(1) + "/revision", hex(g->pci_revision, 2));
 		w.file(pci.substr(1) + "/class", hex(0x038000, 6));
 		char ue[512];
 		std::snprintf(ue, sizeof ue,
@@ -458,7 +497,7 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 		std::string cfg(64, '\0');
 		cfg[0] = 0x02; cfg[1] = 0x10;
 		cfg[2] = char(dev_id & 0xff); cfg[3] = char(dev_id >> 8);
-		cfg[8] = 0x02; cfg[10] = char(0x80); cfg[11] = 0x03;
+		cfg[8] = char(g->pci_revision); cfg[10] = char(0x80); cfg[11] = 0x03;
 		cfg[44] = 0x02; cfg[45] = 0x10; cfg[46] = 0x34; cfg[47] = 0x0c;
 		w.file(pci.substr(1) + "/config", cfg);
 		w.link(pci.substr(1) + "/subsystem", rel_link(pci, "/sys/bus/pci"));
