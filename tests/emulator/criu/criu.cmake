@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # Real CRIU on the emulated GPU (see README.md, "Real CRIU"): the CRIU-side
 # adapter plugin, the kfdemu-criu wrapper, the workload and the tests
-# emu_realcriu_* (labels realcriu, emulator; NOT RUN without $CRIU_BIN).
+# emu_realcriu_<version>_* (labels realcriu, emulator), registered for every
+# CRIU the realcriu suite (tests/realcriu) offers: the binaries its fixture
+# realcriu_criu (test realcriu_build_criu, scripts/build-criu.sh) lists in
+# <build>/realcriu/criu-bins.txt.
 
 # Loaded into CRIU, which is not built with sanitizers: never sanitized.
 add_library(kfdemu_criu_adapter MODULE ${KFDEMU_DIR}/criu/adapter.cpp)
@@ -32,20 +35,85 @@ if(NOT KFDEMU_CRIU_HSAKMT_LIB OR NOT Python3_Interpreter_FOUND OR NOT TARGET amd
 endif()
 
 add_executable(kfdemu_criu_workload ${KFDEMU_DIR}/criu/workload.cpp)
-target_link_libraries(kfdemu_criu_workload PRIVATE ${KFDEMU_CRIU_HSAKMT_LIB})
+target_link_libraries(kfdemu_criu_workload PRIVATE ${KFDEMU_CRIU_HSAKMT_LIB} PkgConfig::LIBDRM_AMDGPU PkgConfig::LIBDRM)
 amdcr_warnings(kfdemu_criu_workload)
 
-function(kfdemu_realcriu_test name machine)
-  add_test(NAME ${name}
+# The CRIU versions, decided as tests/realcriu/CMakeLists.txt decides them
+# (this directory is configured first, so the same cache variables are
+# declared here with the same defaults): AMDCR_CRIU_BIN (environment
+# CRIU_BIN at configure time) gives the one version "bin", else each
+# criu-<version>.tar.xz listed in AMDCR_CRIU_TARBALLS/SHA256SUMS (criu-dev
+# snapshots "dev-<commit>", named "dev" in test names).
+set(AMDCR_CRIU_BIN "" CACHE FILEPATH "A ready criu binary for the realcriu tests (nothing is built)")
+if(DEFINED ENV{CRIU_BIN})
+  set_property(CACHE AMDCR_CRIU_BIN PROPERTY VALUE "$ENV{CRIU_BIN}")
+endif()
+get_filename_component(_kfdemu_tarballs_default "${PROJECT_SOURCE_DIR}/../shared/criu" ABSOLUTE)
+set(AMDCR_CRIU_TARBALLS "${_kfdemu_tarballs_default}" CACHE PATH
+  "Directory with criu-<version>.tar.xz and SHA256SUMS for the realcriu tests")
+if(DEFINED ENV{CRIU_TARBALLS})
+  set_property(CACHE AMDCR_CRIU_TARBALLS PROPERTY VALUE "$ENV{CRIU_TARBALLS}")
+endif()
+set(_kfdemu_criu_versions)
+set(_kfdemu_criu_none "")
+if(AMDCR_SANITIZE)
+  set(_kfdemu_criu_none "sanitizer build (AMDCR_SANITIZE=${AMDCR_SANITIZE}): CRIU cannot load a sanitized plugin")
+elseif(AMDCR_CRIU_BIN)
+  set(_kfdemu_criu_versions bin)
+elseif(EXISTS "${AMDCR_CRIU_TARBALLS}/SHA256SUMS")
+  file(STRINGS "${AMDCR_CRIU_TARBALLS}/SHA256SUMS" _sums REGEX "criu-.*\\.tar\\.xz$")
+  foreach(_line IN LISTS _sums)
+    string(REGEX REPLACE "^.*criu-(.*)\\.tar\\.xz$" "\\1" _ver "${_line}")
+    list(APPEND _kfdemu_criu_versions "${_ver}")
+  endforeach()
+  if(NOT _kfdemu_criu_versions)
+    set(_kfdemu_criu_none "${AMDCR_CRIU_TARBALLS}/SHA256SUMS lists no criu-*.tar.xz")
+  endif()
+else()
+  set(_kfdemu_criu_none "no CRIU: neither CRIU_BIN nor ${AMDCR_CRIU_TARBALLS}/SHA256SUMS (set CRIU_BIN or CRIU_TARBALLS and reconfigure)")
+endif()
+
+if(NOT _kfdemu_criu_versions)
+  add_test(NAME emu_realcriu_none COMMAND sh -c "echo 'NOT RUN: ${_kfdemu_criu_none}'; exit 77")
+  set_tests_properties(emu_realcriu_none PROPERTIES LABELS "realcriu;emulator" SKIP_RETURN_CODE 77)
+  add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin)
+  return()
+endif()
+
+# emu_realcriu_<short>_<name>: realcriu_test.py SCENARIO on MACHINE under
+# the CRIU of <version>, found in criu-bins.txt (the fixture builds it).
+function(kfdemu_realcriu_test ver name scenario machine)
+  string(REGEX REPLACE "^dev-.*" "dev" short "${ver}")
+  set(test emu_realcriu_${short}_${name})
+  add_test(NAME ${test}
     COMMAND ${Python3_EXECUTABLE} ${KFDEMU_DIR}/criu/realcriu_test.py
+      --criu-list ${CMAKE_BINARY_DIR}/realcriu/criu-bins.txt --criu-version ${ver}
+      --realcriu-lib ${PROJECT_SOURCE_DIR}/tests/realcriu
       --kfd-emu $<TARGET_FILE:kfd-emu> --wrapper ${KFDEMU_CRIU_WRAPPER}
       --workload $<TARGET_FILE:kfdemu_criu_workload> --machine ${machine}
-      "--sanitized=${AMDCR_SANITIZE}" ${ARGN})
-  set_tests_properties(${name} PROPERTIES LABELS "realcriu;emulator" SKIP_RETURN_CODE 77 TIMEOUT 300)
+      --scenario ${scenario} "--sanitized=${AMDCR_SANITIZE}" ${ARGN})
+  set_tests_properties(${test} PROPERTIES LABELS "realcriu;emulator" SKIP_RETURN_CODE 77 TIMEOUT 300
+    FIXTURES_REQUIRED realcriu_criu)
 endfunction()
-kfdemu_realcriu_test(emu_realcriu_MI100 MI100)
-kfdemu_realcriu_test(emu_realcriu_2xMI210 2xMI210)
-# Negative: the plugin's UPDATE_VMA_MAP answer is falsified (one page off)
-# before the adapter translates it; the round trip must fail.
-kfdemu_realcriu_test(emu_realcriu_broken_vma_map_MI100 MI100 --break-vma-map)
+foreach(_ver IN LISTS _kfdemu_criu_versions)
+  # Round trips: fds, queues, contents, mappings, the restored process's
+  # own GPU work (SDMA, new BOs, events).
+  kfdemu_realcriu_test(${_ver} MI100 roundtrip MI100)
+  kfdemu_realcriu_test(${_ver} 2xMI210 roundtrip 2xMI210)
+  # A process tree: parent and child, each with its own KFD context.
+  kfdemu_realcriu_test(${_ver} tree_MI100 tree MI100)
+  kfdemu_realcriu_test(${_ver} tree_2xMI210 tree 2xMI210)
+  # Restore on another machine at the same root: other gpu_ids, minors and
+  # GPU order (kfd-emu --root).
+  kfdemu_realcriu_test(${_ver} other_machine_2xMI210 other-machine 2xMI210)
+  # Failures: a dump failing on an SDMA fault leaves the process running
+  # and unpaused; restores failing on a truncated pages file and on a
+  # CRIU_OP RESTORE fault end cleanly.
+  kfdemu_realcriu_test(${_ver} dump_fault_MI100 dump-fault MI100)
+  kfdemu_realcriu_test(${_ver} restore_truncated_MI100 restore-truncated MI100)
+  kfdemu_realcriu_test(${_ver} restore_fault_MI100 restore-fault MI100)
+  # Negative: the plugin's UPDATE_VMA_MAP answer is falsified (one page
+  # off) before the adapter translates it; the round trip must fail.
+  kfdemu_realcriu_test(${_ver} broken_vma_map_MI100 broken-vma-map MI100)
+endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin)

@@ -1,27 +1,57 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""Real CRIU dumps and restores a libhsakmt process on the emulated GPU.
+"""Real CRIU dumps and restores libhsakmt processes on the emulated GPU.
 
-    CRIU_BIN=/path/to/criu realcriu_test.py --kfd-emu K --wrapper W \
-        --workload X [--machine NAME] [--plugin P.so] [--break-vma-map]
+    realcriu_test.py --criu-list LIST --criu-version V --realcriu-lib DIR \
+        --kfd-emu K --wrapper W --workload X --machine NAME \
+        --scenario SCENARIO [--plugin P.so] [--keep]
 
-Runs itself under `kfd-emu --machine NAME`, starts the workload
-(kfdemu_criu_workload), dumps it with `kfdemu-criu CRIU dump` and restores it
-with `kfdemu-criu CRIU restore` (same daemon, same pid), then checks:
-- every BO of the restored process has the dumped contents (the model's
-  checksums, `kfd-emu ctl bos`), and its device mappings are recorded
-  (`kfd-emu ctl vmas`);
-- the restored process itself finds its patterns through its own mappings
-  and keeps using KFD (new BO, event set+wait, queue destroy): DIR/result.
---break-vma-map falsifies the plugin's UPDATE_VMA_MAP answer (one page off,
-KFDEMU_ADAPTER_BREAK_VMA_MAP=1 in the adapter): the test then passes only if
-the round trip fails.
+The CRIU binary is the one scripts/build-criu.sh listed for V in LIST
+(tests/realcriu's realcriu.find_criu; `--criu PATH` names one directly).
+Each scenario runs under `kfd-emu --machine NAME` the workload
+(kfdemu_criu_workload), real CRIU through the kfdemu-criu wrapper (the
+adapter first, then the plugin under test), and checks (see README.md,
+"Real CRIU"):
 
-Exit: 0 pass, 1 fail, 77 NOT RUN (no $CRIU_BIN, sanitizer build).
+roundtrip       dump + restore (same daemon, same pid). Restored: the fd
+                table equals the dumped one by number and target (daemon
+                connections: the same numbers, connected to the daemon
+                before and after, nothing else); every BO has its dumped
+                contents (model checksums) on its GPU; the device mappings
+                are back; the queues are there and active (not paused, not
+                evicted), the process neither paused nor evicted; then the
+                restored process itself verifies its patterns, copies with
+                SDMA (libdrm_amdgpu on its own render-node files) from its
+                restored VRAM BOs and into new KFD BOs, waits on its event,
+                destroys its queue ("OK" in DIR/result).
+tree            the same for a parent and a child, each with its own KFD
+                context (dump -t parent).
+other-machine   dump on one machine, restore on a second kfd-emu at the same
+                root and socket paths (kfd-emu --root) after the first is
+                gone, with other gpu_ids, other render minors and (2xMI210)
+                the GPUs in the other order (VRAM sizes swapped, so only one
+                mapping fits): BOs on the mapped GPUs, render fds and
+                mappings on the mapped minors, then as roundtrip.
+dump-fault      an SDMA fault (`kfd-emu ctl faults sdma:nth=1`) fails the
+                dump: CRIU exits non-zero with the plugin's "Error:" line in
+                its log; the process runs on with its fd table unchanged,
+                not paused, queues active, and completes its work.
+restore-truncated  the dump's largest amdgpu-pages file is cut in half;
+restore-fault   CRIU_OP:RESTORE fails (injected): CRIU's restore exits
+                non-zero within its time limit with the plugin's "Error:"
+                line, and no restored process is left (none alive, none
+                in the model).
+broken-vma-map  the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a
+                page (KFDEMU_ADAPTER_BREAK_VMA_MAP=1): passes only if the
+                dump succeeds and the restore or the restored process fails.
+
+Exit: 0 pass, 1 fail, 77 NOT RUN (CRIU not listed / not usable, not root,
+sanitizer build).
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,49 +59,35 @@ import sys
 import tempfile
 import time
 
+CRIU_TIMEOUT = 120
+
+# other-machine: the two machines (kfd-emu overrides) and the GPU mapping the
+# plugin must find (first machine's gpu_id -> second's, minors likewise).
+OTHER_MACHINE = {
+    "MI100": {
+        "first": ["--gpu-ids", "0xa1a1", "--minors", "128"],
+        "second": ["--gpu-ids", "0x1111", "--minors", "140"],
+        "gpus": {0xa1a1: 0x1111},
+        "minors": {128: 140},
+    },
+    # VRAM 64G,32G on the first and 32G,64G on the second: the 64G GPU can
+    # only go to the second machine's 64G GPU (the plugin's vram_size rule),
+    # so the GPUs change order.
+    "2xMI210": {
+        "first": ["--gpu-ids", "0xa1a1,0xb2b2", "--minors", "128,129", "--vram", "64G,32G"],
+        "second": ["--gpu-ids", "0x1111,0x2222", "--minors", "140,135", "--vram", "32G,64G"],
+        "gpus": {0xa1a1: 0x2222, 0xb2b2: 0x1111},
+        "minors": {128: 135, 129: 140},
+    },
+}
+
 
 def log(msg):
     print(msg, flush=True)
 
 
-def not_run(reason):
-    log(f"NOT RUN: {reason}")
-    sys.exit(77)
-
-
-def wait_for(pred, timeout, what):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.02)
-    log(f"timed out after {timeout}s waiting for {what}")
-    return False
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[-1][0] not in "ZX"
-    except OSError:
-        return False
-
-
-def ctl(kfd_emu, *query):
-    out = subprocess.run([kfd_emu, "ctl", *query], check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
-
-
-def show_log(path, lines=40):
-    try:
-        with open(path, errors="replace") as f:
-            tail = f.readlines()[-lines:]
-    except OSError:
-        return
-    log(f"--- last {len(tail)} lines of {path}")
-    for l in tail:
-        sys.stdout.write("    " + l)
-    sys.stdout.flush()
+class NotRun(Exception):
+    pass
 
 
 class Failure(Exception):
@@ -87,133 +103,527 @@ def expect(cond, what, after_dump=True):
         raise Failure(what, after_dump)
 
 
-def round_trip(args, criu, work):
-    """Dump + restore + checks; raises Failure."""
-    images = os.path.join(work, "images")
-    os.mkdir(images)
-    out = open(os.path.join(work, "workload.log"), "w")
-    wl = subprocess.Popen([args.workload, work], stdin=subprocess.DEVNULL, stdout=out,
-                          stderr=subprocess.STDOUT, start_new_session=True)
-    out.close()
-    ready = os.path.join(work, "ready")
-    if not wait_for(lambda: os.path.exists(ready) or wl.poll() is not None, 60, "the workload"):
-        wl.kill()
-        raise Failure("workload not ready")
-    if wl.poll() is not None:
-        show_log(os.path.join(work, "workload.log"))
-        raise Failure(f"workload exited early ({wl.returncode})")
-    with open(ready) as f:
-        pid = int(f.readline())
-    expect(pid == wl.pid, f"workload pid {pid} != {wl.pid}", False)
-    before = {b["va"]: b for b in ctl(args.kfd_emu, "bos", str(pid))["bos"]}
-    vmas_before = ctl(args.kfd_emu, "vmas", str(pid))["vmas"]
-    log(f"workload {pid}: {len(before)} BOs, {len(vmas_before)} device mappings")
-    expect(before and vmas_before, "the workload has no BOs or device mappings", False)
+def wait_for(pred, timeout, what=None):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    if what:
+        log(f"timed out after {timeout}s waiting for {what}")
+    return False
 
-    env = dict(os.environ)
-    if args.break_vma_map:
-        env["KFDEMU_ADAPTER_BREAK_VMA_MAP"] = "1"
-    # --link-remap: libhsakmt maps glibc's temporary semaphore file
-    # /dev/shm/sem.XXXXXX, unlinked after sem_open linked it under its
-    # name (see README.md "Real CRIU").
-    common = ["-D", images, "-v4", "--link-remap"]
-    wrapper = [args.wrapper] + (["--plugin", args.plugin] if args.plugin else [])
-    dump = subprocess.run(wrapper + ["--", criu, "dump", "-t", str(pid), "-o", "dump.log"] + common,
-                          env=env)
-    if dump.returncode != 0:
-        show_log(os.path.join(images, "dump.log"))
-        raise Failure(f"criu dump failed ({dump.returncode})")
-    wl.wait(timeout=30)
-    log(f"dumped: workload ended with {wl.returncode}")
-    wait_for(lambda: not alive(pid), 10, "the dumped task to go")
 
-    restore = subprocess.run(wrapper + ["--", criu, "restore", "-d", "-o", "restore.log",
-                              "--pidfile", os.path.join(work, "restored.pid")] + common, env=env)
-    if restore.returncode != 0:
-        show_log(os.path.join(images, "restore.log"))
-        raise Failure(f"criu restore failed ({restore.returncode})", True)
-    with open(os.path.join(work, "restored.pid")) as f:
-        rpid = int(f.read().strip())
-    expect(rpid == pid, f"restored pid {rpid} != {pid}")
-    log(f"restored as {rpid}")
+def alive(pid):
     try:
-        after = {b["va"]: b for b in ctl(args.kfd_emu, "bos", str(rpid))["bos"]}
-        for va, b in before.items():
-            expect(va in after, f"BO at {va:#x} missing after restore")
-            expect(after[va]["checksum"] == b["checksum"],
-                   f"BO at {va:#x}: checksum {after[va]['checksum']} != dumped {b['checksum']}")
-        vmas_after = ctl(args.kfd_emu, "vmas", str(rpid))["vmas"]
-        want = sorted((v["start"], v["end"], v["path"]) for v in vmas_before)
-        got = sorted((v["start"], v["end"], v["path"]) for v in vmas_after)
-        expect(got == want, f"device mappings after restore {got} != before {want}")
-        log(f"emulator: {len(after)} BOs with dumped contents, {len(got)} device mappings")
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] not in "ZX"
+    except OSError:
+        return False
 
-        open(os.path.join(work, "go"), "w").close()
-        result = os.path.join(work, "result")
-        if not wait_for(lambda: os.path.exists(result) or not alive(rpid), 60, "the workload's verdict"):
-            raise Failure("no verdict from the restored workload", True)
-        wait_for(lambda: os.path.exists(result), 2, "result file")
-        verdict = open(result).read().strip() if os.path.exists(result) else "(no result: process died)"
-        log(f"restored workload: {verdict}")
-        if verdict != "OK":
-            show_log(os.path.join(work, "workload.log"))
-        expect(verdict == "OK", f"restored workload: {verdict}")
+
+def show_log(path, lines=40):
+    try:
+        with open(path, errors="replace") as f:
+            tail = f.readlines()[-lines:]
+    except OSError:
+        return
+    log(f"--- last {len(tail)} lines of {path}")
+    for line in tail:
+        sys.stdout.write("    " + line)
+    sys.stdout.flush()
+
+
+def plugin_errors(path):
+    """The plugin's error lines in a CRIU log ("amdgpu_plugin: Error: ...")."""
+    try:
+        with open(path, errors="replace") as f:
+            return [l.rstrip("\n") for l in f if "amdgpu_plugin: Error:" in l]
+    except OSError:
+        return []
+
+
+class Emu:
+    """`kfd-emu ctl` of the machine we run in."""
+
+    def __init__(self, kfd_emu):
+        self.kfd_emu = kfd_emu
+
+    def ctl(self, *query):
+        r = subprocess.run([self.kfd_emu, "ctl", *map(str, query)], capture_output=True, text=True,
+                           timeout=30)
+        return json.loads(r.stdout if r.returncode == 0 else r.stderr)
+
+    def faults(self, spec):
+        subprocess.run([self.kfd_emu, "ctl", "faults", spec], check=True, capture_output=True, timeout=30)
+
+    def process(self, pid):
+        for p in self.ctl("processes")["processes"]:
+            if p["pid"] == pid:
+                return p
+        return None
+
+
+# --------------------------------------------------------------------------
+# What the checks compare: fd table, daemon connections, BOs, mappings, queues
+# --------------------------------------------------------------------------
+
+def fd_table(pid):
+    """{fd: target} from /proc/PID/fd (the shim answers readlink of device
+    fds with the device path)."""
+    out = {}
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out[int(name)] = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            pass
+    return out
+
+
+def daemon_connections(pid):
+    """The fds of PID that are Unix stream sockets connected to the
+    daemon's socket ($KFDEMU_SOCKET), from `ss -xap`: a client socket's peer
+    is the daemon's accepted socket, which carries the listener's path."""
+    sock = os.environ["KFDEMU_SOCKET"]
+    r = subprocess.run(["ss", "-x", "-a", "-p", "-n", "-H"], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        raise Failure(f"ss -xap failed: {r.stderr.strip()}")
+    local_path = {}
+    rows = []
+    for line in r.stdout.splitlines():
+        t = line.split()
+        if len(t) < 8:
+            continue
+        try:
+            ino, peer = int(t[5]), int(t[7])
+        except ValueError:
+            continue
+        local_path[ino] = t[4]
+        rows.append((ino, peer, " ".join(t[8:])))
+    fds = set()
+    for ino, peer, procs in rows:
+        for m in re.finditer(r"pid=(\d+),fd=(\d+)", procs):
+            if int(m.group(1)) == pid and local_path.get(peer) == sock:
+                fds.add(int(m.group(2)))
+    return fds
+
+
+def queue_sig(q):
+    return sorted((x["gpu_id"], x["type"], x["ring_base"], x["ring_size"], x["priority"]) for x in q["queues"])
+
+
+def snapshot(emu, pid):
+    return {
+        "pid": pid,
+        "fds": {str(k): v for k, v in fd_table(pid).items()},
+        "daemon_fds": sorted(daemon_connections(pid)),
+        "bos": emu.ctl("bos", pid)["bos"],
+        "vmas": emu.ctl("vmas", pid)["vmas"],
+        "queues": emu.ctl("queues", pid),
+    }
+
+
+def render_path(path, minors):
+    m = re.fullmatch(r"/dev/dri/renderD(\d+)", path)
+    if m and minors:
+        return f"/dev/dri/renderD{minors.get(int(m.group(1)), 'unmapped-' + m.group(1))}"
+    return path
+
+
+def check_running(emu, pid, before, what):
+    """The process's KFD state is live: not paused, not evicted, its queues
+    (as many as before, the same rings) active."""
+    p = emu.process(pid)
+    expect(p is not None, f"{what}: the model has no process {pid}")
+    expect(not p["paused"] and not p["evicted"],
+           f"{what}: process {pid} paused={p['paused']} evicted={p['evicted']} (evict_count {p['evict_count']})")
+    q = emu.ctl("queues", pid)
+    expect(q.get("state") == "active" and all(x["state"] == "active" for x in q["queues"]),
+           f"{what}: queues of {pid} not active: {q}")
+    expect(queue_sig(q) == queue_sig(before["queues"]),
+           f"{what}: queues of {pid} {queue_sig(q)} != before {queue_sig(before['queues'])}")
+    return len(q["queues"])
+
+
+def check_fds(pid, before, minors, what):
+    """The fd table equals the one before, by number and target (render
+    nodes through `minors`); sockets: the daemon connections are the same
+    numbers and connected to the daemon now too, other sockets and pipes by
+    type."""
+    now = fd_table(pid)
+    then = {int(k): v for k, v in before["fds"].items()}
+    expect(sorted(now) == sorted(then),
+           f"{what}: fd numbers {sorted(now)} != before {sorted(then)}; extra "
+           f"{ {k: now[k] for k in now.keys() - then.keys()} }, missing { {k: then[k] for k in then.keys() - now.keys()} }")
+    daemon_now = daemon_connections(pid)
+    expect(daemon_now == set(before["daemon_fds"]),
+           f"{what}: daemon connections at fds {sorted(daemon_now)} != before {before['daemon_fds']}")
+    for fd, target in then.items():
+        anon = re.fullmatch(r"(socket|pipe|anon_inode):.*", target)
+        if anon:
+            expect(now[fd].startswith(anon.group(1) + ":"), f"{what}: fd {fd} is {now[fd]}, was {target}")
+        else:
+            want = render_path(target, minors)
+            expect(now[fd] == want, f"{what}: fd {fd} is {now[fd]}, want {want} (dumped: {target})")
+    return now
+
+
+def check_restored(emu, pid, before, gpus=None, minors=None):
+    """The restored process against its dumped snapshot (see roundtrip)."""
+    fds = check_fds(pid, before, minors, "restored")
+    after = {b["va"]: b for b in emu.ctl("bos", pid)["bos"]}
+    for b in before["bos"]:
+        va = b["va"]
+        expect(va in after, f"BO at {va:#x} missing after restore")
+        a = after[va]
+        expect(a["checksum"] == b["checksum"],
+               f"BO at {va:#x}: checksum {a['checksum']} != dumped {b['checksum']}")
+        expect(a["gpu_id"] == b["gpu_id"], f"BO at {va:#x}: user gpu_id {a['gpu_id']} != dumped {b['gpu_id']}")
+        want_gpu = gpus[b["actual_gpu_id"]] if gpus else b["actual_gpu_id"]
+        expect(a["actual_gpu_id"] == want_gpu,
+               f"BO at {va:#x}: on GPU {a['actual_gpu_id']:#x}, want {want_gpu:#x}")
+        expect(a["size"] == b["size"] and a["type"] == b["type"], f"BO at {va:#x}: {a} != dumped {b}")
+    vmas_after = emu.ctl("vmas", pid)["vmas"]
+    want = sorted((v["start"], v["end"], render_path(v["path"], minors)) for v in before["vmas"])
+    got = sorted((v["start"], v["end"], v["path"]) for v in vmas_after)
+    expect(got == want, f"device mappings after restore {got} != {want}")
+    nq = check_running(emu, pid, before, "restored")
+    log(f"restored {pid}: fd table as dumped ({len(fds)} fds, daemon connections at {before['daemon_fds']}),"
+        f" {len(after)} BOs with dumped contents, {len(got)} device mappings, {nq} active queue(s)")
+
+
+def verdict(work, pid, timeout=60):
+    """Lets the workload in `work` go on and returns its verdict."""
+    open(os.path.join(work, "go"), "w").close()
+    result = os.path.join(work, "result")
+    wait_for(lambda: os.path.exists(result) or not alive(pid), timeout, f"the verdict of {pid}")
+    wait_for(lambda: os.path.exists(result), 2)
+    v = open(result).read().strip() if os.path.exists(result) else f"(no result: {pid} died or hangs)"
+    log(f"workload {pid} ({work}): {v}")
+    return v
+
+
+def reap_children():
+    """Reaps our ended children; returns the pids of those still alive
+    (we are a subreaper, so orphaned restored tasks are among them)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+    kids = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/children") as f:
+                kids.update(int(x) for x in f.read().split())
+        except OSError:
+            pass
+    return sorted(k for k in kids if alive(k))
+
+
+# --------------------------------------------------------------------------
+# The steps
+# --------------------------------------------------------------------------
+
+class Run:
+    def __init__(self, args, criu, work):
+        self.args = args
+        self.criu = criu
+        self.work = work
+        self.images = os.path.join(work, "images")
+        self.emu = Emu(args.kfd_emu)
+        self.wl = None
+        self.env = dict(os.environ)
+        if args.scenario == "broken-vma-map":
+            self.env["KFDEMU_ADAPTER_BREAK_VMA_MAP"] = "1"
+
+    def dirs(self):
+        """The workload directories: the process's, and its child's (tree)."""
+        return [self.work] + ([os.path.join(self.work, "child")] if self.args.scenario == "tree" else [])
+
+    def start(self):
+        """Starts the workload; returns [(dir, pid)] once all are ready."""
+        os.makedirs(self.images, exist_ok=True)
+        out = open(os.path.join(self.work, "workload.log"), "w")
+        cmd = [self.args.workload] + (["--tree"] if self.args.scenario == "tree" else []) + [self.work]
+        self.wl = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        out.close()
+        readies = [os.path.join(d, "ready") for d in self.dirs()]
+        if not wait_for(lambda: all(map(os.path.exists, readies)) or self.wl.poll() is not None, 60,
+                        "the workload"):
+            self.wl.kill()
+            raise Failure("workload not ready")
+        if self.wl.poll() is not None:
+            show_log(os.path.join(self.work, "workload.log"))
+            raise Failure(f"workload exited early ({self.wl.returncode})")
+        procs = []
+        for d, r in zip(self.dirs(), readies):
+            with open(r) as f:
+                procs.append((d, int(f.readline())))
+        expect(procs[0][1] == self.wl.pid, f"workload pid {procs[0][1]} != {self.wl.pid}", False)
+        return procs
+
+    def criu_run(self, action, extra, log_name):
+        wrapper = [self.args.wrapper] + (["--plugin", self.args.plugin] if self.args.plugin else [])
+        # --link-remap: libhsakmt maps glibc's temporary semaphore file
+        # /dev/shm/sem.XXXXXX, unlinked after sem_open linked it under its
+        # name (see README.md "Real CRIU").
+        cmd = wrapper + ["--", self.criu, action] + extra + ["-o", log_name, "-D", self.images, "-v4",
+                                                           "--link-remap"]
+        t0 = time.monotonic()
+        try:
+            r = subprocess.run(cmd, env=self.env, timeout=CRIU_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise Failure(f"criu {action} did not end within {CRIU_TIMEOUT}s (hang)", action == "restore")
+        log(f"criu {action}: exit {r.returncode} after {time.monotonic() - t0:.1f}s")
+        return r.returncode
+
+    def dump(self, pids):
+        rc = self.criu_run("dump", ["-t", str(pids[0])], "dump.log")
+        if rc != 0:
+            show_log(os.path.join(self.images, "dump.log"))
+            raise Failure(f"criu dump failed ({rc})")
+        self.wl.wait(timeout=30)
+        log(f"dumped: workload ended with {self.wl.returncode}")
+        self.wl = None
+        # The pids must be free for the restore: a dumped child is our
+        # zombie (we are its subreaper) until reaped.
+        expect(wait_for(lambda: not reap_children() and not any(os.path.exists(f"/proc/{p}") for p in pids), 10,
+                        "the dumped tasks to go"), f"dumped tasks {pids} still exist", False)
+
+    def restore(self, pid):
+        pidfile = os.path.join(self.work, "restored.pid")
+        rc = self.criu_run("restore", ["-d", "--pidfile", pidfile], "restore.log")
+        if rc != 0:
+            show_log(os.path.join(self.images, "restore.log"))
+            raise Failure(f"criu restore failed ({rc})", True)
+        with open(pidfile) as f:
+            rpid = int(f.read().strip())
+        expect(rpid == pid, f"restored pid {rpid} != {pid}")
+
+    def verdicts(self, procs):
+        # The child's first: the parent's verdict waits for the child.
+        for d, pid in reversed(procs):
+            v = verdict(d, pid)
+            if v != "OK":
+                show_log(os.path.join(self.work, "workload.log"))
+            expect(v == "OK", f"workload {pid}: {v}")
+
+    def cleanup(self):
+        if self.wl is not None and self.wl.poll() is None:
+            self.wl.kill()
+            self.wl.wait()
+        for pid in reap_children():
+            os.kill(pid, signal.SIGKILL)
+        reap_children()
+
+
+def round_trip(run):
+    procs = run.start()
+    before = {pid: snapshot(run.emu, pid) for _, pid in procs}
+    for pid, s in before.items():
+        log(f"workload {pid}: {len(s['bos'])} BOs, {len(s['vmas'])} device mappings, {len(s['fds'])} fds"
+            f" (daemon connections at {s['daemon_fds']}), {len(s['queues']['queues'])} queue(s)")
+        expect(s["bos"] and s["vmas"] and s["queues"]["queues"], "the workload has no BOs, mappings or queues",
+               False)
+    run.dump([pid for _, pid in procs])
+    run.restore(procs[0][1])
+    for _, pid in procs:
+        check_restored(run.emu, pid, before[pid])
+    run.verdicts(procs)
+
+
+def dump_fault(run):
+    procs = run.start()
+    (d, pid), = procs
+    before = snapshot(run.emu, pid)
+    run.emu.faults("sdma:nth=1")
+    rc = run.criu_run("dump", ["-t", str(pid)], "dump.log")
+    dump_log = os.path.join(run.images, "dump.log")
+    expect(rc != 0, "criu dump succeeded despite the SDMA fault", False)
+    errs = plugin_errors(dump_log)
+    if not errs:
+        show_log(dump_log)
+    expect(errs, "the dump log has no 'amdgpu_plugin: Error:' line", False)
+    log(f"dump failed as it must; the plugin said: {errs[0].strip()}")
+    counters = run.emu.ctl("counters")
+    expect(counters["sdma_failed"] >= 1, f"no SDMA job failed: {counters}", False)
+    run.emu.faults("")
+    expect(alive(pid) and run.wl.poll() is None, f"the workload {pid} did not survive the failed dump", False)
+    check_fds(pid, before, None, "after the failed dump")
+    nq = check_running(run.emu, pid, before, "after the failed dump")
+    log(f"after the failed dump: {pid} runs, fd table unchanged, not paused, {nq} active queue(s)")
+    v = verdict(d, pid)
+    expect(v == "OK", f"workload {pid} after the failed dump: {v}", False)
+    run.wl.wait(timeout=30)
+
+
+def restore_failure(run, how):
+    procs = run.start()
+    (d, pid), = procs
+    run.dump([pid])
+    if how == "truncated":
+        pages = [os.path.join(run.images, n) for n in os.listdir(run.images) if n.startswith("amdgpu-pages")]
+        expect(pages, f"no amdgpu-pages file in {sorted(os.listdir(run.images))}")
+        victim = max(pages, key=os.path.getsize)
+        size = os.path.getsize(victim)
+        os.truncate(victim, size // 2)
+        log(f"truncated {os.path.basename(victim)} from {size} to {size // 2} bytes")
+    else:
+        run.emu.faults("CRIU_OP:RESTORE")
+        log("fault rule CRIU_OP:RESTORE set")
+    pidfile = os.path.join(run.work, "restored.pid")
+    rc = run.criu_run("restore", ["-d", "--pidfile", pidfile], "restore.log")
+    restore_log = os.path.join(run.images, "restore.log")
+    expect(rc != 0, "criu restore succeeded despite the damage")
+    errs = plugin_errors(restore_log)
+    if not errs:
+        show_log(restore_log)
+    expect(errs, "the restore log has no 'amdgpu_plugin: Error:' line")
+    log(f"restore failed as it must; the plugin said: {errs[0].strip()}")
+    expect(wait_for(lambda: not alive(pid), 5), f"a process {pid} is alive after the failed restore")
+    left = reap_children()
+    expect(not left, f"processes left after the failed restore: {left}")
+    expect(wait_for(lambda: run.emu.process(pid) is None, 5),
+           f"the model still has process {pid} after the failed restore: {run.emu.process(pid)}")
+    log(f"no process {pid} left (system and model)")
+
+
+def other_machine_dump(run, state_file):
+    procs = run.start()
+    (d, pid), = procs
+    before = snapshot(run.emu, pid)
+    expect(before["bos"] and before["vmas"] and before["queues"]["queues"], "the workload has no BOs, mappings or queues", False)
+    log(f"first machine: workload {pid}: {len(before['bos'])} BOs on GPUs "
+        f"{sorted({hex(b['actual_gpu_id']) for b in before['bos']})}, render fds "
+        f"{sorted(v for v in before['fds'].values() if 'renderD' in v)}")
+    run.dump([pid])
+    with open(state_file, "w") as f:
+        json.dump({"dir": d, "before": before}, f)
+
+
+def other_machine_restore(run, state_file):
+    with open(state_file) as f:
+        st = json.load(f)
+    before = st["before"]
+    pid = before["pid"]
+    plan = OTHER_MACHINE[run.args.machine]
+    run.restore(pid)
+    check_restored(run.emu, pid, before, gpus=plan["gpus"], minors=plan["minors"])
+    run.verdicts([(st["dir"], pid)])
+
+
+# --------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------
+
+def inside(args, criu):
+    """Runs in a kfd-emu: the scenario, or one phase of other-machine."""
+    sys.path.insert(0, args.realcriu_lib)
+    import realcriu
+    realcriu.become_subreaper()
+    work = args.work
+    run = Run(args, criu, work)
+    try:
+        if args.phase == "dump":
+            other_machine_dump(run, os.path.join(work, "state.json"))
+        elif args.phase == "restore":
+            other_machine_restore(run, os.path.join(work, "state.json"))
+        elif args.scenario in ("roundtrip", "tree", "broken-vma-map"):
+            round_trip(run)
+        elif args.scenario == "dump-fault":
+            dump_fault(run)
+        elif args.scenario == "restore-truncated":
+            restore_failure(run, "truncated")
+        elif args.scenario == "restore-fault":
+            restore_failure(run, "fault")
+        else:
+            raise Failure(f"unknown scenario {args.scenario}")
     finally:
-        if alive(rpid):
-            os.kill(rpid, signal.SIGKILL)
+        run.cleanup()
 
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--criu-list", default="")
+    ap.add_argument("--criu-version", default="")
+    ap.add_argument("--criu", default="", help="a CRIU binary (instead of --criu-list/--criu-version)")
+    ap.add_argument("--realcriu-lib", required=True, help="tests/realcriu (realcriu.py)")
     ap.add_argument("--kfd-emu", required=True)
     ap.add_argument("--wrapper", required=True)
     ap.add_argument("--workload", required=True)
     ap.add_argument("--machine", default="MI100")
-    ap.add_argument("--break-vma-map", action="store_true")
+    ap.add_argument("--scenario", default="roundtrip",
+                    choices=["roundtrip", "tree", "other-machine", "dump-fault", "restore-truncated",
+                             "restore-fault", "broken-vma-map"])
     ap.add_argument("--plugin", default=os.environ.get("KFDEMU_CRIU_PLUGIN", ""),
                     help="the plugin under test (default: the wrapper's, the build's amdgpu_plugin.so;"
                          " also $KFDEMU_CRIU_PLUGIN)")
     ap.add_argument("--sanitized", default="")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--phase", default="", help=argparse.SUPPRESS)	# internal: inside kfd-emu
+    ap.add_argument("--work", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
-    criu = os.environ.get("CRIU_BIN", "")
-    if not criu:
-        not_run("no CRIU binary: set CRIU_BIN to a CRIU 4.x built from source")
-    if not os.access(criu, os.X_OK):
-        not_run(f"CRIU_BIN={criu} is not an executable")
-    if args.sanitized.upper() not in ("", "OFF", "0", "FALSE", "NO"):
-        not_run(f"sanitizer build ({args.sanitized}): CRIU cannot load a sanitized plugin")
-    if os.geteuid() != 0:
-        not_run("CRIU needs root")
+    if args.phase:
+        try:
+            inside(args, args.criu)
+        except Failure as e:
+            log(f"step failed: {e}")
+            sys.exit(3 if e.after_dump else 2)
+        except subprocess.SubprocessError as e:
+            log(f"step failed: {e}")
+            sys.exit(2)
+        sys.exit(0)
 
-    if not os.environ.get("KFDEMU_SOCKET"):
-        cmd = [args.kfd_emu, "--machine", args.machine, "--", sys.executable, os.path.abspath(__file__)]
-        os.execv(args.kfd_emu, cmd + sys.argv[1:])
+    sys.path.insert(0, args.realcriu_lib)
+    import realcriu
+    try:
+        if args.sanitized.upper() not in ("", "OFF", "0", "FALSE", "NO"):
+            raise realcriu.NotRun(f"sanitizer build ({args.sanitized}): CRIU cannot load a sanitized plugin")
+        criu = args.criu or realcriu.find_criu(args.criu_list, args.criu_version)
+        realcriu.require_usable(criu)
+        if args.scenario == "other-machine" and args.machine not in OTHER_MACHINE:
+            raise realcriu.NotRun(f"no second machine defined for {args.machine}")
+    except realcriu.NotRun as e:
+        log(f"NOT RUN: {e}")
+        sys.exit(77)
 
     work = tempfile.mkdtemp(prefix="kfdemu-realcriu.")
-    log(f"CRIU {criu}, machine {args.machine}, work {work}")
-    ok = False
-    failed_after_dump = False
-    try:
-        round_trip(args, criu, work)
-        ok = True
-    except Failure as e:
-        log(f"round trip failed: {e}")
-        failed_after_dump = e.after_dump
-    except subprocess.SubprocessError as e:
-        log(f"round trip failed: {e}")
-    if args.break_vma_map:
+    os.chmod(work, 0o755)
+    log(f"CRIU {criu}, machine {args.machine}, scenario {args.scenario}, work {work}")
+    me = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--criu", criu, "--work", work]
+    if args.scenario == "other-machine":
+        # Both machines at one root path: the restored shim keeps the root
+        # and socket paths of its dump. The second starts after the first
+        # has ended (kfd-emu --root refuses a root that is in use).
+        root = tempfile.mkdtemp(prefix="kfdemu-realcriu-root.")
+        plan = OTHER_MACHINE[args.machine]
+        emu = [args.kfd_emu, "--root", root, "--machine", args.machine]
+        log(f"first machine: {' '.join(plan['first'])}")
+        rc = subprocess.run(emu + plan["first"] + ["--"] + me + ["--phase", "dump"]).returncode
+        if rc == 0:
+            log(f"second machine: {' '.join(plan['second'])}")
+            rc = subprocess.run(emu + plan["second"] + ["--"] + me + ["--phase", "restore"]).returncode
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        rc = subprocess.run([args.kfd_emu, "--machine", args.machine, "--"] + me + ["--phase", "all"]).returncode
+
+    if args.scenario == "broken-vma-map":
         # Only a failure after a good dump counts: the restore or the
         # restored process must be what the wrong offsets broke.
-        if ok:
+        if rc == 0:
             log("FAIL: the round trip succeeded although UPDATE_VMA_MAP answered wrong offsets")
-        elif not failed_after_dump:
+        elif rc != 3:
             log("FAIL: the round trip failed before the restore, so the wrong offsets were not tested")
         else:
             log("PASS: the falsified UPDATE_VMA_MAP answers made the restore fail")
-        ok = not ok and failed_after_dump
+        ok = rc == 3
     else:
+        ok = rc == 0
         log("PASS" if ok else "FAIL")
     if ok and not args.keep:
         shutil.rmtree(work, ignore_errors=True)

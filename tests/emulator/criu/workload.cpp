@@ -1,22 +1,41 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
 // kfdemu_criu_workload: the process real CRIU dumps and restores in the
-// emulator's realcriu test (realcriu_test.py). Unmodified libhsakmt 5.2.3.
+// emulator's realcriu tests (realcriu_test.py). Unmodified libhsakmt 5.2.3
+// and libdrm_amdgpu 2.4.114.
 //
-//   kfdemu_criu_workload DIR
+//   kfdemu_criu_workload [--tree] DIR
 //
 // Setup: on every GPU node a VRAM BO, plus one system-memory (GTT) BO, each
 // filled with a pattern through the process's own CPU mapping and mapped to
-// the GPUs; on the first GPU a signal event and an AQL queue. Then writes
-// DIR/ready ("<pid> <addr> <size> <seed>" per BO) and polls for DIR/go
-// (CRIU dumps and restores it while it polls). After DIR/go it checks in
-// the (restored) process: every BO's pattern through its own mapping, then
-// that KFD still serves it: a new VRAM BO is allocated, mapped to the GPU,
-// written and read back and freed; the event is set and waited on; the
-// queue is destroyed. The verdict goes to DIR/result ("OK" or "FAIL: why")
-// and the exit status (0 / 1).
+// the GPUs; on the first GPU a signal event and an AQL queue. It notes the
+// render-node fd libhsakmt opened for each GPU (found in /proc/self/fd by
+// the node's DrmRenderMinor). Then writes DIR/ready ("<pid>" and a
+// "<addr> <size> <seed>" line per BO) and polls for DIR/go (CRIU dumps and
+// restores it while it polls; DIR/go is also the signal to go on after a
+// failed dump). After DIR/go it checks in the (restored) process:
+// - every BO's pattern through its own mapping;
+// - per GPU, SDMA through libdrm_amdgpu on libhsakmt's own render-node file
+//   (the file the GPU's VM is bound to, so its KFD BOs are in that VM at
+//   their addresses): the VRAM BO is copied by the GPU's DMA engine into a
+//   new GEM GTT BO (bytes compared with the pattern); then a new KFD VRAM
+//   BO is allocated and mapped, a new pattern is copied into it from the
+//   GTT BO and read back through its CPU mapping, and it is unmapped and
+//   freed;
+// - the event is set and waited on; the queue is destroyed.
+// --tree: the process first forks a child that does all of the above in
+// DIR/child (its own KFD context and BOs); the parent's verdict also
+// requires the child to have exited 0 (it waits for it after its own
+// checks). The verdict goes to DIR/result ("OK" or "FAIL: why") and the
+// exit status (0 / 1).
+#include <amdgpu.h>
+#include <amdgpu_drm.h>
 #include <hsakmt.h>
 
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cinttypes>
@@ -43,27 +62,40 @@ uint64_t word(uint64_t seed, uint64_t i)
 	return x ^ (x >> 29);
 }
 
-void fill(const Bo &b)
+void fill(void *addr, uint64_t size, uint64_t seed)
 {
-	auto *w = static_cast<uint64_t *>(b.addr);
-	for (uint64_t i = 0; i < b.size / 8; i++)
-		w[i] = word(b.seed, i);
+	auto *w = static_cast<uint64_t *>(addr);
+	for (uint64_t i = 0; i < size / 8; i++)
+		w[i] = word(seed, i);
 }
 
 // Index of the first wrong word, or -1.
-int64_t check(const Bo &b)
+int64_t check(const void *addr, uint64_t size, uint64_t seed)
 {
-	const auto *w = static_cast<const uint64_t *>(b.addr);
-	for (uint64_t i = 0; i < b.size / 8; i++)
-		if (w[i] != word(b.seed, i))
+	const auto *w = static_cast<const uint64_t *>(addr);
+	for (uint64_t i = 0; i < size / 8; i++)
+		if (w[i] != word(seed, i))
 			return int64_t(i);
 	return -1;
 }
 
 std::string g_dir;
+pid_t g_child = -1;
 
-[[noreturn]] void finish(const std::string &verdict)
+[[noreturn]] void finish(std::string verdict)
 {
+	if (g_child > 0) {
+		int st = 0;
+		if (verdict == "OK") {
+			if (::waitpid(g_child, &st, 0) != g_child)
+				verdict = "FAIL: waitpid(child): " + std::string(std::strerror(errno));
+			else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+				verdict = "FAIL: the child process ended with status " + std::to_string(st);
+		} else {
+			::kill(g_child, SIGKILL);
+			::waitpid(g_child, &st, 0);
+		}
+	}
 	const std::string tmp = g_dir + "/result.tmp";
 	if (FILE *f = std::fopen(tmp.c_str(), "w")) {
 		std::fprintf(f, "%s\n", verdict.c_str());
@@ -75,9 +107,9 @@ std::string g_dir;
 	std::exit(verdict == "OK" ? 0 : 1);
 }
 
-std::string status(const char *what, HSAKMT_STATUS s)
+std::string status(const char *what, long s)
 {
-	return std::string(what) + " failed: status " + std::to_string(int(s));
+	return std::string(what) + " failed: " + std::to_string(s);
 }
 
 bool alloc_bo(uint32_t node, uint64_t size, bool vram, Bo *out, std::string *err)
@@ -102,15 +134,188 @@ bool alloc_bo(uint32_t node, uint64_t size, bool vram, Bo *out, std::string *err
 	return true;
 }
 
-} // namespace
-
-int main(int argc, char **argv)
+// The fd of /dev/dri/renderD<minor> in this process (libhsakmt's), or -1.
+int find_render_fd(int minor)
 {
-	if (argc != 2) {
-		std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
-		return 2;
+	const std::string want = "/dev/dri/renderD" + std::to_string(minor);
+	int found = -1;
+	if (DIR *d = ::opendir("/proc/self/fd")) {
+		while (dirent *e = ::readdir(d)) {
+			char link[256];
+			const std::string path = std::string("/proc/self/fd/") + e->d_name;
+			ssize_t n = ::readlink(path.c_str(), link, sizeof link - 1);
+			if (n > 0 && std::string(link, size_t(n)) == want && e->d_name[0] != '.') {
+				found = std::atoi(e->d_name);
+				break;
+			}
+		}
+		::closedir(d);
 	}
-	g_dir = argv[1];
+	return found;
+}
+
+// A GEM GTT BO of the libdrm device, CPU- and GPU-mapped.
+struct GemBo {
+	amdgpu_device_handle dev = nullptr;
+	amdgpu_bo_handle bo = nullptr;
+	amdgpu_va_handle va_handle = nullptr;
+	uint64_t va = 0, size = 0;
+	void *cpu = nullptr;
+	bool mapped = false;
+
+	GemBo(amdgpu_device_handle d, uint64_t sz, std::string *err) : dev(d), size(sz)
+	{
+		amdgpu_bo_alloc_request req{};
+		req.alloc_size = size;
+		req.phys_alignment = 4096;
+		req.preferred_heap = AMDGPU_GEM_DOMAIN_GTT;
+		if (int r = amdgpu_bo_alloc(dev, &req, &bo); r) {
+			*err = status("amdgpu_bo_alloc", r);
+			bo = nullptr;
+			return;
+		}
+		if (int r = amdgpu_bo_cpu_map(bo, &cpu); r) {
+			*err = status("amdgpu_bo_cpu_map", r);
+			cpu = nullptr;
+			return;
+		}
+		if (int r = amdgpu_va_range_alloc(dev, amdgpu_gpu_va_range_general, size, 4096, 0, &va, &va_handle, 0);
+		    r) {
+			*err = status("amdgpu_va_range_alloc", r);
+			va_handle = nullptr;
+			return;
+		}
+		if (int r = amdgpu_bo_va_op(bo, 0, size, va, 0, AMDGPU_VA_OP_MAP); r) {
+			*err = status("amdgpu_bo_va_op(MAP)", r);
+			return;
+		}
+		mapped = true;
+	}
+	GemBo(const GemBo &) = delete;
+	GemBo &operator=(const GemBo &) = delete;
+	~GemBo()
+	{
+		if (mapped)
+			amdgpu_bo_va_op(bo, 0, size, va, 0, AMDGPU_VA_OP_UNMAP);
+		if (va_handle)
+			amdgpu_va_range_free(va_handle);
+		if (cpu)
+			amdgpu_bo_cpu_unmap(bo);
+		if (bo)
+			amdgpu_bo_free(bo);
+	}
+	bool ok() const { return mapped; }
+};
+
+// One SDMA linear copy (SDMA v4 COPY LINEAR packets of at most 4 MiB) of
+// `n` bytes between GPU VAs on the device's DMA ring; waits for its fence.
+bool sdma_copy(amdgpu_device_handle dev, amdgpu_bo_handle extra, uint64_t src, uint64_t dst, uint64_t n,
+	       std::string *err)
+{
+	constexpr uint64_t kMaxPacket = 1ull << 22;
+	const uint64_t packets = (n + kMaxPacket - 1) / kMaxPacket;
+	const uint64_t ib_dw = (packets * 7 + 7) / 8 * 8;
+	GemBo ib(dev, (ib_dw * 4 + 4095) / 4096 * 4096, err);
+	if (!ib.ok())
+		return false;
+	auto *dw = static_cast<uint32_t *>(ib.cpu);
+	std::memset(dw, 0, ib_dw * 4);	// NOP padding
+	for (uint64_t p = 0, done = 0; p < packets; p++) {
+		const uint64_t chunk = std::min(kMaxPacket, n - done);
+		uint32_t *pk = dw + p * 7;
+		pk[0] = 1;			// COPY, LINEAR
+		pk[1] = uint32_t(chunk - 1);
+		pk[2] = 0;
+		pk[3] = uint32_t(src + done);
+		pk[4] = uint32_t((src + done) >> 32);
+		pk[5] = uint32_t(dst + done);
+		pk[6] = uint32_t((dst + done) >> 32);
+		done += chunk;
+	}
+	amdgpu_bo_handle bos[2] = {ib.bo, extra};
+	amdgpu_bo_list_handle list = nullptr;
+	amdgpu_context_handle ctx = nullptr;
+	bool ok = false;
+	if (int r = amdgpu_bo_list_create(dev, 2, bos, nullptr, &list); r)
+		*err = status("amdgpu_bo_list_create", r);
+	else if (r = amdgpu_cs_ctx_create(dev, &ctx); r)
+		*err = status("amdgpu_cs_ctx_create", r);
+	else {
+		amdgpu_cs_ib_info ibi{};
+		ibi.ib_mc_address = ib.va;
+		ibi.size = uint32_t(ib_dw);
+		amdgpu_cs_request req{};
+		req.ip_type = AMDGPU_HW_IP_DMA;
+		req.resources = list;
+		req.number_of_ibs = 1;
+		req.ibs = &ibi;
+		amdgpu_cs_fence f{};
+		uint32_t expired = 0;
+		if (r = amdgpu_cs_submit(ctx, 0, &req, 1); r)
+			*err = status("amdgpu_cs_submit", r);
+		else {
+			f.context = ctx;
+			f.ip_type = AMDGPU_HW_IP_DMA;
+			f.fence = req.seq_no;
+			if (r = amdgpu_cs_query_fence_status(&f, 10ull * 1000 * 1000 * 1000, 0, &expired); r)
+				*err = status("amdgpu_cs_query_fence_status", r);
+			else if (!expired)
+				*err = "SDMA fence did not signal within 10 s";
+			else
+				ok = true;
+		}
+	}
+	if (ctx)
+		amdgpu_cs_ctx_free(ctx);
+	if (list)
+		amdgpu_bo_list_destroy(list);
+	return ok;
+}
+
+// The SDMA checks of one GPU (see the header). `render_fd`: libhsakmt's
+// render-node fd of that GPU; `vram`: its restored VRAM BO.
+bool gpu_copies(uint32_t node, int render_fd, const Bo &vram, std::string *err)
+{
+	uint32_t major = 0, minor = 0;
+	amdgpu_device_handle dev = nullptr;
+	if (int r = amdgpu_device_initialize(render_fd, &major, &minor, &dev); r) {
+		*err = status("amdgpu_device_initialize", r);
+		return false;
+	}
+	bool ok = false;
+	{
+		GemBo gtt(dev, vram.size, err);
+		Bo fresh{};
+		if (!gtt.ok())
+			*err = "GEM GTT BO: " + *err;
+		else if (std::memset(gtt.cpu, 0, gtt.size), !sdma_copy(dev, gtt.bo, uint64_t(uintptr_t(vram.addr)),
+									 gtt.va, vram.size, err))
+			*err = "SDMA copy of the VRAM BO: " + *err;
+		else if (int64_t at = check(gtt.cpu, gtt.size, vram.seed); at >= 0)
+			*err = "SDMA copy of the VRAM BO: word " + std::to_string(at) + " differs from the pattern";
+		else if (!alloc_bo(node, vram.size, true, &fresh, err))
+			*err = "new KFD VRAM BO: " + *err;
+		else {
+			fill(gtt.cpu, gtt.size, 4242 + node);
+			if (!sdma_copy(dev, gtt.bo, gtt.va, uint64_t(uintptr_t(fresh.addr)), fresh.size, err))
+				*err = "SDMA copy into the new KFD BO: " + *err;
+			else if (int64_t at2 = check(fresh.addr, fresh.size, 4242 + node); at2 >= 0)
+				*err = "SDMA copy into the new KFD BO: word " + std::to_string(at2) + " differs";
+			else
+				ok = true;
+			if (hsaKmtUnmapMemoryToGPU(fresh.addr) != HSAKMT_STATUS_SUCCESS ||
+			    hsaKmtFreeMemory(fresh.addr, fresh.size) != HSAKMT_STATUS_SUCCESS) {
+				*err = "unmap/free of the new KFD BO";
+				ok = false;
+			}
+		}
+	}
+	amdgpu_device_deinitialize(dev);
+	return ok;
+}
+
+[[noreturn]] void run()
+{
 	std::string err;
 	if (HSAKMT_STATUS s = hsaKmtOpenKFD(); s != HSAKMT_STATUS_SUCCESS)
 		finish(status("FAIL: hsaKmtOpenKFD", s));
@@ -118,9 +323,10 @@ int main(int argc, char **argv)
 	if (HSAKMT_STATUS s = hsaKmtAcquireSystemProperties(&sys); s != HSAKMT_STATUS_SUCCESS)
 		finish(status("FAIL: hsaKmtAcquireSystemProperties", s));
 
-	std::vector<Bo> bos;
+	std::vector<Bo> bos;	// one VRAM BO per GPU (in gpus order), then GTT
 	std::vector<uint32_t> gpus;
-	uint64_t seed = 0x5eed;
+	std::vector<int> minors;
+	uint64_t seed = 0x5eed + uint64_t(getpid()) * 16;
 	for (uint32_t node = 0; node < sys.NumNodes; node++) {
 		HsaNodeProperties props{};
 		if (hsaKmtGetNodeProperties(node, &props) != HSAKMT_STATUS_SUCCESS)
@@ -128,6 +334,7 @@ int main(int argc, char **argv)
 		if (props.NumFComputeCores == 0)
 			continue;
 		gpus.push_back(node);
+		minors.push_back(props.DrmRenderMinor);
 		Bo b{};
 		if (!alloc_bo(node, 2 << 20, true, &b, &err))
 			finish("FAIL: VRAM: " + err);
@@ -142,7 +349,14 @@ int main(int argc, char **argv)
 	gtt.seed = seed++;
 	bos.push_back(gtt);
 	for (const auto &b : bos)
-		fill(b);
+		fill(b.addr, b.size, b.seed);
+	std::vector<int> render_fds;
+	for (int m : minors) {
+		int fd = find_render_fd(m);
+		if (fd < 0)
+			finish("FAIL: no fd of /dev/dri/renderD" + std::to_string(m) + " (libhsakmt's) in /proc/self/fd");
+		render_fds.push_back(fd);
+	}
 
 	HsaEventDescriptor desc{};
 	desc.EventType = HSA_EVENTTYPE_SIGNAL;
@@ -177,22 +391,15 @@ int main(int argc, char **argv)
 		usleep(10000);
 
 	for (const auto &b : bos)
-		if (int64_t at = check(b); at >= 0) {
+		if (int64_t at = check(b.addr, b.size, b.seed); at >= 0) {
 			char msg[160];
 			std::snprintf(msg, sizeof msg, "FAIL: BO at %p (%" PRIu64 " bytes): word %" PRId64 " differs",
 				      b.addr, b.size, at);
 			finish(msg);
 		}
-	Bo fresh{};
-	if (!alloc_bo(gpus.back(), 1 << 20, true, &fresh, &err))
-		finish("FAIL: after restore: " + err);
-	fresh.seed = 77;
-	fill(fresh);
-	if (check(fresh) >= 0)
-		finish("FAIL: after restore: new BO reads back wrong");
-	if (hsaKmtUnmapMemoryToGPU(fresh.addr) != HSAKMT_STATUS_SUCCESS ||
-	    hsaKmtFreeMemory(fresh.addr, fresh.size) != HSAKMT_STATUS_SUCCESS)
-		finish("FAIL: after restore: unmap/free of the new BO");
+	for (size_t i = 0; i < gpus.size(); i++)
+		if (!gpu_copies(gpus[i], render_fds[i], bos[i], &err))
+			finish("FAIL: after restore: GPU node " + std::to_string(gpus[i]) + ": " + err);
 	if (HSAKMT_STATUS s = hsaKmtSetEvent(ev); s != HSAKMT_STATUS_SUCCESS)
 		finish(status("FAIL: after restore: hsaKmtSetEvent", s));
 	if (HSAKMT_STATUS s = hsaKmtWaitOnEvent(ev, 2000); s != HSAKMT_STATUS_SUCCESS)
@@ -200,4 +407,36 @@ int main(int argc, char **argv)
 	if (HSAKMT_STATUS s = hsaKmtDestroyQueue(q.QueueId); s != HSAKMT_STATUS_SUCCESS)
 		finish(status("FAIL: after restore: hsaKmtDestroyQueue", s));
 	finish("OK");
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	bool tree = false;
+	int i = 1;
+	if (i < argc && std::string(argv[i]) == "--tree") {
+		tree = true;
+		i++;
+	}
+	if (argc != i + 1) {
+		std::fprintf(stderr, "usage: %s [--tree] DIR\n", argv[0]);
+		return 2;
+	}
+	g_dir = argv[i];
+	if (tree) {
+		// Forked before any KFD call: the child opens its own KFD context.
+		const std::string child_dir = g_dir + "/child";
+		if (::mkdir(child_dir.c_str(), 0755) && errno != EEXIST)
+			finish("FAIL: mkdir " + child_dir);
+		std::fflush(nullptr);
+		pid_t c = ::fork();
+		if (c < 0)
+			finish("FAIL: fork");
+		if (c == 0)
+			g_dir = child_dir;
+		else
+			g_child = c;
+	}
+	run();
 }

@@ -5,7 +5,7 @@
 //   kfd-emu [--machine NAME|FILE] [--gpu-ids ID,..] [--minors M,..]
 //           [--vram SIZE[,SIZE..]] [--fw-version N] [--sdma-fw-version N]
 //           [--sdma-gbps G] [--fault SPEC].. [--unreadable PATH]..
-//           [--keep-root] -- PROGRAM [ARGS..]
+//           [--root DIR] [--keep-root] -- PROGRAM [ARGS..]
 //   kfd-emu ctl QUERY..            (inside a launched program's environment)
 //   kfd-emu ctl faults SPEC
 //   kfd-emu machine [--machine ..] [overrides]   prints the machine
@@ -19,7 +19,9 @@
 #include "../transport/protocol.h"
 #include "../transport/sysfs.h"
 
+#include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -51,7 +53,7 @@ constexpr const char *kUsage =
 	"usage: kfd-emu [--machine NAME|FILE] [--gpu-ids ID,..] [--minors M,..]\n"
 	"               [--vram SIZE[,..]] [--fw-version N] [--sdma-fw-version N]\n"
 	"               [--sdma-gbps G] [--fault SPEC].. [--unreadable PATH]..\n"
-	"               [--keep-root] [--] PROGRAM [ARGS..]\n"
+	"               [--root DIR] [--keep-root] [--] PROGRAM [ARGS..]\n"
 	"       kfd-emu ctl QUERY..  |  kfd-emu ctl faults SPEC\n"
 	"       kfd-emu machine [--machine ..] [overrides]\n"
 	"profiles: MI100 2xMI210 8xMI300X none (or a machine file); see README.md\n";
@@ -68,6 +70,12 @@ struct Options {
 	std::string machine = "MI100";
 	Overrides ov;
 	std::vector<std::string> faults, unreadable;
+	// --root: the machine's root at this absolute path instead of a new
+	// $TMPDIR/kfdemu.XXXXXX (which must not exist or be empty): a second
+	// machine at the root and socket paths of a first one that is gone,
+	// where a process real CRIU dumped on the first is restored (its shim
+	// keeps the paths it was dumped with).
+	std::string root;
 	bool keep_root = false;
 	std::vector<char *> program;
 };
@@ -103,7 +111,10 @@ int parse_options(int argc, char **argv, int first, Options *o)
 			o->machine = v;
 		else if (a == "--gpu-ids")
 			ok = parse_u32_list(v, &o->ov.gpu_ids);
-		else if (a == "--minors")
+		else if (a == "--root") {
+			o->root = v;
+			ok = !o->root.empty() && o->root[0] == '/';
+		} else if (a == "--minors")
 			ok = parse_u32_list(v, &o->ov.minors);
 		else if (a == "--vram")
 			ok = parse_size_list(v, &o->ov.vram);
@@ -287,6 +298,26 @@ std::string resolve_program(const char *prog, const std::vector<std::string> &en
 	return prog;
 }
 
+// --root DIR: creates DIR (mode 0700, as mkdtemp), or takes it when it
+// is an empty directory; anything else is refused (a machine still running
+// there, or files that are not ours to remove at exit). Returns an error.
+std::string make_root_at(const std::string &dir)
+{
+	if (::mkdir(dir.c_str(), 0700) == 0)
+		return "";
+	if (errno != EEXIST)
+		return std::strerror(errno);
+	DIR *d = ::opendir(dir.c_str());
+	if (!d)
+		return std::string("exists and cannot be read: ") + std::strerror(errno);
+	bool empty = true;
+	while (dirent *e = ::readdir(d))
+		if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, ".."))
+			empty = false;
+	::closedir(d);
+	return empty ? "" : "exists and is not empty (is another machine still running there?)";
+}
+
 int run(const Options &o, const MachineDesc &machine)
 {
 	std::vector<FaultRule> faults;
@@ -303,11 +334,20 @@ int run(const Options &o, const MachineDesc &machine)
 		faults.insert(faults.end(), r->begin(), r->end());
 	}
 
-	const char *tmp = std::getenv("TMPDIR");
-	std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/kfdemu.XXXXXX";
-	if (!::mkdtemp(tmpl.data())) {
-		std::perror("kfd-emu: mkdtemp");
-		return 1;
+	std::string tmpl;
+	if (!o.root.empty()) {
+		if (std::string e = make_root_at(o.root); !e.empty()) {
+			std::fprintf(stderr, "kfd-emu: --root %s: %s\n", o.root.c_str(), e.c_str());
+			return 1;
+		}
+		tmpl = o.root;
+	} else {
+		const char *tmp = std::getenv("TMPDIR");
+		tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/kfdemu.XXXXXX";
+		if (!::mkdtemp(tmpl.data())) {
+			std::perror("kfd-emu: mkdtemp");
+			return 1;
+		}
 	}
 	const std::string root = tmpl;
 	const std::string sock = root + "/.kfdemu/socket";
