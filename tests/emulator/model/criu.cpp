@@ -362,7 +362,17 @@ long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
 			q.id = o.q.id;
 			q.user_gpu_id = o.q.user_gpu_id;
 			q.args = o.q.args;
+			Pdd *qpdd = p.pdd_by_user_id(q.user_gpu_id);
+			if (!qpdd->doorbells) {
+				int err = 0;
+				qpdd->doorbells = Backing::create(qpdd->dev->doorbell_slice(), "kfdemu-doorbell", &err);
+				if (!qpdd->doorbells)
+					return err;
+			}
 			p.queues[q.id] = q;
+			// An SDMA queue resumes from the read pointer in its
+			// (restored) memory once the process is resumed.
+			start_user_queue(p, p.queues[q.id]);
 		} else if (o.type == kObjEvent) {
 			if (p.events.count(o.e.id))
 				return -EINVAL;

@@ -244,7 +244,11 @@ ModelImpl::ModelImpl(const MachineDesc &machine, std::shared_ptr<ProcessMemory> 
 
 ModelImpl::~ModelImpl()
 {
-	// Engines first: their threads hold BO references.
+	// User queue engines first (they execute on the SDMA engines), then
+	// the engines: their threads hold BO references.
+	for (auto &[pid, p] : procs_)
+		for (auto &[qid, q] : p->queues)
+			q.engine.reset();
 	for (auto &d : devices_)
 		d->engines.clear();
 	procs_.clear();
@@ -759,7 +763,11 @@ std::string ModelImpl::do_introspect(std::string_view query)
 				o << (first ? "" : ",") << "{\"id\":" << id << ",\"gpu_id\":" << q.user_gpu_id
 				  << ",\"type\":" << q.args.queue_type << ",\"ring_base\":" << q.args.ring_base_address
 				  << ",\"ring_size\":" << q.args.ring_size << ",\"priority\":" << q.args.queue_priority
-				  << ",\"state\":\"" << state() << "\"}";
+				  << ",\"state\":\"" << state() << "\"";
+				if (q.engine)
+					o << ",\"engine\":{\"rptr\":" << q.engine->rptr << ",\"packets\":" << q.engine->packets
+					  << ",\"hung\":" << (q.engine->hung ? "true" : "false") << "}";
+				o << "}";
 				first = false;
 			}
 			o << "]}";

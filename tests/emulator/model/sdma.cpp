@@ -82,10 +82,22 @@ void SdmaEngine::run(std::stop_token st)
 	}
 }
 
+int SdmaEngine::execute_now(const SdmaJob &job)
+{
+	std::stop_source never;
+	std::stop_token st = never.get_token();
+	try {
+		return execute(job, st);
+	} catch (const std::exception &) {
+		return -ENOMEM;
+	}
+}
+
 void SdmaEngine::throttle(uint64_t bytes)
 {
 	if (bytes_per_ns_ <= 0)
 		return;
+	std::unique_lock lk(bw_mu_);
 	auto now = std::chrono::steady_clock::now();
 	// Idle time does not bank bandwidth: restart the window after a gap.
 	auto due = bw_start_ + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(bw_bytes_) / bytes_per_ns_));
@@ -95,6 +107,7 @@ void SdmaEngine::throttle(uint64_t bytes)
 	}
 	bw_bytes_ += bytes;
 	due = bw_start_ + std::chrono::nanoseconds(static_cast<int64_t>(static_cast<double>(bw_bytes_) / bytes_per_ns_));
+	lk.unlock();
 	if (due > now)
 		std::this_thread::sleep_until(due);
 }

@@ -245,6 +245,10 @@ public:
 	SdmaEngine &operator=(const SdmaEngine &) = delete;
 	void submit(SdmaJob job);
 	void drain(); // wait until the queue is empty (tests, teardown)
+	// Executes `job` on the calling thread (a KFD user queue's ring walker,
+	// user_queue.cpp), sharing this engine's bandwidth model. Returns 0 or
+	// the job's -errno; counts bytes, not jobs.
+	int execute_now(const SdmaJob &job);
 
 private:
 	void run(std::stop_token st);
@@ -260,6 +264,7 @@ private:
 	std::condition_variable idle_cv_;
 	std::deque<SdmaJob> q_;
 	bool busy_ = false;
+	std::mutex bw_mu_; // the bandwidth window, shared by the thread and execute_now
 	std::chrono::steady_clock::time_point bw_start_{};
 	uint64_t bw_bytes_ = 0;
 	std::jthread thread_;
@@ -303,10 +308,29 @@ struct Pdd {
 	uint64_t alt_base = 0, alt_size = 0;
 };
 
+// The engine behind one KFD SDMA user queue (user_queue.cpp): a thread
+// that notices doorbell writes and walks the ring. Destroying it stops and
+// joins the thread (it never blocks while holding the model lock).
+struct UserQueueEngine {
+	pid_t tgid = 0;
+	uint32_t qid = 0;
+	size_t engine = 0;		// index into the device's SDMA engines
+	// Only the walker thread uses these (under the model lock):
+	std::shared_ptr<Backing> doorbells;	// the page its doorbell lives in
+	uint64_t doorbell_off = 0;
+	bool started = false;		// rptr loaded from read_pointer_address
+	uint64_t rptr = 0;		// the engine's read pointer (bytes, monotonic)
+	// Introspection (read under the model lock or atomically):
+	std::atomic<uint64_t> packets{0};
+	std::atomic<bool> hung{false};	// stopped on a bad packet or fault
+	std::jthread thread;		// last: stopped and joined first
+};
+
 struct Queue {
 	uint32_t id = 0;
 	uint32_t user_gpu_id = 0;
 	abi::kfd::CreateQueue args{};
+	std::shared_ptr<UserQueueEngine> engine; // SDMA queues on family >= AI
 };
 
 struct Event {
@@ -399,6 +423,16 @@ private:
 	uint64_t criu_priv_size(const KfdProcess &p) const;
 	uint32_t criu_num_bos(const KfdProcess &p) const;
 	long wait_events(Lock &lk, Caller &c, KfdProcess &p, abi::kfd::WaitEvents &a);
+
+	// KFD SDMA user queues (user_queue.cpp)
+	void start_user_queue(KfdProcess &p, Queue &q);
+	void user_queue_thread(std::stop_token st, UserQueueEngine *e);
+	enum class Step { Idle, Again, Blocked, Hung };
+	Step user_queue_step(UserQueueEngine &e);
+	int gpu_read(DrmFile &f, uint64_t va, void *dst, size_t len);
+	int gpu_write(DrmFile &f, uint64_t va, const void *src, size_t len);
+	// kfd_signal_event_interrupt: an interrupt carrying `partial_id`.
+	void signal_event_interrupt(KfdProcess &p, uint32_t partial_id, unsigned valid_bits);
 
 	// render (render.cpp)
 	long drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f, unsigned nr,
