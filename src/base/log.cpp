@@ -45,12 +45,12 @@ const char *level_tag(LogLevel level)
 void emit(LogLevel level, const std::string &line)
 {
 	if (criu_print_on_level_t *p = criu_printer()) {
-		p(static_cast<unsigned>(level), "amdgpu_plugin: %s%s\n", level_tag(level), line.c_str());
+		p(static_cast<unsigned>(level), "%s: %s%s\n", kPluginName, level_tag(level), line.c_str());
 		return;
 	}
 	if (level == LogLevel::Debug && !stderr_debug())
 		return;
-	std::fprintf(stderr, "amdgpu_plugin: %s%s\n", level_tag(level), line.c_str());
+	std::fprintf(stderr, "%s: %s%s\n", kPluginName, level_tag(level), line.c_str());
 }
 
 } // namespace
@@ -63,6 +63,21 @@ void log_msg(LogLevel level, const char *fmt, ...)
 	va_end(ap);
 	emit(level, s);
 }
+
+#define AMDCR_LOG_AT(name, level)                                                                  \
+	void name(const char *fmt, ...)                                                            \
+	{                                                                                          \
+		va_list ap;                                                                        \
+		va_start(ap, fmt);                                                                 \
+		std::string s = vstrprintf(fmt, ap);                                               \
+		va_end(ap);                                                                        \
+		emit(level, s);                                                                    \
+	}
+AMDCR_LOG_AT(log_error, LogLevel::Error)
+AMDCR_LOG_AT(log_warn, LogLevel::Warn)
+AMDCR_LOG_AT(log_info, LogLevel::Info)
+AMDCR_LOG_AT(log_debug, LogLevel::Debug)
+#undef AMDCR_LOG_AT
 
 void log_gpu(LogLevel level, uint32_t gpu_id, const char *fmt, ...)
 {

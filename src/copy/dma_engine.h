@@ -16,9 +16,16 @@
 #include <span>
 
 #include "base/result.h"
-#include "copy/sdma_packets.h"
 
 namespace amdcr {
+
+// One linear copy of any size between two engine addresses; an engine
+// splits it as its packets require.
+struct CopyRange {
+	uint64_t src = 0;
+	uint64_t dst = 0;
+	uint64_t bytes = 0;
+};
 
 // A GPU buffer as the engine addresses it.
 struct GpuBuffer {

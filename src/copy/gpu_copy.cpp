@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "plugin/gpu_copy.h"
+#include "copy/gpu_copy.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <span>
 
+#include "copy/dma_engine.h" // CopyRange
+
 namespace amdcr {
 
 inline constexpr uint32_t kAmdgpuFamilyAi = 141;
@@ -28,13 +30,6 @@ struct SdmaCaps {
 	bool count_is_bytes_minus_one = false;
 
 	static SdmaCaps for_family(uint32_t family_id);
-};
-
-// One linear copy of any size; the encoder splits it.
-struct CopyRange {
-	uint64_t src = 0;
-	uint64_t dst = 0;
-	uint64_t bytes = 0;
 };
 
 // Packets needed for `bytes` bytes (0 for 0 bytes).

@@ -24,7 +24,7 @@
 
 #include "base/result.h"
 #include "copy/dma_engine.h"
-#include "image/byte_stream.h"
+#include "base/byte_stream.h"
 
 namespace amdcr {
 

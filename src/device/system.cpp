@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "plugin/system.h"
+#include "device/system.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 
 #include "base/file_io.h"
 #include "device/kfd.h"
-#include "image/kfd_image.h" // kFirstRenderMinor, kLastRenderMinor
+#include "base/drm.h"
 
 namespace amdcr {
 

@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "image/image_dir.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "base/file_io.h"
+#include "base/scoped.h"
 
 namespace amdcr {
 
@@ -162,6 +166,34 @@ Status AtomicFile::commit()
 	if (sync_ == ImageDir::Sync::Full && ::fsync(dirfd_) != 0)
 		return errno_error(errno, "fsync of the image directory after " + name_);
 	return ok_status();
+}
+
+Result<std::vector<int>> ImageDir::ids_with_prefix(const char *prefix) const
+{
+	const int fd = ::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno_error(errno, "image directory");
+	DIR *d = ::fdopendir(fd);
+	if (!d) {
+		const int e = errno;
+		::close(fd);
+		return errno_error(e, "image directory");
+	}
+	ScopeExit closer([d] { ::closedir(d); });
+	std::vector<int> ids;
+	const size_t plen = std::strlen(prefix);
+	while (const dirent *e = ::readdir(d)) {
+		const std::string name = e->d_name;
+		if (name.compare(0, plen, prefix) != 0 || name.size() <= plen + 4 ||
+		    name.compare(name.size() - 4, 4, ".img") != 0)
+			continue;
+		const std::string num = name.substr(plen, name.size() - plen - 4);
+		if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos)
+			continue;
+		ids.push_back(std::stoi(num));
+	}
+	std::sort(ids.begin(), ids.end());
+	return ids;
 }
 
 } // namespace amdcr

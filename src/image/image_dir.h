@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "base/unique_fd.h"
@@ -71,6 +72,8 @@ public:
 	Result<UniqueFd> open_read(const std::string &name) const;
 	// Whether `name` exists (any error but ENOENT is an Error).
 	Result<bool> exists(const std::string &name) const;
+	// The CRIU file ids of the images named <prefix><id>.img, ascending.
+	Result<std::vector<int>> ids_with_prefix(const char *prefix) const;
 	// Size in bytes of `name`, from fstatat.
 	Result<uint64_t> file_size(const std::string &name) const;
 	// Removes `name`; a missing file is not an error.

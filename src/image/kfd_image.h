@@ -22,10 +22,8 @@ namespace amdcr {
 // has contents in the pages file.
 inline constexpr uint32_t kKfdAllocVram = 1u << 0;
 inline constexpr uint32_t kKfdAllocGtt = 1u << 1;
-
-// DRM render node minors (renderD128 .. renderD255).
-inline constexpr uint32_t kFirstRenderMinor = 128;
-inline constexpr uint32_t kLastRenderMinor = 255;
+inline constexpr uint32_t kKfdAllocDoorbell = 1u << 3;
+inline constexpr uint32_t kKfdAllocMmioRemap = 1u << 4;
 
 struct KfdIoLink {
 	uint32_t type = 0; // 2 = PCIe, 11 = XGMI
@@ -83,6 +81,8 @@ struct KfdBo {
 
 	// VRAM and GTT BOs have their contents in the pages file.
 	bool has_contents() const { return (alloc_flags & (kKfdAllocVram | kKfdAllocGtt)) != 0; }
+	// Doorbell and MMIO pages: mapped through /dev/kfd, no contents.
+	bool maps_through_kfd() const { return (alloc_flags & (kKfdAllocDoorbell | kKfdAllocMmioRemap)) != 0; }
 	bool operator==(const KfdBo &) const = default;
 };
 

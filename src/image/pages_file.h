@@ -15,7 +15,7 @@
 
 #include "base/result.h"
 #include "base/unique_fd.h"
-#include "image/byte_stream.h"
+#include "base/byte_stream.h"
 #include "image/image_dir.h"
 
 namespace amdcr {

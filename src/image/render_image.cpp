@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
+#include "base/drm.h"
 #include "image/render_image.h"
 
 #include <cerrno>

@@ -157,7 +157,7 @@ int resume_devices_late(int pid)
 cr_plugin_desc_t make_desc()
 {
 	cr_plugin_desc_t d{};
-	d.name = "amdgpu_plugin";
+	d.name = amdcr::kPluginName;
 	d.init = plugin_init;
 	d.exit = plugin_exit;
 	d.version = CRIU_PLUGIN_VERSION;

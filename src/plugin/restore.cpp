@@ -16,50 +16,18 @@
 
 #include "base/log.h"
 #include "base/scoped.h"
+#include "copy/gpu_copy.h"
 #include "device/kfd.h"
 #include "image/image_names.h"
 #include "image/image_set.h"
 #include "image/render_image.h"
 #include "plugin/criu_api.h"
-#include "plugin/device_entries.h"
-#include "plugin/gpu_copy.h"
 #include "plugin/hsakmt_shm.h"
+#include "topology/device_entries.h"
 
 namespace amdcr {
 namespace {
 
-constexpr const char *kPluginName = "amdgpu_plugin";
-constexpr uint32_t kKfdAllocDoorbell = 1u << 3;
-constexpr uint32_t kKfdAllocMmioRemap = 1u << 4;
-
-// CRIU file ids of the images named <prefix><id>.img in the directory.
-Result<std::vector<int>> scan_ids(const ImageDir &dir, const char *prefix)
-{
-	const int fd = ::openat(dir.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return errno_error(errno, "image directory");
-	DIR *d = ::fdopendir(fd);
-	if (!d) {
-		const int e = errno;
-		::close(fd);
-		return errno_error(e, "image directory");
-	}
-	ScopeExit closer([d] { ::closedir(d); });
-	std::vector<int> ids;
-	const size_t plen = std::strlen(prefix);
-	while (const dirent *e = ::readdir(d)) {
-		const std::string name = e->d_name;
-		if (name.compare(0, plen, prefix) != 0 || name.size() <= plen + 4 ||
-		    name.compare(name.size() - 4, 4, ".img") != 0)
-			continue;
-		const std::string num = name.substr(plen, name.size() - plen - 4);
-		if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos)
-			continue;
-		ids.push_back(std::stoi(num));
-	}
-	std::sort(ids.begin(), ids.end());
-	return ids;
-}
 
 // An fd number above those the restored task will use: CRIU's own choice
 // when it exports one, else high in the fd table.
@@ -130,10 +98,10 @@ Status RestoreSession::load_and_map()
 		state_ = State::Inactive;
 		return ok_status();
 	}
-	auto kfd_ids = scan_ids(*images, kKfdImagePrefix);
+	auto kfd_ids = images->ids_with_prefix(kKfdImagePrefix);
 	if (!kfd_ids)
 		return std::move(kfd_ids).error();
-	auto render_ids = scan_ids(*images, kRenderImagePrefix);
+	auto render_ids = images->ids_with_prefix(kRenderImagePrefix);
 	if (!render_ids)
 		return std::move(render_ids).error();
 	// Consumed whatever the images say: a loaded plugin satisfies CRIU's
@@ -294,112 +262,6 @@ int RestoreSession::restore_ext_file(int id, bool *retry_needed)
 		return st.error().neg();
 	}
 	return out.release();
-}
-
-Status RestoreSession::restore_kfd(int id, UniqueFd *out)
-{
-	const KfdImage &img = kfd_images_.at(id);
-	auto images = session_image_dir(env_);
-	if (!images)
-		return std::move(images).error();
-	if (auto st = check_kfd_criu_support(env_.paths); !st)
-		return st;
-	auto kfd = Kfd::open(env_.paths.kfd_path());
-	if (!kfd)
-		return std::move(kfd).error();
-
-	std::vector<KfdDeviceBucket> devices;
-	std::vector<GpuCopyJob> jobs;
-	for (const auto &d : img.devices) {
-		if (!d.is_gpu())
-			continue;
-		const GpuMapEntry *m = map_.find_checkpointed(d.gpu_id);
-		if (!m)
-			return make_error(EINVAL, "gpu 0x%04x has no local GPU", d.gpu_id);
-		auto fd = local_render_fd(m->local_render_minor);
-		if (!fd)
-			return std::move(fd).error();
-		devices.push_back({d.gpu_id, m->local_gpu_id, *fd});
-		GpuCopyJob job;
-		job.image_gpu_id = d.gpu_id;
-		job.render_path = env_.paths.render_path(m->local_render_minor);
-		job.pages_file = kfd_pages_image_name(id, d.gpu_id);
-		jobs.push_back(std::move(job));
-	}
-	std::vector<KfdBoBucket> bos(img.bos.size());
-	for (size_t i = 0; i < img.bos.size(); i++) {
-		const KfdBo &b = img.bos[i];
-		bos[i].addr = b.addr;
-		bos[i].size = b.size;
-		bos[i].offset = b.offset;
-		bos[i].gpu_id = b.gpu_id;
-		bos[i].alloc_flags = b.alloc_flags;
-	}
-	if (auto st = ensure_fd_room(bos.size()); !st)
-		return st;
-	KfdRestoreRequest req{devices, bos, img.priv_data, img.num_of_objects};
-	auto restored = kfd->restore(req);
-	if (!restored)
-		return std::move(restored).error().context("CRIU_OP RESTORE");
-	log_info("pid %u: KFD state recreated (%zu GPUs, %zu BOs)", img.pid, devices.size(), bos.size());
-
-	for (size_t i = 0; i < img.bos.size(); i++) {
-		const KfdBo &b = img.bos[i];
-		const KfdBoBucket &r = restored->bos[i];
-		const GpuMapEntry *m = map_.find_checkpointed(b.gpu_id);
-		if (b.has_contents()) {
-			auto job = std::find_if(jobs.begin(), jobs.end(), [&](const GpuCopyJob &j) {
-				return j.image_gpu_id == b.gpu_id;
-			});
-			if (!r.dmabuf.valid())
-				return make_error(EIO, "BO %zu at 0x%llx: RESTORE returned no dma-buf", i,
-						  static_cast<unsigned long long>(b.addr));
-			job->bos.push_back({r.dmabuf.get(), b.size});
-			vmas_.push_back({false, checkpointed_minor(b.gpu_id), m->local_render_minor, b.offset,
-					 r.restored_offset});
-		} else if (b.alloc_flags & (kKfdAllocDoorbell | kKfdAllocMmioRemap)) {
-			// Any /dev/kfd file maps these (the driver finds the
-			// process by its mm): CRIU opens the path itself.
-			vmas_.push_back({true, 0, 0, b.offset, r.restored_offset});
-		}
-	}
-	std::erase_if(jobs, [](const GpuCopyJob &j) { return j.bos.empty(); });
-	auto copied = run_gpu_copies(Direction::FileToGpu, *images, jobs, env_.config.max_buffer_size);
-	if (!copied)
-		return std::move(copied).error();
-
-	if (auto st = restore_hsakmt_shm(env_.paths.shm_dir, {img.shared_mem_size, img.shared_mem_magic});
-	    !st)
-		return std::move(st).error().context("hsakmt shared memory");
-	*out = UniqueFd(::fcntl(kfd->fd(), F_DUPFD_CLOEXEC, 0));
-	if (!out->valid())
-		return errno_error(errno, "dup of the restored /dev/kfd file");
-	return ok_status();
-}
-
-Status RestoreSession::restore_render(int id, UniqueFd *out)
-{
-	auto images = session_image_dir(env_);
-	if (!images)
-		return std::move(images).error();
-	auto img = read_render_image(*images, id);
-	if (!img)
-		return std::move(img).error();
-	const GpuMapEntry *m = mapping_for_render(*img);
-	if (!m)
-		return make_error(EINVAL, "%s: gpu 0x%04x (renderD%u) has no local GPU",
-				  render_image_name(id).c_str(), img->gpu_id, img->drm_render_minor);
-	// The same open file as KFD's RESTORE uses (in either order): the
-	// driver lets only that file map the process's BOs.
-	auto bound = local_render_fd(m->local_render_minor);
-	if (!bound)
-		return std::move(bound).error();
-	*out = UniqueFd(::fcntl(*bound, F_DUPFD_CLOEXEC, 0));
-	if (!out->valid())
-		return errno_error(errno, "dup of the render node file");
-	log_gpu(LogLevel::Debug, img->gpu_id, "render node %u restored as renderD%u", img->drm_render_minor,
-		m->local_render_minor);
-	return ok_status();
 }
 
 void RestoreSession::hand_render_files_to_task()

@@ -9,7 +9,7 @@
 
 #include "config/config.h"
 #include "image/image_dir.h"
-#include "plugin/system.h"
+#include "device/system.h"
 
 namespace amdcr {
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "plugin/device_entries.h"
+#include "topology/device_entries.h"
 
 #include <set>
 

@@ -23,7 +23,7 @@
 
 #include "copy/dma_engine.h"
 #include "copy/sdma_packets.h"
-#include "image/byte_stream.h"
+#include "base/byte_stream.h"
 
 namespace amdcr::test {
 

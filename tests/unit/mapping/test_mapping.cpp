@@ -8,7 +8,7 @@
 #include <string>
 
 #include "../topology/overlay_fs.h"
-#include "plugin/device_entries.h"
+#include "topology/device_entries.h"
 #include "topology/mapping.h"
 
 using namespace amdcr;

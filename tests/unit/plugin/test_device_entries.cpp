@@ -5,7 +5,7 @@
 #include <criterion/criterion.h>
 
 #include "../topology/overlay_fs.h"
-#include "plugin/device_entries.h"
+#include "topology/device_entries.h"
 
 using namespace amdcr;
 

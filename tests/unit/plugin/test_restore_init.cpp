@@ -17,7 +17,7 @@
 #include "image/kfd_image.h"
 #include "image/pages_file.h"
 #include "image/render_image.h"
-#include "plugin/device_entries.h"
+#include "topology/device_entries.h"
 #include "plugin/restore.h"
 
 using namespace amdcr;

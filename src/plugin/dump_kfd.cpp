@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The dump of a /dev/kfd file: the process's KFD state (CRIU_OP) and its
+// buffers' contents.
+#include "plugin/dump.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "base/log.h"
+#include "copy/gpu_copy.h"
+#include "image/image_names.h"
+#include "image/kfd_image.h"
+#include "plugin/hsakmt_shm.h"
+#include "topology/device_entries.h"
+
+namespace amdcr {
+
+Status DumpSession::dump_kfd(int fd, int id)
+{
+	if (auto st = check_kfd_criu_support(env_.paths); !st)
+		return st;
+	auto images = session_image_dir(env_);
+	if (!images)
+		return std::move(images).error();
+
+	// Our own reference to the target's KFD file: it outlives CRIU's copy
+	// and is what UNPAUSE goes through later.
+	const int dup_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dup_fd < 0)
+		return errno_error(errno, "dup of the /dev/kfd file");
+	Kfd target = Kfd::adopt(UniqueFd(dup_fd));
+	auto info = target.process_info();
+	if (!info)
+		return std::move(info).error().context("CRIU_OP PROCESS_INFO");
+	paused_.push_back({std::move(target), info->pid, id});
+	const Kfd &kfd = paused_.back().kfd;
+	log_info("pid %u: GPU queues paused (%u GPUs, %u BOs, %u objects)", info->pid, info->num_devices,
+		 info->num_bos, info->num_objects);
+
+	const Topology *topo = topology();
+	if (!topo)
+		return topo_->error().context("KFD topology");
+
+	if (auto st = ensure_fd_room(info->num_bos); !st)
+		return st;
+	auto ck = kfd.checkpoint(*info);
+	if (!ck)
+		return std::move(ck).error().context("CRIU_OP CHECKPOINT");
+
+	KfdImage img;
+	img.pid = info->pid;
+	img.num_of_objects = info->num_objects;
+	img.priv_data = std::move(ck->priv_data);
+	for (const TopologyNode *cpu : topo->cpus())
+		img.devices.push_back(device_from_node(*topo, *cpu, 0));
+
+	std::vector<GpuCopyJob> jobs;
+	for (const auto &b : ck->devices) {
+		const TopologyNode *gpu = topo->gpu(b.actual_gpu_id);
+		if (!gpu || !gpu->accessible)
+			return make_error(ENODEV,
+					  "the driver reports gpu 0x%04x (user id 0x%04x), which the KFD "
+					  "topology does not list as accessible",
+					  b.actual_gpu_id, b.user_gpu_id);
+		img.devices.push_back(device_from_node(*topo, *gpu, b.user_gpu_id));
+		GpuCopyJob job;
+		job.image_gpu_id = b.user_gpu_id;
+		job.render_path = env_.paths.render_path(gpu->drm_render_minor);
+		job.pages_file = kfd_pages_image_name(id, b.user_gpu_id);
+		jobs.push_back(std::move(job));
+	}
+	std::sort(img.devices.begin(), img.devices.end(),
+		  [](const KfdDevice &a, const KfdDevice &b) { return a.node_id < b.node_id; });
+
+	for (size_t i = 0; i < ck->bos.size(); i++) {
+		const KfdBoBucket &b = ck->bos[i];
+		KfdBo bo{b.addr, b.size, b.offset, b.alloc_flags, b.gpu_id, 0};
+		if (bo.has_contents()) {
+			auto job = std::find_if(jobs.begin(), jobs.end(), [&](const GpuCopyJob &j) {
+				return j.image_gpu_id == b.gpu_id;
+			});
+			if (job == jobs.end())
+				return make_error(EINVAL, "BO %zu at 0x%llx is on gpu 0x%04x, which has no device bucket",
+						  i, static_cast<unsigned long long>(b.addr), b.gpu_id);
+			if (!b.dmabuf.valid())
+				return make_error(EINVAL, "BO %zu at 0x%llx: the driver gave no dma-buf for it",
+						  i, static_cast<unsigned long long>(b.addr));
+			job->bos.push_back({b.dmabuf.get(), b.size});
+		}
+		img.bos.push_back(bo);
+	}
+
+	auto shm = read_hsakmt_shm(env_.paths.shm_dir);
+	if (!shm)
+		return std::move(shm).error().context("hsakmt shared memory");
+	img.shared_mem_size = shm->size;
+	img.shared_mem_magic = shm->magic;
+
+	const std::string name = kfd_image_name(id);
+	if (auto st = validate_kfd_image(img, name); !st)
+		return st;
+
+	// Contents first, metadata last: a KFD image under its final name
+	// implies its pages files are complete.
+	auto copied = run_gpu_copies(Direction::GpuToFile, *images, jobs, env_.config.max_buffer_size);
+	if (!copied)
+		return std::move(copied).error();
+	if (auto st = write_kfd_image(*images, id, img); !st)
+		return st;
+	log_info("pid %u: wrote %s (%zu devices, %zu BOs)", info->pid, name.c_str(), img.devices.size(),
+		 img.bos.size());
+	if (!env_.dump_devices_late)
+		return unpause_all(); // no later hook will (CRIU 4.0-4.2.1)
+	return ok_status();
+}
+
+} // namespace amdcr
