@@ -372,6 +372,7 @@ int run(const Options &o, const MachineDesc &machine)
 
 	auto memory = std::make_shared<ProcMemory>();
 	std::unique_ptr<Model> model = make_model(machine, memory);
+	model->set_sysfs_root(root); // kfd proc/<pid>, mem_info_vram_used
 	if (!faults.empty())
 		model->set_faults(faults);
 	// Owned for the rest of the process: daemon threads may still be

@@ -70,6 +70,8 @@ struct NodeDesc {
 	uint32_t rev_id = 0;		// ASIC revision (DEV_INFO chip_rev)
 	uint32_t external_rev_id = 0;	// rev_id + the ASIC's offset (DEV_INFO external_rev)
 	bool gfx_ring = true;		// false on compute-only chips (MI100/MI200/MI300)
+	std::string vbios_version;	// sysfs vbios_version (rocm-smi needs one)
+	std::string product_name;	// sysfs product_name (from the board's FRU)
 	std::string pci_slot;		// "0000:03:00.0"
 	uint32_t num_sdma_engines = 2;
 	double sdma_gbps = 0;		// per-engine bandwidth model; 0 = unthrottled
@@ -224,6 +226,10 @@ public:
 	// "queues <pid>", ...); the answer is JSON.
 	virtual std::string introspect(std::string_view query) = 0;
 	virtual void set_faults(std::vector<FaultRule> rules) = 0;
+	// Where the emulator's root is: the model then keeps the sysfs files
+	// the kernel updates at run time (/sys/class/kfd/kfd/proc/<pid>/...,
+	// mem_info_vram_used) current there. Not called: nothing is written.
+	virtual void set_sysfs_root(const std::string &root) { (void)root; }
 };
 
 // The model keeps `memory` for the life of the model. Thread-safe: the

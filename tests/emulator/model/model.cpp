@@ -331,7 +331,7 @@ int ModelImpl::do_open_kfd(Caller &c, bool cloexec)
 	auto key = key_of(fd);
 	if (!key)
 		return -EIO;
-	kfd_context(c.identity().tgid);
+	publish_process(kfd_context(c.identity().tgid));
 	FileEntry e;
 	e.kind = FileKind::Kfd;
 	e.kfd_owner = c.identity().tgid;
@@ -419,6 +419,7 @@ void ModelImpl::process_exit(pid_t tgid)
 	gone = std::move(it->second);
 	procs_.erase(it);
 	destroy_process(*gone);
+	unpublish_process(tgid);
 	events_cv_.notify_all();
 	// Drop the rest (BO memory) outside the lock.
 	lk.unlock();
@@ -448,6 +449,9 @@ KfdProcess &ModelImpl::kfd_context(pid_t tgid)
 	if (!slot) {
 		slot = std::make_unique<KfdProcess>();
 		slot->tgid = tgid;
+		slot->pasid = next_pasid_++;
+		if (next_pasid_ > 0xffff)
+			next_pasid_ = 0x8001;
 		for (auto &d : devices_) {
 			Pdd pdd;
 			pdd.dev = d.get();
@@ -567,9 +571,19 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 				return e;
 		}
 		r = kfd_ioctl(lk, c, f, nr, buf, usize, arg);
+		using namespace abi::kfd;
+		if (r >= 0 && !sysfs_root_.empty() &&
+		    (nr == ACQUIRE_VM || nr == ALLOC_MEMORY_OF_GPU || nr == FREE_MEMORY_OF_GPU ||
+		     nr == CREATE_QUEUE || nr == DESTROY_QUEUE || nr == IMPORT_DMABUF || nr == CRIU_OP)) {
+			if (auto pit = procs_.find(f.kfd_owner); pit != procs_.end())
+				publish_process(*pit->second);
+			publish_devices();
+		}
 	} else {
 		std::shared_ptr<DrmFile> drm = f.drm; // may outlive the entry across waits
 		r = drm_ioctl(lk, c, drm, nr, buf, usize, arg, &out_size);
+		if (r >= 0 && (nr == abi::drm::GEM_CLOSE || nr == abi::drm::kCommandBase + abi::drm::GEM_CREATE))
+			publish_devices();
 	}
 	if ((dir & abi::kIocRead) && out_size && c.write(arg, buf, out_size) != 0)
 		return -EFAULT;

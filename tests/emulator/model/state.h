@@ -357,6 +357,7 @@ struct KfdProcess {
 	// Which BO is mapped on which pdd (index into pdds).
 	std::map<const Bo *, std::set<size_t>> mapped_on;
 	uint64_t event_generation = 0;
+	uint32_t pasid = 0;
 
 	Pdd *pdd_by_user_id(uint32_t user_gpu_id);
 	Pdd *pdd_by_actual_id(uint32_t gpu_id);
@@ -387,6 +388,7 @@ public:
 		 MmapTarget *out) override;
 	std::string introspect(std::string_view query) override;
 	void set_faults(std::vector<FaultRule> rules) override;
+	void set_sysfs_root(const std::string &root) override;
 
 	// Used by the KFD / render halves (mu_ held).
 	using Lock = std::unique_lock<std::recursive_mutex>;
@@ -423,6 +425,11 @@ private:
 	uint64_t criu_priv_size(const KfdProcess &p) const;
 	uint32_t criu_num_bos(const KfdProcess &p) const;
 	long wait_events(Lock &lk, Caller &c, KfdProcess &p, abi::kfd::WaitEvents &a);
+
+	// sysfs the kernel keeps current (published.cpp); mu_ held
+	void publish_process(const KfdProcess &p);
+	void unpublish_process(pid_t tgid);
+	void publish_devices();
 
 	// KFD SDMA user queues (user_queue.cpp)
 	void start_user_queue(KfdProcess &p, Queue &q);
@@ -467,6 +474,8 @@ private:
 	std::map<FileKey, std::weak_ptr<Bo>> backings_;	 // memfd inode -> exporter BO
 	std::map<FileKey, std::shared_ptr<Bo>> exported_; // live dma-buf files
 	std::map<pid_t, std::unique_ptr<KfdProcess>> procs_;
+	uint32_t next_pasid_ = 0x8001;	// amdgpu allocates PASIDs from the top half
+	std::string sysfs_root_;	// "" = publish nothing
 	std::map<std::string, uint64_t> ioctl_counts_;
 	struct RuleState {
 		FaultRule rule;

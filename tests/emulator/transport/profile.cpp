@@ -63,6 +63,7 @@ struct GpuTemplate {
 	// external_rev_id (soc15_common_early_init: Arcturus 0x32, Aldebaran
 	// 0x3c, GC 9.4.3 0x46). None of these chips has a GFX ring.
 	uint32_t pci_revision, external_rev_offset;
+	const char *vbios_version, *product_name;
 };
 
 const std::vector<GpuTemplate> &templates()
@@ -89,7 +90,7 @@ const std::vector<GpuTemplate> &templates()
 		 34342961152ull,
 		 {{{1, 16, 64, 9}, 120}, {{1, 16, 64, 9}, 64}, {{1, 64, 64, 10}, 32},
 		  {{2, 8192, 128, 9}, 1}},
-		 4096, 1200, 0x01, 0x32},
+		 4096, 1200, 0x01, 0x32, "113-D3431401-100", "Instinct MI100"},
 		{"MI210", "aldebaran",
 		 {{"simd_count", 416}, {"simd_id_base", 2147487744},
 		  {"max_waves_per_simd", 8}, {"lds_size_in_kb", 64},
@@ -106,7 +107,7 @@ const std::vector<GpuTemplate> &templates()
 		 68702699520ull,
 		 {{{1, 16, 64, 9}, 104}, {{1, 16, 64, 9}, 52}, {{1, 64, 64, 10}, 26},
 		  {{2, 8192, 128, 9}, 1}},
-		 4096, 1600, 0x02, 0x3c},
+		 4096, 1600, 0x02, 0x3c, "113-D67301-063", "Instinct MI210"},
 		{"MI300X", "aqua_vanjaram",
 		 {{"simd_count", 1216}, {"simd_id_base", 2147487744},
 		  {"max_waves_per_simd", 8}, {"lds_size_in_kb", 64},
@@ -122,7 +123,7 @@ const std::vector<GpuTemplate> &templates()
 		  {"max_engine_clk_ccompute", 2100}},
 		 206158430208ull,
 		 {{{1, 32, 128, 9}, 32}, {{2, 4096, 128, 9}, 8}, {{3, 262144, 64, 9}, 1}},
-		 8192, 2525, 0x00, 0x46},
+		 8192, 2525, 0x00, 0x46, "113-M3000100-102", "AMD Instinct MI300X"},
 	};
 	return t;
 }
@@ -468,6 +469,8 @@ std::optional<MachineDesc> parse_machine(std::string_view text, std::string *err
 			cur->node.pci_revision = t->pci_revision;
 			cur->external_rev_offset = t->external_rev_offset;
 			cur->node.gfx_ring = false;
+			cur->node.vbios_version = t->vbios_version;
+			cur->node.product_name = t->product_name;
 			for (const auto &[c, count] : t->caches)
 				for (uint32_t i = 0; i < count; i++)
 					cur->node.caches.push_back(c);

@@ -342,6 +342,86 @@ void write_cpus(Writer &w, const MachineDesc &m, std::string *redirects)
 	}
 }
 
+// What amdgpu's sysfs shows of a GPU besides its PCI identity, the files
+// rocm-smi (librocm_smi64 5.2) reads: vbios_version (without it the card is
+// not an AMD GPU to it), product_name, the DPM clock tables ("N: <f>Mhz",
+// the current level marked "*"), the performance level, memory totals (the
+// *_used files are kept current by the model as BOs come and go), busy
+// percentages, PCIe link, unique_id, and one hwmon directory ("amdgpu":
+// edge/junction/memory temperatures in millidegrees, average power and cap
+// in microwatts, vddgfx in mV, sclk/mclk in Hz). The values are an idle
+// GPU's: the model executes no shaders and has no power model.
+std::string dpm_levels(std::initializer_list<uint64_t> mhz, size_t current)
+{
+	std::string s;
+	size_t i = 0;
+	for (uint64_t f : mhz) {
+		s += std::to_string(i) + ": " + std::to_string(f) + "Mhz " + (i == current ? "*" : "") + "\n";
+		++i;
+	}
+	return s;
+}
+
+void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::string &pci)
+{
+	const std::string d = pci.substr(1) + "/";
+	const uint64_t sclk = prop(g, "max_engine_clk_fcompute");
+	const uint64_t mclk = g.mem_banks.empty() ? 0 : g.mem_banks.front().mem_clk_max;
+	const uint64_t vram = g.mem_banks.empty() ? 0 : g.mem_banks.front().size_in_bytes;
+	w.file(d + "vbios_version", g.vbios_version + "\n");
+	w.file(d + "product_name", g.product_name + "\n");
+	w.file(d + "product_number", "\n");
+	w.file(d + "serial_number", "\n");
+	char uid[32];
+	std::snprintf(uid, sizeof uid, "%016llx\n", static_cast<unsigned long long>(prop(g, "unique_id")));
+	w.file(d + "unique_id", uid);
+	w.file(d + "pp_dpm_sclk", dpm_levels({500, sclk}, 0));
+	w.file(d + "pp_dpm_mclk", dpm_levels({mclk / 2, mclk}, 1));
+	w.file(d + "pp_dpm_fclk", dpm_levels({1200}, 0));
+	w.file(d + "pp_dpm_socclk", dpm_levels({667, 1000}, 0));
+	w.file(d + "pp_dpm_pcie", "0: 2.5GT/s, x16 \n1: 16.0GT/s, x16 *\n");
+	w.file(d + "power_dpm_force_performance_level", "auto\n", 0644);
+	w.file(d + "power_dpm_state", "performance\n", 0644);
+	w.file(d + "mem_info_vram_total", std::to_string(vram) + "\n");
+	w.file(d + "mem_info_vram_used", "0\n");
+	w.file(d + "mem_info_vis_vram_total", std::to_string(g.large_bar ? vram : 256ull << 20) + "\n");
+	w.file(d + "mem_info_vis_vram_used", "0\n");
+	w.file(d + "mem_info_gtt_total", std::to_string(vram) + "\n");
+	w.file(d + "mem_info_gtt_used", "0\n");
+	w.file(d + "mem_info_vram_vendor", "samsung\n");
+	w.file(d + "gpu_busy_percent", "0\n");
+	w.file(d + "mem_busy_percent", "0\n");
+	w.file(d + "pcie_replay_count", "0\n");
+	w.file(d + "current_link_speed", "16.0 GT/s PCIe\n");
+	w.file(d + "current_link_width", "16\n");
+	w.file(d + "max_link_speed", "16.0 GT/s PCIe\n");
+	w.file(d + "max_link_width", "16\n");
+	// The NUMA node of the PCI device: the CPU node its first link reaches.
+	w.file(d + "numa_node", (g.io_links.empty() ? std::string("-1") : std::to_string(g.io_links.front().node_to)) + "\n");
+	const std::string h = d + "hwmon/hwmon" + std::to_string(index) + "/";
+	w.file(h + "name", "amdgpu\n");
+	w.link(h + "device", "../../../" + g.pci_slot);
+	int t = 1;
+	for (const auto &[label, mdeg] : {std::pair{"edge", 35000}, std::pair{"junction", 40000},
+					  std::pair{"mem", 38000}}) {
+		const std::string n = "temp" + std::to_string(t++);
+		w.file(h + n + "_input", std::to_string(mdeg) + "\n");
+		w.file(h + n + "_label", std::string(label) + "\n");
+		w.file(h + n + "_crit", "100000\n");
+		w.file(h + n + "_emergency", "105000\n");
+	}
+	w.file(h + "power1_average", "42000000\n");
+	w.file(h + "power1_cap", "290000000\n", 0644);
+	w.file(h + "power1_cap_max", "290000000\n");
+	w.file(h + "power1_cap_min", "0\n");
+	w.file(h + "in0_input", "806\n");
+	w.file(h + "in0_label", "vddgfx\n");
+	w.file(h + "freq1_input", std::to_string(500ull * 1000000) + "\n");
+	w.file(h + "freq1_label", "sclk\n");
+	w.file(h + "freq2_input", std::to_string(mclk * 1000000) + "\n");
+	w.file(h + "freq2_label", "mclk\n");
+}
+
 // The amdgpu module as the kernel shows a loaded one: /sys/module/amdgpu
 // (initstate "live", refcnt, coresize, taint, version, parameters/,
 // holders/) and its /proc/modules line ("name size refcount deps state
@@ -414,6 +494,8 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 		w.link("sys/dev/char/" + std::to_string(kKfdMajor) + ":0",
 		       rel_link("/sys/dev/char", kfd));
 		w.file("dev/kfd", "");
+		// One directory per process with a KFD context, kept by the model.
+		w.dir(kfd.substr(1) + "/proc");
 
 		const std::string topo = kfd.substr(1) + "/topology";
 		w.file(topo + "/generation_id", "1\n");
@@ -500,6 +582,7 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 		cfg[8] = char(g->pci_revision); cfg[10] = char(0x80); cfg[11] = 0x03;
 		cfg[44] = 0x02; cfg[45] = 0x10; cfg[46] = 0x34; cfg[47] = 0x0c;
 		w.file(pci.substr(1) + "/config", cfg);
+		write_smi_files(w, *g, size_t(std::find(gpus.begin(), gpus.end(), g) - gpus.begin()), pci);
 		w.link(pci.substr(1) + "/subsystem", rel_link(pci, "/sys/bus/pci"));
 		w.link(pci.substr(1) + "/driver", rel_link(pci, "/sys/bus/pci/drivers/amdgpu"));
 		w.dir("sys/bus/pci/drivers/amdgpu");
