@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""Debian's rocminfo and rocm-smi (ROCm 5.2) on an emulated machine, their
+output checked against the machine: `kfd-emu machine` for the per-GPU
+facts the profile resolves (gpu_id, PCI slot, VRAM, ASIC) and, per ASIC,
+what the runtime must make of it (gfx target, marketing name from
+amdgpu.ids, chip id, compute units, clock, VBIOS).
+
+  rocm_tools.py --kfd-emu PATH --machine NAME rocminfo|rocm-smi
+
+Exit 0 when every check holds, 1 otherwise, 77 (NOT RUN) when the tool is
+not installed."""
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+
+# Per ASIC (nodes/N/name): what ROCm 5.2 reports. None: ROCr 5.2 does not
+# know the target and leaves the GPU out.
+EXPECT = {
+    "arcturus": dict(gfx="gfx908", marketing="AMD Instinct MI100", chip=0x738C, cu=120,
+                     clock=1502, vbios="113-D3431401-100", series="Instinct MI100"),
+    "aldebaran": dict(gfx="gfx90a", marketing="AMD Instinct MI210", chip=0x740F, cu=104,
+                      clock=1700, vbios="113-D67301-063", series="Instinct MI210"),
+    "aqua_vanjaram": None,
+}
+
+failures = []
+
+
+def check(cond, what):
+    if cond:
+        print(f"ok {what}")
+    else:
+        print(f"FAIL {what}")
+        failures.append(what)
+
+
+def machine_facts(kfd_emu, machine):
+    out = subprocess.run([kfd_emu, "machine", "--machine", machine], check=True,
+                         capture_output=True, text=True).stdout
+    cpus, gpus = 0, []
+    for line in out.splitlines():
+        m = re.match(r"node (\d+): gpu (\S+) gpu_id (\d+) renderD(\d+) card(\d+) pci (\S+) vram (\d+)", line)
+        if m:
+            gpus.append(dict(node=int(m[1]), asic=m[2], gpu_id=int(m[3]), minor=int(m[4]),
+                             card=int(m[5]), pci=m[6], vram=int(m[7])))
+        elif re.match(r"node \d+: cpu", line):
+            cpus += 1
+    return cpus, gpus
+
+
+def bdfid(pci):
+    dom, bus, rest = pci.split(":")
+    dev, fn = rest.split(".")
+    return (int(bus, 16) << 8) | (int(dev, 16) << 3) | int(fn, 16)
+
+
+def run_emulated(kfd_emu, machine, argv):
+    p = subprocess.run([kfd_emu, "--machine", machine, "--"] + argv, capture_output=True,
+                       text=True, timeout=120)
+    sys.stdout.write(p.stdout[-4000:] if len(p.stdout) > 4000 else p.stdout)
+    sys.stdout.write(p.stderr)
+    return p
+
+
+def rocminfo(kfd_emu, machine):
+    cpus, gpus = machine_facts(kfd_emu, machine)
+    p = run_emulated(kfd_emu, machine, ["rocminfo"])
+    out = re.sub(r"\x1b\[[0-9;]*m", "", p.stdout)
+    check("ROCk module is loaded" in out, "rocminfo finds the amdgpu module")
+    # Agent blocks: "*******\nAgent N\n*******\n" then "  Key: value" lines.
+    agents = []
+    for block in re.split(r"\*{7}\s*\nAgent \d+\s*\n\*{7}\s*\n", out)[1:]:
+        a = {}
+        for line in block.splitlines():
+            m = re.match(r"  (\S[^:]*):\s+(.*?)\s*$", line)
+            if m and m[1] not in a:
+                a[m[1]] = m[2]
+        a["pool_sizes"] = [int(x) for x in re.findall(r"Size:\s+(\d+)\(0x[0-9a-f]+\) KB", block)]
+        a["isas"] = re.findall(r"Name:\s+(amdgcn-amd-amdhsa--\S+)", block)
+        agents.append(a)
+    cpu_agents = [a for a in agents if a.get("Device Type") == "CPU"]
+    gpu_agents = [a for a in agents if a.get("Device Type") == "GPU"]
+    check(p.returncode == 0, f"rocminfo exits 0 (got {p.returncode})")
+    check(len(cpu_agents) == cpus, f"{len(cpu_agents)} CPU agents, machine has {cpus} CPU nodes")
+    for a in cpu_agents:
+        check("(emulated)" in a.get("Name", ""), f"CPU agent {a.get('Node')} is the profile's CPU ({a.get('Name')})")
+    known = [g for g in gpus if EXPECT.get(g["asic"])]
+    check(len(gpu_agents) == len(known),
+          f"{len(gpu_agents)} GPU agents, expected {len(known)} of the machine's {len(gpus)} GPUs")
+    for g, a in zip(known, gpu_agents):
+        e = EXPECT[g["asic"]]
+        tag = f"node {g['node']}"
+        check(a.get("Name") == e["gfx"], f"{tag} name {a.get('Name')} == {e['gfx']}")
+        check(a.get("Marketing Name") == e["marketing"], f"{tag} marketing name {a.get('Marketing Name')!r}")
+        check(a.get("Node") == str(g["node"]), f"{tag} agent node {a.get('Node')}")
+        check(a.get("Chip ID", "").startswith(f"{e['chip']}("), f"{tag} chip id {a.get('Chip ID')}")
+        check(a.get("Compute Unit") == str(e["cu"]), f"{tag} compute units {a.get('Compute Unit')}")
+        check(a.get("Max Clock Freq. (MHz)") == str(e["clock"]), f"{tag} clock {a.get('Max Clock Freq. (MHz)')}")
+        check(a.get("BDFID") == str(bdfid(g["pci"])), f"{tag} BDFID {a.get('BDFID')} is {g['pci']}")
+        check(bool(a["pool_sizes"]) and a["pool_sizes"][0] == g["vram"] // 1024,
+              f"{tag} VRAM pool {a['pool_sizes'][:1]} KB == {g['vram'] // 1024} KB")
+        check(bool(a["isas"]) and a["isas"][0].startswith(f"amdgcn-amd-amdhsa--{e['gfx']}"),
+              f"{tag} ISA {a['isas'][:1]}")
+        check(re.fullmatch(r"GPU-[0-9a-f]{16}", a.get("Uuid", "")) is not None, f"{tag} uuid {a.get('Uuid')}")
+
+
+def rocm_smi(kfd_emu, machine):
+    cpus, gpus = machine_facts(kfd_emu, machine)
+    # The shell opens /dev/kfd (a KFD context, as a GPU program has) so
+    # that --showpids has a process to list.
+    script = ("exec 3</dev/kfd; echo shell-pid $$; rocm-smi; rocm-smi --showid --showbus --showvbios "
+              "--showproductname --showmeminfo vram --showdriverversion --showuniqueid --showpids")
+    p = run_emulated(kfd_emu, machine, ["sh", "-c", script])
+    out = p.stdout
+    check(p.returncode == 0, f"rocm-smi exits 0 (got {p.returncode})")
+    check("amdgpu not found" not in out + p.stderr and "No AMD GPUs" not in out + p.stderr,
+          "rocm-smi finds the driver and the GPUs")
+    check(re.search(r"Driver version:\s+\S+", out) is not None, "driver version shown")
+    concise = re.findall(r"^(\d+)\s+[\d.]+c\s+[\d.]+W\s+(\d+)Mhz\s+(\d+)Mhz", out, re.M)
+    check(len(concise) == len(gpus), f"concise table has {len(concise)} GPUs of {len(gpus)}")
+    for i, g in enumerate(gpus):
+        e = EXPECT.get(g["asic"])
+        tag = f"GPU[{i}]"
+        m = re.search(rf"^GPU\[{i}\]\s+: GPU ID: 0x([0-9a-f]+)", out, re.M)
+        if e:
+            check(m is not None and int(m[1], 16) == e["chip"], f"{tag} device id {m and m[1]}")
+            m = re.search(rf"^GPU\[{i}\]\s+: VBIOS version: (\S+)", out, re.M)
+            check(m is not None and m[1] == e["vbios"], f"{tag} vbios {m and m[1]}")
+            m = re.search(rf"^GPU\[{i}\]\s+: Card series:\s+(.*?)\s*$", out, re.M)
+            check(m is not None and m[1] == e["series"], f"{tag} card series {m and m[1]}")
+        m = re.search(rf"^GPU\[{i}\]\s+: PCI Bus: (\S+)", out, re.M)
+        check(m is not None and m[1].lower() == g["pci"], f"{tag} PCI bus {m and m[1]} == {g['pci']}")
+        m = re.search(rf"^GPU\[{i}\]\s+: VRAM Total Memory \(B\): (\d+)", out, re.M)
+        check(m is not None and int(m[1]) == g["vram"], f"{tag} VRAM total {m and m[1]}")
+        m = re.search(rf"^GPU\[{i}\]\s+: Unique ID: 0x([0-9a-f]+)", out, re.M)
+        check(m is not None, f"{tag} unique id {m and m[1]}")
+    shell = re.search(r"shell-pid (\d+)", out)
+    listed = re.findall(r"^(\d+)\s+\S+\s+(\d+)\s+\d+\s+\d+\s+\d+\s*$", out, re.M)
+    check(shell is not None and any(pid == shell[1] for pid, _ in listed),
+          f"--showpids lists the shell holding /dev/kfd (pid {shell and shell[1]}, listed {listed})")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kfd-emu", required=True)
+    ap.add_argument("--machine", required=True)
+    ap.add_argument("tool", choices=["rocminfo", "rocm-smi"])
+    a = ap.parse_args()
+    if not shutil.which(a.tool):
+        print(f"NOT RUN: {a.tool} is not installed (Debian package {a.tool}; scripts/install-deps.sh)")
+        return 77
+    (rocminfo if a.tool == "rocminfo" else rocm_smi)(a.kfd_emu, a.machine)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
