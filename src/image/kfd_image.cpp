@@ -16,39 +16,16 @@ namespace amdcr {
 namespace {
 
 // KfdDevice and the protobuf-c KfdDeviceEntry have the same scalar field
-// names; this one list copies in either direction.
+// names (image/node_properties.h); this copies in either direction.
 template <typename Dst, typename Src>
 void copy_device_scalars(Dst &d, const Src &s)
 {
 	d.node_id = s.node_id;
 	d.gpu_id = s.gpu_id;
-	d.cpu_cores_count = s.cpu_cores_count;
-	d.simd_count = s.simd_count;
-	d.mem_banks_count = s.mem_banks_count;
-	d.caches_count = s.caches_count;
-	d.io_links_count = s.io_links_count;
-	d.max_waves_per_simd = s.max_waves_per_simd;
-	d.lds_size_in_kb = s.lds_size_in_kb;
-	d.gds_size_in_kb = s.gds_size_in_kb;
-	d.num_gws = s.num_gws;
-	d.wave_front_size = s.wave_front_size;
-	d.array_count = s.array_count;
-	d.simd_arrays_per_engine = s.simd_arrays_per_engine;
-	d.cu_per_simd_array = s.cu_per_simd_array;
-	d.simd_per_cu = s.simd_per_cu;
-	d.max_slots_scratch_cu = s.max_slots_scratch_cu;
-	d.vendor_id = s.vendor_id;
-	d.device_id = s.device_id;
-	d.domain = s.domain;
-	d.drm_render_minor = s.drm_render_minor;
+#define AMDCR_COPY(name, rule, check) d.name = s.name;
+	AMDCR_NODE_PROPERTIES(AMDCR_COPY)
+#undef AMDCR_COPY
 	d.hive_id = s.hive_id;
-	d.num_sdma_engines = s.num_sdma_engines;
-	d.num_sdma_xgmi_engines = s.num_sdma_xgmi_engines;
-	d.num_sdma_queues_per_engine = s.num_sdma_queues_per_engine;
-	d.num_cp_queues = s.num_cp_queues;
-	d.fw_version = s.fw_version;
-	d.capability = s.capability;
-	d.sdma_fw_version = s.sdma_fw_version;
 	d.vram_public = s.vram_public;
 	d.vram_size = s.vram_size;
 }

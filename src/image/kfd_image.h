@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "image/node_properties.h"
 #include "image/image_dir.h"
 
 namespace amdcr {
@@ -35,33 +36,8 @@ struct KfdIoLink {
 struct KfdDevice {
 	uint32_t node_id = 0;
 	uint32_t gpu_id = 0;
-	uint32_t cpu_cores_count = 0;
-	uint32_t simd_count = 0;
-	uint32_t mem_banks_count = 0;
-	uint32_t caches_count = 0;
-	uint32_t io_links_count = 0;
-	uint32_t max_waves_per_simd = 0;
-	uint32_t lds_size_in_kb = 0;
-	uint32_t gds_size_in_kb = 0;
-	uint32_t num_gws = 0;
-	uint32_t wave_front_size = 0;
-	uint32_t array_count = 0;
-	uint32_t simd_arrays_per_engine = 0;
-	uint32_t cu_per_simd_array = 0;
-	uint32_t simd_per_cu = 0;
-	uint32_t max_slots_scratch_cu = 0;
-	uint32_t vendor_id = 0;
-	uint32_t device_id = 0;
-	uint32_t domain = 0;
-	uint32_t drm_render_minor = 0;
+	AMDCR_NODE_PROPERTIES(AMDCR_NODE_PROPERTY_FIELD)
 	uint64_t hive_id = 0;
-	uint32_t num_sdma_engines = 0;
-	uint32_t num_sdma_xgmi_engines = 0;
-	uint32_t num_sdma_queues_per_engine = 0;
-	uint32_t num_cp_queues = 0;
-	uint32_t fw_version = 0;
-	uint32_t capability = 0;
-	uint32_t sdma_fw_version = 0;
 	uint32_t vram_public = 0;
 	uint64_t vram_size = 0;
 	std::vector<KfdIoLink> iolinks;

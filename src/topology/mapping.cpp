@@ -52,40 +52,24 @@ namespace {
 constexpr const char *kEqual = "equal";
 constexpr const char *kNotSmaller = "checkpointed <= local";
 
-// Shape properties that must be equal; no switch relaxes them.
-constexpr struct {
-	const char *name;
-	uint32_t TopologyNode::*field;
-} kEqualProperties[] = {
-	{"simd_count", &TopologyNode::simd_count},
-	{"mem_banks_count", &TopologyNode::mem_banks_count},
-	{"io_links_count", &TopologyNode::io_links_count},
-	{"max_waves_per_simd", &TopologyNode::max_waves_per_simd},
-	{"lds_size_in_kb", &TopologyNode::lds_size_in_kb},
-	{"wave_front_size", &TopologyNode::wave_front_size},
-	{"array_count", &TopologyNode::array_count},
-	{"simd_arrays_per_engine", &TopologyNode::simd_arrays_per_engine},
-	{"cu_per_simd_array", &TopologyNode::cu_per_simd_array},
-	{"simd_per_cu", &TopologyNode::simd_per_cu},
-	{"max_slots_scratch_cu", &TopologyNode::max_slots_scratch_cu},
-	{"vendor_id", &TopologyNode::vendor_id},
-	{"device_id", &TopologyNode::device_id},
-	{"num_sdma_engines", &TopologyNode::num_sdma_engines},
-	{"num_sdma_xgmi_engines", &TopologyNode::num_sdma_xgmi_engines},
-	{"num_sdma_queues_per_engine", &TopologyNode::num_sdma_queues_per_engine},
-	{"num_cp_queues", &TopologyNode::num_cp_queues},
-};
+// How each stored property compares (image/node_properties.h).
+enum class Rule { none, equal, at_least };
+constexpr std::optional<Check> check_None = std::nullopt;
+constexpr std::optional<Check> check_CachesCount = Check::CachesCount;
+constexpr std::optional<Check> check_NumGws = Check::NumGws;
+constexpr std::optional<Check> check_FwVersion = Check::FwVersion;
+constexpr std::optional<Check> check_SdmaFwVersion = Check::SdmaFwVersion;
+constexpr std::optional<Check> check_Capability = Check::Capability;
 
-// Properties that may grow on the restore side (checkpointed <= local).
 constexpr struct {
 	const char *name;
 	uint32_t TopologyNode::*field;
-	Check check;
-} kNotSmallerProperties[] = {
-	{"num_gws", &TopologyNode::num_gws, Check::NumGws},
-	{"caches_count", &TopologyNode::caches_count, Check::CachesCount},
-	{"fw_version", &TopologyNode::fw_version, Check::FwVersion},
-	{"sdma_fw_version", &TopologyNode::sdma_fw_version, Check::SdmaFwVersion},
+	Rule rule;
+	std::optional<Check> check;
+} kPropertyRules[] = {
+#define AMDCR_RULE(name, rule, check) {#name, &TopologyNode::name, Rule::rule, check_##check},
+	AMDCR_NODE_PROPERTIES(AMDCR_RULE)
+#undef AMDCR_RULE
 };
 
 } // namespace
@@ -94,18 +78,17 @@ std::vector<PropertyMismatch> compare_gpu_properties(const TopologyNode &src, co
 						     const Config &config)
 {
 	std::vector<PropertyMismatch> out;
-	for (const auto &p : kEqualProperties)
-		if (src.*(p.field) != dst.*(p.field))
-			out.push_back({p.name, src.*(p.field), dst.*(p.field), kEqual, std::nullopt});
+	for (const auto &p : kPropertyRules) {
+		if (p.rule == Rule::none || (p.check && !config.enabled(*p.check)))
+			continue;
+		const uint32_t have = src.*(p.field), local = dst.*(p.field);
+		if (p.rule == Rule::equal ? have != local : have > local)
+			out.push_back({p.name, have, local, p.rule == Rule::equal ? kEqual : kNotSmaller, p.check});
+	}
 	if (src.vram_public != dst.vram_public)
 		out.push_back({"vram_public", src.vram_public, dst.vram_public, kEqual, std::nullopt});
-	if (config.enabled(Check::Capability) && src.capability != dst.capability)
-		out.push_back({"capability", src.capability, dst.capability, kEqual, Check::Capability});
 	if (config.enabled(Check::VramSize) && src.vram_size > dst.vram_size)
 		out.push_back({"vram_size", src.vram_size, dst.vram_size, kNotSmaller, Check::VramSize});
-	for (const auto &p : kNotSmallerProperties)
-		if (config.enabled(p.check) && src.*(p.field) > dst.*(p.field))
-			out.push_back({p.name, src.*(p.field), dst.*(p.field), kNotSmaller, p.check});
 	return out;
 }
 

@@ -303,32 +303,9 @@ constexpr struct {
 	const char *key;
 	uint32_t TopologyNode::*field;
 } kU32Properties[] = {
-	{"cpu_cores_count", &TopologyNode::cpu_cores_count},
-	{"simd_count", &TopologyNode::simd_count},
-	{"mem_banks_count", &TopologyNode::mem_banks_count},
-	{"caches_count", &TopologyNode::caches_count},
-	{"io_links_count", &TopologyNode::io_links_count},
-	{"max_waves_per_simd", &TopologyNode::max_waves_per_simd},
-	{"lds_size_in_kb", &TopologyNode::lds_size_in_kb},
-	{"gds_size_in_kb", &TopologyNode::gds_size_in_kb},
-	{"num_gws", &TopologyNode::num_gws},
-	{"wave_front_size", &TopologyNode::wave_front_size},
-	{"array_count", &TopologyNode::array_count},
-	{"simd_arrays_per_engine", &TopologyNode::simd_arrays_per_engine},
-	{"cu_per_simd_array", &TopologyNode::cu_per_simd_array},
-	{"simd_per_cu", &TopologyNode::simd_per_cu},
-	{"max_slots_scratch_cu", &TopologyNode::max_slots_scratch_cu},
-	{"vendor_id", &TopologyNode::vendor_id},
-	{"device_id", &TopologyNode::device_id},
-	{"domain", &TopologyNode::domain},
-	{"drm_render_minor", &TopologyNode::drm_render_minor},
-	{"num_sdma_engines", &TopologyNode::num_sdma_engines},
-	{"num_sdma_xgmi_engines", &TopologyNode::num_sdma_xgmi_engines},
-	{"num_sdma_queues_per_engine", &TopologyNode::num_sdma_queues_per_engine},
-	{"num_cp_queues", &TopologyNode::num_cp_queues},
-	{"fw_version", &TopologyNode::fw_version},
-	{"capability", &TopologyNode::capability},
-	{"sdma_fw_version", &TopologyNode::sdma_fw_version},
+#define AMDCR_ENTRY(name, rule, check) {#name, &TopologyNode::name},
+	AMDCR_NODE_PROPERTIES(AMDCR_ENTRY)
+#undef AMDCR_ENTRY
 };
 
 Status parse_properties(const std::string &path, const std::string &text, TopologyNode &node)

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "image/node_properties.h"
 
 namespace amdcr {
 
@@ -56,33 +57,8 @@ struct TopologyNode {
 	std::string name; // "" for CPUs; not stored in images
 
 	// Properties (the ones the image stores, same names as in sysfs).
-	uint32_t cpu_cores_count = 0;
-	uint32_t simd_count = 0;
-	uint32_t mem_banks_count = 0;
-	uint32_t caches_count = 0;
-	uint32_t io_links_count = 0;
-	uint32_t max_waves_per_simd = 0;
-	uint32_t lds_size_in_kb = 0;
-	uint32_t gds_size_in_kb = 0;
-	uint32_t num_gws = 0;
-	uint32_t wave_front_size = 0;
-	uint32_t array_count = 0;
-	uint32_t simd_arrays_per_engine = 0;
-	uint32_t cu_per_simd_array = 0;
-	uint32_t simd_per_cu = 0;
-	uint32_t max_slots_scratch_cu = 0;
-	uint32_t vendor_id = 0;
-	uint32_t device_id = 0;
-	uint32_t domain = 0;
-	uint32_t drm_render_minor = 0;
+	AMDCR_NODE_PROPERTIES(AMDCR_NODE_PROPERTY_FIELD)
 	uint64_t hive_id = 0;
-	uint32_t num_sdma_engines = 0;
-	uint32_t num_sdma_xgmi_engines = 0;
-	uint32_t num_sdma_queues_per_engine = 0;
-	uint32_t num_cp_queues = 0;
-	uint32_t fw_version = 0;
-	uint32_t capability = 0;
-	uint32_t sdma_fw_version = 0;
 	// From the first memory bank with heap type 1 (public) or 2 (private).
 	bool vram_public = false;
 	uint64_t vram_size = 0;
