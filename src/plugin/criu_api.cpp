@@ -50,6 +50,18 @@ bool consume_inventory_entry(const char *name)
 	return fn(name, n + 1);
 }
 
+std::optional<int> unused_fd_of_task(int pid)
+{
+	using Fn = int(int);
+	auto *fn = lookup<Fn>("find_unused_fd_pid");
+	if (!fn)
+		return std::nullopt;
+	const int fd = fn(pid);
+	if (fd < 0)
+		return std::nullopt;
+	return fd;
+}
+
 std::optional<unsigned> host_hook_slots()
 {
 	// CRIU's registry is { struct list_head head; struct list_head

@@ -24,6 +24,11 @@ bool add_inventory_plugin(const char *name);
 // is absent (then nothing is known and the caller decides by the images).
 bool consume_inventory_entry(const char *name);
 
+// CRIU's choice of an fd number the restored task `pid` (its pid in the
+// checkpoint) will not use, or nullopt when CRIU does not export
+// find_unused_fd_pid or does not know the task.
+std::optional<int> unused_fd_of_task(int pid);
+
 // The number of plugin hook slots of the CRIU that is loading us, read
 // from the size of its exported plugin registry `cr_plugin_ctl` (one list
 // head plus one per hook: 12 slots in CRIU 4.0/4.1, 13 in 4.2-4.2.1, 15 in

@@ -2,7 +2,6 @@
 #include "plugin/restore.h"
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/kcmp.h>
 #include <sys/resource.h>
@@ -33,10 +32,7 @@ namespace {
 // when it exports one, else high in the fd table.
 Result<UniqueFd> move_fd_high(UniqueFd fd)
 {
-	using FindUnused = int(int pid);
-	int base = -1;
-	if (auto *find = reinterpret_cast<FindUnused *>(dlsym(RTLD_DEFAULT, "find_unused_fd_pid")))
-		base = find(static_cast<int>(::getpid()));
+	int base = criu::unused_fd_of_task(static_cast<int>(::getpid())).value_or(-1);
 	if (base < 0) {
 		struct rlimit rl {};
 		const rlim_t cur = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
@@ -244,18 +240,20 @@ int RestoreSession::restore_ext_file(int id, bool *retry_needed)
 		(void)prepare();
 	if (!active())
 		return -ENOTSUP;
-	auto images = session_image_dir(env_);
-	if (!images)
-		return -ENOTSUP;
 	UniqueFd out;
 	Status st;
-	if (kfd_images_.count(id)) {
-		st = restore_kfd(id, &out);
+	// Asked at each hook: CRIU moves its service fds (the image directory's
+	// among them) in every restored task.
+	if (auto images = session_image_dir(env_); !images) {
+		st = std::move(images).error();
+	} else if (kfd_images_.count(id)) {
+		st = restore_kfd(*images, id, &out);
+	} else if (auto exists = images->exists(render_image_name(id)); !exists) {
+		st = std::move(exists).error();
+	} else if (!*exists) {
+		return -ENOTSUP; // not a file of ours
 	} else {
-		auto exists = images->exists(render_image_name(id));
-		if (!exists || !*exists)
-			return -ENOTSUP;
-		st = restore_render(id, &out);
+		st = restore_render(*images, id, &out);
 	}
 	if (!st) {
 		log_error("restore of file %d failed: %s", id, st.error().message().c_str());

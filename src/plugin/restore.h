@@ -70,8 +70,8 @@ private:
 
 	// prepare()'s work; Active, Inactive or an error.
 	Status load_and_map();
-	Status restore_kfd(int id, UniqueFd *out);
-	Status restore_render(int id, UniqueFd *out);
+	Status restore_kfd(const ImageDir &images, int id, UniqueFd *out);
+	Status restore_render(const ImageDir &images, int id, UniqueFd *out);
 	// The render node of local GPU `minor`, opened once per task.
 	Result<int> local_render_fd(uint32_t minor);
 	// Once the task's fds are installed (first UPDATE_VMA_MAP): each render

@@ -16,12 +16,9 @@
 
 namespace amdcr {
 
-Status RestoreSession::restore_kfd(int id, UniqueFd *out)
+Status RestoreSession::restore_kfd(const ImageDir &images, int id, UniqueFd *out)
 {
 	const KfdImage &img = kfd_images_.at(id);
-	auto images = session_image_dir(env_);
-	if (!images)
-		return std::move(images).error();
 	if (auto st = check_kfd_criu_support(env_.paths); !st)
 		return st;
 	auto kfd = Kfd::open(env_.paths.kfd_path());
@@ -71,6 +68,9 @@ Status RestoreSession::restore_kfd(int id, UniqueFd *out)
 			auto job = std::find_if(jobs.begin(), jobs.end(), [&](const GpuCopyJob &j) {
 				return j.image_gpu_id == b.gpu_id;
 			});
+			if (job == jobs.end())
+				return make_error(EINVAL, "BO %zu at 0x%llx is on gpu 0x%04x, which the image lists no device for",
+						  i, static_cast<unsigned long long>(b.addr), b.gpu_id);
 			if (!r.dmabuf.valid())
 				return make_error(EIO, "BO %zu at 0x%llx: RESTORE returned no dma-buf", i,
 						  static_cast<unsigned long long>(b.addr));
@@ -84,7 +84,7 @@ Status RestoreSession::restore_kfd(int id, UniqueFd *out)
 		}
 	}
 	std::erase_if(jobs, [](const GpuCopyJob &j) { return j.bos.empty(); });
-	auto copied = run_gpu_copies(Direction::FileToGpu, *images, jobs, env_.config.max_buffer_size);
+	auto copied = run_gpu_copies(Direction::FileToGpu, images, jobs, env_.config.max_buffer_size);
 	if (!copied)
 		return std::move(copied).error();
 

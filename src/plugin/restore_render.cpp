@@ -11,12 +11,9 @@
 
 namespace amdcr {
 
-Status RestoreSession::restore_render(int id, UniqueFd *out)
+Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *out)
 {
-	auto images = session_image_dir(env_);
-	if (!images)
-		return std::move(images).error();
-	auto img = read_render_image(*images, id);
+	auto img = read_render_image(images, id);
 	if (!img)
 		return std::move(img).error();
 	const GpuMapEntry *m = mapping_for_render(*img);

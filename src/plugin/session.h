@@ -24,7 +24,10 @@ struct SessionEnv {
 	bool dump_devices_late = false;
 };
 
-// The image directory of `env`, or an error saying there is none.
+// The image directory of `env`, or an error saying there is none. Ask it
+// once per hook, never keep it across hooks: CRIU moves its service fds,
+// the image directory's among them, in each restored task
+// (criu/servicefd.c clone_service_fd).
 Result<ImageDir> session_image_dir(const SessionEnv &env);
 
 } // namespace amdcr

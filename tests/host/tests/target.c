@@ -131,11 +131,21 @@ int main(int argc, char **argv)
 		 (int)child, map, map_size);
 	if (ready)
 		write_file(ready, text);
+	/* The heartbeat file stays open and is rewritten in place: a dump
+	 * that seizes the task between an open and a rename would otherwise
+	 * catch an fd on a temporary file that is gone at restore. */
+	int hb = -1;
+	if (heartbeat) {
+		hb = open(heartbeat, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		if (hb < 0)
+			return 2;
+	}
 	for (;;) {
 		nap();
-		if (heartbeat) {
-			snprintf(text, sizeof(text), "%lu\n", ++beat);
-			write_file(heartbeat, text);
+		if (hb >= 0) {
+			int n = snprintf(text, sizeof(text), "%lu\n", ++beat);
+			if (pwrite(hb, text, (size_t)n, 0) != n)
+				return 2;
 		}
 	}
 }
