@@ -8,6 +8,12 @@
 
 namespace amdcr {
 
+size_t page_size()
+{
+	const long p = ::sysconf(_SC_PAGESIZE);
+	return p > 0 ? static_cast<size_t>(p) : 4096;
+}
+
 Result<size_t> read_full(int fd, void *buf, size_t len)
 {
 	auto *p = static_cast<char *>(buf);

@@ -18,6 +18,9 @@
 namespace amdcr {
 
 // Reads exactly `len` bytes unless EOF comes first; returns the count read.
+// The CPU page size (sysconf; 4096 if it does not say).
+size_t page_size();
+
 Result<size_t> read_full(int fd, void *buf, size_t len);
 // Writes all `len` bytes (ENOSPC and short writes are errors).
 Status write_full(int fd, const void *buf, size_t len);

@@ -57,7 +57,9 @@ struct Config {
 	bool vram_size_check = true;
 	bool numa_check = true;
 	bool capability_check = true;
-	// Largest buffer the plugin should move in one piece; 0 = no explicit cap.
+	// KFD_MAX_BUFFER_SIZE: bytes of staging memory for a process's whole
+	// dump or restore, shared by the GPUs copied in parallel; 0 (unset) =
+	// the built-in bound per GPU (copy/gpu_copy.h per_gpu_staging_bound).
 	uint64_t max_buffer_size = 0;
 
 	bool enabled(Check check) const;

@@ -5,11 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <chrono>
 #include <optional>
 #include <thread>
-
 
 #include "base/file_io.h"
 #include "base/log.h"
@@ -27,9 +25,24 @@ uint64_t job_bytes(const GpuCopyJob &job)
 	return n;
 }
 
+// A GPU without buffers: an empty pages file at dump, nothing at restore.
+Result<TransferStats> run_empty(Direction dir, const ImageDir &images, const GpuCopyJob &job)
+{
+	if (dir == Direction::GpuToFile) {
+		auto pages = PagesWriter::create(images, job.pages_file, 0);
+		if (!pages)
+			return std::move(pages).error();
+		if (auto st = pages->commit(); !st)
+			return std::move(st).error();
+	}
+	return TransferStats{};
+}
+
 Result<TransferStats> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &job,
 			      uint64_t bound)
 {
+	if (job.bos.empty())
+		return run_empty(dir, images, job);
 	auto render = open_at(AT_FDCWD, job.render_path, O_RDWR);
 	if (!render)
 		return std::move(render).error();
@@ -74,18 +87,18 @@ Result<TransferStats> run_one(Direction dir, const ImageDir &images, const GpuCo
 
 } // namespace
 
-Result<uint64_t> per_gpu_staging_bound(uint64_t max_buffer_size, size_t jobs)
+Result<uint64_t> per_gpu_staging_bound(uint64_t max_buffer_size, size_t gpus)
 {
 	if (max_buffer_size == 0)
 		return kDefaultStagingBound;
-	const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-	const uint64_t share = max_buffer_size / std::max<size_t>(jobs, 1);
+	const uint64_t page = page_size();
+	const uint64_t share = max_buffer_size / std::max<size_t>(gpus, 1);
 	if (share < 2 * page)
 		return make_error(EINVAL,
 				  "KFD_MAX_BUFFER_SIZE=%llu leaves %llu bytes to each of %zu GPUs; each "
 				  "needs at least %llu (raise KFD_MAX_BUFFER_SIZE)",
 				  static_cast<unsigned long long>(max_buffer_size),
-				  static_cast<unsigned long long>(share), jobs,
+				  static_cast<unsigned long long>(share), gpus,
 				  static_cast<unsigned long long>(2 * page));
 	return share;
 }
@@ -94,7 +107,9 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 						  const std::vector<GpuCopyJob> &jobs,
 						  uint64_t max_buffer_size)
 {
-	auto bound = per_gpu_staging_bound(max_buffer_size, jobs.size());
+	const size_t with_buffers = static_cast<size_t>(
+		std::count_if(jobs.begin(), jobs.end(), [](const GpuCopyJob &j) { return !j.bos.empty(); }));
+	auto bound = per_gpu_staging_bound(max_buffer_size, with_buffers);
 	if (!bound)
 		return std::move(bound).error();
 	const uint64_t staging_bound = *bound;

@@ -34,22 +34,25 @@ struct GpuCopyResult {
 	double job_seconds = 0; // the whole job: render node, engine, imports, copy
 };
 
-// Staging memory: with KFD_MAX_BUFFER_SIZE set, that many bytes for the
-// whole process, shared evenly by the GPUs copied in parallel (so the
-// process never pins more than the user allowed); unset, the built-in
-// bound per GPU (kDefaultStagingBound).
+// Staging memory (per_gpu_staging_bound, for both directions): with
+// KFD_MAX_BUFFER_SIZE set, that many bytes for the whole process, shared
+// evenly by the GPUs that have buffers to copy (so the process never pins
+// more than the user allowed); unset, the built-in bound per GPU
+// (kDefaultStagingBound). A GPU without buffers uses none.
 //
 // Runs every job on its own thread and waits for all of them. Dump:
 // each pages file is written atomically (nothing visible under its name on
-// failure). Restore: each pages file must hold exactly the jobs' bytes.
+// failure), an empty one for a GPU without buffers. Restore: each pages
+// file must hold exactly the jobs' bytes; a GPU without buffers reads none.
 // Returns the per-GPU stats, or the first job's error (by job order) after
 // all jobs have stopped. Logs one summary line per GPU on success.
 Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir &images,
 						  const std::vector<GpuCopyJob> &jobs,
 						  uint64_t max_buffer_size);
 
-// The staging bound of one GPU's job when `jobs` GPUs copy in parallel;
-// EINVAL when KFD_MAX_BUFFER_SIZE leaves a GPU less than two pages.
-Result<uint64_t> per_gpu_staging_bound(uint64_t max_buffer_size, size_t jobs);
+// The staging bound of one GPU's job when `gpus` GPUs with buffers copy in
+// parallel; EINVAL when KFD_MAX_BUFFER_SIZE leaves a GPU less than two
+// pages.
+Result<uint64_t> per_gpu_staging_bound(uint64_t max_buffer_size, size_t gpus);
 
 } // namespace amdcr

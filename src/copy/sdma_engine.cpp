@@ -9,17 +9,9 @@
 #include <cinttypes>
 #include <thread>
 
+#include "base/file_io.h"
+
 namespace amdcr {
-
-namespace {
-
-size_t page_size()
-{
-	const long p = ::sysconf(_SC_PAGESIZE);
-	return p > 0 ? static_cast<size_t>(p) : 4096;
-}
-
-} // namespace
 
 Result<std::unique_ptr<SdmaEngine>> SdmaEngine::create(int render_fd, SdmaEngineOptions opts)
 {

@@ -11,17 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "base/file_io.h"
 #include "base/scoped.h"
 
 namespace amdcr {
 
 namespace {
 
-size_t page_size()
-{
-	const long p = ::sysconf(_SC_PAGESIZE);
-	return p > 0 ? static_cast<size_t>(p) : 4096;
-}
 
 // Anonymous, page-aligned memory (what a userptr BO needs), unmapped on
 // destruction.

@@ -11,17 +11,12 @@
 #include <utility>
 #include <vector>
 
+#include "base/file_io.h"
 #include "base/log.h"
 
 namespace amdcr {
 
 namespace {
-
-uint64_t page_size()
-{
-	const long p = ::sysconf(_SC_PAGESIZE);
-	return p > 0 ? static_cast<uint64_t>(p) : 4096;
-}
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 

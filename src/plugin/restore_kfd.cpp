@@ -83,7 +83,6 @@ Status RestoreSession::restore_kfd(const ImageDir &images, int id, UniqueFd *out
 			vmas_.push_back({true, 0, 0, b.offset, r.restored_offset});
 		}
 	}
-	std::erase_if(jobs, [](const GpuCopyJob &j) { return j.bos.empty(); });
 	auto copied = run_gpu_copies(Direction::FileToGpu, images, jobs, env_.config.max_buffer_size);
 	if (!copied)
 		return std::move(copied).error();
