@@ -7,11 +7,11 @@
 // for the current set of BOs (IB + staging + imported buffers), rebuilt only
 // when that set changes; all are reused across chunks and BOs.
 //
-// Typical use (dump of one GPU's BOs):
+// The plugin's use (copy/gpu_copy.cpp, one GPU's dump or restore):
 //   auto eng = SdmaEngine::create(render_fd);
-//   for each BO: bufs.push_back(eng->import_dmabuf(fd, bucket.size));
-//   auto stats = transfer_to_file(*eng, bufs, sink, bound);
-//   eng->release_buffers();
+//   ImportFeed bufs(*eng, dmabuf_specs); // imports on worker threads
+//   auto stats = transfer_to_file(*eng, bufs, pages, bound); // or _from_
+// (import_dmabuf/release_buffers are the one-at-a-time path tests use.)
 #pragma once
 
 #include <condition_variable>

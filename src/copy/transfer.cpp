@@ -247,7 +247,6 @@ Result<TransferStats> run(DmaEngine &engine, BufferFeed &bos, Direction dir, con
 	}
 
 	stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-	stats.gbps = stats.seconds > 0 ? double(stats.bytes) / stats.seconds / 1e9 : 0;
 	return stats;
 }
 

@@ -69,7 +69,6 @@ struct TransferStats {
 	uint64_t bos = 0;
 	uint64_t bytes = 0;
 	double seconds = 0;
-	double gbps = 0; // 1e9 bytes per second
 	uint64_t peak_staging_bytes = 0;
 	uint64_t submissions = 0;
 };

@@ -70,7 +70,8 @@ Status ensure_fd_room(uint64_t more)
 	struct rlimit rl {};
 	if (::getrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return errno_error(errno, "getrlimit(RLIMIT_NOFILE)");
-	// Highest fd in use, from /proc/self/fd (cheap next to what follows).
+	// How many fds are open, from /proc/self/fd (cheap next to what
+	// follows); the count includes ".", ".." and the directory's own fd.
 	uint64_t open_fds = 0;
 	if (DIR *d = ::opendir("/proc/self/fd")) {
 		while (::readdir(d))

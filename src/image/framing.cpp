@@ -42,20 +42,6 @@ Status check_image_framing(const std::string &name, uint64_t file_size, uint64_t
 	return ok_status();
 }
 
-Result<std::span<const uint8_t>> unframe_image(const std::string &name,
-					       std::span<const uint8_t> file)
-{
-	if (file.size() < kImageHeaderSize) {
-		auto st = check_image_framing(name, file.size(), 0);
-		return std::move(st).error();
-	}
-	const uint64_t payload = decode_image_header(file.data());
-	auto st = check_image_framing(name, file.size(), payload);
-	if (!st)
-		return std::move(st).error();
-	return file.subspan(kImageHeaderSize);
-}
-
 Result<std::vector<uint8_t>> read_image_payload(const ImageDir &dir, const std::string &name)
 {
 	auto fd = dir.open_read(name);

@@ -38,9 +38,6 @@ Status check_image_framing(const std::string &name, uint64_t file_size, uint64_t
 // Errors: missing file, shorter than the header, size mismatch, above
 // dir.max_metadata_size() — each naming the file.
 Result<std::vector<uint8_t>> read_image_payload(const ImageDir &dir, const std::string &name);
-// Decodes framed bytes already in memory (same checks, no size cap).
-Result<std::span<const uint8_t>> unframe_image(const std::string &name,
-					       std::span<const uint8_t> file);
 // Writes header + payload atomically under `name`.
 Status write_image_payload(const ImageDir &dir, const std::string &name,
 			   std::span<const uint8_t> payload);

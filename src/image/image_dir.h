@@ -100,11 +100,8 @@ public:
 
 	// The final name (what error messages use).
 	const std::string &name() const { return name_; }
-	// The temporary name, while not committed.
-	const std::string &temp_name() const { return temp_; }
 	int fd() const { return fd_.get(); }
 	uint64_t bytes_written() const { return written_; }
-	bool committed() const { return committed_; }
 
 	// Appends all of `buf` (short writes retried; ENOSPC/EIO are Errors
 	// naming the file).
