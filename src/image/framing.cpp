@@ -42,7 +42,8 @@ Status check_image_framing(const std::string &name, uint64_t file_size, uint64_t
 	return ok_status();
 }
 
-Result<std::vector<uint8_t>> read_image_payload(const ImageDir &dir, const std::string &name)
+Result<FramedFile> open_framed_image(const ImageDir &dir, const std::string &name,
+				     std::optional<uint64_t> max_payload)
 {
 	auto fd = dir.open_read(name);
 	if (!fd)
@@ -53,12 +54,12 @@ Result<std::vector<uint8_t>> read_image_payload(const ImageDir &dir, const std::
 	if (!S_ISREG(st.st_mode))
 		return make_error(EINVAL, "%s: not a regular file", name.c_str());
 	const auto file_size = static_cast<uint64_t>(st.st_size);
-	if (file_size > dir.max_metadata_size() + kImageHeaderSize)
+	if (max_payload && file_size > *max_payload + kImageHeaderSize)
 		return make_error(EFBIG, "%s: %" PRIu64 " bytes, above the %" PRIu64 "-byte limit for metadata images",
-				  name.c_str(), file_size, dir.max_metadata_size());
+				  name.c_str(), file_size, *max_payload);
 
 	uint8_t header[kImageHeaderSize];
-	auto n = read_full(fd->get(), header, sizeof(header));
+	auto n = pread_full(fd->get(), header, sizeof(header), 0);
 	if (!n)
 		return std::move(n).error().context(name);
 	if (*n < sizeof(header)) {
@@ -69,14 +70,21 @@ Result<std::vector<uint8_t>> read_image_payload(const ImageDir &dir, const std::
 	auto chk = check_image_framing(name, file_size, payload_size);
 	if (!chk)
 		return std::move(chk).error();
+	return FramedFile{std::move(*fd), payload_size};
+}
 
-	std::vector<uint8_t> payload(payload_size);
-	n = read_full(fd->get(), payload.data(), payload.size());
+Result<std::vector<uint8_t>> read_image_payload(const ImageDir &dir, const std::string &name)
+{
+	auto file = open_framed_image(dir, name, dir.max_metadata_size());
+	if (!file)
+		return std::move(file).error();
+	std::vector<uint8_t> payload(file->payload_size);
+	auto n = pread_full(file->fd.get(), payload.data(), payload.size(), kImageHeaderSize);
 	if (!n)
 		return std::move(n).error().context(name);
 	if (*n != payload.size())
 		return make_error(EINVAL, "%s: truncated while reading: %zu of %" PRIu64 " payload bytes",
-				  name.c_str(), *n, payload_size);
+				  name.c_str(), *n, file->payload_size);
 	return payload;
 }
 

@@ -17,10 +17,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 #include "image/image_dir.h"
 
 namespace amdcr {
@@ -34,6 +36,19 @@ uint64_t decode_image_header(const uint8_t in[kImageHeaderSize]);
 // is consistent; the Error names `name`.
 Status check_image_framing(const std::string &name, uint64_t file_size, uint64_t payload_size);
 
+// A framed image file opened for reading, its header checked against its
+// size.
+struct FramedFile {
+	UniqueFd fd;
+	uint64_t payload_size = 0; // the payload starts at kImageHeaderSize
+};
+
+// Opens `name` in `dir` and checks it: a regular file, no larger than
+// `max_payload` + header (metadata images; EFBIG), with a header that
+// matches its size. Every Error names the file.
+Result<FramedFile> open_framed_image(const ImageDir &dir, const std::string &name,
+				     std::optional<uint64_t> max_payload = std::nullopt);
+
 // Reads and checks a whole framed metadata image; returns the payload.
 // Errors: missing file, shorter than the header, size mismatch, above
 // dir.max_metadata_size() — each naming the file.
@@ -41,5 +56,27 @@ Result<std::vector<uint8_t>> read_image_payload(const ImageDir &dir, const std::
 // Writes header + payload atomically under `name`.
 Status write_image_payload(const ImageDir &dir, const std::string &name,
 			   std::span<const uint8_t> payload);
+
+// One protobuf image: `pack(img)` -> Result<bytes>, framed and written
+// atomically under `name`; `unpack(payload, name)` -> Result<Image> of the
+// framed file `name`.
+template <typename Image, typename Pack>
+Status write_message_image(const ImageDir &dir, const std::string &name, const Image &img, Pack pack)
+{
+	auto payload = pack(img);
+	if (!payload)
+		return std::move(payload).error().context(name);
+	return write_image_payload(dir, name, *payload);
+}
+
+template <typename Unpack>
+auto read_message_image(const ImageDir &dir, const std::string &name, Unpack unpack)
+	-> decltype(unpack(std::span<const uint8_t>{}, name))
+{
+	auto payload = read_image_payload(dir, name);
+	if (!payload)
+		return std::move(payload).error();
+	return unpack(*payload, name);
+}
 
 } // namespace amdcr

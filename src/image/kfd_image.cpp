@@ -244,22 +244,14 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 Status write_kfd_image(const ImageDir &dir, int id, const KfdImage &img)
 {
 	const std::string name = kfd_image_name(id);
-	auto st = validate_kfd_image(img, name);
-	if (!st)
+	if (auto st = validate_kfd_image(img, name); !st)
 		return st;
-	auto payload = pack_kfd_image(img);
-	if (!payload)
-		return std::move(payload).error().context(name);
-	return write_image_payload(dir, name, *payload);
+	return write_message_image(dir, name, img, pack_kfd_image);
 }
 
 Result<KfdImage> read_kfd_image(const ImageDir &dir, int id)
 {
-	const std::string name = kfd_image_name(id);
-	auto payload = read_image_payload(dir, name);
-	if (!payload)
-		return std::move(payload).error();
-	return unpack_kfd_image(*payload, name);
+	return read_message_image(dir, kfd_image_name(id), unpack_kfd_image);
 }
 
 } // namespace amdcr

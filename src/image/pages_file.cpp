@@ -64,31 +64,12 @@ Status PagesWriter::commit()
 
 Result<PagesReader> PagesReader::open(const ImageDir &dir, const std::string &name)
 {
-	auto fd = dir.open_read(name);
-	if (!fd)
-		return std::move(fd).error();
-	struct stat st = {};
-	if (::fstat(fd->get(), &st) != 0)
-		return errno_error(errno, "stat " + name);
-	if (!S_ISREG(st.st_mode))
-		return make_error(EINVAL, "%s: not a regular file", name.c_str());
-	const auto file_size = static_cast<uint64_t>(st.st_size);
-
-	uint8_t header[kImageHeaderSize];
-	auto n = pread_full(fd->get(), header, sizeof(header), 0);
-	if (!n)
-		return std::move(n).error().context(name);
-	if (*n < sizeof(header)) {
-		auto chk = check_image_framing(name, *n, 0);
-		return std::move(chk).error();
-	}
-	const uint64_t payload_size = decode_image_header(header);
-	auto chk = check_image_framing(name, file_size, payload_size);
-	if (!chk)
-		return std::move(chk).error();
+	auto file = open_framed_image(dir, name);
+	if (!file)
+		return std::move(file).error();
 	// Restore reads each pages file once, front to back.
-	::posix_fadvise(fd->get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-	return PagesReader(name, std::move(*fd), payload_size);
+	::posix_fadvise(file->fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+	return PagesReader(name, std::move(file->fd), file->payload_size);
 }
 
 Result<PagesReader> PagesReader::open_kfd(const ImageDir &dir, int id, uint32_t gpu_id)

@@ -153,22 +153,14 @@ Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload,
 Status write_render_image(const ImageDir &dir, int id, const RenderNodeImage &img)
 {
 	const std::string name = render_image_name(id);
-	auto st = validate_render_image(img, name);
-	if (!st)
+	if (auto st = validate_render_image(img, name); !st)
 		return st;
-	auto payload = pack_render_image(img);
-	if (!payload)
-		return std::move(payload).error().context(name);
-	return write_image_payload(dir, name, *payload);
+	return write_message_image(dir, name, img, pack_render_image);
 }
 
 Result<RenderNodeImage> read_render_image(const ImageDir &dir, int id)
 {
-	const std::string name = render_image_name(id);
-	auto payload = read_image_payload(dir, name);
-	if (!payload)
-		return std::move(payload).error();
-	return unpack_render_image(*payload, name);
+	return read_message_image(dir, render_image_name(id), unpack_render_image);
 }
 
 Result<std::vector<uint8_t>> pack_dmabuf_image(const DmabufImage &img)
@@ -196,20 +188,12 @@ Result<DmabufImage> unpack_dmabuf_image(std::span<const uint8_t> payload, const 
 
 Status write_dmabuf_image(const ImageDir &dir, int id, const DmabufImage &img)
 {
-	const std::string name = dmabuf_image_name(id);
-	auto payload = pack_dmabuf_image(img);
-	if (!payload)
-		return std::move(payload).error().context(name);
-	return write_image_payload(dir, name, *payload);
+	return write_message_image(dir, dmabuf_image_name(id), img, pack_dmabuf_image);
 }
 
 Result<DmabufImage> read_dmabuf_image(const ImageDir &dir, int id)
 {
-	const std::string name = dmabuf_image_name(id);
-	auto payload = read_image_payload(dir, name);
-	if (!payload)
-		return std::move(payload).error();
-	return unpack_dmabuf_image(*payload, name);
+	return read_message_image(dir, dmabuf_image_name(id), unpack_dmabuf_image);
 }
 
 } // namespace amdcr
