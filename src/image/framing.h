@@ -57,12 +57,15 @@ Result<std::vector<uint8_t>> read_image_payload(const ImageDir &dir, const std::
 Status write_image_payload(const ImageDir &dir, const std::string &name,
 			   std::span<const uint8_t> payload);
 
-// One protobuf image: `pack(img)` -> Result<bytes>, framed and written
-// atomically under `name`; `unpack(payload, name)` -> Result<Image> of the
-// framed file `name`.
-template <typename Image, typename Pack>
-Status write_message_image(const ImageDir &dir, const std::string &name, const Image &img, Pack pack)
+// One protobuf image: `validate(img, name)` -> Status, then `pack(img)` ->
+// Result<bytes>, framed and written atomically under `name`;
+// `unpack(payload, name)` -> Result<Image> of the framed file `name`.
+template <typename Image, typename Validate, typename Pack>
+Status write_message_image(const ImageDir &dir, const std::string &name, const Image &img,
+			   Validate validate, Pack pack)
 {
+	if (auto st = validate(img, name); !st)
+		return st;
 	auto payload = pack(img);
 	if (!payload)
 		return std::move(payload).error().context(name);

@@ -243,10 +243,7 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 
 Status write_kfd_image(const ImageDir &dir, int id, const KfdImage &img)
 {
-	const std::string name = kfd_image_name(id);
-	if (auto st = validate_kfd_image(img, name); !st)
-		return st;
-	return write_message_image(dir, name, img, pack_kfd_image);
+	return write_message_image(dir, kfd_image_name(id), img, validate_kfd_image, pack_kfd_image);
 }
 
 Result<KfdImage> read_kfd_image(const ImageDir &dir, int id)

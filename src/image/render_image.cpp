@@ -152,10 +152,8 @@ Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload,
 
 Status write_render_image(const ImageDir &dir, int id, const RenderNodeImage &img)
 {
-	const std::string name = render_image_name(id);
-	if (auto st = validate_render_image(img, name); !st)
-		return st;
-	return write_message_image(dir, name, img, pack_render_image);
+	return write_message_image(dir, render_image_name(id), img, validate_render_image,
+				   pack_render_image);
 }
 
 Result<RenderNodeImage> read_render_image(const ImageDir &dir, int id)
@@ -188,7 +186,9 @@ Result<DmabufImage> unpack_dmabuf_image(std::span<const uint8_t> payload, const 
 
 Status write_dmabuf_image(const ImageDir &dir, int id, const DmabufImage &img)
 {
-	return write_message_image(dir, dmabuf_image_name(id), img, pack_dmabuf_image);
+	return write_message_image(
+		dir, dmabuf_image_name(id), img, [](const DmabufImage &, const std::string &) { return ok_status(); },
+		pack_dmabuf_image);
 }
 
 Result<DmabufImage> read_dmabuf_image(const ImageDir &dir, int id)
