@@ -169,6 +169,7 @@ Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
 	for (size_t i = 0; i < img.bos.size(); i++) {
 		kfd_bo_entry__init(&bos[i]);
 		copy_bo_fields(bos[i], img.bos[i]);
+		bos[i].has_handle = 1; // optional only for reading 4.0-4.2.1 images
 		bo_ptrs[i] = &bos[i];
 	}
 
@@ -228,8 +229,11 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 				  msg->num_of_gpus, img.gpu_count());
 
 	img.bos.resize(msg->n_bo_entries);
-	for (size_t i = 0; i < msg->n_bo_entries; i++)
+	for (size_t i = 0; i < msg->n_bo_entries; i++) {
 		copy_bo_fields(img.bos[i], *msg->bo_entries[i]);
+		if (!msg->bo_entries[i]->has_handle)
+			img.bos[i].handle = kNoGemHandle;
+	}
 	img.num_of_objects = msg->num_of_objects;
 	img.shared_mem_size = msg->shared_mem_size;
 	img.shared_mem_magic = msg->shared_mem_magic;

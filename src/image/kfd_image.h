@@ -23,6 +23,7 @@ namespace amdcr {
 // has contents in the pages file.
 inline constexpr uint32_t kKfdAllocVram = 1u << 0;
 inline constexpr uint32_t kKfdAllocGtt = 1u << 1;
+inline constexpr uint32_t kNoGemHandle = 0xFFFFFFFF;
 inline constexpr uint32_t kKfdAllocDoorbell = 1u << 3;
 inline constexpr uint32_t kKfdAllocMmioRemap = 1u << 4;
 
@@ -53,7 +54,11 @@ struct KfdBo {
 	uint64_t offset = 0; // mmap offset
 	uint32_t alloc_flags = 0;
 	uint32_t gpu_id = 0;
-	uint32_t handle = 0; // GEM handle of the dma-buf import
+	// A GEM handle naming the BO across the checkpoint's processes, or
+	// kNoGemHandle (what this plugin writes: it does not track dma-buf
+	// sharing yet, and upstream's restore takes equal handles for one
+	// shared BO). Images of CRIU 4.0-4.2.1's plugin have none.
+	uint32_t handle = kNoGemHandle;
 
 	// VRAM and GTT BOs have their contents in the pages file.
 	bool has_contents() const { return (alloc_flags & (kKfdAllocVram | kKfdAllocGtt)) != 0; }

@@ -44,11 +44,11 @@ Status validate_render_image(const RenderNodeImage &img, const std::string &name
 		if (bo.vms.size() > UINT32_MAX)
 			return make_error(EINVAL, "%s: BO %zu: %zu VM entries", n, i, bo.vms.size());
 		for (size_t j = 0; j < bo.vms.size(); j++)
-			if (bo.vms[j].last < bo.vms[j].start)
+			if (bo.vms[j].size == 0 || bo.vms[j].addr + bo.vms[j].size < bo.vms[j].addr)
 				return make_error(EINVAL,
-						  "%s: BO %zu: VM entry %zu ends (0x%" PRIx64
-						  ") before it starts (0x%" PRIx64 ")",
-						  n, i, j, bo.vms[j].last, bo.vms[j].start);
+						  "%s: BO %zu: VM entry %zu at 0x%" PRIx64 " has size 0x%" PRIx64
+						  " (empty or past the end of the address space)",
+						  n, i, j, bo.vms[j].addr, bo.vms[j].size);
 	}
 	return ok_status();
 }
@@ -72,6 +72,7 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
 		e.size = src.size;
 		e.offset = src.offset;
 		e.alloc_flags = src.alloc_flags;
+		e.alignment = src.alignment;
 		e.preferred_domains = src.preferred_domains;
 		e.handle = src.handle;
 		e.is_import = src.is_import ? 1 : 0;
@@ -80,8 +81,8 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
 		e.vm_entries = src.vms.empty() ? nullptr : &vm_ptrs[vi];
 		for (const auto &vm : src.vms) {
 			drm_vm_entry__init(&vms[vi]);
-			vms[vi].start = vm.start;
-			vms[vi].last = vm.last;
+			vms[vi].addr = vm.addr;
+			vms[vi].size = vm.size;
 			vms[vi].offset = vm.offset;
 			vms[vi].flags = vm.flags;
 			vm_ptrs[vi] = &vms[vi];
@@ -135,13 +136,14 @@ Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload,
 		bo.size = e->size;
 		bo.offset = e->offset;
 		bo.alloc_flags = e->alloc_flags;
+		bo.alignment = e->alignment;
 		bo.preferred_domains = e->preferred_domains;
 		bo.handle = e->handle;
 		bo.is_import = e->is_import != 0;
 		bo.vms.reserve(e->n_vm_entries);
 		for (size_t j = 0; j < e->n_vm_entries; j++) {
 			const DrmVmEntry *v = e->vm_entries[j];
-			bo.vms.push_back({v->start, v->last, v->offset, v->flags});
+			bo.vms.push_back({v->addr, v->size, v->offset, v->flags});
 		}
 	}
 	auto st = validate_render_image(img, name);

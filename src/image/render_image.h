@@ -18,9 +18,11 @@ namespace amdcr {
 inline constexpr uint32_t kGemDomainGtt = 0x2;
 inline constexpr uint32_t kGemDomainVram = 0x4;
 
+// One GPU VM mapping of a BO: [addr, addr + size) maps the BO from byte
+// `offset` (AMDGPU_GEM_OP_GET_MAPPING_INFO's fields).
 struct DrmVm {
-	uint64_t start = 0;
-	uint64_t last = 0;
+	uint64_t addr = 0;
+	uint64_t size = 0;
 	uint64_t offset = 0;
 	uint64_t flags = 0;
 	bool operator==(const DrmVm &) const = default;
@@ -31,6 +33,7 @@ struct DrmBo {
 	uint64_t size = 0;
 	uint64_t offset = 0;
 	uint64_t alloc_flags = 0;
+	uint64_t alignment = 0;
 	uint32_t preferred_domains = 0;
 	uint32_t handle = 0;
 	bool is_import = false;

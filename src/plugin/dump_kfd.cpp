@@ -77,7 +77,7 @@ Status DumpSession::dump_kfd(int fd, int id)
 
 	for (size_t i = 0; i < ck->bos.size(); i++) {
 		const KfdBoBucket &b = ck->bos[i];
-		KfdBo bo{b.addr, b.size, b.offset, b.alloc_flags, b.gpu_id, 0};
+		KfdBo bo{b.addr, b.size, b.offset, b.alloc_flags, b.gpu_id, kNoGemHandle};
 		if (bo.has_contents()) {
 			auto job = std::find_if(jobs.begin(), jobs.end(), [&](const GpuCopyJob &j) {
 				return j.image_gpu_id == b.gpu_id;
