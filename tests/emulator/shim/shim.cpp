@@ -895,15 +895,16 @@ std::string present_maps(const std::string &text, const std::vector<DevVma> &vma
 	return out;
 }
 
-// open() of /proc/<pid>/{maps,smaps,map_files/..}: an fd, -1 (errno), or 1
-// when the kernel's file is the answer (no device mapping involved).
-int open_proc(const ProcPath &pp, int flags)
+// open() of /proc/<pid>/{maps,smaps,map_files/..}: an fd, -1 (errno), or
+// nullopt when the kernel's file is the answer (no device mapping involved).
+// nullopt and not a reserved number: the fd opened may be any, 0 or 1 too.
+std::optional<int> open_proc(const ProcPath &pp, int flags)
 {
 	if (pp.kind == ProcPath::None || ((flags & O_ACCMODE) != O_RDONLY && !(flags & O_PATH)))
-		return 1;
+		return std::nullopt;
 	const std::vector<DevVma> vmas = device_vmas(pp.pid);
 	if (vmas.empty())
-		return 1;
+		return std::nullopt;
 	REAL(open, OpenFn);
 	REAL(read, ssize_t (*)(int, void *, size_t));
 	REAL(close, int (*)(int));
@@ -912,7 +913,7 @@ int open_proc(const ProcPath &pp, int flags)
 			if (v.start <= pp.start && pp.end <= v.end)
 				return real_open((config().root + v.path).c_str(),
 						 flags & (O_ACCMODE | O_PATH | O_CLOEXEC | O_NOFOLLOW));
-		return 1;
+		return std::nullopt;
 	}
 	const std::string src = "/proc/" + std::to_string(pp.pid) + (pp.kind == ProcPath::Maps ? "/maps" : "/smaps");
 	int fd = real_open(src.c_str(), O_RDONLY | O_CLOEXEC);
@@ -961,13 +962,16 @@ std::optional<std::string> map_file_link(const std::string &p)
 
 using OpenAtFn = int (*)(int, const char *, int, ...);
 
-// Device open through the daemon; 1 when `path` is not a device path.
-int open_device(const char *path, int flags)
+// Device open through the daemon: the new fd, -1 (errno), or nullopt when
+// `path` is not a device path. nullopt and not a reserved number: the new
+// fd is the lowest free one, which may be 0 or 1 (a task CRIU restores
+// opens its devices before its stdio is back).
+std::optional<int> open_device(const char *path, int flags)
 {
 	const std::string p = normalize(path);
 	const DevPath d = device_path(p);
 	if (d.kind == Dev::None)
-		return 1;
+		return std::nullopt;
 	if (!root_has(p))
 		return fail(ENOENT);
 	if (d.kind == Dev::Card)
@@ -1000,12 +1004,10 @@ int do_open(int dirfd, const char *path, int flags, mode_t mode, bool at)
 			return do_open(AT_FDCWD, l->c_str(), flags, mode, false);
 	}
 	if (c.active && path && path[0] == '/') {
-		int r = open_device(path, flags);
-		if (r != 1)
-			return r;
-		r = open_proc(proc_path(normalize(path)), flags);
-		if (r != 1)
-			return r;
+		if (std::optional<int> r = open_device(path, flags))
+			return *r;
+		if (std::optional<int> r = open_proc(proc_path(normalize(path)), flags))
+			return *r;
 		if (auto rp = redirect(path)) {
 			int fd = real_open(rp->c_str(), flags, mode);
 			if (fd >= 0 && is_unreadable(path)) {

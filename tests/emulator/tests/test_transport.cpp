@@ -10,12 +10,14 @@
 //   test_transport --machine NAME [--gpu-ids ..] [--minors ..]
 //                  [--expect-unreadable PATH]
 #include "check.h"
+#include "../model/abi.h"
 
 #include "../transport/sysfs.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -296,6 +298,50 @@ void test_open_identity(const MachineDesc &m)
 	::close(kfd);
 }
 
+// A task CRIU restores opens its device files while its stdio is not back
+// yet (its parent still has to send it): the kernel hands out fds 0, 1
+// and 2 then. Each open must still be the device, at exactly that number,
+// with no other fd left behind.
+void test_low_fds(const MachineDesc &m)
+{
+	using namespace kfdemu::abi;
+	const NodeDesc *g = gpu_nodes(m).front();
+	const std::string rn = "/dev/dri/renderD" + std::to_string(g->drm_render_minor);
+	pid_t c = ::fork();
+	if (c == 0) {
+		for (int fd = 0; fd < 3; fd++)
+			::close(fd);
+		int bad = 0;
+		const int k = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);	// 0
+		const int r1 = ::open(rn.c_str(), O_RDWR | O_CLOEXEC);	// 1
+		if (k != 0 || !is_chr(k, kKfdMajor, 0))
+			bad |= 1;
+		if (r1 != 1 || !is_chr(r1, kDrmMajor, g->drm_render_minor))
+			bad |= 2;
+		if (::fcntl(2, F_GETFD) != -1 || errno != EBADF)
+			bad |= 4;	// nothing else was opened
+		const int r2 = ::openat(AT_FDCWD, rn.c_str(), O_RDWR | O_CLOEXEC);	// 2
+		if (r2 != 2 || !is_chr(r2, kDrmMajor, g->drm_render_minor))
+			bad |= 8;
+		// The model answers their ioctls (a plain file would say ENOTTY).
+		kfd::GetVersion v{};
+		if (::ioctl(k, ioc(kIocRead, kfd::kType, kfd::GET_VERSION, sizeof v), &v) != 0 ||
+		    v.major_version != 1)
+			bad |= 16;
+		for (int r : {r1, r2}) {
+			drm::Version dv{};
+			if (::ioctl(r, ioc(kIocRead | kIocWrite, drm::kType, drm::VERSION, sizeof dv), &dv) != 0 ||
+			    dv.version_major != 3)
+				bad |= 32;
+		}
+		::_exit(bad);
+	}
+	int status = 0;
+	CHECK(::waitpid(c, &status, 0) == c);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), 0);
+}
+
 void test_release_and_exit()
 {
 	// Let the releases of the earlier cases' files (killed children) land.
@@ -490,6 +536,7 @@ int main(int argc, char **argv)
 	run("topology equals the profile", [&] { test_topology(m); });
 	run("device nodes and DRM/PCI sysfs", [&] { test_device_nodes(m); });
 	run("fd identity: dup, fork, SCM_RIGHTS, pidfd_getfd", [&] { test_open_identity(m); });
+	run("device opens at fds 0, 1, 2 (a restored task before its stdio)", [&] { test_low_fds(m); });
 	run("release on last close, process exit", test_release_and_exit);
 	run("threads, fork, close_range/dup2 over the daemon connection", test_threads_fork_closerange);
 	run("exec drops the old image's KFD context", test_exec);
