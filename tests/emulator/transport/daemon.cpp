@@ -318,6 +318,9 @@ void Daemon::accept_loop()
 
 void Daemon::track_process(pid_t tgid)
 {
+	// The watcher may be between dropping this pid's old process and
+	// telling the model: wait for that, or end the old process here.
+	std::lock_guard exiting(exit_mu_);
 	bool ended = false;
 	{
 		std::lock_guard lock(mu_);
@@ -434,6 +437,7 @@ void Daemon::watch_loop()
 				}
 				continue;
 			}
+			std::lock_guard exiting(exit_mu_);
 			pid_t tgid = 0;
 			{
 				std::lock_guard lock(mu_);

@@ -97,6 +97,10 @@ private:
 	std::atomic<bool> stopping_{false};
 	std::thread accept_thread_, watch_thread_;
 
+	// Held across "drop a pid's records, then Model::process_exit" (the
+	// watcher, track_process): a connection from a reused pid is tracked
+	// only once the old process's exit has reached the model.
+	std::mutex exit_mu_;
 	std::mutex mu_;
 	std::map<int, Watch> watches_;			// inotify wd -> file
 	std::map<pid_t, PidWatch> pidfds_;		// tracked processes
