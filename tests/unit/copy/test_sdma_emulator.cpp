@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/assert_ok.h"
 #include "base/unique_fd.h"
 #include "copy/sdma_engine.h"
 #include "copy/transfer.h"
@@ -44,16 +45,16 @@ struct TestBo {
 TestBo make_bo(const Device &dev, uint64_t alloc, uint64_t copy, uint32_t domain, uint32_t seed)
 {
 	auto bo = Bo::alloc(dev, alloc, domain, AMDGPU_GEM_CREATE_CPU_ACCESS_REQUIRED);
-	cr_assert(bo.ok(), "%s", bo.ok() ? "" : bo.error().message().c_str());
+	cr_assert_ok(bo);
 	{
 		auto cpu = CpuMapping::map(*bo);
-		cr_assert(cpu.ok(), "%s", cpu.ok() ? "" : cpu.error().message().c_str());
+		cr_assert_ok(cpu);
 		auto *p = static_cast<uint8_t *>(cpu->ptr());
 		for (uint64_t i = 0; i < alloc; ++i)
 			p[i] = seed ? static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 12)) & 0xff) : 0;
 	}
 	auto fd = bo->export_dmabuf();
-	cr_assert(fd.ok(), "%s", fd.ok() ? "" : fd.error().message().c_str());
+	cr_assert_ok(fd);
 	return TestBo{std::move(*bo), std::move(*fd), copy};
 }
 
@@ -71,7 +72,7 @@ void round_trip_on(int minor)
 	if (!render)
 		cr_skip_test("no /dev/dri/renderD%d (run under kfd-emu)", minor);
 	auto dev = Device::initialize(render.get());
-	cr_assert(dev.ok(), "%s", dev.ok() ? "" : dev.error().message().c_str());
+	cr_assert_ok(dev);
 
 	struct Spec {
 		uint64_t alloc, copy;
@@ -95,20 +96,20 @@ void round_trip_on(int minor)
 	SdmaEngineOptions opts;
 	opts.ib_packets = 16; // several submissions for the small BOs too
 	auto eng = SdmaEngine::create(render.get(), opts);
-	cr_assert(eng.ok(), "%s", eng.ok() ? "" : eng.error().message().c_str());
+	cr_assert_ok(eng);
 	cr_assert_geq((*eng)->family_id(), kAmdgpuFamilyAi);
 
 	// Dump.
 	std::vector<GpuBuffer> bufs;
 	for (const auto &b : src) {
 		auto g = (*eng)->import_dmabuf(b.dmabuf.get(), b.copy_bytes);
-		cr_assert(g.ok(), "%s", g.ok() ? "" : g.error().message().c_str());
+		cr_assert_ok(g);
 		bufs.push_back(*g);
 	}
 	test::VectorSink sink;
 	const uint64_t bound = 1 * MiB; // 512 KiB halves: many chunks
 	auto dumped = transfer_to_file(**eng, bufs, sink, bound);
-	cr_assert(dumped.ok(), "%s", dumped.ok() ? "" : dumped.error().message().c_str());
+	cr_assert_ok(dumped);
 	cr_assert_leq(dumped->peak_staging_bytes, bound);
 	std::vector<uint8_t> expect;
 	for (const auto &b : src) {
@@ -123,12 +124,12 @@ void round_trip_on(int minor)
 	bufs.clear();
 	for (const auto &b : dst) {
 		auto g = (*eng)->import_dmabuf(b.dmabuf.get(), b.copy_bytes);
-		cr_assert(g.ok(), "%s", g.ok() ? "" : g.error().message().c_str());
+		cr_assert_ok(g);
 		bufs.push_back(*g);
 	}
 	test::VectorSource source(sink.data);
 	auto restored = transfer_from_file(**eng, bufs, source, bound);
-	cr_assert(restored.ok(), "%s", restored.ok() ? "" : restored.error().message().c_str());
+	cr_assert_ok(restored);
 	(*eng)->release_buffers();
 	for (size_t i = 0; i < src.size(); ++i) {
 		const auto want = read_bo(src[i].bo, src[i].copy_bytes);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "../common/assert_ok.h"
 #include "image/image_dir.h"
 #include "image_test_util.h"
 
@@ -18,7 +19,7 @@ Test(image_dir, committed_file_is_visible_with_mode_0600)
 	cr_assert(tmp.ok());
 	::umask(0);
 	auto dir = ImageDir::open(tmp.path());
-	cr_assert(dir.ok(), "%s", dir.ok() ? "" : dir.error().message().c_str());
+	cr_assert_ok(dir);
 	auto f = dir->create("a.img");
 	cr_assert(f.ok());
 	const char text[] = "hello";

@@ -2,6 +2,7 @@
 // Restore-time validation of the whole image set.
 #include <criterion/criterion.h>
 
+#include "../common/assert_ok.h"
 #include "image/image_names.h"
 #include "image/image_set.h"
 #include "image/pages_file.h"
@@ -56,7 +57,7 @@ Test(image_set, complete_set_is_valid)
 	auto back = read_kfd_image(*dir, kId);
 	cr_assert(back.ok());
 	auto st = validate_kfd_image_set(*dir, kId, *back);
-	cr_assert(st.ok(), "%s", st.ok() ? "" : st.error().message().c_str());
+	cr_assert_ok(st);
 }
 
 Test(image_set, missing_pages_file)
@@ -153,7 +154,7 @@ Test(image_set, render_node_pages)
 		  "%s", st.error().message().c_str());
 	write_pages(*dir, drm_pages_image_name(17, 128, 2), img.bos[2].size);
 	st = validate_render_image_set(*dir, 17, img);
-	cr_assert(st.ok(), "%s", st.ok() ? "" : st.error().message().c_str());
+	cr_assert_ok(st);
 	write_pages(*dir, drm_pages_image_name(17, 128, 2), img.bos[2].size + 4096);
 	cr_assert_not(validate_render_image_set(*dir, 17, img).ok());
 }

@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "../common/assert_ok.h"
 #include "criu-amdgpu.pb-c.h"
 #include "image/image_names.h"
 #include "image/kfd_image.h"
@@ -60,10 +61,10 @@ Test(kfd_image, round_trip)
 	cr_assert(dir.ok());
 	const KfdImage img = test::sample_kfd_image();
 	auto st = write_kfd_image(*dir, kId, img);
-	cr_assert(st.ok(), "%s", st.ok() ? "" : st.error().message().c_str());
+	cr_assert_ok(st);
 	cr_assert_eq(test::file_mode(tmp.file(kfd_image_name(kId))), 0600);
 	auto back = read_kfd_image(*dir, kId);
-	cr_assert(back.ok(), "%s", back.ok() ? "" : back.error().message().c_str());
+	cr_assert_ok(back);
 	cr_assert(*back == img);
 	cr_assert_eq(back->gpu_count(), 2u);
 	cr_assert_eq(back->cpu_count(), 1u);

@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "../common/assert_ok.h"
 #include "criu-amdgpu.pb-c.h"
 #include "image/image_names.h"
 #include "image/render_image.h"
@@ -51,10 +52,10 @@ Test(render_image, round_trip)
 	cr_assert(dir.ok());
 	const RenderNodeImage img = test::sample_render_image();
 	auto st = write_render_image(*dir, kId, img);
-	cr_assert(st.ok(), "%s", st.ok() ? "" : st.error().message().c_str());
+	cr_assert_ok(st);
 	cr_assert_eq(test::file_mode(tmp.file(render_image_name(kId))), 0600);
 	auto back = read_render_image(*dir, kId);
-	cr_assert(back.ok(), "%s", back.ok() ? "" : back.error().message().c_str());
+	cr_assert_ok(back);
 	cr_assert(*back == img);
 	cr_assert(back->bos[1].is_import);
 	cr_assert_eq(back->bos[0].vms.size(), 2u);

@@ -5,6 +5,7 @@
 // nothing with protobuf-c), or the raw pages.
 #include <criterion/criterion.h>
 
+#include "../common/assert_ok.h"
 #include "image/image_names.h"
 #include "image/kfd_image.h"
 #include "image/pages_file.h"
@@ -150,7 +151,7 @@ Test(upstream_framing, dmabuf_exact_bytes)
 	const Bytes expected = {3, 0, 0, 0, 0, 0, 0, 0, 0x08, 0xac, 0x02};
 	cr_assert(test::write_raw(tmp.file("amdgpu-dmabuf_4.img"), expected));
 	auto r = read_dmabuf_image(*dir, 4);
-	cr_assert(r.ok(), "%s", r.ok() ? "" : r.error().message().c_str());
+	cr_assert_ok(r);
 	cr_assert_eq(r->gem_handle, 300u);
 
 	cr_assert(write_dmabuf_image(*dir, 5, DmabufImage{300}).ok());
@@ -165,7 +166,7 @@ Test(upstream_framing, hand_built_kfd_image_decodes)
 	const KfdImage img = test::sample_kfd_image(777);
 	cr_assert(test::write_raw(tmp.file("amdgpu-kfd-21.img"), upstream_file(kfd_message(img))));
 	auto r = read_kfd_image(*dir, 21);
-	cr_assert(r.ok(), "%s", r.ok() ? "" : r.error().message().c_str());
+	cr_assert_ok(r);
 	cr_assert(*r == img);
 }
 
@@ -191,7 +192,7 @@ Test(upstream_framing, render_image_both_ways)
 	const Bytes hand = upstream_file(render_message(img));
 	cr_assert(test::write_raw(tmp.file("amdgpu-renderD-30.img"), hand));
 	auto r = read_render_image(*dir, 30);
-	cr_assert(r.ok(), "%s", r.ok() ? "" : r.error().message().c_str());
+	cr_assert_ok(r);
 	cr_assert(*r == img);
 	cr_assert(write_render_image(*dir, 31, img).ok());
 	cr_assert(test::read_raw(tmp.file("amdgpu-renderD-31.img")) == hand);
@@ -208,7 +209,7 @@ Test(upstream_framing, pages_file_is_header_then_raw_bos_in_table_order)
 	payload.insert(payload.end(), bo1.begin(), bo1.end());
 	cr_assert(test::write_raw(tmp.file("amdgpu-pages-3-00ab.img"), upstream_file(payload)));
 	auto r = PagesReader::open_kfd(*dir, 3, 0xab);
-	cr_assert(r.ok(), "%s", r.ok() ? "" : r.error().message().c_str());
+	cr_assert_ok(r);
 	cr_assert_eq(r->payload_size(), 0x3000u);
 	Bytes got(0x2000);
 	cr_assert(r->read(got.data(), got.size()).ok());

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "../common/assert_ok.h"
 #include "overlay_fs.h"
 #include "topology/topology.h"
 
@@ -15,7 +16,7 @@ namespace {
 Topology parse_ok(const std::string &fixture, const TopologyFs &fs = disk_topology_fs())
 {
 	auto t = parse_topology(fixture_root(fixture), fs);
-	cr_assert(t.ok(), "parse %s: %s", fixture.c_str(), t.ok() ? "" : t.error().message().c_str());
+	cr_assert_ok(t, "parse %s", fixture.c_str());
 	return std::move(t).value();
 }
 

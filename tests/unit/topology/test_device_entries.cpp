@@ -4,7 +4,8 @@
 // node comes back as the same node at restore.
 #include <criterion/criterion.h>
 
-#include "../topology/overlay_fs.h"
+#include "../common/assert_ok.h"
+#include "overlay_fs.h"
 #include "topology/device_entries.h"
 
 using namespace amdcr;
@@ -12,7 +13,7 @@ using namespace amdcr;
 static Topology fixture(const char *name)
 {
 	auto t = parse_topology(std::string(AMDCR_SOURCE_DIR) + "/tests/fixtures/topology/" + name);
-	cr_assert(t.ok(), "%s: %s", name, t.ok() ? "" : t.error().message().c_str());
+	cr_assert_ok(t, "%s", name);
 	return std::move(*t);
 }
 
@@ -24,7 +25,7 @@ Test(device_entries, every_node_round_trips)
 		for (const auto &n : topo.nodes())
 			devs.push_back(device_from_node(topo, n, n.gpu_id));
 		auto back = topology_from_devices(devs);
-		cr_assert(back.ok(), "%s", back.ok() ? "" : back.error().message().c_str());
+		cr_assert_ok(back);
 		cr_assert_eq(back->nodes().size(), topo.nodes().size());
 		for (size_t i = 0; i < devs.size(); i++) {
 			const TopologyNode &a = topo.nodes()[i];

@@ -21,11 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "../common/assert_ok.h"
 #include "base/unique_fd.h"
 #include "copy/sdma_engine.h"
 #include "copy/transfer.h"
 #include "device/kfd.h"
-#include "fakes.h"
+#include "../copy/fakes.h"
 
 using namespace amdcr;
 
@@ -166,9 +167,9 @@ Test(kfd_emulator, version)
 	if (::access("/dev/kfd", F_OK) != 0)
 		cr_skip_test("no /dev/kfd (run under kfd-emu)");
 	auto kfd = Kfd::open();
-	cr_assert(kfd.ok(), "%s", kfd.ok() ? "" : kfd.error().message().c_str());
+	cr_assert_ok(kfd);
 	auto v = kfd->get_version();
-	cr_assert(v.ok(), "%s", v.ok() ? "" : v.error().message().c_str());
+	cr_assert_ok(v);
 	cr_assert_eq(v->major, 1u);
 	cr_assert_geq(v->minor, 8u, "CRIU with GTT dma-bufs needs KFD 1.8");
 }
@@ -234,14 +235,14 @@ Test(kfd_emulator, checkpoint_dump_restore_resume)
 	auto kfd = Kfd::open();
 	cr_assert(kfd.ok());
 	auto info = kfd->process_info();
-	cr_assert(info.ok(), "%s", info.ok() ? "" : info.error().message().c_str());
+	cr_assert_ok(info);
 	cr_assert_eq(info->pid, static_cast<uint32_t>(::getpid()));
 	cr_assert_geq(info->num_bos, 2u);
 	cr_assert_geq(info->num_devices, 1u);
 	cr_assert_gt(info->priv_data_size, 0u);
 
 	auto cp = kfd->checkpoint(*info);
-	cr_assert(cp.ok(), "%s", cp.ok() ? "" : cp.error().message().c_str());
+	cr_assert_ok(cp);
 	cr_assert_eq(cp->bos.size(), info->num_bos);
 	cr_assert_eq(cp->devices.size(), info->num_devices);
 	cr_assert_eq(cp->priv_data.size(), info->priv_data_size);
@@ -260,11 +261,11 @@ Test(kfd_emulator, checkpoint_dump_restore_resume)
 	}
 
 	auto image = dump(minor, mine);
-	cr_assert(image.ok(), "%s", image.ok() ? "" : image.error().message().c_str());
+	cr_assert_ok(image);
 	cr_assert(*image == expect, "dumped bytes differ from the BOs");
 
 	auto st = kfd->unpause();
-	cr_assert(st.ok(), "%s", st.ok() ? "" : st.error().message().c_str());
+	cr_assert_ok(st);
 	// A second UNPAUSE: not paused any more.
 	st = kfd->unpause();
 	cr_assert(!st.ok());
@@ -301,7 +302,7 @@ Test(kfd_emulator, checkpoint_dump_restore_resume)
 	::close(resumed_pipe[1]);
 	int status = 0;
 	::waitpid(child, &status, 0);
-	cr_assert(resumed.ok(), "%s", resumed.ok() ? "" : resumed.error().message().c_str());
+	cr_assert_ok(resumed);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
 	for (size_t i = 0; i < addrs.size(); ++i) {

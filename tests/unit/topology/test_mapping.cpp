@@ -7,7 +7,8 @@
 #include <set>
 #include <string>
 
-#include "../topology/overlay_fs.h"
+#include "../common/assert_ok.h"
+#include "overlay_fs.h"
 #include "topology/device_entries.h"
 #include "topology/mapping.h"
 
@@ -19,7 +20,7 @@ namespace {
 Topology parse_ok(const std::string &fixture, const TopologyFs &fs = disk_topology_fs())
 {
 	auto t = parse_topology(fixture_root(fixture), fs);
-	cr_assert(t.ok(), "parse %s: %s", fixture.c_str(), t.ok() ? "" : t.error().message().c_str());
+	cr_assert_ok(t, "parse %s", fixture.c_str());
 	return std::move(t).value();
 }
 
@@ -31,7 +32,7 @@ bool has(const std::string &s, const std::string &part)
 GpuMap map_ok(const MappingInput &in)
 {
 	auto r = map_gpus(in);
-	cr_assert(r.ok(), "mapping failed: %s", r.ok() ? "" : r.error().message().c_str());
+	cr_assert_ok(r, "mapping failed");
 	return std::move(r).value();
 }
 
