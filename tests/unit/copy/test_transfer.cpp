@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
 // The pipelined transfer against a fake engine: byte-exact round trips in
-// both directions, the staging bound, batching, overlap, error paths.
+// both directions within the staging bound, the staging plan, batching,
+// overlap, error paths; and the per-GPU staging bound (KFD_MAX_BUFFER_SIZE)
+// of copy/gpu_copy.h.
 #include <criterion/criterion.h>
 
 #include <unistd.h>
@@ -10,6 +12,8 @@
 #include <memory>
 #include <vector>
 
+#include "../common/assert_ok.h"
+#include "copy/gpu_copy.h"
 #include "copy/transfer.h"
 #include "fakes.h"
 
@@ -65,7 +69,7 @@ void round_trip(const std::vector<uint64_t> &sizes, uint64_t bound,
 	Bos src(eng, sizes, true);
 	VectorSink sink(&eng);
 	auto dumped = transfer_to_file(eng, src.bufs, sink, bound);
-	cr_assert(dumped.ok(), "dump: %s", dumped.ok() ? "" : dumped.error().message().c_str());
+	cr_assert_ok(dumped, "dump");
 	const auto expect = src.concat();
 	cr_assert_eq(sink.data.size(), expect.size());
 	cr_assert(sink.data == expect, "dumped bytes differ");
@@ -78,8 +82,7 @@ void round_trip(const std::vector<uint64_t> &sizes, uint64_t bound,
 	Bos dst(eng, sizes, false);
 	VectorSource source(sink.data, &eng);
 	auto restored = transfer_from_file(eng, dst.bufs, source, bound);
-	cr_assert(restored.ok(), "restore: %s",
-		  restored.ok() ? "" : restored.error().message().c_str());
+	cr_assert_ok(restored, "restore");
 	cr_assert_eq(source.remaining(), 0u);
 	for (size_t i = 0; i < sizes.size(); ++i)
 		cr_assert(*dst.mem[i] == *src.mem[i], "BO %zu (%llu bytes) differs after restore", i,
@@ -126,9 +129,43 @@ Test(staging_plan, bound_below_two_pages_is_einval)
 	cr_assert(plan_staging(2 * page(), bos).ok());
 }
 
-Test(staging_plan, default_bound_is_64_mib)
+// ---- the staging bound of one GPU (per_gpu_staging_bound) ---------------------
+
+// KFD_MAX_BUFFER_SIZE unset (0): the documented 64 MiB (README, man page)
+// for each GPU, however many copy in parallel.
+Test(staging_bound, unset_gives_each_gpu_64_mib)
 {
-	cr_assert_eq(kDefaultStagingBound, 64 * MiB);
+	for (size_t gpus : {1, 2, 8}) {
+		auto b = per_gpu_staging_bound(0, gpus);
+		cr_assert_ok(b, "%zu GPUs", gpus);
+		cr_assert_eq(*b, 64 * MiB, "%zu GPUs", gpus);
+	}
+}
+
+// KFD_MAX_BUFFER_SIZE set: the whole process's bound, shared evenly.
+Test(staging_bound, set_is_shared_by_the_gpus)
+{
+	auto one = per_gpu_staging_bound(64 * MiB, 1);
+	cr_assert_ok(one);
+	cr_assert_eq(*one, 64 * MiB);
+	auto four = per_gpu_staging_bound(64 * MiB, 4);
+	cr_assert_ok(four);
+	cr_assert_eq(*four, 16 * MiB);
+	auto small = per_gpu_staging_bound(1 * MiB, 8);
+	cr_assert_ok(small);
+	cr_assert_eq(*small, 128 * KiB);
+}
+
+Test(staging_bound, less_than_two_pages_per_gpu_is_einval)
+{
+	auto at = per_gpu_staging_bound(3 * 2 * page(), 3);
+	cr_assert_ok(at);
+	cr_assert_eq(*at, 2 * page());
+	auto below = per_gpu_staging_bound(3 * 2 * page() - 1, 3);
+	cr_assert(!below.ok());
+	cr_assert_eq(below.error().code(), EINVAL);
+	cr_assert(below.error().message().find("KFD_MAX_BUFFER_SIZE") != std::string::npos, "%s",
+		  below.error().message().c_str());
 }
 
 // ---- round trips -------------------------------------------------------------
@@ -392,7 +429,7 @@ Test(transfer_feed, streams_buffers_into_the_pipeline)
 			fetched_at_first_write = feed.fetched;
 	};
 	auto r = transfer_to_file(eng, feed, sink, 1 * MiB);
-	cr_assert(r.ok(), "%s", r.ok() ? "" : r.error().message().c_str());
+	cr_assert_ok(r);
 	cr_assert(sink.data == src.concat());
 	cr_assert_eq(feed.fetched, sizes.size());
 	cr_expect_lt(fetched_at_first_write, sizes.size(),
@@ -405,7 +442,7 @@ Test(transfer_feed, streams_buffers_into_the_pipeline)
 	RecordingFeed back(dst.bufs);
 	VectorSource source(sink.data, &eng);
 	auto rr = transfer_from_file(eng, back, source, 1 * MiB);
-	cr_assert(rr.ok(), "%s", rr.ok() ? "" : rr.error().message().c_str());
+	cr_assert_ok(rr);
 	for (size_t i = 0; i < sizes.size(); i++)
 		cr_assert(*dst.mem[i] == *src.mem[i], "BO %zu differs", i);
 }
