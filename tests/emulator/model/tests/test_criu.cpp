@@ -104,32 +104,80 @@ struct Image {
 	std::vector<CriuDeviceBucket> devs;
 	std::vector<CriuBoBucket> bos;
 	std::vector<uint8_t> priv;
+
+	// Sized by the PROCESS_INFO answer `pi`, kept as info.
+	explicit Image(const CriuArgs &pi) : info(pi), devs(pi.num_devices), bos(pi.num_bos), priv(pi.priv_data_size) {}
+
+	// CRIU_OP CHECKPOINT with info's counts, into devs, bos and priv.
+	CriuArgs checkpoint_args()
+	{
+		CriuArgs a = info;
+		a.op = CRIU_CHECKPOINT;
+		a.devices = reinterpret_cast<uint64_t>(devs.data());
+		a.bos = reinterpret_cast<uint64_t>(bos.data());
+		a.priv_data = reinterpret_cast<uint64_t>(priv.data());
+		return a;
+	}
 };
+
+CriuArgs process_info_args()
+{
+	CriuArgs a{};
+	a.op = CRIU_PROCESS_INFO;
+	return a;
+}
 
 Image checkpoint(Source &s)
 {
-	Image im;
-	im.info.op = CRIU_PROCESS_INFO;
-	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &im.info), 0);
-	im.devs.resize(im.info.num_devices);
-	im.bos.resize(im.info.num_bos);
-	im.priv.resize(im.info.priv_data_size);
-	CriuArgs a = im.info;
-	a.op = CRIU_CHECKPOINT;
-	a.devices = reinterpret_cast<uint64_t>(im.devs.data());
-	a.bos = reinterpret_cast<uint64_t>(im.bos.data());
-	a.priv_data = reinterpret_cast<uint64_t>(im.priv.data());
+	CriuArgs info = process_info_args();
+	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &info), 0);
+	Image im(info);
+	CriuArgs a = im.checkpoint_args();
 	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), 0);
 	return im;
 }
+
+// The destination host of a restore, gpu_ids D0 and D1: the restoring task
+// (pid 2000) with its /dev/kfd and both render files open, device buckets
+// S0 -> D0 and S1 -> D1 on those render files, and a copy of the image's
+// BO buckets (which RESTORE fills in).
+struct Destination {
+	Rig rig{make_machine({D0, D1})};
+	FakeCaller task{2000, true};
+	int kfd = -1, r0 = -1, r1 = -1;
+	std::vector<CriuDeviceBucket> devs;
+	std::vector<CriuBoBucket> bos;
+
+	explicit Destination(const Image &im) : bos(im.bos)
+	{
+		kfd = rig.open_kfd(task);
+		r0 = rig.open_render(task, 128);
+		r1 = rig.open_render(task, 129);
+		devs = {{S0, D0, static_cast<uint32_t>(r0), 0}, {S1, D1, static_cast<uint32_t>(r1), 0}};
+	}
+
+	// CRIU_OP RESTORE of `im` with devs and bos.
+	CriuArgs restore_args(const Image &im)
+	{
+		CriuArgs a{};
+		a.op = CRIU_RESTORE;
+		a.devices = reinterpret_cast<uint64_t>(devs.data());
+		a.bos = reinterpret_cast<uint64_t>(bos.data());
+		a.priv_data = reinterpret_cast<uint64_t>(im.priv.data());
+		a.priv_data_size = im.priv.size();
+		a.num_devices = static_cast<uint32_t>(devs.size());
+		a.num_bos = static_cast<uint32_t>(bos.size());
+		a.num_objects = im.info.num_objects;
+		return a;
+	}
+};
 
 } // namespace
 
 Test(criu, permissions)
 {
 	Source s;
-	CriuArgs a{};
-	a.op = CRIU_PROCESS_INFO;
+	CriuArgs a = process_info_args();
 	FakeCaller stranger(600, true);
 	cr_assert_eq(s.rig.kfd(stranger, s.kfd, CRIU_OP, &a), -EBADF, "not the tracer");
 	FakeCaller nocap(500, false);
@@ -154,8 +202,7 @@ Test(criu, process_info_and_checkpoint)
 	a.devices = a.bos = a.priv_data = reinterpret_cast<uint64_t>(dummy.data());
 	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), -EINVAL, "checkpoint without pause");
 
-	CriuArgs info{};
-	info.op = CRIU_PROCESS_INFO;
+	CriuArgs info = process_info_args();
 	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &info), 0);
 	cr_assert_eq(info.pid, 1000);
 	cr_assert_eq(info.num_devices, 2);
@@ -181,16 +228,8 @@ Test(criu, process_info_and_checkpoint)
 	cr_assert_eq(s.dumper.owned.size(), fds_before);
 
 	// CHECKPOINT with the counts of the one PROCESS_INFO above.
-	Image im;
-	im.info = info;
-	im.devs.resize(info.num_devices);
-	im.bos.resize(info.num_bos);
-	im.priv.resize(info.priv_data_size);
-	a = info;
-	a.op = CRIU_CHECKPOINT;
-	a.devices = reinterpret_cast<uint64_t>(im.devs.data());
-	a.bos = reinterpret_cast<uint64_t>(im.bos.data());
-	a.priv_data = reinterpret_cast<uint64_t>(im.priv.data());
+	Image im(info);
+	a = im.checkpoint_args();
 	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), 0);
 	cr_assert_eq(im.devs[0].user_gpu_id, S0);
 	cr_assert_eq(im.devs[0].actual_gpu_id, S0);
@@ -227,8 +266,7 @@ Test(criu, process_info_and_checkpoint)
 
 	// Two PROCESS_INFO, one UNPAUSE: KFD's eviction counter keeps the queues
 	// evicted although the process is no longer "paused".
-	CriuArgs pi{};
-	pi.op = CRIU_PROCESS_INFO;
+	CriuArgs pi = process_info_args();
 	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &pi), 0);
 	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &pi), 0);
 	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), 0);
@@ -245,22 +283,12 @@ Test(criu, round_trip_to_other_gpu_ids)
 	std::vector<int> dump_fds = {static_cast<int>(im.bos[0].dmabuf_fd), static_cast<int>(im.bos[3].dmabuf_fd)};
 
 	// Destination machine: same shape, other gpu_ids.
-	Rig dst(make_machine({D0, D1}));
-	FakeCaller task(2000, true);
-	int kfd = dst.open_kfd(task);
-	int r0 = dst.open_render(task, 128), r1 = dst.open_render(task, 129);
-	std::vector<CriuDeviceBucket> devs = {{S0, D0, static_cast<uint32_t>(r0), 0},
-					      {S1, D1, static_cast<uint32_t>(r1), 0}};
-	std::vector<CriuBoBucket> bos = im.bos;
-	CriuArgs a{};
-	a.op = CRIU_RESTORE;
-	a.devices = reinterpret_cast<uint64_t>(devs.data());
-	a.bos = reinterpret_cast<uint64_t>(bos.data());
-	a.priv_data = reinterpret_cast<uint64_t>(im.priv.data());
-	a.priv_data_size = im.priv.size();
-	a.num_devices = 2;
-	a.num_bos = static_cast<uint32_t>(bos.size());
-	a.num_objects = im.info.num_objects;
+	Destination d(im);
+	Rig &dst = d.rig;
+	FakeCaller &task = d.task;
+	const int kfd = d.kfd, r0 = d.r0, r1 = d.r1;
+	std::vector<CriuBoBucket> &bos = d.bos;
+	CriuArgs a = d.restore_args(im);
 
 	// Wrong GPU for a render fd: rejected.
 	std::vector<CriuDeviceBucket> swapped = {{S0, D0, static_cast<uint32_t>(r1), 0},
@@ -365,29 +393,15 @@ Test(criu, restore_id_collision)
 {
 	Source s;
 	Image im = checkpoint(s);
-	Rig dst(make_machine({D0, D1}));
-	FakeCaller task(2000, true);
-	int kfd = dst.open_kfd(task);
-	int r0 = dst.open_render(task, 128), r1 = dst.open_render(task, 129);
-	std::vector<CriuDeviceBucket> devs = {{S0, D0, static_cast<uint32_t>(r0), 0},
-					      {S1, D1, static_cast<uint32_t>(r1), 0}};
-	std::vector<CriuBoBucket> bos = im.bos;
-	bos[0].gpu_id = 0x9999; // no such user gpu
-	CriuArgs a{};
-	a.op = CRIU_RESTORE;
-	a.devices = reinterpret_cast<uint64_t>(devs.data());
-	a.bos = reinterpret_cast<uint64_t>(bos.data());
-	a.priv_data = reinterpret_cast<uint64_t>(im.priv.data());
-	a.priv_data_size = im.priv.size();
-	a.num_devices = 2;
-	a.num_bos = static_cast<uint32_t>(bos.size());
-	a.num_objects = im.info.num_objects;
-	size_t before = task.owned.size();
-	cr_assert_eq(dst.kfd(task, kfd, CRIU_OP, &a), -EINVAL);
-	cr_assert_eq(task.owned.size(), before, "no fds on failure");
+	Destination d(im);
+	d.bos[0].gpu_id = 0x9999; // no such user gpu
+	CriuArgs a = d.restore_args(im);
+	size_t before = d.task.owned.size();
+	cr_assert_eq(d.rig.kfd(d.task, d.kfd, CRIU_OP, &a), -EINVAL);
+	cr_assert_eq(d.task.owned.size(), before, "no fds on failure");
 	CriuArgs z = a;
 	z.num_devices = 0;
-	cr_assert_eq(dst.kfd(task, kfd, CRIU_OP, &z), -EINVAL);
+	cr_assert_eq(d.rig.kfd(d.task, d.kfd, CRIU_OP, &z), -EINVAL);
 }
 
 // What the plugin does with the dma-bufs: import into a render file, SDMA to
@@ -462,22 +476,12 @@ Test(criu, plugin_style_sdma_through_dmabufs)
 	cr_assert(up == "{\"pid\":500,\"current\":16384,\"peak\":16384}", "%s", up.c_str());
 
 	// Restore into another machine.
-	Rig dst(make_machine({D0, D1}));
-	FakeCaller task(2000, true);
-	int kfd = dst.open_kfd(task);
-	int r0 = dst.open_render(task, 128), r1 = dst.open_render(task, 129);
-	std::vector<CriuDeviceBucket> devs = {{S0, D0, static_cast<uint32_t>(r0), 0},
-					      {S1, D1, static_cast<uint32_t>(r1), 0}};
-	std::vector<CriuBoBucket> bos = im.bos;
-	CriuArgs a{};
-	a.op = CRIU_RESTORE;
-	a.devices = reinterpret_cast<uint64_t>(devs.data());
-	a.bos = reinterpret_cast<uint64_t>(bos.data());
-	a.priv_data = reinterpret_cast<uint64_t>(im.priv.data());
-	a.priv_data_size = im.priv.size();
-	a.num_devices = 2;
-	a.num_bos = static_cast<uint32_t>(bos.size());
-	a.num_objects = im.info.num_objects;
+	Destination d(im);
+	Rig &dst = d.rig;
+	FakeCaller &task = d.task;
+	const int kfd = d.kfd, r0 = d.r0;
+	std::vector<CriuBoBucket> &bos = d.bos;
+	CriuArgs a = d.restore_args(im);
 	cr_assert_eq(dst.kfd(task, kfd, CRIU_OP, &a), 0);
 
 	// The plugin's render fd is the KFD-acquired VM: the VA its VA manager

@@ -46,6 +46,15 @@ struct App {
 		FreeMemoryOfGpu a{handle};
 		return rig.kfd(c, kfd, FREE_MEMORY_OF_GPU, &a, abi::kIocWrite);
 	}
+	// Acquires G0's VM through r0 and allocates a BO of `size` bytes there
+	// at VA 4 GiB (VRAM, writable unless `flags` says otherwise).
+	AllocMemoryOfGpu vram_bo(uint64_t size, uint32_t flags = ALLOC_VRAM | ALLOC_WRITABLE)
+	{
+		cr_assert_eq(acquire(G0, r0), 0);
+		AllocMemoryOfGpu a{};
+		cr_assert_eq(alloc(G0, 0x100000000ull, size, flags, &a), 0);
+		return a;
+	}
 };
 
 } // namespace
@@ -146,9 +155,7 @@ Test(kfd_memory, alloc_errors)
 Test(kfd_memory, map_unmap_free)
 {
 	App app;
-	cr_assert_eq(app.acquire(G0, app.r0), 0);
-	AllocMemoryOfGpu a{};
-	cr_assert_eq(app.alloc(G0, 0x100000000ull, 8192, ALLOC_VRAM | ALLOC_WRITABLE, &a), 0);
+	const AllocMemoryOfGpu a = app.vram_bo(8192);
 	cr_assert_eq(app.map(a.handle, {}), -EINVAL, "n_devices 0");
 	uint32_t ns = 2;
 	cr_assert_eq(app.map(a.handle, {G0}, &ns), -EINVAL, "n_success > n_devices");
@@ -189,9 +196,7 @@ Test(kfd_memory, map_unmap_free)
 Test(kfd_memory, cpu_mapping_through_render_node)
 {
 	App app;
-	cr_assert_eq(app.acquire(G0, app.r0), 0);
-	AllocMemoryOfGpu a{};
-	cr_assert_eq(app.alloc(G0, 0x100000000ull, 8192, ALLOC_VRAM | ALLOC_WRITABLE, &a), 0);
+	const AllocMemoryOfGpu a = app.vram_bo(8192);
 	auto *p = static_cast<uint8_t *>(app.rig.map(app.c, app.r0, a.mmap_offset, 8192));
 	cr_assert_not_null(p);
 	std::memset(p, 0xab, 8192);
@@ -284,9 +289,7 @@ Test(kfd_memory, queues_and_events)
 Test(kfd_memory, process_exit_frees)
 {
 	App app;
-	cr_assert_eq(app.acquire(G0, app.r0), 0);
-	AllocMemoryOfGpu a{};
-	cr_assert_eq(app.alloc(G0, 0x100000000ull, 1 << 20, ALLOC_VRAM, &a), 0);
+	app.vram_bo(1 << 20, ALLOC_VRAM);
 	app.rig.model->process_exit(1000);
 	std::string s = app.rig.model->introspect("bos 1000");
 	cr_assert(s == "{\"error\":\"no such process\"}", "%s", s.c_str());
