@@ -207,7 +207,8 @@ inline RenderNodeImage sample_render_image()
 	a.alloc_flags = 0x4;
 	a.preferred_domains = kGemDomainVram;
 	a.handle = 5;
-	a.vms = {{0x100, 0x103, 0, 0xe}, {0x200, 0x201, 0x2000, 0x2}};
+	a.alignment = 0x1000;
+	a.vms = {{0x100000, 0x4000, 0, 0xe}, {0x200000, 0x2000, 0x2000, 0x2}};
 	DrmBo b;
 	b.addr = 0x200000;
 	b.size = 0x1000;
@@ -219,7 +220,7 @@ inline RenderNodeImage sample_render_image()
 	c.size = 0x2000;
 	c.preferred_domains = kGemDomainGtt;
 	c.handle = 7;
-	c.vms = {{0x300, 0x301, 0, 0}};
+	c.vms = {{0x300000, 0x2000, 0, 0}};
 	img.bos = {a, b, c};
 	return img;
 }

@@ -88,6 +88,16 @@ Test(render_image, num_of_vms_mismatch)
 	expect_rejected(tmp, "num_of_vms");
 }
 
+Test(render_image, empty_or_wrapping_vm_entry)
+{
+	TempDir tmp;
+	write_mutated(tmp, [](CriuRenderNode &m) { m.bo_entries[0]->vm_entries[0]->size = 0; });
+	expect_rejected(tmp, "VM entry 0");
+	TempDir tmp2;
+	write_mutated(tmp2, [](CriuRenderNode &m) { m.bo_entries[0]->vm_entries[1]->addr = ~0ull; });
+	expect_rejected(tmp2, "VM entry 1");
+}
+
 Test(render_image, minor_out_of_range)
 {
 	TempDir tmp;

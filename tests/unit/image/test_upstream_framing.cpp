@@ -112,17 +112,18 @@ Bytes render_message(const RenderNodeImage &img)
 		uint_field(b, 2, bo.size);
 		uint_field(b, 3, bo.offset);
 		uint_field(b, 4, bo.alloc_flags);
-		uint_field(b, 5, bo.preferred_domains);
-		uint_field(b, 6, bo.handle);
-		uint_field(b, 7, bo.is_import ? 1 : 0);
-		uint_field(b, 8, bo.vms.size());
+		uint_field(b, 5, bo.alignment);
+		uint_field(b, 6, bo.preferred_domains);
+		uint_field(b, 7, bo.handle);
+		uint_field(b, 8, bo.is_import ? 1 : 0);
+		uint_field(b, 9, bo.vms.size());
 		for (const auto &vm : bo.vms) {
 			Bytes v;
-			uint_field(v, 1, vm.start);
-			uint_field(v, 2, vm.last);
+			uint_field(v, 1, vm.addr);
+			uint_field(v, 2, vm.size);
 			uint_field(v, 3, vm.offset);
 			uint_field(v, 4, vm.flags);
-			bytes_field(b, 9, v);
+			bytes_field(b, 10, v);
 		}
 		bytes_field(m, 5, b);
 	}
