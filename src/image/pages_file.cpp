@@ -34,12 +34,6 @@ Result<PagesWriter> PagesWriter::create(const ImageDir &dir, const std::string &
 	return PagesWriter(std::move(*file), payload_size);
 }
 
-Result<PagesWriter> PagesWriter::create_kfd(const ImageDir &dir, int id, uint32_t gpu_id,
-					    uint64_t payload_size)
-{
-	return create(dir, kfd_pages_image_name(id, gpu_id), payload_size);
-}
-
 Status PagesWriter::write(const void *buf, size_t len)
 {
 	if (len > payload_size_ - written_)

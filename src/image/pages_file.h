@@ -27,8 +27,6 @@ public:
 	// bytes; the size goes into the header first.
 	static Result<PagesWriter> create(const ImageDir &dir, const std::string &name,
 					  uint64_t payload_size);
-	static Result<PagesWriter> create_kfd(const ImageDir &dir, int id, uint32_t gpu_id,
-					      uint64_t payload_size);
 
 	PagesWriter(PagesWriter &&) noexcept = default;
 	PagesWriter &operator=(PagesWriter &&) noexcept = default;

@@ -18,19 +18,7 @@ const GpuMapEntry *GpuMap::find_checkpointed(uint32_t checkpointed_gpu_id) const
 	return nullptr;
 }
 
-const GpuMapEntry *GpuMap::find_local(uint32_t local_gpu_id) const
-{
-	for (const auto &e : entries_)
-		if (e.local_gpu_id == local_gpu_id)
-			return &e;
-	return nullptr;
-}
 
-uint32_t GpuMap::local_gpu_id(uint32_t checkpointed_gpu_id) const
-{
-	const GpuMapEntry *e = find_checkpointed(checkpointed_gpu_id);
-	return e ? e->local_gpu_id : 0;
-}
 
 // ---- property rules ----------------------------------------------------------
 

@@ -50,9 +50,6 @@ public:
 	// In the order of the checkpointed gpu_ids given to map_gpus().
 	const std::vector<GpuMapEntry> &entries() const { return entries_; }
 	const GpuMapEntry *find_checkpointed(uint32_t checkpointed_gpu_id) const;
-	const GpuMapEntry *find_local(uint32_t local_gpu_id) const;
-	// 0 when the checkpointed gpu_id is not mapped.
-	uint32_t local_gpu_id(uint32_t checkpointed_gpu_id) const;
 
 private:
 	std::vector<GpuMapEntry> entries_;

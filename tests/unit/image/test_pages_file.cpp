@@ -23,7 +23,7 @@ Test(pages_file, write_then_read_sequentially)
 	const auto a = test::pattern(3 << 20, 1);
 	const auto b = test::pattern(4096, 2);
 	{
-		auto w = PagesWriter::create_kfd(*dir, 5, 0xbeef, a.size() + b.size());
+		auto w = PagesWriter::create(*dir, kfd_pages_image_name(5, 0xbeef), a.size() + b.size());
 		cr_assert(w.ok());
 		ByteSink &sink = *w;
 		cr_assert(sink.write(a.data(), a.size()).ok());
@@ -102,7 +102,7 @@ Test(pages_file, empty_payload)
 	TempDir tmp;
 	auto dir = ImageDir::open(tmp.path());
 	cr_assert(dir.ok());
-	auto w = PagesWriter::create_kfd(*dir, 1, 0x10, 0);
+	auto w = PagesWriter::create(*dir, kfd_pages_image_name(1, 0x10), 0);
 	cr_assert(w.ok());
 	cr_assert(w->commit().ok());
 	auto raw = test::read_raw(tmp.file(kfd_pages_image_name(1, 0x10)));
@@ -172,7 +172,7 @@ Test(pages_file, write_error_names_the_file_and_leaves_nothing)
 	cr_assert_eq(::setrlimit(RLIMIT_FSIZE, &lim), 0);
 	const auto data = test::pattern(1 << 20, 6);
 	{
-		auto w = PagesWriter::create_kfd(*dir, 2, 0xabcd, data.size());
+		auto w = PagesWriter::create(*dir, kfd_pages_image_name(2, 0xabcd), data.size());
 		cr_assert(w.ok());
 		auto st = w->write(data.data(), data.size());
 		cr_assert_not(st.ok());
@@ -196,7 +196,7 @@ Test(pages_file, one_writer_per_gpu_in_parallel)
 	for (uint32_t g = 0; g < kGpus; g++)
 		threads.emplace_back([&, g] {
 			const auto data = test::pattern(256 << 10, g);
-			auto w = PagesWriter::create_kfd(*dir, 9, 0x1000 + g, data.size());
+			auto w = PagesWriter::create(*dir, kfd_pages_image_name(9, 0x1000 + g), data.size());
 			if (!w)
 				return;
 			for (size_t off = 0; off < data.size(); off += 4096)

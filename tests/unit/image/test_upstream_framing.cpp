@@ -219,7 +219,7 @@ Test(upstream_framing, pages_file_is_header_then_raw_bos_in_table_order)
 	cr_assert(r->read(got.data(), got.size()).ok());
 	cr_assert(got == bo1);
 
-	auto w = PagesWriter::create_kfd(*dir, 4, 0xab, payload.size());
+	auto w = PagesWriter::create(*dir, kfd_pages_image_name(4, 0xab), payload.size());
 	cr_assert(w.ok());
 	cr_assert(w->write(bo0.data(), bo0.size()).ok());
 	cr_assert(w->write(bo1.data(), bo1.size()).ok());

@@ -15,6 +15,7 @@
 #include "base/unique_fd.h"
 #include "image/image_dir.h"
 #include "image/kfd_image.h"
+#include "image/image_names.h"
 #include "image/pages_file.h"
 #include "image/render_image.h"
 #include "topology/device_entries.h"
@@ -87,7 +88,7 @@ void write_checkpoint(const Scratch &s, const char *fixture_name, int id, int pa
 	for (const TopologyNode *g : topo->gpus()) {
 		const uint64_t size = 8192 + (first ? pages_delta : 0);
 		first = false;
-		auto w = PagesWriter::create_kfd(dir, id, g->gpu_id, size);
+		auto w = PagesWriter::create(dir, kfd_pages_image_name(id, g->gpu_id), size);
 		cr_assert(w.ok());
 		std::string bytes(size, 'x');
 		cr_assert(w->write(bytes.data(), bytes.size()).ok());
