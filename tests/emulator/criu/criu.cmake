@@ -38,41 +38,9 @@ add_executable(kfdemu_criu_workload ${KFDEMU_DIR}/criu/workload.cpp)
 target_link_libraries(kfdemu_criu_workload PRIVATE ${KFDEMU_CRIU_HSAKMT_LIB} PkgConfig::LIBDRM_AMDGPU PkgConfig::LIBDRM)
 amdcr_warnings(kfdemu_criu_workload)
 
-# The CRIU versions, decided as tests/realcriu/CMakeLists.txt decides them
-# (this directory is configured first, so the same cache variables are
-# declared here with the same defaults): AMDCR_CRIU_BIN (environment
-# CRIU_BIN at configure time) gives the one version "bin", else each
-# criu-<version>.tar.xz listed in AMDCR_CRIU_TARBALLS/SHA256SUMS (criu-dev
-# snapshots "dev-<commit>", named "dev" in test names).
-set(AMDCR_CRIU_BIN "" CACHE FILEPATH "A ready criu binary for the realcriu tests (nothing is built)")
-if(DEFINED ENV{CRIU_BIN})
-  set_property(CACHE AMDCR_CRIU_BIN PROPERTY VALUE "$ENV{CRIU_BIN}")
-endif()
-get_filename_component(_kfdemu_tarballs_default "${PROJECT_SOURCE_DIR}/../shared/criu" ABSOLUTE)
-set(AMDCR_CRIU_TARBALLS "${_kfdemu_tarballs_default}" CACHE PATH
-  "Directory with criu-<version>.tar.xz and SHA256SUMS for the realcriu tests")
-if(DEFINED ENV{CRIU_TARBALLS})
-  set_property(CACHE AMDCR_CRIU_TARBALLS PROPERTY VALUE "$ENV{CRIU_TARBALLS}")
-endif()
-set(_kfdemu_criu_versions)
-set(_kfdemu_criu_none "")
-if(AMDCR_SANITIZE)
-  set(_kfdemu_criu_none "sanitizer build (AMDCR_SANITIZE=${AMDCR_SANITIZE}): CRIU cannot load a sanitized plugin")
-elseif(AMDCR_CRIU_BIN)
-  set(_kfdemu_criu_versions bin)
-elseif(EXISTS "${AMDCR_CRIU_TARBALLS}/SHA256SUMS")
-  file(STRINGS "${AMDCR_CRIU_TARBALLS}/SHA256SUMS" _sums REGEX "criu-.*\\.tar\\.xz$")
-  foreach(_line IN LISTS _sums)
-    string(REGEX REPLACE "^.*criu-(.*)\\.tar\\.xz$" "\\1" _ver "${_line}")
-    list(APPEND _kfdemu_criu_versions "${_ver}")
-  endforeach()
-  if(NOT _kfdemu_criu_versions)
-    set(_kfdemu_criu_none "${AMDCR_CRIU_TARBALLS}/SHA256SUMS lists no criu-*.tar.xz")
-  endif()
-else()
-  set(_kfdemu_criu_none "no CRIU: neither CRIU_BIN nor ${AMDCR_CRIU_TARBALLS}/SHA256SUMS (set CRIU_BIN or CRIU_TARBALLS and reconfigure)")
-endif()
-
+# The CRIU versions: cmake/RealCriu.cmake (AMDCR_CRIU_VERSIONS).
+set(_kfdemu_criu_versions ${AMDCR_CRIU_VERSIONS})
+set(_kfdemu_criu_none "${AMDCR_CRIU_NONE_REASON}")
 if(NOT _kfdemu_criu_versions)
   add_test(NAME emu_realcriu_none COMMAND sh -c "echo 'NOT RUN: ${_kfdemu_criu_none}'; exit 77")
   set_tests_properties(emu_realcriu_none PROPERTIES LABELS "realcriu;emulator" SKIP_RETURN_CODE 77)
