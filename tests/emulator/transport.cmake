@@ -10,7 +10,13 @@ set(KFDEMU_DIR ${CMAKE_CURRENT_LIST_DIR})
 # a preloaded library would have to come first in every program. ASan-built
 # programs run fine under the plain shim (the launcher sets
 # ASAN_OPTIONS=verify_asan_link_order=0).
-add_library(kfdemu_shim SHARED ${KFDEMU_DIR}/shim/shim.cpp)
+add_library(kfdemu_shim SHARED
+  ${KFDEMU_DIR}/shim/config.cpp
+  ${KFDEMU_DIR}/shim/daemon.cpp
+  ${KFDEMU_DIR}/shim/paths.cpp
+  ${KFDEMU_DIR}/shim/stat.cpp
+  ${KFDEMU_DIR}/shim/proc_maps.cpp
+  ${KFDEMU_DIR}/shim/mmap.cpp)
 set_target_properties(kfdemu_shim PROPERTIES OUTPUT_NAME kfdemu_shim)
 # Callers do pass NULL to functions glibc declares nonnull; we check.
 target_compile_options(kfdemu_shim PRIVATE -U_FORTIFY_SOURCE -fno-exceptions -Wno-nonnull-compare)

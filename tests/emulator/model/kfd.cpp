@@ -39,6 +39,35 @@ BoType type_of_flags(uint32_t flags)
 	return BoType::Mmio;
 }
 
+// The prologue kfd_chardev.c's handlers share: the calling process's
+// device for `gpu_id` (kfd_process_device_data_by_id), -EINVAL when it has
+// none; with `unbound` nonzero, that errno when the device has no VM bound
+// yet (the handler's kfd_bind_process_to_device failed: -ESRCH or -ENODEV
+// depending on the handler). 0 and *out set otherwise.
+int find_pdd(KfdProcess &p, uint32_t gpu_id, Pdd **out, int unbound = 0)
+{
+	*out = p.pdd_by_user_id(gpu_id);
+	if (!*out)
+		return -EINVAL;
+	if (unbound && !(*out)->drm)
+		return unbound;
+	return 0;
+}
+
+// The same for a BO handle (gpu_id << 32 | KFD id): its device (-EINVAL
+// when unknown), then its BO (`missing` when the device has no such BO;
+// MAP/UNMAP answer -ENOMEM there, the others -EINVAL).
+int find_bo(KfdProcess &p, uint64_t handle, Pdd **pdd, std::shared_ptr<Bo> **bo, int missing = -EINVAL)
+{
+	if (int e = find_pdd(p, static_cast<uint32_t>(handle >> 32), pdd))
+		return e;
+	auto it = (*pdd)->bos.find(static_cast<uint32_t>(handle));
+	if (it == (*pdd)->bos.end())
+		return missing;
+	*bo = &it->second;
+	return 0;
+}
+
 } // namespace
 
 int ModelImpl::bind_drm(KfdProcess &p, Pdd &pdd, const std::shared_ptr<DrmFile> &drm)
@@ -162,9 +191,9 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 	}
 	case ACQUIRE_VM: {
 		auto &a = as<AcquireVm>(buf);
-		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
-		if (!pdd)
-			return -EINVAL;
+		Pdd *pdd;
+		if (int e = find_pdd(p, a.gpu_id, &pdd))
+			return e;
 		auto key = c.resolve_fd(static_cast<int>(a.drm_fd));
 		if (!key)
 			return -EINVAL;
@@ -177,8 +206,10 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 	}
 	case ALLOC_MEMORY_OF_GPU: {
 		auto &a = as<AllocMemoryOfGpu>(buf);
-		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
-		if (!pdd || a.size == 0)
+		Pdd *pdd;
+		if (int e = find_pdd(p, a.gpu_id, &pdd))
+			return e;
+		if (a.size == 0)
 			return -EINVAL;
 		// Kernel order: gpu_id, small-BAR PUBLIC, bind (VM), then the
 		// doorbell/MMIO sizes. The type is the first of VRAM, GTT,
@@ -234,19 +265,17 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 	}
 	case FREE_MEMORY_OF_GPU: {
 		auto &a = as<FreeMemoryOfGpu>(buf);
-		Pdd *pdd = p.pdd_by_user_id(static_cast<uint32_t>(a.handle >> 32));
-		if (!pdd)
-			return -EINVAL;
-		auto it = pdd->bos.find(static_cast<uint32_t>(a.handle));
-		if (it == pdd->bos.end())
-			return -EINVAL;
-		if (p.event_page == it->second)
+		Pdd *pdd;
+		std::shared_ptr<Bo> *bo;
+		if (int e = find_bo(p, a.handle, &pdd, &bo))
+			return e;
+		if (p.event_page == *bo)
 			return -EPERM;
-		auto m = p.mapped_on.find(it->second.get());
+		auto m = p.mapped_on.find(bo->get());
 		if (m != p.mapped_on.end() && !m->second.empty())
 			return -EBUSY;
-		std::shared_ptr<Bo> hold = it->second; // freed after unlock? small: fine here
-		free_kfd_bo(p, *pdd, it->first);
+		std::shared_ptr<Bo> hold = *bo; // freed after unlock? small: fine here
+		free_kfd_bo(p, *pdd, static_cast<uint32_t>(a.handle));
 		return 0;
 	}
 	case MAP_MEMORY_TO_GPU:
@@ -259,17 +288,15 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		std::vector<uint32_t> ids(a.n_devices);
 		if (c.read(a.device_ids_array_ptr, ids.data(), ids.size() * 4))
 			return -EFAULT;
-		Pdd *owner = p.pdd_by_user_id(static_cast<uint32_t>(a.handle >> 32));
-		if (!owner)
-			return -EINVAL;
-		auto it = owner->bos.find(static_cast<uint32_t>(a.handle));
-		if (it == owner->bos.end())
-			return -ENOMEM;
-		std::shared_ptr<Bo> bo = it->second;
+		Pdd *owner;
+		std::shared_ptr<Bo> *found;
+		if (int e = find_bo(p, a.handle, &owner, &found, -ENOMEM))
+			return e;
+		std::shared_ptr<Bo> bo = *found;
 		for (uint32_t i = a.n_success; i < a.n_devices; ++i) {
-			Pdd *peer = p.pdd_by_user_id(ids[i]);
-			if (!peer)
-				return -EINVAL;
+			Pdd *peer;
+			if (int e = find_pdd(p, ids[i], &peer))
+				return e;
 			int e = nr == MAP_MEMORY_TO_GPU ? kfd_map_one(p, *owner, bo, *peer)
 							 : kfd_unmap_one(p, bo, *peer);
 			if (e)
@@ -292,11 +319,9 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		if ((a.read_pointer_address && c.read(a.read_pointer_address, &probe, 1)) ||
 		    (a.write_pointer_address && c.read(a.write_pointer_address, &probe, 1)))
 			return -EFAULT;
-		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
-		if (!pdd)
-			return -EINVAL;
-		if (!pdd->drm)
-			return -ESRCH; // kfd_bind_process_to_device failed
+		Pdd *pdd;
+		if (int e = find_pdd(p, a.gpu_id, &pdd, -ESRCH)) // kfd_bind_process_to_device failed
+			return e;
 		uint32_t qid = 0;
 		while (p.queues.count(qid))
 			++qid;
@@ -346,11 +371,9 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		auto &a = as<SetMemoryPolicy>(buf);
 		if (a.default_policy > 1 || a.alternate_policy > 1)
 			return -EINVAL;
-		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
-		if (!pdd)
-			return -EINVAL;
-		if (!pdd->drm)
-			return -ESRCH;
+		Pdd *pdd;
+		if (int e = find_pdd(p, a.gpu_id, &pdd, -ESRCH))
+			return e;
 		pdd->default_policy = a.default_policy;
 		pdd->alt_policy = a.alternate_policy;
 		pdd->alt_base = a.alternate_aperture_base;
@@ -368,17 +391,17 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 	}
 	case SET_SCRATCH_BACKING_VA: {
 		auto &a = as<SetScratchBackingVa>(buf);
-		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
-		if (!pdd)
-			return -EINVAL;
+		Pdd *pdd;
+		if (int e = find_pdd(p, a.gpu_id, &pdd))
+			return e;
 		pdd->scratch_va = a.va_addr;
 		return 0;
 	}
 	case GET_TILE_CONFIG: {
 		auto &a = as<GetTileConfig>(buf);
-		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
-		if (!pdd)
-			return -EINVAL;
+		Pdd *pdd;
+		if (int e = find_pdd(p, a.gpu_id, &pdd))
+			return e;
 		a.gb_addr_config = static_cast<uint32_t>(pdd->dev->node->property("gb_addr_config", 0x26010042));
 		a.num_banks = 0;
 		a.num_ranks = 0;
@@ -388,11 +411,9 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 	}
 	case SET_TRAP_HANDLER: {
 		auto &a = as<SetTrapHandler>(buf);
-		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
-		if (!pdd)
-			return -EINVAL;
-		if (!pdd->drm)
-			return -ESRCH;
+		Pdd *pdd;
+		if (int e = find_pdd(p, a.gpu_id, &pdd, -ESRCH))
+			return e;
 		pdd->tba = a.tba_addr;
 		pdd->tma = a.tma_addr;
 		return 0;
@@ -410,9 +431,9 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 	}
 	case AVAILABLE_MEMORY: {
 		auto &a = as<AvailableMemory>(buf);
-		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
-		if (!pdd)
-			return -EINVAL;
+		Pdd *pdd;
+		if (int e = find_pdd(p, a.gpu_id, &pdd))
+			return e;
 		uint64_t used = *pdd->dev->vram_used;
 		a.available = pdd->dev->vram_size > used ? pdd->dev->vram_size - used : 0;
 		return 0;
@@ -422,13 +443,11 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		if (a.event_type > EVENT_MEMORY)
 			return -EINVAL;
 		if (a.event_page_offset && !p.event_page) {
-			Pdd *pdd = p.pdd_by_user_id(static_cast<uint32_t>(a.event_page_offset >> 32));
-			if (!pdd)
-				return -EINVAL;
-			auto it = pdd->bos.find(static_cast<uint32_t>(a.event_page_offset));
-			if (it == pdd->bos.end())
-				return -EINVAL;
-			p.event_page = it->second;
+			Pdd *pdd;
+			std::shared_ptr<Bo> *bo;
+			if (int e = find_bo(p, a.event_page_offset, &pdd, &bo))
+				return e;
+			p.event_page = *bo;
 			p.event_page_handle = a.event_page_offset;
 		}
 		Event ev;
@@ -494,18 +513,16 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		return wait_events(lk, c, p, as<WaitEvents>(buf));
 	case EXPORT_DMABUF: {
 		auto &a = as<ExportDmabuf>(buf);
-		Pdd *pdd = p.pdd_by_user_id(static_cast<uint32_t>(a.handle >> 32));
-		if (!pdd)
-			return -EINVAL;
-		auto it = pdd->bos.find(static_cast<uint32_t>(a.handle));
-		if (it == pdd->bos.end())
-			return -EINVAL;
-		if (!it->second->mem || it->second->type == BoType::Doorbell || it->second->type == BoType::Mmio)
+		Pdd *pdd;
+		std::shared_ptr<Bo> *bo;
+		if (int e = find_bo(p, a.handle, &pdd, &bo))
+			return e;
+		if (!(*bo)->mem || (*bo)->type == BoType::Doorbell || (*bo)->type == BoType::Mmio)
 			return -EINVAL;
 		if (a.flags & ~(abi::drm::CLOEXEC | abi::drm::RDWR))
 			return -EINVAL;
 		// dmabuf_fd is written by the transport once the fd is installed.
-		export_dmabuf(c, it->second, a.flags & abi::drm::CLOEXEC,
+		export_dmabuf(c, *bo, a.flags & abi::drm::CLOEXEC,
 			      uarg + offsetof(ExportDmabuf, dmabuf_fd), false);
 		return 0;
 	}
@@ -528,11 +545,9 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 	}
 	case IMPORT_DMABUF: {
 		auto &a = as<ImportDmabuf>(buf);
-		Pdd *pdd = p.pdd_by_user_id(a.gpu_id);
-		if (!pdd)
-			return -EINVAL;
-		if (!pdd->drm)
-			return -ENODEV;
+		Pdd *pdd;
+		if (int e = find_pdd(p, a.gpu_id, &pdd, -ENODEV))
+			return e;
 		auto key = c.resolve_fd(static_cast<int>(a.dmabuf_fd));
 		if (!key)
 			return -EINVAL;
