@@ -10,7 +10,7 @@ namespace {
 
 constexpr const char *kBoolForms = "0, 1, yes or no (case-insensitive)";
 constexpr const char *kSizeForms =
-	"a decimal byte count with an optional K, M or G suffix (x1024), 0 for no cap";
+	"a decimal byte count with an optional K, M or G suffix (x1024); 0 = the built-in bound per GPU";
 
 struct CheckInfo {
 	Check check;
