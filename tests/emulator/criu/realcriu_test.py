@@ -50,6 +50,7 @@ sanitizer build).
 """
 import argparse
 import json
+import glob
 import os
 import re
 import shutil
@@ -345,6 +346,10 @@ class Run:
 
     def start(self):
         """Starts the workload; returns [(dir, pid)] once all are ready."""
+        # CRIU's --link-remap files (link_remap.<id> beside the unlinked
+        # file) are removed by a successful restore only; cleanup() removes
+        # the ones this run left, so a later run's same id cannot collide.
+        self.remaps_before = set(glob.glob("/dev/shm/link_remap.*"))
         os.makedirs(self.images, exist_ok=True)
         out = open(os.path.join(self.work, "workload.log"), "w")
         cmd = [self.args.workload] + (["--tree"] if self.args.scenario == "tree" else []) + [self.work]
@@ -418,6 +423,11 @@ class Run:
             self.wl.wait()
         for pid in reap_children():
             os.kill(pid, signal.SIGKILL)
+        for f in set(glob.glob("/dev/shm/link_remap.*")) - getattr(self, "remaps_before", set()):
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
         reap_children()
 
 
