@@ -372,7 +372,7 @@ long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
 			p.queues[q.id] = q;
 			// An SDMA queue resumes from the read pointer in its
 			// (restored) memory once the process is resumed.
-			start_user_queue(p, p.queues[q.id]);
+			start_user_queue(p, p.queues[q.id], true);
 		} else if (o.type == kObjEvent) {
 			if (p.events.count(o.e.id))
 				return -EINVAL;

@@ -343,7 +343,7 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		q.args.queue_id = qid;
 		q.args.doorbell_offset = a.doorbell_offset;
 		p.queues[qid] = q;
-		start_user_queue(p, p.queues[qid]); // SDMA queues get an engine
+		start_user_queue(p, p.queues[qid], false); // SDMA queues get an engine
 		return 0;
 	}
 	case DESTROY_QUEUE: {

@@ -318,7 +318,7 @@ struct UserQueueEngine {
 	// Only the walker thread uses these (under the model lock):
 	std::shared_ptr<Backing> doorbells;	// the page its doorbell lives in
 	uint64_t doorbell_off = 0;
-	bool started = false;		// rptr loaded from read_pointer_address
+	bool started = false;		// rptr known (new queue: 0; restored: loaded from read_pointer_address)
 	uint64_t rptr = 0;		// the engine's read pointer (bytes, monotonic)
 	// Introspection (read under the model lock or atomically):
 	std::atomic<uint64_t> packets{0};
@@ -432,7 +432,7 @@ private:
 	void publish_devices();
 
 	// KFD SDMA user queues (user_queue.cpp)
-	void start_user_queue(KfdProcess &p, Queue &q);
+	void start_user_queue(KfdProcess &p, Queue &q, bool restored);
 	void user_queue_thread(std::stop_token st, UserQueueEngine *e);
 	enum class Step { Idle, Again, Blocked, Hung };
 	Step user_queue_step(UserQueueEngine &e);

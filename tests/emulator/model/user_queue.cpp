@@ -160,7 +160,7 @@ void ModelImpl::signal_event_interrupt(KfdProcess &p, uint32_t partial_id, unsig
 	}
 }
 
-void ModelImpl::start_user_queue(KfdProcess &p, Queue &q)
+void ModelImpl::start_user_queue(KfdProcess &p, Queue &q, bool restored)
 {
 	if (q.args.queue_type != QUEUE_SDMA && q.args.queue_type != QUEUE_SDMA_XGMI)
 		return;
@@ -173,6 +173,11 @@ void ModelImpl::start_user_queue(KfdProcess &p, Queue &q)
 	e->engine = q.id % pdd->dev->engines.size();
 	e->doorbells = pdd->doorbells;
 	e->doorbell_off = (q.id * 8ull) & (pdd->dev->doorbell_slice() - 1);
+	// A new queue's engine starts at read pointer 0, as the kernel's MQD
+	// does; whatever the read pointer's memory holds (it may be reused,
+	// stale memory) is only written, never read. A restored queue goes on
+	// from the read pointer its process memory was restored with.
+	e->started = !restored;
 	UserQueueEngine *raw = e.get();
 	e->thread = std::jthread([this, raw](std::stop_token st) { user_queue_thread(st, raw); });
 	q.engine = std::move(e);
