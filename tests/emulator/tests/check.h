@@ -9,6 +9,7 @@
 #include "../transport/profile.h"
 #include "../transport/protocol.h"
 
+#include <dirent.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -18,9 +19,40 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <set>
 #include <string_view>
 
 namespace kfdemu::test {
+
+// A whole file, read through stdio (so through the shim); a marker when it
+// cannot be opened.
+inline std::string slurp(const std::string &path)
+{
+	FILE *f = std::fopen(path.c_str(), "r");
+	if (!f)
+		return "<cannot open " + path + ">";
+	std::string s;
+	char buf[4096];
+	size_t n;
+	while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+		s.append(buf, n);
+	std::fclose(f);
+	return s;
+}
+
+// The names in a directory, without . entries.
+inline std::set<std::string> list_dir(const std::string &path)
+{
+	std::set<std::string> out;
+	DIR *d = ::opendir(path.c_str());
+	if (!d)
+		return out;
+	while (dirent *e = ::readdir(d))
+		if (e->d_name[0] != '.')
+			out.insert(e->d_name);
+	::closedir(d);
+	return out;
+}
 
 struct Tally {
 	int passed = 0, failed = 0, checks_failed = 0;

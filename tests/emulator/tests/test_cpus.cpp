@@ -24,32 +24,6 @@ namespace {
 const std::string kCpu = "/sys/devices/system/cpu/";
 const std::string kNode = "/sys/devices/system/node/";
 
-std::string slurp(const std::string &path)
-{
-	FILE *f = std::fopen(path.c_str(), "r");
-	if (!f)
-		return "<cannot open " + path + ">";
-	std::string s;
-	char buf[4096];
-	size_t n;
-	while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-		s.append(buf, n);
-	std::fclose(f);
-	return s;
-}
-
-std::set<std::string> list_dir(const std::string &path)
-{
-	std::set<std::string> out;
-	DIR *d = ::opendir(path.c_str());
-	if (!d)
-		return out;
-	while (dirent *e = ::readdir(d))
-		if (e->d_name[0] != '.')
-			out.insert(e->d_name);
-	::closedir(d);
-	return out;
-}
 
 bool exists(const std::string &path)
 {

@@ -40,7 +40,8 @@ struct Line {
 	std::string path;
 };
 
-std::string slurp(const std::string &path)
+// The whole file through open/read (not stdio); "" when it cannot be opened.
+std::string read_raw(const std::string &path)
 {
 	std::string s;
 	int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -124,7 +125,7 @@ void test_maps(const std::string &node)
 
 	for (const char *file : {"maps", "smaps"}) {
 		for (const std::string &who : {std::string("self"), std::to_string(::getpid())}) {
-			const auto ls = lines_in(slurp("/proc/" + who + "/" + file), lo, hi);
+			const auto ls = lines_in(read_raw("/proc/" + who + "/" + file), lo, hi);
 			if (!CHECK_EQ(ls.size(), size_t(2)))
 				continue;
 			CHECK_EQ(ls[0].start, lo);
@@ -142,7 +143,7 @@ void test_maps(const std::string &node)
 		}
 	}
 	// smaps keeps each piece's other lines (CRIU reads VmFlags).
-	const std::string sm = slurp("/proc/self/smaps");
+	const std::string sm = read_raw("/proc/self/smaps");
 	const size_t at = sm.find(node);
 	CHECK(at != std::string::npos && sm.find("VmFlags:", at) != std::string::npos);
 
@@ -178,12 +179,12 @@ void test_maps(const std::string &node)
 	::close(dir);
 
 	// Not a device mapping: the kernel's answer, untouched.
-	const auto anon = lines_in(slurp("/proc/self/maps"), uint64_t(uintptr_t(&test_maps)),
+	const auto anon = lines_in(read_raw("/proc/self/maps"), uint64_t(uintptr_t(&test_maps)),
 				   uint64_t(uintptr_t(&test_maps)) + 1);
 	CHECK(anon.size() == 1 && anon[0].path.find("/dev/") == std::string::npos);
 
 	::munmap(base, 5 * 4096);
-	CHECK(lines_in(slurp("/proc/self/maps"), lo, hi).empty());
+	CHECK(lines_in(read_raw("/proc/self/maps"), lo, hi).empty());
 	::close(rfd);
 }
 
