@@ -9,7 +9,9 @@ pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-c
       libcap-dev libbsd-dev uuid-dev libgnutls28-dev libnftables-dev libaio-dev
       xz-utils binutils
       # Debian's ROCm 5.2 user space, run on the emulated GPU (tests/rocm)
-      rocminfo rocm-smi libhsa-runtime-dev)
+      rocminfo rocm-smi libhsa-runtime-dev
+      # ss(8), used by the real-CRIU emulator tests to check daemon sockets
+      iproute2)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
