@@ -27,13 +27,12 @@
 namespace amdcr {
 namespace {
 
-
 // An fd number above those the restored task will use: CRIU's own choice
 // when it exports one, else high in the fd table.
 Result<UniqueFd> move_fd_high(UniqueFd fd)
 {
 	int base = criu::unused_fd_of_task(static_cast<int>(::getpid())).value_or(-1);
-	if (base < 0) {
+	if (base < 0) { // not under CRIU, or CRIU does not know the task
 		struct rlimit rl {};
 		const rlim_t cur = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
 		base = static_cast<int>(std::min<rlim_t>(cur > 1024 ? cur - 512 : cur / 2, 1 << 20));
