@@ -17,7 +17,6 @@
 // plugin's CRIU API lookup as CRIU's own would be: `inventory` records the
 // calls.
 #include <criterion/criterion.h>
-#include <criterion/redirect.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -30,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/captured_stderr.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
 #include "plugin/dump.h"
@@ -117,19 +117,6 @@ unsigned int null_major()
 	return major(st.st_rdev);
 }
 
-std::string read_stderr()
-{
-	fflush(stderr);
-	FILE *f = cr_get_redirected_stderr();
-	std::string out;
-	char buf[4096];
-	size_t n;
-	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-		out.append(buf, n);
-	return out;
-}
-
-void redirect() { cr_redirect_stderr(); }
 
 } // namespace
 
@@ -233,7 +220,7 @@ Test(dump_session, dump_devices_late_passes_the_hook_on)
 }
 
 // exit(DUMP) with nothing paused: nothing to resume, nothing said.
-Test(dump_session, finish_with_nothing_paused, .init = redirect)
+Test(dump_session, finish_with_nothing_paused, .init = amdcr::test::redirect_stderr)
 {
 	Scratch s;
 	{
@@ -244,7 +231,7 @@ Test(dump_session, finish_with_nothing_paused, .init = redirect)
 		d.finish(0);
 		cr_expect_eq(d.paused_count(), 0u);
 	}
-	const std::string err = read_stderr();
+	const std::string err = amdcr::test::captured_stderr();
 	cr_expect(err.find("resum") == std::string::npos, "%s", err.c_str());
 	cr_expect(err.find("Error") == std::string::npos, "%s", err.c_str());
 	cr_expect_eq(s.image_files(), 0u);

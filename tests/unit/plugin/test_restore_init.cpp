@@ -4,7 +4,6 @@
 // created: whether the images are ours, whether the image set is complete,
 // and whether the checkpointed GPUs fit onto this machine's.
 #include <criterion/criterion.h>
-#include <criterion/redirect.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <filesystem>
 #include <string>
 
+#include "../common/captured_stderr.h"
 #include "base/unique_fd.h"
 #include "image/image_dir.h"
 #include "image/kfd_image.h"
@@ -96,19 +96,6 @@ void write_checkpoint(const Scratch &s, const char *fixture_name, int id, int pa
 	}
 }
 
-std::string read_stderr()
-{
-	fflush(stderr);
-	FILE *f = cr_get_redirected_stderr();
-	std::string out;
-	char buf[4096];
-	size_t n;
-	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-		out.append(buf, n);
-	return out;
-}
-
-void redirect() { cr_redirect_stderr(); }
 
 } // namespace
 
@@ -142,7 +129,7 @@ Test(restore_init, maps_onto_another_machine)
 	}
 }
 
-Test(restore_init, fewer_gpus_is_refused_with_reason, .init = redirect)
+Test(restore_init, fewer_gpus_is_refused_with_reason, .init = amdcr::test::redirect_stderr)
 {
 	Scratch s;
 	write_checkpoint(s, "2xmi210", 7);
@@ -151,19 +138,19 @@ Test(restore_init, fewer_gpus_is_refused_with_reason, .init = redirect)
 	cr_expect_lt(ret, 0);
 	cr_expect_neq(ret, -ENOTSUP, "a checkpoint with GPU state must not be silently skipped");
 	cr_expect_not(r.active());
-	const std::string err = read_stderr();
+	const std::string err = amdcr::test::captured_stderr();
 	cr_expect(err.find("before any GPU state was changed") != std::string::npos, "%s", err.c_str());
 	cr_expect(err.find("2 GPUs") != std::string::npos, "says how many GPUs are missing: %s", err.c_str());
 }
 
-Test(restore_init, other_gpu_model_is_refused_with_reason, .init = redirect)
+Test(restore_init, other_gpu_model_is_refused_with_reason, .init = amdcr::test::redirect_stderr)
 {
 	Scratch s;
 	write_checkpoint(s, "mi100", 7);
 	RestoreSession r(s.env("2xmi210"));
 	cr_expect_lt(r.prepare(), 0);
 	cr_expect_not(r.active());
-	const std::string err = read_stderr();
+	const std::string err = amdcr::test::captured_stderr();
 	auto ckpt = parse_topology(fixture("mi100"));
 	const uint32_t id = ckpt->gpus().front()->gpu_id;
 	char hex[32];
@@ -173,18 +160,18 @@ Test(restore_init, other_gpu_model_is_refused_with_reason, .init = redirect)
 	cr_expect(err.find("device_id") != std::string::npos, "names the property: %s", err.c_str());
 }
 
-Test(restore_init, short_pages_file_is_refused, .init = redirect)
+Test(restore_init, short_pages_file_is_refused, .init = amdcr::test::redirect_stderr)
 {
 	Scratch s;
 	write_checkpoint(s, "2xmi210", 9, -4096);
 	RestoreSession r(s.env("2xmi210"));
 	cr_expect_lt(r.prepare(), 0);
 	cr_expect_not(r.active());
-	const std::string err = read_stderr();
+	const std::string err = amdcr::test::captured_stderr();
 	cr_expect(err.find("amdgpu-pages-9-") != std::string::npos, "names the pages file: %s", err.c_str());
 }
 
-Test(restore_init, no_local_kfd_topology_is_refused, .init = redirect)
+Test(restore_init, no_local_kfd_topology_is_refused, .init = amdcr::test::redirect_stderr)
 {
 	Scratch s;
 	write_checkpoint(s, "mi100", 2);
@@ -192,7 +179,7 @@ Test(restore_init, no_local_kfd_topology_is_refused, .init = redirect)
 	e.paths.sys_root = s.root.string(); // no sys/class/kfd here
 	RestoreSession r(e);
 	cr_expect_lt(r.prepare(), 0);
-	const std::string err = read_stderr();
+	const std::string err = amdcr::test::captured_stderr();
 	cr_expect(err.find("KFD topology") != std::string::npos, "%s", err.c_str());
 }
 
