@@ -4,6 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-compiler
       libhsakmt-dev libcriterion-dev asciidoctor python3
+      # XXH3 checksums of the images (src/base/checksum.h)
+      libxxhash-dev
       # CRIU's own build (scripts/build-criu.sh, for the realcriu tests)
       libprotobuf-dev protobuf-compiler python3-protobuf libnl-3-dev libnet1-dev
       libcap-dev libbsd-dev uuid-dev libgnutls28-dev libnftables-dev libaio-dev
