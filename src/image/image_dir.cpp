@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -187,10 +188,15 @@ Result<std::vector<int>> ImageDir::ids_with_prefix(const char *prefix) const
 		if (name.compare(0, plen, prefix) != 0 || name.size() <= plen + 4 ||
 		    name.compare(name.size() - 4, 4, ".img") != 0)
 			continue;
-		const std::string num = name.substr(plen, name.size() - plen - 4);
-		if (num.empty() || num.find_first_not_of("0123456789") != std::string::npos)
+		// Digits only, within int (a longer number is no CRIU file id;
+		// std::stoi would throw on it).
+		const char *first = name.data() + plen;
+		const char *last = name.data() + name.size() - 4;
+		int id = 0;
+		const auto [end, ec] = std::from_chars(first, last, id);
+		if (first == last || *first == '-' || ec != std::errc() || end != last)
 			continue;
-		ids.push_back(std::stoi(num));
+		ids.push_back(id);
 	}
 	std::sort(ids.begin(), ids.end());
 	return ids;

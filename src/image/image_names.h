@@ -27,8 +27,10 @@ std::string render_image_name(int id);
 std::string dmabuf_image_name(int id);
 std::string drm_pages_image_name(int id, uint32_t render_minor, uint32_t bo_index);
 
-// File name prefixes, for scanning a directory (the restore finds its images).
+// File name prefixes, for scanning a directory (the restore finds its
+// images; amdgpu-img lists every kind).
 inline constexpr const char *kKfdImagePrefix = "amdgpu-kfd-";
 inline constexpr const char *kRenderImagePrefix = "amdgpu-renderD-";
+inline constexpr const char *kDmabufImagePrefix = "amdgpu-dmabuf_";
 
 } // namespace amdcr
