@@ -9,8 +9,10 @@
 //   offset 8: payload — a packed protobuf message for kfd/renderD/dmabuf
 //             images; the raw concatenated BO contents for pages files
 //
-// The header lets upstream read images through CRIU's image streamer, where
-// the size of a file is not known up front. Nothing follows the payload; a
+// The header lets upstream, and this plugin, read images through CRIU's
+// image streamer (image_stream.h), where the size of a file is not known up
+// front: there a file is read once, header first, and its end is checked
+// by reading one byte past the payload. Nothing follows the payload; a
 // file longer or shorter than 8 + header is corrupt.
 #pragma once
 
@@ -41,13 +43,22 @@ Status check_image_framing(const std::string &name, uint64_t file_size, uint64_t
 struct FramedFile {
 	UniqueFd fd;
 	uint64_t payload_size = 0; // the payload starts at kImageHeaderSize
+	// The streamer's pipe (stream mode): the header has been read, the
+	// payload follows at the current position and must be read in order;
+	// its size could not be checked yet (see expect_stream_end).
+	bool streamed = false;
 };
 
 // Opens `name` in `dir` and checks it: a regular file, no larger than
 // `max_payload` + header (metadata images; EFBIG), with a header that
-// matches its size. Every Error names the file.
+// matches its size. Every Error names the file. Streamed (dir.streaming()):
+// the header is read from the pipe and checked against `max_payload` only.
 Result<FramedFile> open_framed_image(const ImageDir &dir, const std::string &name,
 				     std::optional<uint64_t> max_payload = std::nullopt);
+
+// Stream mode, after the whole payload of `name` was read from `fd`: the
+// pipe must be at its end (trailing bytes are corrupt, as in a file).
+Status expect_stream_end(int fd, const std::string &name, uint64_t payload_size);
 
 // Reads and checks a whole framed metadata image; returns the payload.
 // Errors: missing file, shorter than the header, size mismatch, above
@@ -56,6 +67,31 @@ Result<std::vector<uint8_t>> read_image_payload(const ImageDir &dir, const std::
 // Writes header + payload atomically under `name`.
 Status write_image_payload(const ImageDir &dir, const std::string &name,
 			   std::span<const uint8_t> payload);
+
+// The seal of a metadata image (this project's; upstream skips it as an
+// unknown field): the packed message is followed by one more field, of
+// wire type fixed64 and number `field` (100 in criu_kfd), holding
+// checksum64 (base/checksum.h) of every payload byte before it. A protobuf
+// decoder merges a field appended to a message, so the sealed payload
+// decodes as the message with that field set, while the checksum never
+// covers itself. The seal is checked against the bytes as read, never
+// against a re-encoding.
+enum class Verify { Off, On }; // KFD_VERIFY
+enum class Integrity {
+	Verified,  // sealed, and the seal matched
+	Unsealed,  // no seal: an image of upstream's plugin
+	Unchecked, // Verify::Off
+};
+// 2 key bytes (fields 16..2047) + 8.
+inline constexpr size_t kSealBytes = 10;
+
+// Appends the seal field `field` (16..2047) to `packed`.
+void seal_payload(std::vector<uint8_t> &packed, uint32_t field);
+// Checks a payload whose decoded message has the seal field `field` with
+// value `stored`: it must be the payload's last field and match
+// checksum64 of the bytes before it. EBADMSG naming `name` and KFD_VERIFY.
+Status check_payload_seal(std::span<const uint8_t> payload, uint32_t field, uint64_t stored,
+			  const std::string &name);
 
 // One protobuf image: `validate(img, name)` -> Status, then `pack(img)` ->
 // Result<bytes>, framed and written atomically under `name`;

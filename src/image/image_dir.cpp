@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cinttypes>
+#include <climits>
+#include <vector>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -22,6 +25,14 @@ namespace {
 
 // Random suffix for temporary names: 8 hex digits. Collisions are handled
 // by O_EXCL and a retry, so this needs no more than getrandom's best effort.
+// What a streamed image directory cannot do without consuming a file.
+Error not_when_streaming(const char *what, const std::string &name)
+{
+	return Error(ENOTSUP, strprintf("%s %s: the images are streamed (criu --stream): files can only be "
+					"written or read once, in order",
+					what, name.c_str()));
+}
+
 std::string random_suffix()
 {
 	uint32_t r = 0;
@@ -51,6 +62,14 @@ Result<AtomicFile> ImageDir::create(const std::string &name) const
 {
 	if (name.empty() || name.find('/') != std::string::npos)
 		return make_error(EINVAL, "%s: not a plain image file name", name.c_str());
+	if (streamer_) {
+		if (streamer_->mode() != ImageStreamer::Mode::Capture)
+			return not_when_streaming("create", name);
+		auto pipe = streamer_->open(name);
+		if (!pipe)
+			return std::move(pipe).error();
+		return AtomicFile(name, std::move(*pipe));
+	}
 	for (int attempt = 0; attempt < 16; attempt++) {
 		std::string temp = "." + name + ".tmp-" + random_suffix();
 		const int fd = ::openat(fd_, temp.c_str(),
@@ -65,6 +84,11 @@ Result<AtomicFile> ImageDir::create(const std::string &name) const
 
 Result<UniqueFd> ImageDir::open_read(const std::string &name) const
 {
+	if (streamer_) {
+		if (streamer_->mode() != ImageStreamer::Mode::Serve)
+			return not_when_streaming("read", name);
+		return streamer_->open(name);
+	}
 	auto fd = open_at(fd_, name, O_RDONLY | O_CLOEXEC);
 	if (!fd)
 		return std::move(fd).error().context(name);
@@ -73,6 +97,8 @@ Result<UniqueFd> ImageDir::open_read(const std::string &name) const
 
 Result<bool> ImageDir::exists(const std::string &name) const
 {
+	if (streamer_)
+		return not_when_streaming("stat", name);
 	struct stat st = {};
 	if (::fstatat(fd_, name.c_str(), &st, 0) == 0)
 		return true;
@@ -83,6 +109,8 @@ Result<bool> ImageDir::exists(const std::string &name) const
 
 Result<uint64_t> ImageDir::file_size(const std::string &name) const
 {
+	if (streamer_)
+		return not_when_streaming("size of", name);
 	struct stat st = {};
 	if (::fstatat(fd_, name.c_str(), &st, 0) != 0)
 		return errno_error(errno, "stat " + name);
@@ -93,6 +121,8 @@ Result<uint64_t> ImageDir::file_size(const std::string &name) const
 
 Status ImageDir::remove(const std::string &name) const
 {
+	if (streamer_)
+		return not_when_streaming("remove", name);
 	if (::unlinkat(fd_, name.c_str(), 0) != 0 && errno != ENOENT)
 		return errno_error(errno, "unlink " + name);
 	return ok_status();
@@ -105,10 +135,15 @@ AtomicFile::AtomicFile(int dirfd, ImageDir::Sync sync, std::string name, std::st
 {
 }
 
+AtomicFile::AtomicFile(std::string name, UniqueFd pipe)
+	: name_(std::move(name)), fd_(std::move(pipe)), streamed_(true)
+{
+}
+
 AtomicFile::AtomicFile(AtomicFile &&o) noexcept
 	: dirfd_(o.dirfd_), sync_(o.sync_), name_(std::move(o.name_)),
 	  temp_(std::exchange(o.temp_, std::string())), fd_(std::move(o.fd_)),
-	  written_(o.written_), committed_(o.committed_)
+	  written_(o.written_), committed_(o.committed_), streamed_(o.streamed_), holes_(o.holes_)
 {
 }
 
@@ -123,6 +158,8 @@ AtomicFile &AtomicFile::operator=(AtomicFile &&o) noexcept
 		fd_ = std::move(o.fd_);
 		written_ = o.written_;
 		committed_ = o.committed_;
+		streamed_ = o.streamed_;
+		holes_ = o.holes_;
 	}
 	return *this;
 }
@@ -151,10 +188,45 @@ Status AtomicFile::write(const void *buf, size_t len)
 	return ok_status();
 }
 
+Status AtomicFile::write_zeros(uint64_t len)
+{
+	if (committed_ || !fd_)
+		return make_error(EBADF, "%s: write after commit or abort", name_.c_str());
+	if (can_punch_holes()) {
+		if (len > static_cast<uint64_t>(INT64_MAX) - written_)
+			return make_error(EFBIG, "%s: %" PRIu64 " zero bytes after %" PRIu64 " overflow a file offset",
+					  name_.c_str(), len, written_);
+		if (::lseek(fd_.get(), static_cast<off_t>(len), SEEK_CUR) < 0)
+			return errno_error(errno, "seeking past zeros in " + name_);
+		written_ += len;
+		holes_ = true;
+		return ok_status();
+	}
+	static constexpr size_t kZeros = 64 << 10;
+	static const std::vector<uint8_t> zeros(kZeros, 0);
+	while (len > 0) {
+		const size_t n = static_cast<size_t>(std::min<uint64_t>(len, kZeros));
+		if (auto st = write(zeros.data(), n); !st)
+			return st;
+		len -= n;
+	}
+	return ok_status();
+}
+
 Status AtomicFile::commit()
 {
 	if (committed_ || !fd_)
 		return make_error(EBADF, "%s: commit after commit or abort", name_.c_str());
+	if (streamed_) {
+		// The streamer sees the end of the file when the pipe closes.
+		committed_ = true;
+		if (::close(fd_.release()) != 0)
+			return errno_error(errno, "close of the streamed " + name_);
+		return ok_status();
+	}
+	// Trailing zeros skipped by write_zeros: give the file its length.
+	if (holes_ && ::ftruncate(fd_.get(), static_cast<off_t>(written_)) != 0)
+		return errno_error(errno, "setting the length of " + name_);
 	if (sync_ == ImageDir::Sync::Full && ::fsync(fd_.get()) != 0)
 		return errno_error(errno, "fsync " + name_);
 	// close() can report a delayed write error (NFS, quota): check it.
@@ -171,6 +243,8 @@ Status AtomicFile::commit()
 
 Result<std::vector<int>> ImageDir::ids_with_prefix(const char *prefix) const
 {
+	if (streamer_)
+		return not_when_streaming("list", std::string(prefix) + "*.img");
 	const int fd = ::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return errno_error(errno, "image directory");

@@ -17,7 +17,17 @@
 // fsyncs the file before the rename and the directory after it, which also
 // makes the file crash-safe, at the cost of a flush per file.
 //
-// Streaming (CRIU's --stream, img_streamer_open) is not supported.
+// Streaming (criu --stream, see image_stream.h): an ImageDir given an
+// ImageStreamer (set_streamer) opens every file through it and never
+// touches the directory. create() then yields an AtomicFile that is the
+// streamer's pipe: written once in order, commit() closes it (checking the
+// close), abort() or destruction before commit() closes it early, leaving
+// the streamer a truncated file (CRIU fails that dump anyway); nothing is
+// renamed or unlinked. open_read() yields the pipe's read end. exists(),
+// file_size(), ids_with_prefix() and remove() cannot be answered without
+// consuming a file, and fail with ENOTSUP naming the stream mode.
+// can_punch_holes() is false: a pipe has no holes, so runs of zeros must be
+// written (AtomicFile::write_zeros does either).
 //
 // Threads: ImageDir's methods are const and only make syscalls, so one
 // ImageDir may serve several threads (one pages file per GPU in parallel).
@@ -29,11 +39,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
 #include "base/unique_fd.h"
+#include "image/image_stream.h"
 
 namespace amdcr {
 
@@ -65,6 +77,14 @@ public:
 	uint64_t max_metadata_size() const { return max_metadata_size_; }
 	void set_max_metadata_size(uint64_t bytes) { max_metadata_size_ = bytes; }
 
+	// Stream mode: every file goes through `streamer` from now on.
+	void set_streamer(ImageStreamer streamer) { streamer_ = streamer; }
+	const std::optional<ImageStreamer> &streamer() const { return streamer_; }
+	bool streaming() const { return streamer_.has_value(); }
+	// Whether a file of this directory may have holes (false when
+	// streaming: zeros must be written).
+	bool can_punch_holes() const { return !streaming(); }
+
 	// Creates the temporary file for `name` (mode 0600).
 	Result<AtomicFile> create(const std::string &name) const;
 	// Opens `name` read-only (O_CLOEXEC). A missing file is ENOENT with a
@@ -86,6 +106,7 @@ private:
 	UniqueFd owned_;
 	Sync sync_ = Sync::None;
 	uint64_t max_metadata_size_ = kDefaultMaxMetadataSize;
+	std::optional<ImageStreamer> streamer_;
 };
 
 // A file being written under a temporary name; see above.
@@ -102,10 +123,16 @@ public:
 	const std::string &name() const { return name_; }
 	int fd() const { return fd_.get(); }
 	uint64_t bytes_written() const { return written_; }
+	// The streamer's pipe (stream mode), not a file of the directory.
+	bool streamed() const { return streamed_; }
+	bool can_punch_holes() const { return !streamed_; }
 
-	// Appends all of `buf` (short writes retried; ENOSPC/EIO are Errors
-	// naming the file).
+	// Appends all of `buf` (short writes retried; ENOSPC/EIO/EPIPE are
+	// Errors naming the file).
 	Status write(const void *buf, size_t len);
+	// Appends `len` zero bytes: a hole (seek past them; commit() sets the
+	// file's length) when can_punch_holes(), else written zeros.
+	Status write_zeros(uint64_t len);
 	// Makes the file visible under its final name (replacing an older file
 	// of that name). After an Error, the temporary is still removed by the
 	// destructor.
@@ -116,6 +143,8 @@ public:
 private:
 	friend class ImageDir;
 	AtomicFile(int dirfd, ImageDir::Sync sync, std::string name, std::string temp, UniqueFd fd);
+	// A streamed file (no directory, no temporary).
+	AtomicFile(std::string name, UniqueFd pipe);
 
 	int dirfd_ = -1;
 	ImageDir::Sync sync_ = ImageDir::Sync::None;
@@ -124,6 +153,8 @@ private:
 	UniqueFd fd_;
 	uint64_t written_ = 0;
 	bool committed_ = false;
+	bool streamed_ = false;
+	bool holes_ = false; // write_zeros seeked: commit() sets the length
 };
 
 } // namespace amdcr

@@ -3,7 +3,9 @@
 // Restore-time validation of a whole image set, before any GPU state is
 // touched: the KFD image must be self-consistent and every pages file it
 // implies must exist with the right size. Errors name the file and the
-// mismatch.
+// mismatch. Streamed images (ImageDir::streaming()): only the metadata is
+// checked here; a pages file can be read only once, so its size is checked
+// when the restore's copy reads it.
 #pragma once
 
 #include "base/result.h"

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 
@@ -26,7 +27,7 @@ Result<PagesWriter> PagesWriter::create(const ImageDir &dir, const std::string &
 		return std::move(st).error();
 	// Reserve the space now, so that a full disk is reported before any GPU
 	// memory is copied. Without fallocate support, find out while writing.
-	if (payload_size > 0 &&
+	if (payload_size > 0 && !file->streamed() &&
 	    ::fallocate(file->fd(), FALLOC_FL_KEEP_SIZE, kImageHeaderSize,
 			static_cast<off_t>(payload_size)) != 0 &&
 	    errno != EOPNOTSUPP && errno != ENOSYS && errno != EINTR)
@@ -62,8 +63,9 @@ Result<PagesReader> PagesReader::open(const ImageDir &dir, const std::string &na
 	if (!file)
 		return std::move(file).error();
 	// Restore reads each pages file once, front to back.
-	::posix_fadvise(file->fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-	return PagesReader(name, std::move(file->fd), file->payload_size);
+	if (!file->streamed)
+		::posix_fadvise(file->fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+	return PagesReader(name, std::move(file->fd), file->payload_size, file->streamed);
 }
 
 Result<PagesReader> PagesReader::open_kfd(const ImageDir &dir, int id, uint32_t gpu_id)
@@ -73,6 +75,9 @@ Result<PagesReader> PagesReader::open_kfd(const ImageDir &dir, int id, uint32_t 
 
 Status PagesReader::read_at(uint64_t payload_offset, void *buf, size_t len) const
 {
+	if (streamed_)
+		return make_error(ESPIPE, "%s: streamed (criu --stream): no random access at %" PRIu64,
+				  name_.c_str(), payload_offset);
 	if (payload_offset > payload_size_ || len > payload_size_ - payload_offset)
 		return make_error(EINVAL,
 				  "%s: reading %zu bytes at %" PRIu64 " is past the end (%" PRIu64
@@ -87,8 +92,30 @@ Status PagesReader::read_at(uint64_t payload_offset, void *buf, size_t len) cons
 	return ok_status();
 }
 
+Status PagesReader::read_next(void *buf, size_t len)
+{
+	if (len > payload_size_ - pos_)
+		return make_error(EINVAL,
+				  "%s: reading %zu bytes at %" PRIu64 " is past the end (%" PRIu64
+				  " bytes)",
+				  name_.c_str(), len, pos_, payload_size_);
+	auto n = read_full(fd_.get(), buf, len);
+	if (!n)
+		return std::move(n).error().context(name_);
+	if (*n != len)
+		return make_error(EINVAL, "%s: truncated: the stream ended after %" PRIu64 " of %" PRIu64
+				  " payload bytes",
+				  name_.c_str(), pos_ + *n, payload_size_);
+	pos_ += len;
+	if (pos_ == payload_size_)
+		return expect_stream_end(fd_.get(), name_, payload_size_);
+	return ok_status();
+}
+
 Status PagesReader::read(void *buf, size_t len)
 {
+	if (streamed_)
+		return read_next(buf, len);
 	auto st = read_at(pos_, buf, len);
 	if (!st)
 		return st;
@@ -103,6 +130,16 @@ Status PagesReader::skip(uint64_t len)
 				  "%s: skipping %" PRIu64 " bytes at %" PRIu64 " is past the end (%" PRIu64
 				  " bytes)",
 				  name_.c_str(), len, pos_, payload_size_);
+	if (streamed_) {
+		uint8_t drop[64 << 10];
+		while (len > 0) {
+			const size_t n = static_cast<size_t>(std::min<uint64_t>(len, sizeof(drop)));
+			if (auto st = read_next(drop, n); !st)
+				return st;
+			len -= n;
+		}
+		return ok_status();
+	}
 	pos_ += len;
 	return ok_status();
 }

@@ -8,6 +8,10 @@
 //
 // PagesWriter is the copy engine's ByteSink on dump, PagesReader its
 // ByteSource on restore. Both do large I/O straight on the fd (no stdio).
+// Streamed (ImageDir::streaming()): the same bytes in the same order go
+// through the streamer's pipe; PagesReader then reads strictly in order
+// (read_at only at the current position, skip() reads and drops) and
+// checks, once the last payload byte is read, that the pipe ends there.
 #pragma once
 
 #include <cstddef>
@@ -71,22 +75,28 @@ public:
 	uint64_t remaining() const override { return payload_size_ - pos_; }
 
 	// Random access within the payload (does not move the position).
+	// Streamed: ESPIPE (a pipe has no random access).
 	Status read_at(uint64_t payload_offset, void *buf, size_t len) const;
+	bool streamed() const { return streamed_; }
 
 	const std::string &name() const { return name_; }
 	uint64_t payload_size() const { return payload_size_; }
 	uint64_t position() const { return pos_; }
 
 private:
-	PagesReader(std::string name, UniqueFd fd, uint64_t payload_size)
-		: name_(std::move(name)), fd_(std::move(fd)), payload_size_(payload_size)
+	PagesReader(std::string name, UniqueFd fd, uint64_t payload_size, bool streamed)
+		: name_(std::move(name)), fd_(std::move(fd)), payload_size_(payload_size), streamed_(streamed)
 	{
 	}
+	// Streamed: the next `len` bytes from the pipe; at the payload's end,
+	// the pipe's end is checked.
+	Status read_next(void *buf, size_t len);
 
 	std::string name_;
 	UniqueFd fd_;
 	uint64_t payload_size_ = 0;
 	uint64_t pos_ = 0;
+	bool streamed_ = false;
 };
 
 } // namespace amdcr

@@ -2,7 +2,16 @@
 #include "plugin/criu_api.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
 
 #include "amdgpu_plugin/criu_plugin_abi.h"
 
@@ -15,7 +24,63 @@ Fn *lookup(const char *symbol)
 	return reinterpret_cast<Fn *>(dlsym(RTLD_DEFAULT, symbol));
 }
 
+// Whether `fd` is a connected Unix stream socket whose peer is bound to a
+// path whose last component is `name`.
+bool connected_to_socket_named(int fd, std::string_view name)
+{
+	struct stat st {};
+	if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode))
+		return false;
+	int domain = 0, type = 0;
+	socklen_t len = sizeof(domain);
+	if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_UNIX)
+		return false;
+	len = sizeof(type);
+	if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
+		return false;
+	sockaddr_un peer{};
+	socklen_t plen = sizeof(peer);
+	if (::getpeername(fd, reinterpret_cast<sockaddr *>(&peer), &plen) != 0 ||
+	    plen <= offsetof(sockaddr_un, sun_path) || peer.sun_path[0] == '\0')
+		return false; // unnamed or abstract peer
+	const size_t n = ::strnlen(peer.sun_path, plen - offsetof(sockaddr_un, sun_path));
+	const std::string_view path(peer.sun_path, n);
+	const size_t slash = path.rfind('/');
+	return (slash == std::string_view::npos ? path : path.substr(slash + 1)) == name;
+}
+
+// Whether some fd of this process is connected to the streamer socket
+// `name` (see image_streamer in the header for where CRIU keeps it).
+bool has_connection_to(std::string_view name)
+{
+	constexpr int kSearched = 1 << 16;
+	struct rlimit rl {};
+	if (::getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return false;
+	const int top = static_cast<int>(std::min<rlim_t>(rl.rlim_cur, 1 << 30));
+	for (int fd = top - 1; fd >= std::max(0, top - kSearched); fd--)
+		if (connected_to_socket_named(fd, name))
+			return true;
+	return false;
+}
+
 } // namespace
+
+std::optional<ImageStreamer> image_streamer(int image_dir_fd)
+{
+	auto *open = lookup<ImageStreamer::OpenFn>("img_streamer_open");
+	if (!open)
+		return std::nullopt;
+	for (auto mode : {ImageStreamer::Mode::Capture, ImageStreamer::Mode::Serve}) {
+		const char *name = ImageStreamer::socket_name(mode);
+		struct stat st {};
+		if (::fstatat(image_dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISSOCK(st.st_mode))
+			continue;
+		if (has_connection_to(name))
+			return ImageStreamer(open, mode);
+	}
+	return std::nullopt;
+}
 
 std::optional<int> image_dir_fd()
 {

@@ -8,11 +8,30 @@
 
 #include <optional>
 
+#include "image/image_stream.h"
+
 namespace amdcr::criu {
 
 // criu_get_image_dir(): a directory fd of the image directory, or nullopt
 // outside CRIU.
 std::optional<int> image_dir_fd();
+
+// Stream mode (criu dump/restore --stream): CRIU's img_streamer_open and
+// the mode CRIU streams in, or nullopt when CRIU writes plain files.
+// CRIU keeps whether it streams in its internal options (`opts.stream`),
+// whose layout differs between versions, so the plugin decides by what it
+// can observe instead; all three must hold:
+//  1. the running criu exports img_streamer_open (every CRIU 4.x does);
+//  2. the image directory `image_dir_fd` holds the streamer's socket,
+//     streamer-capture.sock (dump) or streamer-serve.sock (restore);
+//  3. this process has a connected Unix stream socket whose peer is bound
+//     to a socket of that name: the connection CRIU's img_streamer_init
+//     made and keeps among its service fds, near the top of the fd limit
+//     (the top 65536 fd numbers are searched, only when 2 holds).
+// 3 tells which of both sockets is CRIU's, and rules out a socket left
+// behind by an earlier streamer: calling img_streamer_open when CRIU does
+// not stream would crash CRIU.
+std::optional<ImageStreamer> image_streamer(int image_dir_fd);
 
 // CRIU 4.x internals, when present: record that the images need this
 // plugin (dump). Returns false when the running CRIU does not provide it.

@@ -12,7 +12,10 @@ Result<ImageDir> session_image_dir(const SessionEnv &env)
 		fd = criu::image_dir_fd();
 	if (!fd)
 		return Error(EBADF, "no image directory: criu_get_image_dir() is not available");
-	return ImageDir::borrow(*fd);
+	auto dir = ImageDir::borrow(*fd);
+	if (auto streamer = criu::image_streamer(*fd))
+		dir.set_streamer(*streamer);
+	return dir;
 }
 
 } // namespace amdcr

@@ -24,7 +24,9 @@ struct SessionEnv {
 	bool dump_devices_late = false;
 };
 
-// The image directory of `env`, or an error saying there is none. Ask it
+// The image directory of `env`, or an error saying there is none; in
+// stream mode (criu --stream, criu::image_streamer) it goes through CRIU's
+// image streamer. Ask it
 // once per hook, never keep it across hooks: CRIU moves its service fds,
 // the image directory's among them, in each restored task
 // (criu/servicefd.c clone_service_fd).
