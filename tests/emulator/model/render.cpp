@@ -71,7 +71,6 @@ uint64_t pte_flags(uint32_t vm)
 	pte |= mtype[(vm >> 5) & 0xf] << 57;
 	return pte;
 }
-constexpr uint64_t kGemCreateValidFlags = 0x1ffefull; // bits 0-16 except 4
 constexpr uint32_t kMaxIbs = 4;
 
 } // namespace
@@ -369,7 +368,9 @@ long ModelImpl::drm_prime_to_fd(Caller &c, DrmFile &f, PrimeHandle &a, uint64_t 
 	auto it = f.handles.find(a.handle);
 	if (it == f.handles.end())
 		return -ENOENT;
-	if (it->second->is_userptr() || !it->second->mem)
+	// amdgpu_gem_prime_export: userptr and per-VM (VM_ALWAYS_VALID) BOs
+	// cannot be shared.
+	if (it->second->is_userptr() || !it->second->mem || (it->second->domain_flags & CREATE_VM_ALWAYS_VALID))
 		return -EPERM;
 	export_dmabuf(c, it->second, a.flags & CLOEXEC, uarg + offsetof(PrimeHandle, fd), false);
 	return 0;
@@ -400,7 +401,11 @@ long ModelImpl::drm_fd_to_prime(Caller &c, DrmFile &f, PrimeHandle &a)
 		bo->size = src->size;
 		bo->mem = src->mem;
 		bo->import_of = src->import_of ? src->import_of : src;
+		// amdgpu_dma_buf_create_obj: a GTT BO with page alignment that
+		// inherits the exporter's caching flags.
 		bo->domains = DOMAIN_GTT;
+		bo->alignment = kPage;
+		bo->domain_flags = bo->import_of->domain_flags & CREATE_IMPORT_INHERITED;
 		bo->fake_offset = f.dev->alloc_fake_offset(bo);
 	}
 	uint32_t h = f.lowest_free_handle();
@@ -669,7 +674,8 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 				return -ENOENT;
 			if (a.new_handle == a.handle)
 				return 0;
-			if (f.handles.count(a.new_handle))
+			// idr_alloc(new, new + 1) on an idr based at 1: taken or 0.
+			if (a.new_handle == 0 || f.handles.count(a.new_handle))
 				return -ENOSPC;
 			f.handles[a.new_handle] = std::move(it->second);
 			f.handles.erase(a.handle);
@@ -687,9 +693,13 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 	switch (nr - kCommandBase) {
 	case GEM_CREATE: {
 		auto &a = as<GemCreate>(buf);
-		if (a.domain_flags & ~kGemCreateValidFlags)
+		if (a.domain_flags & ~CREATE_SETTABLE_MASK)
 			return -EINVAL;
 		if (a.domains & ~DOMAIN_MASK)
+			return -EINVAL;
+		// amdgpu_is_tmz(): TMZ is off on the emulated ASICs (gfx908, gfx90a,
+		// gfx942), so encrypted BOs are refused.
+		if (a.domain_flags & CREATE_ENCRYPTED)
 			return -EINVAL;
 		if (a.bo_size == 0)
 			return -EINVAL;
@@ -703,7 +713,7 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 			return err;
 		bo->alignment = a.alignment;
 		bo->domains = a.domains;
-		bo->domain_flags = a.domain_flags;
+		bo->domain_flags = a.domain_flags | CREATE_VRAM_CLEARED; // "always clear VRAM"
 		bo->fake_offset = f.dev->alloc_fake_offset(bo);
 		uint32_t h = f.lowest_free_handle();
 		f.handles[h] = bo;
@@ -802,6 +812,8 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 	}
 	case GEM_OP: {
 		auto &a = as<GemOp>(buf);
+		if (a.padding) // checked for every op, before the handle
+			return -EINVAL;
 		auto it = f.handles.find(a.handle);
 		if (it == f.handles.end())
 			return -ENOENT;
@@ -814,6 +826,8 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 			return 0;
 		}
 		case GEM_OP_SET_PLACEMENT: {
+			if (bo.import_of && (a.value & DOMAIN_VRAM))
+				return -EINVAL;
 			if (bo.is_userptr())
 				return -EPERM;
 			uint64_t dom = a.value & (DOMAIN_VRAM | DOMAIN_GTT | DOMAIN_CPU);
@@ -823,8 +837,6 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 			return 0;
 		}
 		case GEM_OP_GET_MAPPING_INFO: {
-			if (a.padding)
-				return -EINVAL;
 			auto maps = f.vm.of_bo(&bo);
 			std::vector<GemVmEntry> e;
 			for (auto &m : maps)
@@ -851,7 +863,7 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 		for (auto &[h, bo] : f.handles)
 			// alignment is TTM's page_alignment: in pages.
 			e.push_back(GemListHandlesEntry{h, bo->import_of ? LIST_HANDLES_IS_IMPORT : 0u, bo->size,
-							bo->domains, bo->domain_flags & ~CREATE_VRAM_WIPE_ON_RELEASE,
+							bo->domains, bo->domain_flags & CREATE_SETTABLE_MASK,
 							page_align(bo->alignment) / kPage});
 		if (!e.empty() && c.write(a.entries, e.data(), e.size() * sizeof(GemListHandlesEntry)))
 			return -EFAULT;

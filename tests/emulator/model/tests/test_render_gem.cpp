@@ -132,6 +132,10 @@ Test(render, gem_handles_lowest_free)
 	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_CREATE, &bad), -EINVAL, "unknown domain");
 	GemCreate bad2{4096, 0, DOMAIN_VRAM, 1ull << 40};
 	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_CREATE, &bad2), -EINVAL, "unknown flag");
+	GemCreate contiguous{4096, 0, DOMAIN_VRAM, 1u << 5};
+	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_CREATE, &contiguous), -EINVAL, "VRAM_CONTIGUOUS is not settable");
+	GemCreate encrypted{4096, 0, DOMAIN_VRAM, CREATE_ENCRYPTED};
+	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_CREATE, &encrypted), -EINVAL, "no TMZ");
 
 	uint64_t o1 = n.rig.gem_mmap_offset(n.c, n.fd, 1), o3 = n.rig.gem_mmap_offset(n.c, n.fd, 3);
 	cr_assert_geq(o1, 0x100000000ull);
@@ -152,6 +156,7 @@ Test(render, gem_handles_lowest_free)
 	cr_assert_eq(e[0].size, 4096);
 	cr_assert_eq(e[0].preferred_domains, DOMAIN_VRAM);
 	cr_assert_eq(e[0].alignment, 1, "page_alignment, in pages");
+	cr_assert_eq(e[0].alloc_flags, CREATE_VRAM_CLEARED, "GEM_CREATE always adds VRAM_CLEARED");
 }
 
 Test(render, prime_and_change_handle)
@@ -202,6 +207,11 @@ Test(render, prime_and_change_handle)
 	GemListHandles lh{reinterpret_cast<uint64_t>(e), 1, 0};
 	cr_assert_eq(n.rig.amdgpu(n.c, g1, GEM_LIST_HANDLES, &lh), 0);
 	cr_assert_eq(e[0].flags, LIST_HANDLES_IS_IMPORT);
+	cr_assert_eq(e[0].preferred_domains, DOMAIN_GTT, "an import is a GTT BO");
+	cr_assert_eq(e[0].alignment, 1, "with page alignment");
+	cr_assert_eq(e[0].alloc_flags, 0, "VRAM_CLEARED is not inherited");
+	GemOp vram{imp4.handle, GEM_OP_SET_PLACEMENT, DOMAIN_VRAM, 0, 0};
+	cr_assert_eq(n.rig.amdgpu(n.c, g1, GEM_OP, &vram), -EINVAL, "an import cannot move to VRAM");
 	PrimeHandle notbuf{0, 0, n.fd};
 	cr_assert_eq(n.rig.drm(n.c, fd2, PRIME_FD_TO_HANDLE, &notbuf), -EINVAL);
 	PrimeHandle closed{0, 0, 999};
@@ -214,6 +224,8 @@ Test(render, prime_and_change_handle)
 	cr_assert_eq(n.rig.drm(n.c, fd2, GEM_CHANGE_HANDLE, &ch), -ENOSPC);
 	ch = GemChangeHandle{2, 0x80000000u};
 	cr_assert_eq(n.rig.drm(n.c, fd2, GEM_CHANGE_HANDLE, &ch), -EINVAL);
+	ch = GemChangeHandle{2, 0};
+	cr_assert_eq(n.rig.drm(n.c, fd2, GEM_CHANGE_HANDLE, &ch), -ENOSPC, "handles start at 1");
 	ch = GemChangeHandle{2, 9};
 	cr_assert_eq(n.rig.drm(n.c, fd2, GEM_CHANGE_HANDLE, &ch), 0);
 	GemMmap gone{2};
@@ -255,6 +267,8 @@ Test(render, gem_va_rules)
 	cr_assert_eq(e[0].addr, 0, "nothing copied when the entries do not all fit");
 	op = GemOp{h, GEM_OP_GET_MAPPING_INFO, reinterpret_cast<uint64_t>(e), 2, 1};
 	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), -EINVAL, "padding must be 0");
+	op = GemOp{99, GEM_OP_GET_GEM_CREATE_INFO, reinterpret_cast<uint64_t>(e), 0, 1};
+	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), -EINVAL, "padding is checked before the handle");
 	op = GemOp{h, GEM_OP_GET_MAPPING_INFO, reinterpret_cast<uint64_t>(e), 2, 0};
 	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), 0);
 	cr_assert_eq(e[0].addr, va);
@@ -268,6 +282,7 @@ Test(render, gem_va_rules)
 	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), 0);
 	cr_assert_eq(info.bo_size, 4 * 4096);
 	cr_assert_eq(info.domains, DOMAIN_VRAM);
+	cr_assert_eq(info.domain_flags, CREATE_VRAM_CLEARED);
 	op.op = 9;
 	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), -EINVAL);
 
