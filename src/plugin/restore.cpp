@@ -93,6 +93,21 @@ Status RestoreSession::load_and_map()
 		state_ = State::Inactive;
 		return ok_status();
 	}
+	if (images->streaming()) {
+		// No directory to list: each image is requested when CRIU
+		// restores its file (restore_streamed).
+		if (!criu::consume_inventory_entry(kPluginName)) {
+			log_info("the checkpoint's inventory does not name %s: nothing of ours to restore",
+				 kPluginName);
+			state_ = State::Inactive;
+			return ok_status();
+		}
+		streamed_ = true;
+		state_ = State::Active;
+		log_info("restore: the images are streamed (criu --stream): each GPU image is read when "
+			 "CRIU restores its file");
+		return ok_status();
+	}
 	auto kfd_ids = images->ids_with_prefix(kKfdImagePrefix);
 	if (!kfd_ids)
 		return std::move(kfd_ids).error();
@@ -140,6 +155,16 @@ Status RestoreSession::load_and_map()
 		renders.emplace_back(id, std::move(*img));
 	}
 
+	if (auto st = map_loaded_images(devices, held, renders); !st)
+		return st;
+	state_ = State::Active;
+	return ok_status();
+}
+
+Status RestoreSession::map_loaded_images(const std::map<uint32_t, KfdDevice> &devices,
+					 const std::set<uint32_t> &held,
+					 const std::vector<std::pair<int, RenderNodeImage>> &renders)
+{
 	std::vector<KfdDevice> dev_list;
 	for (auto &[node, d] : devices)
 		dev_list.push_back(d);
@@ -177,8 +202,71 @@ Status RestoreSession::load_and_map()
 	for (const auto &e : map_.entries())
 		log_gpu(LogLevel::Info, e.checkpointed_gpu_id, "restoring onto local gpu 0x%04x (renderD%u)",
 			e.local_gpu_id, e.local_render_minor);
-	state_ = State::Active;
 	return ok_status();
+}
+
+Status RestoreSession::load_streamed_kfd(const ImageDir &images, int id, const KfdImage &img)
+{
+	if (auto st = validate_kfd_image_set(images, id, img); !st)
+		return st;
+	std::map<uint32_t, KfdDevice> devices;
+	std::set<uint32_t> held;
+	for (const auto &d : img.devices) {
+		devices.emplace(d.node_id, d);
+		if (d.is_gpu())
+			held.insert(d.gpu_id);
+	}
+	if (map_.entries().empty()) {
+		if (auto st = map_loaded_images(devices, held, {}); !st)
+			return st;
+	} else {
+		for (uint32_t g : held)
+			if (!map_.find_checkpointed(g))
+				return make_error(EINVAL,
+						  "%s: gpu 0x%04x is not among the GPUs this task's first KFD image "
+						  "mapped (streamed images are mapped one KFD file at a time)",
+						  kfd_image_name(id).c_str(), g);
+	}
+	kfd_images_.insert_or_assign(id, img);
+	return ok_status();
+}
+
+Status RestoreSession::restore_streamed(const ImageDir &images, int id, UniqueFd *out, bool *ours)
+{
+	*ours = true;
+	auto kfd = read_kfd_image(images, id);
+	if (kfd) {
+		if (auto st = load_streamed_kfd(images, id, *kfd); !st)
+			return st;
+		return restore_kfd(images, id, out);
+	}
+	if (kfd.error().code() != ENOENT)
+		return std::move(kfd).error();
+	auto render = read_render_image(images, id);
+	if (!render) {
+		if (render.error().code() != ENOENT)
+			return std::move(render).error();
+		*ours = false;
+		return ok_status();
+	}
+	if (!mapping_for_render(*render))
+		return make_error(EINVAL,
+				  "%s: gpu 0x%04x (renderD%u) is not mapped: with streamed images (criu "
+				  "--stream) the GPUs are mapped when the task's /dev/kfd file is restored, and "
+				  "CRIU restored this render node file before it",
+				  render_image_name(id).c_str(), render->gpu_id, render->drm_render_minor);
+	streamed_renders_.insert_or_assign(id, std::move(*render));
+	return restore_render(images, id, out);
+}
+
+Result<RenderNodeImage> RestoreSession::take_render_image(const ImageDir &images, int id)
+{
+	if (auto it = streamed_renders_.find(id); it != streamed_renders_.end()) {
+		RenderNodeImage img = std::move(it->second);
+		streamed_renders_.erase(it);
+		return img;
+	}
+	return read_render_image(images, id);
 }
 
 int RestoreSession::prepare()
@@ -245,6 +333,11 @@ int RestoreSession::restore_ext_file(int id, bool *retry_needed)
 	// among them) in every restored task.
 	if (auto images = session_image_dir(env_); !images) {
 		st = std::move(images).error();
+	} else if (streamed_) {
+		bool ours = true;
+		st = restore_streamed(*images, id, &out, &ours);
+		if (st && !ours)
+			return -ENOTSUP; // not a file of ours
 	} else if (kfd_images_.count(id)) {
 		st = restore_kfd(*images, id, &out);
 	} else if (auto exists = images->exists(render_image_name(id)); !exists) {

@@ -9,12 +9,18 @@
 // topology and maps the checkpointed GPUs onto local ones. The restored
 // tasks are forked from that process afterwards, so each inherits the same
 // mapping, and a task's /dev/kfd and render-node files restore consistently
-// in whichever order CRIU restores them.
+// in whichever order CRIU restores them. With streamed images (criu
+// --stream), which can be neither listed nor read twice, prepare() only
+// consumes the inventory entry; each image is then read, validated and
+// mapped in the restored task when CRIU restores its file, and a task's
+// /dev/kfd file must come before its render node files (as upstream's
+// plugin requires in every mode).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +76,21 @@ private:
 
 	// prepare()'s work; Active, Inactive or an error.
 	Status load_and_map();
+	// The GPU mapping of the checkpointed `devices` (by node id; `held`:
+	// the GPUs with state) onto this machine, into map_.
+	Status map_loaded_images(const std::map<uint32_t, KfdDevice> &devices,
+				 const std::set<uint32_t> &held,
+				 const std::vector<std::pair<int, RenderNodeImage>> &renders);
+	// Streamed images (criu --stream): nothing can be listed or read twice,
+	// so each file's image is read when CRIU restores it, in the task:
+	// amdgpu-kfd-<id>.img (validated, its GPUs mapped when it is the task's
+	// first), else renderD-<id>.img (its GPU must be mapped by then), else
+	// `*ours` = false.
+	Status restore_streamed(const ImageDir &images, int id, UniqueFd *out, bool *ours);
+	Status load_streamed_kfd(const ImageDir &images, int id, const KfdImage &img);
+	// The render image of file `id`: the one restore_streamed read, else
+	// read from `images`.
+	Result<RenderNodeImage> take_render_image(const ImageDir &images, int id);
 	Status restore_kfd(const ImageDir &images, int id, UniqueFd *out);
 	Status restore_render(const ImageDir &images, int id, UniqueFd *out);
 	// The render node of local GPU `minor`, opened once per task.
@@ -90,6 +111,8 @@ private:
 	std::map<uint32_t, RenderFile> render_files_; // by local minor
 	bool handed_over_ = false;
 	std::vector<VmaUpdate> vmas_;
+	bool streamed_ = false;				      // criu --stream: images read per file
+	std::map<int, RenderNodeImage> streamed_renders_; // read by restore_streamed, by file id
 };
 
 } // namespace amdcr

@@ -13,7 +13,7 @@ namespace amdcr {
 
 Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *out)
 {
-	auto img = read_render_image(images, id);
+	auto img = take_render_image(images, id);
 	if (!img)
 		return std::move(img).error();
 	const GpuMapEntry *m = mapping_for_render(*img);
