@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "copy/sdma_engine.h"
 #include "image/pages_file.h"
+#include "image/pages_series.h"
 
 namespace amdcr {
 namespace {
@@ -38,6 +39,29 @@ Result<TransferStats> run_empty(Direction dir, const ImageDir &images, const Gpu
 	return TransferStats{};
 }
 
+// A job whose BOs each have their own pages file: one transfer over the
+// series of files, as if they were one.
+Result<TransferStats> run_series(Direction dir, const ImageDir &images, const GpuCopyJob &job,
+				 DmaEngine &engine, BufferFeed &bufs, uint64_t bound)
+{
+	if (job.bo_files.size() != job.bos.size())
+		return make_error(EINVAL, "%zu pages files for %zu BOs", job.bo_files.size(), job.bos.size());
+	std::vector<PagesPart> parts;
+	for (size_t i = 0; i < job.bos.size(); i++)
+		parts.push_back({job.bo_files[i], job.bos[i].size});
+	if (dir == Direction::GpuToFile) {
+		PagesSeriesWriter pages(images, std::move(parts));
+		auto stats = transfer_to_file(engine, bufs, pages, bound);
+		if (!stats)
+			return stats;
+		if (auto st = pages.finish(); !st)
+			return std::move(st).error();
+		return stats;
+	}
+	PagesSeriesReader pages(images, std::move(parts));
+	return transfer_from_file(engine, bufs, pages, bound);
+}
+
 Result<TransferStats> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &job,
 			      uint64_t bound)
 {
@@ -58,6 +82,8 @@ Result<TransferStats> run_one(Direction dir, const ImageDir &images, const GpuCo
 		specs.push_back({b.dmabuf_fd, b.size});
 	ImportFeed bufs(**engine, specs);
 
+	if (!job.bo_files.empty())
+		return run_series(dir, images, job, **engine, bufs, bound);
 	const uint64_t bytes = job_bytes(job);
 	if (dir == Direction::GpuToFile) {
 		auto pages = PagesWriter::create(images, job.pages_file, bytes);

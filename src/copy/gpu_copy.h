@@ -26,6 +26,9 @@ struct GpuCopyJob {
 	std::string render_path;    // /dev/dri/renderD<minor>
 	std::string pages_file;     // in the image directory
 	std::vector<GpuCopyBo> bos; // in BO bucket order = file order
+	// When not empty: one pages file per BO (bo_files[i] holds bos[i], as
+	// render-node BOs are laid out) instead of all in pages_file.
+	std::vector<std::string> bo_files;
 };
 
 struct GpuCopyResult {

@@ -73,7 +73,7 @@ Status validate_render_image_set(const ImageDir &dir, int id, const RenderNodeIm
 		return st;
 	for (size_t i = 0; i < img.bos.size(); i++) {
 		const DrmBo &bo = img.bos[i];
-		if (!bo.has_contents() || bo.vms.empty())
+		if (!bo.has_contents())
 			continue;
 		const std::string what = strprintf("BO %zu of %s", i, render_image_name(id).c_str());
 		st = check_pages_file(dir,

@@ -24,8 +24,8 @@ namespace amdcr {
 Status validate_kfd_image_set(const ImageDir &dir, int id, const KfdImage &img);
 
 // For a render node image (id = its CRIU file id): every BO with contents
-// that upstream restores (VRAM/GTT domain, at least one VM mapping) has its
-// amdgpu-drm-pages file with a payload of exactly the BO size.
+// (VRAM/GTT domain, DrmBo::has_contents) has its amdgpu-drm-pages file with
+// a payload of exactly the BO size.
 Status validate_render_image_set(const ImageDir &dir, int id, const RenderNodeImage &img);
 
 } // namespace amdcr

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cinttypes>
 #include <memory>
+#include <set>
 
 #include "criu-amdgpu.pb-c.h"
 #include "image/framing.h"
@@ -32,10 +33,16 @@ Status validate_render_image(const RenderNodeImage &img, const std::string &name
 				  img.drm_render_minor, kFirstRenderMinor, kLastRenderMinor);
 	if (img.gpu_id == 0)
 		return make_error(EINVAL, "%s: gpu_id 0", n);
+	std::set<uint32_t> handles;
 	for (size_t i = 0; i < img.bos.size(); i++) {
 		const DrmBo &bo = img.bos[i];
 		if (bo.size == 0)
 			return make_error(EINVAL, "%s: BO %zu: size 0", n, i);
+		if (bo.handle == 0 || bo.handle > kMaxGemHandle)
+			return make_error(EINVAL, "%s: BO %zu: GEM handle %u outside 1..%u", n, i, bo.handle,
+					  kMaxGemHandle);
+		if (!handles.insert(bo.handle).second)
+			return make_error(EINVAL, "%s: BO %zu: GEM handle %u appears twice", n, i, bo.handle);
 		if (bo.addr + bo.size < bo.addr)
 			return make_error(EINVAL,
 					  "%s: BO %zu: address 0x%" PRIx64 " + size 0x%" PRIx64

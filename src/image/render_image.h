@@ -9,14 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "base/drm.h"
 #include "base/result.h"
 #include "image/image_dir.h"
 
 namespace amdcr {
-
-// AMDGPU_GEM_DOMAIN_* of <drm/amdgpu_drm.h> whose BOs have contents.
-inline constexpr uint32_t kGemDomainGtt = 0x2;
-inline constexpr uint32_t kGemDomainVram = 0x4;
 
 // One GPU VM mapping of a BO: [addr, addr + size) maps the BO from byte
 // `offset` (AMDGPU_GEM_OP_GET_MAPPING_INFO's fields).
@@ -28,17 +25,20 @@ struct DrmVm {
 	bool operator==(const DrmVm &) const = default;
 };
 
+// One GEM BO of the render node file (drm_bo_entry).
 struct DrmBo {
-	uint64_t addr = 0;
+	uint64_t addr = 0;	  // the VA of its last mapping (as upstream), 0 without
 	uint64_t size = 0;
-	uint64_t offset = 0;
-	uint64_t alloc_flags = 0;
-	uint64_t alignment = 0;
+	uint64_t offset = 0;	  // CPU mmap offset through the render node (0: not mappable)
+	uint64_t alloc_flags = 0; // AMDGPU_GEM_CREATE_*
+	uint64_t alignment = 0;	  // bytes, as GEM_CREATE takes it
 	uint32_t preferred_domains = 0;
-	uint32_t handle = 0;
-	bool is_import = false;
+	uint32_t handle = 0;	  // its GEM handle in the process
+	bool is_import = false;	  // a dma-buf the process imported
 	std::vector<DrmVm> vms;
 
+	// Whether its contents are in an amdgpu-drm-pages file (dumped and
+	// restored).
 	bool has_contents() const
 	{
 		return (preferred_domains & (kGemDomainGtt | kGemDomainVram)) != 0;

@@ -83,7 +83,7 @@ int DumpSession::dump_ext_file(int fd, int id)
 		break;
 	case DeviceFile::Render:
 		if (const TopologyNode *gpu = amd_render_gpu(st)) {
-			status = dump_render(id, *gpu);
+			status = dump_render(fd, id, *gpu);
 			break;
 		}
 		log_debug("file %d: render node %u is not an AMD GPU's", id, minor(st.st_rdev));

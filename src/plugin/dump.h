@@ -48,7 +48,7 @@ private:
 	};
 
 	Status dump_kfd(int fd, int id);
-	Status dump_render(int id, const TopologyNode &gpu);
+	Status dump_render(int fd, int id, const TopologyNode &gpu);
 	// The local topology, parsed on first use. nullptr (not an error) when
 	// the machine has no KFD topology.
 	const Topology *topology();

@@ -1,27 +1,105 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
-// The dump of a render node file (/dev/dri/renderD<N>).
+// The dump of a render node file (/dev/dri/renderD<N>): its GEM buffer
+// objects (handle, creation parameters, GPU VA mappings, CPU mmap offset)
+// into amdgpu-renderD-<id>.img, and their contents, each BO into its own
+// amdgpu-drm-pages file, through the one bounded SDMA copy (src/copy).
 #include "plugin/dump.h"
 
+#include <cinttypes>
+
 #include "base/log.h"
+#include "copy/gpu_copy.h"
+#include "device/gem.h"
+#include "device/system.h"
 #include "image/image_names.h"
 #include "image/render_image.h"
 
 namespace amdcr {
+namespace {
 
-Status DumpSession::dump_render(int id, const TopologyNode &gpu)
+// One BO's entry: its properties, VA mappings and mmap offset.
+Result<DrmBo> describe_bo(int fd, const GemBoInfo &h, uint32_t minor)
+{
+	if (h.is_import)
+		return make_error(ENOTSUP,
+				  "renderD%u: GEM handle %u (%" PRIu64 " bytes) is an imported dma-buf; "
+				  "this plugin cannot restore imported buffers yet, so it does not dump them",
+				  minor, h.handle, h.size);
+	DrmBo bo;
+	bo.handle = h.handle;
+	bo.size = h.size;
+	bo.preferred_domains = h.preferred_domains;
+	bo.alloc_flags = h.alloc_flags;
+	bo.alignment = h.alignment_bytes;
+	auto maps = gem_mapping_info(fd, h.handle);
+	if (!maps)
+		return std::move(maps).error();
+	for (const auto &m : *maps) {
+		bo.vms.push_back({m.addr, m.size, m.offset, m.pte_flags});
+		bo.addr = m.addr; // upstream records the last mapping's address
+	}
+	auto offset = gem_mmap_offset(fd, h.handle);
+	if (offset)
+		bo.offset = *offset;
+	else if (offset.error().code() == EPERM)
+		bo.offset = 0; // no CPU access: the process cannot have it mapped
+	else
+		return std::move(offset).error();
+	return bo;
+}
+
+} // namespace
+
+Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 {
 	auto images = session_image_dir(env_);
 	if (!images)
 		return std::move(images).error();
+	const uint32_t minor = gpu.drm_render_minor;
+	auto handles = gem_list_handles(fd);
+	if (!handles)
+		return std::move(handles).error().context(strprintf("renderD%u", minor));
+	if (auto st = ensure_fd_room(handles->size()); !st)
+		return st;
+
 	RenderNodeImage img;
 	img.gpu_id = gpu.gpu_id;
 	img.id = static_cast<uint32_t>(id);
-	img.drm_render_minor = gpu.drm_render_minor;
+	img.drm_render_minor = minor;
+	GpuCopyJob job;
+	job.image_gpu_id = gpu.gpu_id;
+	job.render_path = env_.paths.render_path(minor);
+	std::vector<UniqueFd> dmabufs; // open until the copy is done
+	for (const GemBoInfo &h : *handles) {
+		auto bo = describe_bo(fd, h, minor);
+		if (!bo)
+			return std::move(bo).error();
+		if (bo->has_contents()) {
+			auto dmabuf = gem_export_dmabuf(fd, h.handle);
+			if (!dmabuf)
+				return std::move(dmabuf).error();
+			job.bos.push_back({dmabuf->get(), bo->size});
+			job.bo_files.push_back(drm_pages_image_name(id, minor, static_cast<uint32_t>(img.bos.size())));
+			dmabufs.push_back(std::move(*dmabuf));
+		}
+		img.bos.push_back(std::move(*bo));
+	}
+	const std::string name = render_image_name(id);
+	if (auto st = validate_render_image(img, name); !st)
+		return st;
+
+	// Contents first, metadata last: a render image under its final name
+	// implies its pages files are complete.
+	if (!job.bos.empty()) {
+		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {job}, env_.config.max_buffer_size);
+		if (!copied)
+			return std::move(copied).error().context(strprintf("renderD%u", minor));
+	}
 	if (auto st = write_render_image(*images, id, img); !st)
 		return st;
-	log_gpu(LogLevel::Debug, gpu.gpu_id, "render node %u: wrote %s", gpu.drm_render_minor,
-		render_image_name(id).c_str());
+	log_gpu(LogLevel::Info, gpu.gpu_id, "render node %u: wrote %s (%zu BOs, %zu with contents)", minor,
+		name.c_str(), img.bos.size(), job.bos.size());
 	return ok_status();
 }
 

@@ -193,12 +193,23 @@ Status RestoreSession::map_loaded_images(const std::map<uint32_t, KfdDevice> &de
 			return std::move(map).error();
 		map_ = std::move(*map);
 	}
-	for (const auto &[id, r] : renders)
-		if (!mapping_for_render(r))
+	// A render node of a process without /dev/kfd: its image names the GPU
+	// by gpu_id only (no properties to match), so it is restored onto the
+	// local GPU with that gpu_id.
+	std::vector<GpuMapEntry> entries = map_.entries();
+	for (const auto &[id, r] : renders) {
+		if (mapping_for_render(r) || map_.find_checkpointed(r.gpu_id))
+			continue;
+		const TopologyNode *n = local->gpu(r.gpu_id);
+		if (!n || !n->accessible)
 			return make_error(EINVAL,
-					  "%s: gpu 0x%04x (renderD%u) is in no KFD image, so no local "
-					  "GPU can be chosen for it",
+					  "%s: gpu 0x%04x (renderD%u) is in no KFD image and this machine has "
+					  "no GPU with that gpu_id: a render node without /dev/kfd is "
+					  "restored onto the GPU with its checkpointed gpu_id",
 					  render_image_name(id).c_str(), r.gpu_id, r.drm_render_minor);
+		entries.push_back({r.gpu_id, n->gpu_id, n->drm_render_minor, n->node_id});
+		map_ = GpuMap(entries);
+	}
 	for (const auto &e : map_.entries())
 		log_gpu(LogLevel::Info, e.checkpointed_gpu_id, "restoring onto local gpu 0x%04x (renderD%u)",
 			e.local_gpu_id, e.local_render_minor);

@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "device/gem.h"
+
+#include <fcntl.h>
+
+#include <amdgpu_drm.h>
+#include <xf86drm.h>
+
+#include <cerrno>
+#include <cstring>
+#include <cinttypes>
+#include <utility>
+
+#include "base/drm.h"
+#include "base/file_io.h"
+#include "base/log.h"
+
+namespace amdcr {
+namespace {
+
+// The one ioctl call of this file: 0 or errno (drmIoctl retries EINTR and
+// EAGAIN). Does not log.
+int gem_ioctl(int fd, unsigned long request, void *arg)
+{
+	return drmIoctl(fd, request, arg) == 0 ? 0 : (errno ? errno : EIO);
+}
+
+// The error of a checkpoint ioctl that failed with `err`: on a kernel
+// without it (EINVAL: unknown DRM ioctl number or GEM_OP op; ENOTTY) it
+// says so and names the kernel that added it.
+Error checkpoint_ioctl_error(int err, const std::string &what)
+{
+	if (err == EINVAL || err == ENOTTY)
+		return make_error(err,
+				  "%s: %s; the running kernel appears to lack this ioctl (render-node "
+				  "buffer objects can be checkpointed with %s or later)",
+				  what.c_str(), std::strerror(err), kGemCriuKernel);
+	return errno_error(err, what);
+}
+
+// A retrying count-then-fetch: the kernel reports how many entries there are
+// when the array is too small, and fills it only when all fit. The count of
+// a frozen process does not change, so two calls are enough; a few more
+// absorb a concurrent change anyway.
+constexpr int kFetchAttempts = 4;
+
+} // namespace
+
+Result<std::vector<GemBoInfo>> gem_list_handles(int render_fd)
+{
+	const std::string what = strprintf("DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES(render fd %d)", render_fd);
+	std::vector<uapi::GemListHandlesEntry> entries;
+	for (int attempt = 0; attempt < kFetchAttempts; attempt++) {
+		uapi::GemListHandles args{};
+		args.entries = reinterpret_cast<uintptr_t>(entries.data());
+		args.num_entries = static_cast<uint32_t>(entries.size());
+		if (int err = gem_ioctl(render_fd, uapi::kIoctlAmdgpuGemListHandles, &args))
+			return checkpoint_ioctl_error(err, what);
+		if (args.num_entries > entries.size()) {
+			entries.assign(args.num_entries, uapi::GemListHandlesEntry{});
+			continue;
+		}
+		entries.resize(args.num_entries);
+		const uint64_t page = page_size();
+		std::vector<GemBoInfo> out;
+		out.reserve(entries.size());
+		for (const auto &e : entries)
+			out.push_back({e.gem_handle, (e.flags & uapi::kGemListHandlesFlagIsImport) != 0, e.size,
+				       static_cast<uint32_t>(e.preferred_domains), e.alloc_flags,
+				       e.alignment * page});
+		return out;
+	}
+	return make_error(EAGAIN, "%s: the number of handles kept changing", what.c_str());
+}
+
+Result<std::vector<GemVaMapping>> gem_mapping_info(int render_fd, uint32_t handle)
+{
+	const std::string what = strprintf(
+		"DRM_IOCTL_AMDGPU_GEM_OP(GET_MAPPING_INFO, render fd %d, handle %u)", render_fd, handle);
+	std::vector<uapi::GemVmEntry> entries;
+	for (int attempt = 0; attempt < kFetchAttempts; attempt++) {
+		uapi::GemOp args{};
+		args.handle = handle;
+		args.op = uapi::kGemOpGetMappingInfo;
+		args.value = reinterpret_cast<uintptr_t>(entries.data());
+		args.num_entries = static_cast<uint32_t>(entries.size());
+		if (int err = gem_ioctl(render_fd, uapi::kIoctlAmdgpuGemOp, &args))
+			return checkpoint_ioctl_error(err, what);
+		if (args.num_entries > entries.size()) {
+			entries.assign(args.num_entries, uapi::GemVmEntry{});
+			continue;
+		}
+		std::vector<GemVaMapping> out;
+		out.reserve(args.num_entries);
+		for (uint32_t i = 0; i < args.num_entries; i++)
+			out.push_back({entries[i].addr, entries[i].size, entries[i].offset, entries[i].flags});
+		return out;
+	}
+	return make_error(EAGAIN, "%s: the number of mappings kept changing", what.c_str());
+}
+
+Result<uint64_t> gem_mmap_offset(int render_fd, uint32_t handle)
+{
+	drm_amdgpu_gem_mmap args{};
+	args.in.handle = handle;
+	if (int err = gem_ioctl(render_fd, DRM_IOCTL_AMDGPU_GEM_MMAP, &args))
+		return errno_error(err, strprintf("DRM_IOCTL_AMDGPU_GEM_MMAP(render fd %d, handle %u)",
+						  render_fd, handle));
+	return static_cast<uint64_t>(args.out.addr_ptr);
+}
+
+Result<UniqueFd> gem_export_dmabuf(int render_fd, uint32_t handle)
+{
+	drm_prime_handle args{};
+	args.handle = handle;
+	args.flags = DRM_CLOEXEC | DRM_RDWR;
+	args.fd = -1;
+	if (int err = gem_ioctl(render_fd, DRM_IOCTL_PRIME_HANDLE_TO_FD, &args))
+		return errno_error(err, strprintf("DRM_IOCTL_PRIME_HANDLE_TO_FD(render fd %d, handle %u)",
+						  render_fd, handle));
+	return UniqueFd(args.fd);
+}
+
+Status gem_va_map(int render_fd, uint32_t handle, uint64_t va, uint64_t size, uint64_t offset,
+		  uint32_t flags)
+{
+	drm_amdgpu_gem_va args{};
+	args.handle = handle;
+	args.operation = AMDGPU_VA_OP_MAP;
+	args.flags = flags;
+	args.va_address = va;
+	args.offset_in_bo = offset;
+	args.map_size = size;
+	if (int err = gem_ioctl(render_fd, DRM_IOCTL_AMDGPU_GEM_VA, &args))
+		return errno_error(err, strprintf("DRM_IOCTL_AMDGPU_GEM_VA(MAP, render fd %d, handle %u, "
+						  "0x%" PRIx64 " bytes from offset 0x%" PRIx64
+						  " at 0x%" PRIx64 ", flags 0x%x)",
+						  render_fd, handle, size, offset, va, flags));
+	return ok_status();
+}
+
+// ---- GemHandle ----------------------------------------------------------
+
+Result<GemHandle> GemHandle::create(int render_fd, uint64_t size, uint64_t alignment,
+				    uint32_t domains, uint64_t flags)
+{
+	drm_amdgpu_gem_create args{};
+	args.in.bo_size = size;
+	args.in.alignment = alignment;
+	args.in.domains = domains;
+	args.in.domain_flags = flags;
+	if (int err = gem_ioctl(render_fd, DRM_IOCTL_AMDGPU_GEM_CREATE, &args))
+		return errno_error(err, strprintf("DRM_IOCTL_AMDGPU_GEM_CREATE(render fd %d, %" PRIu64
+						  " bytes, alignment %" PRIu64 ", domains 0x%x, flags 0x%" PRIx64
+						  ")",
+						  render_fd, size, alignment, domains, flags));
+	return GemHandle(render_fd, args.out.handle);
+}
+
+GemHandle::GemHandle(GemHandle &&o) noexcept
+	: fd_(std::exchange(o.fd_, -1)), handle_(std::exchange(o.handle_, 0))
+{
+}
+
+GemHandle &GemHandle::operator=(GemHandle &&o) noexcept
+{
+	if (this != &o) {
+		reset();
+		fd_ = std::exchange(o.fd_, -1);
+		handle_ = std::exchange(o.handle_, 0);
+	}
+	return *this;
+}
+
+GemHandle::~GemHandle() { reset(); }
+
+void GemHandle::reset()
+{
+	if (fd_ >= 0 && handle_ != 0) {
+		drm_gem_close args{};
+		args.handle = handle_;
+		if (int err = gem_ioctl(fd_, DRM_IOCTL_GEM_CLOSE, &args))
+			log_warn("DRM_IOCTL_GEM_CLOSE(render fd %d, handle %u) failed: %s", fd_, handle_,
+				 std::strerror(err));
+	}
+	fd_ = -1;
+	handle_ = 0;
+}
+
+uint32_t GemHandle::release()
+{
+	fd_ = -1;
+	return std::exchange(handle_, 0);
+}
+
+Status GemHandle::change_to(uint32_t new_handle)
+{
+	uapi::GemChangeHandle args{handle_, new_handle};
+	if (int err = gem_ioctl(fd_, uapi::kIoctlGemChangeHandle, &args))
+		return checkpoint_ioctl_error(
+			err, strprintf("DRM_IOCTL_GEM_CHANGE_HANDLE(render fd %d, handle %u -> %u)", fd_,
+				       handle_, new_handle));
+	handle_ = new_handle;
+	return ok_status();
+}
+
+} // namespace amdcr
