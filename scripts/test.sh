@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds everything and runs every test.
 #   scripts/test.sh            normal build (build/)
-#   SANITIZE=ON scripts/test.sh   ASan+UBSan build (build-asan/)
+#   SANITIZE=ON scripts/test.sh       ASan+UBSan build (build-san-ON/)
+#   SANITIZE=thread scripts/test.sh   ThreadSanitizer build (build-san-thread/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh

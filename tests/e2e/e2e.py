@@ -71,7 +71,12 @@ def start_workload(bins, state, args):
     ready = os.path.join(state, "ready")
     for f in glob.glob(ready + "*"):
         os.unlink(f)
-    p = subprocess.Popen([bins.workload, "--manifest", manifest, "--ready", ready] + args)
+    # The workload writes to a file of its own, opened O_APPEND: a restored
+    # task gets its stdout back at the dumped offset, so sharing ours (a file
+    # the caller redirected to) would overwrite what was printed since.
+    with open(os.path.join(state, "workload.out"), "ab") as out:
+        p = subprocess.Popen([bins.workload, "--manifest", manifest, "--ready", ready] + args,
+                             stdout=out, stderr=subprocess.STDOUT)
     deadline = time.time() + 300
     while not os.path.exists(ready):
         if p.poll() is not None:
@@ -80,7 +85,19 @@ def start_workload(bins, state, args):
             p.kill()
             raise Failed("gpu-workload not ready after 300 s")
         time.sleep(0.05)
+    relay_output(os.path.join(state, "workload.out"), 0)
     return p, manifest
+
+
+def relay_output(path, start):
+    """Prints what the workload (or its restored self) wrote to `path` from
+    byte `start` on; returns the file's size."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read()
+    sys.stdout.write(data.decode(errors="replace"))
+    sys.stdout.flush()
+    return start + len(data)
 
 
 def stop(p):
@@ -183,9 +200,13 @@ def inner_restore(bins, a):
         ctl(bins, "faults", st["fault"])
     plugins = ["--plugin", bins.plugin] + sum((["--plugin", x] for x in st.get("extra_plugins", [])), [])
     verifier = ["--verifier", bins.verify + ":verify_gpu_state", "--verifier-arg", manifest + "," + bins.emu]
+    out = os.path.join(st["images_state"], "workload.out")
+    out_start = os.path.getsize(out) if os.path.exists(out) else None
     usage = {}
     rc, text, dt, _ = run_host(bins, ["restore", "-D", images] + plugins + (verifier if st.get("verify", True) else []),
                             st.get("env", {}), os.path.join(a.state, "restore.log"), usage)
+    if out_start is not None:
+        relay_output(out, out_start)
     result = {"rc": rc, "seconds": dt, "log": text, "counters": ctl(bins, "counters"),
               "host_maxrss": usage.get("maxrss"),
               "processes": ctl(bins, "processes")}
