@@ -54,12 +54,14 @@ struct NodeDesc {
 	std::string name;		// ASIC name for GPUs, empty for CPUs
 	// Every numeric key of nodes/N/properties, in the kernel's order
 	// (see ../shared/reference/kfd-amdgpu-interfaces.md §3.2). Counts
-	// (mem_banks_count, caches_count, io_links_count) are kept consistent
-	// with the vectors below by the profile loader.
+	// (mem_banks_count, caches_count, io_links_count, p2p_links_count) are
+	// kept consistent with the vectors below by the profile loader.
 	std::vector<std::pair<std::string, uint64_t>> properties;
 	std::vector<MemBankDesc> mem_banks;
 	std::vector<CacheDesc> caches;
 	std::vector<IoLinkDesc> io_links;
+	// nodes/N/p2p_links: peers whose VRAM this GPU reaches over PCIe.
+	std::vector<IoLinkDesc> p2p_links;
 
 	// GPU-only device facts used by the render-node model.
 	uint32_t drm_render_minor = 0;	// 128..191

@@ -35,6 +35,7 @@ void check_consistent(const MachineDesc &m)
 		CHECK_EQ(prop(n, "mem_banks_count"), n.mem_banks.size());
 		CHECK_EQ(prop(n, "caches_count"), n.caches.size());
 		CHECK_EQ(prop(n, "io_links_count"), n.io_links.size());
+		CHECK_EQ(prop(n, "p2p_links_count"), n.p2p_links.size());
 		CHECK_EQ(n.properties.back().first, std::string("max_engine_clk_ccompute"));
 		CHECK_EQ(n.properties.front().first, std::string("cpu_cores_count"));
 		for (const auto &l : n.io_links)
@@ -55,7 +56,7 @@ void check_consistent(const MachineDesc &m)
 void test_named()
 {
 	std::string err;
-	for (const char *name : {"MI100", "2xMI210", "8xMI300X", "none"}) {
+	for (const char *name : {"MI100", "2xMI210", "2xMI300X", "8xMI300X", "none"}) {
 		auto m = load_machine(name, KFDEMU_PROFILE_DIR, &err);
 		if (!CHECK(m.has_value()))
 			continue;
@@ -86,6 +87,21 @@ void test_named()
 				CHECK_EQ(n.io_links[l].type, 11u);
 			CHECK(prop(n, "hive_id") != 0 && prop(n, "hive_id") == prop(big->nodes[cpus], "hive_id"));
 		}
+	}
+	// 2xMI300X: no hive, each GPU reaches the other over PCIe (p2p_links).
+	auto two = load_machine("2xMI300X", KFDEMU_PROFILE_DIR, &err);
+	if (CHECK(two.has_value()) && CHECK_EQ(two->nodes.size(), 3u)) {
+		for (size_t i = 1; i < 3; i++) {
+			const auto &n = two->nodes[i];
+			CHECK_EQ(n.io_links.size(), 1u);
+			CHECK_EQ(prop(n, "hive_id"), 0u);
+			if (CHECK_EQ(n.p2p_links.size(), 1u)) {
+				CHECK_EQ(n.p2p_links[0].type, 2u);
+				CHECK_EQ(n.p2p_links[0].node_to, uint32_t(3 - i));
+			}
+		}
+		if (big)
+			CHECK_EQ(prop(two->nodes[1], "device_id"), prop(big->nodes[2], "device_id"));
 	}
 	auto none = load_machine("none", KFDEMU_PROFILE_DIR, &err);
 	CHECK(none && gpu_nodes(*none).empty());
@@ -145,6 +161,8 @@ void test_errors()
 	CHECK(rejects("  cores 4\n", "outside a cpu/gpu block"));
 	CHECK(rejects("cpu\ngpu MI100\n  cache 1 16\n", "usage: cache"));
 	CHECK(rejects("cpu\n  link 2 9\n", "no such node"));
+	CHECK(rejects("cpu\ngpu MI100\n  p2p 2 9\n", "no such node"));
+	CHECK(rejects("cpu\n  p2p 2 0\n", "usage (gpu): p2p"));
 	CHECK(rejects("cpu\ngpu MI100\n  io_links_count 4\n", "unknown key"));	// derived, not settable
 	std::string err;
 	auto m = parse("cpu\ngpu MI100\n  prop brand_new_key 5\n", &err);

@@ -142,6 +142,7 @@ struct Building {
 	bool card_set = false;
 	uint32_t external_rev_offset = 0;
 	std::vector<IoLinkDesc> extra_links;	// `link` lines
+	std::vector<IoLinkDesc> p2p_links;	// `p2p` lines
 };
 
 bool parse_u64(std::string_view s, uint64_t *out)
@@ -270,7 +271,8 @@ std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor,
 	const size_t total = cpus.size() + gpus.size();
 	for (auto *list : {&cpus, &gpus})
 		for (const auto &b : *list)
-			for (const auto &l : b.extra_links)
+			for (const auto *links : {&b.extra_links, &b.p2p_links})
+			for (const auto &l : *links)
 				if (l.node_to >= total) {
 					*error = "link to node " + std::to_string(l.node_to) + ": no such node";
 					return std::nullopt;
@@ -324,6 +326,7 @@ std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor,
 			if (j != i && b.hive && gpus[j].hive == b.hive)
 				n.io_links.push_back({11, uint32_t(ncpu + j), 15, 50000, 50000});
 		n.io_links.insert(n.io_links.end(), b.extra_links.begin(), b.extra_links.end());
+		n.p2p_links = b.p2p_links;
 		sync_counts(n);
 		m.nodes.push_back(std::move(n));
 	}
@@ -337,7 +340,7 @@ void sync_counts(NodeDesc &n)
 	set_prop(n, "mem_banks_count", n.mem_banks.size());
 	set_prop(n, "caches_count", n.caches.size());
 	set_prop(n, "io_links_count", n.io_links.size());
-	set_prop(n, "p2p_links_count", 0);
+	set_prop(n, "p2p_links_count", n.p2p_links.size());
 }
 
 std::vector<const NodeDesc *> gpu_nodes(const MachineDesc &m)
@@ -503,6 +506,15 @@ std::optional<MachineDesc> parse_machine(std::string_view text, std::string *err
 			    (w.size() == 6 && (!parse_u64(w[4], &mn) || !parse_u64(w[5], &mx))))
 				return fail("usage: link <type> <node_to> [weight [min_bw max_bw]]");
 			cur->extra_links.push_back({uint32_t(ty), uint32_t(to), uint32_t(wt), uint32_t(mn), uint32_t(mx)});
+			continue;
+		}
+		if (key == "p2p") {
+			// p2p <type> <node_to> [weight]: a nodes/N/p2p_links entry
+			uint64_t ty, to, wt = 40;
+			if ((w.size() != 3 && w.size() != 4) || !cur_gpu || !parse_u64(w[1], &ty) ||
+			    !parse_u64(w[2], &to) || (w.size() == 4 && !parse_u64(w[3], &wt)))
+				return fail("usage (gpu): p2p <type> <node_to> [weight]");
+			cur->p2p_links.push_back({uint32_t(ty), uint32_t(to), uint32_t(wt), 0, 0});
 			continue;
 		}
 		if (key == "no_caches") {

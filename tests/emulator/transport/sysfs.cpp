@@ -534,16 +534,20 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 					       kv("latency", 1) + kv("type", cd.type) +
 					       "sibling_map " + sib + "\n");
 			}
-			for (size_t l = 0; l < n.io_links.size(); l++) {
-				const auto &ln = n.io_links[l];
-				w.file(nd + "/io_links/" + std::to_string(l) + "/properties",
-				       kv("type", ln.type) + kv("version_major", 0) + kv("version_minor", 0) +
-					       kv("node_from", i) + kv("node_to", ln.node_to) +
-					       kv("weight", ln.weight) + kv("min_latency", 0) +
-					       kv("max_latency", 0) + kv("min_bandwidth", ln.min_bandwidth) +
-					       kv("max_bandwidth", ln.max_bandwidth) +
-					       kv("recommended_transfer_size", 0) + kv("flags", 1));
-			}
+			// io_links/<l> and p2p_links/<l> share the kernel's key list.
+			for (const auto &[dir, links] : {std::pair{"/io_links/", &n.io_links},
+							 std::pair{"/p2p_links/", &n.p2p_links}})
+				for (size_t l = 0; l < links->size(); l++) {
+					const auto &ln = (*links)[l];
+					w.file(nd + dir + std::to_string(l) + "/properties",
+					       kv("type", ln.type) + kv("version_major", 0) +
+						       kv("version_minor", 0) + kv("node_from", i) +
+						       kv("node_to", ln.node_to) + kv("weight", ln.weight) +
+						       kv("min_latency", 0) + kv("max_latency", 0) +
+						       kv("min_bandwidth", ln.min_bandwidth) +
+						       kv("max_bandwidth", ln.max_bandwidth) +
+						       kv("recommended_transfer_size", 0) + kv("flags", 1));
+				}
 		}
 	}
 
