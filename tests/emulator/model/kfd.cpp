@@ -630,11 +630,20 @@ long ModelImpl::wait_events(Lock &lk, Caller &c, KfdProcess &p0, WaitEvents &a)
 				++ready;
 		}
 		if ((a.wait_for_all && ready == ev.size()) || (!a.wait_for_all && ready > 0)) {
+			// copy_signaled_event_data: a signaled MEMORY or
+			// HW_EXCEPTION event hands its exception data out.
+			bool data = false;
 			for (auto &e : ev) {
-				auto ei = p.events.find(e.event_id);
-				if (ei->second.signaled && ei->second.auto_reset)
-					ei->second.signaled = false;
+				Event &x = p.events.find(e.event_id)->second;
+				if (x.signaled && (x.type == EVENT_MEMORY || x.type == EVENT_HW_EXCEPTION)) {
+					std::memcpy(e.exception_data, x.exception.data(), sizeof e.exception_data);
+					data = true;
+				}
+				if (x.signaled && x.auto_reset)
+					x.signaled = false;
 			}
+			if (data && c.write(a.events_ptr, ev.data(), ev.size() * sizeof(EventData)))
+				return -EFAULT;
 			a.wait_result = WAIT_COMPLETE;
 			return 0;
 		}

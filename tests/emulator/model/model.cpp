@@ -778,9 +778,13 @@ std::string ModelImpl::do_introspect(std::string_view query)
 				  << ",\"type\":" << q.args.queue_type << ",\"ring_base\":" << q.args.ring_base_address
 				  << ",\"ring_size\":" << q.args.ring_size << ",\"priority\":" << q.args.queue_priority
 				  << ",\"state\":\"" << state() << "\"";
-				if (q.engine)
+				if (q.engine) {
 					o << ",\"engine\":{\"rptr\":" << q.engine->rptr << ",\"packets\":" << q.engine->packets
-					  << ",\"hung\":" << (q.engine->hung ? "true" : "false") << "}";
+					  << ",\"hung\":" << (q.engine->hung ? "true" : "false");
+					if (q.engine->hung)
+						o << ",\"why\":" << json_str(q.engine->why);
+					o << "}";
+				}
 				o << "}";
 				first = false;
 			}

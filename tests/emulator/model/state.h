@@ -23,6 +23,7 @@
 #include "model/abi.h"
 #include "model/interface.h"
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -323,6 +324,7 @@ struct UserQueueEngine {
 	// Introspection (read under the model lock or atomically):
 	std::atomic<uint64_t> packets{0};
 	std::atomic<bool> hung{false};	// stopped on a bad packet or fault
+	std::string why;		// why it stopped (under the model lock)
 	std::jthread thread;		// last: stopped and joined first
 };
 
@@ -336,6 +338,9 @@ struct Queue {
 struct Event {
 	uint32_t id = 0, type = 0, node_id = 0;
 	bool auto_reset = false, signaled = false;
+	// MEMORY and HW_EXCEPTION events: the kfd_event_data union
+	// (memory_exception_data / hw_exception_data) WAIT_EVENTS copies out.
+	std::array<uint8_t, 32> exception{};
 };
 
 struct KfdProcess {
@@ -436,6 +441,18 @@ private:
 	void user_queue_thread(std::stop_token st, UserQueueEngine *e);
 	enum class Step { Idle, Again, Blocked, Hung };
 	Step user_queue_step(UserQueueEngine &e);
+	Step user_queue_packets(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f, uint64_t wptr);
+	Step user_queue_packet(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f,
+			       const std::vector<uint32_t> &dw);
+	Step user_queue_copy_rect(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f,
+				  const std::vector<uint32_t> &dw);
+	Step user_queue_atomic(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f,
+			       const std::vector<uint32_t> &dw);
+	// A queue the engine cannot go on with: logged, recorded, and raised
+	// to the process as the kernel would (a VM fault: MEMORY events; a
+	// hang: HW_EXCEPTION events after the reset).
+	Step stop_user_queue(UserQueueEngine &e, KfdProcess &p, uint32_t gpu_id, uint64_t va, bool vm_fault,
+			     const std::string &why);
 	int gpu_read(DrmFile &f, uint64_t va, void *dst, size_t len);
 	int gpu_write(DrmFile &f, uint64_t va, const void *src, size_t len);
 	// kfd_signal_event_interrupt: an interrupt carrying `partial_id`.

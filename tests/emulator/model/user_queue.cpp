@@ -18,16 +18,27 @@
 // pointers and the packets' addresses are GPU virtual addresses, resolved
 // through the VM of the process's KFD render file exactly as CS IBs are.
 //
-// Packets (SDMA v4 layouts): NOP, COPY_LINEAR (count = bytes - 1), WRITE
+// Packets (SDMA v4 layouts): NOP, COPY_LINEAR (count = bytes - 1),
+// COPY_LINEAR_RECT (sub-window copy between pitched 3-D arrays), WRITE
 // LINEAR, FENCE (32-bit store), CONST_FILL, POLL_REGMEM (memory polls wait
 // until (value & mask) <func> reference holds, re-read on every pass;
 // register polls, e.g. ROCr's HDP flush, complete at once: the model's
-// memory is coherent), ATOMIC (ADD64 only), TIMESTAMP GET_GLOBAL (the same
-// 100 MHz clock as GET_CLOCK_COUNTERS) and TRAP (an interrupt with the
-// packet's 28-bit context id, handled as kfd_signal_event_interrupt does).
-// A packet the model does not know, a truncated packet or a VM fault stops
-// the queue for good (the hardware would hang until a reset); the fault is
-// recorded in the counters. The read pointer is stored after every packet.
+// memory is coherent), ATOMIC (the integer TC operations, 32 and 64 bits;
+// a looping compare-swap retries until its compare holds), TIMESTAMP
+// GET_GLOBAL (the same 100 MHz clock as GET_CLOCK_COUNTERS), TRAP (an
+// interrupt with the packet's 28-bit context id, handled as
+// kfd_signal_event_interrupt does) and, from SDMA v5 (family NV) on, GCR
+// (cache control: nothing to do on coherent memory).
+// Anything else stops the queue for good instead of hanging it silently: a
+// packet the model does not have (unknown op, a float atomic, COPY_LINEAR_RECT
+// with an element size over 16 bytes), a truncated packet or a bad write
+// pointer as a hang (the hardware would hang until a GPU reset: the process's
+// HW_EXCEPTION events are signalled with reset cause "hang"), a VM fault as
+// one (its MEMORY events are signalled with the address, as
+// kfd_signal_vm_fault_event does; ROCr reports "Memory access fault"). Each
+// stop is logged on the daemon's stderr ("kfd-emu: SDMA queue ... stopped
+// at ...: why"), recorded in the counters' faults and in `queues <pid>`
+// ("why"). The read pointer is stored after every packet.
 //
 // Queues run only while the process's queues are not evicted (evict_count
 // 0: not CRIU-paused, resumed after a restore). A packet executes entirely
@@ -39,8 +50,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <string>
 #include <thread>
 
 namespace kfdemu::detail {
@@ -49,8 +62,8 @@ using namespace abi::kfd;
 
 namespace {
 
-constexpr uint32_t OP_ATOMIC = 10;
-constexpr uint32_t ATOMIC_ADD64 = 47;
+constexpr uint32_t OP_ATOMIC = 10, OP_GCR = 17;
+constexpr uint32_t kSubopCopyLinearRect = 4; // the kernel's SDMA_SUBOP_COPY_LINEAR_SUB_WIND
 constexpr uint32_t SUBOP_TIMESTAMP_GET_LOCAL = 1, SUBOP_TIMESTAMP_GET_GLOBAL = 2;
 constexpr uint64_t kUnsignaledSlot = ~0ull;
 constexpr auto kBusyPoll = std::chrono::microseconds(20);
@@ -77,6 +90,81 @@ bool poll_satisfied(uint32_t func, uint32_t value, uint32_t ref)
 	case 6: return value > ref;
 	default: return false;
 	}
+}
+
+// A packet's length in dwords from its header (WRITE_LINEAR: without its
+// data); 0 for a packet this engine does not have.
+uint64_t packet_dwords(uint32_t op, uint32_t sub, uint32_t hdr, uint32_t family)
+{
+	using namespace abi::sdma;
+	switch (op) {
+	case OP_NOP: return 1 + ((hdr >> 16) & 0x3fff);
+	case OP_COPY: return sub == SUBOP_COPY_LINEAR ? 7 : sub == kSubopCopyLinearRect ? 13 : 0;
+	case OP_WRITE: return sub == SUBOP_WRITE_LINEAR ? 4 : 0;
+	case OP_FENCE: return 4;
+	case OP_TRAP: return 2;
+	case OP_POLL_REGMEM: return 6;
+	case OP_ATOMIC: return 8;
+	case OP_CONST_FILL: return 5;
+	case OP_TIMESTAMP: return sub == SUBOP_TIMESTAMP_GET_LOCAL || sub == SUBOP_TIMESTAMP_GET_GLOBAL ? 3 : 0;
+	// GCR_REQ exists from SDMA v5 (family NV) on: sub-op 0 (the kernel's
+	// rings) and 1 (USER_GCR, ROCr's).
+	case OP_GCR: return family >= kFamilyNv && sub <= 1 ? 5 : 0;
+	default: return 0;
+	}
+}
+
+// The integer TC atomic operations, by the operation number's low five
+// bits (bit 5: 64-bit, bit 6: no return value).
+enum class AtomicOp { Unsupported, Swap, CmpSwap, Add, Sub, SMin, UMin, SMax, UMax, And, Or, Xor, Inc, Dec };
+
+AtomicOp atomic_op(uint32_t low5)
+{
+	switch (low5) {
+	case 0x07: return AtomicOp::Swap;
+	case 0x08: return AtomicOp::CmpSwap;
+	case 0x0f: return AtomicOp::Add;
+	case 0x10: return AtomicOp::Sub;
+	case 0x11: return AtomicOp::SMin;
+	case 0x12: return AtomicOp::UMin;
+	case 0x13: return AtomicOp::SMax;
+	case 0x14: return AtomicOp::UMax;
+	case 0x15: return AtomicOp::And;
+	case 0x16: return AtomicOp::Or;
+	case 0x17: return AtomicOp::Xor;
+	case 0x18: return AtomicOp::Inc;
+	case 0x19: return AtomicOp::Dec;
+	default: return AtomicOp::Unsupported; // float, cache and reserved operations
+	}
+}
+
+// The new value of an atomic on `old` (32-bit: the low halves);
+// *matched: a compare-swap's compare held.
+uint64_t atomic_result(AtomicOp k, bool wide, uint64_t old, uint64_t src, uint64_t cmp, bool *matched)
+{
+	const uint64_t mask = wide ? ~0ull : 0xffffffffull;
+	old &= mask;
+	src &= mask;
+	auto sx = [&](uint64_t v) { return wide ? int64_t(v) : int64_t(int32_t(uint32_t(v))); };
+	switch (k) {
+	case AtomicOp::Swap: return src;
+	case AtomicOp::CmpSwap:
+		*matched = old == (cmp & mask);
+		return *matched ? src : old;
+	case AtomicOp::Add: return (old + src) & mask;
+	case AtomicOp::Sub: return (old - src) & mask;
+	case AtomicOp::SMin: return sx(src) < sx(old) ? src : old;
+	case AtomicOp::UMin: return std::min(old, src);
+	case AtomicOp::SMax: return sx(src) > sx(old) ? src : old;
+	case AtomicOp::UMax: return std::max(old, src);
+	case AtomicOp::And: return old & src;
+	case AtomicOp::Or: return old | src;
+	case AtomicOp::Xor: return old ^ src;
+	case AtomicOp::Inc: return old >= src ? 0 : old + 1;
+	case AtomicOp::Dec: return old == 0 || old > src ? src : old - 1;
+	case AtomicOp::Unsupported: break;
+	}
+	return old;
 }
 
 } // namespace
@@ -236,16 +324,54 @@ void ModelImpl::user_queue_thread(std::stop_token st, UserQueueEngine *e)
 			std::this_thread::sleep_for(wait);
 			wait = std::min<std::chrono::microseconds>(wait * 2, kIdlePoll);
 			break;
-		case Step::Hung:
-			e->hung = true;
+		case Step::Hung: // stop_user_queue has set e->hung
 			break;
 		}
 	}
 }
 
+ModelImpl::Step ModelImpl::stop_user_queue(UserQueueEngine &e, KfdProcess &p, uint32_t user_gpu_id, uint64_t va,
+					   bool vm_fault, const std::string &why)
+{
+	if (!vm_fault) // resolve_va has recorded a VM fault itself
+		counters_->vm_fault(user_gpu_id, va, why.c_str());
+	e.why = why;
+	e.hung = true;
+	std::fprintf(stderr, "kfd-emu: SDMA queue %u of process %d on GPU 0x%x stopped at 0x%llx (read pointer %llu): %s\n",
+		     e.qid, int(e.tgid), user_gpu_id, static_cast<unsigned long long>(va),
+		     static_cast<unsigned long long>(e.rptr), why.c_str());
+	// What the process is told (kfd_events.c): a VM fault signals its
+	// MEMORY events with kfd_hsa_memory_exception_data {failure
+	// {NotPresent, ReadOnly, NoExecute, imprecise}, va, gpu_id, ErrorType};
+	// a hang ends in a GPU reset, which signals its HW_EXCEPTION events
+	// with kfd_hsa_hw_exception_data {reset_type, reset_cause (0: hang),
+	// memory_lost, gpu_id}.
+	std::array<uint8_t, 32> data{};
+	const uint32_t type = vm_fault ? EVENT_MEMORY : EVENT_HW_EXCEPTION;
+	if (vm_fault) {
+		const uint32_t not_present = 1;
+		std::memcpy(data.data(), &not_present, 4);
+		std::memcpy(data.data() + 16, &va, 8);
+		std::memcpy(data.data() + 24, &user_gpu_id, 4);
+	} else {
+		std::memcpy(data.data() + 12, &user_gpu_id, 4);
+	}
+	bool any = false;
+	for (auto &[id, ev] : p.events)
+		if (ev.type == type) {
+			ev.exception = data;
+			ev.signaled = true;
+			any = true;
+		}
+	if (any) {
+		++p.event_generation;
+		events_cv_.notify_all();
+	}
+	return Step::Hung;
+}
+
 ModelImpl::Step ModelImpl::user_queue_step(UserQueueEngine &e)
 {
-	using namespace abi::sdma;
 	auto pit = procs_.find(e.tgid);
 	if (pit == procs_.end())
 		return Step::Idle;
@@ -253,188 +379,261 @@ ModelImpl::Step ModelImpl::user_queue_step(UserQueueEngine &e)
 	auto qit = p.queues.find(e.qid);
 	if (qit == p.queues.end() || qit->second.engine.get() != &e)
 		return Step::Idle;
-	const CreateQueue &q = qit->second.args;
-	Pdd *pdd = p.pdd_by_user_id(qit->second.user_gpu_id);
+	const Queue &queue = qit->second;
+	const CreateQueue &q = queue.args;
+	const uint32_t gpu = queue.user_gpu_id;
+	Pdd *pdd = p.pdd_by_user_id(gpu);
 	if (!pdd || !pdd->drm)
-		return Step::Hung;
+		return stop_user_queue(e, p, gpu, q.ring_base_address, false, "no VM bound on the queue's GPU");
 	if (pdd->doorbells != e.doorbells)
 		e.doorbells = pdd->doorbells;
 	if (p.evict_count > 0)
 		return Step::Blocked;
 	DrmFile &f = *pdd->drm;
-	Device &dev = *f.dev;
-	const uint32_t gpu = dev.gpu_id;
 	if (!e.started) {
 		if (gpu_read(f, q.read_pointer_address, &e.rptr, 8))
-			return Step::Hung;
+			return stop_user_queue(e, p, gpu, q.read_pointer_address, true, "read pointer not readable");
 		e.started = true;
 	}
 	uint64_t wptr;
 	if (gpu_read(f, q.write_pointer_address, &wptr, 8))
-		return Step::Hung;
+		return stop_user_queue(e, p, gpu, q.write_pointer_address, true, "write pointer not readable");
 	const uint64_t size = q.ring_size;
-	if (!size || (size & (size - 1)) || (size & 3)) {
-		counters_->vm_fault(gpu, q.ring_base_address, "bad sdma ring size");
-		return Step::Hung;
-	}
+	if (!size || (size & (size - 1)) || (size & 3))
+		return stop_user_queue(e, p, gpu, q.ring_base_address, false, "bad sdma ring size");
 	if (wptr == e.rptr)
 		return Step::Idle;
-	if (wptr - e.rptr > size || (wptr & 3)) {
-		counters_->vm_fault(gpu, q.write_pointer_address, "sdma write pointer out of range");
-		return Step::Hung;
-	}
-	const uint32_t count_mask = dev.family >= kFamilyGc11 ? 0x3fffffffu : 0x3fffffu;
+	if (wptr - e.rptr > size || (wptr & 3))
+		return stop_user_queue(e, p, gpu, q.write_pointer_address, false, "sdma write pointer out of range");
+	return user_queue_packets(e, p, queue, f, wptr);
+}
+
+ModelImpl::Step ModelImpl::user_queue_packets(UserQueueEngine &e, KfdProcess &p, const Queue &queue, DrmFile &f,
+					      uint64_t wptr)
+{
+	using namespace abi::sdma;
+	const CreateQueue &q = queue.args;
+	const uint64_t size = q.ring_size;
+	const uint32_t gpu = queue.user_gpu_id;
 	// Reads dword k of the packet at the read pointer (the ring wraps).
 	auto ring_dw = [&](uint64_t k, uint32_t *out) {
 		uint64_t off = (e.rptr + k * 4) & (size - 1);
 		return gpu_read(f, q.ring_base_address + off, out, 4);
 	};
-	auto hang = [&](uint64_t va, const char *why) {
-		counters_->vm_fault(gpu, va, why);
-		return Step::Hung;
-	};
-	SdmaEngine &engine = *dev.engines[e.engine];
 	for (int n = 0; n < kPacketsPerHold; ++n) {
 		if (e.rptr == wptr)
 			return Step::Idle;
 		const uint64_t avail = (wptr - e.rptr) / 4;
 		const uint64_t pkt_va = q.ring_base_address + (e.rptr & (size - 1));
+		auto ring_fault = [&] { return stop_user_queue(e, p, gpu, pkt_va, true, "ring not readable"); };
 		uint32_t hdr;
 		if (ring_dw(0, &hdr))
-			return Step::Hung;
+			return ring_fault();
 		const uint32_t op = hdr & 0xff, sub = (hdr >> 8) & 0xff;
-		uint64_t len;
-		switch (op) {
-		case OP_NOP: len = 1 + ((hdr >> 16) & 0x3fff); break;
-		case OP_COPY: len = sub == SUBOP_COPY_LINEAR ? 7 : 0; break;
-		case OP_WRITE: len = sub == SUBOP_WRITE_LINEAR ? 4 : 0; break;
-		case OP_FENCE: len = 4; break;
-		case OP_TRAP: len = 2; break;
-		case OP_POLL_REGMEM: len = 6; break;
-		case OP_ATOMIC: len = 8; break;
-		case OP_CONST_FILL: len = 5; break;
-		case OP_TIMESTAMP:
-			len = sub == SUBOP_TIMESTAMP_GET_LOCAL || sub == SUBOP_TIMESTAMP_GET_GLOBAL ? 3 : 0;
-			break;
-		default: len = 0;
+		uint64_t len = packet_dwords(op, sub, hdr, f.dev->family);
+		if (!len) {
+			char why[96];
+			std::snprintf(why, sizeof why, "unknown sdma packet (op %u, sub-op %u, header 0x%08x)", op, sub, hdr);
+			return stop_user_queue(e, p, gpu, pkt_va, false, why);
 		}
-		if (!len)
-			return hang(pkt_va, "unknown sdma packet");
 		if (len > avail)
-			return hang(pkt_va, "truncated sdma packet");
-		std::vector<uint32_t> dw(len);
+			return stop_user_queue(e, p, gpu, pkt_va, false, "truncated sdma packet");
+		// A NOP's payload is never read.
+		std::vector<uint32_t> dw(op == OP_NOP ? 1 : len);
 		dw[0] = hdr;
-		for (uint64_t k = 1; k < std::min<uint64_t>(len, 8); ++k)
+		for (uint64_t k = 1; k < dw.size(); ++k)
 			if (ring_dw(k, &dw[k]))
-				return Step::Hung;
-		auto addr = [&](size_t k) { return uint64_t{dw[k]} | (uint64_t{dw[k + 1]} << 32); };
+				return ring_fault();
 		if (op == OP_WRITE) {
 			const uint64_t ndw = (dw[3] & 0xfffff) + 1;
 			if (4 + ndw > avail)
-				return hang(pkt_va, "truncated sdma packet");
+				return stop_user_queue(e, p, gpu, pkt_va, false, "truncated sdma packet");
 			dw.resize(4 + ndw);
 			for (uint64_t k = 4; k < 4 + ndw; ++k)
 				if (ring_dw(k, &dw[k]))
-					return Step::Hung;
+					return ring_fault();
 			len = 4 + ndw;
 		}
-		switch (op) {
-		case OP_COPY: {
-			const uint64_t bytes = (dw[1] & count_mask) + 1;
-			SdmaJob job;
-			job.gpu_id = gpu;
-			SdmaOp o;
-			o.kind = SdmaOp::Kind::Copy;
-			o.bytes = bytes;
-			if (resolve_va(f, addr(3), bytes, false, &o.src) || resolve_va(f, addr(5), bytes, true, &o.dst))
-				return Step::Hung;
-			job.ops.push_back(std::move(o));
-			if (engine.execute_now(job))
-				return Step::Hung;
-			break;
-		}
-		case OP_CONST_FILL: {
-			// Count: bytes - 1; a dword fill (fillsize 2) ignores the
-			// low two bits.
-			const uint64_t cnt = dw[4] & count_mask;
-			const uint32_t fillsize = hdr >> 30;
-			const uint64_t bytes = fillsize == 2 ? ((cnt >> 2) + 1) * 4 : cnt + 1;
-			SdmaJob job;
-			job.gpu_id = gpu;
-			SdmaOp o;
-			o.kind = SdmaOp::Kind::Fill;
-			o.fill = fillsize == 0 ? (dw[3] & 0xff) * 0x01010101u : dw[3];
-			o.bytes = bytes;
-			if (resolve_va(f, addr(1), bytes, true, &o.dst))
-				return Step::Hung;
-			job.ops.push_back(std::move(o));
-			if (engine.execute_now(job))
-				return Step::Hung;
-			break;
-		}
-		case OP_WRITE:
-			if (gpu_write(f, addr(1), &dw[4], (len - 4) * 4))
-				return Step::Hung;
-			break;
-		case OP_FENCE:
-			if (gpu_write(f, addr(1), &dw[3], 4))
-				return Step::Hung;
-			break;
-		case OP_TIMESTAMP: {
-			const uint64_t t = gpu_clock();
-			if (gpu_write(f, addr(1), &t, 8))
-				return Step::Hung;
-			break;
-		}
-		case OP_POLL_REGMEM: {
-			const bool mem_poll = hdr >> 31;
-			const uint32_t func = (hdr >> 28) & 7;
-			if (mem_poll) {
-				uint32_t v;
-				if (gpu_read(f, addr(1), &v, 4))
-					return Step::Hung;
-				if (!poll_satisfied(func, v & dw[4], dw[3] & dw[4]))
-					return Step::Blocked; // re-executed on the next pass
-			}
-			break;
-		}
-		case OP_ATOMIC: {
-			const uint32_t operation = hdr >> 25;
-			if (operation != ATOMIC_ADD64)
-				return hang(pkt_va, "unsupported sdma atomic");
-			const uint64_t va = addr(1), src = addr(3);
-			std::vector<Segment> seg;
-			if ((va & 7) || resolve_va(f, va, 8, true, &seg) || seg.size() != 1)
-				return Step::Hung;
-			if (seg[0].bo->mem) {
-				std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(seg[0].bo->mem->data() + seg[0].off))
-					.fetch_add(src);
-			} else {
-				// Userptr memory: a read-modify-write through the
-				// process's memory (not atomic against its CPUs).
-				uint64_t v;
-				const uint64_t ua = seg[0].bo->userptr_addr + seg[0].off;
-				if (pm_->read(seg[0].bo->userptr_tgid, ua, &v, 8))
-					return Step::Hung;
-				v += src;
-				if (pm_->write(seg[0].bo->userptr_tgid, ua, &v, 8))
-					return Step::Hung;
-			}
-			break;
-		}
-		case OP_TRAP:
-			// The SDMA trap interrupt carries 28 bits of int_ctx.
-			signal_event_interrupt(p, dw[1] & 0x0fffffff, 28);
-			break;
-		default: // NOP
-			break;
-		}
+		if (Step r = user_queue_packet(e, p, queue, f, dw); r != Step::Again)
+			return r; // Hung, or Blocked: re-executed on the next pass
 		e.rptr += len * 4;
 		++e.packets;
 		if (gpu_write(f, q.read_pointer_address, &e.rptr, 8))
-			return Step::Hung;
+			return stop_user_queue(e, p, gpu, q.read_pointer_address, true, "read pointer not writable");
 	}
 	return Step::Again;
+}
+
+// Executes one whole packet: Again when done, Blocked when it must be run
+// again later (an unsatisfied poll), Hung when the queue stopped.
+ModelImpl::Step ModelImpl::user_queue_packet(UserQueueEngine &e, KfdProcess &p, const Queue &queue, DrmFile &f,
+					     const std::vector<uint32_t> &dw)
+{
+	using namespace abi::sdma;
+	const uint32_t hdr = dw[0], op = hdr & 0xff, sub = (hdr >> 8) & 0xff;
+	const uint32_t gpu = queue.user_gpu_id;
+	Device &dev = *f.dev;
+	SdmaEngine &engine = *dev.engines[e.engine];
+	const uint32_t count_mask = dev.family >= kFamilyGc11 ? 0x3fffffffu : 0x3fffffu;
+	auto addr = [&](size_t k) { return uint64_t{dw[k]} | (uint64_t{dw[k + 1]} << 32); };
+	auto fault = [&](uint64_t va) { return stop_user_queue(e, p, gpu, va, true, "VM fault"); };
+	auto run = [&](SdmaOp o, uint64_t va) {
+		SdmaJob job;
+		job.gpu_id = dev.gpu_id;
+		job.ops.push_back(std::move(o));
+		return engine.execute_now(job) ? fault(va) : Step::Again;
+	};
+	switch (op) {
+	case OP_COPY: {
+		if (sub == kSubopCopyLinearRect)
+			return user_queue_copy_rect(e, p, queue, f, dw);
+		SdmaOp o;
+		o.kind = SdmaOp::Kind::Copy;
+		o.bytes = (dw[1] & count_mask) + 1;
+		if (resolve_va(f, addr(3), o.bytes, false, &o.src))
+			return fault(addr(3));
+		if (resolve_va(f, addr(5), o.bytes, true, &o.dst))
+			return fault(addr(5));
+		return run(std::move(o), addr(5));
+	}
+	case OP_CONST_FILL: {
+		// Count: bytes - 1; a dword fill (fillsize 2) ignores the
+		// low two bits.
+		const uint64_t cnt = dw[4] & count_mask;
+		const uint32_t fillsize = hdr >> 30;
+		SdmaOp o;
+		o.kind = SdmaOp::Kind::Fill;
+		o.fill = fillsize == 0 ? (dw[3] & 0xff) * 0x01010101u : dw[3];
+		o.bytes = fillsize == 2 ? ((cnt >> 2) + 1) * 4 : cnt + 1;
+		if (resolve_va(f, addr(1), o.bytes, true, &o.dst))
+			return fault(addr(1));
+		return run(std::move(o), addr(1));
+	}
+	case OP_WRITE:
+		return gpu_write(f, addr(1), &dw[4], (dw.size() - 4) * 4) ? fault(addr(1)) : Step::Again;
+	case OP_FENCE:
+		return gpu_write(f, addr(1), &dw[3], 4) ? fault(addr(1)) : Step::Again;
+	case OP_TIMESTAMP: {
+		const uint64_t t = gpu_clock();
+		return gpu_write(f, addr(1), &t, 8) ? fault(addr(1)) : Step::Again;
+	}
+	case OP_POLL_REGMEM: {
+		const bool mem_poll = hdr >> 31;
+		const uint32_t func = (hdr >> 28) & 7;
+		if (!mem_poll)
+			return Step::Again;
+		uint32_t v;
+		if (gpu_read(f, addr(1), &v, 4))
+			return fault(addr(1));
+		return poll_satisfied(func, v & dw[4], dw[3] & dw[4]) ? Step::Again : Step::Blocked;
+	}
+	case OP_ATOMIC:
+		return user_queue_atomic(e, p, queue, f, dw);
+	case OP_TRAP:
+		// The SDMA trap interrupt carries 28 bits of int_ctx.
+		signal_event_interrupt(p, dw[1] & 0x0fffffff, 28);
+		return Step::Again;
+	default: // NOP; GCR (SDMA v5+): caches the model does not have
+		return Step::Again;
+	}
+}
+
+// COPY_LINEAR_RECT (sub-window copy): a rect_x x rect_y x rect_z box of
+// elements (2^element bytes) from one pitched 3-D array into another; the
+// pitches and the box are in elements, stored minus one; the offsets are
+// in elements.
+ModelImpl::Step ModelImpl::user_queue_copy_rect(UserQueueEngine &e, KfdProcess &p, const Queue &queue, DrmFile &f,
+						const std::vector<uint32_t> &dw)
+{
+	const uint32_t gpu = queue.user_gpu_id;
+	const uint32_t element = dw[0] >> 29;
+	if (element > 4)
+		return stop_user_queue(e, p, gpu, 0, false,
+				       "sdma COPY_LINEAR_RECT with element size 2^" + std::to_string(element));
+	struct Side {
+		uint64_t base, x, y, z, pitch, slice;
+	};
+	auto side = [&](size_t k) {
+		return Side{uint64_t{dw[k]} | (uint64_t{dw[k + 1]} << 32), dw[k + 2] & 0x3fffu,
+			    (dw[k + 2] >> 16) & 0x3fffu, dw[k + 3] & 0x7ffu, uint64_t{dw[k + 3] >> 13} + 1,
+			    uint64_t{dw[k + 4] & 0xfffffffu} + 1};
+	};
+	const Side src = side(1), dst = side(6);
+	const uint64_t rx = (dw[11] & 0x3fffu) + 1, ry = ((dw[11] >> 16) & 0x3fffu) + 1, rz = (dw[12] & 0x7ffu) + 1;
+	const uint64_t row = rx << element;
+	SdmaEngine &engine = *f.dev->engines[e.engine];
+	auto at = [&](const Side &s, uint64_t y, uint64_t z) {
+		return s.base + (((s.z + z) * s.slice + (s.y + y) * s.pitch + s.x) << element);
+	};
+	for (uint64_t z = 0; z < rz; ++z)
+		for (uint64_t y = 0; y < ry; ++y) {
+			SdmaJob job;
+			job.gpu_id = f.dev->gpu_id;
+			SdmaOp o;
+			o.kind = SdmaOp::Kind::Copy;
+			o.bytes = row;
+			const uint64_t s = at(src, y, z), d = at(dst, y, z);
+			if (resolve_va(f, s, row, false, &o.src))
+				return stop_user_queue(e, p, gpu, s, true, "VM fault");
+			if (resolve_va(f, d, row, true, &o.dst))
+				return stop_user_queue(e, p, gpu, d, true, "VM fault");
+			job.ops.push_back(std::move(o));
+			if (engine.execute_now(job))
+				return stop_user_queue(e, p, gpu, d, true, "VM fault");
+		}
+	return Step::Again;
+}
+
+// ATOMIC: the TC atomic operation in header bits 31:25 on the 32- or
+// 64-bit value at ADDR with SRC_DATA (and CMP_DATA for compare-swap). The
+// returning and non-returning forms act alike (SDMA drops the old value).
+// With the loop bit (16), a compare-swap whose compare fails is retried.
+ModelImpl::Step ModelImpl::user_queue_atomic(UserQueueEngine &e, KfdProcess &p, const Queue &queue, DrmFile &f,
+					     const std::vector<uint32_t> &dw)
+{
+	const uint32_t gpu = queue.user_gpu_id;
+	const uint32_t operation = dw[0] >> 25;
+	const bool loop = (dw[0] >> 16) & 1;
+	const bool wide = operation & 0x20;
+	const AtomicOp kind = atomic_op(operation & 0x1f);
+	if (kind == AtomicOp::Unsupported)
+		return stop_user_queue(e, p, gpu, 0, false,
+				       "unsupported sdma atomic operation " + std::to_string(operation) +
+					       " (the model has the integer ones, no float or cache operations)");
+	const uint64_t va = uint64_t{dw[1]} | (uint64_t{dw[2]} << 32);
+	const uint64_t src = uint64_t{dw[3]} | (uint64_t{dw[4]} << 32);
+	const uint64_t cmp = uint64_t{dw[5]} | (uint64_t{dw[6]} << 32);
+	const unsigned width = wide ? 8 : 4;
+	std::vector<Segment> seg;
+	if ((va & (width - 1)) || resolve_va(f, va, width, true, &seg) || seg.size() != 1)
+		return stop_user_queue(e, p, gpu, va, true, "VM fault (atomic)");
+	bool matched = true;
+	if (seg[0].bo->mem) {
+		uint8_t *m = seg[0].bo->mem->data() + seg[0].off;
+		if (wide) {
+			std::atomic_ref<uint64_t> ref(*reinterpret_cast<uint64_t *>(m));
+			uint64_t old = ref.load();
+			while (!ref.compare_exchange_weak(old, atomic_result(kind, true, old, src, cmp, &matched)))
+				;
+		} else {
+			std::atomic_ref<uint32_t> ref(*reinterpret_cast<uint32_t *>(m));
+			uint32_t old = ref.load();
+			while (!ref.compare_exchange_weak(
+				old, uint32_t(atomic_result(kind, false, old, src, cmp, &matched))))
+				;
+		}
+	} else {
+		// Userptr memory: a read-modify-write through the process's
+		// memory (not atomic against its CPUs).
+		uint64_t v = 0;
+		const uint64_t ua = seg[0].bo->userptr_addr + seg[0].off;
+		if (pm_->read(seg[0].bo->userptr_tgid, ua, &v, width))
+			return stop_user_queue(e, p, gpu, va, true, "VM fault (atomic)");
+		v = atomic_result(kind, wide, v, src, cmp, &matched);
+		if (pm_->write(seg[0].bo->userptr_tgid, ua, &v, width))
+			return stop_user_queue(e, p, gpu, va, true, "VM fault (atomic)");
+	}
+	return loop && kind == AtomicOp::CmpSwap && !matched ? Step::Blocked : Step::Again;
 }
 
 } // namespace kfdemu::detail
