@@ -842,10 +842,11 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 			for (auto &m : maps)
 				e.push_back(GemVmEntry{m.start, m.size, m.offset, pte_flags(m.flags)});
 			// All or nothing: entries are copied only when they all fit.
-			if (!e.empty() && e.size() <= a.num_entries &&
-			    c.write(a.value, e.data(), e.size() * sizeof(GemVmEntry)))
-				return -EFAULT;
+			// The count is set (and copied back) even when the copy faults.
+			const bool fits = !e.empty() && e.size() <= a.num_entries;
 			a.num_entries = static_cast<uint32_t>(e.size());
+			if (fits && c.write(a.value, e.data(), e.size() * sizeof(GemVmEntry)))
+				return -EFAULT;
 			return 0;
 		}
 		default:
@@ -865,9 +866,9 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 			e.push_back(GemListHandlesEntry{h, bo->import_of ? LIST_HANDLES_IS_IMPORT : 0u, bo->size,
 							bo->domains, bo->domain_flags & CREATE_SETTABLE_MASK,
 							page_align(bo->alignment) / kPage});
+		a.num_entries = count; // copied back even when the copy faults
 		if (!e.empty() && c.write(a.entries, e.data(), e.size() * sizeof(GemListHandlesEntry)))
 			return -EFAULT;
-		a.num_entries = count;
 		return 0;
 	}
 	case GEM_METADATA: {

@@ -97,6 +97,13 @@ foreach(m MI100 2xMI210 8xMI300X)
   kfdemu_add_test(emu_libdrm_${m} kfdemu_test_libdrm LAUNCHER --machine ${m} ARGS --machine ${m})
 endforeach()
 
+# --- (b2) render-node GEM ioctls for checkpointing BOs, via libdrm + drmIoctl --
+kfdemu_test_executable(kfdemu_test_gem ${KFDEMU_TESTS}/test_gem.cpp)
+target_link_libraries(kfdemu_test_gem PRIVATE PkgConfig::LIBDRM_AMDGPU PkgConfig::LIBDRM)
+foreach(m MI100 2xMI210)
+  kfdemu_add_test(emu_gem_${m} kfdemu_test_gem LAUNCHER --machine ${m} ARGS --machine ${m})
+endforeach()
+
 # --- (c) CRIU_OP round trip at the ioctl level, restore on "another machine" --
 kfdemu_test_executable(kfdemu_test_criu_op ${KFDEMU_TESTS}/test_criu_op.cpp)
 target_compile_definitions(kfdemu_test_criu_op PRIVATE KFDEMU_LAUNCHER="$<TARGET_FILE:kfd-emu>")
