@@ -4,6 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-compiler
       libhsakmt-dev libcriterion-dev asciidoctor python3
+      # man(1), to render the man pages in the docs_markup test
+      man-db
       # XXH3 checksums of the images (src/base/checksum.h)
       libxxhash-dev
       # CRIU's own build (scripts/build-criu.sh, for the realcriu tests)
