@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cinttypes>
 
+#include "base/checksum.h"
 #include "base/file_io.h"
 
 namespace amdcr {
@@ -137,6 +138,52 @@ Result<std::vector<uint8_t>> read_image_payload(const ImageDir &dir, const std::
 		if (auto st = expect_stream_end(file->fd.get(), name, file->payload_size); !st)
 			return std::move(st).error();
 	return payload;
+}
+
+namespace {
+
+// The key of a fixed64 field (wire type 1) as a 2-byte varint.
+void seal_key(uint32_t field, uint8_t out[2])
+{
+	const uint32_t key = (field << 3) | 1;
+	out[0] = static_cast<uint8_t>(0x80 | (key & 0x7f));
+	out[1] = static_cast<uint8_t>(key >> 7);
+}
+
+} // namespace
+
+void seal_payload(std::vector<uint8_t> &packed, uint32_t field)
+{
+	const uint64_t sum = checksum64(packed);
+	uint8_t key[2];
+	seal_key(field, key);
+	packed.insert(packed.end(), key, key + 2);
+	for (size_t i = 0; i < 8; i++)
+		packed.push_back(static_cast<uint8_t>(sum >> (8 * i)));
+}
+
+Status check_payload_seal(std::span<const uint8_t> payload, uint32_t field, uint64_t stored,
+			  const std::string &name)
+{
+	uint8_t key[2];
+	seal_key(field, key);
+	const size_t n = payload.size();
+	bool last = n >= kSealBytes && payload[n - kSealBytes] == key[0] &&
+		    payload[n - kSealBytes + 1] == key[1];
+	for (size_t i = 0; last && i < 8; i++)
+		last = payload[n - 8 + i] == static_cast<uint8_t>(stored >> (8 * i));
+	if (!last)
+		return make_error(EBADMSG,
+				  "%s: its checksum (field %u) is not the payload's last field: the image is "
+				  "damaged (KFD_VERIFY=0 restores it unchecked)",
+				  name.c_str(), field);
+	const uint64_t sum = checksum64(payload.first(n - kSealBytes));
+	if (sum != stored)
+		return make_error(EBADMSG,
+				  "%s: checksum mismatch (image 0x%016" PRIx64 ", computed 0x%016" PRIx64
+				  "): the image is damaged (KFD_VERIFY=0 restores it unchecked)",
+				  name.c_str(), stored, sum);
+	return ok_status();
 }
 
 Status write_image_payload(const ImageDir &dir, const std::string &name,

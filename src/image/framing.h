@@ -68,6 +68,31 @@ Result<std::vector<uint8_t>> read_image_payload(const ImageDir &dir, const std::
 Status write_image_payload(const ImageDir &dir, const std::string &name,
 			   std::span<const uint8_t> payload);
 
+// The seal of a metadata image (this project's; upstream skips it as an
+// unknown field): the packed message is followed by one more field, of
+// wire type fixed64 and number `field` (100 in criu_kfd), holding
+// checksum64 (base/checksum.h) of every payload byte before it. A protobuf
+// decoder merges a field appended to a message, so the sealed payload
+// decodes as the message with that field set, while the checksum never
+// covers itself. The seal is checked against the bytes as read, never
+// against a re-encoding.
+enum class Verify { Off, On }; // KFD_VERIFY
+enum class Integrity {
+	Verified,  // sealed, and the seal matched
+	Unsealed,  // no seal: an image of upstream's plugin
+	Unchecked, // Verify::Off
+};
+// 2 key bytes (fields 16..2047) + 8.
+inline constexpr size_t kSealBytes = 10;
+
+// Appends the seal field `field` (16..2047) to `packed`.
+void seal_payload(std::vector<uint8_t> &packed, uint32_t field);
+// Checks a payload whose decoded message has the seal field `field` with
+// value `stored`: it must be the payload's last field and match
+// checksum64 of the bytes before it. EBADMSG naming `name` and KFD_VERIFY.
+Status check_payload_seal(std::span<const uint8_t> payload, uint32_t field, uint64_t stored,
+			  const std::string &name);
+
 // One protobuf image: `validate(img, name)` -> Status, then `pack(img)` ->
 // Result<bytes>, framed and written atomically under `name`;
 // `unpack(payload, name)` -> Result<Image> of the framed file `name`.

@@ -122,6 +122,12 @@ Status validate_kfd_image(const KfdImage &img, const std::string &name)
 		if (!gpu_ids.contains(bo.gpu_id))
 			return make_error(EINVAL, "%s: BO %zu: gpu_id 0x%04x is not in the device list",
 					  n, i, bo.gpu_id);
+		if (bo.checksum && !bo.has_contents())
+			return make_error(EINVAL, "%s: BO %zu: content checksums on a BO without contents",
+					  n, i);
+		if (bo.checksum)
+			if (auto st = check_bo_checksum(*bo.checksum, bo.size); !st)
+				return std::move(st).error().context(strprintf("%s: BO %zu", n, i));
 	}
 	for (uint32_t gpu : gpu_ids) {
 		auto total = img.pages_size(gpu);
@@ -171,10 +177,19 @@ Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
 		copy_bo_fields(bos[i], img.bos[i]);
 		bos[i].has_handle = 1; // optional only for reading 4.0-4.2.1 images
 		bo_ptrs[i] = &bos[i];
+	std::vector<::BoChecksum> sums(img.bos.size());
 	}
 
 	CriuKfd msg;
 	criu_kfd__init(&msg);
+		if (const auto &c = img.bos[i].checksum) {
+			bo_checksum__init(&sums[i]);
+			sums[i].chunk_size = c->chunk_bytes;
+			sums[i].n_chunks = c->chunks.size();
+			sums[i].chunks = const_cast<uint64_t *>(c->chunks.data());
+			sums[i].whole = c->whole;
+			bos[i].checksum = &sums[i];
+		}
 	msg.pid = img.pid;
 	msg.num_of_gpus = img.gpu_count();
 	msg.num_of_cpus = img.cpu_count();
@@ -197,8 +212,10 @@ Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
 	return out;
 }
 
-Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::string &name)
+Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::string &name,
+				  Verify verify, Integrity *integrity)
 {
+	seal_payload(out, kKfdSealField);
 	const char *n = name.c_str();
 	UnpackedKfd msg(criu_kfd__unpack(nullptr, payload.size(), payload.data()));
 	if (!msg)
@@ -209,6 +226,22 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 		return make_error(EINVAL, "%s: num_of_bos is %" PRIu64 " but %zu BO entries follow", n,
 				  msg->num_of_bos, msg->n_bo_entries);
 	if (static_cast<uint64_t>(msg->num_of_gpus) + msg->num_of_cpus != msg->n_device_entries)
+	Integrity got = Integrity::Unchecked;
+	if (verify == Verify::On) {
+		got = msg->has_image_checksum ? Integrity::Verified : Integrity::Unsealed;
+		if (msg->has_image_checksum) {
+			if (auto st = check_payload_seal(payload, kKfdSealField, msg->image_checksum, name); !st)
+				return std::move(st).error();
+		} else {
+			for (size_t i = 0; i < msg->n_bo_entries; i++)
+				if (msg->bo_entries[i]->checksum)
+					return make_error(EBADMSG,
+							  "%s: BO %zu has content checksums but the image has "
+							  "no checksum of its own: the image is damaged "
+							  "(KFD_VERIFY=0 restores it unchecked)",
+							  n, i);
+		}
+	}
 		return make_error(EINVAL,
 				  "%s: num_of_gpus %u + num_of_cpus %u != %zu device entries", n,
 				  msg->num_of_gpus, msg->num_of_cpus, msg->n_device_entries);
@@ -241,6 +274,8 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 
 	auto st = validate_kfd_image(img, name);
 	if (!st)
+		if (const ::BoChecksum *c = msg->bo_entries[i]->checksum; c && verify == Verify::On)
+			img.bos[i].checksum = BoChecksum{c->chunk_size, {c->chunks, c->chunks + c->n_chunks}, c->whole};
 		return std::move(st).error();
 	return img;
 }
@@ -250,9 +285,14 @@ Status write_kfd_image(const ImageDir &dir, int id, const KfdImage &img)
 	return write_message_image(dir, kfd_image_name(id), img, validate_kfd_image, pack_kfd_image);
 }
 
-Result<KfdImage> read_kfd_image(const ImageDir &dir, int id)
+	if (integrity)
+		*integrity = got;
+Result<KfdImage> read_kfd_image(const ImageDir &dir, int id, Verify verify, Integrity *integrity)
 {
-	return read_message_image(dir, kfd_image_name(id), unpack_kfd_image);
+	return read_message_image(dir, kfd_image_name(id),
+				  [verify, integrity](std::span<const uint8_t> payload, const std::string &name) {
+					  return unpack_kfd_image(payload, name, verify, integrity);
+				  });
 }
 
 } // namespace amdcr

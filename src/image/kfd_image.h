@@ -9,11 +9,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
+#include "image/content_checksum.h"
+#include "image/framing.h"
 #include "image/node_properties.h"
 #include "image/image_dir.h"
 
@@ -62,6 +65,10 @@ struct KfdBo {
 
 	// VRAM and GTT BOs have their contents in the pages file.
 	bool has_contents() const { return (alloc_flags & (kKfdAllocVram | kKfdAllocGtt)) != 0; }
+	// Checksums of its contents in the pages file (image/content_checksum.h);
+	// every BO with contents has them in this plugin's images, none in
+	// upstream's.
+	std::optional<BoChecksum> checksum{};
 	// Doorbell and MMIO pages: mapped through /dev/kfd, no contents.
 	bool maps_through_kfd() const { return (alloc_flags & (kKfdAllocDoorbell | kKfdAllocMmioRemap)) != 0; }
 	bool operator==(const KfdBo &) const = default;
@@ -96,13 +103,22 @@ struct KfdImage {
 // in the messages.
 Status validate_kfd_image(const KfdImage &img, const std::string &name);
 
-// Packed protobuf payload (no framing).
+// The seal field of criu_kfd (image/framing.h).
+inline constexpr uint32_t kKfdSealField = 100;
+
+// Packed protobuf payload (no framing), sealed.
 Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img);
-// Unpacks and validates a payload; errors name `name`.
-Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::string &name);
+// Unpacks and validates a payload; errors name `name`. Verify::On checks
+// the seal when there is one (EBADMSG on a mismatch) and refuses BO
+// checksums without a seal (a damaged seal's key would otherwise pass as an
+// upstream image); Verify::Off checks neither and drops the BO checksums.
+// `integrity`, when given, receives what could be checked.
+Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::string &name,
+				  Verify verify = Verify::On, Integrity *integrity = nullptr);
 
 // amdgpu-kfd-<id>.img, framed, atomically.
 Status write_kfd_image(const ImageDir &dir, int id, const KfdImage &img);
-Result<KfdImage> read_kfd_image(const ImageDir &dir, int id);
+Result<KfdImage> read_kfd_image(const ImageDir &dir, int id, Verify verify = Verify::On,
+				Integrity *integrity = nullptr);
 
 } // namespace amdcr

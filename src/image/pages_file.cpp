@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <cstring>
+#include <utility>
 
 #include "base/file_io.h"
 #include "image/framing.h"
@@ -27,12 +29,48 @@ Result<PagesWriter> PagesWriter::create(const ImageDir &dir, const std::string &
 		return std::move(st).error();
 	// Reserve the space now, so that a full disk is reported before any GPU
 	// memory is copied. Without fallocate support, find out while writing.
-	if (payload_size > 0 && !file->streamed() &&
-	    ::fallocate(file->fd(), FALLOC_FL_KEEP_SIZE, kImageHeaderSize,
-			static_cast<off_t>(payload_size)) != 0 &&
-	    errno != EOPNOTSUPP && errno != ENOSYS && errno != EINTR)
-		return errno_error(errno, "reserving " + std::to_string(payload_size) + " bytes for " + name);
-	return PagesWriter(std::move(*file), payload_size);
+	bool reserved = false;
+	if (payload_size > 0 && !file->streamed()) {
+		reserved = ::fallocate(file->fd(), FALLOC_FL_KEEP_SIZE, kImageHeaderSize,
+				       static_cast<off_t>(payload_size)) == 0;
+		if (!reserved && errno != EOPNOTSUPP && errno != ENOSYS && errno != EINTR)
+			return errno_error(errno, "reserving " + std::to_string(payload_size) + " bytes for " + name);
+		// The final length now: filesystems punch holes only below it
+		// (ext4 ignores a punch past the end), and zeros are skipped.
+		if (reserved && ::ftruncate(file->fd(), static_cast<off_t>(kImageHeaderSize + payload_size)) != 0)
+			return errno_error(errno, "setting the length of " + name);
+	}
+	return PagesWriter(std::move(*file), payload_size, reserved);
+}
+
+namespace {
+
+bool all_zero(const uint8_t *p, size_t n)
+{
+	// memcmp against itself shifted by one byte: glibc's vectorised
+	// compare, stopping at the first byte that differs.
+	return n == 0 || (p[0] == 0 && std::memcmp(p, p + 1, n - 1) == 0);
+}
+
+} // namespace
+
+Status PagesWriter::flush_zeros()
+{
+	if (pending_zeros_ == 0)
+		return ok_status();
+	const uint64_t n = std::exchange(pending_zeros_, 0);
+	const uint64_t file_off = kImageHeaderSize + written_ - n;
+	if (auto st = file_.write_zeros(n); !st)
+		return st;
+	if (!file_.can_punch_holes())
+		return ok_status(); // written as zeros
+	hole_bytes_ += n;
+	// Space fallocate reserved stays allocated under a seek: give it back.
+	// A filesystem that cannot punch keeps it, reading as zeros.
+	if (reserved_)
+		(void)::fallocate(file_.fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				  static_cast<off_t>(file_off), static_cast<off_t>(n));
+	return ok_status();
 }
 
 Status PagesWriter::write(const void *buf, size_t len)
@@ -42,10 +80,40 @@ Status PagesWriter::write(const void *buf, size_t len)
 				  "%s: writing %zu bytes at %" PRIu64 " overruns the declared %" PRIu64
 				  " bytes",
 				  name().c_str(), len, written_, payload_size_);
-	auto st = file_.write(buf, len);
-	if (!st)
-		return st;
-	written_ += len;
+	const auto *p = static_cast<const uint8_t *>(buf);
+	if (!file_.can_punch_holes()) {
+		if (auto st = file_.write(p, len); !st)
+			return st;
+		written_ += len;
+		return ok_status();
+	}
+	// Cut at kHoleUnit boundaries of the file offset (a unit may also be
+	// cut by the end of a call); a piece of zeros is held back
+	// (pending_zeros_), data is written in runs. The file is new, so the
+	// skipped bytes read as zeros wherever they fall.
+	size_t data_from = 0, data_len = 0;
+	for (size_t i = 0; i < len;) {
+		const uint64_t pos = kImageHeaderSize + written_;
+		const size_t n = static_cast<size_t>(std::min<uint64_t>(len - i, kHoleUnit - pos % kHoleUnit));
+		if (all_zero(p + i, n)) {
+			if (data_len > 0) {
+				if (auto st = file_.write(p + data_from, data_len); !st)
+					return st;
+				data_len = 0;
+			}
+			pending_zeros_ += n;
+		} else {
+			if (auto st = flush_zeros(); !st)
+				return st;
+			if (data_len == 0)
+				data_from = i;
+			data_len += n;
+		}
+		written_ += n;
+		i += n;
+	}
+	if (data_len > 0)
+		return file_.write(p + data_from, data_len);
 	return ok_status();
 }
 
@@ -54,6 +122,8 @@ Status PagesWriter::commit()
 	if (written_ != payload_size_)
 		return make_error(EINVAL, "%s: %" PRIu64 " of the declared %" PRIu64 " bytes written",
 				  name().c_str(), written_, payload_size_);
+	if (auto st = flush_zeros(); !st)
+		return st;
 	return file_.commit();
 }
 
@@ -83,12 +153,34 @@ Status PagesReader::read_at(uint64_t payload_offset, void *buf, size_t len) cons
 				  "%s: reading %zu bytes at %" PRIu64 " is past the end (%" PRIu64
 				  " bytes)",
 				  name_.c_str(), len, payload_offset, payload_size_);
-	auto n = pread_full(fd_.get(), buf, len, kImageHeaderSize + payload_offset);
-	if (!n)
-		return std::move(n).error().context(name_);
-	if (*n != len)
-		return make_error(EIO, "%s: file shrank: %zu of %zu bytes at %" PRIu64, name_.c_str(),
-				  *n, len, payload_offset);
+	// Holes (sparse pages files) are filled with zeros, not read.
+	auto *out = static_cast<uint8_t *>(buf);
+	uint64_t off = kImageHeaderSize + payload_offset;
+	const uint64_t end = off + len;
+	while (off < end) {
+		// The next data at or after `off` (ENXIO: none, the rest is a
+		// hole); a filesystem without SEEK_DATA reports all data.
+		const off_t d = ::lseek(fd_.get(), static_cast<off_t>(off), SEEK_DATA);
+		const uint64_t data = d >= 0 ? static_cast<uint64_t>(d) : (errno == ENXIO ? end : off);
+		if (data > off) {
+			const uint64_t z = std::min(data, end) - off;
+			std::memset(out, 0, static_cast<size_t>(z));
+			out += z;
+			off += z;
+			continue;
+		}
+		const off_t h = ::lseek(fd_.get(), static_cast<off_t>(off), SEEK_HOLE);
+		const uint64_t hole = h >= 0 ? std::max(static_cast<uint64_t>(h), off + 1) : end;
+		const size_t want = static_cast<size_t>(std::min(hole, end) - off);
+		auto n = pread_full(fd_.get(), out, want, off);
+		if (!n)
+			return std::move(n).error().context(name_);
+		if (*n != want)
+			return make_error(EIO, "%s: file shrank: %zu of %zu bytes at %" PRIu64, name_.c_str(),
+					  *n, want, off - kImageHeaderSize);
+		out += want;
+		off += want;
+	}
 	return ok_status();
 }
 

@@ -12,6 +12,14 @@
 // through the streamer's pipe; PagesReader then reads strictly in order
 // (read_at only at the current position, skip() reads and drops) and
 // checks, once the last payload byte is read, that the pipe ends there.
+//
+// Sparse: PagesWriter looks at the payload in pieces cut at kHoleUnit
+// boundaries of the file offset and skips every piece that is all zeros,
+// where the directory allows holes (AtomicFile::can_punch_holes; streamed
+// files get the zeros written), punching the space it reserved for them;
+// zeros covering whole filesystem blocks so become holes. A hole reads as zeros, so every
+// reader, upstream's too, sees the same bytes. PagesReader finds the holes
+// with SEEK_DATA/SEEK_HOLE and fills them with zeros instead of reading.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +32,10 @@
 #include "image/image_dir.h"
 
 namespace amdcr {
+
+// 64 KiB: 16 filesystem blocks of 4 KiB, and one seek per run of zeros at
+// most every 64 KiB.
+inline constexpr uint64_t kHoleUnit = 64 << 10;
 
 class PagesWriter final : public ByteSink {
 public:
@@ -40,6 +52,8 @@ public:
 	Status write(const void *buf, size_t len) override;
 	// Requires exactly the declared size written, then renames into place.
 	Status commit();
+	// Payload bytes left as holes so far.
+	uint64_t hole_bytes() const { return hole_bytes_; }
 	void abort() { file_.abort(); }
 
 	const std::string &name() const { return file_.name(); }
@@ -48,14 +62,19 @@ public:
 	uint64_t remaining() const { return payload_size_ - written_; }
 
 private:
-	PagesWriter(AtomicFile file, uint64_t payload_size)
-		: file_(std::move(file)), payload_size_(payload_size)
+	PagesWriter(AtomicFile file, uint64_t payload_size, bool reserved)
+		: file_(std::move(file)), payload_size_(payload_size), reserved_(reserved)
 	{
 	}
+	// The zeros held back so far become a hole (or written zeros).
+	Status flush_zeros();
 
 	AtomicFile file_;
 	uint64_t payload_size_ = 0;
-	uint64_t written_ = 0;
+	uint64_t written_ = 0;	      // accepted, pending zeros included
+	uint64_t pending_zeros_ = 0; // the last bytes accepted, not yet in the file
+	uint64_t hole_bytes_ = 0;
+	bool reserved_ = false; // fallocate reserved the payload: holes are punched
 };
 
 class PagesReader final : public ByteSource {

@@ -172,9 +172,10 @@ Test(pages_file, write_error_names_the_file_and_leaves_nothing)
 	cr_assert_eq(::setrlimit(RLIMIT_FSIZE, &lim), 0);
 	const auto data = test::pattern(1 << 20, 6);
 	{
+		// At create (the file gets its final length up front, where
+		// the filesystem reserves space) or at the write.
 		auto w = PagesWriter::create(*dir, kfd_pages_image_name(2, 0xabcd), data.size());
-		cr_assert(w.ok());
-		auto st = w->write(data.data(), data.size());
+		Status st = w.ok() ? w->write(data.data(), data.size()) : Status(w.error());
 		cr_assert_not(st.ok());
 		cr_assert_eq(st.error().code(), EFBIG);
 		cr_assert(st.error().message().find(kfd_pages_image_name(2, 0xabcd)) != std::string::npos,
@@ -215,4 +216,71 @@ Test(pages_file, one_writer_per_gpu_in_parallel)
 		cr_assert(got == test::pattern(256 << 10, g));
 	}
 	cr_assert_eq(tmp.names().size(), kGpus);
+}
+
+namespace {
+
+// Bytes of the file really allocated on disk.
+uint64_t allocated_bytes(const std::string &path)
+{
+	struct stat st {};
+	cr_assert_eq(::stat(path.c_str(), &st), 0);
+	return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+} // namespace
+
+Test(pages_file, zero_runs_become_holes_and_read_back_as_zeros)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	// data | 8 MiB of zeros | one odd page of data | 4 MiB of trailing zeros
+	std::vector<uint8_t> all = test::pattern(1 << 20, 5);
+	all.resize(all.size() + (8 << 20), 0);
+	const auto mid = test::pattern(4096 + 8, 6);
+	all.insert(all.end(), mid.begin(), mid.end());
+	all.resize(all.size() + (4 << 20), 0);
+	{
+		auto w = PagesWriter::create(*dir, "sparse.img", all.size());
+		cr_assert(w.ok());
+		// In odd pieces, as the pipeline's chunks may fall.
+		for (size_t off = 0; off < all.size(); off += 300000)
+			cr_assert(w->write(all.data() + off, std::min<size_t>(300000, all.size() - off)).ok());
+		cr_assert(w->commit().ok());
+		cr_assert_geq(w->hole_bytes(), (12u << 20) - 2 * kHoleUnit);
+	}
+	const std::string path = tmp.file("sparse.img");
+	auto raw = test::read_raw(path);
+	cr_assert_eq(raw.size(), 8 + all.size());
+	cr_assert(std::equal(all.begin(), all.end(), raw.begin() + 8), "contents differ");
+	// Holes where the zeros were: well under half the file is allocated
+	// (tmpfs and ext4 both keep holes; the data is about 1 MiB of 13).
+	cr_assert_lt(allocated_bytes(path), (3u << 20), "%llu bytes allocated",
+		     static_cast<unsigned long long>(allocated_bytes(path)));
+	// The reader fills the holes (here across data/hole boundaries).
+	auto r = PagesReader::open(*dir, "sparse.img");
+	cr_assert(r.ok());
+	std::vector<uint8_t> got(all.size());
+	for (size_t off = 0; off < got.size(); off += 777777)
+		cr_assert(r->read(got.data() + off, std::min<size_t>(777777, got.size() - off)).ok());
+	cr_assert(got == all);
+}
+
+Test(pages_file, a_unit_with_one_byte_of_data_is_written_whole)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	std::vector<uint8_t> all(kHoleUnit - 8, 0); // the header fills the rest of the first unit
+	all.resize(all.size() + kHoleUnit, 0);
+	all[all.size() - 1] = 1; // the last byte of the second unit
+	auto w = PagesWriter::create(*dir, "z.img", all.size());
+	cr_assert(w.ok());
+	cr_assert(w->write(all.data(), all.size()).ok());
+	cr_assert(w->commit().ok());
+	cr_assert_eq(w->hole_bytes(), kHoleUnit - 8);
+	auto raw = test::read_raw(tmp.file("z.img"));
+	cr_assert_eq(raw.size(), 8 + all.size());
+	cr_assert(std::equal(all.begin(), all.end(), raw.begin() + 8));
 }

@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 
 #include "../common/assert_ok.h"
+#include "base/checksum.h"
 #include "image/image_names.h"
 #include "image/kfd_image.h"
 #include "image/pages_file.h"
@@ -179,7 +180,16 @@ Test(upstream_framing, our_kfd_image_matches_hand_built_bytes)
 	const KfdImage img = test::sample_kfd_image(100);
 	cr_assert(write_kfd_image(*dir, 22, img).ok());
 	const Bytes ours = test::read_raw(tmp.file("amdgpu-kfd-22.img"));
-	const Bytes hand = upstream_file(kfd_message(img));
+	// Upstream's bytes, then our seal (image/framing.h): field 100,
+	// fixed64 (key a1 06), checksum64 of the message before it.
+	const Bytes message = kfd_message(img);
+	Bytes sealed = message;
+	sealed.push_back(0xa1);
+	sealed.push_back(0x06);
+	const uint64_t sum = checksum64(message.data(), message.size());
+	for (int i = 0; i < 8; i++)
+		sealed.push_back(static_cast<uint8_t>(sum >> (8 * i)));
+	const Bytes hand = upstream_file(sealed);
 	cr_assert_eq(ours.size(), hand.size());
 	cr_assert(ours == hand);
 }
