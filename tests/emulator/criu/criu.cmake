@@ -83,5 +83,10 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # Negative: the plugin's UPDATE_VMA_MAP answer is falsified (one page
   # off) before the adapter translates it; the round trip must fail.
   kfdemu_realcriu_test(${_ver} broken_vma_map_MI100 broken-vma-map MI100)
+  # criu --stream through the stand-in image streamer (tests/streamer),
+  # with KFD_MAX_BUFFER_SIZE below the largest BO; two GPUs, so two pages
+  # files stream in parallel, and render node files.
+  kfdemu_realcriu_test(${_ver} stream_2xMI210 stream 2xMI210
+    --streamer ${PROJECT_SOURCE_DIR}/tests/streamer/streamer.py)
 endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin)

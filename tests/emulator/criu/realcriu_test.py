@@ -41,6 +41,16 @@ restore-fault   CRIU_OP:RESTORE fails (injected): CRIU's restore exits
                 non-zero within its time limit with the plugin's "Error:"
                 line, and no restored process is left (none alive, none
                 in the model).
+stream          roundtrip with `criu dump/restore --stream` through the
+                stand-in image streamer (tests/streamer/streamer.py, capture
+                then serve) and KFD_MAX_BUFFER_SIZE=256K, below the 2 MiB
+                VRAM BO: the checks of roundtrip, plus: none of our files
+                (nor any temporary) in the image directory; the captured
+                amdgpu-kfd/amdgpu-pages/renderD files well framed, every
+                non-empty pages file the size of its GPU's BOs; each of them
+                served at most once and every KFD image and non-empty pages
+                file served; the staging peak of the dump (the emulator's
+                count of CRIU's registered userptr memory) within the bound.
 broken-vma-map  the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a
                 page (KFDEMU_ADAPTER_BREAK_VMA_MAP=1): passes only if the
                 dump succeeds and the restore or the restored process fails.
@@ -61,6 +71,7 @@ import tempfile
 import time
 
 CRIU_TIMEOUT = 120
+STREAM_BOUND = 256 << 10  # KFD_MAX_BUFFER_SIZE of the stream scenario
 
 # other-machine: the two machines (kfd-emu overrides) and the GPU mapping the
 # plugin must find (first machine's gpu_id -> second's, minors likewise).
@@ -339,6 +350,11 @@ class Run:
         self.env = dict(os.environ)
         if args.scenario == "broken-vma-map":
             self.env["KFDEMU_ADAPTER_BREAK_VMA_MAP"] = "1"
+        self.stream = args.scenario == "stream"
+        self.streamer = None
+        if self.stream:
+            self.env["KFD_MAX_BUFFER_SIZE"] = str(STREAM_BOUND)
+        self.criu_pids = {}
 
     def dirs(self):
         """The workload directories: the process's, and its child's (tree)."""
@@ -377,14 +393,47 @@ class Run:
         # /dev/shm/sem.XXXXXX, unlinked after sem_open linked it under its
         # name (see README.md "Real CRIU").
         cmd = wrapper + ["--", self.criu, action] + extra + ["-o", log_name, "-D", self.images, "-v4",
-                                                           "--link-remap"]
+                                                           "--link-remap"] + (["--stream"] if self.stream else [])
+        if self.stream:
+            self.start_streamer("capture" if action == "dump" else "serve")
         t0 = time.monotonic()
+        p = subprocess.Popen(cmd, env=self.env)
+        self.criu_pids[action] = p.pid  # the wrapper execs CRIU
         try:
-            r = subprocess.run(cmd, env=self.env, timeout=CRIU_TIMEOUT)
+            rc = p.wait(timeout=CRIU_TIMEOUT)
         except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
             raise Failure(f"criu {action} did not end within {CRIU_TIMEOUT}s (hang)", action == "restore")
-        log(f"criu {action}: exit {r.returncode} after {time.monotonic() - t0:.1f}s")
-        return r.returncode
+        log(f"criu {action}: exit {rc} after {time.monotonic() - t0:.1f}s")
+        if self.stream:
+            self.end_streamer(rc)
+        return rc
+
+    def start_streamer(self, mode):
+        """The stand-in image streamer for `criu --stream`, listening in
+        the image directory."""
+        self.store = os.path.join(self.work, "stream-store")
+        self.report = os.path.join(self.work, "stream-report.json")
+        cmd = [sys.executable, self.args.streamer, mode, "--images-dir", self.images, "--store", self.store]
+        if mode == "serve":
+            # The adapter reads mm-<pid>.img from the image directory (the
+            # VMAs' lengths): a copy there, none of the plugin's files.
+            cmd += ["--report", self.report, "--copy-out", "mm-*.img"]
+        self.streamer = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        line = self.streamer.stdout.readline().strip()
+        expect(line == "socket-init", f"streamer {mode} did not start: {line!r}", mode == "serve")
+
+    def end_streamer(self, criu_rc):
+        try:
+            rc = self.streamer.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.streamer.kill()
+            self.streamer.wait()
+            rc = "hang"
+        self.streamer = None
+        log(f"streamer: exit {rc}")
+        expect(criu_rc != 0 or rc == 0, f"the image streamer failed ({rc}) while CRIU succeeded")
 
     def dump(self, pids):
         rc = self.criu_run("dump", ["-t", str(pids[0])], "dump.log")
@@ -418,6 +467,9 @@ class Run:
             expect(v == "OK", f"workload {pid}: {v}")
 
     def cleanup(self):
+        if self.streamer is not None and self.streamer.poll() is None:
+            self.streamer.kill()
+            self.streamer.wait()
         if self.wl is not None and self.wl.poll() is None:
             self.wl.kill()
             self.wl.wait()
@@ -441,6 +493,56 @@ def round_trip(run):
                False)
     run.dump([pid for _, pid in procs])
     run.restore(procs[0][1])
+    for _, pid in procs:
+        check_restored(run.emu, pid, before[pid])
+    run.verdicts(procs)
+
+
+OURS = re.compile(r"amdgpu-[^/]*\.img")  # every file of the plugin
+
+
+def stream_round_trip(run):
+    """roundtrip through the stand-in image streamer (see the header)."""
+    procs = run.start()
+    before = {pid: snapshot(run.emu, pid) for _, pid in procs}
+    run.dump([pid for _, pid in procs])
+    local = sorted(os.listdir(run.images))
+    log(f"image directory after the streamed dump: {local}")
+    # kfdemu-adapter.img: the emulator's adapter writes it there itself.
+    expect(not [n for n in local if OURS.fullmatch(n) or ".tmp-" in n or
+                (n.endswith(".img") and n != "kfdemu-adapter.img")],
+           f"image files written to the image directory in stream mode: {local}")
+    with open(os.path.join(run.store, "streamer-index.json")) as f:
+        captured = {e["name"]: e["size"] for e in json.load(f)}
+    ours = {n: sz for n, sz in captured.items() if OURS.fullmatch(n)}
+    log(f"captured {len(captured)} files; ours: {ours}")
+    expect(any(n.startswith("amdgpu-kfd-") for n in ours), f"no amdgpu-kfd image captured: {sorted(captured)}")
+    for n, size in ours.items():
+        with open(os.path.join(run.store, n), "rb") as f:
+            head = f.read(8)
+        expect(len(head) == 8 and int.from_bytes(head, "little") == size - 8,
+               f"captured {n}: header {head.hex()} does not frame its {size} bytes")
+    bos = [b for s in before.values() for b in s["bos"] if b["type"] in ("vram", "gtt")]
+    for n in ours:
+        m = re.fullmatch(r"amdgpu-pages-\d+-([0-9a-f]+)\.img", n)
+        if m:
+            want = sum(b["size"] for b in bos if b["actual_gpu_id"] == int(m.group(1), 16))
+            expect(ours[n] - 8 in (0, want) or want == 0,
+                   f"captured {n}: {ours[n] - 8} payload bytes, the GPU's BOs have {want}")
+    expect(max(b["size"] for b in bos) > STREAM_BOUND, "no BO larger than KFD_MAX_BUFFER_SIZE")
+    peak = run.emu.ctl("userptr", run.criu_pids["dump"])
+    log(f"dump staging (emulator's userptr count of CRIU {run.criu_pids['dump']}): {peak}")
+    expect(0 < peak["peak"] <= STREAM_BOUND, f"dump staging peak {peak['peak']} bytes, bound {STREAM_BOUND}")
+    run.restore(procs[0][1])
+    with open(run.report) as f:
+        rep = json.load(f)
+    served = [n for n in rep["served"] if OURS.fullmatch(n)]
+    log(f"streamer served {len(rep['served'])} files; ours: {served}; not requested: "
+        f"{[n for n in rep['not_requested'] if OURS.fullmatch(n)]}")
+    expect(not [n for n in rep["already_served"] if OURS.fullmatch(n)],
+           f"files of ours requested twice: {rep['already_served']}")
+    must = [n for n, sz in ours.items() if n.startswith("amdgpu-kfd-") or (n.startswith("amdgpu-pages-") and sz > 8)]
+    expect(set(must) <= set(served), f"files of ours not served: {sorted(set(must) - set(served))}")
     for _, pid in procs:
         check_restored(run.emu, pid, before[pid])
     run.verdicts(procs)
@@ -544,6 +646,8 @@ def inside(args, criu):
             other_machine_restore(run, os.path.join(work, "state.json"))
         elif args.scenario in ("roundtrip", "tree", "broken-vma-map"):
             round_trip(run)
+        elif args.scenario == "stream":
+            stream_round_trip(run)
         elif args.scenario == "dump-fault":
             dump_fault(run)
         elif args.scenario == "restore-truncated":
@@ -568,7 +672,11 @@ def main():
     ap.add_argument("--machine", default="MI100")
     ap.add_argument("--scenario", default="roundtrip",
                     choices=["roundtrip", "tree", "other-machine", "dump-fault", "restore-truncated",
-                             "restore-fault", "broken-vma-map"])
+                             "restore-fault", "broken-vma-map", "stream"])
+    ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                                       "streamer", "streamer.py"),
+                    help="the stand-in image streamer (stream scenario)")
+
     ap.add_argument("--plugin", default=os.environ.get("KFDEMU_CRIU_PLUGIN", ""),
                     help="the plugin under test (default: the wrapper's, the build's amdgpu_plugin.so;"
                          " also $KFDEMU_CRIU_PLUGIN)")
