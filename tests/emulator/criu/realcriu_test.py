@@ -26,6 +26,15 @@ roundtrip       dump + restore (same daemon, same pid). Restored: the fd
                 destroys its queue ("OK" in DIR/result).
 tree            the same for a parent and a child, each with its own KFD
                 context (dump -t parent).
+kfd-gem         roundtrip with GEM BOs of the process's own (libdrm_amdgpu)
+                on libhsakmt's render-node file: a GTT BO, a CPU-invisible
+                VRAM BO filled by SDMA, a VRAM BO at two GPU VAs; the
+                restored process checks them (CPU mappings, SDMA copies out
+                of them through their restored handles and VAs).
+render          a process with a render node and no /dev/kfd (the same GEM
+                BOs): the dump writes amdgpu-renderD and 3 amdgpu-drm-pages
+                files; restored, the fd table and render-node mappings are
+                as dumped and the process checks its BOs as in kfd-gem.
 other-machine   dump on one machine, restore on a second kfd-emu at the same
                 root and socket paths (kfd-emu --root) after the first is
                 gone, with other gpu_ids, other render minors and (2xMI210)
@@ -220,6 +229,10 @@ def daemon_connections(pid):
     return fds
 
 
+# The workload's mode per scenario (see workload.cpp).
+WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd-gem"]}
+
+
 def queue_sig(q):
     return sorted((x["gpu_id"], x["type"], x["ring_base"], x["ring_size"], x["priority"]) for x in q["queues"])
 
@@ -368,7 +381,7 @@ class Run:
         self.remaps_before = set(glob.glob("/dev/shm/link_remap.*"))
         os.makedirs(self.images, exist_ok=True)
         out = open(os.path.join(self.work, "workload.log"), "w")
-        cmd = [self.args.workload] + (["--tree"] if self.args.scenario == "tree" else []) + [self.work]
+        cmd = [self.args.workload] + WORKLOAD_FLAGS.get(self.args.scenario, []) + [self.work]
         self.wl = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)
         out.close()
@@ -628,6 +641,32 @@ def other_machine_restore(run, state_file):
     run.verdicts([(st["dir"], pid)])
 
 
+def render_round_trip(run):
+    """A process with a render node and no /dev/kfd: its fd table and
+    render-node mappings come back as dumped, and the restored process finds
+    its GEM BOs' contents, handles and VAs (its own verdict)."""
+    procs = run.start()
+    pid = procs[0][1]
+    before = {"fds": {str(k): v for k, v in fd_table(pid).items()}, "daemon_fds": sorted(daemon_connections(pid)),
+              "vmas": run.emu.ctl("vmas", pid)["vmas"]}
+    renders = [v for v in before["vmas"] if v["path"].startswith("/dev/dri/renderD")]
+    expect(len(renders) >= 2, f"the workload has {len(renders)} render-node mappings, want the GTT and VRAM BOs'",
+           False)
+    expect(not any(p == "/dev/kfd" for p in before["fds"].values()), "the render workload opened /dev/kfd", False)
+    run.dump([pid])
+    names = sorted(os.listdir(run.images))
+    drm_pages = [n for n in names if n.startswith("amdgpu-drm-pages-")]
+    expect(any(n.startswith("amdgpu-renderD-") for n in names) and len(drm_pages) == 3,
+           f"images: want amdgpu-renderD-*.img and 3 amdgpu-drm-pages files, have {names}", False)
+    run.restore(pid)
+    fds = check_fds(pid, before, None, "restored")
+    got = sorted((v["start"], v["end"], v["path"]) for v in run.emu.ctl("vmas", pid)["vmas"])
+    want = sorted((v["start"], v["end"], v["path"]) for v in before["vmas"])
+    expect(got == want, f"device mappings after restore {got} != {want}")
+    log(f"restored {pid}: fd table as dumped ({len(fds)} fds), {len(got)} device mappings, images {drm_pages}")
+    run.verdicts(procs)
+
+
 # --------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------
@@ -644,8 +683,10 @@ def inside(args, criu):
             other_machine_dump(run, os.path.join(work, "state.json"))
         elif args.phase == "restore":
             other_machine_restore(run, os.path.join(work, "state.json"))
-        elif args.scenario in ("roundtrip", "tree", "broken-vma-map"):
+        elif args.scenario in ("roundtrip", "tree", "broken-vma-map", "kfd-gem"):
             round_trip(run)
+        elif args.scenario == "render":
+            render_round_trip(run)
         elif args.scenario == "stream":
             stream_round_trip(run)
         elif args.scenario == "dump-fault":
@@ -672,11 +713,10 @@ def main():
     ap.add_argument("--machine", default="MI100")
     ap.add_argument("--scenario", default="roundtrip",
                     choices=["roundtrip", "tree", "other-machine", "dump-fault", "restore-truncated",
-                             "restore-fault", "broken-vma-map", "stream"])
+                             "restore-fault", "broken-vma-map", "render", "kfd-gem", "stream"])
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                        "streamer", "streamer.py"),
                     help="the stand-in image streamer (stream scenario)")
-
     ap.add_argument("--plugin", default=os.environ.get("KFDEMU_CRIU_PLUGIN", ""),
                     help="the plugin under test (default: the wrapper's, the build's amdgpu_plugin.so;"
                          " also $KFDEMU_CRIU_PLUGIN)")
