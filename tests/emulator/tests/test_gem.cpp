@@ -551,6 +551,11 @@ void test_prime_errnos(Dev &d)
 	CHECK_EQ(prime_to_fd(d.fd, h, 0x4, &fd), -EINVAL);	// only CLOEXEC | RDWR
 	CHECK_EQ(prime_to_fd(d.fd, 0x7fff0000u, DRM_CLOEXEC, &fd), -ENOENT);
 	CHECK_EQ(prime_to_fd(d.fd, kms_handle(up), DRM_CLOEXEC, &fd), -EPERM);	// userptr
+	if (amdgpu_bo_handle local = alloc(d.dev, kPage, kPage, AMDGPU_GEM_DOMAIN_GTT,
+					   AMDGPU_GEM_CREATE_VM_ALWAYS_VALID)) {
+		CHECK_EQ(prime_to_fd(d.fd, kms_handle(local), DRM_CLOEXEC, &fd), -EPERM);	// per-VM BO
+		CHECK_EQ(amdgpu_bo_free(local), 0);
+	}
 	int f1 = -1, f2 = -1;
 	CHECK_EQ(prime_to_fd(d.fd, h, DRM_CLOEXEC | DRM_RDWR, &f1), 0);
 	CHECK_EQ(prime_to_fd(d.fd, h, DRM_CLOEXEC, &f2), 0);
