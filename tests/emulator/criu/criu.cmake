@@ -83,6 +83,10 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # Negative: the plugin's UPDATE_VMA_MAP answer is falsified (one page
   # off) before the adapter translates it; the round trip must fail.
   kfdemu_realcriu_test(${_ver} broken_vma_map_MI100 broken-vma-map MI100)
+  # Render-node GEM BOs: a process without /dev/kfd, and GEM BOs on
+  # libhsakmt's render-node file of a ROCm process.
+  kfdemu_realcriu_test(${_ver} render_MI100 render MI100)
+  kfdemu_realcriu_test(${_ver} kfd_gem_2xMI210 kfd-gem 2xMI210)
   # criu --stream through the stand-in image streamer (tests/streamer),
   # with KFD_MAX_BUFFER_SIZE below the largest BO; two GPUs, so two pages
   # files stream in parallel, and render node files.

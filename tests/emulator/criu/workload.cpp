@@ -4,7 +4,7 @@
 // emulator's realcriu tests (realcriu_test.py). Unmodified libhsakmt 5.2.3
 // and libdrm_amdgpu 2.4.114.
 //
-//   kfdemu_criu_workload [--tree] DIR
+//   kfdemu_criu_workload [--tree] [--kfd-gem] DIR | --render DIR
 //
 // Setup: on every GPU node a VRAM BO, plus one system-memory (GTT) BO, each
 // filled with a pattern through the process's own CPU mapping and mapped to
@@ -23,6 +23,12 @@
 //   GTT BO and read back through its CPU mapping, and it is unmapped and
 //   freed;
 // - the event is set and waited on; the queue is destroyed.
+// --kfd-gem: libhsakmt's render-node file of the first GPU also holds GEM
+// BOs the process made through libdrm_amdgpu (RenderSet below), checked
+// after the restore too.
+// --render: a process with no /dev/kfd at all: the first render node
+// opened with libdrm_amdgpu, the RenderSet's GEM BOs (GEM_CREATE, GEM_VA,
+// SDMA CS, CPU mappings), checked after the restore.
 // --tree: the process first forks a child that does all of the above in
 // DIR/child (its own KFD context and BOs); the parent's verdict also
 // requires the child to have exited 0 (it waits for it after its own
@@ -43,6 +49,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -163,18 +171,21 @@ struct GemBo {
 	void *cpu = nullptr;
 	bool mapped = false;
 
-	GemBo(amdgpu_device_handle d, uint64_t sz, std::string *err) : dev(d), size(sz)
+	GemBo(amdgpu_device_handle d, uint64_t sz, std::string *err, uint32_t domain = AMDGPU_GEM_DOMAIN_GTT,
+	      uint64_t flags = 0, bool cpu_map = true)
+		: dev(d), size(sz)
 	{
 		amdgpu_bo_alloc_request req{};
 		req.alloc_size = size;
 		req.phys_alignment = 4096;
-		req.preferred_heap = AMDGPU_GEM_DOMAIN_GTT;
+		req.preferred_heap = domain;
+		req.flags = flags;
 		if (int r = amdgpu_bo_alloc(dev, &req, &bo); r) {
 			*err = status("amdgpu_bo_alloc", r);
 			bo = nullptr;
 			return;
 		}
-		if (int r = amdgpu_bo_cpu_map(bo, &cpu); r) {
+		if (int r = cpu_map ? amdgpu_bo_cpu_map(bo, &cpu) : 0; r) {
 			*err = status("amdgpu_bo_cpu_map", r);
 			cpu = nullptr;
 			return;
@@ -209,8 +220,8 @@ struct GemBo {
 
 // One SDMA linear copy (SDMA v4 COPY LINEAR packets of at most 4 MiB) of
 // `n` bytes between GPU VAs on the device's DMA ring; waits for its fence.
-bool sdma_copy(amdgpu_device_handle dev, amdgpu_bo_handle extra, uint64_t src, uint64_t dst, uint64_t n,
-	       std::string *err)
+bool sdma_copy(amdgpu_device_handle dev, std::initializer_list<amdgpu_bo_handle> extra, uint64_t src,
+	       uint64_t dst, uint64_t n, std::string *err)
 {
 	constexpr uint64_t kMaxPacket = 1ull << 22;
 	const uint64_t packets = (n + kMaxPacket - 1) / kMaxPacket;
@@ -232,11 +243,12 @@ bool sdma_copy(amdgpu_device_handle dev, amdgpu_bo_handle extra, uint64_t src, u
 		pk[6] = uint32_t((dst + done) >> 32);
 		done += chunk;
 	}
-	amdgpu_bo_handle bos[2] = {ib.bo, extra};
+	std::vector<amdgpu_bo_handle> bos{ib.bo};
+	bos.insert(bos.end(), extra);
 	amdgpu_bo_list_handle list = nullptr;
 	amdgpu_context_handle ctx = nullptr;
 	bool ok = false;
-	if (int r = amdgpu_bo_list_create(dev, 2, bos, nullptr, &list); r)
+	if (int r = amdgpu_bo_list_create(dev, uint32_t(bos.size()), bos.data(), nullptr, &list); r)
 		*err = status("amdgpu_bo_list_create", r);
 	else if (r = amdgpu_cs_ctx_create(dev, &ctx); r)
 		*err = status("amdgpu_cs_ctx_create", r);
@@ -288,7 +300,7 @@ bool gpu_copies(uint32_t node, int render_fd, const Bo &vram, std::string *err)
 		Bo fresh{};
 		if (!gtt.ok())
 			*err = "GEM GTT BO: " + *err;
-		else if (std::memset(gtt.cpu, 0, gtt.size), !sdma_copy(dev, gtt.bo, uint64_t(uintptr_t(vram.addr)),
+		else if (std::memset(gtt.cpu, 0, gtt.size), !sdma_copy(dev, {gtt.bo}, uint64_t(uintptr_t(vram.addr)),
 									 gtt.va, vram.size, err))
 			*err = "SDMA copy of the VRAM BO: " + *err;
 		else if (int64_t at = check(gtt.cpu, gtt.size, vram.seed); at >= 0)
@@ -297,7 +309,7 @@ bool gpu_copies(uint32_t node, int render_fd, const Bo &vram, std::string *err)
 			*err = "new KFD VRAM BO: " + *err;
 		else {
 			fill(gtt.cpu, gtt.size, 4242 + node);
-			if (!sdma_copy(dev, gtt.bo, gtt.va, uint64_t(uintptr_t(fresh.addr)), fresh.size, err))
+			if (!sdma_copy(dev, {gtt.bo}, gtt.va, uint64_t(uintptr_t(fresh.addr)), fresh.size, err))
 				*err = "SDMA copy into the new KFD BO: " + *err;
 			else if (int64_t at2 = check(fresh.addr, fresh.size, 4242 + node); at2 >= 0)
 				*err = "SDMA copy into the new KFD BO: word " + std::to_string(at2) + " differs";
@@ -314,7 +326,121 @@ bool gpu_copies(uint32_t node, int render_fd, const Bo &vram, std::string *err)
 	return ok;
 }
 
-[[noreturn]] void run()
+// GEM BOs of a render-node file that CRIU must carry over (--render,
+// --kfd-gem): a GTT BO filled through its CPU mapping; a VRAM BO the CPU
+// cannot map, filled by SDMA (so its contents exist only on the GPU); a
+// CPU-visible VRAM BO mapped at two GPU VAs. verify() checks them in the
+// restored process with the handles, VAs and mappings libdrm kept from
+// before: contents through the CPU mappings, and SDMA copies out of the
+// VRAM BO and out of the second mapping into new GEM BOs.
+struct RenderSet {
+	GemBo *gtt = nullptr, *vram = nullptr, *vcpu = nullptr;
+	amdgpu_va_handle va2_range = nullptr;
+	uint64_t va2 = 0;
+	uint64_t seed_gtt = 0, seed_vram = 0, seed_vcpu = 0;
+
+	bool setup(amdgpu_device_handle dev, uint64_t seed, std::string *err)
+	{
+		seed_gtt = seed;
+		seed_vram = seed + 1;
+		seed_vcpu = seed + 2;
+		gtt = new GemBo(dev, 3 << 20, err);
+		if (!gtt->ok())
+			return *err = "GTT GEM BO: " + *err, false;
+		vram = new GemBo(dev, (2 << 20) + 4096, err, AMDGPU_GEM_DOMAIN_VRAM, AMDGPU_GEM_CREATE_NO_CPU_ACCESS, false);
+		if (!vram->ok())
+			return *err = "VRAM GEM BO: " + *err, false;
+		vcpu = new GemBo(dev, 64 << 10, err, AMDGPU_GEM_DOMAIN_VRAM, AMDGPU_GEM_CREATE_CPU_ACCESS_REQUIRED);
+		if (!vcpu->ok())
+			return *err = "CPU-visible VRAM GEM BO: " + *err, false;
+		if (int r = amdgpu_va_range_alloc(dev, amdgpu_gpu_va_range_general, vcpu->size, 4096, 0, &va2,
+						  &va2_range, 0);
+		    r)
+			return *err = status("amdgpu_va_range_alloc", r), false;
+		if (int r = amdgpu_bo_va_op(vcpu->bo, 0, vcpu->size, va2, 0, AMDGPU_VA_OP_MAP); r)
+			return *err = status("amdgpu_bo_va_op(MAP, second VA)", r), false;
+		fill(gtt->cpu, vram->size, seed_vram);
+		if (!sdma_copy(dev, {gtt->bo, vram->bo}, gtt->va, vram->va, vram->size, err))
+			return *err = "SDMA fill of the VRAM GEM BO: " + *err, false;
+		fill(gtt->cpu, gtt->size, seed_gtt);
+		fill(vcpu->cpu, vcpu->size, seed_vcpu);
+		return true;
+	}
+
+	// `what`'s bytes at GPU VA `va` (a BO in `bo`) copied by SDMA into a
+	// new GTT BO and compared with the pattern of `seed`.
+	static bool copy_out(amdgpu_device_handle dev, amdgpu_bo_handle bo, uint64_t va, uint64_t size,
+			     uint64_t seed, const char *what, std::string *err)
+	{
+		GemBo out(dev, size, err);
+		if (!out.ok())
+			return *err = std::string("new GTT BO for ") + what + ": " + *err, false;
+		std::memset(out.cpu, 0, size);
+		if (!sdma_copy(dev, {bo, out.bo}, va, out.va, size, err))
+			return *err = std::string("SDMA copy of ") + what + ": " + *err, false;
+		if (int64_t at = check(out.cpu, size, seed); at >= 0)
+			return *err = std::string("SDMA copy of ") + what + ": word " + std::to_string(at) +
+				      " differs from the pattern",
+			       false;
+		return true;
+	}
+
+	bool verify(amdgpu_device_handle dev, std::string *err) const
+	{
+		if (int64_t at = check(gtt->cpu, gtt->size, seed_gtt); at >= 0)
+			return *err = "GTT GEM BO through its CPU mapping: word " + std::to_string(at) + " differs", false;
+		if (int64_t at = check(vcpu->cpu, vcpu->size, seed_vcpu); at >= 0)
+			return *err = "VRAM GEM BO through its CPU mapping: word " + std::to_string(at) + " differs",
+			       false;
+		return copy_out(dev, vram->bo, vram->va, vram->size, seed_vram, "the CPU-invisible VRAM GEM BO", err) &&
+		       copy_out(dev, vcpu->bo, va2, vcpu->size, seed_vcpu, "the second VA of the VRAM GEM BO", err);
+	}
+};
+
+void write_ready(const std::vector<Bo> &bos)
+{
+	const std::string tmp = g_dir + "/ready.tmp";
+	FILE *f = std::fopen(tmp.c_str(), "w");
+	if (!f)
+		finish("FAIL: cannot write ready");
+	std::fprintf(f, "%d\n", int(getpid()));
+	for (const auto &b : bos)
+		std::fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", uint64_t(uintptr_t(b.addr)), b.size, b.seed);
+	std::fclose(f);
+	std::rename(tmp.c_str(), (g_dir + "/ready").c_str());
+}
+
+void wait_for_go()
+{
+	const std::string go = g_dir + "/go";
+	while (access(go.c_str(), F_OK) != 0)
+		usleep(10000);
+}
+
+// --render: a process with a render node and no /dev/kfd.
+[[noreturn]] void run_render()
+{
+	std::string err;
+	int fd = -1;
+	for (int m = 128; m <= 255 && fd < 0; m++)
+		fd = ::open(("/dev/dri/renderD" + std::to_string(m)).c_str(), O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		finish("FAIL: no /dev/dri/renderD* opens");
+	uint32_t major = 0, minor = 0;
+	amdgpu_device_handle dev = nullptr;
+	if (int r = amdgpu_device_initialize(fd, &major, &minor, &dev); r)
+		finish(status("FAIL: amdgpu_device_initialize", r));
+	RenderSet set;
+	if (!set.setup(dev, 0x7e4d + uint64_t(getpid()) * 16, &err))
+		finish("FAIL: " + err);
+	write_ready({});
+	wait_for_go(); // dumped and restored in here
+	if (!set.verify(dev, &err))
+		finish("FAIL: after restore: " + err);
+	finish("OK");
+}
+
+[[noreturn]] void run(bool gem)
 {
 	std::string err;
 	if (HSAKMT_STATUS s = hsaKmtOpenKFD(); s != HSAKMT_STATUS_SUCCESS)
@@ -373,22 +499,20 @@ bool gpu_copies(uint32_t node, int render_fd, const Bo &vram, std::string *err)
 	    s != HSAKMT_STATUS_SUCCESS)
 		finish(status("FAIL: hsaKmtCreateQueue", s));
 
-	{
-		const std::string tmp = g_dir + "/ready.tmp";
-		FILE *f = std::fopen(tmp.c_str(), "w");
-		if (!f)
-			finish("FAIL: cannot write ready");
-		std::fprintf(f, "%d\n", int(getpid()));
-		for (const auto &b : bos)
-			std::fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", uint64_t(uintptr_t(b.addr)), b.size,
-				     b.seed);
-		std::fclose(f);
-		std::rename(tmp.c_str(), (g_dir + "/ready").c_str());
+	// --kfd-gem: GEM BOs of its own on libhsakmt's render-node file too.
+	amdgpu_device_handle gem_dev = nullptr;
+	RenderSet gem_set;
+	if (gem) {
+		uint32_t major = 0, minor = 0;
+		if (int r = amdgpu_device_initialize(render_fds[0], &major, &minor, &gem_dev); r)
+			finish(status("FAIL: amdgpu_device_initialize", r));
+		if (!gem_set.setup(gem_dev, seed, &err))
+			finish("FAIL: GEM BOs: " + err);
 	}
-	// Dumped and restored in here.
-	const std::string go = g_dir + "/go";
-	while (access(go.c_str(), F_OK) != 0)
-		usleep(10000);
+	write_ready(bos);
+	wait_for_go(); // dumped and restored in here
+	if (gem && !gem_set.verify(gem_dev, &err))
+		finish("FAIL: after restore: GEM BOs: " + err);
 
 	for (const auto &b : bos)
 		if (int64_t at = check(b.addr, b.size, b.seed); at >= 0) {
@@ -413,14 +537,21 @@ bool gpu_copies(uint32_t node, int render_fd, const Bo &vram, std::string *err)
 
 int main(int argc, char **argv)
 {
-	bool tree = false;
+	bool tree = false, render = false, gem = false;
 	int i = 1;
-	if (i < argc && std::string(argv[i]) == "--tree") {
-		tree = true;
-		i++;
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		const std::string a = argv[i];
+		if (a == "--tree")
+			tree = true;
+		else if (a == "--render")
+			render = true;
+		else if (a == "--kfd-gem")
+			gem = true;
+		else
+			break;
 	}
-	if (argc != i + 1) {
-		std::fprintf(stderr, "usage: %s [--tree] DIR\n", argv[0]);
+	if (argc != i + 1 || (render && (tree || gem))) {
+		std::fprintf(stderr, "usage: %s [--tree] [--kfd-gem] DIR | --render DIR\n", argv[0]);
 		return 2;
 	}
 	g_dir = argv[i];
@@ -438,5 +569,7 @@ int main(int argc, char **argv)
 		else
 			g_child = c;
 	}
-	run();
+	if (render)
+		run_render();
+	run(gem);
 }
