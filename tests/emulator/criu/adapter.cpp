@@ -517,8 +517,13 @@ int update_vma_map(const char *path, const uint64_t addr, const uint64_t old_pgo
 		// mapping is the process's, whichever of its kfd files maps it
 		// (the kernel's kfd_mmap looks up the caller's process): use the
 		// kfd file the task already has, as a new open would.
-		if (std::string_view(path) != "/dev/kfd")
+		// In a mount namespace (a container) CRIU names the file
+		// relative to its root: "dev/kfd".
+		if (std::string_view(path) != "/dev/kfd" && std::string_view(path) != "dev/kfd") {
+			log(CRIU_LOG_DEBUG, "mapping %s at 0x%llx: no fd and not /dev/kfd: untranslated", path,
+			    (unsigned long long)addr);
 			return ret;
+		}
 		own_kfd.emplace(task_kfd_fd());
 		if (own_kfd->fd < 0) {
 			log(CRIU_LOG_ERROR, "mapping %s at 0x%llx: the task has no /dev/kfd file", path,
@@ -558,6 +563,8 @@ int update_vma_map(const char *path, const uint64_t addr, const uint64_t old_pgo
 	if (rp.result == wire::kNotEmulated) {
 		for (int f : fds)
 			::close(f);
+		log(CRIU_LOG_DEBUG, "mapping %s at 0x%llx: fd %d (%llx:%llu) is not emulated: untranslated", path,
+		    (unsigned long long)addr, dev_fd, (unsigned long long)rq.dev, (unsigned long long)rq.ino);
 		return ret;	// a real device file: CRIU maps it as it is
 	}
 	if (rp.result < 0 || fds.size() != 1) {

@@ -356,6 +356,11 @@ int run(const Options &o, const MachineDesc &machine)
 		remove_tree(root);
 		return 1;
 	}
+	if (std::string e = write_host_mntns(root); !e.empty()) {
+		std::fprintf(stderr, "kfd-emu: %s\n", e.c_str());
+		remove_tree(root);
+		return 1;
+	}
 	if (std::string e = write_unreadable(root, o.unreadable); !e.empty()) {
 		std::fprintf(stderr, "kfd-emu: %s\n", e.c_str());
 		remove_tree(root);

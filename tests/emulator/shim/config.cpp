@@ -4,6 +4,8 @@
 // and the fd bitmaps. See shim.h.
 #include "shim.h"
 
+#include "../transport/sysfs.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -61,6 +63,8 @@ Config *load_config()
 	c->socket = sock;
 	c->redirects = read_lines(c->root + "/.kfdemu/redirects");
 	c->unreadable = read_lines(c->root + "/.kfdemu/unreadable");
+	if (auto ns = read_lines(c->root + "/" + kHostMntnsFile); !ns.empty())
+		c->host_mntns = ino_t(std::strtoull(ns[0].c_str(), nullptr, 10));
 	REAL(fstat, int (*)(int, struct stat *));
 	REAL(close, int (*)(int));
 	int m = ::memfd_create("kfdemu-probe", MFD_CLOEXEC);

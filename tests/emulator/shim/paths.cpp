@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -139,9 +140,18 @@ std::optional<std::string> logical_at(int dirfd, const char *path)
 		if (d.empty() || d[0] != '/')
 			return std::nullopt;	// not a directory path (socket:, anon_inode:)
 		std::string abs = normalize((d + "/" + path).c_str());
-		if (device_path(abs).kind != Dev::None || proc_path(abs).kind != ProcPath::None)
-			return abs;
-		return std::nullopt;
+		if (device_path(abs).kind == Dev::None && proc_path(abs).kind == ProcPath::None)
+			return std::nullopt;
+		// A directory of another mount namespace (a dumper's fd of a
+		// container's root) whose path names another directory here:
+		// its /dev is the container's own (real nodes), not ours.
+		REAL(fstat, int (*)(int, struct stat *));
+		REAL(stat, int (*)(const char *, struct stat *));
+		struct stat theirs, here;
+		if (real_fstat(dirfd, &theirs) == 0 && real_stat(d.c_str(), &here) == 0 &&
+		    (theirs.st_dev != here.st_dev || theirs.st_ino != here.st_ino))
+			return std::nullopt;
+		return abs;
 	}
 	return d.substr(c.root.size()) + "/" + path;
 }
@@ -152,12 +162,76 @@ bool root_has(const std::string &p)
 	return real_access((config().root + p).c_str(), F_OK) == 0;
 }
 
+bool container_view()
+{
+	const Config &c = config();
+	if (!c.active || c.host_mntns == 0)
+		return false;
+	REAL(stat, int (*)(const char *, struct stat *));
+	struct stat st;
+	return real_stat("/proc/self/ns/mnt", &st) == 0 && st.st_ino != c.host_mntns;
+}
+
+bool device_present(const std::string &p)
+{
+	const DevPath d = device_path(p);
+	if (d.kind == Dev::None || !root_has(p))
+		return false;
+	if (!container_view())
+		return true;
+	// The node the runtime made in the container's /dev, with the numbers
+	// the emulator shows for this path (a node named after one minor but
+	// made with another's numbers is not emulated: see README.md).
+	REAL(stat, int (*)(const char *, struct stat *));
+	struct stat st;
+	if (real_stat(p.c_str(), &st) != 0 || !S_ISCHR(st.st_mode))
+		return false;
+	const unsigned want_major = d.kind == Dev::Kfd ? kKfdMajor : kDrmMajor;
+	return major(st.st_rdev) == want_major && minor(st.st_rdev) == (d.kind == Dev::Kfd ? 0u : d.minor);
+}
+
+namespace {
+
+// In a container, a GPU's topology node reads EPERM when the container
+// lacks its render node, as the kernel's device-cgroup check makes it
+// (kfd_topology.c): `p` is a resolved path inside the root.
+bool denied_topology_node(const std::string &p)
+{
+	const std::string nodes = config().root + "/sys/devices/virtual/kfd/kfd/topology/nodes/";
+	if (p.compare(0, nodes.size(), nodes) != 0)
+		return false;
+	const size_t end = p.find('/', nodes.size());
+	const std::string dir = p.substr(0, end);
+	REAL(open, OpenFn);
+	REAL(read, ssize_t (*)(int, void *, size_t));
+	REAL(close, int (*)(int));
+	int fd = real_open((dir + "/properties").c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	std::string props;
+	char buf[4096];
+	ssize_t n;
+	while ((n = real_read(fd, buf, sizeof buf)) > 0)
+		props.append(buf, size_t(n));
+	real_close(fd);
+	const size_t at = props.find("\ndrm_render_minor ");
+	if (at == std::string::npos)
+		return false;
+	const unsigned minor = unsigned(std::strtoul(props.c_str() + at + 18, nullptr, 10));
+	return minor != 0 && !device_present("/dev/dri/renderD" + std::to_string(minor));
+}
+
+} // namespace
+
 // Unreadable entries are compared as resolved paths inside the root, so
 // /sys/class/kfd/... and /sys/devices/virtual/kfd/... name the same file.
 bool is_unreadable(const char *path)
 {
 	const Config &c = config();
-	if (c.unreadable.empty() || !path || path[0] != '/')
+	if (!path || path[0] != '/')
+		return false;
+	const bool in_container = container_view();
+	if (c.unreadable.empty() && !in_container)
 		return false;
 	auto rp = redirect(path);
 	if (!rp)
@@ -167,6 +241,8 @@ bool is_unreadable(const char *path)
 	if (!real_realpath(rp->c_str(), res))
 		return false;
 	const std::string p = res;
+	if (in_container && denied_topology_node(p))
+		return true;
 	for (const auto &entry : c.unreadable) {
 		auto ru = redirect(entry.c_str());
 		char ures[PATH_MAX];
@@ -197,7 +273,7 @@ std::optional<int> open_device(const char *path, int flags)
 	const DevPath d = device_path(p);
 	if (d.kind == Dev::None)
 		return std::nullopt;
-	if (!root_has(p))
+	if (!device_present(p))
 		return fail(ENOENT);
 	if (d.kind == Dev::Card)
 		return fail(EACCES);	// primary nodes are not emulated
@@ -357,7 +433,7 @@ int do_access(const char *path, int mode)
 {
 	REAL(access, int (*)(const char *, int));
 	if (config().active && path && device_path(normalize(path)).kind != Dev::None)
-		return root_has(normalize(path)) ? 0 : fail(ENOENT);
+		return device_present(normalize(path)) ? 0 : fail(ENOENT);
 	if (auto rp = redirect(path))
 		return real_access(rp->c_str(), mode);
 	return real_access(path, mode);
@@ -570,7 +646,7 @@ template <typename F, typename... A>
 ssize_t xattr_call(F real, const char *p, A... a)
 {
 	if (config().active && p && device_path(normalize(p)).kind != Dev::None)
-		return root_has(normalize(p)) ? fail(ENODATA) : fail(ENOENT);
+		return device_present(normalize(p)) ? fail(ENODATA) : fail(ENOENT);
 	if (auto rp = redirect(p))
 		return real(rp->c_str(), a...);
 	return real(p, a...);
@@ -591,13 +667,13 @@ SHIM_EXPORT ssize_t listxattr(const char *p, char *l, size_t s) noexcept
 {
 	REAL(listxattr, ssize_t (*)(const char *, char *, size_t));
 	if (config().active && p && device_path(normalize(p)).kind != Dev::None)
-		return root_has(normalize(p)) ? 0 : fail(ENOENT);
+		return device_present(normalize(p)) ? 0 : fail(ENOENT);
 	return xattr_call(real_listxattr, p, l, s);
 }
 SHIM_EXPORT ssize_t llistxattr(const char *p, char *l, size_t s) noexcept
 {
 	REAL(llistxattr, ssize_t (*)(const char *, char *, size_t));
 	if (config().active && p && device_path(normalize(p)).kind != Dev::None)
-		return root_has(normalize(p)) ? 0 : fail(ENOENT);
+		return device_present(normalize(p)) ? 0 : fail(ENOENT);
 	return xattr_call(real_llistxattr, p, l, s);
 }

@@ -6,6 +6,8 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -64,6 +66,25 @@ std::vector<DevVma> device_vmas(pid_t pid)
 	return out;
 }
 
+// A device node of a process in a container (another mount namespace than
+// the launcher's): the node in the container's own /dev, which the kernel
+// would name for its device mappings (dev, inode, mount). nullopt: the
+// process has the host view, or its /dev has no such character device.
+std::optional<struct stat> container_node(pid_t pid, const std::string &path)
+{
+	const Config &c = config();
+	if (c.host_mntns == 0)
+		return std::nullopt;
+	REAL(stat, int (*)(const char *, struct stat *));
+	const std::string proc = "/proc/" + std::to_string(pid);
+	struct stat st;
+	if (real_stat((proc + "/ns/mnt").c_str(), &st) != 0 || st.st_ino == c.host_mntns)
+		return std::nullopt;
+	if (real_stat((proc + "/root" + path).c_str(), &st) != 0 || !S_ISCHR(st.st_mode))
+		return std::nullopt;
+	return st;
+}
+
 ino_t node_ino(const std::string &path)
 {
 	for (const auto &[ino, p] : config().nodes)
@@ -93,7 +114,7 @@ std::string maps_line(uint64_t start, uint64_t end, std::string_view perms, uint
 // The text of /proc/<pid>/maps or smaps with `vmas` laid over it: a kernel
 // VMA is cut where device records begin and end (the kernel merges adjacent
 // mappings of one memfd), each piece keeps the VMA's other lines (smaps).
-std::string present_maps(const std::string &text, const std::vector<DevVma> &vmas)
+std::string present_maps(const std::string &text, const std::vector<DevVma> &vmas, pid_t pid)
 {
 	std::string out;
 	size_t i = 0;
@@ -135,8 +156,14 @@ std::string present_maps(const std::string &text, const std::vector<DevVma> &vma
 				cur = v.start;
 			}
 			const uint64_t pe = std::min<uint64_t>(e, v.end);
-			// fake_chr's st_dev (0:5) and the root node's inode.
-			out += maps_line(cur, pe, perms, v.pgoff + (cur - v.start), 0, 5, node_ino(v.path), v.path) + body;
+			// fake_chr's st_dev (0:5) and the root node's inode; in a
+			// container, its own node's.
+			if (auto cn = container_node(pid, v.path))
+				out += maps_line(cur, pe, perms, v.pgoff + (cur - v.start), major(cn->st_dev),
+						 minor(cn->st_dev), cn->st_ino, v.path) + body;
+			else
+				out += maps_line(cur, pe, perms, v.pgoff + (cur - v.start), 0, 5, node_ino(v.path),
+						 v.path) + body;
 			cur = pe;
 		}
 		if (cur < e)
@@ -161,10 +188,17 @@ std::optional<int> open_proc(const ProcPath &pp, int flags)
 	REAL(read, ssize_t (*)(int, void *, size_t));
 	REAL(close, int (*)(int));
 	if (pp.kind == ProcPath::MapFile) {
-		for (const DevVma &v : vmas)
-			if (v.start <= pp.start && pp.end <= v.end)
-				return real_open((config().root + v.path).c_str(),
-						 flags & (O_ACCMODE | O_PATH | O_CLOEXEC | O_NOFOLLOW));
+		for (const DevVma &v : vmas) {
+			if (v.start > pp.start || pp.end > v.end)
+				continue;
+			// In a container: its own node, as a path only (no
+			// driver behind the emulated numbers), on its /dev mount.
+			if (container_node(pp.pid, v.path))
+				return real_open(("/proc/" + std::to_string(pp.pid) + "/root" + v.path).c_str(),
+						 O_PATH | (flags & (O_CLOEXEC | O_NOFOLLOW)));
+			return real_open((config().root + v.path).c_str(),
+					 flags & (O_ACCMODE | O_PATH | O_CLOEXEC | O_NOFOLLOW));
+		}
 		return std::nullopt;
 	}
 	const std::string src = "/proc/" + std::to_string(pp.pid) + (pp.kind == ProcPath::Maps ? "/maps" : "/smaps");
@@ -179,7 +213,7 @@ std::optional<int> open_proc(const ProcPath &pp, int flags)
 	real_close(fd);
 	if (n < 0)
 		return -1;
-	const std::string shown = present_maps(text, vmas);
+	const std::string shown = present_maps(text, vmas, pp.pid);
 	int m = ::memfd_create("kfdemu-maps", (flags & O_CLOEXEC) ? MFD_CLOEXEC : 0);
 	if (m < 0)
 		return -1;

@@ -99,6 +99,9 @@ F real_fn(std::atomic<void *> &slot, const char *name)
 using OpenFn = int (*)(const char *, int, ...);
 using OpenAtFn = int (*)(int, const char *, int, ...);
 
+// The device numbers the emulator shows (transport/profile.h's).
+inline constexpr unsigned kKfdMajor = 510, kDrmMajor = 226;
+
 inline int fail(int err)
 {
 	errno = err;
@@ -123,6 +126,9 @@ struct Config {
 	// /proc/<pid>/map_files) is reported as the device.
 	dev_t node_dev = 0;
 	std::map<ino_t, std::string> nodes;
+	// The launcher's mount namespace (kHostMntnsFile); 0: unknown, every
+	// process has the host view.
+	ino_t host_mntns = 0;
 };
 
 const Config &config();
@@ -154,6 +160,14 @@ std::optional<std::string> redirect(const char *path);
 std::optional<std::string> logical_at(int dirfd, const char *path);
 bool root_has(const std::string &p);
 bool is_unreadable(const char *path);
+// In a container (README.md, "In a container"): the calling process is in
+// a mount namespace other than the launcher's. Asked per call: a task CRIU
+// restores changes namespace while it runs.
+bool container_view();
+// The emulated device node `p` (a device path) exists for the caller: in
+// the root, and in a container also in the container's own /dev (a
+// character device of the emulated numbers, as a runtime's --device makes).
+bool device_present(const std::string &p);
 
 // --- config.cpp: fd bitmaps -------------------------------------------------
 

@@ -16,7 +16,6 @@ namespace kfdemu::shim {
 
 namespace {
 
-constexpr unsigned kKfdMajor = 510, kDrmMajor = 226;
 constexpr uint32_t kDmaBufMagic = 0x444d4142;
 
 } // namespace
@@ -89,6 +88,17 @@ void fake_chr(struct stat *st, unsigned major, unsigned minor, mode_t perm)
 	st->st_atim = keep.st_atim;
 	st->st_mtim = keep.st_mtim;
 	st->st_ctim = keep.st_ctim;
+	// In a container the node is the container's own (its runtime made
+	// it): its mode, owner, dev and inode are what the kernel shows for
+	// the device's files there.
+	if (container_view()) {
+		const std::string path = major == kKfdMajor ? std::string("/dev/kfd")
+							    : "/dev/dri/renderD" + std::to_string(minor);
+		REAL(stat, int (*)(const char *, struct stat *));
+		struct stat real;
+		if (real_stat(path.c_str(), &real) == 0 && S_ISCHR(real.st_mode) && real.st_rdev == st->st_rdev)
+			*st = real;
+	}
 }
 
 DevPath node_of(const struct stat &st)
@@ -142,7 +152,7 @@ int stat_device(const char *path, struct stat *st)
 	if (d.kind == Dev::None)
 		return 1;
 	REAL(stat, int (*)(const char *, struct stat *));
-	if (real_stat((config().root + p).c_str(), st))
+	if (!device_present(p) || real_stat((config().root + p).c_str(), st))
 		return -ENOENT;
 	switch (d.kind) {
 	case Dev::Kfd: fake_chr(st, kKfdMajor, 0, 0666); break;

@@ -621,6 +621,16 @@ std::string write_unreadable(const std::string &root, const std::vector<std::str
 	return w.error();
 }
 
+std::string write_host_mntns(const std::string &root)
+{
+	struct stat st;
+	if (::stat("/proc/self/ns/mnt", &st) != 0)
+		return std::string("stat /proc/self/ns/mnt: ") + std::strerror(errno);
+	Writer w(root);
+	w.file(kHostMntnsFile, std::to_string(st.st_ino) + "\n");
+	return w.error();
+}
+
 void remove_tree(const std::string &root)
 {
 	if (root.size() < 6)
