@@ -1,0 +1,455 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""A GPU container under podman + runc + real CRIU, on the emulated GPU.
+
+    container_test.py --criu-list LIST --criu-version V --realcriu-lib DIR \
+        --emu-criu-lib DIR --kfd-emu K --adapter A.so --plugin P.so \
+        --shim S.so --workload X --case CASE [--keep]
+
+The workload (kfdemu_criu_workload: libhsakmt, libdrm_amdgpu) runs as the
+init of a podman container on an emulated 2xMI210 machine, its device nodes
+passed in as a runtime passes them (--device of character devices with the
+emulated numbers; README.md of tests/container). CRIU (the one listed for V)
+runs where runc runs it, on the host, with our plugin loaded through the
+container's org.criu.config annotation. Steps:
+
+1. `podman container checkpoint --keep`, `podman container restore --keep`
+   (in place): the restored init has every BO with its dumped contents on its
+   GPU, its fd table (device files by number and target), its device
+   mappings, its queues active, and is neither paused nor evicted.
+2. `podman container checkpoint --export`, then a second emulated machine
+   (kfd-emu --root at the same root, other gpu_ids, VRAM sizes swapped so the
+   GPUs change order) with a new, empty podman storage at the same paths
+   (the image moved with `podman save`/`load`): `podman container restore
+   --import`. The same
+   checks with the GPU mapping (and so the render minors) the plugin must
+   choose; then the workload's own verdict: its patterns, SDMA copies from
+   its restored VRAM through libdrm_amdgpu, new BOs, its event, its queue.
+
+CASE all: the container has both GPUs. CASE subset: only the second GPU's
+render node is passed in (--device), so the workload sees one GPU (the
+other's topology node reads EPERM in the container, as the kernel's device
+cgroup makes it); on the second machine both GPUs fit the checkpointed one,
+and only the one whose render node the container has may be chosen.
+
+Exit: 0 pass, 1 fail, 77 NOT RUN (not root, podman or runc missing or not
+working, CRIU not listed / not usable, sanitizer build).
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+PODMAN_TIMEOUT = 180
+MACHINE = "2xMI210"
+# The two machines (kfd-emu overrides) and the mapping the plugin must
+# find. The container's device numbers are those of the checkpoint (podman
+# restores --import with the checkpointed spec), so both machines have the
+# render minors 128 and 129; the second has other gpu_ids and the 64G GPU
+# at the other minor.
+FIRST = ["--gpu-ids", "0xa1a1,0xb2b2", "--minors", "128,129", "--vram", "64G,32G"]
+SECOND = ["--gpu-ids", "0x1111,0x2222", "--minors", "128,129", "--vram", "32G,64G"]
+CASES = {
+    # case: (render minors passed in, checkpointed gpu -> second machine's,
+    #        checkpointed minor -> second machine's)
+    "all": ([128, 129], {0xa1a1: 0x2222, 0xb2b2: 0x1111}, {128: 129, 129: 128}),
+    # Only renderD129 (0xb2b2, 32G). On the second machine both GPUs have
+    # enough VRAM for it; the container has only renderD129 (0x2222, 64G).
+    "subset": ([129], {0xb2b2: 0x2222}, {129: 129}),
+}
+# The workload's libraries the container image needs besides ldd's list.
+DATA_FILES = ["/usr/share/libdrm/amdgpu.ids"]
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+class NotRun(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------
+# Outside the machines: the container image, podman's configuration
+# --------------------------------------------------------------------------
+
+def ldd_libs(binary):
+    r = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        raise NotRun(f"ldd {binary}: {r.stderr.strip()}")
+    libs = []
+    for line in r.stdout.splitlines():
+        parts = line.split()
+        for p in parts:
+            if p.startswith("/"):
+                libs.append(p)
+    return libs
+
+
+def make_rootfs(args, rootfs):
+    """busybox, the workload at /kfdemu/workload, the shim at
+    /kfdemu/libkfdemu_shim.so, and every library they load."""
+    busybox = shutil.which("busybox")
+    if not busybox:
+        raise NotRun("busybox is not installed (Debian busybox-static)")
+    for d in ("bin", "kfdemu", "tmp", "dev", "proc", "sys", "run", "etc"):
+        os.makedirs(os.path.join(rootfs, d), exist_ok=True)
+    shutil.copy2(busybox, os.path.join(rootfs, "bin/busybox"))
+    for applet in ("sh", "ls", "cat", "sleep"):
+        os.symlink("busybox", os.path.join(rootfs, "bin", applet))
+    shutil.copy2(args.workload, os.path.join(rootfs, "kfdemu/workload"))
+    shutil.copy2(args.shim, os.path.join(rootfs, "kfdemu/libkfdemu_shim.so"))
+    files = set(ldd_libs(args.workload) + ldd_libs(args.shim)) | {f for f in DATA_FILES if os.path.exists(f)}
+    for f in sorted(files):
+        dst = os.path.join(rootfs, f.lstrip("/"))
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(os.path.realpath(f), dst)
+    os.chmod(os.path.join(rootfs, "tmp"), 0o1777)
+
+
+def write_plugin_dir(args, libdir):
+    """The adapter first in readdir order (CRIU's load order), then the
+    plugin: as the emulator's kfdemu-criu wrapper does."""
+    os.makedirs(libdir)
+    os.symlink(args.plugin, os.path.join(libdir, os.path.basename(args.plugin)))
+    for i in range(256):
+        name = f"kfdemu_criu_adapter_{i}.so"
+        os.symlink(args.adapter, os.path.join(libdir, name))
+        first = [e.name for e in os.scandir(libdir) if e.name.endswith(".so")][0]
+        if first == name:
+            return
+        os.unlink(os.path.join(libdir, name))
+    raise NotRun(f"cannot place the adapter first in {libdir}")
+
+
+def write_criu_side(args, work, root, criu):
+    """bin/criu (what runc runs: real CRIU with the shim, as the emulator
+    needs) and criu.conf (the container's org.criu.config: our plugin
+    directory, --link-remap for libhsakmt's semaphore)."""
+    libdir = os.path.join(work, "criu-plugins")
+    write_plugin_dir(args, libdir)
+    conf = os.path.join(work, "criu.conf")
+    with open(conf, "w") as f:
+        f.write(f"libdir {libdir}\nlink-remap\n")
+    bindir = os.path.join(work, "bin")
+    os.makedirs(bindir)
+    wrapper = os.path.join(bindir, "criu")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\n"
+                "# runc's criu: real CRIU on the emulated machine (the shim, per-call connections).\n"
+                f"LD_PRELOAD={args.shim} KFDEMU_ROOT={root} KFDEMU_SOCKET={root}/.kfdemu/socket "
+                f"KFDEMU_CONNECT=per-call exec {criu} \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    with open(os.path.join(work, "containers.conf"), "w") as f:
+        # podman's default RLIMIT_NOFILE (1048576) needs CAP_SYS_RESOURCE.
+        f.write('[containers]\ndefault_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]\n'
+                '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n')
+    return conf
+
+
+class Podman:
+    """podman with a private storage (one per machine), runc, our criu
+    first on PATH, and without the shim (podman, conmon and runc are the
+    runtime, not GPU programs)."""
+
+    def __init__(self, work, storage):
+        self.base = ["podman", "--root", os.path.join(storage, "root"), "--runroot",
+                     os.path.join(storage, "run"), "--tmpdir", os.path.join(storage, "tmp"),
+                     "--storage-driver", "vfs"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KFDEMU_") and k != "LD_PRELOAD"}
+        env["CONTAINERS_CONF"] = os.path.join(work, "containers.conf")
+        env["PATH"] = os.path.join(work, "bin") + ":" + env.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        self.env = env
+
+    def run(self, *a, check=True, timeout=PODMAN_TIMEOUT):
+        t0 = time.monotonic()
+        try:
+            r = subprocess.run(self.base + list(a), env=self.env, capture_output=True, text=True,
+                               timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise Failure(f"podman {' '.join(a[:2])}: no end within {timeout}s")
+        if check and r.returncode != 0:
+            raise Failure(f"podman {' '.join(a)}: exit {r.returncode}: {r.stderr.strip()[-2000:]}")
+        log(f"podman {' '.join(a[:2])}: exit {r.returncode} after {time.monotonic() - t0:.1f}s")
+        return r
+
+    def pid(self, name):
+        return int(self.run("inspect", "--format", "{{.State.Pid}}", name).stdout.strip())
+
+
+# --------------------------------------------------------------------------
+# Inside a machine (kfd-emu): the phases
+# --------------------------------------------------------------------------
+
+def device_nodes(work, machine, minors):
+    """Real character devices with the emulated numbers, for --device: what
+    the container's runtime copies into its /dev."""
+    d = os.path.join(work, f"devnodes-{machine}")
+    os.makedirs(d, exist_ok=True)
+    nodes = {"/dev/kfd": (os.path.join(d, "kfd"), os.makedev(510, 0))}
+    for m in minors:
+        nodes[f"/dev/dri/renderD{m}"] = (os.path.join(d, f"renderD{m}"), os.makedev(226, m))
+    for path, dev in nodes.values():
+        if not os.path.exists(path):
+            os.mknod(path, 0o666 | 0o020000, dev)
+    return [f"{host}:{inside}" for inside, (host, _) in nodes.items()]
+
+
+def snapshot(rc, emu, pid):
+    return {"pid": pid, "fds": {str(k): v for k, v in rc.fd_table(pid).items()},
+            "bos": emu.ctl("bos", pid)["bos"], "vmas": emu.ctl("vmas", pid)["vmas"],
+            "queues": emu.ctl("queues", pid)}
+
+
+def check_restored(rc, emu, pid, before, gpus, minors, what):
+    """The restored init against its dumped snapshot (under another host
+    pid: the container's pid namespace keeps its own)."""
+    now = rc.fd_table(pid)
+    then = {int(k): v for k, v in before["fds"].items()}
+    rc.expect(sorted(now) == sorted(then), f"{what}: fd numbers {sorted(now)} != dumped {sorted(then)}")
+    for fd, target in then.items():
+        kind = target.split(":", 1)[0] + ":" if target.split(":", 1)[0] in ("socket", "pipe", "anon_inode") else None
+        if kind:
+            rc.expect(now[fd].startswith(kind), f"{what}: fd {fd} is {now[fd]}, was {target}")
+        else:
+            want = rc.render_path(target, minors)
+            rc.expect(now[fd] == want, f"{what}: fd {fd} is {now[fd]}, want {want} (dumped: {target})")
+    after = {b["va"]: b for b in emu.ctl("bos", pid)["bos"]}
+    for b in before["bos"]:
+        a = after.get(b["va"])
+        rc.expect(a is not None, f"{what}: BO at {b['va']:#x} missing")
+        rc.expect(a["checksum"] == b["checksum"], f"{what}: BO at {b['va']:#x}: checksum {a['checksum']} != dumped {b['checksum']}")
+        rc.expect(a["size"] == b["size"] and a["type"] == b["type"] and a["gpu_id"] == b["gpu_id"],
+                  f"{what}: BO at {b['va']:#x}: {a} != dumped {b}")
+        want_gpu = gpus.get(b["actual_gpu_id"], b["actual_gpu_id"])
+        rc.expect(a["actual_gpu_id"] == want_gpu,
+                  f"{what}: BO at {b['va']:#x} on GPU {a['actual_gpu_id']:#x}, want {want_gpu:#x}")
+    want = sorted((v["start"], v["end"], rc.render_path(v["path"], minors)) for v in before["vmas"])
+    got = sorted((v["start"], v["end"], v["path"]) for v in emu.ctl("vmas", pid)["vmas"])
+    rc.expect(got == want, f"{what}: device mappings {got} != {want}")
+    nq = rc.check_running(emu, pid, before, what)
+    log(f"{what}: pid {pid}: fd table as dumped ({len(now)} fds), {len(after)} BOs with their dumped contents "
+        f"on GPUs {sorted({hex(b['actual_gpu_id']) for b in after.values()})}, {len(got)} device mappings, "
+        f"{nq} active queue(s)")
+
+
+def criu_logs(storage):
+    """The CRIU logs runc left in the container's userdata (--keep)."""
+    out = []
+    for dirpath, _, files in os.walk(os.path.join(storage, "root")):
+        out += [os.path.join(dirpath, f) for f in files if f in ("dump.log", "restore.log")]
+    return out
+
+
+def show_criu_logs(rc, storage):
+    """The tails, and copies beside the storage (podman rm removes them)."""
+    for i, p in enumerate(criu_logs(storage)):
+        rc.show_log(p, 25)
+        shutil.copy(p, f"{storage}-{i}-{os.path.basename(p)}")
+
+
+def plugin_lines(storage, what):
+    lines = []
+    for p in criu_logs(storage):
+        with open(p, errors="replace") as f:
+            lines += [l.rstrip() for l in f if "amdgpu_plugin" in l and what in l]
+    return lines
+
+
+def phase_first(args, rc, emu, work):
+    minors, _, _ = CASES[args.case]
+    pm = Podman(work, os.path.join(work, "storage"))
+    wl = os.path.join(work, "wl")
+    os.makedirs(wl)
+    os.chmod(wl, 0o777)
+    root = os.environ["KFDEMU_ROOT"]
+    libdir = os.path.join(work, "criu-plugins")
+    pm.run("import", os.path.join(work, "rootfs.tar"), "localhost/kfdemu-workload:1")
+    cmd = ["run", "-d", "--name", "gpu", "--network", "none",
+           "--annotation", f"org.criu.config={os.path.join(work, 'criu.conf')}",
+           # The machine's root (sysfs, device node files, the daemon's
+           # socket) and the workload's directory at their paths; the
+           # CRIU plugin directory too: the emulator's adapter, run in the
+           # restored task, finds the plugin after it there.
+           "-v", f"{root}:{root}", "-v", f"{wl}:{wl}", "-v", f"{libdir}:{libdir}:ro",
+           "-e", "LD_PRELOAD=/kfdemu/libkfdemu_shim.so", "-e", f"KFDEMU_ROOT={root}",
+           "-e", f"KFDEMU_SOCKET={os.environ['KFDEMU_SOCKET']}"]
+    for d in device_nodes(work, 1, minors):
+        cmd += ["--device", d]
+    pm.run(*cmd, "localhost/kfdemu-workload:1", "/kfdemu/workload", wl)
+    ready = os.path.join(wl, "ready")
+    if not rc.wait_for(lambda: os.path.exists(ready), 60, "the workload in the container"):
+        log(pm.run("logs", "gpu", check=False).stdout[-3000:])
+        raise Failure("the workload did not get ready")
+    pid = pm.pid("gpu")
+    before = snapshot(rc, emu, pid)
+    gpus_seen = sorted({b["actual_gpu_id"] for b in before["bos"]})
+    log(f"container init {pid} (pid {open(ready).readline().strip()} inside): {len(before['bos'])} BOs on GPUs "
+        f"{[hex(g) for g in gpus_seen]}, {len(before['vmas'])} device mappings, "
+        f"{len(before['queues']['queues'])} queue(s), render fds "
+        f"{sorted(v for v in before['fds'].values() if 'renderD' in v)}")
+    rc.expect(before["bos"] and before["vmas"] and before["queues"]["queues"],
+              "the workload has no BOs, mappings or queues")
+    want_gpus = {0xa1a1: 128, 0xb2b2: 129}
+    rc.expect(gpus_seen == sorted(g for g, m in want_gpus.items() if m in minors),
+              f"the workload uses GPUs {[hex(g) for g in gpus_seen]}, but the container was given renderD{minors}")
+
+    try:
+        pm.run("container", "checkpoint", "--keep", "gpu")
+        plugin_dump = plugin_lines(os.path.join(work, "storage"), "")
+        rc.expect(plugin_dump, "the dump log has no line of amdgpu_plugin: was it loaded through org.criu.config?")
+        pm.run("container", "restore", "--keep", "gpu")
+    except Failure:
+        show_criu_logs(rc, os.path.join(work, "storage"))
+        raise
+    check_restored(rc, emu, pm.pid("gpu"), before, {}, {}, "restored in place")
+
+    archive = os.path.join(work, "gpu.tar.zst")
+    pm.run("container", "checkpoint", "--export", archive, "gpu")
+    pm.run("save", "-o", os.path.join(work, "image.tar"), "localhost/kfdemu-workload:1")
+    pm.run("rm", "-f", "-t", "0", "-a")
+    # The second host has podman's storage at the same paths (as every
+    # host has its /var/lib/containers): podman 4.3 keeps them in the
+    # exported container's config (conmon's pid file), but nothing else.
+    shutil.rmtree(os.path.join(work, "storage"))
+    with open(os.path.join(work, "state.json"), "w") as f:
+        json.dump({"before": before, "wl": wl}, f)
+
+
+def phase_second(args, rc, emu, work):
+    _, gpus, minors = CASES[args.case]
+    storage = os.path.join(work, "storage")
+    pm = Podman(work, storage)
+    with open(os.path.join(work, "state.json")) as f:
+        st = json.load(f)
+    pm.run("load", "-i", os.path.join(work, "image.tar"))
+    try:
+        pm.run("container", "restore", "--keep", "--import", os.path.join(work, "gpu.tar.zst"))
+    except Failure:
+        show_criu_logs(rc, storage)
+        raise
+    for line in plugin_lines(storage, "restoring onto"):
+        log(f"  {line}")
+    pid = pm.pid("gpu")
+    check_restored(rc, emu, pid, st["before"], gpus, minors, "restored on the second machine")
+    v = rc.verdict(st["wl"], pid)
+    pm.run("rm", "-f", "-t", "0", "-a")
+    rc.expect(v == "OK", f"the restored workload: {v}")
+
+
+class Failure(Exception):
+    pass
+
+
+def inside(args):
+    sys.path.insert(0, args.emu_criu_lib)
+    import realcriu_test as rc
+    global Failure
+    Failure = rc.Failure
+    emu = rc.Emu(args.kfd_emu)
+    if args.phase == "first":
+        phase_first(args, rc, emu, args.work)
+    else:
+        phase_second(args, rc, emu, args.work)
+
+
+def podman_cleanup(work):
+    for storage in ("storage",):
+        if os.path.isdir(os.path.join(work, storage)):
+            try:
+                Podman(work, os.path.join(work, storage)).run("rm", "-f", "-t", "0", "-a", check=False, timeout=60)
+            except Exception as e:  # a cleanup failure must not hide the verdict
+                log(f"cleanup of {storage}: {e}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--criu-list", default="")
+    ap.add_argument("--criu-version", default="")
+    ap.add_argument("--criu", default="")
+    ap.add_argument("--realcriu-lib", required=True)
+    ap.add_argument("--emu-criu-lib", required=True, help="tests/emulator/criu (realcriu_test.py)")
+    ap.add_argument("--kfd-emu", required=True)
+    ap.add_argument("--adapter", required=True)
+    ap.add_argument("--plugin", required=True)
+    ap.add_argument("--shim", required=True)
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--case", choices=sorted(CASES), default="all")
+    ap.add_argument("--sanitized", default="")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--phase", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--work", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--private-ns", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.phase:
+        try:
+            inside(args)
+        except Failure as e:
+            log(f"step failed: {e}")
+            sys.exit(2)
+        sys.exit(0)
+
+    sys.path.insert(0, args.realcriu_lib)
+    import realcriu
+    try:
+        if args.sanitized.upper() not in ("", "OFF", "0", "FALSE", "NO"):
+            raise NotRun(f"sanitizer build ({args.sanitized}): CRIU cannot load a sanitized plugin")
+        if os.geteuid() != 0:
+            raise NotRun("not root: podman checkpoint/restore needs root")
+        for tool, pkg in (("podman", "podman"), ("runc", "runc"), ("busybox", "busybox-static")):
+            if not shutil.which(tool):
+                raise NotRun(f"{tool} is not installed (Debian {pkg}; scripts/install-deps.sh installs it)")
+        criu = args.criu or realcriu.find_criu(args.criu_list, args.criu_version)
+        realcriu.require_usable(criu)
+        if not args.private_ns:
+            # A private mount namespace: podman's mounts (and anything a
+            # failure leaves mounted) end with the test.
+            r = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
+            if r.returncode != 0:
+                raise NotRun(f"unshare -m is not permitted here: {r.stderr.decode().strip()}")
+    except (realcriu.NotRun, NotRun) as e:
+        log(f"NOT RUN: {e}")
+        sys.exit(77)
+    if not args.private_ns:
+        os.execvp("unshare", ["unshare", "-m", "--propagation", "private", sys.executable,
+                              os.path.abspath(__file__)] + sys.argv[1:] + ["--private-ns"])
+
+    work = tempfile.mkdtemp(prefix="kfdemu-container.")
+    os.chmod(work, 0o755)
+    root = os.path.join(work, "machine")
+    log(f"CRIU {criu}, case {args.case}, work {work}")
+    ok = False
+    try:
+        rootfs = os.path.join(work, "rootfs")
+        make_rootfs(args, rootfs)
+        subprocess.run(["tar", "-C", rootfs, "-cf", os.path.join(work, "rootfs.tar"), "."], check=True)
+        shutil.rmtree(rootfs)
+        write_criu_side(args, work, root, criu)
+        me = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--work", work]
+        emu = [args.kfd_emu, "--root", root, "--machine", MACHINE]
+        log(f"first machine: {' '.join(FIRST)}")
+        rc = subprocess.run(emu + FIRST + ["--"] + me + ["--phase", "first"]).returncode
+        if rc == 0:
+            log(f"second machine: {' '.join(SECOND)}")
+            rc = subprocess.run(emu + SECOND + ["--"] + me + ["--phase", "second"]).returncode
+        ok = rc == 0
+    except NotRun as e:
+        log(f"NOT RUN: {e}")
+        sys.exit(77)
+    finally:
+        podman_cleanup(work)
+    log("PASS" if ok else "FAIL")
+    if ok and not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        log(f"work directory kept: {work}")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
