@@ -260,6 +260,8 @@ Status RestoreSession::restore_streamed(const ImageDir &images, int id, UniqueFd
 		*ours = false;
 		return ok_status();
 	}
+	if (auto st = validate_render_image_set(images, id, *render); !st)
+		return st;
 	if (!mapping_for_render(*render))
 		return make_error(EINVAL,
 				  "%s: gpu 0x%04x (renderD%u) is not mapped: with streamed images (criu "
