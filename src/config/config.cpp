@@ -76,7 +76,8 @@ std::string Config::describe() const
 	std::string out;
 	for (const auto &i : kCheckTable)
 		out += strprintf("%s=%d ", i.env, this->*(i.field) ? 1 : 0);
-	out += strprintf("%s=%llu", kMaxBufferSizeEnv, static_cast<unsigned long long>(max_buffer_size));
+	out += strprintf("%s=%llu ", kMaxBufferSizeEnv, static_cast<unsigned long long>(max_buffer_size));
+	out += strprintf("%s=%d", kVerifyEnv, verify ? 1 : 0);
 	return out;
 }
 
@@ -157,6 +158,16 @@ ConfigLoad load_config(const EnvSource &env)
 							 kMaxBufferSizeEnv, v->c_str(),
 							 parsed.error().message().c_str(),
 							 static_cast<unsigned long long>(out.config.max_buffer_size)));
+	}
+
+	if (const std::optional<std::string> v = env(kVerifyEnv)) {
+		auto parsed = parse_bool_setting(*v);
+		if (parsed)
+			out.config.verify = *parsed;
+		else
+			out.warnings.push_back(strprintf("%s=\"%s\" is not valid: %s; keeping the default (%s)",
+							 kVerifyEnv, v->c_str(), parsed.error().message().c_str(),
+							 out.config.verify ? "1" : "0"));
 	}
 	return out;
 }

@@ -13,6 +13,8 @@
 //   KFD_MAX_BUFFER_SIZE
 //       Bytes, decimal, optional suffix K/M/G (binary, x1024, either case).
 //       0 (the default) means no explicit cap.
+//   KFD_VERIFY
+//       Boolean as above. Default: 1 (restore checks the images' checksums).
 #pragma once
 
 #include <cstdint>
@@ -47,6 +49,7 @@ inline constexpr Check kAllChecks[] = {
 const char *check_env_name(Check check);
 
 inline constexpr const char *kMaxBufferSizeEnv = "KFD_MAX_BUFFER_SIZE";
+inline constexpr const char *kVerifyEnv = "KFD_VERIFY";
 
 // Immutable once loaded: hold it as `const Config`.
 struct Config {
@@ -61,11 +64,16 @@ struct Config {
 	// dump or restore, shared by the GPUs copied in parallel; 0 (unset) =
 	// the built-in bound per GPU (copy/gpu_copy.h per_gpu_staging_bound).
 	uint64_t max_buffer_size = 0;
+	// KFD_VERIFY: restore checks every checksum of the images (metadata
+	// images and every chunk of BO contents) before the process can
+	// resume; 0 restores without looking at them (dumps always write them).
+	bool verify = true;
 
 	bool enabled(Check check) const;
 	// A copy with one check switched on or off (tests, tooling).
 	Config with(Check check, bool on) const;
-	// One line for the log: "KFD_FW_VER_CHECK=1 ... KFD_MAX_BUFFER_SIZE=0".
+	// One line for the log: "KFD_FW_VER_CHECK=1 ... KFD_MAX_BUFFER_SIZE=0
+	// KFD_VERIFY=1".
 	std::string describe() const;
 
 	bool operator==(const Config &) const = default;

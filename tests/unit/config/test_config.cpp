@@ -185,7 +185,7 @@ Test(config, function_source_is_asked_by_name)
 			return std::string("no");
 		return std::nullopt;
 	});
-	cr_assert_eq(asked.size(), 8u);
+	cr_assert_eq(asked.size(), 9u); // 7 checks, KFD_MAX_BUFFER_SIZE, KFD_VERIFY
 	cr_assert(!l.config.capability_check);
 }
 
@@ -214,4 +214,22 @@ Test(config, describe_lists_every_setting)
 	cr_assert(contains(d, "KFD_MAX_BUFFER_SIZE=0"), "%s", d.c_str());
 	cr_assert(c != Config{});
 	cr_assert(c.with(Check::Numa, true) == Config{});
+}
+
+Test(config, verify_defaults_on_and_parses_as_a_boolean)
+{
+	cr_assert(Config{}.verify);
+	cr_assert(contains(Config{}.describe(), "KFD_VERIFY=1"));
+	for (const char *off : {"0", "no", "NO"}) {
+		ConfigLoad l = load_config({{"KFD_VERIFY", off}});
+		cr_assert_not(l.config.verify, "KFD_VERIFY=%s", off);
+		cr_assert(l.warnings.empty());
+		cr_assert(contains(l.config.describe(), "KFD_VERIFY=0"));
+	}
+	ConfigLoad on = load_config({{"KFD_VERIFY", "yes"}});
+	cr_assert(on.config.verify);
+	ConfigLoad bad = load_config({{"KFD_VERIFY", "maybe"}});
+	cr_assert(bad.config.verify, "an invalid value must keep the default");
+	cr_assert_eq(bad.warnings.size(), 1u);
+	cr_assert(contains(bad.warnings[0], "KFD_VERIFY=\"maybe\""), "%s", bad.warnings[0].c_str());
 }
