@@ -29,7 +29,10 @@ from realcriu import Failed, log  # noqa: E402
 
 # Everything a package built from this tree contains (paths under the prefix).
 INSTALLED = [
+    "bin/amdgpu-img",
     "lib/criu/amdgpu_plugin.so",
+    "share/amdgpu-img/amdgpu-img-show.schema.json",
+    "share/man/man1/amdgpu-img.1",
     "share/man/man1/criu-amdgpu-plugin.1",
 ]
 PREFIX = "/usr"
