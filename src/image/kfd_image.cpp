@@ -148,25 +148,30 @@ Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
 	std::vector<KfdDeviceEntry *> dev_ptrs(img.devices.size());
 	size_t n_links = 0;
 	for (const auto &d : img.devices)
-		n_links += d.iolinks.size();
+		n_links += d.iolinks.size() + d.p2p_links.size();
 	std::vector<DevIolink> links(n_links);
 	std::vector<DevIolink *> link_ptrs(n_links);
 
 	size_t li = 0;
-	for (size_t i = 0; i < img.devices.size(); i++) {
-		const KfdDevice &src = img.devices[i];
-		KfdDeviceEntry &e = devs[i];
-		kfd_device_entry__init(&e);
-		copy_device_scalars(e, src);
-		e.n_iolinks = src.iolinks.size();
-		e.iolinks = src.iolinks.empty() ? nullptr : &link_ptrs[li];
-		for (const auto &l : src.iolinks) {
+	// Points `field`/`count` at `src`'s links, packed from links[li].
+	auto put_links = [&](const std::vector<KfdIoLink> &src, DevIolink **&field, size_t &count) {
+		count = src.size();
+		field = src.empty() ? nullptr : &link_ptrs[li];
+		for (const auto &l : src) {
 			dev_iolink__init(&links[li]);
 			links[li].type = l.type;
 			links[li].node_to_id = l.node_to_id;
 			link_ptrs[li] = &links[li];
 			li++;
 		}
+	};
+	for (size_t i = 0; i < img.devices.size(); i++) {
+		const KfdDevice &src = img.devices[i];
+		KfdDeviceEntry &e = devs[i];
+		kfd_device_entry__init(&e);
+		copy_device_scalars(e, src);
+		put_links(src.iolinks, e.iolinks, e.n_iolinks);
+		put_links(src.p2p_links, e.p2p_links, e.n_p2p_links);
 		dev_ptrs[i] = &e;
 	}
 
@@ -256,6 +261,9 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 		d.iolinks.reserve(e->n_iolinks);
 		for (size_t j = 0; j < e->n_iolinks; j++)
 			d.iolinks.push_back({e->iolinks[j]->type, e->iolinks[j]->node_to_id});
+		d.p2p_links.reserve(e->n_p2p_links);
+		for (size_t j = 0; j < e->n_p2p_links; j++)
+			d.p2p_links.push_back({e->p2p_links[j]->type, e->p2p_links[j]->node_to_id});
 	}
 	if (img.gpu_count() != msg->num_of_gpus)
 		return make_error(EINVAL, "%s: num_of_gpus is %u but %u device entries are GPUs", n,

@@ -36,7 +36,8 @@ struct KfdIoLink {
 	bool operator==(const KfdIoLink &) const = default;
 };
 
-// One topology node; a CPU node has gpu_id == 0.
+// One topology node; a CPU node has gpu_id == 0. iolinks and p2p_links are
+// the node's io_links/ and p2p_links/ of KFD's topology.
 struct KfdDevice {
 	uint32_t node_id = 0;
 	uint32_t gpu_id = 0;
@@ -45,6 +46,8 @@ struct KfdDevice {
 	uint32_t vram_public = 0;
 	uint64_t vram_size = 0;
 	std::vector<KfdIoLink> iolinks;
+	// This project's field 120 (empty in upstream's images): p2p_links.
+	std::vector<KfdIoLink> p2p_links;
 
 	bool is_gpu() const { return gpu_id != 0; }
 	bool operator==(const KfdDevice &) const = default;

@@ -19,6 +19,9 @@ KfdDevice device_from_node(const Topology &topo, const TopologyNode &node, uint3
 	for (const auto &l : node.io_links)
 		if (topo.link_valid(l))
 			d.iolinks.push_back({l.type, l.node_to});
+	for (const auto &l : node.p2p_links)
+		if (topo.link_valid(l))
+			d.p2p_links.push_back({l.type, l.node_to});
 	return d;
 }
 
@@ -37,6 +40,8 @@ TopologyNode node_from_device(const KfdDevice &dev)
 	n.vram_public = dev.vram_public != 0;
 	for (const auto &l : dev.iolinks)
 		n.io_links.push_back({l.type, l.node_to_id});
+	for (const auto &l : dev.p2p_links)
+		n.p2p_links.push_back({l.type, l.node_to_id});
 	return n;
 }
 

@@ -16,7 +16,8 @@ namespace amdcr {
 
 // One topology node as an image entry, stored under `image_gpu_id` (the
 // gpu_id the process uses, which differs from the node's after a restore
-// on another machine). Only valid PCIe/XGMI links are stored.
+// on another machine). Only valid PCIe/XGMI links are stored, io_links and
+// p2p_links alike (p2p_links in this project's field 120).
 KfdDevice device_from_node(const Topology &topo, const TopologyNode &node, uint32_t image_gpu_id);
 
 // The image entry back as an accessible topology node.

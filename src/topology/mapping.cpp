@@ -124,6 +124,28 @@ const char *link_name(uint32_t type)
 	return type == kIoLinkTypeXgmi ? "XGMI" : "PCIe";
 }
 
+const char *rank_name(int rank)
+{
+	return rank == 2 ? "XGMI" : rank == 1 ? "PCIe" : "no link";
+}
+
+// The links that stand in for a link of `rank`.
+const char *link_at_least_name(int rank)
+{
+	return rank == 2 ? "XGMI" : "PCIe or XGMI";
+}
+
+// [i][k] = link_rank of how gpus[i] reaches gpus[k]'s memory.
+std::vector<std::vector<int>> peer_ranks(const Topology &t, const std::vector<const TopologyNode *> &gpus)
+{
+	std::vector<std::vector<int>> out(gpus.size(), std::vector<int>(gpus.size(), 0));
+	for (size_t i = 0; i < gpus.size(); i++)
+		for (size_t k = 0; k < gpus.size(); k++)
+			if (i != k)
+				out[i][k] = link_rank(t.peer_link(gpus[i]->gpu_id, gpus[k]->gpu_id));
+	return out;
+}
+
 std::string gpu_label(const TopologyNode &n)
 {
 	return strprintf("gpu_id %u (node %u, renderD%u)", n.gpu_id, n.node_id, n.drm_render_minor);
@@ -142,6 +164,8 @@ public:
 			src_cpu_.push_back(cpu_links(*in_.checkpointed, *s));
 		for (const auto *d : dst_)
 			dst_cpu_.push_back(cpu_links(*in_.local, *d));
+		src_peer_ = peer_ranks(*in_.checkpointed, src_);
+		dst_peer_ = peer_ranks(*in_.local, dst_);
 		unary_.resize(src_.size());
 		unary_ok_.resize(src_.size());
 		for (size_t i = 0; i < src_.size(); i++)
@@ -185,7 +209,64 @@ private:
 							sl.bidirectional ? "bidirectional " : "", link_name(sl.type),
 							sl.cpu));
 		}
+		for (const auto &d : peer_degree_shortfalls(si, di))
+			out.push_back(d);
 		return out;
+	}
+
+	// A necessary condition of the peer links, checked once per pair: a
+	// local GPU must reach (and be reached by) at least as many usable
+	// GPUs, per link type, as the checkpointed GPU did among the held
+	// ones. It prunes hopeless branches (8 GPUs of one hive onto two
+	// hives of 4) before the search starts.
+	std::vector<std::string> peer_degree_shortfalls(size_t si, size_t di) const
+	{
+		std::vector<std::string> out;
+		for (int rank : {2, 1})
+			for (bool outgoing : {true, false}) {
+				const size_t need = degree(src_peer_, si, rank, outgoing);
+				const size_t have = degree(dst_peer_, di, rank, outgoing);
+				if (need > have)
+					out.push_back(strprintf(
+						"%s %zu of the process's other GPUs by %s, the local GPU %s only %zu "
+						"usable GPUs that way (cannot be relaxed)",
+						outgoing ? "reached" : "was reached from", need, link_at_least_name(rank),
+						outgoing ? "reaches" : "is reached from", have));
+			}
+		return out;
+	}
+
+	static size_t degree(const std::vector<std::vector<int>> &ranks, size_t i, int rank, bool outgoing)
+	{
+		size_t n = 0;
+		for (size_t k = 0; k < ranks.size(); k++)
+			if ((outgoing ? ranks[i][k] : ranks[k][i]) >= rank)
+				n++;
+		return n;
+	}
+
+	// Why putting src[si] on dst[di] loses a peer link to or from src[k],
+	// already placed; empty when it does not.
+	std::string lost_peer_link(size_t si, size_t di, size_t k) const
+	{
+		const size_t dk = assigned_[k];
+		for (bool outgoing : {true, false}) {
+			const int need = outgoing ? src_peer_[si][k] : src_peer_[k][si];
+			const int have = outgoing ? dst_peer_[di][dk] : dst_peer_[dk][di];
+			if (have < need)
+				return strprintf("no %s link %s local gpu_id %u, which holds checkpointed gpu_id %u "
+						 "(linked %s it by %s) (cannot be relaxed)",
+						 link_at_least_name(need), outgoing ? "to" : "from",
+						 dst_[dk]->gpu_id, src_[k]->gpu_id, outgoing ? "to" : "from",
+						 rank_name(need));
+		}
+		return {};
+	}
+
+	bool keeps_peer_links(size_t si, size_t di, size_t k) const
+	{
+		const size_t dk = assigned_[k];
+		return dst_peer_[di][dk] >= src_peer_[si][k] && dst_peer_[dk][di] >= src_peer_[k][si];
 	}
 
 	// Why dst[di] cannot take src[si] given the current partial mapping;
@@ -199,11 +280,8 @@ private:
 		for (size_t k = 0; k < src_.size(); k++) {
 			if (assigned_[k] == kNone || k == si || assigned_[k] == di)
 				continue;
-			if (in_.checkpointed->xgmi_peers(src_[si]->gpu_id, src_[k]->gpu_id) &&
-			    !in_.local->xgmi_peers(dst_[di]->gpu_id, dst_[assigned_[k]]->gpu_id))
-				out.push_back(strprintf("no XGMI link to local gpu_id %u, which holds its XGMI peer "
-							"(checkpointed gpu_id %u) (cannot be relaxed)",
-							dst_[assigned_[k]]->gpu_id, src_[k]->gpu_id));
+			if (std::string lost = lost_peer_link(si, di, k); !lost.empty())
+				out.push_back(std::move(lost));
 		}
 		if (in_.config.numa_check) {
 			for (const auto &sl : src_cpu_[si]) {
@@ -233,8 +311,7 @@ private:
 		for (size_t k = 0; k < src_.size(); k++) {
 			if (assigned_[k] == kNone || k == si)
 				continue;
-			if (in_.checkpointed->xgmi_peers(src_[si]->gpu_id, src_[k]->gpu_id) &&
-			    !in_.local->xgmi_peers(dst_[di]->gpu_id, dst_[assigned_[k]]->gpu_id))
+			if (!keeps_peer_links(si, di, k))
 				return false;
 		}
 		if (in_.config.numa_check) {
@@ -282,8 +359,8 @@ private:
 		return c;
 	}
 
-	// Most constrained unplaced GPU first; among equals, one with an XGMI
-	// peer already placed, then input order.
+	// Most constrained unplaced GPU first; among equals, one linked to a
+	// GPU already placed, then input order.
 	size_t pick_next(std::vector<size_t> &cands) const
 	{
 		size_t best = kNone;
@@ -294,8 +371,7 @@ private:
 			std::vector<size_t> c = ordered_candidates(i);
 			bool peer = false;
 			for (size_t k = 0; k < src_.size(); k++)
-				if (assigned_[k] != kNone &&
-				    in_.checkpointed->xgmi_peers(src_[i]->gpu_id, src_[k]->gpu_id))
+				if (assigned_[k] != kNone && (src_peer_[i][k] > 0 || src_peer_[k][i] > 0))
 					peer = true;
 			if (best == kNone || c.size() < cands.size() || (c.size() == cands.size() && peer && !best_peer)) {
 				best = i;
@@ -398,6 +474,9 @@ private:
 	std::vector<const TopologyNode *> dst_;
 	std::vector<std::vector<CpuLink>> src_cpu_;
 	std::vector<std::vector<CpuLink>> dst_cpu_;
+	// [from][to] -> link_rank() of the peer link, among src_ / dst_.
+	std::vector<std::vector<int>> src_peer_;
+	std::vector<std::vector<int>> dst_peer_;
 	std::vector<std::vector<std::vector<std::string>>> unary_; // [src][dst] -> reasons
 	std::vector<std::vector<bool>> unary_ok_;
 	std::vector<size_t> assigned_; // src index -> dst index

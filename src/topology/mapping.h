@@ -4,23 +4,25 @@
 // a distinct local GPU that can stand in for it.
 //
 // A local GPU can stand in for a checkpointed one when
-//  - the shape properties are equal (simd_count, mem_banks_count,
-//    io_links_count, max_waves_per_simd, lds_size_in_kb, wave_front_size,
-//    array_count, simd_arrays_per_engine, cu_per_simd_array, simd_per_cu,
-//    max_slots_scratch_cu, vendor_id, device_id, num_sdma_engines,
-//    num_sdma_xgmi_engines, num_sdma_queues_per_engine, num_cp_queues,
-//    vram_public);
-//  - unless switched off in Config: vram_size, num_gws, caches_count,
-//    fw_version and sdma_fw_version are not smaller locally, capability is
-//    equal;
+//  - each property of image/node_properties.h meets its rule there: the
+//    compute shape, vendor_id and device_id are equal; memory banks, caches,
+//    GWS, SDMA engines and queues, CP queues and firmware are at least as
+//    many (caches, GWS and firmware unless switched off in Config);
+//    capability is equal (unless switched off); io_links_count is not
+//    compared (the links are). vram_public is equal, vram_size at least as
+//    large (unless switched off);
 //  - its links to CPUs are at least as good (XGMI can replace PCIe,
 //    bidirectional can replace one-way), and with the NUMA check on, GPUs
 //    that shared a CPU node share one locally and GPUs on distinct CPU nodes
 //    stay on distinct ones;
-//  - two held GPUs joined by a bidirectional XGMI link map to two local GPUs
-//    joined the same way (so a hive lands inside a hive).
+//  - every peer link between two held GPUs, each direction on its own
+//    (io_links and p2p_links: XGMI, or PCIe P2P through a large BAR), is
+//    kept by a link at least as good between the two local GPUs (XGMI can
+//    replace PCIe). So a hive lands inside a hive, and larger hives, more
+//    peers and more GPUs are fine.
 // The search is exhaustive (backtracking, most-constrained GPU first, the
-// same gpu_id tried first), so it finds a mapping whenever one exists.
+// same gpu_id tried first, local GPUs with too few peers pruned up front),
+// so it finds a mapping whenever one exists. docs/topology.md says why.
 #pragma once
 
 #include <cstdint>

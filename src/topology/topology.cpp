@@ -109,6 +109,20 @@ bool Topology::xgmi_peers(uint32_t gpu_a, uint32_t gpu_b) const
 	return bidirectional(a->node_id, b->node_id, kIoLinkTypeXgmi);
 }
 
+uint32_t Topology::peer_link(uint32_t from_gpu, uint32_t to_gpu) const
+{
+	const TopologyNode *a = gpu(from_gpu);
+	const TopologyNode *b = gpu(to_gpu);
+	if (!a || !b || a == b || !a->accessible)
+		return 0;
+	uint32_t best = 0;
+	for (const auto *list : {&a->io_links, &a->p2p_links})
+		for (const auto &l : *list)
+			if (l.node_to == b->node_id && link_valid(l) && link_rank(l.type) > link_rank(best))
+				best = l.type;
+	return best;
+}
+
 std::vector<std::vector<uint32_t>> Topology::hives() const
 {
 	const auto g = accessible_gpus();

@@ -29,6 +29,13 @@ inline constexpr uint32_t kIoLinkTypeXgmi = 11;
 inline constexpr uint32_t kHeapTypeFrameBufferPublic = 1;
 inline constexpr uint32_t kHeapTypeFrameBufferPrivate = 2;
 
+// How much a link type can do: no link < PCIe < XGMI. A link stands in
+// for another when its rank is at least the other's.
+inline constexpr int link_rank(uint32_t type)
+{
+	return type == kIoLinkTypeXgmi ? 2 : type == kIoLinkTypePcie ? 1 : 0;
+}
+
 struct IoLink {
 	uint32_t type = 0;    // kIoLinkTypePcie or kIoLinkTypeXgmi
 	uint32_t node_to = 0; // topology node id of the other end
@@ -65,7 +72,9 @@ struct TopologyNode {
 
 	// PCIe and XGMI links, in sysfs order (links of other types dropped).
 	std::vector<IoLink> io_links;
-	// p2p_links/<i> (same filtering). Informational: not stored in images.
+	// p2p_links/<i> (same filtering): GPUs whose VRAM this one reaches
+	// over PCIe (large BAR) and CPU nodes reached through another CPU.
+	// Stored in images (field 120); peer links count in peer_link().
 	std::vector<IoLink> p2p_links;
 	// caches/<i>, in index order. Informational.
 	std::vector<CacheInfo> caches;
@@ -107,6 +116,10 @@ public:
 	bool bidirectional(uint32_t node_a, uint32_t node_b, uint32_t type) const;
 	// Two GPUs (by gpu_id) joined by a bidirectional XGMI link.
 	bool xgmi_peers(uint32_t gpu_a, uint32_t gpu_b) const;
+	// How GPU `from` reaches GPU `to`'s memory (by gpu_id): the best valid
+	// link of either list (io_links, p2p_links), kIoLinkTypeXgmi before
+	// kIoLinkTypePcie; 0 when there is none (or a GPU is unknown).
+	uint32_t peer_link(uint32_t from_gpu, uint32_t to_gpu) const;
 
 	// XGMI hives: groups of >= 2 accessible GPUs connected by bidirectional
 	// XGMI links (connected components). gpu_ids, each hive in node order,

@@ -60,7 +60,8 @@ std::string map_fails(const MappingInput &in)
 }
 
 // Every rule a valid mapping must satisfy, checked independently of the
-// search: distinct, usable local GPUs; XGMI pairs kept; NUMA grouping kept.
+// search: distinct, usable local GPUs; XGMI pairs and every peer link kept;
+// NUMA grouping kept.
 void assert_valid(const MappingInput &in, const GpuMap &m, size_t expected)
 {
 	cr_assert_eq(m.entries().size(), expected);
@@ -84,6 +85,9 @@ void assert_valid(const MappingInput &in, const GpuMap &m, size_t expected)
 			if (in.checkpointed->xgmi_peers(a.checkpointed_gpu_id, b.checkpointed_gpu_id))
 				cr_assert(in.local->xgmi_peers(a.local_gpu_id, b.local_gpu_id),
 					  "XGMI pair %u-%u lost", a.checkpointed_gpu_id, b.checkpointed_gpu_id);
+			cr_assert_geq(link_rank(in.local->peer_link(a.local_gpu_id, b.local_gpu_id)),
+				      link_rank(in.checkpointed->peer_link(a.checkpointed_gpu_id, b.checkpointed_gpu_id)),
+				      "peer link %u -> %u lost", a.checkpointed_gpu_id, b.checkpointed_gpu_id);
 			if (in.config.numa_check) {
 				const auto sa = in.checkpointed->cpu_nodes_of_gpu(a.checkpointed_gpu_id);
 				const auto sb = in.checkpointed->cpu_nodes_of_gpu(b.checkpointed_gpu_id);
@@ -374,9 +378,6 @@ Test(mapping_checks, shape_properties_cannot_be_relaxed)
 	} cases[] = {
 		{"simd_count", [](TopologyNode &g) { g.simd_count = 480; }},
 		{"device_id", [](TopologyNode &g) { g.device_id = 29580; }},
-		{"io_links_count", [](TopologyNode &g) { g.io_links_count = 5; }},
-		{"num_cp_queues", [](TopologyNode &g) { g.num_cp_queues = 32; }},
-		{"num_sdma_xgmi_engines", [](TopologyNode &g) { g.num_sdma_xgmi_engines = 6; }},
 		{"vram_public", [](TopologyNode &g) { g.vram_public = false; }},
 		{"max_slots_scratch_cu", [](TopologyNode &g) { g.max_slots_scratch_cu = 16; }},
 	};
@@ -455,11 +456,11 @@ Test(mapping_links, hive_needs_hive)
 	for (Check c : kAllChecks)
 		all_off = all_off.with(c, false);
 	const std::string msg = map_fails(input(src, dst, all_off));
-	cr_assert(has(msg, "no XGMI link to local gpu_id"), "%s", msg.c_str());
+	cr_assert(has(msg, "reached 1 of the process's other GPUs by XGMI"), "%s", msg.c_str());
 	cr_assert(has(msg, "cannot be relaxed"), "%s", msg.c_str());
 }
 
-Test(mapping_links, one_way_xgmi_is_not_a_hive)
+Test(mapping_links, one_way_xgmi_is_not_a_hive_but_is_kept)
 {
 	Builder b;
 	b.cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0);
@@ -470,8 +471,14 @@ Test(mapping_links, one_way_xgmi_is_not_a_hive)
 	Topology one_way(nodes);
 	cr_assert(one_way.hives().empty());
 	cr_assert(!one_way.xgmi_peers(11, 12));
-	Topology dst = Builder().cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0).build();
-	MappingInput in = input(one_way, dst);
+	cr_assert_eq(one_way.peer_link(11, 12), kIoLinkTypeXgmi);
+	cr_assert_eq(one_way.peer_link(12, 11), 0u);
+	// The one direction the process had must be there; a full hive has it.
+	Topology none = Builder().cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0).build();
+	const std::string msg = map_fails(input(one_way, none));
+	cr_assert(has(msg, "by XGMI"), "%s", msg.c_str());
+	Topology hive = Builder().cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0).xgmi(1, 2).build();
+	MappingInput in = input(one_way, hive);
 	assert_valid(in, map_ok(in), 2);
 }
 
@@ -622,7 +629,8 @@ Test(mapping_search, no_mapping_for_large_symmetric_case_is_reported)
 		}
 	Topology src = s.build(), dst = d.build();
 	const std::string msg = map_fails(input(src, dst));
-	cr_assert(has(msg, "no XGMI link"), "%s", msg.c_str());
+	cr_assert(has(msg, "reached 7 of the process's other GPUs by XGMI, the local GPU reaches only 3"), "%s",
+		  msg.c_str());
 }
 
 // ---- held subset and container -------------------------------------------------
