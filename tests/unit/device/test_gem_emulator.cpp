@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The render-node GEM wrappers (src/device/gem.h) on the emulated GPU (run
+// under kfd-emu; skip without a render node): the handle list with each
+// BO's creation parameters, VA mappings and their flags, mmap offsets,
+// dma-buf export, GEM_CREATE + CHANGE_HANDLE and the handle's RAII. The
+// run with KFDEMU_FAULTS failing GEM_LIST_HANDLES with EINVAL (what a
+// kernel without the ioctl does) checks the error names the ioctl and the
+// kernel that added it.
+#include <criterion/criterion.h>
+
+#include <amdgpu_drm.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "../common/assert_ok.h"
+#include "base/drm.h"
+#include "base/unique_fd.h"
+#include "device/gem.h"
+
+using namespace amdcr;
+
+namespace {
+
+constexpr uint32_t kRw = uapi::kVmPageReadable | uapi::kVmPageWriteable;
+
+UniqueFd open_render()
+{
+	UniqueFd fd(::open("/dev/dri/renderD128", O_RDWR | O_CLOEXEC));
+	if (!fd.valid() || ::access("/dev/kfd", F_OK) != 0)
+		cr_skip_test("no emulated /dev/dri/renderD128 (run under kfd-emu)");
+	return fd;
+}
+
+const GemBoInfo *find(const std::vector<GemBoInfo> &l, uint32_t handle)
+{
+	for (const auto &b : l)
+		if (b.handle == handle)
+			return &b;
+	return nullptr;
+}
+
+bool faulting_list_handles()
+{
+	const char *f = std::getenv("KFDEMU_FAULTS");
+	return f && std::strstr(f, "GEM_LIST_HANDLES");
+}
+
+} // namespace
+
+Test(gem, list_handles_reports_each_bo_as_created)
+{
+	if (faulting_list_handles())
+		cr_skip_test("GEM_LIST_HANDLES fails by design in this run");
+	UniqueFd fd = open_render();
+	auto empty = gem_list_handles(fd.get());
+	cr_assert_ok(empty);
+	cr_assert_eq(empty->size(), 0u, "a new render file holds no handles");
+
+	auto vram = GemHandle::create(fd.get(), 3 << 16, 1 << 16, kGemDomainVram, AMDGPU_GEM_CREATE_NO_CPU_ACCESS);
+	cr_assert_ok(vram);
+	auto gtt = GemHandle::create(fd.get(), 8192, 4096, kGemDomainGtt, 0);
+	cr_assert_ok(gtt);
+	auto list = gem_list_handles(fd.get());
+	cr_assert_ok(list);
+	cr_assert_eq(list->size(), 2u);
+	const GemBoInfo *v = find(*list, vram->get());
+	const GemBoInfo *g = find(*list, gtt->get());
+	cr_assert(v && g, "both handles listed");
+	cr_assert_eq(v->size, 3u << 16);
+	cr_assert_eq(v->preferred_domains, kGemDomainVram);
+	cr_assert(v->alloc_flags & AMDGPU_GEM_CREATE_NO_CPU_ACCESS);
+	cr_assert_eq(v->alignment_bytes, 1u << 16, "alignment in bytes (the kernel reports pages)");
+	cr_assert_not(v->is_import);
+	cr_assert_eq(g->size, 8192u);
+	cr_assert_eq(g->preferred_domains, kGemDomainGtt);
+}
+
+Test(gem, mapping_info_gives_each_va_range_with_flags_that_recreate_it)
+{
+	if (faulting_list_handles())
+		cr_skip_test("GEM_LIST_HANDLES fails by design in this run");
+	UniqueFd fd = open_render();
+	auto bo = GemHandle::create(fd.get(), 8192, 4096, kGemDomainGtt, 0);
+	cr_assert_ok(bo);
+	auto none = gem_mapping_info(fd.get(), bo->get());
+	cr_assert_ok(none);
+	cr_assert_eq(none->size(), 0u);
+	cr_assert_ok(gem_va_map(fd.get(), bo->get(), 0x400000000ull, 8192, 0, kRw));
+	cr_assert_ok(gem_va_map(fd.get(), bo->get(), 0x500000000ull, 4096, 4096,
+				uapi::kVmPageReadable | uapi::kVmPageExecutable));
+	auto maps = gem_mapping_info(fd.get(), bo->get());
+	cr_assert_ok(maps);
+	cr_assert_eq(maps->size(), 2u);
+	bool low = false, high = false;
+	for (const auto &m : *maps) {
+		if (m.addr == 0x400000000ull) {
+			low = m.size == 8192 && m.offset == 0 && gem_va_flags_from_pte(m.pte_flags) == kRw;
+		} else if (m.addr == 0x500000000ull) {
+			high = m.size == 4096 && m.offset == 4096 &&
+			       gem_va_flags_from_pte(m.pte_flags) == (uapi::kVmPageReadable | uapi::kVmPageExecutable);
+		}
+	}
+	cr_assert(low && high, "both mappings with their size, offset and flags");
+	auto bad = gem_mapping_info(fd.get(), 9999);
+	cr_assert_not(bad.ok());
+	cr_assert_eq(bad.error().code(), ENOENT);
+}
+
+Test(gem, mmap_offset_and_dmabuf_export)
+{
+	UniqueFd fd = open_render();
+	auto gtt = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
+	cr_assert_ok(gtt);
+	auto off = gem_mmap_offset(fd.get(), gtt->get());
+	cr_assert_ok(off);
+	cr_assert_neq(*off, 0u);
+	auto hidden = GemHandle::create(fd.get(), 4096, 4096, kGemDomainVram, AMDGPU_GEM_CREATE_NO_CPU_ACCESS);
+	cr_assert_ok(hidden);
+	auto no = gem_mmap_offset(fd.get(), hidden->get());
+	cr_assert_not(no.ok());
+	cr_assert_eq(no.error().code(), EPERM, "a BO without CPU access has no mmap offset");
+	auto dmabuf = gem_export_dmabuf(fd.get(), hidden->get());
+	cr_assert_ok(dmabuf);
+	cr_assert(dmabuf->valid());
+}
+
+Test(gem, change_handle_moves_the_bo_and_the_handle_closes_it)
+{
+	if (faulting_list_handles())
+		cr_skip_test("GEM_LIST_HANDLES fails by design in this run");
+	UniqueFd fd = open_render();
+	{
+		auto a = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
+		cr_assert_ok(a);
+		const uint32_t first = a->get();
+		cr_assert_ok(a->change_to(77));
+		cr_assert_eq(a->get(), 77u);
+		auto list = gem_list_handles(fd.get());
+		cr_assert_ok(list);
+		cr_assert(find(*list, 77) && !find(*list, first), "the BO is at 77 only");
+		auto b = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
+		cr_assert_ok(b);
+		const uint32_t bh = b->get();
+		auto taken = b->change_to(77);
+		cr_assert_not(taken.ok(), "77 is taken");
+		cr_assert_eq(taken.error().code(), ENOSPC);
+		cr_assert_eq(b->get(), bh, "unchanged on failure");
+		cr_assert(std::strstr(taken.error().message().c_str(), "DRM_IOCTL_GEM_CHANGE_HANDLE"));
+		const uint32_t kept = GemHandle(std::move(*b)).release();
+		cr_assert_eq(kept, bh);
+	}
+	auto list = gem_list_handles(fd.get());
+	cr_assert_ok(list);
+	cr_assert_eq(list->size(), 1u, "77 was closed, the released one stays");
+}
+
+Test(gem_old_kernel, a_missing_list_handles_ioctl_is_named_with_the_kernel_that_has_it)
+{
+	if (!faulting_list_handles())
+		cr_skip_test("needs KFDEMU_FAULTS=DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES:errno=EINVAL");
+	UniqueFd fd = open_render();
+	auto l = gem_list_handles(fd.get());
+	cr_assert_not(l.ok());
+	cr_assert_eq(l.error().code(), EINVAL);
+	const std::string msg = l.error().message();
+	cr_assert(msg.find("DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES") != std::string::npos, "%s", msg.c_str());
+	cr_assert(msg.find(kGemCriuKernel) != std::string::npos, "%s", msg.c_str());
+}
