@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "inspect/verify.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <set>
+
+#include "image/image_names.h"
+#include "image/image_set.h"
+#include "image/pages_file.h"
+
+namespace amdcr::inspect {
+
+namespace {
+
+class Verifier {
+public:
+	explicit Verifier(const Checkpoint &ck) : ck_(ck), buf_(kVerifyReadBytes) {}
+
+	VerifyReport run() &&
+	{
+		for (const auto &l : ck_.kfd)
+			kfd(l);
+		for (const auto &l : ck_.render)
+			render(l);
+		for (const auto &l : ck_.dmabuf)
+			metadata_only(l);
+		leftovers();
+		std::sort(r_.good.begin(), r_.good.end());
+		return std::move(r_);
+	}
+
+private:
+	void problem(const std::string &file, const Error &e) { r_.problems.push_back({file, e.message()}); }
+
+	template <typename Image>
+	bool decoded(const Loaded<Image> &l)
+	{
+		checked_.insert(l.file);
+		if (l.image)
+			return true;
+		problem(l.file, l.image.error());
+		failed_ids_.insert(l.id);
+		return false;
+	}
+
+	template <typename Image>
+	void metadata_only(const Loaded<Image> &l)
+	{
+		if (decoded(l))
+			r_.good.push_back(l.file);
+	}
+
+	// Reads the whole payload of a pages file that the set check found
+	// well-formed (an I/O error or a file shrinking is a problem).
+	bool read_through(const std::string &file)
+	{
+		auto reader = PagesReader::open(ck_.dir, file);
+		if (!reader) {
+			problem(file, reader.error());
+			return false;
+		}
+		while (reader->remaining() > 0) {
+			const size_t n = static_cast<size_t>(std::min<uint64_t>(reader->remaining(), buf_.size()));
+			if (auto st = reader->read(buf_.data(), n); !st) {
+				problem(file, st.error());
+				return false;
+			}
+			r_.bytes_read += n;
+		}
+		r_.good.push_back(file);
+		return true;
+	}
+
+	// The set check of one metadata image, then every pages file it names.
+	template <typename Image>
+	void with_pages(const Loaded<Image> &l, const Status &set_check,
+			const std::vector<std::string> &pages)
+	{
+		for (const auto &p : pages)
+			checked_.insert(p);
+		if (!set_check) {
+			problem(l.file, set_check.error());
+			failed_ids_.insert(l.id);
+			return;
+		}
+		r_.good.push_back(l.file);
+		for (const auto &p : pages) {
+			auto present = ck_.dir.exists(p);
+			if (present && *present)
+				read_through(p);
+		}
+	}
+
+	void kfd(const Loaded<KfdImage> &l)
+	{
+		if (!decoded(l))
+			return;
+		std::vector<std::string> pages;
+		for (const KfdDevice &d : l.image->devices)
+			if (d.is_gpu())
+				pages.push_back(kfd_pages_image_name(l.id, d.gpu_id));
+		with_pages(l, validate_kfd_image_set(ck_.dir, l.id, *l.image), pages);
+	}
+
+	void render(const Loaded<RenderNodeImage> &l)
+	{
+		if (!decoded(l))
+			return;
+		std::vector<std::string> pages;
+		for (const auto &at : render_pages_layout(*l.image, l.id))
+			if (at)
+				pages.push_back(at->file);
+		with_pages(l, validate_render_image_set(ck_.dir, l.id, *l.image), pages);
+	}
+
+	// The CRIU file id in a pages file name "<prefix><id>-...", or -1.
+	static int pages_id(const std::string &name, std::string_view prefix)
+	{
+		if (!name.starts_with(prefix))
+			return -1;
+		int id = 0;
+		size_t i = prefix.size();
+		for (; i < name.size() && i < prefix.size() + 9 && name[i] >= '0' && name[i] <= '9'; i++)
+			id = id * 10 + (name[i] - '0');
+		return i > prefix.size() && i < name.size() && name[i] == '-' ? id : -1;
+	}
+
+	void leftovers()
+	{
+		static constexpr std::string_view kPages[] = {"amdgpu-pages-", "amdgpu-drm-pages-"};
+		for (const auto &f : ck_.amdgpu_files) {
+			if (checked_.count(f))
+				continue;
+			if (f.starts_with(".")) {
+				r_.warnings.push_back({f, "temporary file of an interrupted write"});
+				continue;
+			}
+			bool pages = false;
+			for (auto prefix : kPages) {
+				const int id = pages_id(f, prefix);
+				if (id < 0)
+					continue;
+				pages = true;
+				if (failed_ids_.count(id))
+					continue; // its image is already reported
+				r_.problems.push_back({f, "pages file that no image refers to (is its "
+							  "kfd or renderD image missing?)"});
+			}
+			if (!pages)
+				r_.warnings.push_back({f, "not an amdgpu image name this tool knows"});
+		}
+	}
+
+	const Checkpoint &ck_;
+	std::vector<uint8_t> buf_;
+	VerifyReport r_;
+	std::set<std::string> checked_;
+	std::set<int> failed_ids_;
+};
+
+} // namespace
+
+VerifyReport verify_checkpoint(const Checkpoint &ck)
+{
+	return Verifier(ck).run();
+}
+
+std::string format_verify(const VerifyReport &r, bool verbose)
+{
+	std::string o;
+	if (verbose)
+		for (const auto &f : r.good)
+			o += "ok " + f + "\n";
+	for (const auto &p : r.problems)
+		o += "BAD " + p.file + ": " + p.message + "\n";
+	for (const auto &w : r.warnings)
+		o += "warning: " + w.file + ": " + w.message + "\n";
+	o += strprintf("%zu files good, %zu problems, %zu warnings, %" PRIu64 " bytes of contents read\n",
+		       r.good.size(), r.problems.size(), r.warnings.size(), r.bytes_read);
+	return o;
+}
+
+} // namespace amdcr::inspect

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// `amdgpu-img verify`: is this checkpoint complete and intact? Checks every
+// amdgpu image of a directory without stopping at the first problem:
+//  - each metadata image (kfd, renderD, dmabuf): framing, decoding and the
+//    image layer's validation (the checks a restore makes before touching a
+//    GPU);
+//  - each pages file an image implies: present, framed, its payload the
+//    size of the BOs it holds, and readable to the end;
+//  - pages files no image refers to (a metadata image lost?) are problems;
+//    temporaries of an interrupted write (".amdgpu-*.tmp-*") and unknown
+//    amdgpu-* names are warnings.
+// Pages files are read through one bounded buffer (kVerifyReadBytes).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "inspect/checkpoint.h"
+
+namespace amdcr::inspect {
+
+inline constexpr size_t kVerifyReadBytes = 1u << 20;
+
+struct Finding {
+	std::string file;
+	std::string message;
+};
+
+struct VerifyReport {
+	std::vector<std::string> good;	 // files that passed every check
+	std::vector<Finding> problems; // the checkpoint is damaged
+	std::vector<Finding> warnings; // worth a look, not damage
+	uint64_t bytes_read = 0;	 // of pages file payloads
+};
+
+VerifyReport verify_checkpoint(const Checkpoint &ck);
+
+// One line per finding ("BAD file: ...", "warning: file: ..."), with
+// `verbose` one "ok file" line per good file, then a summary line.
+std::string format_verify(const VerifyReport &r, bool verbose);
+
+} // namespace amdcr::inspect
