@@ -15,7 +15,10 @@ pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-c
       # Debian's ROCm 5.2 user space, run on the emulated GPU (tests/rocm)
       rocminfo rocm-smi libhsa-runtime-dev
       # ss(8), used by the real-CRIU emulator tests to check daemon sockets
-      iproute2)
+      iproute2
+      # amdgpu-img's JSON schema check (tests/inspect); the libFuzzer targets
+      # (tests/fuzz, scripts/fuzz.sh)
+      python3-jsonschema clang libfuzzer-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
