@@ -43,7 +43,9 @@ Result<GemHandle> recreate_bo(int fd, const DrmBo &bo)
 
 Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *out)
 {
-	auto img = read_render_image(images, id);
+	// Not read_render_image: with streamed images (criu --stream)
+	// restore_streamed has read it already, and a file is served once.
+	auto img = take_render_image(images, id);
 	if (!img)
 		return std::move(img).error();
 	const std::string name = render_image_name(id);

@@ -92,5 +92,7 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # files stream in parallel, and render node files.
   kfdemu_realcriu_test(${_ver} stream_2xMI210 stream 2xMI210
     --streamer ${PROJECT_SOURCE_DIR}/tests/streamer/streamer.py)
+  kfdemu_realcriu_test(${_ver} stream_truncated_MI100 stream-truncated MI100
+    --streamer ${PROJECT_SOURCE_DIR}/tests/streamer/streamer.py)
 endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin)

@@ -59,7 +59,11 @@ stream          roundtrip with `criu dump/restore --stream` through the
                 non-empty pages file the size of its GPU's BOs; each of them
                 served at most once and every KFD image and non-empty pages
                 file served; the staging peak of the dump (the emulator's
-                count of CRIU's registered userptr memory) within the bound.
+                count of the userptr memory CRIU registered) and the sum of
+                the restore's per-GPU peaks (the plugin's summary lines)
+                within the bound.
+stream-truncated  restore-truncated with --stream: the largest pages file
+                is cut in half in the stand-in streamer's store.
 broken-vma-map  the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a
                 page (KFDEMU_ADAPTER_BREAK_VMA_MAP=1): passes only if the
                 dump succeeds and the restore or the restored process fails.
@@ -363,7 +367,7 @@ class Run:
         self.env = dict(os.environ)
         if args.scenario == "broken-vma-map":
             self.env["KFDEMU_ADAPTER_BREAK_VMA_MAP"] = "1"
-        self.stream = args.scenario == "stream"
+        self.stream = args.scenario in ("stream", "stream-truncated")
         self.streamer = None
         if self.stream:
             self.env["KFD_MAX_BUFFER_SIZE"] = str(STREAM_BOUND)
@@ -547,6 +551,13 @@ def stream_round_trip(run):
     log(f"dump staging (emulator's userptr count of CRIU {run.criu_pids['dump']}): {peak}")
     expect(0 < peak["peak"] <= STREAM_BOUND, f"dump staging peak {peak['peak']} bytes, bound {STREAM_BOUND}")
     run.restore(procs[0][1])
+    # The restore copies in the restored task, whose userptr count also
+    # holds its own restored userptr BOs: the plugin's per-GPU summary
+    # lines ("peak staging N bytes", GPUs copied in parallel) instead.
+    with open(os.path.join(run.images, "restore.log"), errors="replace") as f:
+        peaks = [int(m.group(1)) for m in re.finditer(r"restored \d+ BOs, .*peak staging (\d+) bytes", f.read())]
+    log(f"restore staging per GPU (the plugin's summary lines): {peaks}")
+    expect(peaks and 0 < sum(peaks) <= STREAM_BOUND, f"restore staging peaks {peaks}, bound {STREAM_BOUND}")
     with open(run.report) as f:
         rep = json.load(f)
     served = [n for n in rep["served"] if OURS.fullmatch(n)]
@@ -591,8 +602,9 @@ def restore_failure(run, how):
     (d, pid), = procs
     run.dump([pid])
     if how == "truncated":
-        pages = [os.path.join(run.images, n) for n in os.listdir(run.images) if n.startswith("amdgpu-pages")]
-        expect(pages, f"no amdgpu-pages file in {sorted(os.listdir(run.images))}")
+        where = run.store if run.stream else run.images  # streamed: the stand-in streamer's store
+        pages = [os.path.join(where, n) for n in os.listdir(where) if n.startswith("amdgpu-pages")]
+        expect(pages, f"no amdgpu-pages file in {sorted(os.listdir(where))}")
         victim = max(pages, key=os.path.getsize)
         size = os.path.getsize(victim)
         os.truncate(victim, size // 2)
@@ -691,7 +703,7 @@ def inside(args, criu):
             stream_round_trip(run)
         elif args.scenario == "dump-fault":
             dump_fault(run)
-        elif args.scenario == "restore-truncated":
+        elif args.scenario in ("restore-truncated", "stream-truncated"):
             restore_failure(run, "truncated")
         elif args.scenario == "restore-fault":
             restore_failure(run, "fault")
@@ -713,7 +725,8 @@ def main():
     ap.add_argument("--machine", default="MI100")
     ap.add_argument("--scenario", default="roundtrip",
                     choices=["roundtrip", "tree", "other-machine", "dump-fault", "restore-truncated",
-                             "restore-fault", "broken-vma-map", "render", "kfd-gem", "stream"])
+                             "restore-fault", "broken-vma-map", "render", "kfd-gem", "stream",
+                             "stream-truncated"])
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                        "streamer", "streamer.py"),
                     help="the stand-in image streamer (stream scenario)")
