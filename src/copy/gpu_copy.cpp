@@ -26,8 +26,15 @@ uint64_t job_bytes(const GpuCopyJob &job)
 	return n;
 }
 
+// What one job did, besides its stats.
+struct JobOut {
+	TransferStats stats;
+	std::vector<BoChecksum> checksums; // dump
+	uint64_t verified_bytes = 0;	   // restore
+};
+
 // A GPU without buffers: an empty pages file at dump, nothing at restore.
-Result<TransferStats> run_empty(Direction dir, const ImageDir &images, const GpuCopyJob &job)
+Result<JobOut> run_empty(Direction dir, const ImageDir &images, const GpuCopyJob &job)
 {
 	if (dir == Direction::GpuToFile) {
 		auto pages = PagesWriter::create(images, job.pages_file, 0);
@@ -36,13 +43,48 @@ Result<TransferStats> run_empty(Direction dir, const ImageDir &images, const Gpu
 		if (auto st = pages->commit(); !st)
 			return std::move(st).error();
 	}
-	return TransferStats{};
+	return JobOut{};
+}
+
+// The transfer with the integrity layer around the file side: checksums
+// computed on the way out (dump), checked on the way in (restore).
+Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCopyJob &job,
+				ByteSink *sink, ByteSource *source, uint64_t bound)
+{
+	JobOut out;
+	if (sink) {
+		std::vector<uint64_t> sizes;
+		for (const auto &b : job.bos)
+			sizes.push_back(b.size);
+		ChecksummingSink sums(*sink, sizes);
+		auto stats = transfer_to_file(engine, bufs, sums, bound);
+		if (!stats)
+			return std::move(stats).error();
+		auto c = sums.take();
+		if (!c)
+			return std::move(c).error();
+		out.stats = *stats;
+		out.checksums = std::move(*c);
+		return out;
+	}
+	std::vector<VerifyingSource::Bo> bos;
+	for (size_t i = 0; i < job.bos.size(); i++) {
+		const GpuCopyBo &b = job.bos[i];
+		bos.push_back({b.size, b.expect, b.label.empty() ? strprintf("BO %zu", i) : b.label});
+	}
+	VerifyingSource checked(*source, std::move(bos));
+	auto stats = transfer_from_file(engine, bufs, checked, bound);
+	if (!stats)
+		return std::move(stats).error();
+	out.stats = *stats;
+	out.verified_bytes = checked.verified_bytes();
+	return out;
 }
 
 // A job whose BOs each have their own pages file: one transfer over the
 // series of files, as if they were one.
-Result<TransferStats> run_series(Direction dir, const ImageDir &images, const GpuCopyJob &job,
-				 DmaEngine &engine, BufferFeed &bufs, uint64_t bound)
+Result<JobOut> run_series(Direction dir, const ImageDir &images, const GpuCopyJob &job,
+			  DmaEngine &engine, BufferFeed &bufs, uint64_t bound)
 {
 	if (job.bo_files.size() != job.bos.size())
 		return make_error(EINVAL, "%zu pages files for %zu BOs", job.bo_files.size(), job.bos.size());
@@ -51,19 +93,18 @@ Result<TransferStats> run_series(Direction dir, const ImageDir &images, const Gp
 		parts.push_back({job.bo_files[i], job.bos[i].size});
 	if (dir == Direction::GpuToFile) {
 		PagesSeriesWriter pages(images, std::move(parts));
-		auto stats = transfer_to_file(engine, bufs, pages, bound);
-		if (!stats)
-			return stats;
+		auto out = transfer_checked(engine, bufs, job, &pages, nullptr, bound);
+		if (!out)
+			return out;
 		if (auto st = pages.finish(); !st)
 			return std::move(st).error();
-		return stats;
+		return out;
 	}
 	PagesSeriesReader pages(images, std::move(parts));
-	return transfer_from_file(engine, bufs, pages, bound);
+	return transfer_checked(engine, bufs, job, nullptr, &pages, bound);
 }
 
-Result<TransferStats> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &job,
-			      uint64_t bound)
+Result<JobOut> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &job, uint64_t bound)
 {
 	if (job.bos.empty())
 		return run_empty(dir, images, job);
@@ -89,12 +130,12 @@ Result<TransferStats> run_one(Direction dir, const ImageDir &images, const GpuCo
 		auto pages = PagesWriter::create(images, job.pages_file, bytes);
 		if (!pages)
 			return std::move(pages).error();
-		auto stats = transfer_to_file(**engine, bufs, *pages, bound);
-		if (!stats)
-			return std::move(stats).error().context(job.pages_file);
+		auto out = transfer_checked(**engine, bufs, job, &*pages, nullptr, bound);
+		if (!out)
+			return std::move(out).error().context(job.pages_file);
 		if (auto st = pages->commit(); !st)
 			return std::move(st).error();
-		return stats;
+		return out;
 	}
 
 	auto pages = PagesReader::open(images, job.pages_file);
@@ -105,10 +146,10 @@ Result<TransferStats> run_one(Direction dir, const ImageDir &images, const GpuCo
 				  job.pages_file.c_str(),
 				  static_cast<unsigned long long>(pages->payload_size()),
 				  static_cast<unsigned long long>(bytes));
-	auto stats = transfer_from_file(**engine, bufs, *pages, bound);
-	if (!stats)
-		return std::move(stats).error().context(job.pages_file);
-	return stats;
+	auto out = transfer_checked(**engine, bufs, job, nullptr, &*pages, bound);
+	if (!out)
+		return std::move(out).error().context(job.pages_file);
+	return out;
 }
 
 } // namespace
@@ -139,7 +180,7 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 	if (!bound)
 		return std::move(bound).error();
 	const uint64_t staging_bound = *bound;
-	std::vector<std::optional<Result<TransferStats>>> results(jobs.size());
+	std::vector<std::optional<Result<JobOut>>> results(jobs.size());
 	std::vector<double> seconds(jobs.size());
 	{
 		std::vector<std::jthread> workers;
@@ -155,22 +196,43 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 	std::vector<GpuCopyResult> out;
 	for (size_t i = 0; i < jobs.size(); i++) {
 		auto &r = *results[i];
-		if (!r)
+		if (!r) {
+			// A failed dump leaves no GPU's pages file behind: the
+			// jobs that did finish are taken back too.
+			if (dir == Direction::GpuToFile)
+				remove_job_files(images, jobs);
 			return std::move(r).error().context(
 				strprintf("gpu 0x%04x", jobs[i].image_gpu_id));
-		out.push_back({jobs[i].image_gpu_id, *r, seconds[i]});
+		}
+		out.push_back({jobs[i].image_gpu_id, r->stats, seconds[i], std::move(r->checksums),
+			       r->verified_bytes});
 	}
 	for (const auto &r : out)
 		log_gpu(LogLevel::Info, r.image_gpu_id,
 			"%s %llu BOs, %llu bytes in %.3f s (%.2f GB/s; DMA and file I/O %.3f s), "
-			"peak staging %llu bytes, %llu submissions",
+			"peak staging %llu bytes, %llu submissions%s",
 			dir == Direction::GpuToFile ? "dumped" : "restored",
 			static_cast<unsigned long long>(r.stats.bos),
 			static_cast<unsigned long long>(r.stats.bytes), r.job_seconds,
 			r.job_seconds > 0 ? static_cast<double>(r.stats.bytes) / r.job_seconds / 1e9 : 0.0,
 			r.stats.seconds, static_cast<unsigned long long>(r.stats.peak_staging_bytes),
-			static_cast<unsigned long long>(r.stats.submissions));
+			static_cast<unsigned long long>(r.stats.submissions),
+			dir == Direction::GpuToFile
+				? ", checksummed"
+				: strprintf(", checksums matched for %llu bytes",
+					    static_cast<unsigned long long>(r.verified_bytes))
+					  .c_str());
 	return out;
+}
+
+void remove_job_files(const ImageDir &images, const std::vector<GpuCopyJob> &jobs)
+{
+	for (const auto &j : jobs) {
+		if (!j.pages_file.empty())
+			(void)images.remove(j.pages_file);
+		for (const auto &f : j.bo_files)
+			(void)images.remove(f);
+	}
 }
 
 } // namespace amdcr

@@ -12,6 +12,7 @@
 
 #include "base/result.h"
 #include "copy/transfer.h"
+#include "image/content_checksum.h"
 #include "image/image_dir.h"
 
 namespace amdcr {
@@ -19,6 +20,11 @@ namespace amdcr {
 struct GpuCopyBo {
 	int dmabuf_fd = -1; // borrowed; the caller keeps it open during the run
 	uint64_t size = 0;
+	// Restore: the checksums its contents must match (nullptr: not
+	// checked), and how an error names it ("BO 3 at 0x7f..."; empty:
+	// "BO <index in the job>").
+	const BoChecksum *expect{};
+	std::string label{};
 };
 
 struct GpuCopyJob {
@@ -35,6 +41,11 @@ struct GpuCopyResult {
 	uint32_t image_gpu_id = 0;
 	TransferStats stats;  // the pipelined DMA + file I/O phase
 	double job_seconds = 0; // the whole job: render node, engine, imports, copy
+	// Dump: the checksums of the job's BOs, in job order (every dump
+	// computes them, image/content_checksum.h).
+	std::vector<BoChecksum> checksums{};
+	// Restore: bytes whose checksums were compared and matched.
+	uint64_t verified_bytes = 0;
 };
 
 // Staging memory (per_gpu_staging_bound, for both directions): with
@@ -45,13 +56,22 @@ struct GpuCopyResult {
 //
 // Runs every job on its own thread and waits for all of them. Dump:
 // each pages file is written atomically (nothing visible under its name on
-// failure), an empty one for a GPU without buffers. Restore: each pages
-// file must hold exactly the jobs' bytes; a GPU without buffers reads none.
+// failure), an empty one for a GPU without buffers, and every BO's
+// checksums are computed on the way (GpuCopyResult::checksums). Restore:
+// each pages file must hold exactly the jobs' bytes; a GPU without buffers
+// reads none; a BO with `expect` is checked chunk by chunk as it is read,
+// and a mismatch stops the job with EBADMSG naming the file, the BO and
+// the byte range (run_gpu_copies adds the GPU).
 // Returns the per-GPU stats, or the first job's error (by job order) after
 // all jobs have stopped. Logs one summary line per GPU on success.
 Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir &images,
 						  const std::vector<GpuCopyJob> &jobs,
 						  uint64_t max_buffer_size);
+
+// Removes the pages files `jobs` name (a dump that failed after they were
+// written); missing files are not an error, and a streamed image (no
+// directory to remove from) keeps them.
+void remove_job_files(const ImageDir &images, const std::vector<GpuCopyJob> &jobs);
 
 // The staging bound of one GPU's job when `gpus` GPUs with buffers copy in
 // parallel; EINVAL when KFD_MAX_BUFFER_SIZE leaves a GPU less than two

@@ -93,6 +93,7 @@ int DumpSession::dump_ext_file(int fd, int id)
 	}
 	if (!status) {
 		log_error("dump of file %d failed: %s", id, status.error().message().c_str());
+		discard_created("a GPU file's dump failed");
 		return status.error().neg();
 	}
 	claim();
@@ -136,6 +137,30 @@ int DumpSession::dump_devices_late(int /*root_pid*/)
 	return -ENOTSUP;
 }
 
+void DumpSession::discard_created(const char *why)
+{
+	if (created_.empty())
+		return;
+	auto images = session_image_dir(env_);
+	if (!images) {
+		log_error("%s, but its %zu image files cannot be removed: %s", why, created_.size(),
+			  images.error().message().c_str());
+		return;
+	}
+	size_t removed = 0;
+	for (const auto &name : created_) {
+		auto exists = images->exists(name);
+		if (exists && !*exists)
+			continue;
+		if (auto st = images->remove(name); !st)
+			log_error("%s; removing %s: %s", why, name.c_str(), st.error().message().c_str());
+		else
+			removed++;
+	}
+	log_info("%s: removed the %zu GPU image files it had written", why, removed);
+	created_.clear();
+}
+
 void DumpSession::finish(int ret)
 {
 	if (!paused_.empty()) {
@@ -143,6 +168,8 @@ void DumpSession::finish(int ret)
 			 paused_.size());
 		(void)unpause_all();
 	}
+	if (ret != 0)
+		discard_created("the dump failed");
 }
 
 } // namespace amdcr

@@ -9,11 +9,18 @@
 // (SessionEnv::dump_devices_late). If the dump fails before that, finish()
 // (exit) unpauses them; the destructor does too, so a session can never
 // leave a process paused.
+//
+// Nothing half-written: every image file a dump writes is listed in
+// created_ before it is written; when a hook of ours fails, and when the
+// dump ends with an error (finish(ret != 0), whichever part of CRIU
+// failed), all of them are removed, so no restore or inspector finds a
+// checkpoint that looks complete but is not.
 #pragma once
 
 #include <sys/stat.h>
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "device/kfd.h"
@@ -55,11 +62,14 @@ private:
 	const TopologyNode *amd_render_gpu(const struct stat &st);
 	Status unpause_all();
 	void claim();
+	// Removes every file in created_ (the dump failed: `why`).
+	void discard_created(const char *why);
 
 	SessionEnv env_;
 	DeviceNumbers devs_;
 	std::optional<Result<Topology>> topo_;
 	std::vector<Paused> paused_;
+	std::vector<std::string> created_; // image files of this dump, by name
 	bool claimed_ = false;
 };
 

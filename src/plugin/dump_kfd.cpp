@@ -75,9 +75,11 @@ Status DumpSession::dump_kfd(int fd, int id)
 	std::sort(img.devices.begin(), img.devices.end(),
 		  [](const KfdDevice &a, const KfdDevice &b) { return a.node_id < b.node_id; });
 
+	// For each job, the BO table index of each of its BOs.
+	std::vector<std::vector<size_t>> job_bo_index(jobs.size());
 	for (size_t i = 0; i < ck->bos.size(); i++) {
 		const KfdBoBucket &b = ck->bos[i];
-		KfdBo bo{b.addr, b.size, b.offset, b.alloc_flags, b.gpu_id, kNoGemHandle};
+		KfdBo bo{b.addr, b.size, b.offset, b.alloc_flags, b.gpu_id, kNoGemHandle, std::nullopt};
 		if (bo.has_contents()) {
 			auto job = std::find_if(jobs.begin(), jobs.end(), [&](const GpuCopyJob &j) {
 				return j.image_gpu_id == b.gpu_id;
@@ -89,6 +91,7 @@ Status DumpSession::dump_kfd(int fd, int id)
 				return make_error(EINVAL, "BO %zu at 0x%llx: the driver gave no dma-buf for it",
 						  i, static_cast<unsigned long long>(b.addr));
 			job->bos.push_back({b.dmabuf.get(), b.size});
+			job_bo_index[static_cast<size_t>(job - jobs.begin())].push_back(i);
 		}
 		img.bos.push_back(bo);
 	}
@@ -104,10 +107,22 @@ Status DumpSession::dump_kfd(int fd, int id)
 		return st;
 
 	// Contents first, metadata last: a KFD image under its final name
-	// implies its pages files are complete.
+	// implies its pages files are complete. The files are the session's
+	// from the start: a dump that fails later removes them (finish()).
+	for (const auto &j : jobs)
+		created_.push_back(j.pages_file);
 	auto copied = run_gpu_copies(Direction::GpuToFile, *images, jobs, env_.config.max_buffer_size);
 	if (!copied)
 		return std::move(copied).error();
+	for (size_t j = 0; j < jobs.size(); j++) {
+		auto &sums = (*copied)[j].checksums;
+		if (sums.size() != job_bo_index[j].size())
+			return make_error(EIO, "gpu 0x%04x: %zu checksums for %zu BOs", jobs[j].image_gpu_id,
+					  sums.size(), job_bo_index[j].size());
+		for (size_t k = 0; k < sums.size(); k++)
+			img.bos[job_bo_index[j][k]].checksum = std::move(sums[k]);
+	}
+	created_.push_back(name);
 	if (auto st = write_kfd_image(*images, id, img); !st)
 		return st;
 	log_info("pid %u: wrote %s (%zu devices, %zu BOs)", info->pid, name.c_str(), img.devices.size(),

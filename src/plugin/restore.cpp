@@ -74,6 +74,22 @@ int find_same_open_file(int fd)
 	return -1;
 }
 
+// A KFD image with its checksum checked (unless KFD_VERIFY=0; its BOs'
+// checksums then stay unread too); an image without checksums (upstream's
+// plugin wrote it) is restored unverified, and the log says so once.
+Result<KfdImage> read_checked_kfd_image(const ImageDir &images, int id, const Config &config)
+{
+	Integrity integrity = Integrity::Unchecked;
+	auto img = read_kfd_image(images, id, config.verify ? Verify::On : Verify::Off, &integrity);
+	if (img && integrity == Integrity::Unsealed)
+		log_info("%s has no checksums (written by another amdgpu plugin): its GPU memory is "
+			 "restored unverified",
+			 kfd_image_name(id).c_str());
+	if (img && integrity == Integrity::Unchecked)
+		log_info("%s: checksums not checked (KFD_VERIFY=0)", kfd_image_name(id).c_str());
+	return img;
+}
+
 bool is_kfd_path(const char *path)
 {
 	const size_t n = std::strlen(path);
@@ -133,7 +149,7 @@ Status RestoreSession::load_and_map()
 	std::map<uint32_t, KfdDevice> devices; // by node id, union of images
 	std::set<uint32_t> held;
 	for (int id : *kfd_ids) {
-		auto img = read_kfd_image(*images, id);
+		auto img = read_checked_kfd_image(*images, id, env_.config);
 		if (!img)
 			return std::move(img).error();
 		if (auto st = validate_kfd_image_set(*images, id, *img); !st)
@@ -245,7 +261,7 @@ Status RestoreSession::load_streamed_kfd(const ImageDir &images, int id, const K
 Status RestoreSession::restore_streamed(const ImageDir &images, int id, UniqueFd *out, bool *ours)
 {
 	*ours = true;
-	auto kfd = read_kfd_image(images, id);
+	auto kfd = read_checked_kfd_image(images, id, env_.config);
 	if (kfd) {
 		if (auto st = load_streamed_kfd(images, id, *kfd); !st)
 			return st;

@@ -74,7 +74,8 @@ Status RestoreSession::restore_kfd(const ImageDir &images, int id, UniqueFd *out
 			if (!r.dmabuf.valid())
 				return make_error(EIO, "BO %zu at 0x%llx: RESTORE returned no dma-buf", i,
 						  static_cast<unsigned long long>(b.addr));
-			job->bos.push_back({r.dmabuf.get(), b.size});
+			job->bos.push_back({r.dmabuf.get(), b.size, b.checksum ? &*b.checksum : nullptr,
+					    strprintf("BO %zu at 0x%llx", i, static_cast<unsigned long long>(b.addr))});
 			vmas_.push_back({false, checkpointed_minor(b.gpu_id), m->local_render_minor, b.offset,
 					 r.restored_offset});
 		} else if (b.maps_through_kfd()) {
