@@ -89,7 +89,8 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   kfdemu_realcriu_test(${_ver} kfd_gem_2xMI210 kfd-gem 2xMI210)
   # criu --stream through the stand-in image streamer (tests/streamer),
   # with KFD_MAX_BUFFER_SIZE below the largest BO; two GPUs, so two pages
-  # files stream in parallel, and render node files.
+  # files stream in parallel, and render-node GEM BOs (the kfd-gem
+  # workload); a truncated streamed pages file must fail the restore.
   kfdemu_realcriu_test(${_ver} stream_2xMI210 stream 2xMI210
     --streamer ${PROJECT_SOURCE_DIR}/tests/streamer/streamer.py)
   kfdemu_realcriu_test(${_ver} stream_truncated_MI100 stream-truncated MI100
