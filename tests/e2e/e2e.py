@@ -18,6 +18,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -325,6 +326,33 @@ def sc_hive(run):
     expect_good_restore(r, "hive onto hive")
 
 
+def sc_bigger(run):
+    """Restore onto a bigger node: a 2-GPU checkpoint (2xMI300X: PCIe, each
+    GPU reaching the other's VRAM over PCIe, stored as p2p_links) restores
+    onto the 8xMI300X XGMI node (more GPUs and io links, XGMI for the PCIe
+    peer link). Onto two MI300X without that peer link it is refused,
+    naming the lost link."""
+    d = run.dump(["--machine", "2xMI300X"], ["--vram", SMALL_VRAM, "--gtt", GTT])
+    expect_good_dump(d, "2xMI300X")
+    # As a scheduler gives a job its GPUs: the restore's device cgroup
+    # allows two of the eight (KFD restores a process onto exactly as many
+    # GPUs as its cgroup allows), here the two on the second CPU node.
+    r = run.restore(["--machine", "8xMI300X", "--device-cgroup", "132,133"], d)
+    expect_good_restore(r, "2xMI300X onto 8xMI300X (GPUs renderD132, renderD133)")
+    for m in ("0x3a07", "0xd259"):
+        check(re.search(r"gpu %s: restoring onto local gpu 0x(c358|7b6a) \(renderD13[23]\)" % m, r["log"]),
+              "gpu %s was not restored onto renderD132/133:\n%s" % (m, "\n".join(plugin_lines(r["log"]))[-2000:]))
+    profile = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "emulator", "profiles",
+                           "2xMI300X.machine")
+    lines = open(profile).read().splitlines(True)
+    flat = os.path.join(run.scratch, "2xMI300X-no-p2p.machine")
+    with open(flat, "w") as f:
+        f.writelines(l for l in lines if l.split()[:1] != ["p2p"])
+    check(len(open(flat).read().splitlines()) == len(lines) - 2, "the profile has no two p2p lines")
+    r = run.restore(["--machine", flat], d)
+    refused(r, "no PCIe peer link", "PCIe or XGMI", "cannot be relaxed")
+
+
 def sc_tree(run):
     """A process tree with two GPU processes."""
     d = run.dump(["--machine", "2xMI210"], ["--vram", SMALL_VRAM, "--gtt", GTT, "--children", "1"])
@@ -479,7 +507,7 @@ def sc_demo(run):
 
 
 SCENARIOS = {
-    "roundtrip": sc_roundtrip, "bounded": sc_bounded, "hive": sc_hive, "tree": sc_tree,
+    "roundtrip": sc_roundtrip, "bounded": sc_bounded, "hive": sc_hive, "bigger": sc_bigger, "tree": sc_tree,
     "incompatible": sc_incompatible, "dump_faults": sc_dump_faults, "restore_faults": sc_restore_faults,
     "coexist": sc_coexist, "demo": sc_demo,
 }

@@ -5,7 +5,7 @@
 //   kfd-emu [--machine NAME|FILE] [--gpu-ids ID,..] [--minors M,..]
 //           [--vram SIZE[,SIZE..]] [--fw-version N] [--sdma-fw-version N]
 //           [--sdma-gbps G] [--fault SPEC].. [--unreadable PATH]..
-//           [--root DIR] [--keep-root] -- PROGRAM [ARGS..]
+//           [--device-cgroup MINOR,..] [--root DIR] [--keep-root] -- PROGRAM [ARGS..]
 //   kfd-emu ctl QUERY..            (inside a launched program's environment)
 //   kfd-emu ctl faults SPEC
 //   kfd-emu machine [--machine ..] [overrides]   prints the machine
@@ -53,10 +53,10 @@ constexpr const char *kUsage =
 	"usage: kfd-emu [--machine NAME|FILE] [--gpu-ids ID,..] [--minors M,..]\n"
 	"               [--vram SIZE[,..]] [--fw-version N] [--sdma-fw-version N]\n"
 	"               [--sdma-gbps G] [--fault SPEC].. [--unreadable PATH]..\n"
-	"               [--root DIR] [--keep-root] [--] PROGRAM [ARGS..]\n"
+	"               [--device-cgroup MINOR,..] [--root DIR] [--keep-root] [--] PROGRAM [ARGS..]\n"
 	"       kfd-emu ctl QUERY..  |  kfd-emu ctl faults SPEC\n"
 	"       kfd-emu machine [--machine ..] [overrides]\n"
-	"profiles: MI100 2xMI210 8xMI300X none (or a machine file); see README.md\n";
+	"profiles: MI100 2xMI210 2xMI300X 8xMI300X none (or a machine file); see README.md\n";
 
 int usage(const char *why)
 {
@@ -132,6 +132,8 @@ int parse_options(int argc, char **argv, int first, Options *o)
 			o->faults.push_back(v);
 		else if (a == "--unreadable")
 			o->unreadable.push_back(v);
+		else if (a == "--device-cgroup")
+			ok = parse_u32_list(v, &o->ov.cgroup_minors);
 		else
 			return usage(("unknown option " + std::string(a)).c_str());
 		if (!ok)
@@ -361,7 +363,10 @@ int run(const Options &o, const MachineDesc &machine)
 		remove_tree(root);
 		return 1;
 	}
-	if (std::string e = write_unreadable(root, o.unreadable); !e.empty()) {
+	std::vector<std::string> unreadable = o.unreadable;
+	for (auto &p : cgroup_denied_paths(machine))
+		unreadable.push_back(std::move(p));
+	if (std::string e = write_unreadable(root, unreadable); !e.empty()) {
 		std::fprintf(stderr, "kfd-emu: %s\n", e.c_str());
 		remove_tree(root);
 		return 1;

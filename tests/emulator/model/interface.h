@@ -86,6 +86,11 @@ struct MachineDesc {
 	std::string name;
 	std::vector<NodeDesc> nodes;	// CPUs first, then GPUs (kernel order)
 	uint32_t kfd_minor_version = 14; // reported by GET_VERSION (>= 8 has CRIU)
+	// Render minors the processes' device cgroup allows (kfd-emu
+	// --device-cgroup); empty = every GPU. A KFD process gets device data
+	// only for these, as the kernel's kfd_init_apertures skips GPUs the
+	// cgroup denies (so CRIU_OP RESTORE expects exactly as many devices).
+	std::vector<uint32_t> cgroup_minors;
 };
 
 // ---------------------------------------------------------------------------

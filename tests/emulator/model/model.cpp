@@ -452,7 +452,10 @@ KfdProcess &ModelImpl::kfd_context(pid_t tgid)
 		slot->pasid = next_pasid_++;
 		if (next_pasid_ > 0xffff)
 			next_pasid_ = 0x8001;
+		const auto &allowed = machine_.cgroup_minors;
 		for (auto &d : devices_) {
+			if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), d->minor) == allowed.end())
+				continue; // denied by the device cgroup: no device data
 			Pdd pdd;
 			pdd.dev = d.get();
 			pdd.user_gpu_id = d->gpu_id;

@@ -210,6 +210,19 @@ void test_overrides()
 	bad = {};
 	bad.gpu_ids = {9, 9};
 	CHECK(!apply_overrides(*m, bad).empty());
+	// --device-cgroup: the denied GPUs' topology nodes, an unknown minor refused.
+	auto big = load_machine("8xMI300X", KFDEMU_PROFILE_DIR, &err);
+	if (CHECK(big.has_value())) {
+		CHECK(cgroup_denied_paths(*big).empty());
+		Overrides cg;
+		cg.cgroup_minors = {132, 133};
+		CHECK_EQ(apply_overrides(*big, cg), std::string());
+		const auto denied = cgroup_denied_paths(*big);
+		CHECK_EQ(denied.size(), 6u);
+		CHECK(!denied.empty() && denied.front() == "/sys/class/kfd/kfd/topology/nodes/2");
+		cg.cgroup_minors = {127};
+		CHECK(apply_overrides(*big, cg).find("no GPU has render minor 127") != std::string::npos);
+	}
 	std::vector<uint32_t> v;
 	CHECK(!parse_u32_list("12,x", &v));
 	std::vector<uint64_t> sz;

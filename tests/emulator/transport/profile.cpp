@@ -663,7 +663,22 @@ std::string apply_overrides(MachineDesc &m, const Overrides &o)
 	for (auto *g : gpus)
 		if (!ids.insert(g->gpu_id).second || !minors.insert(g->drm_render_minor).second)
 			return "gpu ids and render minors must be distinct";
+	for (uint32_t minor : o.cgroup_minors)
+		if (!minors.count(minor))
+			return "--device-cgroup: no GPU has render minor " + std::to_string(minor);
+	m.cgroup_minors = o.cgroup_minors;
 	return {};
+}
+
+std::vector<std::string> cgroup_denied_paths(const MachineDesc &m)
+{
+	std::vector<std::string> out;
+	const auto &allowed = m.cgroup_minors;
+	for (size_t i = 0; i < m.nodes.size() && !allowed.empty(); i++)
+		if (m.nodes[i].is_gpu &&
+		    std::find(allowed.begin(), allowed.end(), m.nodes[i].drm_render_minor) == allowed.end())
+			out.push_back("/sys/class/kfd/kfd/topology/nodes/" + std::to_string(i));
+	return out;
 }
 
 } // namespace kfdemu

@@ -27,6 +27,7 @@ struct Overrides {
 	std::vector<uint64_t> vram;	// bytes; one value = every GPU
 	std::optional<uint32_t> fw_version, sdma_fw_version;
 	std::optional<double> sdma_gbps;
+	std::vector<uint32_t> cgroup_minors; // --device-cgroup: render minors allowed
 };
 
 // Parses machine-file text. On error returns nullopt and sets *error to
@@ -41,6 +42,11 @@ std::optional<MachineDesc> load_machine(std::string_view name_or_path,
 
 // Applies launcher overrides; returns an error message or "".
 std::string apply_overrides(MachineDesc &m, const Overrides &o);
+
+// The topology node directories of the GPUs m.cgroup_minors denies (none
+// when it is empty): their files read as EPERM, as the kernel's device
+// cgroup check makes them.
+std::vector<std::string> cgroup_denied_paths(const MachineDesc &m);
 
 // Re-derives the count properties (mem_banks_count, caches_count,
 // io_links_count, p2p_links_count) from the vectors.
