@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""Writes the seed corpora of tests/fuzz/corpus/<target>/ from real data.
+
+    make_corpus.py --bin-dir BUILD [--out tests/fuzz/corpus]
+
+BUILD is a normal (gcc) build with the emulator, criu-host, gpu-workload and
+the plugin. Seeds (each small, well under run.sh's -max_len):
+  kfd_image     payloads of real KFD images: a gpu-workload dump on the
+                emulated 2xMI210 (criu-host + plugin), and the sample that
+                CRIU 4.2.1's / criu-dev's generated code writes (tests/interop)
+  render_image  0x00 + render image payloads of those checkpoints, 0x01 + a
+                dma-buf image payload
+  pages_file    the checkpoint's pages files (whole files, framed)
+  inspect       a whole checkpoint in fuzz_inspect's input format
+  topology      the sysfs topology trees of the emulator's machines (MI100,
+                2xMI210, 8xMI300X with its caches dropped), fuzz_topology's format
+  config        KFD_* settings
+Inputs that once crashed a target are added by hand (crash-<what>) and kept.
+"""
+import argparse
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "inspect"))
+import inspect_test  # noqa: E402
+
+
+def put(out, target, name, data):
+    d = os.path.join(out, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def u16(n):
+    return bytes([n & 0xff, n >> 8])
+
+
+def checkpoint(a, tmp):
+    """A tiny gpu-workload dump on the emulated 2xMI210 (one 4 KiB VRAM BO
+    per GPU, one 4 KiB GTT BO)."""
+    d = os.path.join(tmp, "ck")
+    r = subprocess.run([os.path.join(a.bin_dir, "tests/emulator/kfd-emu"), "--machine", "2xMI210", "--",
+                        sys.executable, os.path.abspath(__file__), "--bin-dir", a.bin_dir, "--inner", d])
+    if r.returncode != 0:
+        sys.exit("the dump failed")
+    return os.path.join(d, "a")
+
+
+def inner(a):
+    ns = argparse.Namespace(bin_dir=a.bin_dir, dir=a.inner)
+    os.makedirs(a.inner)
+    p = inspect_test.start_workload(ns, "manifest", "4K")
+    try:
+        inspect_test.dump(ns, p.pid, "a")
+    finally:
+        p.terminate()
+        p.wait(60)
+    return 0
+
+
+def topology(a, machine):
+    root = tempfile.mkdtemp(prefix="amdcr-corpus-root-")
+    os.rmdir(root)
+    subprocess.run([os.path.join(a.bin_dir, "tests/emulator/kfd-emu"), "--machine", machine, "--root", root,
+                    "--keep-root", "--", "true"], check=True, capture_output=True)
+    top = os.path.join(root, "sys/class/kfd/kfd/topology")
+    out = b""
+    for d, _, files in sorted(os.walk(top)):
+        rel = os.path.relpath(d, top)
+        if machine == "8xMI300X" and "/caches" in "/" + rel:
+            continue
+        for f in sorted(files):
+            path = f if rel == "." else rel + "/" + f
+            out += path.encode() + b"\0" + read(os.path.join(d, f)) + b"\0"
+    shutil.rmtree(root)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--out", default=os.path.join(HERE, "corpus"))
+    ap.add_argument("--inner")
+    a = ap.parse_args()
+    a.bin_dir = os.path.abspath(a.bin_dir)
+    if a.inner:
+        return inner(a)
+    tmp = tempfile.mkdtemp(prefix="amdcr-corpus-")
+    ck = checkpoint(a, tmp)
+    kfd = glob.glob(ck + "/amdgpu-kfd-*.img")[0]
+    put(a.out, "kfd_image", "emu-2xMI210", read(kfd)[8:])
+    renders = sorted(glob.glob(ck + "/amdgpu-renderD-*.img"))
+    for i, r in enumerate(renders):
+        put(a.out, "render_image", "emu-2xMI210-%d" % i, b"\0" + read(r)[8:])
+    put(a.out, "render_image", "dmabuf-handle-5", b"\x01" + bytes([0x08, 0x05]))
+    pages = sorted(glob.glob(ck + "/amdgpu-pages-*.img"))
+    for i, p in enumerate(pages):
+        put(a.out, "pages_file", "emu-2xMI210-%d" % i, read(p))
+    put(a.out, "pages_file", "empty-payload", bytes(8))
+    # fuzz_inspect names the pages file after the KFD image's first GPU.
+    first = sorted(pages, key=lambda p: 0)[0]
+    doc = inspect_test.json.loads(subprocess.run([os.path.join(a.bin_dir, "amdgpu-img"), "show", "--json", ck],
+                                                 capture_output=True, text=True).stdout)
+    gpu = [d for d in doc["kfd"][0]["devices"] if d["kind"] == "gpu"][0]["gpu_id"]
+    first = [p for p in pages if p.endswith("-%04x.img" % gpu)][0]
+    k, r = read(kfd), read(renders[0]) if renders else b""
+    put(a.out, "inspect", "emu-2xMI210", u16(len(k)) + k + u16(len(r)) + r + read(first))
+
+    for codec in sorted(glob.glob(os.path.join(a.bin_dir, "tests/interop/interop-upstream-*"))):
+        ver = os.path.basename(codec).replace("interop-upstream-", "")
+        f = os.path.join(tmp, "up-kfd.img")
+        subprocess.run([codec, "write-kfd", f], check=True)
+        put(a.out, "kfd_image", "upstream-" + ver, read(f)[8:])
+        g = os.path.join(tmp, "up-render.img")
+        if subprocess.run([codec, "write-render", g]).returncode == 0:
+            put(a.out, "render_image", "upstream-" + ver, b"\0" + read(g)[8:])
+        pages = 0x1000 + 0x2000 + 0x4000  # the sample's VRAM/GTT BOs
+        k = read(f)
+        put(a.out, "inspect", "upstream-" + ver,
+            u16(len(k)) + k + u16(0) + pages.to_bytes(8, "little") + bytes(pages))
+
+    for m in ("MI100", "2xMI210", "8xMI300X"):
+        put(a.out, "topology", "emu-" + m, topology(a, m))
+
+    for name, text in (("defaults", ""),
+                       ("all-set", "KFD_MAX_BUFFER_SIZE=64M\nKFD_FW_VER_CHECK=0\nKFD_SDMA_FW_VER_CHECK=no\n"
+                                   "KFD_CACHES_COUNT_CHECK=YES\nKFD_NUM_GWS_CHECK=1\nKFD_VRAM_SIZE_CHECK=0\n"
+                                   "KFD_NUMA_CHECK=yes\nKFD_CAPABILITY_CHECK=No\nKFD_VERIFY=0\n"),
+                       ("bad-values", "KFD_MAX_BUFFER_SIZE=12Q\nKFD_NUMA_CHECK=maybe\nKFD_FW_VER_CHECK=\n"),
+                       ("size-forms", "KFD_MAX_BUFFER_SIZE=1g\nKFD_MAX_BUFFER_SIZE=4096\nKFD_MAX_BUFFER_SIZE=18446744073709551615")):
+        put(a.out, "config", name, text.encode())
+    shutil.rmtree(tmp)
+    for t in sorted(os.listdir(a.out)):
+        files = os.listdir(os.path.join(a.out, t))
+        print("%-13s %d seeds, %d bytes" % (t, len(files), sum(os.path.getsize(os.path.join(a.out, t, f)) for f in files)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
