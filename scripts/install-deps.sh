@@ -18,7 +18,10 @@ pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-c
       iproute2
       # amdgpu-img's JSON schema check (tests/inspect); the libFuzzer targets
       # (tests/fuzz, scripts/fuzz.sh)
-      python3-jsonschema clang libfuzzer-14-dev)
+      python3-jsonschema clang libfuzzer-14-dev
+      # a GPU container under podman + runc (tests/container); runc only
+      # recommends Debian's criu 3.17, which --no-install-recommends leaves out
+      podman runc conmon busybox-static)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
