@@ -177,6 +177,9 @@ constexpr uint64_t CREATE_SETTABLE_MASK =
 	CREATE_CPU_ACCESS_REQUIRED | CREATE_NO_CPU_ACCESS | CREATE_CPU_GTT_USWC | CREATE_VRAM_CLEARED |
 	CREATE_VM_ALWAYS_VALID | CREATE_EXPLICIT_SYNC | CREATE_VRAM_WIPE_ON_RELEASE | CREATE_ENCRYPTED |
 	CREATE_GFX12_DCC | CREATE_DISCARDABLE | CREATE_COHERENT | CREATE_UNCACHED | CREATE_EXT_COHERENT;
+// amdgpu_bo_create() sets this on every BO since Linux 6.10 (clear-page
+// tracking), so every BO's flags, as GEM_LIST_HANDLES reports them, have it.
+constexpr uint64_t CREATE_ON_EVERY_BO = CREATE_VRAM_WIPE_ON_RELEASE;
 // What an import from another amdgpu device inherits of the exporter's flags
 // (amdgpu_dma_buf_create_obj).
 constexpr uint64_t CREATE_IMPORT_INHERITED = CREATE_CPU_GTT_USWC | CREATE_COHERENT | CREATE_UNCACHED;
@@ -279,6 +282,22 @@ constexpr size_t device_id = 0, chip_rev = 4, external_rev = 8, pci_rev = 12, fa
 		 high_va_offset = 336, high_va_max = 344, tcc_disabled_mask = 360;
 } // namespace devinfo
 } // namespace drm
+
+// The amdgpu BO flags amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu() gives a KFD
+// allocation (what GEM_LIST_HANDLES would report of it in a render file).
+constexpr uint64_t gem_flags_of_kfd_alloc(uint32_t kfd_flags)
+{
+	uint64_t f = drm::CREATE_ON_EVERY_BO;
+	if ((kfd_flags & kfd::ALLOC_VRAM) && (kfd_flags & kfd::ALLOC_PUBLIC))
+		f |= drm::CREATE_CPU_ACCESS_REQUIRED; // VRAM also gets WIPE_ON_RELEASE: every BO has it
+	if (kfd_flags & kfd::ALLOC_COHERENT)
+		f |= drm::CREATE_COHERENT;
+	if (kfd_flags & kfd::ALLOC_EXT_COHERENT)
+		f |= drm::CREATE_EXT_COHERENT;
+	if (kfd_flags & kfd::ALLOC_UNCACHED)
+		f |= drm::CREATE_UNCACHED;
+	return f;
+}
 
 // ---- SDMA packets -------------------------------------------------------------
 namespace sdma {

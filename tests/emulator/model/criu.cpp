@@ -321,6 +321,8 @@ long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
 		bo->kfd_id = pb.id;
 		bo->va = b.addr;
 		bo->domains = type == BoType::Vram ? abi::drm::DOMAIN_VRAM : abi::drm::DOMAIN_GTT;
+		bo->domain_flags = abi::gem_flags_of_kfd_alloc(b.alloc_flags);
+		bo->alignment = 1; // as ALLOC_MEMORY_OF_GPU
 		if (type == BoType::Userptr) {
 			bo->userptr_tgid = p.tgid;
 			bo->userptr_addr = pb.user_addr;

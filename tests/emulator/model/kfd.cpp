@@ -241,6 +241,8 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		bo->kfd_id = kid;
 		bo->va = a.va_addr;
 		bo->domains = type == BoType::Vram ? abi::drm::DOMAIN_VRAM : abi::drm::DOMAIN_GTT;
+		bo->domain_flags = abi::gem_flags_of_kfd_alloc(a.flags);
+		bo->alignment = 1; // amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu: byte alignment 1, one page
 		if (type == BoType::Userptr) {
 			bo->userptr_tgid = p.tgid;
 			bo->userptr_addr = a.mmap_offset;

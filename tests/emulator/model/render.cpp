@@ -405,7 +405,7 @@ long ModelImpl::drm_fd_to_prime(Caller &c, DrmFile &f, PrimeHandle &a)
 		// inherits the exporter's caching flags.
 		bo->domains = DOMAIN_GTT;
 		bo->alignment = kPage;
-		bo->domain_flags = bo->import_of->domain_flags & CREATE_IMPORT_INHERITED;
+		bo->domain_flags = (bo->import_of->domain_flags & CREATE_IMPORT_INHERITED) | CREATE_ON_EVERY_BO;
 		bo->fake_offset = f.dev->alloc_fake_offset(bo);
 	}
 	uint32_t h = f.lowest_free_handle();
@@ -713,7 +713,7 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 			return err;
 		bo->alignment = a.alignment;
 		bo->domains = a.domains;
-		bo->domain_flags = a.domain_flags | CREATE_VRAM_CLEARED; // "always clear VRAM"
+		bo->domain_flags = a.domain_flags | CREATE_VRAM_CLEARED | CREATE_ON_EVERY_BO; // "always clear VRAM"
 		bo->fake_offset = f.dev->alloc_fake_offset(bo);
 		uint32_t h = f.lowest_free_handle();
 		f.handles[h] = bo;
@@ -751,6 +751,7 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 		bo->type = BoType::Userptr;
 		bo->size = a.size;
 		bo->domains = DOMAIN_GTT;
+		bo->domain_flags = CREATE_ON_EVERY_BO;
 		bo->userptr_tgid = c.identity().tgid;
 		bo->userptr_addr = a.addr;
 		bo->userptr_flags = a.flags;

@@ -50,6 +50,11 @@ constexpr uint64_t kVaBase = 0x0000700000000000ull;
 constexpr uint64_t kPteX = 1ull << 4, kPteR = 1ull << 5, kPteW = 1ull << 6;
 constexpr uint64_t pte_mtype(uint64_t m) { return m << 57; }
 constexpr uint64_t kMtypeUc = 3;
+// Flags the kernel gives BOs beyond the requested ones: amdgpu_bo_create()
+// sets VRAM_WIPE_ON_RELEASE on every BO (since Linux 6.10), GEM_CREATE
+// also VRAM_CLEARED ("always clear VRAM").
+constexpr uint64_t kEveryBo = AMDGPU_GEM_CREATE_VRAM_WIPE_ON_RELEASE;
+constexpr uint64_t kEveryGemCreate = kEveryBo | AMDGPU_GEM_CREATE_VRAM_CLEARED;
 
 // drmIoctl's answer as 0 or -errno.
 int ioc(int fd, unsigned long req, void *arg)
@@ -237,20 +242,20 @@ void test_list_handles(Dev &d)
 	const auto *eu = find_entry(e, kms_handle(up));
 	if (CHECK(ev && eg && eu)) {
 		// VRAM: page-aligned size, alignment in pages, GEM_CREATE's
-		// flags plus the VRAM_CLEARED the kernel always adds.
+		// flags plus what the kernel adds to every one (kEveryGemCreate).
 		CHECK_EQ(ev->size, 4 * kPage);
 		CHECK_EQ(ev->preferred_domains, uint64_t(AMDGPU_GEM_DOMAIN_VRAM));
-		CHECK_EQ(ev->alloc_flags, uint64_t(AMDGPU_GEM_CREATE_CPU_ACCESS_REQUIRED | AMDGPU_GEM_CREATE_VRAM_CLEARED));
+		CHECK_EQ(ev->alloc_flags, AMDGPU_GEM_CREATE_CPU_ACCESS_REQUIRED | kEveryGemCreate);
 		CHECK_EQ(ev->alignment, 16u);
 		CHECK_EQ(ev->flags, 0u);
 		CHECK_EQ(eg->size, 2 * kPage);
 		CHECK_EQ(eg->preferred_domains, uint64_t(AMDGPU_GEM_DOMAIN_GTT));
-		CHECK_EQ(eg->alloc_flags, uint64_t(AMDGPU_GEM_CREATE_CPU_GTT_USWC | AMDGPU_GEM_CREATE_VRAM_CLEARED));
+		CHECK_EQ(eg->alloc_flags, AMDGPU_GEM_CREATE_CPU_GTT_USWC | kEveryGemCreate);
 		CHECK_EQ(eg->alignment, 1u);
 		// userptr: a GTT BO without creation flags or alignment.
 		CHECK_EQ(eu->size, kPage);
 		CHECK_EQ(eu->preferred_domains, uint64_t(AMDGPU_GEM_DOMAIN_GTT));
-		CHECK_EQ(eu->alloc_flags, 0u);
+		CHECK_EQ(eu->alloc_flags, kEveryBo);
 		CHECK_EQ(eu->alignment, 0u);
 	}
 	// A closed handle is gone from the list.
@@ -276,8 +281,7 @@ void test_create_info(Dev &d)
 	CHECK_EQ(info.bo_size, 5 * kPage);
 	CHECK_EQ(info.alignment, 4 * kPage);	// bytes here, pages in GEM_LIST_HANDLES
 	CHECK_EQ(info.domains, uint64_t(AMDGPU_GEM_DOMAIN_VRAM));
-	CHECK_EQ(info.domain_flags, uint64_t(AMDGPU_GEM_CREATE_NO_CPU_ACCESS | AMDGPU_GEM_CREATE_VRAM_WIPE_ON_RELEASE |
-					     AMDGPU_GEM_CREATE_VRAM_CLEARED));
+	CHECK_EQ(info.domain_flags, AMDGPU_GEM_CREATE_NO_CPU_ACCESS | kEveryGemCreate);
 	// libdrm 2.4.114 asks the same through the older 16-byte struct.
 	amdgpu_bo_info bi{};
 	CHECK_EQ(amdgpu_bo_query_info(bo, &bi), 0);
@@ -674,6 +678,7 @@ int child_main(int sock, const std::vector<uint32_t> &minors)
 			CHECK_EQ(e->flags, 0u);	// same device: the exporter's BO, not an import
 			CHECK_EQ(e->size, msg.size);
 			CHECK_EQ(e->preferred_domains, uint64_t(AMDGPU_GEM_DOMAIN_VRAM));
+			CHECK_EQ(e->alloc_flags, AMDGPU_GEM_CREATE_CPU_ACCESS_REQUIRED | kEveryGemCreate);
 		}
 		// The same BO: the device's one fake offset, the exporter's bytes.
 		CHECK_EQ(mmap_offset(d.fd, h), int64_t(msg.mmap_offset));
@@ -711,6 +716,7 @@ int child_main(int sock, const std::vector<uint32_t> &minors)
 				CHECK_EQ(e->flags, u::GEM_LIST_HANDLES_FLAG_IS_IMPORT);
 				CHECK_EQ(e->preferred_domains, uint64_t(AMDGPU_GEM_DOMAIN_GTT));
 				CHECK_EQ(e->alignment, 1u);
+				CHECK_EQ(e->alloc_flags, kEveryBo);	// nothing of the exporter's inherited
 				CHECK_EQ(e->size, msg.size);
 			}
 			std::vector<unsigned char> want(msg.size);

@@ -213,6 +213,32 @@ Test(kfd_memory, cpu_mapping_through_render_node)
 	munmap(p, 8192);
 }
 
+// A KFD BO exported as a dma-buf and imported into a render file (same
+// device: the BO itself) is listed with the flags the kernel's KFD
+// allocation gave it: VRAM_WIPE_ON_RELEASE on every BO, CPU_ACCESS_REQUIRED
+// for public VRAM, the coherence flags; one page of alignment.
+Test(kfd_memory, kfd_bo_in_render_handles)
+{
+	App app;
+	const AllocMemoryOfGpu a = app.vram_bo(8192, ALLOC_VRAM | ALLOC_WRITABLE | ALLOC_PUBLIC | ALLOC_COHERENT);
+	ExportDmabuf ex{a.handle, 0, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, EXPORT_DMABUF, &ex), 0);
+	int other = app.rig.open_render(app.c, 128);
+	abi::drm::PrimeHandle imp{0, 0, static_cast<int32_t>(ex.dmabuf_fd)};
+	cr_assert_eq(app.rig.drm(app.c, other, abi::drm::PRIME_FD_TO_HANDLE, &imp), 0);
+	abi::drm::GemListHandlesEntry e[1] = {};
+	abi::drm::GemListHandles lh{reinterpret_cast<uint64_t>(e), 1, 0};
+	cr_assert_eq(app.rig.amdgpu(app.c, other, abi::drm::GEM_LIST_HANDLES, &lh), 0);
+	cr_assert_eq(lh.num_entries, 1);
+	cr_assert_eq(e[0].gem_handle, imp.handle);
+	cr_assert_eq(e[0].flags, 0, "same device: not an import");
+	cr_assert_eq(e[0].preferred_domains, abi::drm::DOMAIN_VRAM);
+	cr_assert_eq(e[0].alloc_flags, abi::drm::CREATE_VRAM_WIPE_ON_RELEASE | abi::drm::CREATE_CPU_ACCESS_REQUIRED |
+					      abi::drm::CREATE_COHERENT);
+	cr_assert_eq(e[0].alignment, 1);
+	cr_assert_eq(e[0].size, 8192);
+}
+
 Test(kfd_memory, userptr_ledger)
 {
 	App app;

@@ -156,7 +156,8 @@ Test(render, gem_handles_lowest_free)
 	cr_assert_eq(e[0].size, 4096);
 	cr_assert_eq(e[0].preferred_domains, DOMAIN_VRAM);
 	cr_assert_eq(e[0].alignment, 1, "page_alignment, in pages");
-	cr_assert_eq(e[0].alloc_flags, CREATE_VRAM_CLEARED, "GEM_CREATE always adds VRAM_CLEARED");
+	cr_assert_eq(e[0].alloc_flags, CREATE_VRAM_CLEARED | CREATE_VRAM_WIPE_ON_RELEASE,
+		     "GEM_CREATE always adds VRAM_CLEARED, amdgpu_bo_create WIPE_ON_RELEASE");
 }
 
 Test(render, prime_and_change_handle)
@@ -209,7 +210,7 @@ Test(render, prime_and_change_handle)
 	cr_assert_eq(e[0].flags, LIST_HANDLES_IS_IMPORT);
 	cr_assert_eq(e[0].preferred_domains, DOMAIN_GTT, "an import is a GTT BO");
 	cr_assert_eq(e[0].alignment, 1, "with page alignment");
-	cr_assert_eq(e[0].alloc_flags, 0, "VRAM_CLEARED is not inherited");
+	cr_assert_eq(e[0].alloc_flags, CREATE_VRAM_WIPE_ON_RELEASE, "VRAM_CLEARED is not inherited");
 	GemOp vram{imp4.handle, GEM_OP_SET_PLACEMENT, DOMAIN_VRAM, 0, 0};
 	cr_assert_eq(n.rig.amdgpu(n.c, g1, GEM_OP, &vram), -EINVAL, "an import cannot move to VRAM");
 	PrimeHandle notbuf{0, 0, n.fd};
@@ -282,7 +283,7 @@ Test(render, gem_va_rules)
 	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), 0);
 	cr_assert_eq(info.bo_size, 4 * 4096);
 	cr_assert_eq(info.domains, DOMAIN_VRAM);
-	cr_assert_eq(info.domain_flags, CREATE_VRAM_CLEARED);
+	cr_assert_eq(info.domain_flags, CREATE_VRAM_CLEARED | CREATE_VRAM_WIPE_ON_RELEASE);
 	op.op = 9;
 	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), -EINVAL);
 
