@@ -44,6 +44,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -269,7 +270,22 @@ bool sdma_copy(amdgpu_device_handle dev, std::initializer_list<amdgpu_bo_handle>
 			f.context = ctx;
 			f.ip_type = AMDGPU_HW_IP_DMA;
 			f.fence = req.seq_no;
-			if (r = amdgpu_cs_query_fence_status(&f, 10ull * 1000 * 1000 * 1000, 0, &expired); r)
+			// Polls (timeout 0) for up to 10 s of this process's own
+			// clock rather than one wait with a 10 s timeout: libdrm
+			// turns a timeout into an absolute deadline on this
+			// process's CLOCK_MONOTONIC, which the kernel reads on the
+			// host's clock. A container CRIU restored runs in a time
+			// namespace whose clock lags the host's by the time it was
+			// down, so that deadline can already be past.
+			const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+			for (;;) {
+				if (r = amdgpu_cs_query_fence_status(&f, 0, 0, &expired); r || expired)
+					break;
+				if (std::chrono::steady_clock::now() >= until)
+					break;
+				::usleep(1000);
+			}
+			if (r)
 				*err = status("amdgpu_cs_query_fence_status", r);
 			else if (!expired)
 				*err = "SDMA fence did not signal within 10 s";
