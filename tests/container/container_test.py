@@ -237,6 +237,16 @@ def check_restored(rc, emu, pid, before, gpus, minors, what):
         f"{nq} active queue(s)")
 
 
+def timens_offsets(pid):
+    """/proc/<pid>/timens_offsets, one line: CRIU restores a container in
+    a time namespace whose clocks go on from the dumped values."""
+    try:
+        with open(f"/proc/{pid}/timens_offsets") as f:
+            return "; ".join(l.strip() for l in f)
+    except OSError as e:
+        return f"(unreadable: {e.strerror})"
+
+
 def criu_logs(storage):
     """The CRIU logs runc left in the container's userdata (--keep)."""
     out = []
@@ -336,6 +346,8 @@ def phase_second(args, rc, emu, work):
         log(f"  {line}")
     pid = pm.pid("gpu")
     check_restored(rc, emu, pid, st["before"], gpus, minors, "restored on the second machine")
+    log(f"restored init's time namespace (CRIU's; the workload's clock lags the host's): "
+        f"{timens_offsets(pid)}")
     v = rc.verdict(st["wl"], pid)
     pm.run("rm", "-f", "-t", "0", "-a")
     rc.expect(v == "OK", f"the restored workload: {v}")
