@@ -11,7 +11,10 @@
 // - DUMP_UNIX_SK / RESTORE_UNIX_SK: the shim's daemon connections (AF_UNIX
 //   stream sockets whose peer is $KFDEMU_SOCKET) are external sockets to
 //   CRIU. They are claimed at dump (their inodes listed in the image file
-//   kfdemu-adapter.img) and restored as fresh connections to the daemon.
+//   kfdemu-adapter.img, each with the reply bytes it had queued: a call
+//   that completed while its thread was being frozen) and restored as
+//   fresh connections to the daemon, which first sends those bytes back
+//   (Op::Echo), so the restored thread's restarted recvmsg reads its reply.
 // - UPDATE_VMA_MAP: CRIU's restorer maps a device VMA with a raw mmap(2) of
 //   the fd the plugin returns at the returned offset; the shim cannot see
 //   that. The adapter calls the plugin under test's own UPDATE_VMA_MAP and
@@ -30,6 +33,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -41,6 +45,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -116,6 +121,64 @@ int connect_daemon()
 	if (::connect(s.fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa))
 		return -errno;
 	return s.release();
+}
+
+std::string to_hex(std::string_view bytes)
+{
+	static const char digits[] = "0123456789abcdef";
+	std::string out;
+	for (unsigned char c : bytes) {
+		out += digits[c >> 4];
+		out += digits[c & 15];
+	}
+	return out;
+}
+
+std::string from_hex(std::string_view hex)
+{
+	auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+	std::string out;
+	for (size_t i = 0; i + 1 < hex.size(); i += 2)
+		out += char(nibble(hex[i]) << 4 | nibble(hex[i + 1]));
+	return out;
+}
+
+// The bytes waiting in a daemon connection of the dumped task (a reply its
+// thread had not read yet), without consuming them. A reply with fds
+// cannot be handed back: -EXDEV.
+int queued_reply(int fd, std::string *out)
+{
+	int avail = 0;
+	if (::ioctl(fd, FIONREAD, &avail))
+		return -errno;
+	if (avail <= 0)
+		return 0;
+	std::string buf(size_t(avail), '\0');
+	iovec iov{buf.data(), buf.size()};
+	alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * 253)];
+	msghdr msg{};
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = ctl;
+	msg.msg_controllen = sizeof ctl;
+	const ssize_t n = ::recvmsg(fd, &msg, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+	bool fds = false;
+	for (cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			fds = true;
+			const size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < k; ++i) {
+				int f;
+				std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+				::close(f);
+			}
+		}
+	if (fds)
+		return -EXDEV;
+	out->assign(buf.data(), size_t(n));
+	return 0;
 }
 
 // The real (dev, ino) of an fd: a raw fstat, past the preloaded shim (which
@@ -259,7 +322,8 @@ int task_kfd_fd()
 // --- state ------------------------------------------------------------------
 
 bool g_active = false;
-std::set<uint64_t> g_sockets;	// restore: the inodes claimed at dump
+// restore: the inodes claimed at dump, with the reply bytes each had queued
+std::map<uint64_t, std::string> g_sockets;
 bool g_sockets_read = false;
 
 // --- the mm image: a VMA's length and protection ---------------------------
@@ -431,15 +495,24 @@ int dump_unix_sk(int fd, int id)
 	const std::string_view path(peer.sun_path, strnlen(peer.sun_path, n));
 	if (path != daemon_socket())
 		return -ENOTSUP;
+	// A reply the thread had not read when it was frozen (its call had
+	// completed: the kernel's ioctl would have returned) waits in the
+	// socket; it is kept and handed to the new connection at restore.
+	std::string queued;
+	if (int err = queued_reply(fd, &queued)) {
+		log(CRIU_LOG_ERROR, "socket %u: %s", unsigned(id), std::strerror(-err));
+		return err;
+	}
 	const int dir = image_dir();
 	Fd img(dir < 0 ? -1 : ::openat(dir, kImage, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-	const std::string line = "daemon-socket " + std::to_string(unsigned(id)) + "\n";
+	const std::string line = "daemon-socket " + std::to_string(unsigned(id)) + " " + to_hex(queued) + "\n";
 	if (img.fd < 0 || ::write(img.fd, line.data(), line.size()) != ssize_t(line.size())) {
 		const int e = errno ? errno : EIO;
 		log(CRIU_LOG_ERROR, "socket %u: cannot record it in %s: %s", unsigned(id), kImage, std::strerror(e));
 		return -e;
 	}
-	log(CRIU_LOG_DEBUG, "socket %u is a daemon connection of the shim: reconnected at restore", unsigned(id));
+	log(CRIU_LOG_DEBUG, "socket %u is a daemon connection of the shim: reconnected at restore (%zu reply bytes queued)",
+	    unsigned(id), queued.size());
 	return 0;
 }
 
@@ -463,8 +536,13 @@ void read_socket_list()
 		if (eol == std::string::npos)
 			eol = text.size();
 		unsigned long long ino = 0;
-		if (std::sscanf(text.c_str() + pos, "daemon-socket %llu", &ino) == 1)
-			g_sockets.insert(ino);
+		int used = 0;
+		if (std::sscanf(text.c_str() + pos, "daemon-socket %llu%n", &ino, &used) == 1) {
+			size_t h = pos + size_t(used);
+			while (h < eol && text[h] == ' ')
+				++h;
+			g_sockets[ino] = from_hex(std::string_view(text).substr(h, eol - h));
+		}
 		pos = eol + 1;
 	}
 }
@@ -481,7 +559,24 @@ int restore_unix_sk(int id)
 		log(CRIU_LOG_ERROR, "socket %u: cannot connect to the daemon: %s", unsigned(id), std::strerror(-s));
 		return s;
 	}
-	log(CRIU_LOG_DEBUG, "socket %u: new daemon connection, fd %d", unsigned(id), s);
+	const std::string &queued = g_sockets[unsigned(id)];
+	if (!queued.empty()) {
+		// The daemon sends the bytes back: they wait in the new
+		// connection for the restored thread's restarted recvmsg.
+		wire::Request rq{};
+		rq.op = wire::Op::Echo;
+		rq.len = uint32_t(queued.size());
+		std::string msg(reinterpret_cast<const char *>(&rq), sizeof rq);
+		msg += queued;
+		if (int err = wire::send_all(s, msg.data(), msg.size())) {
+			log(CRIU_LOG_ERROR, "socket %u: cannot hand back its queued reply: %s", unsigned(id),
+			    std::strerror(-err));
+			::close(s);
+			return err;
+		}
+	}
+	log(CRIU_LOG_DEBUG, "socket %u: new daemon connection, fd %d (%zu queued reply bytes handed back)", unsigned(id),
+	    s, queued.size());
 	return s;
 }
 

@@ -504,8 +504,10 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		auto it = p.events.find(a.event_id);
 		if (it == p.events.end())
 			return -EINVAL;
-		it->second.signaled = nr == SET_EVENT;
+		if (nr == RESET_EVENT)
+			it->second.signaled = false;
 		if (nr == SET_EVENT) {
+			it->second.set();
 			++p.event_generation;
 			events_cv_.notify_all();
 		}
@@ -603,6 +605,12 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 	}
 }
 
+// kfd_wait_on_events: each event gets a waiter, activated at once when the
+// event is signaled (an auto-reset event is consumed by that), later by
+// every set_event while it waits (Event::set); WAIT_COMPLETE when one (or,
+// wait_for_all, every) waiter is activated. Activated MEMORY and
+// HW_EXCEPTION events copy their exception data out
+// (copy_signaled_event_data).
 long ModelImpl::wait_events(Lock &lk, Caller &c, KfdProcess &p0, WaitEvents &a)
 {
 	if (a.num_events == 0 || a.num_events > SIGNAL_EVENT_LIMIT)
@@ -614,6 +622,31 @@ long ModelImpl::wait_events(Lock &lk, Caller &c, KfdProcess &p0, WaitEvents &a)
 		if (!p0.events.count(e.event_id))
 			return -EINVAL;
 	const pid_t tgid = p0.tgid;
+	std::vector<bool> activated(ev.size());
+	std::vector<uint64_t> age(ev.size());
+	for (size_t i = 0; i < ev.size(); ++i) {
+		Event &x = p0.events.find(ev[i].event_id)->second;
+		activated[i] = x.signaled;
+		if (x.auto_reset)
+			x.signaled = false;
+		age[i] = x.age;
+		++x.waiters;
+	}
+	// The waiters go when the wait ends, whichever way.
+	struct Unwait {
+		ModelImpl &m;
+		pid_t tgid;
+		const std::vector<EventData> &ev;
+		~Unwait()
+		{
+			auto it = m.procs_.find(tgid);
+			if (it == m.procs_.end())
+				return;
+			for (auto &e : ev)
+				if (auto x = it->second->events.find(e.event_id); x != it->second->events.end() && x->second.waiters)
+					--x->second.waiters;
+		}
+	} unwait{*this, tgid, ev};
 	const bool infinite = a.timeout == 0xffffffffu;
 	auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.timeout);
 	for (;;) {
@@ -622,41 +655,41 @@ long ModelImpl::wait_events(Lock &lk, Caller &c, KfdProcess &p0, WaitEvents &a)
 			return -ESRCH;
 		KfdProcess &p = *it->second;
 		size_t ready = 0;
-		for (auto &e : ev) {
-			auto ei = p.events.find(e.event_id);
+		for (size_t i = 0; i < ev.size(); ++i) {
+			auto ei = p.events.find(ev[i].event_id);
 			if (ei == p.events.end()) {
 				a.wait_result = WAIT_ERROR;
-				return -EINVAL;
+				return -EINVAL; // destroyed while waited for
 			}
-			if (ei->second.signaled)
-				++ready;
+			if (ei->second.age != age[i])
+				activated[i] = true;
+			ready += activated[i];
 		}
 		if ((a.wait_for_all && ready == ev.size()) || (!a.wait_for_all && ready > 0)) {
-			// copy_signaled_event_data: a signaled MEMORY or
-			// HW_EXCEPTION event hands its exception data out.
 			bool data = false;
-			for (auto &e : ev) {
-				Event &x = p.events.find(e.event_id)->second;
-				if (x.signaled && (x.type == EVENT_MEMORY || x.type == EVENT_HW_EXCEPTION)) {
-					std::memcpy(e.exception_data, x.exception.data(), sizeof e.exception_data);
+			for (size_t i = 0; i < ev.size(); ++i) {
+				const Event &x = p.events.find(ev[i].event_id)->second;
+				if (activated[i] && (x.type == EVENT_MEMORY || x.type == EVENT_HW_EXCEPTION)) {
+					std::memcpy(ev[i].exception_data, x.exception.data(), sizeof ev[i].exception_data);
 					data = true;
 				}
-				if (x.signaled && x.auto_reset)
-					x.signaled = false;
 			}
 			if (data && c.write(a.events_ptr, ev.data(), ev.size() * sizeof(EventData)))
 				return -EFAULT;
 			a.wait_result = WAIT_COMPLETE;
 			return 0;
 		}
-		if (a.timeout == 0 || (!infinite && std::chrono::steady_clock::now() >= deadline)) {
+		// A checkpoint (CRIU PROCESS_INFO) interrupts the wait: the
+		// kernel's returns -ERESTARTSYS and is restarted after the
+		// freeze, transparently; here it ends as timed out (callers
+		// such as libhsakmt's wait again), so that no call of a frozen
+		// thread is still open in the daemon when CRIU dumps it.
+		if (a.timeout == 0 || p.queues_paused || (!infinite && std::chrono::steady_clock::now() >= deadline)) {
 			a.wait_result = WAIT_TIMEOUT;
 			return 0;
 		}
-		if (infinite)
-			events_cv_.wait_for(lk, std::chrono::milliseconds(100));
-		else
-			events_cv_.wait_until(lk, deadline);
+		const auto step = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+		events_cv_.wait_until(lk, infinite ? step : std::min(step, deadline));
 	}
 }
 

@@ -338,6 +338,16 @@ struct Queue {
 struct Event {
 	uint32_t id = 0, type = 0, node_id = 0;
 	bool auto_reset = false, signaled = false;
+	// kfd_events.c set_event: every thread waiting at the time is woken
+	// (its waiter activated: `age` moves on); an auto-reset event stays
+	// signaled only when nobody was waiting.
+	uint32_t waiters = 0;
+	uint64_t age = 0;
+	void set()
+	{
+		signaled = !auto_reset || waiters == 0;
+		++age;
+	}
 	// MEMORY and HW_EXCEPTION events: the kfd_event_data union
 	// (memory_exception_data / hw_exception_data) WAIT_EVENTS copies out.
 	std::array<uint8_t, 32> exception{};
@@ -441,6 +451,7 @@ private:
 	void user_queue_thread(std::stop_token st, UserQueueEngine *e);
 	enum class Step { Idle, Again, Blocked, Hung };
 	Step user_queue_step(UserQueueEngine &e);
+	std::shared_ptr<Backing> user_queue_doorbells(UserQueueEngine &e); // mu_ held
 	Step user_queue_packets(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f, uint64_t wptr);
 	Step user_queue_packet(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f,
 			       const std::vector<uint32_t> &dw);

@@ -225,7 +225,7 @@ void ModelImpl::signal_event_interrupt(KfdProcess &p, uint32_t partial_id, unsig
 	bool any = false;
 	auto set = [&](Event &ev) {
 		std::memcpy(page + uint64_t{ev.id} * 8, &kUnsignaledSlot, 8);
-		ev.signaled = true;
+		ev.set();
 		any = true;
 	};
 	auto is_gpu_signaled = [](const Event &ev) { return ev.type == EVENT_SIGNAL || ev.type == EVENT_DEBUG; };
@@ -278,23 +278,26 @@ void ModelImpl::user_queue_thread(std::stop_token st, UserQueueEngine *e)
 	bool pending = true; // a queue (re)starts by looking at its write pointer
 	auto wait = kBusyPoll;
 	while (!st.stop_requested()) {
-		// The doorbell page is only replaced under the lock; a stale
-		// pointer here only delays noticing (the slot is re-read below).
+		// The doorbell page, looked up afresh: libhsakmt maps it after
+		// CREATE_QUEUE returns, so it may not exist when the queue
+		// starts. It is only replaced under the lock; a stale pointer
+		// here only delays noticing (the slot is re-read below).
 		std::shared_ptr<Backing> db;
 		{
 			std::unique_lock lk(mu_, std::try_to_lock);
 			if (lk.owns_lock())
-				db = e->doorbells;
+				db = user_queue_doorbells(*e);
 		}
 		if (db && db->size() >= e->doorbell_off + 8) {
 			uint64_t v = std::atomic_ref<uint64_t>(
 				*reinterpret_cast<uint64_t *>(db->data() + e->doorbell_off)).load(std::memory_order_acquire);
+			// The first sight of the page counts as a doorbell too: the
+			// process may have rung it before the engine saw the page.
 			if (!have_seen || v != seen) {
-				pending = pending || have_seen;
+				pending = true;
 				seen = v;
 				have_seen = true;
-				if (pending)
-					wait = kBusyPoll;
+				wait = kBusyPoll;
 			}
 		}
 		if (!pending || e->hung) {
@@ -330,6 +333,19 @@ void ModelImpl::user_queue_thread(std::stop_token st, UserQueueEngine *e)
 	}
 }
 
+std::shared_ptr<Backing> ModelImpl::user_queue_doorbells(UserQueueEngine &e)
+{
+	auto pit = procs_.find(e.tgid);
+	if (pit == procs_.end())
+		return e.doorbells;
+	auto qit = pit->second->queues.find(e.qid);
+	if (qit == pit->second->queues.end() || qit->second.engine.get() != &e)
+		return e.doorbells;
+	if (Pdd *pdd = pit->second->pdd_by_user_id(qit->second.user_gpu_id))
+		e.doorbells = pdd->doorbells;
+	return e.doorbells;
+}
+
 ModelImpl::Step ModelImpl::stop_user_queue(UserQueueEngine &e, KfdProcess &p, uint32_t user_gpu_id, uint64_t va,
 					   bool vm_fault, const std::string &why)
 {
@@ -360,7 +376,7 @@ ModelImpl::Step ModelImpl::stop_user_queue(UserQueueEngine &e, KfdProcess &p, ui
 	for (auto &[id, ev] : p.events)
 		if (ev.type == type) {
 			ev.exception = data;
-			ev.signaled = true;
+			ev.set();
 			any = true;
 		}
 	if (any) {

@@ -630,6 +630,11 @@ void Daemon::serve(int conn, pid_t tgid)
 		payload.assign(rq.len, '\0');
 		if (rq.len && wire::recv_all(conn, payload.data(), rq.len))
 			break;
+		if (rq.op == wire::Op::Echo) {
+			if (wire::send_all(conn, payload.data(), payload.size()))
+				break;
+			continue;
+		}
 
 		check_image(tgid, rq.image, rq.flags & wire::kReqFreshImage);
 		CallerImpl caller(*this, tgid, rq.tid);

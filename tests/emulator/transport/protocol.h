@@ -30,6 +30,8 @@ enum class Op : uint32_t {
 	Describe,	// key; reply: result = FileKind, aux0 = render minor, aux1 = size
 	Introspect,	// payload = query; reply payload = JSON
 	SetFaults,	// payload = fault spec
+	Echo,		// payload: sent back raw, with no Reply header (the CRIU adapter hands a
+			// restored connection the reply bytes its checkpointed one had queued)
 };
 
 struct Request {
