@@ -64,9 +64,11 @@ struct Config {
 	// dump or restore, shared by the GPUs copied in parallel; 0 (unset) =
 	// the built-in bound per GPU (copy/gpu_copy.h per_gpu_staging_bound).
 	uint64_t max_buffer_size = 0;
-	// KFD_VERIFY: restore checks every checksum of the images (metadata
-	// images and every chunk of BO contents) before the process can
-	// resume; 0 restores without looking at them (dumps always write them).
+	// KFD_VERIFY: dumps compute a checksum of every chunk of BO contents,
+	// restores check every checksum of the images (metadata images and
+	// contents) before the process can resume. 0: for speed, a dump
+	// writes no content checksums (its images then restore unverified)
+	// and a restore looks at none.
 	bool verify = true;
 
 	bool enabled(Check check) const;

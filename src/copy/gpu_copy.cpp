@@ -52,6 +52,13 @@ Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCo
 				ByteSink *sink, ByteSource *source, uint64_t bound)
 {
 	JobOut out;
+	if (sink && !job.checksums) {
+		auto stats = transfer_to_file(engine, bufs, *sink, bound);
+		if (!stats)
+			return std::move(stats).error();
+		out.stats = *stats;
+		return out;
+	}
 	if (sink) {
 		std::vector<uint64_t> sizes;
 		for (const auto &b : job.bos)
@@ -218,7 +225,7 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 			r.stats.seconds, static_cast<unsigned long long>(r.stats.peak_staging_bytes),
 			static_cast<unsigned long long>(r.stats.submissions),
 			dir == Direction::GpuToFile
-				? ", checksummed"
+				? (r.checksums.empty() ? "" : ", checksummed")
 				: strprintf(", checksums matched for %llu bytes",
 					    static_cast<unsigned long long>(r.verified_bytes))
 					  .c_str());

@@ -35,6 +35,8 @@ struct GpuCopyJob {
 	// When not empty: one pages file per BO (bo_files[i] holds bos[i], as
 	// render-node BOs are laid out) instead of all in pages_file.
 	std::vector<std::string> bo_files;
+	// Dump: compute the BOs' checksums (KFD_VERIFY=0: no).
+	bool checksums = true;
 };
 
 struct GpuCopyResult {
@@ -57,7 +59,8 @@ struct GpuCopyResult {
 // Runs every job on its own thread and waits for all of them. Dump:
 // each pages file is written atomically (nothing visible under its name on
 // failure), an empty one for a GPU without buffers, and every BO's
-// checksums are computed on the way (GpuCopyResult::checksums). Restore:
+// checksums are computed on the way (GpuCopyResult::checksums) unless
+// the job says not to. Restore:
 // each pages file must hold exactly the jobs' bytes; a GPU without buffers
 // reads none; a BO with `expect` is checked chunk by chunk as it is read,
 // and a mismatch stops the job with EBADMSG naming the file, the BO and

@@ -85,6 +85,15 @@ Result<KfdImage> read_checked_kfd_image(const ImageDir &images, int id, const Co
 		log_info("%s has no checksums (written by another amdgpu plugin): its GPU memory is "
 			 "restored unverified",
 			 kfd_image_name(id).c_str());
+	if (img && integrity == Integrity::Verified) {
+		const auto unchecked = std::count_if(img->bos.begin(), img->bos.end(), [](const KfdBo &b) {
+			return b.has_contents() && !b.checksum;
+		});
+		if (unchecked > 0)
+			log_info("%s: %zu BOs have no content checksums (dumped with KFD_VERIFY=0): their "
+				 "contents are restored unverified",
+				 kfd_image_name(id).c_str(), static_cast<size_t>(unchecked));
+	}
 	if (img && integrity == Integrity::Unchecked)
 		log_info("%s: checksums not checked (KFD_VERIFY=0)", kfd_image_name(id).c_str());
 	return img;
