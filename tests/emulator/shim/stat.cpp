@@ -133,9 +133,14 @@ bool fake_fstat_of(struct stat *st)
 		fake_chr(st, kDrmMajor, info->minor, 0666);
 		return true;
 	case kDmaBuf:
-		// An anonymous dma-buf inode: no file type bits, owner rw.
+		// An anonymous dma-buf inode (dma_buf_getfile): no file type
+		// bits, owner rw, one link (a memfd has none), and the size
+		// counted in blocks as well (inode_set_bytes), not the memfd's
+		// allocated pages.
 		st->st_mode = S_IRUSR | S_IWUSR;
+		st->st_nlink = 1;
 		st->st_size = off_t(info->size);
+		st->st_blocks = blkcnt_t((info->size + 511) / 512);
 		return true;
 	default:
 		return false;

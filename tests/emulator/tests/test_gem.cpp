@@ -482,6 +482,8 @@ void check_dumper_view(int fd, uint64_t size, pid_t owner, int owner_fd)
 		CHECK_EQ(st.st_mode, mode_t(S_IRUSR | S_IWUSR));
 		CHECK(!S_ISCHR(st.st_mode) && !S_ISREG(st.st_mode) && !S_ISSOCK(st.st_mode) && !S_ISFIFO(st.st_mode));
 		CHECK_EQ(uint64_t(st.st_size), size);
+		CHECK_EQ(st.st_nlink, nlink_t(1));	// not a memfd's 0
+		CHECK_EQ(uint64_t(st.st_blocks), size / 512);
 	}
 	struct statfs sfs{};
 	CHECK(::fstatfs(fd, &sfs) == 0 && sfs.f_type == kDmaBufMagic);
