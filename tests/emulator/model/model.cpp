@@ -245,7 +245,16 @@ ModelImpl::ModelImpl(const MachineDesc &machine, std::shared_ptr<ProcessMemory> 
 ModelImpl::~ModelImpl()
 {
 	// User queue engines first (they execute on the SDMA engines), then
-	// the engines: their threads hold BO references.
+	// the engines: their threads hold BO references. Each user queue's
+	// thread is stopped and joined before its queue lets go of it: until
+	// then the thread may read the queue table (ThreadSanitizer saw the
+	// reset race with user_queue_doorbells).
+	for (auto &[pid, p] : procs_)
+		for (auto &[qid, q] : p->queues)
+			if (q.engine && q.engine->thread.joinable()) {
+				q.engine->thread.request_stop();
+				q.engine->thread.join();
+			}
 	for (auto &[pid, p] : procs_)
 		for (auto &[qid, q] : p->queues)
 			q.engine.reset();
