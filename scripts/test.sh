@@ -3,7 +3,10 @@
 #   scripts/test.sh            normal build (build/), then each libFuzzer
 #                              target for 15 s (build-fuzz/, scripts/fuzz.sh)
 #   SANITIZE=ON scripts/test.sh       ASan+UBSan build (build-san-ON/)
-#   SANITIZE=thread scripts/test.sh   ThreadSanitizer build (build-san-thread/)
+#                              and the threaded paths under ThreadSanitizer
+#                              (build-san-thread/, only their targets; THREADS=0
+#                              skips this step)
+#   SANITIZE=thread scripts/test.sh   everything under ThreadSanitizer (build-san-thread/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -16,3 +19,15 @@ cmake --build "$dir" -j"$(nproc)"
 # The libFuzzer targets (tests/fuzz): their seeds, then 15 s each, in a
 # clang ASan+UBSan build of only those targets.
 [ "$san" != OFF ] || bash scripts/fuzz.sh 15
+# The threaded paths under ThreadSanitizer (Criterion tests run through
+# tests/harness there): the copy pipeline, the emulated GPU's engines, queues
+# and concurrent clients, the CRIU stand-in's thread freezing. A TSan report
+# fails its test.
+if [ "$san" = OFF ] && [ "${THREADS:-1}" != 0 ]; then
+  tsan_targets=(harness_selftest test_transfer test_concurrency test_user_queue test_sdma
+                criu-host test_plugin host_target host_verifier amdgpu_plugin)
+  tsan_tests='^(harness_selftest|test_transfer|kfdemu_model[.]test_(concurrency|user_queue|sdma)|host_threads_zombie|host_dump_order)$'
+  cmake -S . -B build-san-thread -DAMDCR_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build build-san-thread -j"$(nproc)" --target "${tsan_targets[@]}"
+  (cd build-san-thread && ctest --output-on-failure --timeout 600 -j1 --no-tests=error -R "$tsan_tests")
+fi
