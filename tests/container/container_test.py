@@ -416,6 +416,10 @@ def main():
         for tool, pkg in (("podman", "podman"), ("runc", "runc"), ("busybox", "busybox-static")):
             if not shutil.which(tool):
                 raise NotRun(f"{tool} is not installed (Debian {pkg}; scripts/install-deps.sh installs it)")
+        for tool in ("podman", "runc"):
+            r = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60)
+            if r.returncode != 0:
+                raise NotRun(f"{tool} --version does not run: {(r.stderr or r.stdout).strip()[-300:]}")
         criu = args.criu or realcriu.find_criu(args.criu_list, args.criu_version)
         realcriu.require_usable(criu)
         if not args.private_ns:
