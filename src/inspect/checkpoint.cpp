@@ -48,8 +48,11 @@ Result<std::vector<Loaded<Image>>> load_all(const ImageDir &dir, const char *pre
 	if (!ids)
 		return std::move(ids).error();
 	std::vector<Loaded<Image>> out;
-	for (int id : *ids)
-		out.push_back(Loaded<Image>{id, name(id), read(dir, id)});
+	for (int id : *ids) {
+		Integrity integrity = Integrity::Unchecked;
+		auto image = read(dir, id, &integrity);
+		out.push_back(Loaded<Image>{id, name(id), std::move(image), integrity});
+	}
 	return out;
 }
 
@@ -64,17 +67,19 @@ Result<Checkpoint> load_checkpoint(const std::string &path)
 	if (!files)
 		return std::move(files).error().context(path);
 	auto kfd = load_all<KfdImage>(*dir, kKfdImagePrefix, kfd_image_name,
-				      [](const ImageDir &d, int id) { return read_kfd_image(d, id); });
+				      [](const ImageDir &d, int id, Integrity *i) {
+					      return read_kfd_image(d, id, Verify::On, i);
+				      });
 	if (!kfd)
 		return std::move(kfd).error().context(path);
 	auto render = load_all<RenderNodeImage>(
 		*dir, kRenderImagePrefix, render_image_name,
-		[](const ImageDir &d, int id) { return read_render_image(d, id); });
+		[](const ImageDir &d, int id, Integrity *) { return read_render_image(d, id); });
 	if (!render)
 		return std::move(render).error().context(path);
 	auto dmabuf = load_all<DmabufImage>(
 		*dir, kDmabufImagePrefix, dmabuf_image_name,
-		[](const ImageDir &d, int id) { return read_dmabuf_image(d, id); });
+		[](const ImageDir &d, int id, Integrity *) { return read_dmabuf_image(d, id); });
 	if (!dmabuf)
 		return std::move(dmabuf).error().context(path);
 	return Checkpoint{path, std::move(*dir), std::move(*kfd), std::move(*render),

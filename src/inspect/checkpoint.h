@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "image/framing.h"
 #include "image/image_dir.h"
 #include "image/kfd_image.h"
 #include "image/render_image.h"
@@ -21,11 +22,14 @@
 namespace amdcr::inspect {
 
 // One metadata image: its CRIU file id, file name and what decoding it gave.
+// KFD images are read with their seal checked (Verify::On): `integrity`
+// says whether there was one (this plugin's images) or not (upstream's).
 template <typename Image>
 struct Loaded {
 	int id = 0;
 	std::string file;
 	Result<Image> image;
+	Integrity integrity = Integrity::Unchecked;
 };
 
 // Where a BO's contents are: a pages file and the byte offset in its payload.

@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <map>
+#include <optional>
 #include <set>
 
+#include "image/content_checksum.h"
 #include "image/image_names.h"
 #include "image/image_set.h"
 #include "image/pages_file.h"
@@ -52,7 +55,8 @@ private:
 	}
 
 	// Reads the whole payload of a pages file that the set check found
-	// well-formed (an I/O error or a file shrinking is a problem).
+	// well-formed, through the checksums of its BOs when it has any (an I/O
+	// error, a file shrinking or a chunk not matching is a problem).
 	bool read_through(const std::string &file)
 	{
 		auto reader = PagesReader::open(ck_.dir, file);
@@ -60,14 +64,20 @@ private:
 			problem(file, reader.error());
 			return false;
 		}
-		while (reader->remaining() > 0) {
-			const size_t n = static_cast<size_t>(std::min<uint64_t>(reader->remaining(), buf_.size()));
-			if (auto st = reader->read(buf_.data(), n); !st) {
+		ByteSource *source = &*reader;
+		std::optional<VerifyingSource> checked;
+		if (auto it = checked_bos_.find(file); it != checked_bos_.end())
+			source = &checked.emplace(*reader, it->second);
+		while (source->remaining() > 0) {
+			const size_t n = static_cast<size_t>(std::min<uint64_t>(source->remaining(), buf_.size()));
+			if (auto st = source->read(buf_.data(), n); !st) {
 				problem(file, st.error());
 				return false;
 			}
 			r_.bytes_read += n;
 		}
+		if (checked)
+			r_.bytes_checksummed += checked->verified_bytes();
 		r_.good.push_back(file);
 		return true;
 	}
@@ -96,11 +106,28 @@ private:
 	{
 		if (!decoded(l))
 			return;
+		const KfdImage &img = *l.image;
 		std::vector<std::string> pages;
-		for (const KfdDevice &d : l.image->devices)
+		for (const KfdDevice &d : img.devices)
 			if (d.is_gpu())
 				pages.push_back(kfd_pages_image_name(l.id, d.gpu_id));
-		with_pages(l, validate_kfd_image_set(ck_.dir, l.id, *l.image), pages);
+		// Each pages file read through its BOs' checksums (those the image
+		// has: none in upstream's images).
+		for (const KfdDevice &d : img.devices) {
+			if (!d.is_gpu())
+				continue;
+			auto &bos = checked_bos_[kfd_pages_image_name(l.id, d.gpu_id)];
+			for (size_t i = 0; i < img.bos.size(); i++) {
+				const KfdBo &b = img.bos[i];
+				if (b.gpu_id != d.gpu_id || !b.has_contents())
+					continue;
+				bos.push_back({b.size, b.checksum ? &*b.checksum : nullptr,
+					       strprintf("BO %zu at 0x%" PRIx64 " of %s", i, b.addr, l.file.c_str())});
+			}
+		}
+		if (l.integrity == Integrity::Verified)
+			r_.sealed++;
+		with_pages(l, validate_kfd_image_set(ck_.dir, l.id, img), pages);
 	}
 
 	void render(const Loaded<RenderNodeImage> &l)
@@ -157,6 +184,8 @@ private:
 	VerifyReport r_;
 	std::set<std::string> checked_;
 	std::set<int> failed_ids_;
+	// Per KFD pages file: its BOs in file order, with their checksums.
+	std::map<std::string, std::vector<VerifyingSource::Bo>> checked_bos_;
 };
 
 } // namespace
@@ -176,8 +205,10 @@ std::string format_verify(const VerifyReport &r, bool verbose)
 		o += "BAD " + p.file + ": " + p.message + "\n";
 	for (const auto &w : r.warnings)
 		o += "warning: " + w.file + ": " + w.message + "\n";
-	o += strprintf("%zu files good, %zu problems, %zu warnings, %" PRIu64 " bytes of contents read\n",
-		       r.good.size(), r.problems.size(), r.warnings.size(), r.bytes_read);
+	o += strprintf("%zu files good, %zu problems, %zu warnings; %zu sealed KFD images; %" PRIu64
+		       " bytes of contents read, %" PRIu64 " of them matched their checksums\n",
+		       r.good.size(), r.problems.size(), r.warnings.size(), r.sealed, r.bytes_read,
+		       r.bytes_checksummed);
 	return o;
 }
 

@@ -5,8 +5,10 @@
 //  - each metadata image (kfd, renderD, dmabuf): framing, decoding and the
 //    image layer's validation (the checks a restore makes before touching a
 //    GPU);
+//  - the seal of each KFD image (this plugin's; upstream's have none);
 //  - each pages file an image implies: present, framed, its payload the
-//    size of the BOs it holds, and readable to the end;
+//    size of the BOs it holds, and readable to the end, every chunk of a
+//    KFD BO that has checksums matching them (image/content_checksum.h);
 //  - pages files no image refers to (a metadata image lost?) are problems;
 //    temporaries of an interrupted write (".amdgpu-*.tmp-*") and unknown
 //    amdgpu-* names are warnings.
@@ -33,6 +35,8 @@ struct VerifyReport {
 	std::vector<Finding> problems; // the checkpoint is damaged
 	std::vector<Finding> warnings; // worth a look, not damage
 	uint64_t bytes_read = 0;	 // of pages file payloads
+	uint64_t bytes_checksummed = 0; // of those, matched against checksums
+	size_t sealed = 0;		 // KFD images whose seal was checked
 };
 
 VerifyReport verify_checkpoint(const Checkpoint &ck);
