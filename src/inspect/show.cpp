@@ -20,6 +20,16 @@ const char *link_type_name(uint32_t type)
 	}
 }
 
+const char *integrity_name(Integrity i)
+{
+	switch (i) {
+	case Integrity::Verified: return "verified";
+	case Integrity::Unsealed: return "unsealed";
+	case Integrity::Unchecked: break;
+	}
+	return "unchecked";
+}
+
 // ---- text -----------------------------------------------------------------
 
 void text_device(std::string &o, const KfdDevice &d)
@@ -52,10 +62,11 @@ void text_kfd(std::string &o, const Loaded<KfdImage> &l)
 	}
 	const KfdImage &img = *l.image;
 	o += strprintf("%s: process %u, %u GPUs, %u CPU nodes, %zu BOs, %u queues+events, "
-		       "private data %zu bytes, hsakmt shared memory %s (magic 0x%x)\n",
+		       "private data %zu bytes, hsakmt shared memory %s (magic 0x%x), %s\n",
 		       l.file.c_str(), img.pid, img.gpu_count(), img.cpu_count(), img.bos.size(),
 		       img.num_of_objects, img.priv_data.size(),
-		       format_size(img.shared_mem_size).c_str(), img.shared_mem_magic);
+		       format_size(img.shared_mem_size).c_str(), img.shared_mem_magic,
+		       l.integrity == Integrity::Verified ? "seal verified" : "no seal (upstream's image)");
 	for (const KfdDevice &d : img.devices)
 		text_device(o, d);
 	const auto where = kfd_pages_layout(img, l.id);
@@ -68,6 +79,9 @@ void text_kfd(std::string &o, const Loaded<KfdImage> &l)
 			o += strprintf(" handle %u", b.handle);
 		if (where[i])
 			o += strprintf(" -> %s @ 0x%" PRIx64, where[i]->file.c_str(), where[i]->offset);
+		if (b.checksum)
+			o += strprintf(" checksum 0x%016" PRIx64 " (%zu chunks)", b.checksum->whole,
+				       b.checksum->chunks.size());
 		o += "\n";
 	}
 }
@@ -155,6 +169,7 @@ void json_kfd(JsonWriter &j, const Loaded<KfdImage> &l)
 	j.field("num_of_objects", img.num_of_objects).field("shared_mem_size", img.shared_mem_size);
 	j.field("shared_mem_magic", img.shared_mem_magic);
 	j.field("priv_data_size", static_cast<uint64_t>(img.priv_data.size()));
+	j.field("integrity", integrity_name(l.integrity));
 	j.key("devices").begin_array();
 	for (const KfdDevice &d : img.devices)
 		json_device(j, d);
@@ -174,6 +189,13 @@ void json_kfd(JsonWriter &j, const Loaded<KfdImage> &l)
 		else
 			j.value(b.handle);
 		json_location(j, where[i]);
+		j.key("checksum");
+		if (b.checksum)
+			j.begin_object().field("whole", b.checksum->whole)
+				.field("chunk_bytes", b.checksum->chunk_bytes)
+				.field("chunks", static_cast<uint64_t>(b.checksum->chunks.size())).end_object();
+		else
+			j.null();
 		j.end_object();
 	}
 	j.end_array().end_object();

@@ -171,8 +171,15 @@ def t_show(a):
             off += b["size"]
         pages = os.path.join(d, "amdgpu-pages-%d-%04x.img" % (k["id"], g["gpu_id"]))
         ok(os.path.getsize(pages) - 8 >= off, "GPU %#x's pages file holds its BOs" % g["gpu_id"])
+    ok(k["integrity"] == "verified", "the plugin's KFD image: seal verified")
+    content = [b for b in k["bos"] if b["type"] in ("vram", "gtt")]
+    ok(all(b["checksum"] and b["checksum"]["chunks"] == -(-b["size"] // b["checksum"]["chunk_bytes"]) for b in content),
+       "each of its %d VRAM/GTT BOs has checksums, one per chunk" % len(content))
+    ok(all(b["checksum"] is None for b in k["bos"] if b["type"] not in ("vram", "gtt")),
+       "BOs without contents have none")
     r = img(a, "show", d)
-    ok(r.returncode == 0 and "process %d" % k["pid"] in r.stdout, "show (text) names the process %d" % k["pid"])
+    ok(r.returncode == 0 and "process %d" % k["pid"] in r.stdout and "seal verified" in r.stdout,
+       "show (text) names the process %d and its verified seal" % k["pid"])
     for m in want:
         ok("VA 0x%012x" % m["addr"] in r.stdout, "show (text) lists the BO at %#x" % m["addr"])
     # A damaged image: show still shows the rest, reports it, exits 1.
@@ -216,6 +223,25 @@ def t_verify(a):
     r = img(a, "verify", c)
     ok(r.returncode == 1 and "BAD " + os.path.basename(kfd) in r.stdout,
        "verify of a KFD image with corrupted bytes: exit 1, names it")
+
+    # One flipped byte in a BO's contents: its chunk's checksum finds it.
+    doc = json.loads(img(a, "show", "--json", d).stdout)
+    k = doc["kfd"][0]
+    big = [b for b in k["bos"] if b["type"] == "vram" and b["size"] == 3 << 20][0]
+    c = scratch_copy(a, "flipped")
+    with open(os.path.join(c, big["pages_file"]), "r+b") as f:
+        f.seek(8 + big["pages_offset"] + (2 << 20) + 7)
+        v = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([v[0] ^ 1]))
+    r = img(a, "verify", c)
+    ok(r.returncode == 1 and ("BAD %s" % big["pages_file"]) in r.stdout and ("0x%x" % big["addr"]) in r.stdout,
+       "verify of a pages file with one flipped bit: exit 1, names the file and the BO (%s)" %
+       [l for l in r.stdout.splitlines() if l.startswith("BAD")][:1])
+    r = img(a, "verify", d)
+    total = sum(b["size"] for b in k["bos"] if b["type"] in ("vram", "gtt"))
+    ok("%d bytes of contents read, %d of them matched their checksums" % (total, total) in r.stdout,
+       "verify of the good checkpoint matched all %d bytes against their checksums" % total)
 
     c = scratch_copy(a, "stray")
     shutil.copy(pages, os.path.join(c, "amdgpu-pages-77-1234.img"))
@@ -311,6 +337,8 @@ def t_upstream(a, codecs):
         k = doc["kfd"][0]
         ok(k["pid"] == 4242 and [b["type"] for b in k["bos"]] == ["vram", "gtt", "vram", "doorbell"],
            "CRIU %s's KFD image: pid 4242, BOs vram, gtt, vram, doorbell" % ver)
+        ok(k["integrity"] == "unsealed" and all(b["checksum"] is None for b in k["bos"]),
+           "CRIU %s's KFD image: unsealed, no checksums" % ver)
         if render:
             ok(len(doc["render"]) == 1 and len(doc["render"][0]["bos"]) == 2,
                "CRIU %s's render image: 2 BOs" % ver)
