@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """Benchmarks of the plugin's data path on the emulated GPU (not a test).
 
-    python3 bench/bench.py --bin-dir build [--quick]
+    python3 bench/bench.py --bin-dir build [--quick] [--integrity-only]
 
 Prints one table. Every limit is measured in the same run, on the same
 machine, in the same directory:
@@ -21,6 +21,13 @@ before its dump and the table gives the median ratio of 3 repetitions
 a machine with few cores, limits above what the cores can copy alongside
 the file I/O cannot be reached (see the per-repetition rows). Peak RSS = ru_maxrss of the dumping process (criu-host with
 the plugin), minus that of a dump of a tiny workload (the fixed cost).
+
+Integrity and sparse files (issue 13): dump and restore throughput with
+checksums (the default) against KFD_VERIFY=0 (none computed or checked),
+the same workload back to back, median ratio of the repetitions; and one
+BO of the full size left zero (gpu-workload --zero) against a random one
+on one GPU: dump time (whole per-GPU job) and the pages file's allocated
+disk blocks (st_blocks), and the restore time of each.
 """
 import argparse
 import os
@@ -86,6 +93,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", required=True)
     ap.add_argument("--quick", action="store_true", help="1 GiB instead of 4 GiB, fewer small BOs")
+    ap.add_argument("--integrity-only", action="store_true", help="only the checksum and sparse-file rows")
     args = ap.parse_args()
     e2e.ARGS = argparse.Namespace(bin_dir=os.path.abspath(args.bin_dir))
     bins = e2e.Bins(e2e.ARGS.bin_dir)
@@ -101,6 +109,11 @@ def measure(args, run, scratch):
     table = Table()
     total = (1 if args.quick else 4) * GiB
     per_gpu = total // 2
+    if args.integrity_only:
+        integrity_and_sparse(args, run, table, total, 1 if args.quick else 3)
+        print()
+        table.show()
+        return 0
 
     # -- dump and restore throughput ----------------------------------------
     # Page-cache write speed varies a lot from one moment to the next on a
@@ -204,10 +217,72 @@ def measure(args, run, scratch):
     if subs:
         table.add("  SDMA submissions", subs[-1].split(",")[-1].strip())
 
+    integrity_and_sparse(args, run, table, total, reps)
+
     print()
     table.show()
     print("\n(limits and values measured in this run)")
     return 0
+
+
+def pages_blocks(step):
+    """(allocated bytes, apparent bytes) of a dump's pages files."""
+    d = os.path.join(step["state"], "images")
+    alloc = size = 0
+    for n in os.listdir(d):
+        if n.startswith("amdgpu-pages-"):
+            st = os.stat(os.path.join(d, n))
+            alloc += st.st_blocks * 512
+            size += st.st_size
+    return alloc, size
+
+
+def integrity_and_sparse(args, run, table, total, reps):
+    half = "%dM" % (total // 2 // MiB // 2)
+    machine = ["--machine", "2xMI210"]
+    work = ["--vram", "%s,%s" % (half, half), "--gtt", ""]
+    dumps, restores = [], []
+    for rep in range(reps):
+        runs = {}
+        for verify in ("1", "0"):
+            d = run.dump(machine, work, env={"KFD_VERIFY": verify}, skip_checks=True)
+            e2e.check(d["rc"] == 0, "dump (KFD_VERIFY=%s) failed:\n%s" % (verify, d["log"][-2000:]))
+            b, s, _ = e2e.copy_summary(d["log"], "dumped")
+            r = run.restore(machine, d, env={"KFD_VERIFY": verify})
+            e2e.check(r["rc"] == 0, "restore (KFD_VERIFY=%s) failed:\n%s" % (verify, r["log"][-2000:]))
+            rb, rs, _ = e2e.copy_summary(r["log"], "restored")
+            runs[verify] = (b / s / 1e9, rb / rs / 1e9)
+            drop(d, r)
+        dumps.append((runs["1"][0], runs["0"][0]))
+        restores.append((runs["1"][1], runs["0"][1]))
+    for what, rows in (("dump", dumps), ("restore", restores)):
+        rows.sort(key=lambda p: p[0] / p[1])
+        w, wo = rows[len(rows) // 2]
+        table.add("%s with checksums vs KFD_VERIFY=0, %.2f GiB (median of %d)" % (what, total / GiB, reps),
+                  "%.2f vs %.2f GB/s" % (w, wo), "", "%.2f" % (w / wo), ">= 0.95", verdict(w / wo >= 0.95))
+        for i, (a, b) in enumerate(rows):
+            table.add("  pair %d (sorted by ratio)" % (i + 1), "%.2f vs %.2f GB/s" % (a, b), "", "%.2f" % (a / b))
+
+    # Sparse: one BO of `total` bytes on one GPU, zero vs random.
+    one = ["--machine", "MI100"]
+    size = "%dM" % (total // MiB)
+    res = {}
+    for kind, extra in (("random", []), ("zero", ["--zero"])):
+        d = run.dump(one, ["--vram", size, "--gtt", ""] + extra, skip_checks=True)
+        e2e.check(d["rc"] == 0, "%s dump failed:\n%s" % (kind, d["log"][-2000:]))
+        b, s, _ = e2e.copy_summary(d["log"], "dumped")
+        alloc, apparent = pages_blocks(d)
+        r = run.restore(one, d, verify=False)
+        e2e.check(r["rc"] == 0, "%s restore failed:\n%s" % (kind, r["log"][-2000:]))
+        rb, rs, _ = e2e.copy_summary(r["log"], "restored")
+        res[kind] = (s, alloc, apparent, rs)
+        drop(d, r)
+    (rs_, ra, rap, rr), (zs, za, zap, zr) = res["random"], res["zero"]
+    table.add("zero-filled %.0f GiB BO: dump time vs a random one" % (total / GiB), "%.2f vs %.2f s" % (zs, rs_),
+              "", "%.3f" % (zs / rs_), "<= 0.10", verdict(zs / rs_ <= 0.10))
+    table.add("  its pages file: allocated vs the random one's", "%.1f vs %.1f MiB" % (za / MiB, ra / MiB),
+              "%.0f MiB apparent" % (zap / MiB), "%.4f" % (za / ra), "<= 0.01", verdict(za / ra <= 0.01))
+    table.add("  restore time, zero vs random", "%.2f vs %.2f s" % (zr, rr), "", "%.2f" % (zr / rr))
 
 
 if __name__ == "__main__":

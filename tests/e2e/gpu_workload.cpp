@@ -8,7 +8,9 @@
 // made, then waits to be checkpointed (or exits with --exit).
 //
 //   gpu-workload --manifest FILE [--ready FILE] [--vram LIST] [--gtt LIST]
-//                [--no-queues] [--exit] [--children N]
+//                [--no-queues] [--exit] [--children N] [--zero]
+//   --zero: VRAM BOs are left as allocated (zeros), not filled: the
+//   sparse-pages benchmark (their manifest entries fill 0 bytes).
 //   --children N: first fork N children; each runs the same workload with
 //   its own KFD context, seeds and manifest (FILE.<k>, k = 1..N), and the
 //   root writes the ready file once all are ready.
@@ -98,7 +100,7 @@ int main(int argc, char **argv)
 	std::string manifest_path, ready_path;
 	std::vector<uint64_t> vram = {4 << 10, 12 << 10, (1 << 20) + (4 << 10), (7 << 20) + (12 << 10)};
 	std::vector<uint64_t> gtt = {8 << 10, (3 << 20) + (4 << 10)};
-	bool queues = true, hold = true;
+	bool queues = true, hold = true, zero = false;
 	int children = 0;
 	for (int i = 1; i < argc; i++) {
 		const std::string a = argv[i];
@@ -114,6 +116,7 @@ int main(int argc, char **argv)
 		else if (a == "--no-queues") queues = false;
 		else if (a == "--exit") hold = false;
 		else if (a == "--children") children = std::atoi(next());
+		else if (a == "--zero") zero = true;
 		else die("unknown option");
 	}
 	if (manifest_path.empty())
@@ -171,8 +174,9 @@ int main(int argc, char **argv)
 			HSAuint64 gpuva = 0;
 			if (HSAKMT_STATUS s = hsaKmtMapMemoryToGPU(addr, size, &gpuva); s != HSAKMT_STATUS_SUCCESS)
 				die("hsaKmtMapMemoryToGPU(VRAM)", s);
-			e2e::fill_pattern(addr, size, seed);
-			m.bos.push_back({node, static_cast<uint32_t>(props.DrmRenderMinor), true, reinterpret_cast<uint64_t>(addr), size, size, seed});
+			if (!zero)
+				e2e::fill_pattern(addr, size, seed);
+			m.bos.push_back({node, static_cast<uint32_t>(props.DrmRenderMinor), true, reinterpret_cast<uint64_t>(addr), size, zero ? 0 : size, seed});
 			seed++;
 		}
 	}

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""Image integrity end to end (issue 13): damaged images and failed dumps.
+
+    integrity.py --bin-dir BUILD flips          (CTest e2e_integrity_flips)
+    integrity.py --bin-dir BUILD dump_cleanup   (CTest e2e_dump_cleanup)
+
+flips: a small 2-GPU checkpoint is dumped; then, on one emulated machine,
+one byte of one image file at a time is flipped and the whole restore runs
+(criu-host, the plugin, the verifier inside the restored task, which checks
+every BO bit-exact against the workload's manifest). Every flip must end in
+one of two ways: the restore fails cleanly (non-zero, an error line from the
+plugin, no verifier run, no fd leaked), or it succeeds with identical GPU
+memory (the verifier passes). A crash, a hang, or a verifier that finds
+wrong contents fails the test. One restore costs about 0.2 s, so by default
+(about a minute) the flipped bytes are: every byte of a file up to 256
+bytes (renderD, dmabuf images); of the KFD image the first 128 bytes (header,
+counts, first device entry), the last 32 (the seal) and every 31st byte;
+of each pages file its header, the first, middle and last byte of every
+checksum chunk and every 65537th byte. Every single byte of the KFD image
+is flipped in-process by the unit test image_seal (test_image).
+AMDCR_FLIP_ALL=1 flips every byte of every file (one restore per byte:
+about 20 minutes for the KFD image alone). A control runs one flip with KFD_VERIFY=0 and
+expects the verifier to find the damage, so the matrix can fail.
+
+dump_cleanup: one injected failure at each step of the dump (each ioctl
+and SDMA job of the copy, the CHECKPOINT of a second process after the
+first one's images were complete): the image directory holds no file of
+ours afterwards, under any name (temporaries included).
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import e2e  # noqa: E402  (the shared machinery: Bins, Run, run_host, checks)
+
+CHUNK = 1 << 20  # image/content_checksum.h kChecksumChunkBytes
+VRAM = "4K,1M+4K,2M"  # per GPU: BOs of 1, 2 and 2 chunks
+GTT = "8K"
+
+
+def ours(name):
+    return name.startswith("amdgpu-") or name.startswith(".amdgpu-")
+
+
+def offsets(name, size, full):
+    """The bytes of one image file to flip (see the module's docstring)."""
+    if full or size <= 256:
+        return list(range(size))
+    if "-pages-" not in name:
+        return sorted(set(range(128)) | set(range(size - 32, size)) | set(range(128, size, 31)))
+    picked = set(range(8))  # the header
+    for start in range(8, size, CHUNK):
+        end = min(size, start + CHUNK)
+        picked.update((start, (start + end) // 2, end - 1))
+    picked.update(range(8, size, 65537))
+    return sorted(picked)
+
+
+def classify(rc, text):
+    """'clean' (failed with a plugin error, nothing verified), 'identical'
+    (restored, verifier passed), or a description of what went wrong."""
+    verified = [l for l in text.splitlines() if "verify_gpu_state() = 0 (pass)" in l]
+    wrong = [l for l in text.splitlines() if "verify_gpu_state()" in l and "(FAIL)" in l]
+    died = [l for l in text.splitlines() if "died before its verifier result" in l]
+    leaks = [l for l in text.splitlines() if "leaked by a plugin" in l]
+    if leaks:
+        return "fd leaked: " + leaks[0]
+    if wrong:
+        return "restored with WRONG contents: " + wrong[0]
+    if died or rc < 0 or rc > 128:
+        return "crashed (rc %d): %s" % (rc, (died or [""])[0])
+    if rc == 0:
+        return "identical" if verified else "rc 0 without a verified task"
+    errs = [l for l in e2e.plugin_lines(text) if "fail" in l or "error" in l.lower()]
+    if not errs:
+        return "failed (rc %d) without an error line from the plugin" % rc
+    return "clean"
+
+
+def inner_flips(bins, a):
+    st = json.load(open(a.spec))
+    src = os.path.join(st["images_state"], "images")
+    manifest = os.path.join(st["images_state"], "manifest")
+    work = os.path.join(a.state, "images")
+    names = sorted(n for n in os.listdir(src) if ours(n))
+    plugins = ["--plugin", bins.plugin]
+    verifier = ["--verifier", bins.verify + ":verify_gpu_state", "--verifier-arg", manifest + "," + bins.emu]
+    counts = {"clean": 0, "identical": 0}
+    bad = []
+    reasons = {}
+    flips = [(n, o) for n in names for o in offsets(n, os.path.getsize(os.path.join(src, n)), st["full"])]
+    if st.get("control"):
+        flips = [(n, 8 + 4096 + 5) for n in names if "-pages-" in n][:1]
+    t0 = time.time()
+    for i, (name, off) in enumerate(flips):
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(src, work)
+        path = os.path.join(work, name)
+        with open(path, "r+b") as f:
+            f.seek(off)
+            b = f.read(1)
+            f.seek(off)
+            f.write(bytes([b[0] ^ 0x5a]))
+        rc, text, _, _ = e2e.run_host(bins, ["restore", "-D", work] + plugins + verifier, st.get("env", {}),
+                                      os.path.join(a.state, "restore.log"))
+        what = classify(rc, text)
+        if what in counts:
+            counts[what] += 1
+            if what == "clean":
+                first = [l for l in e2e.plugin_lines(text) if "fail" in l or "error" in l.lower()][0]
+                key = name.split("-")[1] + ": " + first.split("failed: ")[-1][:60]
+                reasons[key] = reasons.get(key, 0) + 1
+        else:
+            bad.append("%s byte %d: %s" % (name, off, what))
+        if i % 100 == 99:
+            e2e.log("  %d/%d flips, %.0f s" % (i + 1, len(flips), time.time() - t0))
+    json.dump({"counts": counts, "bad": bad, "flips": len(flips), "files": names, "reasons": reasons,
+               "seconds": time.time() - t0}, open(os.path.join(a.state, "flips.json"), "w"))
+    return 0
+
+
+def sc_flips(run):
+    d = run.dump(["--machine", "2xMI210"], ["--vram", VRAM, "--gtt", GTT])
+    e2e.expect_good_dump(d, "2xMI210")
+    full = os.environ.get("AMDCR_FLIP_ALL") == "1"
+    # Control: with KFD_VERIFY=0 a flipped pages byte restores wrong
+    # contents, and the verifier must say so (or this test proves nothing).
+    ctl = run.machine(["--machine", "2xMI210"], "flips",
+                      {"images_state": d["state"], "full": False, "control": True,
+                       "env": {"KFD_VERIFY": "0"}})
+    e2e.check(ctl["flips"] == 1 and any("WRONG contents" in b for b in ctl["bad"]),
+              "control: with KFD_VERIFY=0 a flipped pages byte was not caught by the verifier: %s" % ctl)
+    e2e.log("  control (KFD_VERIFY=0): the flipped byte restored wrong contents, the verifier caught it")
+    r = run.machine(["--machine", "2xMI210"], "flips", {"images_state": d["state"], "full": full})
+    e2e.log("  %d flips over %s in %.0f s: %d failed cleanly, %d restored identical memory" %
+            (r["flips"], ", ".join(r["files"]), r["seconds"], r["counts"]["clean"], r["counts"]["identical"]))
+    for k, n in sorted(r["reasons"].items(), key=lambda x: -x[1])[:8]:
+        e2e.log("    %5d x %s" % (n, k))
+    e2e.check(not r["bad"], "%d flips went wrong:\n  %s" % (len(r["bad"]), "\n  ".join(r["bad"][:20])))
+    e2e.check(r["counts"]["clean"] > 0, "no flip was refused")
+
+
+# Faults at each step of a dump. (target, workload args, extra env, plugins)
+def cleanup_cases():
+    small = ["--vram", "4K,1M+4K", "--gtt", "8K"]
+    cases = [(t + ":nth=1", small, {}) for t in e2e.DUMP_FAULTS]
+    # The second GPU's SDMA job fails after the first GPU's pages file may
+    # be complete.
+    cases.append(("sdma:nth=2", small, {}))
+    # Two GPU processes: the second one's CHECKPOINT fails after the first
+    # one's KFD image and pages files are written.
+    cases.append(("CRIU_OP:CHECKPOINT:nth=2", small + ["--children", "1"], {}))
+    return cases
+
+
+def sc_dump_cleanup(run):
+    for target, wl, env in cleanup_cases():
+        d = run.dump(["--machine", "2xMI210"], wl, env=env, fault="%s:errno=EIO" % target, skip_checks=True)
+        e2e.check(d["rc"] != 0, "%s: the dump succeeded despite the fault" % target)
+        left = sorted(n for n in os.listdir(os.path.join(d["state"], "images")) if ours(n))
+        e2e.check(not left, "%s: files of the failed dump are left: %s" % (target, left))
+        e2e.check(d["queues_state"] == "active", "%s: queues %s" % (target, d["queues_state"]))
+        removed = [l for l in e2e.plugin_lines(d["log"]) if "removed the" in l]
+        e2e.log("  fault %-36s -> no file left%s" % (target, (" (" + removed[0].split("amdgpu_plugin: ")[-1] + ")")
+                                                        if removed else ""))
+
+
+SCENARIOS = {"flips": sc_flips, "dump_cleanup": sc_dump_cleanup}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--inner")
+    ap.add_argument("--state")
+    ap.add_argument("--spec")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("scenario", nargs="?")
+    args = ap.parse_args()
+    e2e.ARGS = args
+    bins = e2e.Bins(os.path.abspath(args.bin_dir))
+    if args.inner == "flips":
+        return inner_flips(bins, args)
+    if args.inner:
+        return {"dump": e2e.inner_dump, "restore": e2e.inner_restore}[args.inner](bins, args)
+    scratch = tempfile.mkdtemp(prefix="amdcr-integrity-%s-" % args.scenario, dir=os.environ.get("AMDCR_E2E_TMP"))
+    run = Run(bins, scratch)
+    try:
+        SCENARIOS[args.scenario](run)
+        e2e.log("integrity %s: passed" % args.scenario)
+        return 0
+    except e2e.Failed as e:
+        e2e.log("integrity %s: FAILED: %s" % (args.scenario, e))
+        e2e.log("(scratch kept in %s)" % scratch)
+        args.keep = True
+        return 1
+    finally:
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+class Run(e2e.Run):
+    """e2e.Run whose inner steps run this script (it knows the 'flips' step)."""
+
+    def machine(self, machine_args, step, spec):
+        self.n += 1
+        state = os.path.join(self.scratch, "%02d-%s" % (self.n, step))
+        os.makedirs(state, exist_ok=True)
+        spec_path = os.path.join(state, "spec.json")
+        json.dump(spec, open(spec_path, "w"))
+        cmd = [self.bins.emu] + machine_args + ["--", sys.executable, os.path.abspath(__file__),
+                                                "--bin-dir", e2e.ARGS.bin_dir, "--inner", step,
+                                                "--state", state, "--spec", spec_path]
+        r = subprocess.run(cmd, timeout=7200)
+        e2e.check(r.returncode == 0, "%s on %s: the inner step failed (%d)" % (step, machine_args, r.returncode))
+        out = json.load(open(os.path.join(state, step + ".json")))
+        out["state"] = state
+        return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
