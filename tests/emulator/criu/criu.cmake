@@ -74,6 +74,8 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # Restore on another machine at the same root: other gpu_ids, minors and
   # GPU order (kfd-emu --root).
   kfdemu_realcriu_test(${_ver} other_machine_2xMI210 other-machine 2xMI210)
+  # A 2-GPU checkpoint onto two GPUs of the 8-GPU XGMI node (a bigger node).
+  kfdemu_realcriu_test(${_ver} bigger_machine_2xMI300X other-machine 2xMI300X)
   # Failures: a dump failing on an SDMA fault leaves the process running
   # and unpaused; restores failing on a truncated pages file and on a
   # CRIU_OP RESTORE fault end cleanly.

@@ -39,8 +39,9 @@ other-machine   dump on one machine, restore on a second kfd-emu at the same
                 root and socket paths (kfd-emu --root) after the first is
                 gone, with other gpu_ids, other render minors and (2xMI210)
                 the GPUs in the other order (VRAM sizes swapped, so only one
-                mapping fits): BOs on the mapped GPUs, render fds and
-                mappings on the mapped minors, then as roundtrip.
+                mapping fits), or (2xMI300X) onto the 8xMI300X node with a
+                device cgroup of two GPUs: BOs on the mapped GPUs, render
+                fds and mappings on the mapped minors, then as roundtrip.
 dump-fault      an SDMA fault (`kfd-emu ctl faults sdma:nth=1`) fails the
                 dump: CRIU exits non-zero with the plugin's "Error:" line in
                 its log; the process runs on with its fd table unchanged,
@@ -86,8 +87,9 @@ import time
 CRIU_TIMEOUT = 120
 STREAM_BOUND = 256 << 10  # KFD_MAX_BUFFER_SIZE of the stream scenario
 
-# other-machine: the two machines (kfd-emu overrides) and the GPU mapping the
-# plugin must find (first machine's gpu_id -> second's, minors likewise).
+# other-machine: the two machines (kfd-emu overrides; the second profile if
+# not the first's) and the GPU mapping the plugin must find (first machine's
+# gpu_id -> second's, minors likewise).
 OTHER_MACHINE = {
     "MI100": {
         "first": ["--gpu-ids", "0xa1a1", "--minors", "128"],
@@ -103,6 +105,16 @@ OTHER_MACHINE = {
         "second": ["--gpu-ids", "0x1111,0x2222", "--minors", "140,135", "--vram", "32G,64G"],
         "gpus": {0xa1a1: 0x2222, 0xb2b2: 0x1111},
         "minors": {128: 135, 129: 140},
+    },
+    # A 2-GPU node (PCIe, peer links) onto the 8-GPU XGMI node, whose
+    # device cgroup gives the restore the two GPUs of its second CPU node
+    # (KFD restores onto as many GPUs as the cgroup allows).
+    "2xMI300X": {
+        "first": [],
+        "second_machine": "8xMI300X",
+        "second": ["--device-cgroup", "132,133"],
+        "gpus": {0x3a07: 0xc358, 0xd259: 0x7b6a},
+        "minors": {128: 132, 129: 133},
     },
 }
 
@@ -779,7 +791,8 @@ def main():
         rc = subprocess.run(emu + plan["first"] + ["--"] + me + ["--phase", "dump"]).returncode
         if rc == 0:
             log(f"second machine: {' '.join(plan['second'])}")
-            rc = subprocess.run(emu + plan["second"] + ["--"] + me + ["--phase", "restore"]).returncode
+            second = [args.kfd_emu, "--root", root, "--machine", plan.get("second_machine", args.machine)]
+            rc = subprocess.run(second + plan["second"] + ["--"] + me + ["--phase", "restore"]).returncode
         shutil.rmtree(root, ignore_errors=True)
     else:
         rc = subprocess.run([args.kfd_emu, "--machine", args.machine, "--"] + me + ["--phase", "all"]).returncode
