@@ -28,7 +28,8 @@
 // after the restore too.
 // --render: a process with no /dev/kfd at all: the first render node
 // opened with libdrm_amdgpu, the RenderSet's GEM BOs (GEM_CREATE, GEM_VA,
-// SDMA CS, CPU mappings), checked after the restore.
+// SDMA CS, CPU mappings), checked after the restore; DIR/render lists them
+// (RenderSet::describe) before DIR/ready appears.
 // --tree: the process first forks a child that does all of the above in
 // DIR/child (its own KFD context and BOs); the parent's verdict also
 // requires the child to have exited 0 (it waits for it after its own
@@ -401,6 +402,29 @@ struct RenderSet {
 		return true;
 	}
 
+	// Writes "fd <render fd>" and per GPU mapping "gem <handle> <cpu
+	// address or 0> <size> <seed> <va>" to `path` (DIR/render, what
+	// tests/e2e's render verifier checks in a task the CRIU stand-in
+	// restored).
+	void describe(int render_fd, const std::string &path) const
+	{
+		FILE *f = std::fopen(path.c_str(), "w");
+		if (!f)
+			finish("FAIL: cannot append to " + path);
+		std::fprintf(f, "fd %d\n", render_fd);
+		auto line = [&](const GemBo *b, uint64_t seed, uint64_t va) {
+			uint32_t h = 0;
+			amdgpu_bo_export(b->bo, amdgpu_bo_handle_type_kms, &h);
+			std::fprintf(f, "gem %u %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", h,
+				     uint64_t(uintptr_t(b->cpu)), b->size, seed, va);
+		};
+		line(gtt, seed_gtt, gtt->va);
+		line(vram, seed_vram, vram->va);
+		line(vcpu, seed_vcpu, vcpu->va);
+		line(vcpu, seed_vcpu, va2);
+		std::fclose(f);
+	}
+
 	bool verify(amdgpu_device_handle dev, std::string *err) const
 	{
 		if (int64_t at = check(gtt->cpu, gtt->size, seed_gtt); at >= 0)
@@ -449,6 +473,7 @@ void wait_for_go()
 	RenderSet set;
 	if (!set.setup(dev, 0x7e4d + uint64_t(getpid()) * 16, &err))
 		finish("FAIL: " + err);
+	set.describe(fd, g_dir + "/render");
 	write_ready({});
 	wait_for_go(); // dumped and restored in here
 	if (!set.verify(dev, &err))

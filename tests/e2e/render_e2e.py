@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""Render-node buffer objects under the CRIU stand-in (criu-host).
+
+    render_e2e.py --bin-dir BUILD SCENARIO     (CTest e2e_render_*)
+
+Each scenario runs inside `kfd-emu --machine MI100` a process with a render
+node and no /dev/kfd (kfdemu_criu_workload --render: GEM BOs in GTT and
+VRAM, one CPU-invisible and filled by SDMA, one at two GPU VAs, CPU
+mappings), dumps it with criu-host and the plugin, and checks:
+
+roundtrip  the images: amdgpu-renderD-<id>.img and one amdgpu-drm-pages
+           file per BO holding exactly the workload's pattern (the
+           CPU-invisible VRAM BO's too, whose bytes exist only on the GPU);
+           the dumped process runs on and passes its own checks; the
+           restore (criu-host + render_verify.so in the restored task): the
+           render fd holds the BOs under their checkpointed handles, mapped
+           at their GPU VAs, their contents readable through the CPU
+           mappings UPDATE_VMA_MAP moved.
+bounded    the same with KFD_MAX_BUFFER_SIZE=64K (the 3 MiB BO goes in many
+           passes): the emulator's count of the dumping process's
+           registered (userptr) memory and the plugin's peak staging
+           figures of dump and restore are within 64 KiB.
+old_kernel GEM_LIST_HANDLES fails with EINVAL (a kernel without it): the
+           dump fails naming the ioctl and the kernel that added it, writes
+           no render image, and the process runs on and passes its checks.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+BOUND = 64 << 10
+
+
+class Failed(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failed(msg)
+
+
+def word(seed, i):
+    m = (1 << 64) - 1
+    x = (seed * 0x9e3779b97f4a7c15 + i) & m
+    x ^= x >> 31
+    x = (x * 0xbf58476d1ce4e5b9) & m
+    return x ^ (x >> 29)
+
+
+def pattern(seed, size):
+    return struct.pack("<%dQ" % (size // 8), *(word(seed, i) for i in range(size // 8)))
+
+
+class Bins:
+    def __init__(self, d):
+        self.emu = os.path.join(d, "tests/emulator/kfd-emu")
+        self.host = os.path.join(d, "tests/host/criu-host")
+        self.plugin = os.path.join(d, "amdgpu_plugin.so")
+        self.workload = os.path.join(d, "tests/emulator/kfdemu_criu_workload")
+        self.verify = os.path.join(d, "tests/e2e/librender_verify.so")
+
+
+def host(bins, args, env, log):
+    """Runs criu-host; returns (exit status, log + output, its pid)."""
+    e = dict(os.environ, CRIU_HOST_KFDEMU=bins.emu, **env)
+    with open(log + ".out", "w") as out:
+        p = subprocess.Popen([bins.host] + args + ["-v4", "-o", log], env=e, stdout=out, stderr=subprocess.STDOUT)
+        rc = p.wait(timeout=600)
+    text = (open(log).read() if os.path.exists(log) else "") + open(log + ".out").read()
+    return rc, text, p.pid
+
+
+def staging(bins, text, pid, what):
+    """The staging peak of one run of the host within BOUND: the plugin's
+    own figure, and with `pid` the emulator's count of the memory that
+    process registered (userptr). (A restore copies in the restored task,
+    a process of its own: there only the plugin's figure.)"""
+    peaks = [int(x) for x in re.findall(r"peak staging (\d+) bytes", text)]
+    check(peaks, "%s: no staging summary line from the plugin" % what)
+    check(max(peaks) <= BOUND, "%s: staging peak %d > %d" % (what, max(peaks), BOUND))
+    if pid is None:
+        return max(peaks)
+    up = ctl(bins, "userptr", str(pid))
+    check(0 < up["peak"] <= BOUND, "%s: the emulator counts a staging peak of %d, bound %d" % (what, up["peak"], BOUND))
+    return up["peak"]
+
+
+def ctl(bins, *q):
+    out = subprocess.run([bins.emu, "ctl", *q], capture_output=True, text=True, timeout=60)
+    check(out.returncode == 0, "kfd-emu ctl %s: %s" % (" ".join(q), out.stderr))
+    return json.loads(out.stdout) if out.stdout.strip().startswith("{") else out.stdout
+
+
+def start(bins, work):
+    p = subprocess.Popen([bins.workload, "--render", work], stdout=open(os.path.join(work, "wl.log"), "w"),
+                         stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while not os.path.exists(os.path.join(work, "ready")):
+        check(p.poll() is None, "workload exited (%s) before it was ready" % p.returncode)
+        check(time.time() < deadline, "workload not ready after 60 s")
+        time.sleep(0.05)
+    gems = []
+    for line in open(os.path.join(work, "render")):
+        f = line.split()
+        if f[0] == "gem":
+            gems.append({"handle": int(f[1]), "cpu": int(f[2]), "size": int(f[3]), "seed": int(f[4])})
+    return p, gems
+
+
+def verdict(p, work):
+    open(os.path.join(work, "go"), "w").close()
+    p.wait(timeout=60)
+    v = open(os.path.join(work, "result")).read().strip()
+    check(p.returncode == 0 and v == "OK", "the dumped process after the dump: %s" % v)
+
+
+def inner(bins, scenario, work):
+    images = os.path.join(work, "images")
+    os.makedirs(images)
+    env = {"KFD_MAX_BUFFER_SIZE": str(BOUND)} if scenario == "bounded" else {}
+    p, gems = start(bins, work)
+    try:
+        if scenario == "old_kernel":
+            ctl(bins, "faults", "DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES:errno=EINVAL")
+        rc, text, hostpid = host(bins, ["dump", "-t", str(p.pid), "-D", images, "--plugin", bins.plugin], env,
+                           os.path.join(work, "dump.log"))
+        if scenario == "old_kernel":
+            ctl(bins, "faults", "")
+            check(rc != 0, "the dump succeeded on a kernel without GEM_LIST_HANDLES")
+            errs = [l for l in text.splitlines() if "amdgpu_plugin:" in l and "DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES" in l]
+            check(errs and "Linux 6.18" in errs[0], "no error naming the ioctl and Linux 6.18:\n" + text[-3000:])
+            left = [n for n in os.listdir(images) if n.startswith("amdgpu-")]
+            check(not left, "images left by the failed dump: %s" % left)
+            print("old kernel: dump refused: " + errs[0].split("amdgpu_plugin:", 1)[1].strip()[:200])
+            verdict(p, work)
+            return
+        check(rc == 0, "dump failed (%d):\n%s" % (rc, text[-3000:]))
+        if scenario == "bounded":
+            dpeak = staging(bins, text, hostpid, "dump")
+        names = sorted(os.listdir(images))
+        check(any(n.startswith("amdgpu-renderD-") for n in names), "no render image: %s" % names)
+        pages = [n for n in names if n.startswith("amdgpu-drm-pages-")]
+        # One file per BO (the second VA of one BO is not a BO).
+        bos = {g["handle"]: g for g in gems}
+        check(len(pages) == len(bos), "%d drm-pages files for %d BOs: %s" % (len(pages), len(bos), names))
+        unmatched = dict(bos)
+        for n in pages:
+            data = open(os.path.join(images, n), "rb").read()
+            (size,) = struct.unpack("<Q", data[:8])
+            check(size == len(data) - 8, "%s: header %d, payload %d" % (n, size, len(data) - 8))
+            hit = [h for h, g in unmatched.items() if g["size"] == size and data[8:] == pattern(g["seed"], size)]
+            check(hit, "%s: %d bytes match no BO's pattern" % (n, size))
+            del unmatched[hit[0]]
+        print("dump: %s + %d drm-pages files, each BO's exact bytes" % (
+            [n for n in names if n.startswith("amdgpu-renderD-")][0], len(pages)))
+        verdict(p, work)
+        p = None
+        rc, text, hostpid = host(bins, ["restore", "-D", images, "--plugin", bins.plugin, "--verifier",
+                                  bins.verify + ":verify_render", "--verifier-arg", os.path.join(work, "render")],
+                           env, os.path.join(work, "restore.log"))
+        check(rc == 0 and "verify_render() = 0 (pass)" in text, "restore failed (%d):\n%s" % (rc, text[-3000:]))
+        if scenario == "bounded":
+            rpeak = staging(bins, text, None, "restore")
+            print("staging peak %d (dump), %d (restore) bytes, bound %d" % (dpeak, rpeak, BOUND))
+        print("restore: verified in the restored task (handles, VAs, CPU-mapped contents)")
+    finally:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--inner", action="store_true")
+    ap.add_argument("--work")
+    ap.add_argument("scenario", choices=["roundtrip", "bounded", "old_kernel"])
+    a = ap.parse_args()
+    bins = Bins(a.bin_dir)
+    if a.inner:
+        try:
+            inner(bins, a.scenario, a.work)
+        except Failed as e:
+            print("FAILED: %s" % e)
+            return 1
+        return 0
+    for b in (bins.emu, bins.host, bins.plugin, bins.workload, bins.verify):
+        if not os.path.exists(b):
+            print("NOT RUN: %s is not built" % b)
+            return 77
+    work = tempfile.mkdtemp(prefix="amdcr-render-e2e-")
+    r = subprocess.run([bins.emu, "--machine", "MI100", "--", sys.executable, os.path.abspath(__file__),
+                        "--bin-dir", a.bin_dir, "--inner", "--work", work, a.scenario], timeout=900)
+    if r.returncode == 0:
+        shutil.rmtree(work, ignore_errors=True)
+        print("e2e render %s: passed" % a.scenario)
+        return 0
+    print("e2e render %s: FAILED (work directory kept: %s)" % (a.scenario, work))
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

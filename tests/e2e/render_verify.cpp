@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The verifier criu-host runs inside a task restored from a render-node
+// process (kfdemu_criu_workload --render; tests/e2e/render_e2e.py):
+//
+//   criu-host restore ... --verifier librender_verify.so:verify_render
+//                         --verifier-arg DIR/render
+//
+// DIR/render, written by the workload before its dump: "fd N" (its render
+// node fd) and per GPU mapping "gem HANDLE CPU SIZE SEED VA". In the
+// restored task, through the raw uapi (not the plugin's code): fd N is a
+// render node whose handle list has each HANDLE with SIZE; each HANDLE's
+// GET_MAPPING_INFO has VA (SIZE bytes from offset 0); where CPU is not 0,
+// the pattern of SEED is readable at CPU (the mapping the restore moved to
+// the new BO's mmap offset). Returns 0 when everything holds; prints what
+// does not.
+#include <sys/ioctl.h>
+
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+// The kernel's uapi (include/uapi/drm/amdgpu_drm.h), written here from the
+// layouts so the check does not share the plugin's definitions.
+struct ListHandles {
+	uint64_t entries;
+	uint32_t num_entries, padding;
+};
+struct ListEntry {
+	uint32_t gem_handle, flags;
+	uint64_t size, preferred_domains, alloc_flags, alignment;
+};
+struct GemOp {
+	uint32_t handle, op;
+	uint64_t value;
+	uint32_t num_entries, padding;
+};
+struct VmEntry {
+	uint64_t addr, size, offset, flags;
+};
+constexpr unsigned long kListHandles = 0xC0106459ul; // _IOWR('d', 0x59, 16)
+constexpr unsigned long kGemOp = 0xC0186450ul;	     // _IOWR('d', 0x50, 24)
+constexpr uint32_t kGetMappingInfo = 2;
+
+uint64_t word(uint64_t seed, uint64_t i) // as the workload's
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + i;
+	x ^= x >> 31;
+	x *= 0xbf58476d1ce4e5b9ull;
+	return x ^ (x >> 29);
+}
+
+struct Gem {
+	uint32_t handle;
+	uint64_t cpu, size, seed, va;
+};
+
+int failures = 0;
+
+void fail(const std::string &what)
+{
+	std::fprintf(stderr, "render verify: %s\n", what.c_str());
+	failures++;
+}
+
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) int verify_render(const char *arg)
+{
+	std::ifstream in(arg);
+	if (!in) {
+		fail(std::string("cannot read ") + arg);
+		return 1;
+	}
+	int fd = -1;
+	std::vector<Gem> gems;
+	std::string line;
+	while (std::getline(in, line)) {
+		std::istringstream l(line);
+		std::string kind;
+		l >> kind;
+		if (kind == "fd") {
+			l >> fd;
+		} else if (kind == "gem") {
+			Gem g{};
+			l >> g.handle >> g.cpu >> g.size >> g.seed >> g.va;
+			gems.push_back(g);
+		}
+	}
+	if (fd < 0 || gems.empty()) {
+		fail(std::string("no fd or BOs in ") + arg);
+		return 1;
+	}
+	std::vector<ListEntry> list(64);
+	ListHandles lh{reinterpret_cast<uintptr_t>(list.data()), uint32_t(list.size()), 0};
+	if (::ioctl(fd, kListHandles, &lh) != 0 || lh.num_entries > list.size()) {
+		fail("GEM_LIST_HANDLES on fd " + std::to_string(fd) + ": " + std::strerror(errno));
+		return 1;
+	}
+	list.resize(lh.num_entries);
+	for (const Gem &g : gems) {
+		const std::string bo = "BO handle " + std::to_string(g.handle);
+		bool listed = false;
+		for (const auto &e : list)
+			listed |= e.gem_handle == g.handle && e.size == g.size;
+		if (!listed) {
+			fail(bo + ": not in the handle list with " + std::to_string(g.size) + " bytes");
+			continue;
+		}
+		std::vector<VmEntry> vms(16);
+		GemOp op{g.handle, kGetMappingInfo, reinterpret_cast<uintptr_t>(vms.data()), uint32_t(vms.size()), 0};
+		if (::ioctl(fd, kGemOp, &op) != 0 || op.num_entries > vms.size()) {
+			fail(bo + ": GET_MAPPING_INFO: " + std::strerror(errno));
+			continue;
+		}
+		bool mapped = false;
+		for (uint32_t i = 0; i < op.num_entries; i++)
+			mapped |= vms[i].addr == g.va && vms[i].size == g.size && vms[i].offset == 0;
+		if (!mapped) {
+			char m[96];
+			std::snprintf(m, sizeof m, ": not mapped at GPU VA 0x%" PRIx64, g.va);
+			fail(bo + m);
+		}
+		if (g.cpu) {
+			const auto *w = reinterpret_cast<const uint64_t *>(uintptr_t(g.cpu));
+			for (uint64_t i = 0; i < g.size / 8; i++)
+				if (w[i] != word(g.seed, i)) {
+					fail(bo + ": word " + std::to_string(i) + " through its CPU mapping differs");
+					break;
+				}
+		}
+	}
+	std::fprintf(stderr, "render verify: fd %d, %zu BO mappings checked, %d failure(s)\n", fd, gems.size(),
+		     failures);
+	return failures ? 1 : 0;
+}
