@@ -177,16 +177,11 @@ Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
 
 	std::vector<KfdBoEntry> bos(img.bos.size());
 	std::vector<KfdBoEntry *> bo_ptrs(img.bos.size());
+	std::vector<::BoChecksum> sums(img.bos.size());
 	for (size_t i = 0; i < img.bos.size(); i++) {
 		kfd_bo_entry__init(&bos[i]);
 		copy_bo_fields(bos[i], img.bos[i]);
 		bos[i].has_handle = 1; // optional only for reading 4.0-4.2.1 images
-		bo_ptrs[i] = &bos[i];
-	std::vector<::BoChecksum> sums(img.bos.size());
-	}
-
-	CriuKfd msg;
-	criu_kfd__init(&msg);
 		if (const auto &c = img.bos[i].checksum) {
 			bo_checksum__init(&sums[i]);
 			sums[i].chunk_size = c->chunk_bytes;
@@ -195,6 +190,11 @@ Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
 			sums[i].whole = c->whole;
 			bos[i].checksum = &sums[i];
 		}
+		bo_ptrs[i] = &bos[i];
+	}
+
+	CriuKfd msg;
+	criu_kfd__init(&msg);
 	msg.pid = img.pid;
 	msg.num_of_gpus = img.gpu_count();
 	msg.num_of_cpus = img.cpu_count();
@@ -214,23 +214,18 @@ Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
 	if (packed != out.size())
 		return make_error(EIO, "packing the KFD image: %zu bytes instead of %zu", packed,
 				  out.size());
+	seal_payload(out, kKfdSealField);
 	return out;
 }
 
 Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::string &name,
 				  Verify verify, Integrity *integrity)
 {
-	seal_payload(out, kKfdSealField);
 	const char *n = name.c_str();
 	UnpackedKfd msg(criu_kfd__unpack(nullptr, payload.size(), payload.data()));
 	if (!msg)
 		return make_error(EINVAL, "%s: not a valid criu_kfd message (%zu bytes)", n,
 				  payload.size());
-
-	if (msg->num_of_bos != msg->n_bo_entries)
-		return make_error(EINVAL, "%s: num_of_bos is %" PRIu64 " but %zu BO entries follow", n,
-				  msg->num_of_bos, msg->n_bo_entries);
-	if (static_cast<uint64_t>(msg->num_of_gpus) + msg->num_of_cpus != msg->n_device_entries)
 	Integrity got = Integrity::Unchecked;
 	if (verify == Verify::On) {
 		got = msg->has_image_checksum ? Integrity::Verified : Integrity::Unsealed;
@@ -247,6 +242,11 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 							  n, i);
 		}
 	}
+
+	if (msg->num_of_bos != msg->n_bo_entries)
+		return make_error(EINVAL, "%s: num_of_bos is %" PRIu64 " but %zu BO entries follow", n,
+				  msg->num_of_bos, msg->n_bo_entries);
+	if (static_cast<uint64_t>(msg->num_of_gpus) + msg->num_of_cpus != msg->n_device_entries)
 		return make_error(EINVAL,
 				  "%s: num_of_gpus %u + num_of_cpus %u != %zu device entries", n,
 				  msg->num_of_gpus, msg->num_of_cpus, msg->n_device_entries);
@@ -274,6 +274,8 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 		copy_bo_fields(img.bos[i], *msg->bo_entries[i]);
 		if (!msg->bo_entries[i]->has_handle)
 			img.bos[i].handle = kNoGemHandle;
+		if (const ::BoChecksum *c = msg->bo_entries[i]->checksum; c && verify == Verify::On)
+			img.bos[i].checksum = BoChecksum{c->chunk_size, {c->chunks, c->chunks + c->n_chunks}, c->whole};
 	}
 	img.num_of_objects = msg->num_of_objects;
 	img.shared_mem_size = msg->shared_mem_size;
@@ -282,9 +284,9 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 
 	auto st = validate_kfd_image(img, name);
 	if (!st)
-		if (const ::BoChecksum *c = msg->bo_entries[i]->checksum; c && verify == Verify::On)
-			img.bos[i].checksum = BoChecksum{c->chunk_size, {c->chunks, c->chunks + c->n_chunks}, c->whole};
 		return std::move(st).error();
+	if (integrity)
+		*integrity = got;
 	return img;
 }
 
@@ -293,8 +295,6 @@ Status write_kfd_image(const ImageDir &dir, int id, const KfdImage &img)
 	return write_message_image(dir, kfd_image_name(id), img, validate_kfd_image, pack_kfd_image);
 }
 
-	if (integrity)
-		*integrity = got;
 Result<KfdImage> read_kfd_image(const ImageDir &dir, int id, Verify verify, Integrity *integrity)
 {
 	return read_message_image(dir, kfd_image_name(id),

@@ -65,13 +65,13 @@ struct KfdBo {
 	// sharing yet, and upstream's restore takes equal handles for one
 	// shared BO). Images of CRIU 4.0-4.2.1's plugin have none.
 	uint32_t handle = kNoGemHandle;
-
-	// VRAM and GTT BOs have their contents in the pages file.
-	bool has_contents() const { return (alloc_flags & (kKfdAllocVram | kKfdAllocGtt)) != 0; }
 	// Checksums of its contents in the pages file (image/content_checksum.h);
 	// every BO with contents has them in this plugin's images, none in
 	// upstream's.
 	std::optional<BoChecksum> checksum{};
+
+	// VRAM and GTT BOs have their contents in the pages file.
+	bool has_contents() const { return (alloc_flags & (kKfdAllocVram | kKfdAllocGtt)) != 0; }
 	// Doorbell and MMIO pages: mapped through /dev/kfd, no contents.
 	bool maps_through_kfd() const { return (alloc_flags & (kKfdAllocDoorbell | kKfdAllocMmioRemap)) != 0; }
 	bool operator==(const KfdBo &) const = default;
