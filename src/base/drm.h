@@ -27,8 +27,8 @@ inline constexpr uint32_t kMaxGemHandle = 0x7fffffff;
 
 // The kernel release that added the render-node checkpoint ioctls below
 // (DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES, AMDGPU_GEM_OP_GET_MAPPING_INFO,
-// DRM_IOCTL_GEM_CHANGE_HANDLE). Older kernels fail them with EINVAL (an
-// unknown DRM ioctl number or GEM_OP op).
+// DRM_IOCTL_GEM_CHANGE_HANDLE). Older kernels (and kernels that disable
+// one) fail them with EINVAL: an unknown DRM ioctl number or GEM_OP op.
 inline constexpr const char *kGemCriuKernel = "Linux 6.18";
 
 namespace uapi {

@@ -32,8 +32,9 @@ Error checkpoint_ioctl_error(int err, const std::string &what)
 {
 	if (err == EINVAL || err == ENOTTY)
 		return make_error(err,
-				  "%s: %s; the running kernel appears to lack this ioctl (render-node "
-				  "buffer objects can be checkpointed with %s or later)",
+				  "%s: %s; the running kernel appears not to provide this ioctl (added in "
+				  "%s), without which render-node buffer objects cannot be checkpointed "
+				  "or restored",
 				  what.c_str(), std::strerror(err), kGemCriuKernel);
 	return errno_error(err, what);
 }
