@@ -20,7 +20,9 @@ of each pages file its header, the first, middle and last byte of every
 checksum chunk and every 65537th byte. Every single byte of the KFD image
 is flipped in-process by the unit test image_seal (test_image).
 AMDCR_FLIP_ALL=1 flips every byte of every file (one restore per byte:
-about 20 minutes for the KFD image alone). A control runs one flip with KFD_VERIFY=0 and
+about 20 minutes for the KFD image alone); AMDCR_FLIP_AT=FILE:OFFSET,..
+flips only those bytes (the dump's file ids and gpu ids are the same each
+run on the same machine profile). A control runs one flip with KFD_VERIFY=0 and
 expects the verifier to find the damage, so the matrix can fail.
 
 dump_cleanup: one injected failure at each step of the dump (each ioctl
@@ -99,6 +101,8 @@ def inner_flips(bins, a):
     flips = [(n, o) for n in names for o in offsets(n, os.path.getsize(os.path.join(src, n)), st["full"])]
     if st.get("control"):
         flips = [(n, 8 + 4096 + 5) for n in names if "-pages-" in n][:1]
+    if st.get("only"):
+        flips = [(n, int(o)) for n, o in st["only"]]
     t0 = time.time()
     for i, (name, off) in enumerate(flips):
         shutil.rmtree(work, ignore_errors=True)
@@ -116,7 +120,8 @@ def inner_flips(bins, a):
             counts[what] += 1
             if what == "clean":
                 first = [l for l in e2e.plugin_lines(text) if "fail" in l or "error" in l.lower()][0]
-                key = name.split("-")[1] + ": " + first.split("failed: ")[-1][:60]
+                msg = first.split("amdgpu_plugin: ")[-1].split("failed: ")[-1]
+                key = name.split("-")[1] + ": " + msg.split(": bytes")[0][:70]
                 reasons[key] = reasons.get(key, 0) + 1
         else:
             bad.append("%s byte %d: %s" % (name, off, what))
@@ -131,6 +136,7 @@ def sc_flips(run):
     d = run.dump(["--machine", "2xMI210"], ["--vram", VRAM, "--gtt", GTT])
     e2e.expect_good_dump(d, "2xMI210")
     full = os.environ.get("AMDCR_FLIP_ALL") == "1"
+    only = [x.rsplit(":", 1) for x in os.environ.get("AMDCR_FLIP_AT", "").split(",") if x]
     # Control: with KFD_VERIFY=0 a flipped pages byte restores wrong
     # contents, and the verifier must say so (or this test proves nothing).
     ctl = run.machine(["--machine", "2xMI210"], "flips",
@@ -139,7 +145,7 @@ def sc_flips(run):
     e2e.check(ctl["flips"] == 1 and any("WRONG contents" in b for b in ctl["bad"]),
               "control: with KFD_VERIFY=0 a flipped pages byte was not caught by the verifier: %s" % ctl)
     e2e.log("  control (KFD_VERIFY=0): the flipped byte restored wrong contents, the verifier caught it")
-    r = run.machine(["--machine", "2xMI210"], "flips", {"images_state": d["state"], "full": full})
+    r = run.machine(["--machine", "2xMI210"], "flips", {"images_state": d["state"], "full": full, "only": only})
     e2e.log("  %d flips over %s in %.0f s: %d failed cleanly, %d restored identical memory" %
             (r["flips"], ", ".join(r["files"]), r["seconds"], r["counts"]["clean"], r["counts"]["identical"]))
     for k, n in sorted(r["reasons"].items(), key=lambda x: -x[1])[:8]:
