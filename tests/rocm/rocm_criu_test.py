@@ -206,18 +206,29 @@ class CriuRun(rc.Run):
         # dumped is what the process holds once CRIU has frozen it, so the
         # BOs, mappings and queues to compare with are taken then (every
         # thread seized), during the dump.
+        # CRIU's post-dump action script runs once every file is dumped and
+        # before the tasks are killed: it raises a flag and holds CRIU there
+        # (30 s at most) until the snapshot is taken. Watching the process
+        # state instead raced with a dump that ends in half a second.
+        flag = os.path.join(self.work, "frozen-at-post-dump")
+        script = os.path.join(self.work, "post-dump.sh")
+        with open(script, "w") as f:
+            f.write('#!/bin/sh\n[ "$CRTOOLS_SCRIPT_ACTION" = post-dump ] || exit 0\n'
+                    f'touch "{flag}"\ni=0\n'
+                    f'while [ -e "{flag}" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done\n')
+        os.chmod(script, 0o755)
         result = {}
-        dumper = threading.Thread(target=lambda: result.update(rc=self.criu_run("dump", ["-t", str(s.pid)],
-                                                                                  "dump.log")))
+        dumper = threading.Thread(target=lambda: result.update(rc=self.criu_run(
+            "dump", ["-t", str(s.pid), "--action-script", script], "dump.log")))
         dumper.start()
         before = None
         while dumper.is_alive():
-            if frozen(s.pid):
-                time.sleep(0.2)  # a call the daemon was serving completes
+            if os.path.exists(flag):
                 snap = {"pid": s.pid, "bos": self.emu.ctl("bos", s.pid, "nosum").get("bos"),
                         "vmas": self.emu.ctl("vmas", s.pid).get("vmas"), "queues": self.emu.ctl("queues", s.pid)}
                 if snap["bos"] is not None and snap["vmas"] is not None and "queues" in snap["queues"]:
                     before = snap
+                os.unlink(flag)
                 break
             time.sleep(0.01)
         dumper.join()
