@@ -77,17 +77,12 @@ def case_criu(root, a, work):
     hooks = rc.criu_hook_count(criu)
     rc.become_subreaper()
     libdir = os.path.dirname(os.path.join(root, PLUGIN))
-    counts = os.path.join(work, "counts.txt")
-    p = subprocess.Popen([os.path.join(a.bins, "realcriu-counter"), counts], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    if not rc.wait_counts(counts, 5):
-        rc.end_process(p.pid)
-        raise Failed("the counter did not start counting")
+    pid, _ = rc.start_counter(os.path.join(a.bins, "realcriu-counter"), work)
     c = rc.Criu(criu, libdir, work)
     try:
-        d = c.dump(p.pid, os.path.join(work, "images"))
+        d = c.dump(pid, os.path.join(work, "images"))
     finally:
-        rc.end_process(p.pid)
+        rc.end_process(pid)
     lines = [l for l in rc.plugin_lines(d.log) if l[0] == "amdgpu_plugin"]
     if lines != [("amdgpu_plugin", 512, hooks)]:
         raise Failed(f"CRIU did not load the installed plugin as expected: {lines}\n{d.describe()}")

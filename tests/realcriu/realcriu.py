@@ -13,6 +13,7 @@ can be another):
   log_problems(log, file_names)    CRIU's error/warning lines about plugins
   read_tap(path), tap_problems()   plugin messages with their log levels
   read_witness(path)               what the witness plugin received
+  start_counter(counter, work)     the GPU-less counter, counting
   witness_problems(...)            missing and unexpected witness events
 
 Facts used (CRIU 4.2.1 and criu-dev sources): CRIU loads every *.so of its
@@ -328,6 +329,19 @@ def wait_counts(path, at_least, timeout=10.0):
             return True
         time.sleep(0.01)
     return False
+
+
+def start_counter(counter, work):
+    """Starts the GPU-less counter (counter.c) writing to WORK/counts.txt in
+    its own session (nothing of the caller's terminal or pipes) and waits
+    until it counts. Returns (pid, counts path)."""
+    out = os.path.join(work, "counts.txt")
+    p = subprocess.Popen([counter, out], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    if not wait_counts(out, 5):
+        end_process(p.pid)
+        raise Failed("the counter did not start counting")
+    return p.pid, out
 
 
 def main_guard(fn):

@@ -33,7 +33,6 @@ Exit 0 pass, 1 fail, 77 NOT RUN (no CRIU, not root, CRIU unusable here).
 import argparse
 import os
 import shutil
-import subprocess
 
 import realcriu as rc
 from realcriu import Failed, log
@@ -62,17 +61,6 @@ class Setup:
         os.makedirs(self.work)
 
 
-def start_counter(s):
-    out = os.path.join(s.work, "counts.txt")
-    # Its own session (setsid): nothing of the test's terminal or pipes.
-    p = subprocess.Popen([s.counter, out], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
-    if not rc.wait_counts(out, 5):
-        rc.end_process(p.pid)
-        raise Failed("the counter did not start counting")
-    return p.pid, out
-
-
 def check_plugin_line(run, hooks, what):
     lines = rc.plugin_lines(run.log)
     mine = [l for l in lines if l[0] == PLUGIN]
@@ -85,7 +73,7 @@ def check_plugin_line(run, hooks, what):
 def case_abi(s):
     libdir = os.path.join(s.work, "lib")
     rc.make_libdir(libdir, [(PLUGIN, s.plugin)])
-    pid, _ = start_counter(s)
+    pid, _ = rc.start_counter(s.counter, s.work)
     criu = rc.Criu(s.criu, libdir, s.work)
     try:
         run = criu.dump(pid, os.path.join(s.work, "images"))
@@ -113,7 +101,7 @@ def round_trip(s, plugins, extra_env=None):
     pidfile = os.path.join(s.work, "restored.pid")
     rc.become_subreaper()
 
-    pid, counts_path = start_counter(s)
+    pid, counts_path = rc.start_counter(s.counter, s.work)
     env = dict(extra_env or {}, REALCRIU_LOG_TAP=tap["dump"], REALCRIU_WITNESS_LOG=witness["dump"])
     try:
         dump = rc.Criu(s.criu, libdir, s.work, env, s.tap).dump(pid, images)
