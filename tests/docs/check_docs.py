@@ -64,9 +64,9 @@ def case_markup(src):
             if r.returncode != 0 or r.stderr.strip():
                 problems.append(f"{page}: asciidoctor: {r.stderr.strip()}")
                 continue
+            # Not a terminal: man(1) prints plain text (no overstrike).
             text = subprocess.run(["man", "-l", out], capture_output=True, text=True,
-                                  env=dict(os.environ, MANWIDTH="200", MAN_KEEP_FORMATTING="0")).stdout
-            text = re.sub(r".\x08", "", text)
+                                  env=dict(os.environ, MANWIDTH="200")).stdout
             for n, line in enumerate(text.splitlines(), 1):
                 clean = line
                 for ok in ALLOWED_STARS:
