@@ -58,7 +58,7 @@ void report(const char *kind, const char *file, int line, const char *expr, cons
 	std::exit(code);
 }
 
-int run_child(const TestDesc &t)
+[[noreturn]] void run_child(const TestDesc &t)
 {
 	if (t.init)
 		t.init();

@@ -250,14 +250,13 @@ ModelImpl::~ModelImpl()
 	// then the thread may read the queue table (ThreadSanitizer saw the
 	// reset race with user_queue_doorbells).
 	for (auto &[pid, p] : procs_)
-		for (auto &[qid, q] : p->queues)
+		for (auto &[qid, q] : p->queues) {
 			if (q.engine && q.engine->thread.joinable()) {
 				q.engine->thread.request_stop();
 				q.engine->thread.join();
 			}
-	for (auto &[pid, p] : procs_)
-		for (auto &[qid, q] : p->queues)
 			q.engine.reset();
+		}
 	for (auto &d : devices_)
 		d->engines.clear();
 	procs_.clear();
