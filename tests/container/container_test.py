@@ -46,21 +46,37 @@ import time
 
 PODMAN_TIMEOUT = 180
 MACHINE = "2xMI210"
-# The two machines (kfd-emu overrides) and the mapping the plugin must
-# find. The container's device numbers are those of the checkpoint (podman
-# restores --import with the checkpointed spec), so both machines have the
-# render minors 128 and 129; the second has other gpu_ids and the 64G GPU
-# at the other minor.
-FIRST = ["--gpu-ids", "0xa1a1,0xb2b2", "--minors", "128,129", "--vram", "64G,32G"]
-SECOND = ["--gpu-ids", "0x1111,0x2222", "--minors", "128,129", "--vram", "32G,64G"]
+# The machines (kfd-emu overrides). The first runs the container; the
+# container's device numbers stay those of the checkpoint on every later
+# machine (podman restores --import with the checkpointed spec's device
+# list), so the render nodes it gets there are renderD128 and renderD129.
+FIRST = ["--machine", MACHINE, "--gpu-ids", "0xa1a1,0xb2b2", "--minors", "128,129", "--vram", "64G,32G"]
+# Four MI210 (a machine file the test writes, FOUR_MI210): the
+# checkpointed gpu_ids are at minors 130 and 131, outside the container.
+FOUR_MI210 = "4xMI210.machine"
+# Each case: the machines the archive is restored on after the first, in
+# order: (name, kfd-emu options, expected checkpointed gpu -> local gpu
+# and checkpointed minor -> local minor, or None: the restore must fail
+# naming the render node not passed in).
 CASES = {
-    # case: (render minors passed in, checkpointed gpu -> second machine's,
-    #        checkpointed minor -> second machine's)
-    "all": ([128, 129], {0xa1a1: 0x2222, 0xb2b2: 0x1111}, {128: 129, 129: 128}),
-    # Only renderD129 (0xb2b2, 32G). On the second machine both GPUs have
-    # enough VRAM for it; the container has only renderD129 (0x2222, 64G).
-    "subset": ([129], {0xb2b2: 0x2222}, {129: 129}),
+    # Another 2xMI210: other gpu_ids, the 64G GPU at the other minor.
+    "all": [("second", ["--machine", MACHINE, "--gpu-ids", "0x1111,0x2222", "--minors", "128,129",
+                        "--vram", "32G,64G"],
+             ({0xa1a1: 0x2222, 0xb2b2: 0x1111}, {128: 129, 129: 128}))],
+    # A subset of the host's GPUs, as with --device of only some nodes.
+    # First a 2xMI210 whose second GPU is renderD130, which the
+    # container is not given: refused before any GPU state, naming it.
+    # Then four MI210 of which the container has renderD128 and 129:
+    # the host's view maps onto the same gpu_ids (minors 130, 131), the
+    # restored task's onto the two it has (0xa1a1 needs the 64G one).
+    "subset": [("missing", ["--machine", MACHINE, "--gpu-ids", "0x1111,0x2222", "--minors", "128,130",
+                            "--vram", "32G,64G"], None),
+               ("bigger", ["--machine", FOUR_MI210, "--gpu-ids", "0x1111,0x2222,0xa1a1,0xb2b2",
+                           "--minors", "128,129,130,131", "--vram", "32G,64G,64G,64G"],
+                ({0xa1a1: 0x2222, 0xb2b2: 0x1111}, {128: 129, 129: 128}))],
 }
+# The render node the "missing" machine's restore must name.
+MISSING_NODE = "/dev/dri/renderD130"
 # The workload's libraries the container image needs besides ldd's list.
 DATA_FILES = ["/usr/share/libdrm/amdgpu.ids"]
 
@@ -271,7 +287,7 @@ def plugin_lines(storage, what):
 
 
 def phase_first(args, rc, emu, work):
-    minors, _, _ = CASES[args.case]
+    minors = [128, 129]
     pm = Podman(work, os.path.join(work, "storage"))
     wl = os.path.join(work, "wl")
     os.makedirs(wl)
@@ -330,22 +346,43 @@ def phase_first(args, rc, emu, work):
         json.dump({"before": before, "wl": wl}, f)
 
 
-def phase_second(args, rc, emu, work):
-    _, gpus, minors = CASES[args.case]
+def phase_restore(args, rc, emu, work, expected):
+    """`podman container restore --import` of the archive on this machine:
+    `expected` (gpu map, minor map) must hold after it, or, None, the
+    restore must fail naming MISSING_NODE and leave nothing behind."""
     storage = os.path.join(work, "storage")
     pm = Podman(work, storage)
     with open(os.path.join(work, "state.json")) as f:
         st = json.load(f)
     pm.run("load", "-i", os.path.join(work, "image.tar"))
+    archive = os.path.join(work, "gpu.tar.zst")
+    if expected is None:
+        r = pm.run("container", "restore", "--keep", "--import", archive, check=False)
+        errors = plugin_lines(storage, "Error")
+        for line in errors:
+            log(f"  {line}")
+        rc.expect(r.returncode != 0, f"the restore without {MISSING_NODE} in the container succeeded")
+        said = [l for l in errors if MISSING_NODE in l and f"--device {MISSING_NODE}" in l
+                and "container runtime must pass it in" in l]
+        if not said:
+            show_criu_logs(rc, storage)
+        rc.expect(said, f"no plugin error names {MISSING_NODE} and that the runtime must pass it in (--device)")
+        left = [p for p in emu.ctl("processes")["processes"] if p.get("bos")]
+        rc.expect(not left, f"the failed restore left GPU state in the model: {left}")
+        pm.run("rm", "-f", "-t", "0", "-a")
+        # The next machine starts from an empty storage again.
+        shutil.rmtree(storage)
+        return
+    gpus, minors = expected
     try:
-        pm.run("container", "restore", "--keep", "--import", os.path.join(work, "gpu.tar.zst"))
+        pm.run("container", "restore", "--keep", "--import", archive)
     except Failure:
         show_criu_logs(rc, storage)
         raise
     for line in plugin_lines(storage, "restoring onto"):
         log(f"  {line}")
     pid = pm.pid("gpu")
-    check_restored(rc, emu, pid, st["before"], gpus, minors, "restored on the second machine")
+    check_restored(rc, emu, pid, st["before"], gpus, minors, f"restored on machine {args.phase}")
     log(f"restored init's time namespace (CRIU's; the workload's clock lags the host's): "
         f"{timens_offsets(pid)}")
     v = rc.verdict(st["wl"], pid)
@@ -366,7 +403,18 @@ def inside(args):
     if args.phase == "first":
         phase_first(args, rc, emu, args.work)
     else:
-        phase_second(args, rc, emu, args.work)
+        expected, = [e for name, _, e in CASES[args.case] if name == args.phase]
+        phase_restore(args, rc, emu, args.work, expected)
+
+
+def write_four_mi210(path):
+    """Four MI210 on PCIe, one CPU node (kfd-emu's 2xMI210 profile,
+    twice)."""
+    gpus = "".join(f"gpu MI210\n  gpu_id 0x{0x1000 + i:x}\n  render_minor {128 + i}\n  numa 0\n"
+                   f"  pci_slot 0000:{0x03 + 0x20 * i:02x}:00.0\n" for i in range(4))
+    with open(path, "w") as f:
+        f.write("# Four MI210 (gfx90a) on PCIe, one CPU node.\nmachine 4xMI210\n"
+                "cpu\n  cores 32\n  memory 256G\n  max_engine_clk_ccompute 3500\n" + gpus)
 
 
 def podman_cleanup(work):
@@ -446,13 +494,17 @@ def main():
         subprocess.run(["tar", "-C", rootfs, "-cf", os.path.join(work, "rootfs.tar"), "."], check=True)
         shutil.rmtree(rootfs)
         write_criu_side(args, work, root, criu)
+        write_four_mi210(os.path.join(work, FOUR_MI210))
         me = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--work", work]
-        emu = [args.kfd_emu, "--root", root, "--machine", MACHINE]
+        emu = [args.kfd_emu, "--root", root]
         log(f"first machine: {' '.join(FIRST)}")
         rc = subprocess.run(emu + FIRST + ["--"] + me + ["--phase", "first"]).returncode
-        if rc == 0:
-            log(f"second machine: {' '.join(SECOND)}")
-            rc = subprocess.run(emu + SECOND + ["--"] + me + ["--phase", "second"]).returncode
+        for name, machine, _ in CASES[args.case]:
+            if rc != 0:
+                break
+            machine = [os.path.join(work, m) if m == FOUR_MI210 else m for m in machine]
+            log(f"machine {name}: {' '.join(machine)}")
+            rc = subprocess.run(emu + machine + ["--"] + me + ["--phase", name]).returncode
         ok = rc == 0
     except NotRun as e:
         log(f"NOT RUN: {e}")
