@@ -66,8 +66,8 @@ Status RestoreSession::fit_map_to_task(bool kfd_file)
 		const int err = errno;
 		if (err == ENOENT)
 			return make_error(ENOENT,
-					  "%s is absent in the restored task's mount namespace (pid %d): the "
-					  "container runtime must pass it in (--device %s)",
+					  "%s is absent in the restored task's mount namespace (pid %d): "
+					  "the container runtime must pass it in (--device %s)",
 					  kfd.c_str(), static_cast<int>(self), kfd.c_str());
 		return errno_error(err, "stat " + kfd + " in the restored task");
 	}
@@ -91,8 +91,9 @@ Status RestoreSession::fit_map_to_task(bool kfd_file)
 	auto remapped = map_for_task();
 	if (!remapped)
 		return make_error(ENOENT,
-				  "the restored task (pid %d, in its mount namespace and device cgroup) cannot "
-				  "use %s, and the GPUs it can use do not take the checkpoint's instead (%s): "
+				  "the restored task (pid %d in its pid namespace) cannot use %s, and the "
+				  "GPUs its mount namespace and device cgroup let it use do not take the "
+				  "checkpoint's instead (%s): "
 				  "the container runtime must pass %s in (%s)",
 				  static_cast<int>(self), describe(missing).c_str(),
 				  remapped.error().message().c_str(), missing.size() > 1 ? "them" : "it",
