@@ -101,16 +101,17 @@ private:
 	// its holders get it through shared_table_ (else a render file
 	// recreates it as its own, as before sharing existed).
 	bool shared_among_files(uint32_t id) const;
-	// The dma-buf of shared BO `s` (on local GPU `m`): when this is its
-	// first holder, the BO is created in `render_fd` (`*created` holds its
-	// handle there), filled from its pages file and stored for the other
-	// holders; else the one the first holder stored.
 	// Shared BO `bo.shared` in render file `render_fd` under `bo`'s handle
 	// and VAs (restore_render.cpp).
 	Result<GemHandle> attach_shared_bo(const ImageDir &images, const DrmBo &bo, const GpuMapEntry &m,
-					   int render_fd);
+					   int render_fd, const std::string &holder);
+	// The dma-buf of shared BO `s` (on local GPU `m`): when this is its
+	// first holder, the BO is created in `render_fd` (`*created` holds its
+	// handle there), filled from its pages file and stored for the other
+	// holders; else the one the first holder stored. `holder`: the image
+	// of the file being restored (for the log).
 	Result<UniqueFd> shared_dmabuf(const ImageDir &images, const SharedBo &s, const GpuMapEntry &m,
-				       int render_fd, std::optional<GemHandle> *created);
+				       int render_fd, const std::string &holder, std::optional<GemHandle> *created);
 	// The render node of local GPU `minor`, opened once per task.
 	Result<int> local_render_fd(uint32_t minor);
 	// Once the task's fds are installed (first UPDATE_VMA_MAP): each render

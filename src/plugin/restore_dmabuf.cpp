@@ -56,7 +56,8 @@ bool RestoreSession::shared_among_files(uint32_t id) const
 }
 
 Result<UniqueFd> RestoreSession::shared_dmabuf(const ImageDir &images, const SharedBo &s, const GpuMapEntry &m,
-					       int render_fd, std::optional<GemHandle> *created)
+					       int render_fd, const std::string &holder,
+					       std::optional<GemHandle> *created)
 {
 	auto taken = shared_table_->take(s.id);
 	if (!taken)
@@ -70,8 +71,9 @@ Result<UniqueFd> RestoreSession::shared_dmabuf(const ImageDir &images, const Sha
 		return std::move(bo).error();
 	if (auto st = taken->claim->publish(bo->dmabuf.get()); !st)
 		return std::move(st).error();
-	log_info("shared BO %u (%" PRIu64 " bytes): created on renderD%u for every file holding it", s.id, s.size,
-		 m.local_render_minor);
+	log_info("shared BO %u (%" PRIu64 " bytes): created by the restore of %s on renderD%u for every file "
+		 "holding it",
+		 s.id, s.size, holder.c_str(), m.local_render_minor);
 	created->emplace(std::move(bo->handle));
 	return std::move(bo->dmabuf);
 }
@@ -106,7 +108,7 @@ Status RestoreSession::restore_dmabuf(const ImageDir &images, int id, UniqueFd *
 		created.emplace(std::move(bo->handle));
 		*out = std::move(bo->dmabuf);
 	} else {
-		auto dmabuf = shared_dmabuf(images, s, *m, render->get(), &created);
+		auto dmabuf = shared_dmabuf(images, s, *m, render->get(), name, &created);
 		if (!dmabuf)
 			return std::move(dmabuf).error().context(name);
 		*out = std::move(*dmabuf);

@@ -48,10 +48,10 @@ Result<GemHandle> recreate_bo(int fd, const DrmBo &bo)
 } // namespace
 
 Result<GemHandle> RestoreSession::attach_shared_bo(const ImageDir &images, const DrmBo &bo, const GpuMapEntry &m,
-						  int render_fd)
+						  int render_fd, const std::string &holder)
 {
 	std::optional<GemHandle> created;
-	auto dmabuf = shared_dmabuf(images, *bo.shared, m, render_fd, &created);
+	auto dmabuf = shared_dmabuf(images, *bo.shared, m, render_fd, holder, &created);
 	if (!dmabuf)
 		return std::move(dmabuf).error();
 	if (created)
@@ -99,7 +99,7 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 		const DrmBo &bo = img->bos[i];
 		// A BO other files hold too: the first holder restored makes it.
 		const bool shared = bo.shared && shared_among_files(bo.shared->id);
-		Result<GemHandle> h = shared ? attach_shared_bo(images, bo, *m, *bound) : recreate_bo(*bound, bo);
+		Result<GemHandle> h = shared ? attach_shared_bo(images, bo, *m, *bound, name) : recreate_bo(*bound, bo);
 		if (!h)
 			return std::move(h).error().context(strprintf("%s: BO %zu", name.c_str(), i));
 		if (bo.offset != 0) {

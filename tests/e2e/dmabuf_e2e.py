@@ -3,7 +3,7 @@
 """One BO shared by three processes through a dma-buf, under the CRIU
 stand-in (criu-host).
 
-    dmabuf_e2e.py --bin-dir BUILD ROOT      (CTest e2e_dmabuf_<ROOT>_root)
+    dmabuf_e2e.py --bin-dir BUILD ROOT ORDER   (CTest e2e_dmabuf_<ROOT>_root_<ORDER>)
 
 Inside `kfd-emu --machine MI100` the tree of tests/e2e/dmabuf_tree.cpp: an
 exporter (a GTT BO of its render file, CPU- and GPU-mapped, exported as a
@@ -16,12 +16,15 @@ dump     two amdgpu-renderD images, one amdgpu-dmabuf image, and exactly one
          amdgpu-drm-pages file, holding the BO's exact bytes (contents once);
          the dumped tree runs on and passes its own checks (the exporter's
          later write seen by the other two).
-restore  criu-host restores the three tasks concurrently, each runs
-         dmabuf_verify.so: the exporter's and importer's render files hold
+restore  criu-host restores the three tasks in ORDER (concurrent: all at
+         once, as CRIU; tree or reverse: one task after the other, parent
+         first or last, so the task restored first, which must create the
+         BO, is each kind of holder in one test), each runs dmabuf_verify.so: the exporter's and importer's render files hold
          exactly their checkpointed handle, the BO's bytes readable through
          their moved CPU mappings; the holder's fd is a dma-buf of the BO's
          size with its bytes; the three dma-bufs are one (same inode: one BO,
-         not copies); the plugin created the BO once (one "created" line).
+         not copies); the plugin created the BO once (one "created" line),
+         with a serial ORDER in the first task's file.
 """
 import argparse
 import os
@@ -76,7 +79,22 @@ def host(bins, args, log):
     return rc, (open(log).read() if os.path.exists(log) else "") + open(log + ".out").read()
 
 
-def inner(bins, root, work):
+def first_holder(images, order):
+    """The image of the file of the task criu-host restores first in a
+    serial `order`: the inventory lists tasks parent first; fds 100, 101,
+    102 mark the roles (dmabuf_tree.cpp)."""
+    tasks, role_file = [], {}
+    for line in open(os.path.join(images, "inventory.host")):
+        f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+        if line.startswith("task "):
+            tasks.append(f["pid"])
+        elif line.startswith("fd ") and f.get("fd") in ("100", "101", "102"):
+            role_file[f["task"]] = (int(f["fd"]) - 100, int(f["id"]))
+    role, fid = role_file[tasks[0] if order == "tree" else tasks[-1]]
+    return ROLES[role], ("amdgpu-dmabuf_%d.img" if role == 2 else "amdgpu-renderD-%d.img") % fid
+
+
+def inner(bins, root, order, work):
     images = os.path.join(work, "images")
     os.makedirs(images)
     p = subprocess.Popen([bins.workload, "--dir", work, "--root", root, "--size", str(SIZE)],
@@ -109,7 +127,7 @@ def inner(bins, root, work):
         p = None
 
         rc, text = host(bins, ["restore", "-D", images, "--plugin", bins.plugin, "--verifier",
-                               bins.verify + ":verify_dmabuf", "--verifier-arg", work],
+                               bins.verify + ":verify_dmabuf", "--verifier-arg", work, "--restore-order", order],
                         os.path.join(work, "restore.log"))
         passes = text.count("verify_dmabuf() = 0 (pass)")
         check(rc == 0 and passes == 3, "restore failed (%d, %d of 3 verifiers passed):\n%s" % (
@@ -117,10 +135,14 @@ def inner(bins, root, work):
         inodes = {r: open(os.path.join(work, "inode." + r)).read().split() for r in ROLES}
         check(len({tuple(v) for v in inodes.values()}) == 1,
               "the restored tasks hold different buffers: %s" % inodes)
-        created = re.findall(r"shared BO \d+ \(\d+ bytes\): created", text)
+        created = re.findall(r"shared BO \d+ \(\d+ bytes\): created by the restore of (\S+)", text)
         check(len(created) == 1, "the BO was created %d times at restore" % len(created))
-        print("restore: one BO (dma-buf inode %s) in all three tasks, handles, mappings and bytes verified"
-              % ":".join(inodes["holder"]))
+        if order != "concurrent":
+            role, image = first_holder(images, order)
+            check(created[0] == image, "the BO was created by %s's restore, not by the first task's (%s, %s)" % (
+                created[0], role, image))
+        print("restore (%s): one BO (dma-buf inode %s) in all three tasks, created by %s; handles, mappings "
+              "and bytes verified" % (order, ":".join(inodes["holder"]), created[0]))
     finally:
         if p is not None and p.poll() is None:
             p.kill()
@@ -133,11 +155,12 @@ def main():
     ap.add_argument("--inner", action="store_true")
     ap.add_argument("--work")
     ap.add_argument("root", choices=ROLES)
+    ap.add_argument("order", choices=["concurrent", "tree", "reverse"])
     a = ap.parse_args()
     bins = Bins(a.bin_dir)
     if a.inner:
         try:
-            inner(bins, a.root, a.work)
+            inner(bins, a.root, a.order, a.work)
         except Failed as e:
             print("FAILED: %s" % e)
             return 1
@@ -148,12 +171,12 @@ def main():
             return 77
     work = tempfile.mkdtemp(prefix="amdcr-dmabuf-e2e-")
     r = subprocess.run([bins.emu, "--machine", "MI100", "--", sys.executable, os.path.abspath(__file__),
-                        "--bin-dir", a.bin_dir, "--inner", "--work", work, a.root], timeout=900)
+                        "--bin-dir", a.bin_dir, "--inner", "--work", work, a.root, a.order], timeout=900)
     if r.returncode == 0:
         shutil.rmtree(work, ignore_errors=True)
-        print("e2e dmabuf (%s root): passed" % a.root)
+        print("e2e dmabuf (%s root, %s restore): passed" % (a.root, a.order))
         return 0
-    print("e2e dmabuf (%s root): FAILED (work directory kept: %s)" % (a.root, work))
+    print("e2e dmabuf (%s root, %s restore): FAILED (work directory kept: %s)" % (a.root, a.order, work))
     return 1
 
 

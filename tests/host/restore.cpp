@@ -567,10 +567,22 @@ int Restorer::run()
 		return fail();
 	}
 
-	for (const TaskChannels &c : ch_)
-		send_msg(c.main_end, kGo, 0);
-	if (collect(kReady, "its files and mappings were restored", nullptr))
-		return fail();
+	if (opts_.order == RestoreOrder::Concurrent) {
+		for (const TaskChannels &c : ch_)
+			send_msg(c.main_end, kGo, 0);
+		if (collect(kReady, "its files and mappings were restored", nullptr))
+			return fail();
+	} else {
+		for (size_t k = 0; k < ch_.size(); k++) {
+			const size_t i = opts_.order == RestoreOrder::Tree ? k : ch_.size() - 1 - k;
+			Msg m;
+			send_msg(ch_[i].main_end, kGo, 0);
+			if (!recv_msg(ch_[i].main_end, kReady, m) || m.value != 0) {
+				logf(kError, "Task %d failed to restore its files and mappings\n", inv_.tasks[i].pid);
+				return fail();
+			}
+		}
+	}
 
 	for (size_t i = 0; i < inv_.tasks.size(); i++) {
 		const pid_t pid = new_pid_[i];
