@@ -61,8 +61,9 @@ Result<SharedBo> DumpSession::share_bo(int dmabuf, SharedBo first, uint32_t hand
 		// cannot count a BO's holders before it forks them.
 		if (auto images = session_image_dir(env_); images && images->streaming())
 			return make_error(ENOTSUP,
-					  "BO %" PRIu64 " bytes (handle %u) is held by several files (a shared "
-					  "dma-buf), which this plugin does not checkpoint with --stream",
+					  "BO of %" PRIu64 " bytes (handle %u) is "
+					  "held by several files (a shared dma-buf), "
+					  "which this plugin does not checkpoint with --stream",
 					  first.size, handle);
 		*seen = true;
 		return it->second.bo;
