@@ -14,8 +14,9 @@ three kinds of holder is the first file of the dump once. Checks:
 
 dump     two amdgpu-renderD images, one amdgpu-dmabuf image, and exactly one
          amdgpu-drm-pages file, holding the BO's exact bytes (contents once);
-         the dumped tree runs on and passes its own checks (the exporter's
-         later write seen by the other two).
+         `amdgpu-img verify` finds every file good; the dumped tree runs on
+         and passes its own checks (the exporter's later write seen by the
+         other two).
 restore  criu-host restores the three tasks in ORDER (concurrent: all at
          once, as CRIU; tree or reverse: one task after the other, parent
          first or last, so the task restored first, which must create the
@@ -69,6 +70,7 @@ class Bins:
         self.plugin = os.path.join(d, "amdgpu_plugin.so")
         self.workload = os.path.join(d, "tests/e2e/dmabuf-tree")
         self.verify = os.path.join(d, "tests/e2e/libdmabuf_verify.so")
+        self.img = os.path.join(d, "amdgpu-img")
 
 
 def host(bins, args, log):
@@ -118,7 +120,10 @@ def inner(bins, root, order, work):
         data = open(os.path.join(images, pages[0]), "rb").read()
         check(data[:8] == struct.pack("<Q", SIZE) and data[8:] == pattern(1, SIZE),
               "%s does not hold the BO's %d bytes" % (pages[0], SIZE))
-        print("dump (%s first): %s, %s, contents once in %s" % (root, renders, dmabufs[0], pages[0]))
+        v = subprocess.run([bins.img, "verify", images], capture_output=True, text=True, timeout=60)
+        check(v.returncode == 0, "amdgpu-img verify: %s%s" % (v.stdout, v.stderr))
+        print("dump (%s first): %s, %s, contents once in %s; amdgpu-img verify: good" % (
+            root, renders, dmabufs[0], pages[0]))
         open(os.path.join(work, "go"), "w").close()
         p.wait(timeout=60)
         verdicts = {r: open(os.path.join(work, "result." + r)).read().strip() for r in ROLES}
@@ -165,7 +170,7 @@ def main():
             print("FAILED: %s" % e)
             return 1
         return 0
-    for b in (bins.emu, bins.host, bins.plugin, bins.workload, bins.verify):
+    for b in (bins.emu, bins.host, bins.plugin, bins.workload, bins.verify, bins.img):
         if not os.path.exists(b):
             print("NOT RUN: %s is not built" % b)
             return 77
