@@ -26,6 +26,11 @@ restore  criu-host restores the three tasks in ORDER (concurrent: all at
          size with its bytes; the three dma-bufs are one (same inode: one BO,
          not copies); the plugin created the BO once (one "created" line),
          with a serial ORDER in the first task's file.
+ORDER fault: the restore with `kfd-emu ctl faults
+         DRM_IOCTL_AMDGPU_GEM_CREATE` (the first holder cannot create the
+         BO): criu-host's restore fails within its time limit (no holder
+         waits for a BO that will not come), CRIU's log has the plugin's
+         error naming GEM_CREATE, and every restored task is gone.
 """
 import argparse
 import os
@@ -96,6 +101,28 @@ def first_holder(images, order):
     return ROLES[role], ("amdgpu-dmabuf_%d.img" if role == 2 else "amdgpu-renderD-%d.img") % fid
 
 
+def restore_fault(bins, images, work):
+    subprocess.run([bins.emu, "ctl", "faults", "DRM_IOCTL_AMDGPU_GEM_CREATE:errno=ENOMEM"], check=True,
+                   capture_output=True, timeout=60)
+    t0 = time.monotonic()
+    rc, text = host(bins, ["restore", "-D", images, "--plugin", bins.plugin, "--verifier",
+                           bins.verify + ":verify_dmabuf", "--verifier-arg", work], os.path.join(work, "restore.log"))
+    took = time.monotonic() - t0
+    subprocess.run([bins.emu, "ctl", "faults", ""], check=True, capture_output=True, timeout=60)
+    check(rc != 0, "the restore succeeded although GEM_CREATE failed")
+    errs = [l for l in text.splitlines() if "amdgpu_plugin:" in l and "Error" in l]
+    check(any("DRM_IOCTL_AMDGPU_GEM_CREATE" in l for l in errs), "no plugin error naming GEM_CREATE:\n" + text[-3000:])
+    check(took < 60, "the failed restore took %.0f s" % took)
+    forked = [int(x) for x in re.findall(r"Task \d+ forked as (\d+)", text)]
+    check(len(forked) == 3, "criu-host forked %d tasks, want 3" % len(forked))
+    left = [p for p in forked if os.path.exists("/proc/%d" % p)]
+    check(not left, "restored tasks left after the failed restore: %s" % left)
+    print("restore with GEM_CREATE failing: refused in %.1f s, no task left; %d plugin errors, the first: %s" % (
+        took, len(errs), errs[0].split("amdgpu_plugin:", 1)[1].strip()[:160]))
+    for l in errs[1:]:
+        print("  also: " + l.split("amdgpu_plugin:", 1)[1].strip()[:200])
+
+
 def inner(bins, root, order, work):
     images = os.path.join(work, "images")
     os.makedirs(images)
@@ -131,6 +158,9 @@ def inner(bins, root, order, work):
               "the dumped tree after the dump: %s" % verdicts)
         p = None
 
+        if order == "fault":
+            restore_fault(bins, images, work)
+            return
         rc, text = host(bins, ["restore", "-D", images, "--plugin", bins.plugin, "--verifier",
                                bins.verify + ":verify_dmabuf", "--verifier-arg", work, "--restore-order", order],
                         os.path.join(work, "restore.log"))
@@ -160,7 +190,7 @@ def main():
     ap.add_argument("--inner", action="store_true")
     ap.add_argument("--work")
     ap.add_argument("root", choices=ROLES)
-    ap.add_argument("order", choices=["concurrent", "tree", "reverse"])
+    ap.add_argument("order", choices=["concurrent", "tree", "reverse", "fault"])
     a = ap.parse_args()
     bins = Bins(a.bin_dir)
     if a.inner:
