@@ -14,7 +14,8 @@ three kinds of holder is the first file of the dump once. Checks:
 
 dump     two amdgpu-renderD images, one amdgpu-dmabuf image, and exactly one
          amdgpu-drm-pages file, holding the BO's exact bytes (contents once);
-         `amdgpu-img verify` finds every file good; the dumped tree runs on
+         `amdgpu-img verify` finds every file good; the plugin's staging
+         peak within KFD_MAX_BUFFER_SIZE=64K (set for dump and restore); the dumped tree runs on
          and passes its own checks (the exporter's later write seen by the
          other two).
 restore  criu-host restores the three tasks in ORDER (concurrent: all at
@@ -44,6 +45,7 @@ import time
 
 ROLES = ("exporter", "importer", "holder")
 SIZE = 1 << 20
+BOUND = 64 << 10  # KFD_MAX_BUFFER_SIZE: the 1 MiB BO is copied in many passes
 
 
 class Failed(Exception):
@@ -79,11 +81,18 @@ class Bins:
 
 
 def host(bins, args, log):
-    e = dict(os.environ, CRIU_HOST_KFDEMU=bins.emu)
+    e = dict(os.environ, CRIU_HOST_KFDEMU=bins.emu, KFD_MAX_BUFFER_SIZE=str(BOUND))
     with open(log + ".out", "w") as out:
         rc = subprocess.run([bins.host] + args + ["-v4", "-o", log], env=e, stdout=out,
                             stderr=subprocess.STDOUT, timeout=600).returncode
     return rc, (open(log).read() if os.path.exists(log) else "") + open(log + ".out").read()
+
+
+def staging_within_bound(text, what):
+    """The plugin's staging peaks in a log: some, each within BOUND."""
+    peaks = [int(x) for x in re.findall(r"peak staging (\d+) bytes", text)]
+    check(peaks and max(peaks) <= BOUND, "%s: staging peaks %s, bound %d" % (what, peaks, BOUND))
+    return max(peaks)
 
 
 def first_holder(images, order):
@@ -138,6 +147,7 @@ def inner(bins, root, order, work):
         rc, text = host(bins, ["dump", "-t", str(p.pid), "-D", images, "--plugin", bins.plugin],
                         os.path.join(work, "dump.log"))
         check(rc == 0, "dump failed (%d):\n%s" % (rc, text[-3000:]))
+        dpeak = staging_within_bound(text, "dump")
         names = sorted(os.listdir(images))
         renders = [n for n in names if n.startswith("amdgpu-renderD-")]
         dmabufs = [n for n in names if n.startswith("amdgpu-dmabuf_")]
@@ -172,12 +182,14 @@ def inner(bins, root, order, work):
               "the restored tasks hold different buffers: %s" % inodes)
         created = re.findall(r"shared BO \d+ \(\d+ bytes\): created by the restore of (\S+)", text)
         check(len(created) == 1, "the BO was created %d times at restore" % len(created))
+        rpeak = staging_within_bound(text, "restore")
         if order != "concurrent":
             role, image = first_holder(images, order)
             check(created[0] == image, "the BO was created by %s's restore, not by the first task's (%s, %s)" % (
                 created[0], role, image))
         print("restore (%s): one BO (dma-buf inode %s) in all three tasks, created by %s; handles, mappings "
-              "and bytes verified" % (order, ":".join(inodes["holder"]), created[0]))
+              "and bytes verified; staging peaks %d (dump), %d (restore), bound %d" % (
+                  order, ":".join(inodes["holder"]), created[0], dpeak, rpeak, BOUND))
     finally:
         if p is not None and p.poll() is None:
             p.kill()
