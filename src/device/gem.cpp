@@ -158,6 +158,16 @@ Result<GemHandle> GemHandle::create(int render_fd, uint64_t size, uint64_t align
 	return GemHandle(render_fd, args.out.handle);
 }
 
+Result<GemHandle> GemHandle::import(int render_fd, int dmabuf_fd)
+{
+	drm_prime_handle args{};
+	args.fd = dmabuf_fd;
+	if (int err = gem_ioctl(render_fd, DRM_IOCTL_PRIME_FD_TO_HANDLE, &args))
+		return errno_error(err, strprintf("DRM_IOCTL_PRIME_FD_TO_HANDLE(render fd %d, dma-buf fd %d)",
+						  render_fd, dmabuf_fd));
+	return GemHandle(render_fd, args.handle);
+}
+
 GemHandle::GemHandle(GemHandle &&o) noexcept
 	: fd_(std::exchange(o.fd_, -1)), handle_(std::exchange(o.handle_, 0))
 {

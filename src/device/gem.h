@@ -62,6 +62,11 @@ public:
 	// DRM_IOCTL_AMDGPU_GEM_CREATE.
 	static Result<GemHandle> create(int render_fd, uint64_t size, uint64_t alignment,
 					uint32_t domains, uint64_t flags);
+	// DRM_IOCTL_PRIME_FD_TO_HANDLE: the handle of the BO behind dma-buf
+	// `dmabuf_fd` in `render_fd` (a new import BO when the dma-buf is of
+	// another device). The file must not hold that BO yet: the kernel
+	// answers an existing handle, which this object would then close.
+	static Result<GemHandle> import(int render_fd, int dmabuf_fd);
 
 	GemHandle(GemHandle &&o) noexcept;
 	GemHandle &operator=(GemHandle &&o) noexcept;

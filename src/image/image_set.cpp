@@ -86,4 +86,14 @@ Status validate_render_image_set(const ImageDir &dir, int id, const RenderNodeIm
 	return ok_status();
 }
 
+Status validate_dmabuf_image_set(const ImageDir &dir, int id, const DmabufImage &img)
+{
+	if (!img.shared || !img.shared->has_contents() || img.shared->contents_id != static_cast<uint32_t>(id))
+		return ok_status();
+	const SharedBo &s = *img.shared;
+	const std::string what = strprintf("the BO of %s", dmabuf_image_name(id).c_str());
+	return check_pages_file(dir, drm_pages_image_name(id, s.contents_minor, s.contents_index), s.size, false,
+				what.c_str());
+}
+
 } // namespace amdcr

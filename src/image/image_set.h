@@ -28,4 +28,9 @@ Status validate_kfd_image_set(const ImageDir &dir, int id, const KfdImage &img);
 // a payload of exactly the BO size.
 Status validate_render_image_set(const ImageDir &dir, int id, const RenderNodeImage &img);
 
+// For a dma-buf image (id = its CRIU file id) whose BO's contents it wrote
+// itself (its shared BO's contents_id is `id`): that amdgpu-drm-pages file
+// has a payload of exactly the BO size.
+Status validate_dmabuf_image_set(const ImageDir &dir, int id, const DmabufImage &img);
+
 } // namespace amdcr

@@ -23,7 +23,47 @@ struct DmabufDeleter {
 	void operator()(CriuDmabufNode *p) const { criu_dmabuf_node__free_unpacked(p, nullptr); }
 };
 
+// shared_bo_entry <-> SharedBo: the one list of its fields.
+void to_entry(const SharedBo &s, SharedBoEntry *e)
+{
+	shared_bo_entry__init(e);
+	e->id = s.id;
+	e->gpu_id = s.gpu_id;
+	e->size = s.size;
+	e->alignment = s.alignment;
+	e->preferred_domains = s.preferred_domains;
+	e->alloc_flags = s.alloc_flags;
+	e->contents_id = s.contents_id;
+	e->contents_minor = s.contents_minor;
+	e->contents_index = s.contents_index;
+}
+
+std::optional<SharedBo> from_entry(const SharedBoEntry *e)
+{
+	if (!e)
+		return std::nullopt;
+	return SharedBo{e->id,		      e->gpu_id,	 e->size,
+			e->alignment,	      e->preferred_domains, e->alloc_flags,
+			e->contents_id,	      e->contents_minor, e->contents_index};
+}
+
 } // namespace
+
+Status validate_shared_bo(const SharedBo &s, const std::string &where)
+{
+	const char *w = where.c_str();
+	if (s.id == 0 || s.id > kMaxSharedBoId)
+		return make_error(EINVAL, "%s: shared BO id %u outside 1..%u", w, s.id, kMaxSharedBoId);
+	if (s.gpu_id == 0)
+		return make_error(EINVAL, "%s: shared BO %u: gpu_id 0", w, s.id);
+	if (s.size == 0)
+		return make_error(EINVAL, "%s: shared BO %u: size 0", w, s.id);
+	if (s.has_contents() &&
+	    (s.contents_minor < kFirstRenderMinor || s.contents_minor > kLastRenderMinor))
+		return make_error(EINVAL, "%s: shared BO %u: contents file's render minor %u outside %u..%u", w,
+				  s.id, s.contents_minor, kFirstRenderMinor, kLastRenderMinor);
+	return ok_status();
+}
 
 Status validate_render_image(const RenderNodeImage &img, const std::string &name)
 {
@@ -48,6 +88,13 @@ Status validate_render_image(const RenderNodeImage &img, const std::string &name
 					  "%s: BO %zu: address 0x%" PRIx64 " + size 0x%" PRIx64
 					  " overflows",
 					  n, i, bo.addr, bo.size);
+		if (bo.shared) {
+			if (auto st = validate_shared_bo(*bo.shared, strprintf("%s: BO %zu", n, i)); !st)
+				return st;
+			if (bo.shared->size != bo.size)
+				return make_error(EINVAL, "%s: BO %zu: size 0x%" PRIx64 " but its shared BO %u has 0x%" PRIx64,
+						  n, i, bo.size, bo.shared->id, bo.shared->size);
+		}
 		if (bo.vms.size() > UINT32_MAX)
 			return make_error(EINVAL, "%s: BO %zu: %zu VM entries", n, i, bo.vms.size());
 		for (size_t j = 0; j < bo.vms.size(); j++)
@@ -69,6 +116,7 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
 	std::vector<DrmVmEntry *> vm_ptrs(n_vms);
 	std::vector<DrmBoEntry> bos(img.bos.size());
 	std::vector<DrmBoEntry *> bo_ptrs(img.bos.size());
+	std::vector<SharedBoEntry> shared(img.bos.size());
 
 	size_t vi = 0;
 	for (size_t i = 0; i < img.bos.size(); i++) {
@@ -83,6 +131,10 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
 		e.preferred_domains = src.preferred_domains;
 		e.handle = src.handle;
 		e.is_import = src.is_import ? 1 : 0;
+		if (src.shared) {
+			to_entry(*src.shared, &shared[i]);
+			e.shared = &shared[i];
+		}
 		e.num_of_vms = static_cast<uint32_t>(src.vms.size());
 		e.n_vm_entries = src.vms.size();
 		e.vm_entries = src.vms.empty() ? nullptr : &vm_ptrs[vi];
@@ -147,6 +199,7 @@ Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload,
 		bo.preferred_domains = e->preferred_domains;
 		bo.handle = e->handle;
 		bo.is_import = e->is_import != 0;
+		bo.shared = from_entry(e->shared);
 		bo.vms.reserve(e->n_vm_entries);
 		for (size_t j = 0; j < e->n_vm_entries; j++) {
 			const DrmVmEntry *v = e->vm_entries[j];
@@ -175,6 +228,11 @@ Result<std::vector<uint8_t>> pack_dmabuf_image(const DmabufImage &img)
 	CriuDmabufNode msg;
 	criu_dmabuf_node__init(&msg);
 	msg.gem_handle = img.gem_handle;
+	SharedBoEntry shared;
+	if (img.shared) {
+		to_entry(*img.shared, &shared);
+		msg.shared = &shared;
+	}
 	std::vector<uint8_t> out(criu_dmabuf_node__get_packed_size(&msg));
 	const size_t packed = criu_dmabuf_node__pack(&msg, out.data());
 	if (packed != out.size())
@@ -190,13 +248,20 @@ Result<DmabufImage> unpack_dmabuf_image(std::span<const uint8_t> payload, const 
 	if (!msg)
 		return make_error(EINVAL, "%s: not a valid criu_dmabuf_node message (%zu bytes)",
 				  name.c_str(), payload.size());
-	return DmabufImage{msg->gem_handle};
+	DmabufImage img{msg->gem_handle, from_entry(msg->shared)};
+	if (img.shared)
+		if (auto st = validate_shared_bo(*img.shared, name); !st)
+			return std::move(st).error();
+	return img;
 }
 
 Status write_dmabuf_image(const ImageDir &dir, int id, const DmabufImage &img)
 {
 	return write_message_image(
-		dir, dmabuf_image_name(id), img, [](const DmabufImage &, const std::string &) { return ok_status(); },
+		dir, dmabuf_image_name(id), img,
+		[](const DmabufImage &d, const std::string &name) {
+			return d.shared ? validate_shared_bo(*d.shared, name) : ok_status();
+		},
 		pack_dmabuf_image);
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +26,39 @@ struct DrmVm {
 	bool operator==(const DrmVm &) const = default;
 };
 
+// Whether a BO of these GEM domains has contents a checkpoint keeps (VRAM
+// or GTT memory).
+constexpr bool gem_domains_have_contents(uint32_t preferred_domains)
+{
+	return (preferred_domains & (kGemDomainGtt | kGemDomainVram)) != 0;
+}
+
+// The highest shared BO id an image may carry (shared_bo_entry.id, 1..):
+// bounds the restore's table of shared BOs.
+constexpr uint32_t kMaxSharedBoId = 1u << 16;
+
+// A BO that several files of the checkpoint may hold (shared_bo_entry,
+// this project's): the exporter's render file, importing render files (of
+// this or other processes) and bare dma-buf fds. Every holder's entry
+// carries the same description, so whichever holder is restored first can
+// recreate the BO; its contents are once in the checkpoint, in one
+// amdgpu-drm-pages file.
+struct SharedBo {
+	uint32_t id = 0;     // the same in every holder's entry, 1..kMaxSharedBoId
+	uint32_t gpu_id = 0; // the GPU whose memory it is (checkpointed gpu_id)
+	uint64_t size = 0;
+	uint64_t alignment = 0; // bytes
+	uint32_t preferred_domains = 0;
+	uint64_t alloc_flags = 0;
+	// Its contents: amdgpu-drm-pages file (contents_id, contents_minor,
+	// contents_index), when gem_domains_have_contents.
+	uint32_t contents_id = 0;
+	uint32_t contents_minor = 0;
+	uint32_t contents_index = 0;
+	bool has_contents() const { return gem_domains_have_contents(preferred_domains); }
+	bool operator==(const SharedBo &) const = default;
+};
+
 // One GEM BO of the render node file (drm_bo_entry).
 struct DrmBo {
 	uint64_t addr = 0;	  // the VA of its last mapping (as upstream), 0 without
@@ -34,15 +68,13 @@ struct DrmBo {
 	uint64_t alignment = 0;	  // bytes, as GEM_CREATE takes it
 	uint32_t preferred_domains = 0;
 	uint32_t handle = 0;	  // its GEM handle in the process
-	bool is_import = false;	  // a dma-buf the process imported
+	bool is_import = false;	  // held through another file: contents not in its own pages file
 	std::vector<DrmVm> vms;
+	std::optional<SharedBo> shared; // this project's images: the BO as a shareable one
 
-	// Whether its contents are in an amdgpu-drm-pages file (dumped and
-	// restored).
-	bool has_contents() const
-	{
-		return (preferred_domains & (kGemDomainGtt | kGemDomainVram)) != 0;
-	}
+	// Whether its contents are in its own amdgpu-drm-pages file (dumped
+	// and restored with this file); an import's are in its shared BO's.
+	bool has_contents() const { return gem_domains_have_contents(preferred_domains) && !is_import; }
 	bool operator==(const DrmBo &) const = default;
 };
 
@@ -54,11 +86,14 @@ struct RenderNodeImage {
 	bool operator==(const RenderNodeImage &) const = default;
 };
 
+// amdgpu-dmabuf_<id>.img: a dma-buf fd a process holds.
 struct DmabufImage {
-	uint32_t gem_handle = 0;
+	uint32_t gem_handle = 0; // a handle of its BO in a dumped render file (0: none)
+	std::optional<SharedBo> shared; // the BO; required by this plugin's restore
 	bool operator==(const DmabufImage &) const = default;
 };
 
+Status validate_shared_bo(const SharedBo &s, const std::string &where);
 Status validate_render_image(const RenderNodeImage &img, const std::string &name);
 
 Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img);

@@ -3,6 +3,7 @@
 
 #include <cinttypes>
 
+#include "image/image_names.h"
 #include "inspect/flags.h"
 #include "inspect/json.h"
 #include "topology/topology.h"
@@ -103,8 +104,13 @@ void text_render(std::string &o, const Loaded<RenderNodeImage> &l)
 			       format_size(b.size).c_str(), b.addr, b.handle,
 			       b.is_import ? " imported" : "",
 			       join_flags(gem_create_flag_names(b.alloc_flags)).c_str());
+		if (b.shared)
+			o += strprintf(" shared BO %u", b.shared->id);
 		if (where[i])
 			o += " -> " + where[i]->file;
+		else if (b.shared && b.shared->has_contents())
+			o += " -> " + drm_pages_image_name(static_cast<int>(b.shared->contents_id),
+							   b.shared->contents_minor, b.shared->contents_index);
 		o += "\n";
 		for (const DrmVm &v : b.vms)
 			o += strprintf("    VM 0x%012" PRIx64 "..0x%012" PRIx64 " from BO offset 0x%" PRIx64
@@ -255,9 +261,17 @@ std::string show_text(const Checkpoint &ck)
 	for (const auto &l : ck.render)
 		text_render(o, l);
 	for (const auto &l : ck.dmabuf) {
-		if (l.image)
+		if (l.image && l.image->shared) {
+			const SharedBo &b = *l.image->shared;
+			o += strprintf("%s: dma-buf of shared BO %u (%s, GPU 0x%04x, GEM handle %u)", l.file.c_str(), b.id,
+				       format_size(b.size).c_str(), b.gpu_id, l.image->gem_handle);
+			if (b.has_contents())
+				o += " -> " + drm_pages_image_name(static_cast<int>(b.contents_id), b.contents_minor,
+								   b.contents_index);
+			o += "\n";
+		} else if (l.image) {
 			o += strprintf("%s: dma-buf of GEM handle %u\n", l.file.c_str(), l.image->gem_handle);
-		else
+		} else
 			o += l.file + ": UNREADABLE: " + l.image.error().message() + "\n";
 	}
 	return o;

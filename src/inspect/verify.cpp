@@ -27,7 +27,7 @@ public:
 		for (const auto &l : ck_.render)
 			render(l);
 		for (const auto &l : ck_.dmabuf)
-			metadata_only(l);
+			dmabuf(l);
 		leftovers();
 		std::sort(r_.good.begin(), r_.good.end());
 		return std::move(r_);
@@ -45,13 +45,6 @@ private:
 		problem(l.file, l.image.error());
 		failed_ids_.insert(l.id);
 		return false;
-	}
-
-	template <typename Image>
-	void metadata_only(const Loaded<Image> &l)
-	{
-		if (decoded(l))
-			r_.good.push_back(l.file);
 	}
 
 	// Reads the whole payload of a pages file that the set check found
@@ -128,6 +121,19 @@ private:
 		if (l.integrity == Integrity::Verified)
 			r_.sealed++;
 		with_pages(l, validate_kfd_image_set(ck_.dir, l.id, img), pages);
+	}
+
+	// A dma-buf image, and the pages file of its BO when it wrote the
+	// contents itself (the first file of the dump holding the BO).
+	void dmabuf(const Loaded<DmabufImage> &l)
+	{
+		if (!decoded(l))
+			return;
+		std::vector<std::string> pages;
+		if (const auto &s = l.image->shared;
+		    s && s->has_contents() && s->contents_id == static_cast<uint32_t>(l.id))
+			pages.push_back(drm_pages_image_name(l.id, s->contents_minor, s->contents_index));
+		with_pages(l, validate_dmabuf_image_set(ck_.dir, l.id, *l.image), pages);
 	}
 
 	void render(const Loaded<RenderNodeImage> &l)

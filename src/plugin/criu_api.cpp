@@ -127,6 +127,25 @@ std::optional<int> unused_fd_of_task(int pid)
 	return fd;
 }
 
+std::optional<int> store_fd(int fd)
+{
+	using Fn = int(int);
+	auto *fn = lookup<Fn>("fdstore_add");
+	if (!fn)
+		return std::nullopt;
+	const int id = fn(fd);
+	if (id < 0)
+		return std::nullopt;
+	return id;
+}
+
+int stored_fd(int id)
+{
+	using Fn = int(int);
+	auto *fn = lookup<Fn>("fdstore_get");
+	return fn ? fn(id) : -1;
+}
+
 std::optional<unsigned> host_hook_slots()
 {
 	// CRIU's registry is { struct list_head head; struct list_head

@@ -48,6 +48,14 @@ bool consume_inventory_entry(const char *name);
 // find_unused_fd_pid or does not know the task.
 std::optional<int> unused_fd_of_task(int pid);
 
+// CRIU's fd store (criu/fdstore.c, present in every CRIU 4.x): a socket
+// CRIU creates before it forks the restored tasks, which every task can put
+// fds into and take copies out of. store_fd: the store's id of a copy of
+// `fd` (the caller keeps `fd`), or nullopt when CRIU does not export
+// fdstore_add or it failed. stored_fd: a new fd of entry `id`, or -1.
+std::optional<int> store_fd(int fd);
+int stored_fd(int id);
+
 // The number of plugin hook slots of the CRIU that is loading us, read
 // from the size of its exported plugin registry `cr_plugin_ctl` (one list
 // head plus one per hook: 12 slots in CRIU 4.0/4.1, 13 in 4.2-4.2.1, 15 in

@@ -90,8 +90,13 @@ int DumpSession::dump_ext_file(int fd, int id)
 		}
 		log_debug("file %d: render node %u is not an AMD GPU's", id, minor(st.st_rdev));
 		return -ENOTSUP;
-	case DeviceFile::Other:
-		return -ENOTSUP;
+	case DeviceFile::Other: {
+		bool ours = false;
+		status = dump_dmabuf(fd, id, &ours);
+		if (status && !ours)
+			return -ENOTSUP;
+		break;
+	}
 	}
 	if (!status) {
 		log_error("dump of file %d failed: %s", id, status.error().message().c_str());

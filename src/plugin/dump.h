@@ -19,11 +19,14 @@
 
 #include <sys/stat.h>
 
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "device/kfd.h"
+#include "image/render_image.h"
 #include "plugin/session.h"
 #include "topology/topology.h"
 
@@ -56,6 +59,16 @@ private:
 
 	Status dump_kfd(int fd, int id);
 	Status dump_render(int fd, int id, const TopologyNode &gpu);
+	// A bare dma-buf fd (dump_dmabuf.cpp): amdgpu-dmabuf_<id>.img naming
+	// its BO, and the BO's contents when no file dumped before held it.
+	// `*ours` = false (nothing written) when no GPU of this machine made
+	// the buffer.
+	Status dump_dmabuf(int fd, int id, bool *ours);
+	// The checkpoint's shared BO behind dma-buf `dmabuf` (an export of a
+	// BO the file being dumped holds, or a bare dma-buf): the entry of the
+	// first file that held it (*seen = true), else `first` under a new id,
+	// remembered with `handle` (*seen = false).
+	Result<SharedBo> share_bo(int dmabuf, SharedBo first, uint32_t handle, bool *seen);
 	// The local topology, parsed on first use. nullptr (not an error) when
 	// the machine has no KFD topology.
 	const Topology *topology();
@@ -73,6 +86,15 @@ private:
 	std::optional<Result<Topology>> topo_;
 	std::vector<Paused> paused_;
 	std::vector<std::string> created_; // image files of this dump, by name
+	// The BOs dumped so far that other files may hold too, by the inode
+	// (st_dev, st_ino) of their dma-buf: the kernel gives a BO one dma-buf
+	// as long as any file holds a handle of it, so every file holding the
+	// BO exports the same one. With the handle of the first holder.
+	struct SeenBo {
+		SharedBo bo;
+		uint32_t handle = 0;
+	};
+	std::map<std::pair<uint64_t, uint64_t>, SeenBo> shared_bos_;
 	bool claimed_ = false;
 };
 

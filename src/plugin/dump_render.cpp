@@ -23,8 +23,9 @@ Result<DrmBo> describe_bo(int fd, const GemBoInfo &h, uint32_t minor)
 {
 	if (h.is_import)
 		return make_error(ENOTSUP,
-				  "renderD%u: GEM handle %u (%" PRIu64 " bytes) is an imported dma-buf; "
-				  "this plugin cannot restore imported buffers yet, so it does not dump them",
+				  "renderD%u: GEM handle %u (%" PRIu64 " bytes) is a dma-buf of another device; "
+				  "this plugin restores BOs shared between files of one GPU only, so it does "
+				  "not dump it",
 				  minor, h.handle, h.size);
 	DrmBo bo;
 	bo.handle = h.handle;
@@ -79,9 +80,23 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 			auto dmabuf = gem_export_dmabuf(fd, h.handle);
 			if (!dmabuf)
 				return std::move(dmabuf).error();
-			job.bos.push_back({dmabuf->get(), bo->size});
-			job.bo_files.push_back(drm_pages_image_name(id, minor, static_cast<uint32_t>(img.bos.size())));
-			dmabufs.push_back(std::move(*dmabuf));
+			// Other files (of this or another process) may hold the
+			// same BO: its contents go with the first one dumped.
+			const auto index = static_cast<uint32_t>(img.bos.size());
+			bool seen = false;
+			auto shared = share_bo(dmabuf->get(),
+					       SharedBo{0, gpu.gpu_id, h.size, h.alignment_bytes, h.preferred_domains,
+							h.alloc_flags, static_cast<uint32_t>(id), minor, index},
+					       h.handle, &seen);
+			if (!shared)
+				return std::move(shared).error().context(strprintf("renderD%u", minor));
+			bo->shared = *shared;
+			bo->is_import = seen;
+			if (!seen) {
+				job.bos.push_back({dmabuf->get(), bo->size});
+				job.bo_files.push_back(drm_pages_image_name(id, minor, index));
+				dmabufs.push_back(std::move(*dmabuf));
+			}
 		}
 		img.bos.push_back(std::move(*bo));
 	}

@@ -139,10 +139,13 @@ Status RestoreSession::load_and_map()
 	auto render_ids = images->ids_with_prefix(kRenderImagePrefix);
 	if (!render_ids)
 		return std::move(render_ids).error();
+	auto dmabuf_ids = images->ids_with_prefix(kDmabufImagePrefix);
+	if (!dmabuf_ids)
+		return std::move(dmabuf_ids).error();
 	// Consumed whatever the images say: a loaded plugin satisfies CRIU's
 	// check of the inventory's plugin list.
 	const bool listed = criu::consume_inventory_entry(kPluginName);
-	if (kfd_ids->empty() && render_ids->empty()) {
+	if (kfd_ids->empty() && render_ids->empty() && dmabuf_ids->empty()) {
 		state_ = State::Inactive;
 		return ok_status();
 	}
@@ -177,7 +180,29 @@ Status RestoreSession::load_and_map()
 			return std::move(img).error();
 		if (auto st = validate_render_image_set(*images, id, *img); !st)
 			return st;
+		for (const DrmBo &bo : img->bos)
+			if (bo.shared)
+				shared_holders_[bo.shared->id]++;
 		renders.emplace_back(id, std::move(*img));
+	}
+	for (int id : *dmabuf_ids) {
+		auto img = read_dmabuf_image(*images, id);
+		if (!img)
+			return std::move(img).error();
+		if (img->shared)
+			shared_holders_[img->shared->id]++;
+		dmabuf_ids_.insert(id);
+	}
+	// Memory every restored task shares: made here, before CRIU forks them.
+	uint32_t max_shared = 0;
+	for (const auto &[sid, holders] : shared_holders_)
+		if (holders > 1)
+			max_shared = std::max(max_shared, sid);
+	if (max_shared) {
+		auto table = SharedBoTable::create(max_shared);
+		if (!table)
+			return std::move(table).error();
+		shared_table_.emplace(std::move(*table));
 	}
 
 	if (auto st = map_loaded_images(devices, held, renders); !st)
@@ -378,6 +403,8 @@ int RestoreSession::restore_ext_file(int id, bool *retry_needed)
 			return -ENOTSUP; // not a file of ours
 	} else if (kfd_images_.count(id)) {
 		st = restore_kfd(*images, id, &out);
+	} else if (dmabuf_ids_.count(id)) {
+		st = restore_dmabuf(*images, id, &out);
 	} else if (auto exists = images->exists(render_image_name(id)); !exists) {
 		st = std::move(exists).error();
 	} else if (!*exists) {

@@ -25,9 +25,11 @@
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "device/gem.h"
 #include "image/kfd_image.h"
 #include "image/render_image.h"
 #include "plugin/session.h"
+#include "plugin/shared_bos.h"
 #include "topology/mapping.h"
 
 namespace amdcr {
@@ -102,6 +104,23 @@ private:
 	// passes it in. Once per task.
 	Status fit_map_to_task(bool kfd_file);
 	Result<GpuMap> map_for_task() const;
+	// A bare dma-buf fd (restore_dmabuf.cpp): a dma-buf of its shared BO.
+	Status restore_dmabuf(const ImageDir &images, int id, UniqueFd *out);
+	// Whether shared BO `id` has several holders in the checkpoint, so
+	// its holders get it through shared_table_ (else a render file
+	// recreates it as its own, as before sharing existed).
+	bool shared_among_files(uint32_t id) const;
+	// Shared BO `bo.shared` in render file `render_fd` under `bo`'s handle
+	// and VAs (restore_render.cpp).
+	Result<GemHandle> attach_shared_bo(const ImageDir &images, const DrmBo &bo, const GpuMapEntry &m,
+					   int render_fd, const std::string &holder);
+	// The dma-buf of shared BO `s` (on local GPU `m`): when this is its
+	// first holder, the BO is created in `render_fd` (`*created` holds its
+	// handle there), filled from its pages file and stored for the other
+	// holders; else the one the first holder stored. `holder`: the image
+	// of the file being restored (for the log).
+	Result<UniqueFd> shared_dmabuf(const ImageDir &images, const SharedBo &s, const GpuMapEntry &m,
+				       int render_fd, const std::string &holder, std::optional<GemHandle> *created);
 	// The render node of local GPU `minor`, opened once per task.
 	Result<int> local_render_fd(uint32_t minor);
 	// Once the task's fds are installed (first UPDATE_VMA_MAP): each render
@@ -123,6 +142,9 @@ private:
 	std::vector<VmaUpdate> vmas_;
 	bool streamed_ = false;				      // criu --stream: images read per file
 	std::map<int, RenderNodeImage> streamed_renders_; // read by restore_streamed, by file id
+	std::set<int> dmabuf_ids_;			  // files with an amdgpu-dmabuf image
+	std::map<uint32_t, uint32_t> shared_holders_;	  // shared BO id -> files holding it
+	std::optional<SharedBoTable> shared_table_;	  // when some shared BO has several holders
 };
 
 } // namespace amdcr

@@ -22,14 +22,11 @@ namespace amdcr {
 
 namespace {
 
-// Creates `bo` in `fd` under its checkpointed handle and maps it at its
-// VAs. The handle is closed again (with its mappings) if anything fails.
-Result<GemHandle> recreate_bo(int fd, const DrmBo &bo)
+// Moves `h` (of `bo` in `fd`) to its checkpointed handle and maps it at
+// its VAs. The handle is closed again (with its mappings) if anything fails.
+Result<GemHandle> place_bo(int fd, const DrmBo &bo, GemHandle h)
 {
-	auto h = GemHandle::create(fd, bo.size, bo.alignment, bo.preferred_domains, bo.alloc_flags);
-	if (!h)
-		return std::move(h).error();
-	if (auto st = h->change_to(bo.handle); !st)
+	if (auto st = h.change_to(bo.handle); !st)
 		return std::move(st).error();
 	for (const DrmVm &vm : bo.vms)
 		if (auto st = gem_va_map(fd, bo.handle, vm.addr, vm.size, vm.offset,
@@ -39,7 +36,31 @@ Result<GemHandle> recreate_bo(int fd, const DrmBo &bo)
 	return h;
 }
 
+// Creates `bo` in `fd`, placed as place_bo does.
+Result<GemHandle> recreate_bo(int fd, const DrmBo &bo)
+{
+	auto h = GemHandle::create(fd, bo.size, bo.alignment, bo.preferred_domains, bo.alloc_flags);
+	if (!h)
+		return std::move(h).error();
+	return place_bo(fd, bo, std::move(*h));
+}
+
 } // namespace
+
+Result<GemHandle> RestoreSession::attach_shared_bo(const ImageDir &images, const DrmBo &bo, const GpuMapEntry &m,
+						  int render_fd, const std::string &holder)
+{
+	std::optional<GemHandle> created;
+	auto dmabuf = shared_dmabuf(images, *bo.shared, m, render_fd, holder, &created);
+	if (!dmabuf)
+		return std::move(dmabuf).error();
+	if (created)
+		return place_bo(render_fd, bo, std::move(*created));
+	auto h = GemHandle::import(render_fd, dmabuf->get());
+	if (!h)
+		return std::move(h).error();
+	return place_bo(render_fd, bo, std::move(*h));
+}
 
 Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *out)
 {
@@ -56,10 +77,11 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 		return make_error(EINVAL, "%s: gpu 0x%04x (renderD%u) has no local GPU", name.c_str(),
 				  img->gpu_id, img->drm_render_minor);
 	for (const DrmBo &bo : img->bos)
-		if (bo.is_import)
+		if (bo.is_import && !(bo.shared && shared_among_files(bo.shared->id)))
 			return make_error(ENOTSUP,
-					  "%s: GEM handle %u is an imported dma-buf; this plugin cannot "
-					  "restore imported buffers yet",
+					  "%s: GEM handle %u is an imported dma-buf that names no BO of the "
+					  "checkpoint (an image of upstream's plugin); this plugin restores "
+					  "shared BOs of its own images only",
 					  name.c_str(), bo.handle);
 	// The same open file as KFD's RESTORE uses (in either order): the
 	// driver lets only that file map the process's BOs.
@@ -77,7 +99,9 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 	job.render_path = env_.paths.render_path(m->local_render_minor);
 	for (size_t i = 0; i < img->bos.size(); i++) {
 		const DrmBo &bo = img->bos[i];
-		auto h = recreate_bo(*bound, bo);
+		// A BO other files hold too: the first holder restored makes it.
+		const bool shared = bo.shared && shared_among_files(bo.shared->id);
+		Result<GemHandle> h = shared ? attach_shared_bo(images, bo, *m, *bound, name) : recreate_bo(*bound, bo);
 		if (!h)
 			return std::move(h).error().context(strprintf("%s: BO %zu", name.c_str(), i));
 		if (bo.offset != 0) {
@@ -86,7 +110,7 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 				return std::move(offset).error().context(name);
 			updates.push_back({false, img->drm_render_minor, m->local_render_minor, bo.offset, *offset});
 		}
-		if (bo.has_contents()) {
+		if (bo.has_contents() && !shared) {
 			auto dmabuf = gem_export_dmabuf(*bound, bo.handle);
 			if (!dmabuf)
 				return std::move(dmabuf).error().context(name);

@@ -1,8 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "api.h"
 
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
 
 #include <algorithm>
 #include <cerrno>
@@ -24,6 +31,14 @@ struct ApiState {
 	pid_t main_pid = 0;
 	struct timespec start = {};
 	std::vector<std::string> inventory_plugins;
+	int fdstore_sk = -1;
+	struct FdStoreShared *fdstore = nullptr; // MAP_SHARED: every task's
+};
+
+// The fd store's state that every restored task shares.
+struct FdStoreShared {
+	pthread_mutex_t lock; // process-shared: the peek offset and next_id
+	int next_id;
 };
 
 ApiState &state()
@@ -164,6 +179,47 @@ bool inventory_remove_plugin(const std::string &name)
 	return true;
 }
 
+int fdstore_init(int (*place)(int fd, void *ctx), void *ctx)
+{
+	ApiState &st = state();
+	void *p = mmap(nullptr, sizeof(FdStoreShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		log_perror("Can't map the fd store's state");
+		return -1;
+	}
+	auto *shared = static_cast<FdStoreShared *>(p);
+	pthread_mutexattr_t attr;
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+	pthread_mutex_init(&shared->lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+	shared->next_id = 0;
+	// As CRIU's: connected to itself (so no queue length limit applies)
+	// and with large buffers, since every stored fd stays queued.
+	const int sk = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	sockaddr_un addr{};
+	addr.sun_family = AF_UNIX;
+	const int n = std::snprintf(addr.sun_path + 1, sizeof(addr.sun_path) - 1, "criu-host-fdstore-%d",
+				    static_cast<int>(getpid()));
+	const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+	const int big = INT32_MAX / 2;
+	if (sk < 0 || bind(sk, reinterpret_cast<sockaddr *>(&addr), len) < 0 ||
+	    connect(sk, reinterpret_cast<sockaddr *>(&addr), len) < 0) {
+		log_perror("Can't create the fd store");
+		if (sk >= 0)
+			close(sk);
+		munmap(p, sizeof(FdStoreShared));
+		return -1;
+	}
+	if (setsockopt(sk, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big)) < 0)
+		(void)setsockopt(sk, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+	if (setsockopt(sk, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)) < 0)
+		(void)setsockopt(sk, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+	st.fdstore = shared;
+	st.fdstore_sk = place(sk, ctx);
+	return st.fdstore_sk < 0 ? -1 : 0;
+}
+
 } // namespace host
 
 // ---- the symbols plugins resolve in the criu binary ------------------------
@@ -202,4 +258,63 @@ CR_EXPORT bool check_and_remove_inventory_plugin(const char *name, size_t n)
 			return host::inventory_remove_plugin(p);
 	}
 	return false;
+}
+
+// CRIU's fd store (see api.h): the id of a copy of `fd`, or -1.
+CR_EXPORT int fdstore_add(int fd)
+{
+	host::ApiState &st = host::state();
+	if (!st.fdstore)
+		return -1;
+	char byte = 0;
+	iovec iov{&byte, 1};
+	alignas(cmsghdr) char buf[CMSG_SPACE(sizeof(int))] = {};
+	msghdr msg{};
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = buf;
+	msg.msg_controllen = sizeof(buf);
+	cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	pthread_mutex_lock(&st.fdstore->lock);
+	int id = -1;
+	if (sendmsg(st.fdstore_sk, &msg, MSG_NOSIGNAL) == 1)
+		id = st.fdstore->next_id++;
+	else
+		host::log_perror("Can't send fd %d into the fd store", fd);
+	pthread_mutex_unlock(&st.fdstore->lock);
+	return id;
+}
+
+// A new fd of the fd store's entry `id` (the entry stays), or -1.
+CR_EXPORT int fdstore_get(int id)
+{
+	host::ApiState &st = host::state();
+	if (!st.fdstore || id < 0)
+		return -1;
+	char byte = 0;
+	iovec iov{&byte, 1};
+	alignas(cmsghdr) char buf[CMSG_SPACE(sizeof(int))] = {};
+	msghdr msg{};
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = buf;
+	msg.msg_controllen = sizeof(buf);
+	int fd = -1;
+	pthread_mutex_lock(&st.fdstore->lock);
+	// Each message is one byte: a peek offset of `id` bytes skips the
+	// `id` messages before it.
+	if (setsockopt(st.fdstore_sk, SOL_SOCKET, SO_PEEK_OFF, &id, sizeof(id)) == 0 &&
+	    recvmsg(st.fdstore_sk, &msg, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC) == 1) {
+		cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		if (c && c->cmsg_type == SCM_RIGHTS)
+			std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	} else {
+		host::log_perror("Can't get entry %d of the fd store", id);
+	}
+	pthread_mutex_unlock(&st.fdstore->lock);
+	return fd;
 }

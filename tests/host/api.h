@@ -42,4 +42,13 @@ void inventory_add_plugin(const std::string &name);
 std::vector<std::string> inventory_plugins();
 bool inventory_remove_plugin(const std::string &name);
 
+// CRIU's fd store (criu/fdstore.c; plugins look up fdstore_add and
+// fdstore_get): a datagram socket connected to itself whose queued
+// messages each carry one fd; an fd is read back without dequeuing it by
+// peeking at its message (SO_PEEK_OFF). The restore creates it, its socket
+// at the fd number `place` returns (a service fd), before it forks the
+// tasks, which inherit it and the shared counter; until then both
+// functions fail.
+int fdstore_init(int (*place)(int fd, void *ctx), void *ctx);
+
 } // namespace host

@@ -26,7 +26,8 @@ constexpr const char *kUsage =
 	"                 [--leave-running | --kill] [-v[N]] [-o LOG]\n"
 	"  criu-host pre-dump -t PID -D DIR [--libdir DIR] [--plugin PATH]... [-v[N]] [-o LOG]\n"
 	"  criu-host restore -D DIR [--libdir DIR] [--plugin PATH]...\n"
-	"                 [--verifier LIB.so:function [--verifier-arg STR]] [-v[N]] [-o LOG]\n"
+	"                 [--verifier LIB.so:function [--verifier-arg STR]]\n"
+	"                 [--restore-order concurrent|tree|reverse] [-v[N]] [-o LOG]\n"
 	"Every command also takes --hooks 12|13|15: the plugin ABI imitated (CRIU 4.0/4.1,\n"
 	"4.2-4.2.1, criu-dev; default $CRIU_HOST_HOOKS, else 15).\n"
 	"Plugins: --libdir DIR loads every *.so in DIR (readdir order), --plugin PATH\n"
@@ -44,6 +45,7 @@ struct Options {
 	std::string log;
 	std::string verifier;
 	std::string verifier_arg;
+	std::string restore_order = "concurrent";
 	unsigned hooks = CR_PLUGIN_HOOK__MAX;
 };
 
@@ -137,6 +139,12 @@ bool parse(int argc, char **argv, Options &o)
 		} else if (a == "--verifier-arg") {
 			if (!next(o.verifier_arg))
 				return false;
+		} else if (a == "--restore-order") {
+			if (!next(o.restore_order) || (o.restore_order != "concurrent" && o.restore_order != "tree" &&
+						       o.restore_order != "reverse")) {
+				std::fprintf(stderr, "criu-host: --restore-order takes concurrent, tree or reverse\n");
+				return false;
+			}
 		} else {
 			std::fprintf(stderr, "criu-host: unknown option %s\n", a.c_str());
 			return false;
@@ -201,6 +209,9 @@ int do_restore(const Options &o, int dirfd, const std::vector<int> &inherited)
 		r.verifier_lib = o.verifier.substr(0, colon);
 		r.verifier_fn = o.verifier.substr(colon + 1);
 		r.verifier_arg = o.verifier_arg;
+		r.order = o.restore_order == "tree"	 ? host::RestoreOrder::Tree
+			  : o.restore_order == "reverse" ? host::RestoreOrder::Reverse
+							 : host::RestoreOrder::Concurrent;
 	}
 
 	// CRIU reads the inventory before loading plugins: their init(RESTORE)

@@ -11,6 +11,7 @@
 // does after resuming is run the verifier (LIB.so:function) in itself: the
 // device state the plugins restored belongs to that process.
 //
+// CRIU's fd store (api.h) is created with the channels, before the fork.
 // Main <-> task messages go over one SOCK_SEQPACKET pair per task; files a
 // task restored for others (same id in several tasks) travel over
 // SOCK_DGRAM pairs with SCM_RIGHTS. All these live at high fd numbers
@@ -154,6 +155,8 @@ int Restorer::setup_channels()
 	log_set_fd(service_.place(log_fd()));
 	if (image_dir_fd() >= 0)
 		set_image_dir_fd(service_.place(image_dir_fd()));
+	if (fdstore_init([](int fd, void *ctx) { return static_cast<ServiceFds *>(ctx)->place(fd); }, &service_))
+		return -1;
 	for (size_t i = 0; i < inv_.tasks.size(); i++) {
 		int c[2], p[2];
 		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, c) < 0 ||
@@ -564,10 +567,22 @@ int Restorer::run()
 		return fail();
 	}
 
-	for (const TaskChannels &c : ch_)
-		send_msg(c.main_end, kGo, 0);
-	if (collect(kReady, "its files and mappings were restored", nullptr))
-		return fail();
+	if (opts_.order == RestoreOrder::Concurrent) {
+		for (const TaskChannels &c : ch_)
+			send_msg(c.main_end, kGo, 0);
+		if (collect(kReady, "its files and mappings were restored", nullptr))
+			return fail();
+	} else {
+		for (size_t k = 0; k < ch_.size(); k++) {
+			const size_t i = opts_.order == RestoreOrder::Tree ? k : ch_.size() - 1 - k;
+			Msg m;
+			send_msg(ch_[i].main_end, kGo, 0);
+			if (!recv_msg(ch_[i].main_end, kReady, m) || m.value != 0) {
+				logf(kError, "Task %d failed to restore its files and mappings\n", inv_.tasks[i].pid);
+				return fail();
+			}
+		}
+	}
 
 	for (size_t i = 0; i < inv_.tasks.size(); i++) {
 		const pid_t pid = new_pid_[i];

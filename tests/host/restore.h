@@ -9,7 +9,15 @@
 
 namespace host {
 
+// How the tasks restore their files: all at once (as CRIU's tasks do), or
+// one task after the other in the inventory's order (parent first) or its
+// reverse, each task's files and mappings done before the next task
+// starts. The serial orders fix which task restores a file first; they
+// hang when a task needs a file another task restores later.
+enum class RestoreOrder { Concurrent, Tree, Reverse };
+
 struct RestoreOptions {
+	RestoreOrder order = RestoreOrder::Concurrent;
 	std::string verifier_lib; // empty: no verifier
 	std::string verifier_fn;
 	std::string verifier_arg;

@@ -44,7 +44,7 @@ set(_kfdemu_criu_none "${AMDCR_CRIU_NONE_REASON}")
 if(NOT _kfdemu_criu_versions)
   add_test(NAME emu_realcriu_none COMMAND sh -c "echo 'NOT RUN: ${_kfdemu_criu_none}'; exit 77")
   set_tests_properties(emu_realcriu_none PROPERTIES LABELS "realcriu;emulator" SKIP_RETURN_CODE 77)
-  add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin)
+  add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree)
   return()
 endif()
 
@@ -89,6 +89,10 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # libhsakmt's render-node file of a ROCm process.
   kfdemu_realcriu_test(${_ver} render_MI100 render MI100)
   kfdemu_realcriu_test(${_ver} kfd_gem_2xMI210 kfd-gem 2xMI210)
+  # One GEM BO shared by three processes through a dma-buf (exporter,
+  # importer, holder of the bare dma-buf: tests/e2e/dmabuf_tree.cpp), the
+  # holder dumped first.
+  kfdemu_realcriu_test(${_ver} dmabuf_tree_MI100 dmabuf-holder-root MI100 --workload $<TARGET_FILE:dmabuf-tree>)
   # criu --stream through the stand-in image streamer (tests/streamer),
   # with KFD_MAX_BUFFER_SIZE below the largest BO; two GPUs, so two pages
   # files stream in parallel, and render-node GEM BOs (the kfd-gem
@@ -98,4 +102,4 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   kfdemu_realcriu_test(${_ver} stream_truncated_MI100 stream-truncated MI100
     --streamer ${PROJECT_SOURCE_DIR}/tests/streamer/streamer.py)
 endforeach()
-add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin)
+add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree)

@@ -51,6 +51,18 @@ restore-fault   CRIU_OP:RESTORE fails (injected): CRIU's restore exits
                 non-zero within its time limit with the plugin's "Error:"
                 line, and no restored process is left (none alive, none
                 in the model).
+dmabuf-holder-root, dmabuf-exporter-root
+                the tree of tests/e2e/dmabuf_tree.cpp (--workload dmabuf-tree):
+                an exporter, an importer and a holder of the bare dma-buf of
+                one GEM BO, the holder (or the exporter) the root, so dumped
+                first. The dump writes two amdgpu-renderD images, one
+                amdgpu-dmabuf image and exactly one amdgpu-drm-pages file;
+                restored (CRIU restores the three tasks at once), each task's
+                fd table and device mappings are as dumped, CRIU's log shows
+                the BO created once, and the three restored processes check
+                the BO's bytes in their views, then that the exporter's new
+                write shows in the importer's mapping and in the holder's
+                mmap of its dma-buf (one BO, not copies).
 stream          kfd-gem with `criu dump/restore --stream` through the
                 stand-in image streamer (tests/streamer/streamer.py, capture
                 then serve) and KFD_MAX_BUFFER_SIZE=256K, below the 2 MiB
@@ -702,6 +714,63 @@ def render_round_trip(run):
     run.verdicts(procs)
 
 
+DMABUF_ROLES = ("exporter", "importer", "holder")
+
+
+def task_tree(pid):
+    """`pid` and its descendants, parent first."""
+    out = [pid]
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as f:
+            for c in f.read().split():
+                out += task_tree(int(c))
+    return out
+
+
+def dmabuf_round_trip(run, root):
+    """Three processes sharing one BO through a dma-buf (dmabuf_tree.cpp)."""
+    os.makedirs(run.images, exist_ok=True)
+    out = open(os.path.join(run.work, "workload.log"), "w")
+    run.wl = subprocess.Popen([run.args.workload, "--dir", run.work, "--root", root], stdin=subprocess.DEVNULL,
+                              stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    out.close()
+    readies = [os.path.join(run.work, "ready." + r) for r in DMABUF_ROLES]
+    if not wait_for(lambda: all(map(os.path.exists, readies)) or run.wl.poll() is not None, 60, "the workload"):
+        raise Failure("workload not ready")
+    if run.wl.poll() is not None:
+        show_log(os.path.join(run.work, "workload.log"))
+        raise Failure(f"workload exited early ({run.wl.returncode})")
+    pids = task_tree(run.wl.pid)
+    expect(len(pids) == 3, f"the dma-buf tree has {len(pids)} processes, want 3", False)
+    before = {p: {"fds": {str(k): v for k, v in fd_table(p).items()}, "daemon_fds": sorted(daemon_connections(p)),
+                  "vmas": run.emu.ctl("vmas", p)["vmas"]} for p in pids}
+    run.dump(pids)
+    names = sorted(os.listdir(run.images))
+    renders = [n for n in names if n.startswith("amdgpu-renderD-")]
+    dmabufs = [n for n in names if n.startswith("amdgpu-dmabuf_")]
+    pages = [n for n in names if n.startswith("amdgpu-drm-pages-")]
+    expect(len(renders) == 2 and len(dmabufs) == 1 and len(pages) == 1,
+           f"images: want 2 amdgpu-renderD, 1 amdgpu-dmabuf and 1 amdgpu-drm-pages file, have {names}", False)
+    run.restore(pids[0])
+    for p in pids:
+        check_fds(p, before[p], None, f"restored {p}")
+        got = sorted((v["start"], v["end"], v["path"]) for v in run.emu.ctl("vmas", p)["vmas"])
+        want = sorted((v["start"], v["end"], v["path"]) for v in before[p]["vmas"])
+        expect(got == want, f"{p}: device mappings after restore {got} != {want}")
+    text = open(os.path.join(run.images, "restore.log"), errors="replace").read()
+    created = re.findall(r"shared BO \d+ \(\d+ bytes\): created by the restore of (\S+)", text)
+    expect(len(created) == 1, f"CRIU's log shows the shared BO created {len(created)} times")
+    log(f"restored {pids}: fd tables and device mappings as dumped; the BO created by {created[0]}'s restore; "
+        f"images {renders + dmabufs + pages}")
+    open(os.path.join(run.work, "go"), "w").close()
+    results = [os.path.join(run.work, "result." + r) for r in DMABUF_ROLES]
+    wait_for(lambda: all(map(os.path.exists, results)), 60, "the restored tasks' verdicts")
+    verdicts = {r: (open(f).read().strip() if os.path.exists(f) else "(no result)")
+                for r, f in zip(DMABUF_ROLES, results)}
+    log(f"verdicts: {verdicts}")
+    expect(all(v == "OK" for v in verdicts.values()), f"restored tree: {verdicts}")
+
+
 # --------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------
@@ -722,6 +791,8 @@ def inside(args, criu):
             round_trip(run)
         elif args.scenario == "render":
             render_round_trip(run)
+        elif args.scenario.startswith("dmabuf-"):
+            dmabuf_round_trip(run, args.scenario.split("-")[1])
         elif args.scenario == "stream":
             stream_round_trip(run)
         elif args.scenario == "dump-fault":
@@ -749,7 +820,7 @@ def main():
     ap.add_argument("--scenario", default="roundtrip",
                     choices=["roundtrip", "tree", "other-machine", "dump-fault", "restore-truncated",
                              "restore-fault", "broken-vma-map", "render", "kfd-gem", "stream",
-                             "stream-truncated"])
+                             "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root"])
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                        "streamer", "streamer.py"),
                     help="the stand-in image streamer (stream scenario)")

@@ -138,7 +138,7 @@ Test(dmabuf_image, round_trip)
 	TempDir tmp;
 	auto dir = ImageDir::open(tmp.path());
 	cr_assert(dir.ok());
-	cr_assert(write_dmabuf_image(*dir, 3, DmabufImage{0xabcdef}).ok());
+	cr_assert(write_dmabuf_image(*dir, 3, DmabufImage{0xabcdef, std::nullopt}).ok());
 	cr_assert_eq(test::file_mode(tmp.file(dmabuf_image_name(3))), 0600);
 	auto back = read_dmabuf_image(*dir, 3);
 	cr_assert(back.ok());
@@ -155,4 +155,72 @@ Test(dmabuf_image, rejects_garbage_naming_the_file)
 	auto r = read_dmabuf_image(*dir, 3);
 	cr_assert_not(r.ok());
 	cr_assert(r.error().message().find(dmabuf_image_name(3)) != std::string::npos);
+}
+
+// Shared BOs (shared_bo_entry, field 140): kept exactly, checked on read.
+namespace {
+
+SharedBo sample_shared(uint64_t size)
+{
+	return SharedBo{3, 0x1a2b, size, 4096, kGemDomainVram, 0x40, 9, 129, 2};
+}
+
+} // namespace
+
+Test(render_image, shared_bo_round_trip)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	RenderNodeImage img = test::sample_render_image();
+	img.bos[0].shared = sample_shared(img.bos[0].size);
+	cr_assert_ok(write_render_image(*dir, kId, img));
+	auto back = read_render_image(*dir, kId);
+	cr_assert_ok(back);
+	cr_assert(*back == img);
+	cr_assert(back->bos[0].shared && back->bos[0].shared->contents_minor == 129);
+	cr_assert_not(back->bos[1].shared);
+}
+
+Test(render_image, shared_bo_rejected)
+{
+	RenderNodeImage img = test::sample_render_image();
+	const std::string name = render_image_name(kId);
+	const std::pair<std::function<void(SharedBo &)>, std::string> cases[] = {
+		{[](SharedBo &s) { s.id = 0; }, "shared BO id 0 outside"},
+		{[](SharedBo &s) { s.id = kMaxSharedBoId + 1; }, "outside 1.."},
+		{[](SharedBo &s) { s.gpu_id = 0; }, "gpu_id 0"},
+		{[](SharedBo &s) { s.contents_minor = 7; }, "contents file's render minor 7"},
+		{[](SharedBo &s) { s.size += 4096; }, "but its shared BO 3 has"},
+	};
+	for (const auto &[mutate, what] : cases) {
+		img.bos[0].shared = sample_shared(img.bos[0].size);
+		mutate(*img.bos[0].shared);
+		auto payload = pack_render_image(img);
+		cr_assert_ok(payload);
+		auto r = unpack_render_image(*payload, name);
+		cr_assert_not(r.ok(), "accepted (expected: %s)", what.c_str());
+		cr_assert(r.error().message().find(what) != std::string::npos, "expected \"%s\" in: %s",
+			  what.c_str(), r.error().message().c_str());
+	}
+}
+
+Test(dmabuf_image, shared_bo_round_trip_and_rejection)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	const DmabufImage img{5, sample_shared(1 << 20)};
+	cr_assert_ok(write_dmabuf_image(*dir, 3, img));
+	auto back = read_dmabuf_image(*dir, 3);
+	cr_assert_ok(back);
+	cr_assert(*back == img);
+	DmabufImage bad = img;
+	bad.shared->size = 0;
+	cr_assert_not(write_dmabuf_image(*dir, 4, bad).ok());
+	auto payload = pack_dmabuf_image(bad);
+	cr_assert_ok(payload);
+	auto r = unpack_dmabuf_image(*payload, dmabuf_image_name(4));
+	cr_assert_not(r.ok());
+	cr_assert(r.error().message().find("size 0") != std::string::npos, "%s", r.error().message().c_str());
 }

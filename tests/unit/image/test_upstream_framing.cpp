@@ -156,7 +156,7 @@ Test(upstream_framing, dmabuf_exact_bytes)
 	cr_assert_ok(r);
 	cr_assert_eq(r->gem_handle, 300u);
 
-	cr_assert(write_dmabuf_image(*dir, 5, DmabufImage{300}).ok());
+	cr_assert(write_dmabuf_image(*dir, 5, DmabufImage{300, std::nullopt}).ok());
 	cr_assert(test::read_raw(tmp.file("amdgpu-dmabuf_5.img")) == expected);
 }
 

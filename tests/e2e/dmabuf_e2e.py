@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""One BO shared by three processes through a dma-buf, under the CRIU
+stand-in (criu-host).
+
+    dmabuf_e2e.py --bin-dir BUILD ROOT ORDER   (CTest e2e_dmabuf_<ROOT>_root_<ORDER>)
+
+Inside `kfd-emu --machine MI100` the tree of tests/e2e/dmabuf_tree.cpp: an
+exporter (a GTT BO of its render file, CPU- and GPU-mapped, exported as a
+dma-buf), an importer (the dma-buf imported into its own render file,
+mapped) and a holder (the bare dma-buf fd). ROOT (exporter, importer or
+holder) is the tree's root, which criu-host dumps first: so each of the
+three kinds of holder is the first file of the dump once. Checks:
+
+dump     two amdgpu-renderD images, one amdgpu-dmabuf image, and exactly one
+         amdgpu-drm-pages file, holding the BO's exact bytes (contents once);
+         `amdgpu-img verify` finds every file good; the plugin's staging
+         peak within KFD_MAX_BUFFER_SIZE=64K (set for dump and restore); the dumped tree runs on
+         and passes its own checks (the exporter's later write seen by the
+         other two).
+restore  criu-host restores the three tasks in ORDER (concurrent: all at
+         once, as CRIU; tree or reverse: one task after the other, parent
+         first or last, so the task restored first, which must create the
+         BO, is each kind of holder in one test), each runs dmabuf_verify.so: the exporter's and importer's render files hold
+         exactly their checkpointed handle, the BO's bytes readable through
+         their moved CPU mappings; the holder's fd is a dma-buf of the BO's
+         size with its bytes; the three dma-bufs are one (same inode: one BO,
+         not copies); the plugin created the BO once (one "created" line),
+         with a serial ORDER in the first task's file.
+ORDER fault: the restore with `kfd-emu ctl faults
+         DRM_IOCTL_AMDGPU_GEM_CREATE` (the first holder cannot create the
+         BO): criu-host's restore fails within its time limit (no holder
+         waits for a BO that will not come), CRIU's log has the plugin's
+         error naming GEM_CREATE, and every restored task is gone.
+"""
+import argparse
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+ROLES = ("exporter", "importer", "holder")
+SIZE = 1 << 20
+BOUND = 64 << 10  # KFD_MAX_BUFFER_SIZE: the 1 MiB BO is copied in many passes
+
+
+class Failed(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failed(msg)
+
+
+def word(seed, i):
+    """tests/e2e/pattern.cpp's word."""
+    m = (1 << 64) - 1
+    x = (seed * 0x9E3779B97F4A7C15 + i * 0xD6E8FEB86659FD93) & m
+    x ^= x >> 32
+    x = (x * 0xD6E8FEB86659FD93) & m
+    return x ^ (x >> 29)
+
+
+def pattern(seed, size):
+    return struct.pack("<%dQ" % (size // 8), *(word(seed, i) for i in range(size // 8)))
+
+
+class Bins:
+    def __init__(self, d):
+        self.emu = os.path.join(d, "tests/emulator/kfd-emu")
+        self.host = os.path.join(d, "tests/host/criu-host")
+        self.plugin = os.path.join(d, "amdgpu_plugin.so")
+        self.workload = os.path.join(d, "tests/e2e/dmabuf-tree")
+        self.verify = os.path.join(d, "tests/e2e/libdmabuf_verify.so")
+        self.img = os.path.join(d, "amdgpu-img")
+
+
+def host(bins, args, log):
+    e = dict(os.environ, CRIU_HOST_KFDEMU=bins.emu, KFD_MAX_BUFFER_SIZE=str(BOUND))
+    with open(log + ".out", "w") as out:
+        rc = subprocess.run([bins.host] + args + ["-v4", "-o", log], env=e, stdout=out,
+                            stderr=subprocess.STDOUT, timeout=600).returncode
+    return rc, (open(log).read() if os.path.exists(log) else "") + open(log + ".out").read()
+
+
+def staging_within_bound(text, what):
+    """The plugin's staging peaks in a log: some, each within BOUND."""
+    peaks = [int(x) for x in re.findall(r"peak staging (\d+) bytes", text)]
+    check(peaks and max(peaks) <= BOUND, "%s: staging peaks %s, bound %d" % (what, peaks, BOUND))
+    return max(peaks)
+
+
+def first_holder(images, order):
+    """The image of the file of the task criu-host restores first in a
+    serial `order`: the inventory lists tasks parent first; fds 100, 101,
+    102 mark the roles (dmabuf_tree.cpp)."""
+    tasks, role_file = [], {}
+    for line in open(os.path.join(images, "inventory.host")):
+        f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+        if line.startswith("task "):
+            tasks.append(f["pid"])
+        elif line.startswith("fd ") and f.get("fd") in ("100", "101", "102"):
+            role_file[f["task"]] = (int(f["fd"]) - 100, int(f["id"]))
+    role, fid = role_file[tasks[0] if order == "tree" else tasks[-1]]
+    return ROLES[role], ("amdgpu-dmabuf_%d.img" if role == 2 else "amdgpu-renderD-%d.img") % fid
+
+
+def restore_fault(bins, images, work):
+    subprocess.run([bins.emu, "ctl", "faults", "DRM_IOCTL_AMDGPU_GEM_CREATE:errno=ENOMEM"], check=True,
+                   capture_output=True, timeout=60)
+    t0 = time.monotonic()
+    rc, text = host(bins, ["restore", "-D", images, "--plugin", bins.plugin, "--verifier",
+                           bins.verify + ":verify_dmabuf", "--verifier-arg", work], os.path.join(work, "restore.log"))
+    took = time.monotonic() - t0
+    subprocess.run([bins.emu, "ctl", "faults", ""], check=True, capture_output=True, timeout=60)
+    check(rc != 0, "the restore succeeded although GEM_CREATE failed")
+    errs = [l for l in text.splitlines() if "amdgpu_plugin:" in l and "Error" in l]
+    check(any("DRM_IOCTL_AMDGPU_GEM_CREATE" in l for l in errs), "no plugin error naming GEM_CREATE:\n" + text[-3000:])
+    check(took < 60, "the failed restore took %.0f s" % took)
+    forked = [int(x) for x in re.findall(r"Task \d+ forked as (\d+)", text)]
+    check(len(forked) == 3, "criu-host forked %d tasks, want 3" % len(forked))
+    left = [p for p in forked if os.path.exists("/proc/%d" % p)]
+    check(not left, "restored tasks left after the failed restore: %s" % left)
+    print("restore with GEM_CREATE failing: refused in %.1f s, no task left; %d plugin errors, the first: %s" % (
+        took, len(errs), errs[0].split("amdgpu_plugin:", 1)[1].strip()[:160]))
+    for l in errs[1:]:
+        print("  also: " + l.split("amdgpu_plugin:", 1)[1].strip()[:200])
+
+
+def inner(bins, root, order, work):
+    images = os.path.join(work, "images")
+    os.makedirs(images)
+    p = subprocess.Popen([bins.workload, "--dir", work, "--root", root, "--size", str(SIZE)],
+                         stdout=open(os.path.join(work, "wl.log"), "w"), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 60
+        while not all(os.path.exists(os.path.join(work, "ready." + r)) for r in ROLES):
+            check(p.poll() is None, "workload exited (%s) before it was ready: %s" % (
+                p.returncode, open(os.path.join(work, "wl.log")).read()))
+            check(time.time() < deadline, "workload not ready after 60 s")
+            time.sleep(0.05)
+        rc, text = host(bins, ["dump", "-t", str(p.pid), "-D", images, "--plugin", bins.plugin],
+                        os.path.join(work, "dump.log"))
+        check(rc == 0, "dump failed (%d):\n%s" % (rc, text[-3000:]))
+        dpeak = staging_within_bound(text, "dump")
+        names = sorted(os.listdir(images))
+        renders = [n for n in names if n.startswith("amdgpu-renderD-")]
+        dmabufs = [n for n in names if n.startswith("amdgpu-dmabuf_")]
+        pages = [n for n in names if n.startswith("amdgpu-drm-pages-")]
+        check(len(renders) == 2 and len(dmabufs) == 1, "expected 2 render and 1 dma-buf images: %s" % names)
+        check(len(pages) == 1, "the shared BO's contents should be in one pages file: %s" % pages)
+        data = open(os.path.join(images, pages[0]), "rb").read()
+        check(data[:8] == struct.pack("<Q", SIZE) and data[8:] == pattern(1, SIZE),
+              "%s does not hold the BO's %d bytes" % (pages[0], SIZE))
+        v = subprocess.run([bins.img, "verify", images], capture_output=True, text=True, timeout=60)
+        check(v.returncode == 0, "amdgpu-img verify: %s%s" % (v.stdout, v.stderr))
+        print("dump (%s first): %s, %s, contents once in %s; amdgpu-img verify: good" % (
+            root, renders, dmabufs[0], pages[0]))
+        open(os.path.join(work, "go"), "w").close()
+        p.wait(timeout=60)
+        verdicts = {r: open(os.path.join(work, "result." + r)).read().strip() for r in ROLES}
+        check(p.returncode == 0 and all(v == "OK" for v in verdicts.values()),
+              "the dumped tree after the dump: %s" % verdicts)
+        p = None
+
+        if order == "fault":
+            restore_fault(bins, images, work)
+            return
+        rc, text = host(bins, ["restore", "-D", images, "--plugin", bins.plugin, "--verifier",
+                               bins.verify + ":verify_dmabuf", "--verifier-arg", work, "--restore-order", order],
+                        os.path.join(work, "restore.log"))
+        passes = text.count("verify_dmabuf() = 0 (pass)")
+        check(rc == 0 and passes == 3, "restore failed (%d, %d of 3 verifiers passed):\n%s" % (
+            rc, passes, text[-4000:]))
+        inodes = {r: open(os.path.join(work, "inode." + r)).read().split() for r in ROLES}
+        check(len({tuple(v) for v in inodes.values()}) == 1,
+              "the restored tasks hold different buffers: %s" % inodes)
+        created = re.findall(r"shared BO \d+ \(\d+ bytes\): created by the restore of (\S+)", text)
+        check(len(created) == 1, "the BO was created %d times at restore" % len(created))
+        rpeak = staging_within_bound(text, "restore")
+        if order != "concurrent":
+            role, image = first_holder(images, order)
+            check(created[0] == image, "the BO was created by %s's restore, not by the first task's (%s, %s)" % (
+                created[0], role, image))
+        print("restore (%s): one BO (dma-buf inode %s) in all three tasks, created by %s; handles, mappings "
+              "and bytes verified; staging peaks %d (dump), %d (restore), bound %d" % (
+                  order, ":".join(inodes["holder"]), created[0], dpeak, rpeak, BOUND))
+    finally:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--inner", action="store_true")
+    ap.add_argument("--work")
+    ap.add_argument("root", choices=ROLES)
+    ap.add_argument("order", choices=["concurrent", "tree", "reverse", "fault"])
+    a = ap.parse_args()
+    bins = Bins(a.bin_dir)
+    if a.inner:
+        try:
+            inner(bins, a.root, a.order, a.work)
+        except Failed as e:
+            print("FAILED: %s" % e)
+            return 1
+        return 0
+    for b in (bins.emu, bins.host, bins.plugin, bins.workload, bins.verify, bins.img):
+        if not os.path.exists(b):
+            print("NOT RUN: %s is not built" % b)
+            return 77
+    work = tempfile.mkdtemp(prefix="amdcr-dmabuf-e2e-")
+    r = subprocess.run([bins.emu, "--machine", "MI100", "--", sys.executable, os.path.abspath(__file__),
+                        "--bin-dir", a.bin_dir, "--inner", "--work", work, a.root, a.order], timeout=900)
+    if r.returncode == 0:
+        shutil.rmtree(work, ignore_errors=True)
+        print("e2e dmabuf (%s root, %s restore): passed" % (a.root, a.order))
+        return 0
+    print("e2e dmabuf (%s root, %s restore): FAILED (work directory kept: %s)" % (a.root, a.order, work))
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
