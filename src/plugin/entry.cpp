@@ -80,6 +80,11 @@ amdcr::SessionEnv make_env()
 	auto load = amdcr::config_from_process_env();
 	for (const auto &w : load.warnings)
 		amdcr::log_warn("%s", w.c_str());
+	// At CRIU's default level when the user changed something (a check
+	// switched off shows in every log); debug otherwise, so a machine
+	// without AMD GPUs stays silent.
+	amdcr::log_msg(load.config.is_default() ? amdcr::LogLevel::Debug : amdcr::LogLevel::Notice, "%s",
+		       load.config.describe().c_str());
 	amdcr::SessionEnv env;
 	env.config = load.config;
 	env.dump_devices_late = CR_PLUGIN_DESC.max_hooks > CR_PLUGIN_HOOK__DUMP_DEVICES_LATE;
