@@ -142,6 +142,12 @@ int dump_devices_late(int pid)
 
 int restore_ext_file(int id, bool *retry_needed)
 {
+	// Only criu-dev's 15-hook ABI passes `retry_needed` (and reads it
+	// uninitialised unless we set it); CRIU 4.2.1 calls this hook with
+	// the id alone (criu/files-ext.c), so the second argument is whatever
+	// the register held and must not be written.
+	if (CR_PLUGIN_DESC.max_hooks <= CR_PLUGIN_HOOK__DUMP_DEVICES_LATE)
+		retry_needed = nullptr;
 	return guarded([&] { return g_restore ? g_restore->restore_ext_file(id, retry_needed) : -ENOTSUP; });
 }
 
