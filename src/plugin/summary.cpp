@@ -3,10 +3,27 @@
 
 #include <sys/mman.h>
 
+#include <iterator>
 #include <new>
 #include <utility>
 
 namespace amdcr {
+namespace {
+
+// "5.10 MiB": the largest binary unit that keeps the number >= 1.
+std::string human_bytes(uint64_t n)
+{
+	static constexpr const char *kUnits[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+	double v = static_cast<double>(n);
+	size_t u = 0;
+	while (v >= 1024 && u + 1 < std::size(kUnits)) {
+		v /= 1024;
+		u++;
+	}
+	return u == 0 ? strprintf("%llu bytes", static_cast<unsigned long long>(n)) : strprintf("%.2f %s", v, kUnits[u]);
+}
+
+} // namespace
 
 Result<StageTotals> StageTotals::create()
 {
@@ -55,12 +72,12 @@ std::string StageTotals::line(bool dump, const Config &config) const
 				    static_cast<unsigned long long>(config.max_buffer_size))
 			: strprintf("%llu MiB per GPU", static_cast<unsigned long long>(kDefaultStagingBound >> 20));
 	std::string s = strprintf(
-		"%s: %llu GPU file%s, %zu GPU%s, %llu BOs (%llu with contents), %llu bytes (%.2f GiB) in "
+		"%s: %llu GPU file%s, %zu GPU%s, %llu BOs (%llu with contents), %llu bytes (%s) in "
 		"%.3f s, %.2f GB/s, staging peak %llu bytes of %s",
 		dump ? "dump" : "restore", static_cast<unsigned long long>(files), files == 1 ? "" : "s",
 		t.gpus(), t.gpus() == 1 ? "" : "s", static_cast<unsigned long long>(t.bo_entries.load()),
 		static_cast<unsigned long long>(t.copied_bos.load()), static_cast<unsigned long long>(bytes),
-		static_cast<double>(bytes) / (1ull << 30), secs,
+		human_bytes(bytes).c_str(), secs,
 		secs > 0 ? static_cast<double>(bytes) / secs / 1e9 : 0.0,
 		static_cast<unsigned long long>(t.peak_staging.load()), budget.c_str());
 	if (!dump)

@@ -38,7 +38,7 @@ public:
 	bool any() const { return totals_ && totals_->files > 0; }
 
 	// "dump: 1 GPU file, 2 GPUs, 7 BOs (5 with contents), 9437184 bytes
-	// (0.01 GiB) in 0.021 s, 0.45 GB/s, staging peak 4194304 bytes of 64
+	// (9.00 MiB) in 0.021 s, 0.45 GB/s, staging peak 4194304 bytes of 64
 	// MiB per GPU"; a restore adds the bytes whose checksums matched.
 	std::string line(bool dump, const Config &config) const;
 
