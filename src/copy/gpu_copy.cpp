@@ -259,11 +259,11 @@ public:
 		while (!cv_.wait_for(lk, step, [&] { return left_ == 0; })) {
 			const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 			const uint64_t n = moved.load(std::memory_order_relaxed);
-			log_info("%s: %.2f of %.2f GiB of GPU memory copied (%llu%%) on %zu GPUs in %.0f s, %.2f GB/s",
+			log_info("%s: %.2f of %.2f GiB of GPU memory copied (%llu%%) on %zu GPU%s in %.0f s, %.2f GB/s",
 				 verb(dir), static_cast<double>(n) / (1ull << 30),
 				 static_cast<double>(total) / (1ull << 30),
-				 static_cast<unsigned long long>(total ? n * 100 / total : 100), gpus, secs,
-				 static_cast<double>(n) / secs / 1e9);
+				 static_cast<unsigned long long>(total ? n * 100 / total : 100), gpus,
+				 gpus == 1 ? "" : "s", secs, static_cast<double>(n) / secs / 1e9);
 		}
 	}
 
@@ -277,7 +277,7 @@ void log_job_lines(Direction dir, const std::vector<GpuCopyResult> &out)
 {
 	for (const auto &r : out)
 		log_gpu(LogLevel::Debug, r.image_gpu_id,
-			"%s %llu BOs, %llu bytes in %.3f s (%.2f GB/s; DMA and file I/O %.3f s), "
+			"%s %llu BOs with contents, %llu bytes in %.3f s (%.2f GB/s; DMA and file I/O %.3f s), "
 			"peak staging %llu bytes, %llu submissions%s",
 			dir == Direction::GpuToFile ? "dumped" : "restored",
 			static_cast<unsigned long long>(r.stats.bos),

@@ -103,5 +103,7 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   kfdemu_realcriu_test(${_ver} log_default_2xMI210 log-default 2xMI210
     --amdgpu-img $<TARGET_FILE:amdgpu-img>)
   kfdemu_realcriu_test(${_ver} sdma_timeout_MI100 sdma-timeout MI100)
+  # A refused restore on the 8-GPU node: one line per reason, listing the 8 GPUs.
+  kfdemu_realcriu_test(${_ver} refused_MI100_on_8xMI300X refused-8xMI300X MI100)
 endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin amdgpu-img)

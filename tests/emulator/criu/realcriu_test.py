@@ -73,6 +73,11 @@ log-default     roundtrip with CRIU at its default log level (no -v) and
                 the images (amdgpu-img show --json), with the staging peak
                 within the bound and GB/s = bytes / seconds; the restore's
                 says every byte's checksum matched.
+refused-8xMI300X  other-machine from MACHINE onto the 8xMI300X node, where no
+                GPU can stand in for the checkpointed one: CRIU's restore
+                fails with the plugin's refusal, one line per reason, each
+                listing all 8 local GPUs, none repeated, and
+                KFD_CAPABILITY_CHECK suggested on the capability line only.
 sdma-timeout    dump-fault with the SDMA engine hung (`sdma:nth=1:hang`) and
                 KFD_SDMA_TIMEOUT=1: the dump fails within seconds with the
                 plugin's error naming KFD_SDMA_TIMEOUT and the 1 s limit.
@@ -128,6 +133,10 @@ OTHER_MACHINE = {
         "minors": {128: 132, 129: 133},
     },
 }
+
+
+# refused-8xMI300X: the machine the restore is refused on.
+REFUSING_MACHINE = "8xMI300X"
 
 
 def log(msg):
@@ -584,7 +593,7 @@ def stream_round_trip(run):
     # holds its own restored userptr BOs: the plugin's summary lines
     # instead, one per GPU of each copy (KFD BOs, then each render node's).
     with open(os.path.join(run.images, "restore.log"), errors="replace") as f:
-        peaks = [int(m.group(1)) for m in re.finditer(r"restored \d+ BOs, .*peak staging (\d+) bytes", f.read())]
+        peaks = [int(m.group(1)) for m in re.finditer(r"restored \d+ BOs with contents, .*peak staging (\d+) bytes", f.read())]
     log(f"restore staging per GPU and copy (the plugin's summary lines): {peaks}")
     expect(peaks and 0 < max(peaks) <= STREAM_BOUND, f"restore staging peaks {peaks}, bound {STREAM_BOUND}")
     with open(run.report) as f:
@@ -727,6 +736,10 @@ def restore_failure(run, how):
         show_log(restore_log)
     expect(errs, "the restore log has no 'amdgpu_plugin: Error:' line")
     log(f"restore failed as it must; the plugin said: {errs[0].strip()}")
+    if how == "fault":
+        # The failed ioctl is named once (not "CRIU_OP RESTORE: KFD CRIU_OP RESTORE: ...").
+        said = " ".join(errs)
+        expect(said.count("CRIU_OP RESTORE") == 1, f"the failed CRIU_OP RESTORE is not named exactly once: {errs}")
     expect(wait_for(lambda: not alive(pid), 5), f"a process {pid} is alive after the failed restore")
     left = reap_children()
     expect(not left, f"processes left after the failed restore: {left}")
@@ -757,6 +770,34 @@ def other_machine_restore(run, state_file):
     run.restore(pid)
     check_restored(run.emu, pid, before, gpus=plan["gpus"], minors=plan["minors"])
     run.verdicts([(st["dir"], pid)])
+
+
+def refused_restore(run, state_file):
+    with open(state_file) as f:
+        pid = json.load(f)["before"]["pid"]
+    pidfile = os.path.join(run.work, "restored.pid")
+    rc = run.criu_run("restore", ["-d", "--pidfile", pidfile], "restore.log")
+    expect(rc != 0, f"criu restore succeeded on {REFUSING_MACHINE}")
+    with open(os.path.join(run.images, "restore.log"), errors="replace") as f:
+        text = f.read()
+    m = re.search(r"amdgpu_plugin: Error: restore refused before any GPU state was changed: (cannot map "
+                  r"checkpointed gpu 0x[0-9a-f]{4} \(node \d+, renderD\d+\) to a local GPU; the 8 usable local "
+                  r"GPUs refused it:)\n((?:  .*\n)+)", text)
+    if not m:
+        show_log(os.path.join(run.images, "restore.log"))
+    expect(m, "no grouped refusal of the 8 local GPUs in the restore log")
+    reasons = [l[2:] for l in m.group(2).splitlines()]
+    log(f"the plugin said: {m.group(1)}\n  " + "\n  ".join(reasons))
+    lists = {r.rsplit(" on gpu ", 1)[1] if " on gpu " in r else "" for r in reasons}
+    expect(len(reasons) >= 2 and len(set(reasons)) == len(reasons), f"reasons repeated or missing: {reasons}")
+    expect(len(lists) == 1 and len(next(iter(lists)).split(", ")) == 8,
+           f"the reasons do not each list the same 8 local GPUs: {sorted(lists)}")
+    for r in reasons:
+        if "KFD_CAPABILITY_CHECK" in r:
+            expect(r.startswith("capability: "), f"KFD_CAPABILITY_CHECK suggested for another property: {r}")
+        expect("(cannot be relaxed)" in r or re.search(r"\(relax with KFD_[A-Z_]+_CHECK=0\)", r),
+               f"a reason says neither its switch nor that none exists: {r}")
+    expect(not alive(pid), f"a process {pid} is alive after the refused restore")
 
 
 def render_round_trip(run):
@@ -799,6 +840,8 @@ def inside(args, criu):
     try:
         if args.phase == "dump":
             other_machine_dump(run, os.path.join(work, "state.json"))
+        elif args.phase == "restore" and args.scenario == "refused-8xMI300X":
+            refused_restore(run, os.path.join(work, "state.json"))
         elif args.phase == "restore":
             other_machine_restore(run, os.path.join(work, "state.json"))
         elif args.scenario in ("roundtrip", "tree", "broken-vma-map", "kfd-gem"):
@@ -836,7 +879,7 @@ def main():
     ap.add_argument("--scenario", default="roundtrip",
                     choices=["roundtrip", "tree", "other-machine", "dump-fault", "restore-truncated",
                              "restore-fault", "broken-vma-map", "render", "kfd-gem", "stream",
-                             "stream-truncated", "log-default", "sdma-timeout"])
+                             "stream-truncated", "log-default", "sdma-timeout", "refused-8xMI300X"])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                        "streamer", "streamer.py"),
@@ -878,7 +921,9 @@ def main():
     os.chmod(work, 0o755)
     log(f"CRIU {criu}, machine {args.machine}, scenario {args.scenario}, work {work}")
     me = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--criu", criu, "--work", work]
-    if args.scenario == "other-machine":
+    if args.scenario == "refused-8xMI300X":
+        OTHER_MACHINE[args.machine] = {"first": [], "second_machine": REFUSING_MACHINE, "second": []}
+    if args.scenario in ("other-machine", "refused-8xMI300X"):
         # Both machines at one root path: the restored shim keeps the root
         # and socket paths of its dump. The second starts after the first
         # has ended (kfd-emu --root refuses a root that is in use).
