@@ -45,7 +45,7 @@ const char *level_tag(LogLevel level)
 void emit(LogLevel level, const std::string &line)
 {
 	if (criu_print_on_level_t *p = criu_printer()) {
-		p(static_cast<unsigned>(level), "%s: %s%s\n", kPluginName, level_tag(level), line.c_str());
+		p(criu_log_level(level), "%s: %s%s\n", kPluginName, level_tag(level), line.c_str());
 		return;
 	}
 	if (level == LogLevel::Debug && !stderr_debug())
@@ -54,6 +54,22 @@ void emit(LogLevel level, const std::string &line)
 }
 
 } // namespace
+
+unsigned criu_log_level(LogLevel level)
+{
+	switch (level) {
+	case LogLevel::Error:
+		return 1;
+	case LogLevel::Warn:
+	case LogLevel::Notice:
+		return 2;
+	case LogLevel::Info:
+		return 3;
+	case LogLevel::Debug:
+		break;
+	}
+	return 4;
+}
 
 void log_msg(LogLevel level, const char *fmt, ...)
 {
@@ -75,6 +91,7 @@ void log_msg(LogLevel level, const char *fmt, ...)
 	}
 AMDCR_LOG_AT(log_error, LogLevel::Error)
 AMDCR_LOG_AT(log_warn, LogLevel::Warn)
+AMDCR_LOG_AT(log_notice, LogLevel::Notice)
 AMDCR_LOG_AT(log_info, LogLevel::Info)
 AMDCR_LOG_AT(log_debug, LogLevel::Debug)
 #undef AMDCR_LOG_AT

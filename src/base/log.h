@@ -6,6 +6,16 @@
 // is resolved at run time), else to stderr. Per-GPU messages use
 // log_gpu(..., gpu_id, ...) so that a multi-GPU log reads well.
 //
+// The levels and what the plugin writes at each (man page, DIAGNOSTICS):
+//   Error, Warn  something failed or was refused (CRIU levels 1 and 2).
+//   Notice       shown at CRIU's default level (2, LOG_WARN: criu without
+//                -v), without a tag: only the one summary line of a dump or
+//                restore and the configuration when it is not the default.
+//   Info         (-v3) progress of long copies, images restored unverified.
+//   Debug        (-v4) everything else.
+// Every message names a GPU by its gpu_id in hex, "gpu 0x%04x" (CTest
+// docs_message_style checks every format string under src/).
+//
 // Without CRIU (stderr), debug lines are dropped unless the process sets
 // AMDGPU_PLUGIN_LOG_DEBUG: tests want quiet output. Under CRIU, CRIU's own
 // log level decides.
@@ -19,7 +29,11 @@ namespace amdcr {
 // also starts every log line.
 inline constexpr const char *kPluginName = "amdgpu_plugin";
 
-enum class LogLevel : unsigned { Error = 1, Warn = 2, Info = 3, Debug = 4 };
+enum class LogLevel : unsigned { Error, Warn, Notice, Info, Debug };
+
+// The CRIU log level (criu/include/log.h: LOG_ERROR 1 .. LOG_DEBUG 4) a
+// line of `level` is printed at.
+unsigned criu_log_level(LogLevel level);
 
 void log_msg(LogLevel level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_gpu(LogLevel level, uint32_t gpu_id, const char *fmt, ...)
@@ -29,6 +43,7 @@ void log_gpu(LogLevel level, uint32_t gpu_id, const char *fmt, ...)
 // arguments.
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -10,7 +10,9 @@ namespace {
 
 constexpr const char *kBoolForms = "0, 1, yes or no (case-insensitive)";
 constexpr const char *kSizeForms =
-	"a decimal byte count with an optional K, M or G suffix (x1024); 0 = the built-in bound per GPU";
+	"a decimal byte count with an optional K, M or G suffix (x1024); 0 = the built-in bound "
+	"of 64 MiB per GPU";
+static_assert(kDefaultStagingBound == 64ull << 20, "kSizeForms names the built-in bound");
 
 struct CheckInfo {
 	Check check;
@@ -73,11 +75,20 @@ Config Config::with(Check check, bool on) const
 
 std::string Config::describe() const
 {
-	std::string out;
+	std::string off;
 	for (const auto &i : kCheckTable)
-		out += strprintf("%s=%d ", i.env, this->*(i.field) ? 1 : 0);
-	out += strprintf("%s=%llu ", kMaxBufferSizeEnv, static_cast<unsigned long long>(max_buffer_size));
-	out += strprintf("%s=%d", kVerifyEnv, verify ? 1 : 0);
+		if (!(this->*(i.field)))
+			off += strprintf("%s=0 ", i.env);
+	std::string out = "configuration: ";
+	out += off.empty() ? "every check on" : off + "(the other checks on)";
+	if (max_buffer_size == 0)
+		out += strprintf(", %s unset (staging: %llu MiB per GPU)", kMaxBufferSizeEnv,
+				 static_cast<unsigned long long>(kDefaultStagingBound >> 20));
+	else
+		out += strprintf(", %s=%llu (staging bytes for the whole process, shared by its GPUs)",
+				 kMaxBufferSizeEnv, static_cast<unsigned long long>(max_buffer_size));
+	out += strprintf(", %s=%d, %s=%llu s", kVerifyEnv, verify ? 1 : 0, kSdmaTimeoutEnv,
+			 static_cast<unsigned long long>(sdma_timeout_s));
 	return out;
 }
 
@@ -133,6 +144,21 @@ Result<uint64_t> parse_size_setting(std::string_view value)
 	return n * multiplier;
 }
 
+Result<uint64_t> parse_seconds_setting(std::string_view value)
+{
+	uint64_t n = 0;
+	bool valid = !value.empty();
+	for (size_t i = 0; valid && i < value.size(); i++) {
+		valid = value[i] >= '0' && value[i] <= '9';
+		n = n * 10 + static_cast<uint64_t>(value[i] - '0');
+		valid = valid && n <= kMaxSdmaTimeoutSeconds; // also keeps n from overflowing
+	}
+	if (!valid || n == 0)
+		return make_error(EINVAL, "expected whole seconds from 1 to %llu",
+				  static_cast<unsigned long long>(kMaxSdmaTimeoutSeconds));
+	return n;
+}
+
 ConfigLoad load_config(const EnvSource &env)
 {
 	ConfigLoad out;
@@ -168,6 +194,16 @@ ConfigLoad load_config(const EnvSource &env)
 			out.warnings.push_back(strprintf("%s=\"%s\" is not valid: %s; keeping the default (%s)",
 							 kVerifyEnv, v->c_str(), parsed.error().message().c_str(),
 							 out.config.verify ? "1" : "0"));
+	}
+	if (const std::optional<std::string> v = env(kSdmaTimeoutEnv)) {
+		auto parsed = parse_seconds_setting(*v);
+		if (parsed)
+			out.config.sdma_timeout_s = *parsed;
+		else
+			out.warnings.push_back(strprintf("%s=\"%s\" is not valid: %s; keeping the default (%llu)",
+							 kSdmaTimeoutEnv, v->c_str(),
+							 parsed.error().message().c_str(),
+							 static_cast<unsigned long long>(out.config.sdma_timeout_s)));
 	}
 	return out;
 }

@@ -11,10 +11,15 @@
 //   KFD_CAPABILITY_CHECK
 //       Booleans: 0/1/yes/no, case-insensitive. Default: 1 (check enabled).
 //   KFD_MAX_BUFFER_SIZE
-//       Bytes, decimal, optional suffix K/M/G (binary, x1024, either case).
-//       0 (the default) means no explicit cap.
+//       Bytes, decimal, optional suffix K/M/G (binary, x1024, either case),
+//       of staging memory for a whole dump or restore. 0 or unset: the
+//       built-in bound of kDefaultStagingBound per GPU.
 //   KFD_VERIFY
 //       Boolean as above. Default: 1 (restore checks the images' checksums).
+//   KFD_SDMA_TIMEOUT
+//       Seconds (decimal, 1 to kMaxSdmaTimeoutSeconds) one SDMA copy may
+//       take before the dump or restore fails with ETIMEDOUT. Default:
+//       kDefaultSdmaTimeoutSeconds.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +55,24 @@ const char *check_env_name(Check check);
 
 inline constexpr const char *kMaxBufferSizeEnv = "KFD_MAX_BUFFER_SIZE";
 inline constexpr const char *kVerifyEnv = "KFD_VERIFY";
+inline constexpr const char *kSdmaTimeoutEnv = "KFD_SDMA_TIMEOUT";
+
+// Staging bound per GPU when KFD_MAX_BUFFER_SIZE is unset (or 0): 64 MiB.
+// Why: two 32 MiB halves carry 8 maximal SDMA packets (4 MiB) each, so a
+// submission's fixed cost (ioctl, fence, scheduling; tens of microseconds)
+// is well under 1% of its copy time, and 32 MiB file writes/reads are long
+// enough for full storage throughput. It does not grow with VRAM: upstream
+// sizes the buffer to the largest BO, which fails when a BO (or VRAM) is
+// larger than free RAM; 64 MiB of pinned memory per GPU is 512 MiB on an
+// 8-GPU node, when all GPUs are copied in parallel.
+inline constexpr uint64_t kDefaultStagingBound = 64ull << 20;
+
+// KFD_SDMA_TIMEOUT: how long one SDMA submission (at most one staging half,
+// 32 MiB by default) may take. 60 s is three orders of magnitude above a
+// healthy engine's time for it; a hung engine fails the dump or restore
+// after that long instead of never.
+inline constexpr uint64_t kDefaultSdmaTimeoutSeconds = 60;
+inline constexpr uint64_t kMaxSdmaTimeoutSeconds = 24 * 3600;
 
 // Immutable once loaded: hold it as `const Config`.
 struct Config {
@@ -64,6 +87,8 @@ struct Config {
 	// dump or restore, shared by the GPUs copied in parallel; 0 (unset) =
 	// the built-in bound per GPU (copy/gpu_copy.h per_gpu_staging_bound).
 	uint64_t max_buffer_size = 0;
+	// KFD_SDMA_TIMEOUT, seconds.
+	uint64_t sdma_timeout_s = kDefaultSdmaTimeoutSeconds;
 	// KFD_VERIFY: dumps compute a checksum of every chunk of BO contents,
 	// restores check every checksum of the images (metadata images and
 	// contents) before the process can resume. 0: for speed, a dump
@@ -74,8 +99,11 @@ struct Config {
 	bool enabled(Check check) const;
 	// A copy with one check switched on or off (tests, tooling).
 	Config with(Check check, bool on) const;
-	// One line for the log: "KFD_FW_VER_CHECK=1 ... KFD_MAX_BUFFER_SIZE=0
-	// KFD_VERIFY=1".
+	// Every setting at its default (nothing the user changed).
+	bool is_default() const { return *this == Config{}; }
+	// The effective configuration, for the log at init: "configuration:
+	// KFD_CAPABILITY_CHECK=0 (the other checks on), KFD_MAX_BUFFER_SIZE
+	// unset (staging: 64 MiB per GPU), KFD_VERIFY=1, KFD_SDMA_TIMEOUT=60 s".
 	std::string describe() const;
 
 	bool operator==(const Config &) const = default;
@@ -99,5 +127,7 @@ ConfigLoad config_from_process_env();
 // naming the accepted forms (not the variable).
 Result<bool> parse_bool_setting(std::string_view value);
 Result<uint64_t> parse_size_setting(std::string_view value);
+// KFD_SDMA_TIMEOUT: whole seconds, 1 to kMaxSdmaTimeoutSeconds.
+Result<uint64_t> parse_seconds_setting(std::string_view value);
 
 } // namespace amdcr

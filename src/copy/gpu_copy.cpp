@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -25,6 +28,48 @@ uint64_t job_bytes(const GpuCopyJob &job)
 		n += b.size;
 	return n;
 }
+
+uint64_t monotonic_ns()
+{
+	timespec ts{};
+	::clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// The bytes that went through, for the progress lines.
+class CountingSink final : public ByteSink {
+public:
+	CountingSink(ByteSink &inner, std::atomic<uint64_t> &moved) : inner_(inner), moved_(moved) {}
+	Status write(const void *buf, size_t len) override
+	{
+		auto st = inner_.write(buf, len);
+		if (st)
+			moved_.fetch_add(len, std::memory_order_relaxed);
+		return st;
+	}
+
+private:
+	ByteSink &inner_;
+	std::atomic<uint64_t> &moved_;
+};
+
+class CountingSource final : public ByteSource {
+public:
+	CountingSource(ByteSource &inner, std::atomic<uint64_t> &moved) : inner_(inner), moved_(moved) {}
+	Status read(void *buf, size_t len) override { return count(inner_.read(buf, len), len); }
+	Status skip(uint64_t len) override { return count(inner_.skip(len), len); }
+	uint64_t remaining() const override { return inner_.remaining(); }
+
+private:
+	Status count(Status st, uint64_t len)
+	{
+		if (st)
+			moved_.fetch_add(len, std::memory_order_relaxed);
+		return st;
+	}
+	ByteSource &inner_;
+	std::atomic<uint64_t> &moved_;
+};
 
 // What one job did, besides its stats.
 struct JobOut {
@@ -49,11 +94,13 @@ Result<JobOut> run_empty(Direction dir, const ImageDir &images, const GpuCopyJob
 // The transfer with the integrity layer around the file side: checksums
 // computed on the way out (dump), checked on the way in (restore).
 Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCopyJob &job,
-				ByteSink *sink, ByteSource *source, uint64_t bound)
+				ByteSink *sink, ByteSource *source, uint64_t bound,
+				std::atomic<uint64_t> &moved)
 {
 	JobOut out;
 	if (sink && !job.checksums) {
-		auto stats = transfer_to_file(engine, bufs, *sink, bound);
+		CountingSink counted(*sink, moved);
+		auto stats = transfer_to_file(engine, bufs, counted, bound);
 		if (!stats)
 			return std::move(stats).error();
 		out.stats = *stats;
@@ -64,7 +111,8 @@ Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCo
 		for (const auto &b : job.bos)
 			sizes.push_back(b.size);
 		ChecksummingSink sums(*sink, sizes);
-		auto stats = transfer_to_file(engine, bufs, sums, bound);
+		CountingSink counted(sums, moved);
+		auto stats = transfer_to_file(engine, bufs, counted, bound);
 		if (!stats)
 			return std::move(stats).error();
 		auto c = sums.take();
@@ -80,7 +128,8 @@ Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCo
 		bos.push_back({b.size, b.expect, b.label.empty() ? strprintf("BO %zu", i) : b.label});
 	}
 	VerifyingSource checked(*source, std::move(bos));
-	auto stats = transfer_from_file(engine, bufs, checked, bound);
+	CountingSource counted(checked, moved);
+	auto stats = transfer_from_file(engine, bufs, counted, bound);
 	if (!stats)
 		return std::move(stats).error();
 	out.stats = *stats;
@@ -91,7 +140,7 @@ Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCo
 // A job whose BOs each have their own pages file: one transfer over the
 // series of files, as if they were one.
 Result<JobOut> run_series(Direction dir, const ImageDir &images, const GpuCopyJob &job,
-			  DmaEngine &engine, BufferFeed &bufs, uint64_t bound)
+			  DmaEngine &engine, BufferFeed &bufs, uint64_t bound, std::atomic<uint64_t> &moved)
 {
 	if (job.bo_files.size() != job.bos.size())
 		return make_error(EINVAL, "%zu pages files for %zu BOs", job.bo_files.size(), job.bos.size());
@@ -100,7 +149,7 @@ Result<JobOut> run_series(Direction dir, const ImageDir &images, const GpuCopyJo
 		parts.push_back({job.bo_files[i], job.bos[i].size});
 	if (dir == Direction::GpuToFile) {
 		PagesSeriesWriter pages(images, std::move(parts));
-		auto out = transfer_checked(engine, bufs, job, &pages, nullptr, bound);
+		auto out = transfer_checked(engine, bufs, job, &pages, nullptr, bound, moved);
 		if (!out)
 			return out;
 		if (auto st = pages.finish(); !st)
@@ -108,17 +157,18 @@ Result<JobOut> run_series(Direction dir, const ImageDir &images, const GpuCopyJo
 		return out;
 	}
 	PagesSeriesReader pages(images, std::move(parts));
-	return transfer_checked(engine, bufs, job, nullptr, &pages, bound);
+	return transfer_checked(engine, bufs, job, nullptr, &pages, bound, moved);
 }
 
-Result<JobOut> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &job, uint64_t bound)
+Result<JobOut> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &job, uint64_t bound,
+		       const SdmaEngineOptions &opts, std::atomic<uint64_t> &moved)
 {
 	if (job.bos.empty())
 		return run_empty(dir, images, job);
 	auto render = open_at(AT_FDCWD, job.render_path, O_RDWR);
 	if (!render)
 		return std::move(render).error();
-	auto engine = SdmaEngine::create(render->get());
+	auto engine = SdmaEngine::create(render->get(), opts);
 	if (!engine)
 		return std::move(engine).error().context(job.render_path);
 
@@ -131,13 +181,13 @@ Result<JobOut> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &
 	ImportFeed bufs(**engine, specs);
 
 	if (!job.bo_files.empty())
-		return run_series(dir, images, job, **engine, bufs, bound);
+		return run_series(dir, images, job, **engine, bufs, bound, moved);
 	const uint64_t bytes = job_bytes(job);
 	if (dir == Direction::GpuToFile) {
 		auto pages = PagesWriter::create(images, job.pages_file, bytes);
 		if (!pages)
 			return std::move(pages).error();
-		auto out = transfer_checked(**engine, bufs, job, &*pages, nullptr, bound);
+		auto out = transfer_checked(**engine, bufs, job, &*pages, nullptr, bound, moved);
 		if (!out)
 			return std::move(out).error().context(job.pages_file);
 		if (auto st = pages->commit(); !st)
@@ -153,7 +203,7 @@ Result<JobOut> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &
 				  job.pages_file.c_str(),
 				  static_cast<unsigned long long>(pages->payload_size()),
 				  static_cast<unsigned long long>(bytes));
-	auto out = transfer_checked(**engine, bufs, job, nullptr, &*pages, bound);
+	auto out = transfer_checked(**engine, bufs, job, nullptr, &*pages, bound, moved);
 	if (!out)
 		return std::move(out).error().context(job.pages_file);
 	return out;
@@ -177,28 +227,166 @@ Result<uint64_t> per_gpu_staging_bound(uint64_t max_buffer_size, size_t gpus)
 	return share;
 }
 
+namespace {
+
+const char *verb(Direction dir)
+{
+	return dir == Direction::GpuToFile ? "dump" : "restore";
+}
+
+// The jobs' threads, and a progress line while they run long.
+class JobWaiter {
+public:
+	explicit JobWaiter(size_t jobs) : left_(jobs) {}
+	void done()
+	{
+		std::lock_guard lk(mu_);
+		left_--;
+		cv_.notify_all();
+	}
+	// Returns once every job is done; every `interval` seconds before that
+	// (0: never), logs how far the copies are.
+	void wait(Direction dir, double interval, uint64_t total, const std::atomic<uint64_t> &moved,
+		  size_t gpus)
+	{
+		const auto t0 = std::chrono::steady_clock::now();
+		std::unique_lock lk(mu_);
+		if (interval <= 0) {
+			cv_.wait(lk, [&] { return left_ == 0; });
+			return;
+		}
+		const auto step = std::chrono::duration<double>(interval);
+		while (!cv_.wait_for(lk, step, [&] { return left_ == 0; })) {
+			const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+			const uint64_t n = moved.load(std::memory_order_relaxed);
+			log_info("%s: %.2f of %.2f GiB of GPU memory copied (%llu%%) on %zu GPU%s in %.0f s, %.2f GB/s",
+				 verb(dir), static_cast<double>(n) / (1ull << 30),
+				 static_cast<double>(total) / (1ull << 30),
+				 static_cast<unsigned long long>(total ? n * 100 / total : 100), gpus,
+				 gpus == 1 ? "" : "s", secs, static_cast<double>(n) / secs / 1e9);
+		}
+	}
+
+private:
+	std::mutex mu_;
+	std::condition_variable cv_;
+	size_t left_;
+};
+
+void log_job_lines(Direction dir, const std::vector<GpuCopyResult> &out)
+{
+	for (const auto &r : out)
+		log_gpu(LogLevel::Debug, r.image_gpu_id,
+			"%s %llu BOs with contents, %llu bytes in %.3f s (%.2f GB/s; DMA and file I/O %.3f s), "
+			"peak staging %llu bytes, %llu submissions%s",
+			dir == Direction::GpuToFile ? "dumped" : "restored",
+			static_cast<unsigned long long>(r.stats.bos),
+			static_cast<unsigned long long>(r.stats.bytes), r.job_seconds,
+			r.job_seconds > 0 ? static_cast<double>(r.stats.bytes) / r.job_seconds / 1e9 : 0.0,
+			r.stats.seconds, static_cast<unsigned long long>(r.stats.peak_staging_bytes),
+			static_cast<unsigned long long>(r.stats.submissions),
+			dir == Direction::GpuToFile
+				? (r.checksums.empty() ? "" : ", checksummed")
+				: strprintf(", checksums matched for %llu bytes",
+					    static_cast<unsigned long long>(r.verified_bytes))
+					  .c_str());
+}
+
+void atomic_max(std::atomic<uint64_t> &a, uint64_t v)
+{
+	uint64_t cur = a.load();
+	while (cur < v && !a.compare_exchange_weak(cur, v)) {
+	}
+}
+
+void atomic_min(std::atomic<uint64_t> &a, uint64_t v)
+{
+	uint64_t cur = a.load();
+	while (cur > v && !a.compare_exchange_weak(cur, v)) {
+	}
+}
+
+void add_totals(CopyTotals &t, const std::vector<GpuCopyResult> &out, uint64_t t0, uint64_t t1)
+{
+	uint64_t staging = 0;
+	for (const auto &r : out) {
+		t.add_gpu(r.image_gpu_id);
+		t.copied_bos += r.stats.bos;
+		t.bytes += r.stats.bytes;
+		t.verified_bytes += r.verified_bytes;
+		staging += r.stats.peak_staging_bytes;
+	}
+	atomic_max(t.peak_staging, staging);
+	atomic_min(t.first_ns, t0);
+	atomic_max(t.last_ns, t1);
+}
+
+} // namespace
+
+void CopyTotals::add_gpu(uint32_t gpu_id)
+{
+	const uint64_t key = uint64_t{gpu_id} + 1;
+	for (auto &slot : gpu_keys) {
+		uint64_t cur = 0;
+		if (slot.compare_exchange_strong(cur, key) || cur == key)
+			return;
+	}
+}
+
+size_t CopyTotals::gpus() const
+{
+	return static_cast<size_t>(std::count_if(std::begin(gpu_keys), std::end(gpu_keys),
+						 [](const std::atomic<uint64_t> &k) { return k.load() != 0; }));
+}
+
+double CopyTotals::seconds() const
+{
+	const uint64_t a = first_ns.load(), b = last_ns.load();
+	return b > a ? static_cast<double>(b - a) / 1e9 : 0.0;
+}
+
 Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir &images,
 						  const std::vector<GpuCopyJob> &jobs,
 						  uint64_t max_buffer_size)
 {
+	CopySettings settings;
+	settings.max_buffer_size = max_buffer_size;
+	return run_gpu_copies(dir, images, jobs, settings);
+}
+
+Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir &images,
+						  const std::vector<GpuCopyJob> &jobs,
+						  const CopySettings &settings)
+{
 	const size_t with_buffers = static_cast<size_t>(
 		std::count_if(jobs.begin(), jobs.end(), [](const GpuCopyJob &j) { return !j.bos.empty(); }));
-	auto bound = per_gpu_staging_bound(max_buffer_size, with_buffers);
+	auto bound = per_gpu_staging_bound(settings.max_buffer_size, with_buffers);
 	if (!bound)
 		return std::move(bound).error();
 	const uint64_t staging_bound = *bound;
+	SdmaEngineOptions opts;
+	opts.fence_timeout_ns = settings.sdma_timeout_s * 1'000'000'000;
+	uint64_t total = 0;
+	for (const auto &j : jobs)
+		total += job_bytes(j);
+	std::atomic<uint64_t> moved{0};
 	std::vector<std::optional<Result<JobOut>>> results(jobs.size());
 	std::vector<double> seconds(jobs.size());
+	const uint64_t t0 = monotonic_ns();
 	{
+		JobWaiter waiter(jobs.size());
 		std::vector<std::jthread> workers;
 		workers.reserve(jobs.size());
 		for (size_t i = 0; i < jobs.size(); i++)
 			workers.emplace_back([&, i] {
-				const auto t0 = std::chrono::steady_clock::now();
-				results[i].emplace(run_one(dir, images, jobs[i], staging_bound));
-				seconds[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+				const auto start = std::chrono::steady_clock::now();
+				results[i].emplace(run_one(dir, images, jobs[i], staging_bound, opts, moved));
+				seconds[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+				waiter.done();
 			});
+		waiter.wait(dir, settings.progress_interval_s, total, moved, with_buffers);
 	} // joins
+	const uint64_t t1 = monotonic_ns();
 
 	std::vector<GpuCopyResult> out;
 	for (size_t i = 0; i < jobs.size(); i++) {
@@ -214,21 +402,9 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 		out.push_back({jobs[i].image_gpu_id, r->stats, seconds[i], std::move(r->checksums),
 			       r->verified_bytes});
 	}
-	for (const auto &r : out)
-		log_gpu(LogLevel::Info, r.image_gpu_id,
-			"%s %llu BOs, %llu bytes in %.3f s (%.2f GB/s; DMA and file I/O %.3f s), "
-			"peak staging %llu bytes, %llu submissions%s",
-			dir == Direction::GpuToFile ? "dumped" : "restored",
-			static_cast<unsigned long long>(r.stats.bos),
-			static_cast<unsigned long long>(r.stats.bytes), r.job_seconds,
-			r.job_seconds > 0 ? static_cast<double>(r.stats.bytes) / r.job_seconds / 1e9 : 0.0,
-			r.stats.seconds, static_cast<unsigned long long>(r.stats.peak_staging_bytes),
-			static_cast<unsigned long long>(r.stats.submissions),
-			dir == Direction::GpuToFile
-				? (r.checksums.empty() ? "" : ", checksummed")
-				: strprintf(", checksums matched for %llu bytes",
-					    static_cast<unsigned long long>(r.verified_bytes))
-					  .c_str());
+	log_job_lines(dir, out);
+	if (settings.totals)
+		add_totals(*settings.totals, out, t0, t1);
 	return out;
 }
 

@@ -6,6 +6,7 @@
 // transfer (src/copy), in the direction of the stage.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,6 +51,42 @@ struct GpuCopyResult {
 	uint64_t verified_bytes = 0;
 };
 
+// What all of a dump's or a restore's copies did, for its one summary line
+// (plugin/summary.h). Lock-free atomics only, no pointers: the restore
+// keeps it in memory shared by CRIU and the tasks it forks, which restore
+// their files themselves.
+struct CopyTotals {
+	static constexpr size_t kMaxGpus = 64; // distinct GPUs counted
+
+	std::atomic<uint64_t> files{0};	      // KFD and render files (the plugin counts)
+	std::atomic<uint64_t> bo_entries{0};  // BOs in their images (the plugin counts)
+	std::atomic<uint64_t> copied_bos{0};  // BOs whose contents were copied
+	std::atomic<uint64_t> bytes{0};	      // their bytes
+	std::atomic<uint64_t> verified_bytes{0}; // restore: bytes whose checksums matched
+	std::atomic<uint64_t> peak_staging{0};	 // the most staging one run_gpu_copies used
+	std::atomic<uint64_t> first_ns{UINT64_MAX}; // CLOCK_MONOTONIC: first copy began
+	std::atomic<uint64_t> last_ns{0};	    // last copy ended
+	std::atomic<uint64_t> gpu_keys[kMaxGpus]{}; // gpu_id + 1 of each GPU copied, 0 = free
+
+	// Records the GPU (checkpointed gpu_id) of a copy job.
+	void add_gpu(uint32_t gpu_id);
+	// Distinct GPUs recorded.
+	size_t gpus() const;
+	// Seconds from the first copy's start to the last one's end.
+	double seconds() const;
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+// How long copies take before a progress line (Info), and how often.
+inline constexpr double kProgressIntervalSeconds = 5.0;
+
+struct CopySettings {
+	uint64_t max_buffer_size = 0;			     // KFD_MAX_BUFFER_SIZE
+	uint64_t sdma_timeout_s = kDefaultSdmaTimeoutSeconds; // KFD_SDMA_TIMEOUT
+	double progress_interval_s = kProgressIntervalSeconds;  // 0: no progress lines
+	CopyTotals *totals = nullptr; // when set, the run's results are added
+};
+
 // Staging memory (per_gpu_staging_bound, for both directions): with
 // KFD_MAX_BUFFER_SIZE set, that many bytes for the whole process, shared
 // evenly by the GPUs that have buffers to copy (so the process never pins
@@ -65,8 +102,16 @@ struct GpuCopyResult {
 // reads none; a BO with `expect` is checked chunk by chunk as it is read,
 // and a mismatch stops the job with EBADMSG naming the file, the BO and
 // the byte range (run_gpu_copies adds the GPU).
+// Each SDMA submission may take KFD_SDMA_TIMEOUT seconds (ETIMEDOUT).
+// While copies run longer than progress_interval_s, a progress line (Info)
+// every progress_interval_s gives the bytes copied so far.
 // Returns the per-GPU stats, or the first job's error (by job order) after
-// all jobs have stopped. Logs one summary line per GPU on success.
+// all jobs have stopped. Logs one line per GPU (Debug) on success and adds
+// the run to `totals`.
+Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir &images,
+						  const std::vector<GpuCopyJob> &jobs,
+						  const CopySettings &settings);
+// The defaults of CopySettings but the bound.
 Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir &images,
 						  const std::vector<GpuCopyJob> &jobs,
 						  uint64_t max_buffer_size);

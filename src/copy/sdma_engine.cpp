@@ -267,7 +267,15 @@ Status SdmaEngine::wait_outstanding()
 {
 	const DmaFence f = *outstanding_;
 	outstanding_.reset();
-	return wait_fence(f, opts_.fence_timeout_ns);
+	auto st = wait_fence(f, opts_.fence_timeout_ns);
+	if (!st && st.error().code() == ETIMEDOUT)
+		return make_error(ETIMEDOUT,
+				  "SDMA copy (job seq %" PRIu64 ") not finished after %.3g s, the limit %s sets "
+				  "(default %" PRIu64 "): the GPU's DMA engine is hung or overloaded; "
+				  "if it is only slow, raise %s",
+				  f.seq(), static_cast<double>(opts_.fence_timeout_ns) / 1e9, kSdmaTimeoutEnv,
+				  kDefaultSdmaTimeoutSeconds, kSdmaTimeoutEnv);
+	return st;
 }
 
 } // namespace amdcr

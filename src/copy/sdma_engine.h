@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "config/config.h"
 #include "copy/dma_engine.h"
 #include "copy/sdma_packets.h"
 #include "copy/transfer.h"
@@ -33,8 +34,8 @@ namespace amdcr {
 struct SdmaEngineOptions {
 	// Copy packets one submission may carry (sizes the IB BO).
 	size_t ib_packets = 4096;
-	// Wait per submission before giving up with ETIMEDOUT.
-	uint64_t fence_timeout_ns = 60ull * 1000 * 1000 * 1000;
+	// Wait per submission before giving up with ETIMEDOUT (KFD_SDMA_TIMEOUT).
+	uint64_t fence_timeout_ns = kDefaultSdmaTimeoutSeconds * 1'000'000'000;
 };
 
 class SdmaEngine final : public DmaEngine {

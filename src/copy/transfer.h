@@ -25,18 +25,12 @@
 #include "base/result.h"
 #include "copy/dma_engine.h"
 #include "base/byte_stream.h"
+#include "config/config.h"
 
 namespace amdcr {
 
-// Staging bound when KFD_MAX_BUFFER_SIZE is unset: 64 MiB per GPU.
-// Why: two 32 MiB halves carry 8 maximal SDMA packets (4 MiB) each, so a
-// submission's fixed cost (ioctl, fence, scheduling; tens of microseconds)
-// is well under 1% of its copy time, and 32 MiB file writes/reads are long
-// enough for full storage throughput. It does not grow with VRAM: upstream
-// sizes the buffer to the largest BO, which fails when a BO (or VRAM) is
-// larger than free RAM; 64 MiB of pinned memory per GPU is 512 MiB on an
-// 8-GPU node, when all GPUs are copied in parallel.
-inline constexpr uint64_t kDefaultStagingBound = 64ull << 20;
+// kDefaultStagingBound (the bound per GPU when KFD_MAX_BUFFER_SIZE is unset)
+// is in config/config.h, with the reason for its size.
 
 enum class Direction { GpuToFile, FileToGpu };
 

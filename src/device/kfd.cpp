@@ -161,7 +161,7 @@ Result<KfdRestored> Kfd::restore(const KfdRestoreRequest &req) const
 	for (size_t i = 0; i < devs.size(); ++i) {
 		const auto &d = req.devices[i];
 		if (d.drm_fd < 0)
-			return make_error(EINVAL, "KFD CRIU_OP RESTORE: device bucket %zu (gpu 0x%x) has no render fd",
+			return make_error(EINVAL, "KFD CRIU_OP RESTORE: device bucket %zu (gpu 0x%04x) has no render fd",
 					  i, d.actual_gpu_id);
 		devs[i].user_gpu_id = d.user_gpu_id;
 		devs[i].actual_gpu_id = d.actual_gpu_id;

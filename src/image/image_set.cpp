@@ -56,7 +56,7 @@ Status validate_kfd_image_set(const ImageDir &dir, int id, const KfdImage &img)
 		if (!expected)
 			return std::move(expected).error().context(kfd_image_name(id));
 		const std::string what =
-			strprintf("the VRAM/GTT BOs of GPU 0x%04x in %s", d.gpu_id,
+			strprintf("the VRAM/GTT BOs of gpu 0x%04x in %s", d.gpu_id,
 				  kfd_image_name(id).c_str());
 		st = check_pages_file(dir, kfd_pages_image_name(id, d.gpu_id), *expected,
 				      *expected == 0, what.c_str());

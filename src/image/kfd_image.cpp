@@ -79,7 +79,7 @@ Result<uint64_t> KfdImage::pages_size(uint32_t gpu_id) const
 		if (bo.gpu_id != gpu_id || !bo.has_contents())
 			continue;
 		if (total + bo.size < total)
-			return make_error(EOVERFLOW, "GPU 0x%04x: BO sizes overflow 64 bits at BO %zu",
+			return make_error(EOVERFLOW, "gpu 0x%04x: BO sizes overflow 64 bits at BO %zu",
 					  gpu_id, i);
 		total += bo.size;
 	}
@@ -101,11 +101,11 @@ Status validate_kfd_image(const KfdImage &img, const std::string &name)
 		if (!d.is_gpu())
 			continue;
 		if (!gpu_ids.insert(d.gpu_id).second)
-			return make_error(EINVAL, "%s: device entry %zu: duplicate gpu_id 0x%04x", n, i,
+			return make_error(EINVAL, "%s: device entry %zu: duplicate gpu 0x%04x", n, i,
 					  d.gpu_id);
 		if (d.drm_render_minor < kFirstRenderMinor || d.drm_render_minor > kLastRenderMinor)
 			return make_error(EINVAL,
-					  "%s: GPU 0x%04x: render minor %u outside %u..%u", n,
+					  "%s: gpu 0x%04x: render minor %u outside %u..%u", n,
 					  d.gpu_id, d.drm_render_minor, kFirstRenderMinor,
 					  kLastRenderMinor);
 	}
@@ -120,7 +120,7 @@ Status validate_kfd_image(const KfdImage &img, const std::string &name)
 					  " overflows",
 					  n, i, bo.addr, bo.size);
 		if (!gpu_ids.contains(bo.gpu_id))
-			return make_error(EINVAL, "%s: BO %zu: gpu_id 0x%04x is not in the device list",
+			return make_error(EINVAL, "%s: BO %zu: gpu 0x%04x is not in the device list",
 					  n, i, bo.gpu_id);
 		if (bo.checksum && !bo.has_contents())
 			return make_error(EINVAL, "%s: BO %zu: content checksums on a BO without contents",

@@ -19,7 +19,14 @@
 
 namespace amdcr {
 
-DumpSession::DumpSession(SessionEnv env) : env_(std::move(env)), devs_(DeviceNumbers::probe(env_.paths)) {}
+DumpSession::DumpSession(SessionEnv env) : env_(std::move(env)), devs_(DeviceNumbers::probe(env_.paths))
+{
+	auto t = StageTotals::create();
+	if (t)
+		totals_.emplace(std::move(*t));
+	else
+		log_debug("no summary line for this dump: %s", t.error().message().c_str());
+}
 
 DumpSession::~DumpSession()
 {
@@ -119,7 +126,7 @@ Status DumpSession::unpause_all()
 			st = p.kfd.unpause();
 			if (st)
 				break;
-			log_warn("pid %u: CRIU_OP UNPAUSE attempt %d/%d failed: %s", p.pid, attempt, kAttempts,
+			log_warn("pid %u: GPU queues not resumed, attempt %d/%d: %s", p.pid, attempt, kAttempts,
 				 st.error().message().c_str());
 			if (attempt < kAttempts)
 				::usleep(10000u << attempt);
@@ -129,7 +136,7 @@ Status DumpSession::unpause_all()
 			if (first)
 				first = std::move(st);
 		} else {
-			log_info("pid %u: GPU queues resumed", p.pid);
+			log_debug("pid %u: GPU queues resumed", p.pid);
 		}
 	}
 	paused_.clear();
@@ -182,19 +189,21 @@ void DumpSession::discard_created(const char *why)
 		else
 			removed++;
 	}
-	log_info("%s: removed the %zu GPU image files it had written", why, removed);
+	log_debug("%s: removed the %zu GPU image files it had written", why, removed);
 	created_.clear();
 }
 
 void DumpSession::finish(int ret)
 {
 	if (!paused_.empty()) {
-		log_info("dump ended (%d) before DUMP_DEVICES_LATE: resuming %zu paused process(es)", ret,
-			 paused_.size());
+		log_debug("dump ended (%d) before DUMP_DEVICES_LATE: resuming %zu paused processes", ret,
+			  paused_.size());
 		(void)unpause_all();
 	}
 	if (ret != 0)
 		discard_created("the dump failed");
+	else if (totals_ && totals_->any())
+		log_notice("%s", totals_->line(true, env_.config).c_str());
 }
 
 } // namespace amdcr

@@ -28,6 +28,7 @@
 #include "device/kfd.h"
 #include "image/render_image.h"
 #include "plugin/session.h"
+#include "plugin/summary.h"
 #include "topology/topology.h"
 
 namespace amdcr {
@@ -81,7 +82,12 @@ private:
 	// created_ (its image names its buffers).
 	void record_render_files(int id);
 
+	// Where this dump's copies add up (nullptr when it could not be
+	// mapped: then there is no summary line).
+	CopyTotals *totals() const { return totals_ ? &totals_->copies() : nullptr; }
+
 	SessionEnv env_;
+	std::optional<StageTotals> totals_;
 	DeviceNumbers devs_;
 	std::optional<Result<Topology>> topo_;
 	std::vector<Paused> paused_;

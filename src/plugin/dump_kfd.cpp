@@ -34,10 +34,10 @@ Status DumpSession::dump_kfd(int fd, int id)
 	Kfd target = Kfd::adopt(UniqueFd(dup_fd));
 	auto info = target.process_info();
 	if (!info)
-		return std::move(info).error().context("CRIU_OP PROCESS_INFO");
+		return std::move(info).error();
 	paused_.push_back({std::move(target), info->pid, id});
 	const Kfd &kfd = paused_.back().kfd;
-	log_info("pid %u: GPU queues paused (%u GPUs, %u BOs, %u objects)", info->pid, info->num_devices,
+	log_debug("pid %u: GPU queues paused (%u GPUs, %u BOs, %u objects)", info->pid, info->num_devices,
 		 info->num_bos, info->num_objects);
 
 	const Topology *topo = topology();
@@ -48,7 +48,7 @@ Status DumpSession::dump_kfd(int fd, int id)
 		return st;
 	auto ck = kfd.checkpoint(*info);
 	if (!ck)
-		return std::move(ck).error().context("CRIU_OP CHECKPOINT");
+		return std::move(ck).error();
 
 	KfdImage img;
 	img.pid = info->pid;
@@ -112,7 +112,7 @@ Status DumpSession::dump_kfd(int fd, int id)
 	// from the start: a dump that fails later removes them (finish()).
 	for (const auto &j : jobs)
 		created_.push_back(j.pages_file);
-	auto copied = run_gpu_copies(Direction::GpuToFile, *images, jobs, env_.config.max_buffer_size);
+	auto copied = run_gpu_copies(Direction::GpuToFile, *images, jobs, copy_settings(env_, totals()));
 	if (!copied)
 		return std::move(copied).error();
 	for (size_t j = 0; j < jobs.size(); j++) {
@@ -128,8 +128,10 @@ Status DumpSession::dump_kfd(int fd, int id)
 	created_.push_back(name);
 	if (auto st = write_kfd_image(*images, id, img); !st)
 		return st;
-	log_info("pid %u: wrote %s (%zu devices, %zu BOs)", info->pid, name.c_str(), img.devices.size(),
-		 img.bos.size());
+	log_debug("pid %u: wrote %s (%zu devices, %zu BOs)", info->pid, name.c_str(), img.devices.size(),
+		  img.bos.size());
+	if (totals_)
+		totals_->add_file(img.bos.size());
 	if (!env_.dump_devices_late)
 		return unpause_all(); // no later hook will (CRIU 4.0-4.2.1)
 	return ok_status();

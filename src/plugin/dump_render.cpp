@@ -107,14 +107,16 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 	// Contents first, metadata last: a render image under its final name
 	// implies its pages files are complete.
 	if (!job.bos.empty()) {
-		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {job}, env_.config.max_buffer_size);
+		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {job}, copy_settings(env_, totals()));
 		if (!copied)
 			return std::move(copied).error().context(strprintf("renderD%u", minor));
 	}
 	if (auto st = write_render_image(*images, id, img); !st)
 		return st;
-	log_gpu(LogLevel::Info, gpu.gpu_id, "render node %u: wrote %s (%zu BOs, %zu with contents)", minor,
+	log_gpu(LogLevel::Debug, gpu.gpu_id, "render node %u: wrote %s (%zu BOs, %zu with contents)", minor,
 		name.c_str(), img.bos.size(), job.bos.size());
+	if (totals_)
+		totals_->add_file(img.bos.size(), gpu.gpu_id);
 	return ok_status();
 }
 

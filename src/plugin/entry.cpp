@@ -80,6 +80,11 @@ amdcr::SessionEnv make_env()
 	auto load = amdcr::config_from_process_env();
 	for (const auto &w : load.warnings)
 		amdcr::log_warn("%s", w.c_str());
+	// At CRIU's default level when the user changed something (a check
+	// switched off shows in every log); debug otherwise, so a machine
+	// without AMD GPUs stays silent.
+	amdcr::log_msg(load.config.is_default() ? amdcr::LogLevel::Debug : amdcr::LogLevel::Notice, "%s",
+		       load.config.describe().c_str());
 	amdcr::SessionEnv env;
 	env.config = load.config;
 	env.dump_devices_late = CR_PLUGIN_DESC.max_hooks > CR_PLUGIN_HOOK__DUMP_DEVICES_LATE;
@@ -137,6 +142,12 @@ int dump_devices_late(int pid)
 
 int restore_ext_file(int id, bool *retry_needed)
 {
+	// Only criu-dev's 15-hook ABI passes `retry_needed` (and reads it
+	// uninitialised unless we set it); CRIU 4.2.1 calls this hook with
+	// the id alone (criu/files-ext.c), so the second argument is whatever
+	// the register held and must not be written.
+	if (CR_PLUGIN_DESC.max_hooks <= CR_PLUGIN_HOOK__DUMP_DEVICES_LATE)
+		retry_needed = nullptr;
 	return guarded([&] { return g_restore ? g_restore->restore_ext_file(id, retry_needed) : -ENOTSUP; });
 }
 

@@ -122,15 +122,15 @@ Status RestoreSession::load_and_map()
 		// No directory to list: each image is requested when CRIU
 		// restores its file (restore_streamed).
 		if (!criu::consume_inventory_entry(kPluginName)) {
-			log_info("the checkpoint's inventory does not name %s: nothing of ours to restore",
-				 kPluginName);
+			log_debug("the checkpoint's inventory does not name %s: nothing of ours to restore",
+				  kPluginName);
 			state_ = State::Inactive;
 			return ok_status();
 		}
 		streamed_ = true;
 		state_ = State::Active;
-		log_info("restore: the images are streamed (criu --stream): each GPU image is read when "
-			 "CRIU restores its file");
+		log_debug("restore: the images are streamed (criu --stream): each GPU image is read when "
+			  "CRIU restores its file");
 		return ok_status();
 	}
 	auto kfd_ids = images->ids_with_prefix(kKfdImagePrefix);
@@ -150,7 +150,7 @@ Status RestoreSession::load_and_map()
 		return ok_status();
 	}
 	if (!listed) {
-		log_info("the image directory has GPU images, but the checkpoint's inventory does not name "
+		log_warn("the image directory has GPU images, but the checkpoint's inventory does not name "
 			 "%s: they are not restored",
 			 kPluginName);
 		state_ = State::Inactive;
@@ -261,7 +261,7 @@ Status RestoreSession::map_loaded_images(const std::map<uint32_t, KfdDevice> &de
 		map_ = GpuMap(entries);
 	}
 	for (const auto &e : map_.entries())
-		log_gpu(LogLevel::Info, e.checkpointed_gpu_id, "restoring onto local gpu 0x%04x (renderD%u)",
+		log_gpu(LogLevel::Debug, e.checkpointed_gpu_id, "restoring onto local gpu 0x%04x (renderD%u)",
 			e.local_gpu_id, e.local_render_minor);
 	return ok_status();
 }
@@ -341,6 +341,14 @@ int RestoreSession::prepare()
 			state_ = State::Inactive;
 			return st.error().neg();
 		}
+	}
+	if (active() && !totals_) {
+		// Before CRIU forks the tasks that restore the files.
+		auto t = StageTotals::create();
+		if (t)
+			totals_.emplace(std::move(*t));
+		else
+			log_debug("no summary line for this restore: %s", t.error().message().c_str());
 	}
 	return active() ? 0 : -ENOTSUP;
 }
@@ -473,23 +481,25 @@ int RestoreSession::resume_devices_late(int pid)
 		return -ENOTSUP;
 	auto kfd = Kfd::open(env_.paths.kfd_path());
 	if (!kfd) {
-		log_error("resume of pid %d: %s", pid, kfd.error().message().c_str());
+		log_error("pid %d: GPU queues not resumed: %s", pid, kfd.error().message().c_str());
 		return -ENOTSUP;
 	}
 	auto st = kfd->resume(static_cast<uint32_t>(pid));
 	if (!st) {
 		if (st.error().code() != ESRCH) // ESRCH: no GPU state in that process
-			log_error("resume of pid %d: CRIU_OP RESUME: %s", pid, st.error().message().c_str());
+			log_error("pid %d: GPU queues not resumed: %s", pid, st.error().message().c_str());
 		return -ENOTSUP;
 	}
-	log_info("pid %d: GPU queues resumed", pid);
+	log_debug("pid %d: GPU queues resumed", pid);
 	return -ENOTSUP;
 }
 
-void RestoreSession::finish(int /*ret*/)
+void RestoreSession::finish(int ret)
 {
 	vmas_.clear();
 	render_files_.clear();
+	if (ret == 0 && totals_ && totals_->any())
+		log_notice("%s", totals_->line(false, env_.config).c_str());
 }
 
 } // namespace amdcr

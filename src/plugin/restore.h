@@ -30,6 +30,7 @@
 #include "image/render_image.h"
 #include "plugin/session.h"
 #include "plugin/shared_bos.h"
+#include "plugin/summary.h"
 #include "topology/mapping.h"
 
 namespace amdcr {
@@ -132,7 +133,14 @@ private:
 	// The checkpointed minor a GPU had, from the KFD images.
 	uint32_t checkpointed_minor(uint32_t image_gpu_id) const;
 
+	// Where the copies of every restored task add up, for finish()'s
+	// summary line; nullptr when it could not be mapped.
+	CopyTotals *totals() const { return totals_ ? &totals_->copies() : nullptr; }
+
 	SessionEnv env_;
+	// Shared with the tasks CRIU forks (plugin/summary.h): created by
+	// prepare() when there is something to restore.
+	std::optional<StageTotals> totals_;
 	State state_ = State::Unprepared;
 	std::map<int, KfdImage> kfd_images_; // by CRIU file id
 	GpuMap map_;

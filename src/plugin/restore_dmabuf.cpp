@@ -24,7 +24,7 @@ struct FilledBo {
 };
 
 Result<FilledBo> create_filled_bo(const SessionEnv &env, const ImageDir &images, const SharedBo &s,
-				  uint32_t minor, int render_fd)
+				  uint32_t minor, int render_fd, CopyTotals *totals)
 {
 	const std::string what = strprintf("shared BO %u", s.id);
 	auto h = GemHandle::create(render_fd, s.size, s.alignment, s.preferred_domains, s.alloc_flags);
@@ -40,7 +40,7 @@ Result<FilledBo> create_filled_bo(const SessionEnv &env, const ImageDir &images,
 		job.bos.push_back({dmabuf->get(), s.size});
 		job.bo_files.push_back(drm_pages_image_name(static_cast<int>(s.contents_id), s.contents_minor,
 							    s.contents_index));
-		auto copied = run_gpu_copies(Direction::FileToGpu, images, {job}, env.config.max_buffer_size);
+		auto copied = run_gpu_copies(Direction::FileToGpu, images, {job}, copy_settings(env, totals));
 		if (!copied)
 			return std::move(copied).error().context(what);
 	}
@@ -66,7 +66,7 @@ Result<UniqueFd> RestoreSession::shared_dmabuf(const ImageDir &images, const Sha
 		log_debug("shared BO %u: taken from the task that restored it first", s.id);
 		return std::move(taken->dmabuf);
 	}
-	auto bo = create_filled_bo(env_, images, s, m.local_render_minor, render_fd);
+	auto bo = create_filled_bo(env_, images, s, m.local_render_minor, render_fd, totals());
 	if (!bo)
 		return std::move(bo).error();
 	if (auto st = taken->claim->publish(bo->dmabuf.get()); !st)
@@ -104,7 +104,7 @@ Status RestoreSession::restore_dmabuf(const ImageDir &images, int id, UniqueFd *
 	std::optional<GemHandle> created;
 	if (!shared_among_files(s.id)) {
 		// The only holder in the checkpoint.
-		auto bo = create_filled_bo(env_, images, s, m->local_render_minor, render->get());
+		auto bo = create_filled_bo(env_, images, s, m->local_render_minor, render->get(), totals());
 		if (!bo)
 			return std::move(bo).error().context(name);
 		created.emplace(std::move(bo->handle));

@@ -59,8 +59,8 @@ Status RestoreSession::restore_kfd(const ImageDir &images, int id, UniqueFd *out
 	KfdRestoreRequest req{devices, bos, img.priv_data, img.num_of_objects};
 	auto restored = kfd->restore(req);
 	if (!restored)
-		return std::move(restored).error().context("CRIU_OP RESTORE");
-	log_info("pid %u: KFD state recreated (%zu GPUs, %zu BOs)", img.pid, devices.size(), bos.size());
+		return std::move(restored).error();
+	log_debug("pid %u: KFD state recreated (%zu GPUs, %zu BOs)", img.pid, devices.size(), bos.size());
 
 	for (size_t i = 0; i < img.bos.size(); i++) {
 		const KfdBo &b = img.bos[i];
@@ -86,9 +86,11 @@ Status RestoreSession::restore_kfd(const ImageDir &images, int id, UniqueFd *out
 			vmas_.push_back({true, 0, 0, b.offset, r.restored_offset});
 		}
 	}
-	auto copied = run_gpu_copies(Direction::FileToGpu, images, jobs, env_.config.max_buffer_size);
+	auto copied = run_gpu_copies(Direction::FileToGpu, images, jobs, copy_settings(env_, totals()));
 	if (!copied)
 		return std::move(copied).error();
+	if (totals_)
+		totals_->add_file(img.bos.size());
 
 	if (auto st = restore_hsakmt_shm(env_.paths.shm_dir, {img.shared_mem_size, img.shared_mem_magic});
 	    !st)

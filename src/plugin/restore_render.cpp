@@ -122,7 +122,7 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 		created.push_back(std::move(*h));
 	}
 	if (!job.bos.empty()) {
-		auto copied = run_gpu_copies(Direction::FileToGpu, images, {job}, env_.config.max_buffer_size);
+		auto copied = run_gpu_copies(Direction::FileToGpu, images, {job}, copy_settings(env_, totals()));
 		if (!copied)
 			return std::move(copied).error().context(name);
 	}
@@ -134,8 +134,10 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 	for (auto &h : created)
 		(void)h.release();
 	vmas_.insert(vmas_.end(), updates.begin(), updates.end());
-	log_gpu(LogLevel::Info, img->gpu_id, "render node %u restored as renderD%u (%zu BOs, %zu with contents)",
+	log_gpu(LogLevel::Debug, img->gpu_id, "render node %u restored as renderD%u (%zu BOs, %zu with contents)",
 		img->drm_render_minor, m->local_render_minor, img->bos.size(), job.bos.size());
+	if (totals_)
+		totals_->add_file(img->bos.size(), img->gpu_id);
 	return ok_status();
 }
 

@@ -18,4 +18,13 @@ Result<ImageDir> session_image_dir(const SessionEnv &env)
 	return dir;
 }
 
+CopySettings copy_settings(const SessionEnv &env, CopyTotals *totals)
+{
+	CopySettings s;
+	s.max_buffer_size = env.config.max_buffer_size;
+	s.sdma_timeout_s = env.config.sdma_timeout_s;
+	s.totals = totals;
+	return s;
+}
+
 } // namespace amdcr

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "config/config.h"
+#include "copy/gpu_copy.h"
 #include "image/image_dir.h"
 #include "device/system.h"
 
@@ -31,5 +32,9 @@ struct SessionEnv {
 // the image directory's among them, in each restored task
 // (criu/servicefd.c clone_service_fd).
 Result<ImageDir> session_image_dir(const SessionEnv &env);
+
+// How the session's copies run (KFD_MAX_BUFFER_SIZE, KFD_SDMA_TIMEOUT),
+// their results added to `totals` (may be nullptr).
+CopySettings copy_settings(const SessionEnv &env, CopyTotals *totals);
 
 } // namespace amdcr

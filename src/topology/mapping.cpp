@@ -148,7 +148,12 @@ std::vector<std::vector<int>> peer_ranks(const Topology &t, const std::vector<co
 
 std::string gpu_label(const TopologyNode &n)
 {
-	return strprintf("gpu_id %u (node %u, renderD%u)", n.gpu_id, n.node_id, n.drm_render_minor);
+	return strprintf("gpu 0x%04x (node %u, renderD%u)", n.gpu_id, n.node_id, n.drm_render_minor);
+}
+
+std::string plural(size_t n, const char *word)
+{
+	return strprintf("%zu %s%s", n, word, n == 1 ? "" : "s");
 }
 
 constexpr size_t kNone = std::numeric_limits<size_t>::max();
@@ -254,7 +259,7 @@ private:
 			const int need = outgoing ? src_peer_[si][k] : src_peer_[k][si];
 			const int have = outgoing ? dst_peer_[di][dk] : dst_peer_[dk][di];
 			if (have < need)
-				return strprintf("no %s link %s local gpu_id %u, which holds checkpointed gpu_id %u "
+				return strprintf("no %s link %s local gpu 0x%04x, which holds checkpointed gpu 0x%04x "
 						 "(linked %s it by %s) (cannot be relaxed)",
 						 link_at_least_name(need), outgoing ? "to" : "from",
 						 dst_[dk]->gpu_id, src_[k]->gpu_id, outgoing ? "to" : "from",
@@ -276,7 +281,7 @@ private:
 	{
 		std::vector<std::string> out = unary_[si][di];
 		if (owner_[di] != kNone)
-			out.push_back(strprintf("already taken by checkpointed gpu_id %u", src_[owner_[di]]->gpu_id));
+			out.push_back(strprintf("already taken by checkpointed gpu 0x%04x", src_[owner_[di]]->gpu_id));
 		for (size_t k = 0; k < src_.size(); k++) {
 			if (assigned_[k] == kNone || k == si || assigned_[k] == di)
 				continue;
@@ -440,32 +445,39 @@ private:
 	}
 
 	// Keeps the dead end reached deepest in the search: that is the GPU
-	// that could not be placed however the others were.
+	// that could not be placed however the others were. One line per
+	// distinct reason, listing the local GPUs it refuses (on a node of
+	// eight equal GPUs, one line instead of eight).
 	void record_failure(size_t depth, size_t si)
 	{
 		if (!failure_.empty() && depth <= failure_depth_)
 			return;
 		failure_depth_ = depth;
-		const TopologyNode &s = *src_[si];
-		std::string msg = strprintf("cannot map checkpointed GPU %s to a local GPU", gpu_label(s).c_str());
-		std::vector<std::string> placed;
+		std::string msg = strprintf("cannot map checkpointed %s to a local GPU", gpu_label(*src_[si]).c_str());
+		std::string placed;
 		for (size_t k = 0; k < src_.size(); k++)
 			if (assigned_[k] != kNone)
-				placed.push_back(strprintf("%u->%u", src_[k]->gpu_id, dst_[assigned_[k]]->gpu_id));
-		if (!placed.empty()) {
-			msg += " (with";
-			for (const auto &p : placed)
-				msg += " " + p;
-			msg += " already placed)";
+				placed += strprintf("%s0x%04x on 0x%04x", placed.empty() ? "" : ", ", src_[k]->gpu_id,
+						    dst_[assigned_[k]]->gpu_id);
+		if (!placed.empty())
+			msg += " (with gpu " + placed + " already placed)";
+		if (dst_.empty()) {
+			failure_ = msg + ": no usable local GPU";
+			return;
 		}
-		if (dst_.empty())
-			msg += ": no usable local GPU";
-		for (size_t j = 0; j < dst_.size(); j++) {
-			msg += strprintf("\n  local %s:", gpu_label(*dst_[j]).c_str());
-			const auto r = reasons(si, j);
-			for (size_t n = 0; n < r.size(); n++)
-				msg += (n ? "; " : " ") + r[n];
-		}
+		// reason -> the local GPUs it refuses, in order of first mention.
+		std::vector<std::pair<std::string, std::string>> groups;
+		for (size_t j = 0; j < dst_.size(); j++)
+			for (auto &r : reasons(si, j)) {
+				auto g = std::find_if(groups.begin(), groups.end(),
+						      [&](const auto &e) { return e.first == r; });
+				if (g == groups.end())
+					g = groups.insert(groups.end(), {std::move(r), ""});
+				g->second += strprintf("%s0x%04x", g->second.empty() ? "" : ", ", dst_[j]->gpu_id);
+			}
+		msg += strprintf("; the %s refused it:", plural(dst_.size(), "usable local GPU").c_str());
+		for (const auto &[reason, gpus] : groups)
+			msg += strprintf("\n  %s on gpu %s", reason.c_str(), gpus.c_str());
 		failure_ = std::move(msg);
 	}
 
@@ -503,10 +515,10 @@ Result<GpuMap> map_gpus(const MappingInput &in)
 		for (uint32_t id : in.held_gpu_ids) {
 			const TopologyNode *n = in.checkpointed->gpu(id);
 			if (!n || !n->accessible)
-				return make_error(EINVAL, "checkpointed GPU gpu_id %u is not in the checkpointed topology",
+				return make_error(EINVAL, "checkpointed gpu 0x%04x is not in the checkpointed topology",
 						  id);
 			if (!seen.insert(id).second)
-				return make_error(EINVAL, "checkpointed GPU gpu_id %u is listed twice", id);
+				return make_error(EINVAL, "checkpointed gpu 0x%04x is listed twice", id);
 			src.push_back(n);
 		}
 	}
@@ -519,9 +531,9 @@ Result<GpuMap> map_gpus(const MappingInput &in)
 	if (src.size() > dst.size()) {
 		std::string have;
 		for (const auto *d : dst)
-			have += strprintf(" %u", d->gpu_id);
-		return make_error(EINVAL, "the checkpointed process used %zu GPUs but only %zu local GPUs are usable%s%s",
-				  src.size(), dst.size(), dst.empty() ? "" : " (gpu_id", dst.empty() ? "" : (have + ")").c_str());
+			have += strprintf("%sgpu 0x%04x", have.empty() ? ": " : ", ", d->gpu_id);
+		return make_error(EINVAL, "the checkpointed process used %s, this machine has %zu usable%s",
+				  plural(src.size(), "GPU").c_str(), dst.size(), have.c_str());
 	}
 
 	Mapper m(in, std::move(src), std::move(dst));

@@ -507,7 +507,7 @@ private:
 			return std::move(found).error();
 		if (*found || denied_)
 			return ok_status();
-		return make_error(EINVAL, "%s/mem_banks: GPU %u has no VRAM bank (heap_type %u or %u)", dir_.c_str(),
+		return make_error(EINVAL, "%s/mem_banks: gpu 0x%04x has no VRAM bank (heap_type %u or %u)", dir_.c_str(),
 				  node_.gpu_id, kHeapTypeFrameBufferPublic, kHeapTypeFrameBufferPrivate);
 	}
 
@@ -645,7 +645,7 @@ Result<Topology> parse_topology(const std::string &root, const TopologyFs &fs)
 			node = std::move(hidden);
 		}
 		if (node.gpu_id != 0 && !gpu_ids.insert(node.gpu_id).second)
-			return make_error(EINVAL, "%s/gpu_id: gpu_id %u appears on two nodes", node_dir.c_str(),
+			return make_error(EINVAL, "%s/gpu_id: gpu 0x%04x appears on two nodes", node_dir.c_str(),
 					  node.gpu_id);
 		nodes.push_back(std::move(node));
 	}
@@ -661,9 +661,9 @@ std::string describe_topology(const Topology &t)
 		if (n.is_cpu())
 			out += strprintf("node %u: CPU, %u cores", n.node_id, n.cpu_cores_count);
 		else if (!n.accessible)
-			out += strprintf("node %u: GPU gpu_id %u, not accessible (device cgroup)", n.node_id, n.gpu_id);
+			out += strprintf("node %u: gpu 0x%04x, not accessible (device cgroup)", n.node_id, n.gpu_id);
 		else
-			out += strprintf("node %u: GPU gpu_id %u renderD%u %s device_id 0x%04x, VRAM %llu bytes (%s)",
+			out += strprintf("node %u: gpu 0x%04x renderD%u %s device_id 0x%04x, VRAM %llu bytes (%s)",
 					 n.node_id, n.gpu_id, n.drm_render_minor, n.name.empty() ? "-" : n.name.c_str(),
 					 n.device_id, static_cast<unsigned long long>(n.vram_size),
 					 n.vram_public ? "public" : "private");
@@ -677,7 +677,7 @@ std::string describe_topology(const Topology &t)
 	for (const auto &h : t.hives()) {
 		out += "\nXGMI hive:";
 		for (uint32_t id : h)
-			out += strprintf(" %u", id);
+			out += strprintf(" 0x%04x", id);
 	}
 	return out;
 }

@@ -12,10 +12,16 @@
                                           that names one document, both ways
     check_docs.py --source DIR messages   every message the man pages quote
                                           as the plugin's (a TROUBLESHOOTING
-                                          term not marked "(from CRIU)") is in
-                                          the sources: each literal piece of
-                                          it between placeholders ("...",
-                                          _italic_ words) occurs in src/
+                                          or DIAGNOSTICS term not marked
+                                          "(from CRIU)") is in the sources:
+                                          each literal piece of it between
+                                          placeholders ("...", _italic_
+                                          words) occurs in src/
+    check_docs.py --source DIR message_style  the plugin's messages name GPUs
+                                          one way, "gpu 0x%04x" (src/base/
+                                          log.h): no format string under src/
+                                          (but the inspector's) prints a
+                                          gpu_id in decimal or another hex form
 
 Exit 0 pass, 1 fail, 77 NOT RUN (markup: asciidoctor or man missing).
 """
@@ -101,16 +107,18 @@ def case_variables(src):
 
 
 def quoted_messages(page):
-    """The TROUBLESHOOTING terms of a man page that quote the plugin."""
+    """The TROUBLESHOOTING and DIAGNOSTICS terms of a man page that quote
+    the plugin."""
     text = open(page).read()
-    m = re.search(r"^== TROUBLESHOOTING\n(.*?)(^== |\Z)", text, re.S | re.M)
-    if not m:
-        return []
     out = []
-    for term in re.findall(r"^(.+)::\s*$", m.group(1), re.M):
-        if "(from CRIU)" in term or not term.startswith("*"):
+    for section in ("TROUBLESHOOTING", "DIAGNOSTICS"):
+        m = re.search(r"^== " + section + r"\n(.*?)(^== |\Z)", text, re.S | re.M)
+        if not m:
             continue
-        out.append(term)
+        for term in re.findall(r"^(.+)::\s*$", m.group(1), re.M):
+            if "(from CRIU)" in term or not term.startswith("*"):
+                continue
+            out.append(term)
     return out
 
 
@@ -138,12 +146,38 @@ def case_messages(src):
     print(f"{checked} quoted message pieces found in src/")
 
 
+# A gpu_id printed any other way than "gpu 0x%04x": in decimal, unpadded,
+# or as "GPU 0x"/"gpu_id 0x".
+OTHER_GPU_FORMS = re.compile(r"(?i:gpu(?:_id)?) %[0-9]*[ud]|(?i:gpu(?:_id)?) 0x%[0-9]*[xX]|GPU 0x%04x|gpu_id 0x%04x")
+
+
+def case_message_style(src):
+    problems, formats = [], 0
+    for f in sources(src):
+        if os.sep + "inspect" + os.sep in f:
+            continue  # amdgpu-img's own output format (man amdgpu-img)
+        for n, line in enumerate(open(f, errors="replace"), 1):
+            for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', line):
+                if "%" not in lit:
+                    continue
+                formats += 1
+                for m in OTHER_GPU_FORMS.finditer(lit):
+                    if m.group(0) != "gpu 0x%04x":
+                        problems.append(f"{os.path.relpath(f, src)}:{n}: \"{m.group(0)}\" in \"{lit}\"")
+    if formats == 0:
+        fail("no format string found under src/: the check would prove nothing")
+    if problems:
+        fail("\n  ".join(["GPU ids not written \"gpu 0x%04x\":"] + problems))
+    print(f"{formats} format strings: every GPU id is written gpu 0x%04x")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
-    ap.add_argument("case", choices=["markup", "variables", "messages"])
+    ap.add_argument("case", choices=["markup", "variables", "messages", "message_style"])
     a = ap.parse_args()
-    {"markup": case_markup, "variables": case_variables, "messages": case_messages}[a.case](a.source)
+    {"markup": case_markup, "variables": case_variables, "messages": case_messages,
+     "message_style": case_message_style}[a.case](a.source)
     print("PASS")
 
 

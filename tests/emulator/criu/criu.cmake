@@ -101,5 +101,13 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
     --streamer ${PROJECT_SOURCE_DIR}/tests/streamer/streamer.py)
   kfdemu_realcriu_test(${_ver} stream_truncated_MI100 stream-truncated MI100
     --streamer ${PROJECT_SOURCE_DIR}/tests/streamer/streamer.py)
+  # What a CRIU user sees at CRIU's default log level: the configuration
+  # and one summary line per dump and restore, agreeing with the images;
+  # and a hung SDMA engine failing the dump after KFD_SDMA_TIMEOUT.
+  kfdemu_realcriu_test(${_ver} log_default_2xMI210 log-default 2xMI210
+    --amdgpu-img $<TARGET_FILE:amdgpu-img>)
+  kfdemu_realcriu_test(${_ver} sdma_timeout_MI100 sdma-timeout MI100)
+  # A refused restore on the 8-GPU node: one line per reason, listing the 8 GPUs.
+  kfdemu_realcriu_test(${_ver} refused_MI100_on_8xMI300X refused-8xMI300X MI100)
 endforeach()
-add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree)
+add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree amdgpu-img)

@@ -77,6 +77,22 @@ stream          kfd-gem with `criu dump/restore --stream` through the
                 summary lines) within the bound.
 stream-truncated  restore-truncated with --stream: the largest pages file
                 is cut in half in the stand-in streamer's store.
+log-default     roundtrip with CRIU at its default log level (no -v) and
+                KFD_CAPABILITY_CHECK=0: each of the dump and restore logs
+                holds exactly two lines of the plugin, the configuration
+                naming KFD_CAPABILITY_CHECK=0 and the summary, whose GPU
+                files, GPUs, BOs, BOs with contents and bytes are those of
+                the images (amdgpu-img show --json), with the staging peak
+                within the bound and GB/s = bytes / seconds; the restore's
+                says every byte's checksum matched.
+refused-8xMI300X  other-machine from MACHINE onto the 8xMI300X node, where no
+                GPU can stand in for the checkpointed one: CRIU's restore
+                fails with the plugin's refusal, one line per reason, each
+                listing all 8 local GPUs, none repeated, and
+                KFD_CAPABILITY_CHECK suggested on the capability line only.
+sdma-timeout    dump-fault with the SDMA engine hung (`sdma:nth=1:hang`) and
+                KFD_SDMA_TIMEOUT=1: the dump fails within seconds with the
+                plugin's error naming KFD_SDMA_TIMEOUT and the 1 s limit.
 broken-vma-map  the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a
                 page (KFDEMU_ADAPTER_BREAK_VMA_MAP=1): passes only if the
                 dump succeeds and the restore or the restored process fails.
@@ -129,6 +145,10 @@ OTHER_MACHINE = {
         "minors": {128: 132, 129: 133},
     },
 }
+
+
+# refused-8xMI300X: the machine the restore is refused on.
+REFUSING_MACHINE = "8xMI300X"
 
 
 def log(msg):
@@ -401,6 +421,12 @@ class Run:
         self.env = dict(os.environ)
         if args.scenario == "broken-vma-map":
             self.env["KFDEMU_ADAPTER_BREAK_VMA_MAP"] = "1"
+        # CRIU's log level: -v4 (debug) but for log-default (CRIU's default, 2).
+        self.verbosity = [] if args.scenario == "log-default" else ["-v4"]
+        if args.scenario == "log-default":
+            self.env["KFD_CAPABILITY_CHECK"] = "0"
+        if args.scenario == "sdma-timeout":
+            self.env["KFD_SDMA_TIMEOUT"] = "1"
         self.stream = args.scenario in ("stream", "stream-truncated")
         self.streamer = None
         if self.stream:
@@ -443,8 +469,8 @@ class Run:
         # --link-remap: libhsakmt maps glibc's temporary semaphore file
         # /dev/shm/sem.XXXXXX, unlinked after sem_open linked it under its
         # name (see README.md "Real CRIU").
-        cmd = wrapper + ["--", self.criu, action] + extra + ["-o", log_name, "-D", self.images, "-v4",
-                                                           "--link-remap"] + (["--stream"] if self.stream else [])
+        cmd = wrapper + ["--", self.criu, action] + extra + ["-o", log_name, "-D", self.images] + \
+            self.verbosity + ["--link-remap"] + (["--stream"] if self.stream else [])
         if self.stream:
             self.start_streamer("capture" if action == "dump" else "serve")
         t0 = time.monotonic()
@@ -589,7 +615,7 @@ def stream_round_trip(run):
     # holds its own restored userptr BOs: the plugin's summary lines
     # instead, one per GPU of each copy (KFD BOs, then each render node's).
     with open(os.path.join(run.images, "restore.log"), errors="replace") as f:
-        peaks = [int(m.group(1)) for m in re.finditer(r"restored \d+ BOs, .*peak staging (\d+) bytes", f.read())]
+        peaks = [int(m.group(1)) for m in re.finditer(r"restored \d+ BOs with contents, .*peak staging (\d+) bytes", f.read())]
     log(f"restore staging per GPU and copy (the plugin's summary lines): {peaks}")
     expect(peaks and 0 < max(peaks) <= STREAM_BOUND, f"restore staging peaks {peaks}, bound {STREAM_BOUND}")
     with open(run.report) as f:
@@ -607,12 +633,14 @@ def stream_round_trip(run):
     run.verdicts(procs)
 
 
-def dump_fault(run):
+def dump_fault(run, hang=False):
     procs = run.start()
     (d, pid), = procs
     before = snapshot(run.emu, pid)
-    run.emu.faults("sdma:nth=1")
+    run.emu.faults("sdma:nth=1:hang" if hang else "sdma:nth=1")
+    t0 = time.monotonic()
     rc = run.criu_run("dump", ["-t", str(pid)], "dump.log")
+    took = time.monotonic() - t0
     dump_log = os.path.join(run.images, "dump.log")
     expect(rc != 0, "criu dump succeeded despite the SDMA fault", False)
     errs = plugin_errors(dump_log)
@@ -620,8 +648,16 @@ def dump_fault(run):
         show_log(dump_log)
     expect(errs, "the dump log has no 'amdgpu_plugin: Error:' line", False)
     log(f"dump failed as it must; the plugin said: {errs[0].strip()}")
-    counters = run.emu.ctl("counters")
-    expect(counters["sdma_failed"] >= 1, f"no SDMA job failed: {counters}", False)
+    if hang:
+        # KFD_SDMA_TIMEOUT=1 (Run): the plugin's limit, not CRIU's.
+        want = "SDMA copy (job seq "
+        expect(any(want in e and "not finished after 1 s, the limit KFD_SDMA_TIMEOUT sets (default 60)" in e
+                   and "raise KFD_SDMA_TIMEOUT" in e for e in errs),
+               f"no error line says the SDMA copy timed out under KFD_SDMA_TIMEOUT=1: {errs}", False)
+        expect(took < 30, f"the dump with a hung SDMA engine took {took:.1f}s (KFD_SDMA_TIMEOUT=1)", False)
+    else:
+        counters = run.emu.ctl("counters")
+        expect(counters["sdma_failed"] >= 1, f"no SDMA job failed: {counters}", False)
     run.emu.faults("")
     expect(alive(pid) and run.wl.poll() is None, f"the workload {pid} did not survive the failed dump", False)
     check_fds(pid, before, None, "after the failed dump")
@@ -630,6 +666,72 @@ def dump_fault(run):
     v = verdict(d, pid)
     expect(v == "OK", f"workload {pid} after the failed dump: {v}", False)
     run.wl.wait(timeout=30)
+
+
+SUMMARY = re.compile(
+    r"amdgpu_plugin: (dump|restore): (\d+) GPU files?, (\d+) GPUs?, (\d+) BOs \((\d+) with contents\), (\d+) bytes "
+    r"\((?:\d+ bytes|[0-9.]+ [KMGT]iB)\) in ([0-9.]+) s, ([0-9.]+) GB/s, staging peak (\d+) bytes of (\d+) MiB per GPU"
+    r"(, checksums matched for (\d+) bytes)?$")
+CONFIG_LINE = "amdgpu_plugin: configuration: KFD_CAPABILITY_CHECK=0 (the other checks on), KFD_MAX_BUFFER_SIZE unset"
+
+
+def plugin_lines(path):
+    with open(path, errors="replace") as f:
+        return [l.rstrip("\n") for l in f if "amdgpu_plugin" in l]
+
+
+def image_totals(run):
+    """What the images hold (amdgpu-img show --json), as the summary counts it."""
+    out = subprocess.run([run.args.amdgpu_img, "show", "--json", run.images], capture_output=True, text=True)
+    expect(out.returncode == 0, f"amdgpu-img show failed: {out.stderr}", False)
+    j = json.loads(out.stdout)
+    bos = [b for k in j["kfd"] for b in k["bos"]] + [b for r in j["render"] for b in r["bos"]]
+    copied = [b for b in bos if b.get("pages_file")]
+    gpus = {d["gpu_id"] for k in j["kfd"] for d in k["devices"] if d["kind"] == "gpu"} | \
+        {r["gpu_id"] for r in j["render"]}
+    return {"files": len(j["kfd"]) + len(j["render"]), "gpus": len(gpus), "bos": len(bos),
+            "copied": len(copied), "bytes": sum(b["size"] for b in copied)}
+
+
+def check_default_log(path, stage, want):
+    """The plugin's lines in a CRIU log at the default level (log-default)."""
+    lines = plugin_lines(path)
+    log(f"{stage} log, the plugin's lines at CRIU's default level:\n  " + "\n  ".join(lines))
+    config = [l for l in lines if l.startswith(CONFIG_LINE)]
+    summary = [m for m in map(SUMMARY.fullmatch, lines) if m]
+    expect(len(config) == 1, f"{stage}: {len(config)} configuration lines naming KFD_CAPABILITY_CHECK=0, want 1",
+           stage == "restore")
+    expect(len(summary) == 1 and summary[0].group(1) == stage,
+           f"{stage}: {len(summary)} summary lines, want 1", stage == "restore")
+    expect(len(lines) == 2, f"{stage}: the plugin wrote {len(lines)} lines at the default level, want 2",
+           stage == "restore")
+    m = summary[0]
+    got = {"files": int(m.group(2)), "gpus": int(m.group(3)), "bos": int(m.group(4)), "copied": int(m.group(5)),
+           "bytes": int(m.group(6))}
+    expect(got == want, f"{stage} summary {got} != the images' {want}", stage == "restore")
+    secs, gbps, peak, per_gpu = float(m.group(7)), float(m.group(8)), int(m.group(9)), int(m.group(10))
+    expect(secs > 0 and abs(gbps - got["bytes"] / secs / 1e9) <= 0.01 + 0.01 * gbps,
+           f"{stage}: {gbps} GB/s is not {got['bytes']} bytes / {secs} s", stage == "restore")
+    expect(0 < peak <= per_gpu * (1 << 20) * got["gpus"], f"{stage}: staging peak {peak} above the bound",
+           stage == "restore")
+    if stage == "restore":
+        expect(m.group(12) is not None and int(m.group(12)) == got["bytes"],
+               f"restore: checksums matched for {m.group(12)} bytes, want all {got['bytes']}", True)
+
+
+def log_default(run):
+    procs = run.start()
+    (d, pid), = procs
+    before = snapshot(run.emu, pid)
+    run.dump([pid])
+    want = image_totals(run)
+    log(f"the images hold: {want}")
+    expect(want["gpus"] >= 2 and want["copied"] > 0, f"the images hold too little to test: {want}", False)
+    check_default_log(os.path.join(run.images, "dump.log"), "dump", want)
+    run.restore(pid)
+    check_default_log(os.path.join(run.images, "restore.log"), "restore", want)
+    check_restored(run.emu, pid, before)
+    run.verdicts(procs)
 
 
 def restore_failure(run, how):
@@ -656,6 +758,10 @@ def restore_failure(run, how):
         show_log(restore_log)
     expect(errs, "the restore log has no 'amdgpu_plugin: Error:' line")
     log(f"restore failed as it must; the plugin said: {errs[0].strip()}")
+    if how == "fault":
+        # The failed ioctl is named once (not "CRIU_OP RESTORE: KFD CRIU_OP RESTORE: ...").
+        said = " ".join(errs)
+        expect(said.count("CRIU_OP RESTORE") == 1, f"the failed CRIU_OP RESTORE is not named exactly once: {errs}")
     expect(wait_for(lambda: not alive(pid), 5), f"a process {pid} is alive after the failed restore")
     left = reap_children()
     expect(not left, f"processes left after the failed restore: {left}")
@@ -686,6 +792,34 @@ def other_machine_restore(run, state_file):
     run.restore(pid)
     check_restored(run.emu, pid, before, gpus=plan["gpus"], minors=plan["minors"])
     run.verdicts([(st["dir"], pid)])
+
+
+def refused_restore(run, state_file):
+    with open(state_file) as f:
+        pid = json.load(f)["before"]["pid"]
+    pidfile = os.path.join(run.work, "restored.pid")
+    rc = run.criu_run("restore", ["-d", "--pidfile", pidfile], "restore.log")
+    expect(rc != 0, f"criu restore succeeded on {REFUSING_MACHINE}")
+    with open(os.path.join(run.images, "restore.log"), errors="replace") as f:
+        text = f.read()
+    m = re.search(r"amdgpu_plugin: Error: restore refused before any GPU state was changed: (cannot map "
+                  r"checkpointed gpu 0x[0-9a-f]{4} \(node \d+, renderD\d+\) to a local GPU; the 8 usable local "
+                  r"GPUs refused it:)\n((?:  .*\n)+)", text)
+    if not m:
+        show_log(os.path.join(run.images, "restore.log"))
+    expect(m, "no grouped refusal of the 8 local GPUs in the restore log")
+    reasons = [l[2:] for l in m.group(2).splitlines()]
+    log(f"the plugin said: {m.group(1)}\n  " + "\n  ".join(reasons))
+    lists = {r.rsplit(" on gpu ", 1)[1] if " on gpu " in r else "" for r in reasons}
+    expect(len(reasons) >= 2 and len(set(reasons)) == len(reasons), f"reasons repeated or missing: {reasons}")
+    expect(len(lists) == 1 and len(next(iter(lists)).split(", ")) == 8,
+           f"the reasons do not each list the same 8 local GPUs: {sorted(lists)}")
+    for r in reasons:
+        if "KFD_CAPABILITY_CHECK" in r:
+            expect(r.startswith("capability: "), f"KFD_CAPABILITY_CHECK suggested for another property: {r}")
+        expect("(cannot be relaxed)" in r or re.search(r"\(relax with KFD_[A-Z_]+_CHECK=0\)", r),
+               f"a reason says neither its switch nor that none exists: {r}")
+    expect(not alive(pid), f"a process {pid} is alive after the refused restore")
 
 
 def render_round_trip(run):
@@ -785,6 +919,8 @@ def inside(args, criu):
     try:
         if args.phase == "dump":
             other_machine_dump(run, os.path.join(work, "state.json"))
+        elif args.phase == "restore" and args.scenario == "refused-8xMI300X":
+            refused_restore(run, os.path.join(work, "state.json"))
         elif args.phase == "restore":
             other_machine_restore(run, os.path.join(work, "state.json"))
         elif args.scenario in ("roundtrip", "tree", "broken-vma-map", "kfd-gem"):
@@ -797,6 +933,10 @@ def inside(args, criu):
             stream_round_trip(run)
         elif args.scenario == "dump-fault":
             dump_fault(run)
+        elif args.scenario == "sdma-timeout":
+            dump_fault(run, hang=True)
+        elif args.scenario == "log-default":
+            log_default(run)
         elif args.scenario in ("restore-truncated", "stream-truncated"):
             restore_failure(run, "truncated")
         elif args.scenario == "restore-fault":
@@ -820,7 +960,9 @@ def main():
     ap.add_argument("--scenario", default="roundtrip",
                     choices=["roundtrip", "tree", "other-machine", "dump-fault", "restore-truncated",
                              "restore-fault", "broken-vma-map", "render", "kfd-gem", "stream",
-                             "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root"])
+                             "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root", "log-default",
+                             "sdma-timeout", "refused-8xMI300X"])
+    ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                        "streamer", "streamer.py"),
                     help="the stand-in image streamer (stream scenario)")
@@ -861,7 +1003,9 @@ def main():
     os.chmod(work, 0o755)
     log(f"CRIU {criu}, machine {args.machine}, scenario {args.scenario}, work {work}")
     me = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--criu", criu, "--work", work]
-    if args.scenario == "other-machine":
+    if args.scenario == "refused-8xMI300X":
+        OTHER_MACHINE[args.machine] = {"first": [], "second_machine": REFUSING_MACHINE, "second": []}
+    if args.scenario in ("other-machine", "refused-8xMI300X"):
         # Both machines at one root path: the restored shim keeps the root
         # and socket paths of its dump. The second starts after the first
         # has ended (kfd-emu --root refuses a root that is in use).

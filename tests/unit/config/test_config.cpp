@@ -185,7 +185,7 @@ Test(config, function_source_is_asked_by_name)
 			return std::string("no");
 		return std::nullopt;
 	});
-	cr_assert_eq(asked.size(), 9u); // 7 checks, KFD_MAX_BUFFER_SIZE, KFD_VERIFY
+	cr_assert_eq(asked.size(), 10u); // 7 checks, KFD_MAX_BUFFER_SIZE, KFD_VERIFY, KFD_SDMA_TIMEOUT
 	cr_assert(!l.config.capability_check);
 }
 
@@ -204,27 +204,54 @@ Test(config, process_env)
 	unsetenv("KFD_CACHES_COUNT_CHECK");
 }
 
-Test(config, describe_lists_every_setting)
+Test(config, describe_names_every_check_that_is_off_and_the_budget)
 {
-	const Config c = Config{}.with(Check::Numa, false);
+	const std::string def = Config{}.describe();
+	cr_assert(Config{}.is_default());
+	cr_assert_str_eq(def.c_str(), "configuration: every check on, KFD_MAX_BUFFER_SIZE unset (staging: 64 MiB "
+				      "per GPU), KFD_VERIFY=1, KFD_SDMA_TIMEOUT=60 s");
+	Config c = Config{}.with(Check::Numa, false).with(Check::Capability, false);
+	c.max_buffer_size = 1 << 20;
+	cr_assert(!c.is_default());
 	const std::string d = c.describe();
 	for (Check k : kAllChecks)
-		cr_assert(contains(d, std::string(check_env_name(k)) + (k == Check::Numa ? "=0" : "=1")), "%s",
-			  d.c_str());
-	cr_assert(contains(d, "KFD_MAX_BUFFER_SIZE=0"), "%s", d.c_str());
+		cr_assert_eq(contains(d, std::string(check_env_name(k)) + "=0"),
+			     k == Check::Numa || k == Check::Capability, "%s", d.c_str());
+	cr_assert(contains(d, "(the other checks on)"), "%s", d.c_str());
+	cr_assert(contains(d, "KFD_MAX_BUFFER_SIZE=1048576 (staging bytes for the whole process"), "%s", d.c_str());
 	cr_assert(c != Config{});
-	cr_assert(c.with(Check::Numa, true) == Config{});
+	cr_assert(c.with(Check::Numa, true).with(Check::Capability, true) != Config{}, "the budget differs");
+}
+
+Test(config, sdma_timeout_parses_whole_seconds)
+{
+	cr_assert_eq(Config{}.sdma_timeout_s, kDefaultSdmaTimeoutSeconds);
+	ConfigLoad l = load_config({{"KFD_SDMA_TIMEOUT", "5"}});
+	cr_assert(l.warnings.empty());
+	cr_assert_eq(l.config.sdma_timeout_s, 5u);
+	cr_assert(contains(l.config.describe(), "KFD_SDMA_TIMEOUT=5 s"));
+	cr_assert(!l.config.is_default());
+	ConfigLoad top = load_config({{"KFD_SDMA_TIMEOUT", std::to_string(kMaxSdmaTimeoutSeconds)}});
+	cr_assert(top.warnings.empty());
+	cr_assert_eq(top.config.sdma_timeout_s, kMaxSdmaTimeoutSeconds);
+	for (const char *bad : {"0", "", "-1", "5s", "1.5", "86401", "99999999999999999999999"}) {
+		ConfigLoad r = load_config({{"KFD_SDMA_TIMEOUT", bad}});
+		cr_assert_eq(r.config.sdma_timeout_s, kDefaultSdmaTimeoutSeconds, "KFD_SDMA_TIMEOUT=%s", bad);
+		cr_assert_eq(r.warnings.size(), 1u, "KFD_SDMA_TIMEOUT=%s", bad);
+		cr_assert(contains(r.warnings[0], "expected whole seconds from 1 to 86400; keeping the default (60)"),
+			  "%s", r.warnings[0].c_str());
+	}
 }
 
 Test(config, verify_defaults_on_and_parses_as_a_boolean)
 {
 	cr_assert(Config{}.verify);
-	cr_assert(contains(Config{}.describe(), "KFD_VERIFY=1"));
+	cr_assert(contains(Config{}.describe(), ", KFD_VERIFY=1,"));
 	for (const char *off : {"0", "no", "NO"}) {
 		ConfigLoad l = load_config({{"KFD_VERIFY", off}});
 		cr_assert_not(l.config.verify, "KFD_VERIFY=%s", off);
 		cr_assert(l.warnings.empty());
-		cr_assert(contains(l.config.describe(), "KFD_VERIFY=0"));
+		cr_assert(contains(l.config.describe(), ", KFD_VERIFY=0,"));
 	}
 	ConfigLoad on = load_config({{"KFD_VERIFY", "yes"}});
 	cr_assert(on.config.verify);

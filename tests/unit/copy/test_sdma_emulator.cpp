@@ -13,11 +13,14 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "../common/assert_ok.h"
+#include "../common/captured_stderr.h"
 #include "base/unique_fd.h"
+#include "copy/gpu_copy.h"
 #include "copy/sdma_engine.h"
 #include "copy/transfer.h"
 #include "device/amdgpu.h"
@@ -214,4 +217,86 @@ Test(sdma_fault, hung_job_times_out)
 	cr_assert(!r.ok());
 	cr_assert_eq(r.error().code(), ETIMEDOUT, "%s", r.error().message().c_str());
 	cr_assert_eq(sink.data.size(), 512 * KiB);
+}
+
+// ---- run_gpu_copies on a throttled engine (its own CTest entry) -------------
+
+namespace {
+
+// AMDCR_TEST_SLOW_SDMA: kfd-emu runs with --sdma-gbps 0.01 (10 MB/s), so
+// 8 MiB take about 0.8 s.
+bool slow_sdma() { return std::getenv("AMDCR_TEST_SLOW_SDMA") != nullptr; }
+
+struct Dumped {
+	Result<std::vector<GpuCopyResult>> result;
+	std::string log;
+};
+
+// Dumps two 4 MiB BOs of renderD128 into a temporary image directory.
+Dumped dump_two_bos(CopySettings settings)
+{
+	UniqueFd render = open_render(128);
+	cr_assert(render.valid());
+	auto dev = Device::initialize(render.get());
+	cr_assert_ok(dev);
+	std::vector<TestBo> bos;
+	bos.push_back(make_bo(*dev, 4 * MiB, 4 * MiB, AMDGPU_GEM_DOMAIN_VRAM, 3));
+	bos.push_back(make_bo(*dev, 4 * MiB, 4 * MiB, AMDGPU_GEM_DOMAIN_GTT, 4));
+	char tmpl[] = "/tmp/amdcr-gpu-copy.XXXXXX";
+	cr_assert_not_null(::mkdtemp(tmpl));
+	auto images = ImageDir::open(tmpl);
+	cr_assert_ok(images);
+	GpuCopyJob job;
+	job.image_gpu_id = 0x1234;
+	job.render_path = "/dev/dri/renderD128";
+	job.pages_file = "amdgpu-pages-1-1234.img";
+	for (const auto &b : bos)
+		job.bos.push_back({b.dmabuf.get(), b.copy_bytes});
+	Dumped out{run_gpu_copies(Direction::GpuToFile, *images, {job}, settings), ""};
+	out.log = test::captured_stderr();
+	remove_job_files(*images, {job});
+	::rmdir(tmpl);
+	return out;
+}
+
+} // namespace
+
+Test(gpu_copy, progress_lines_while_a_long_copy_runs, .init = test::redirect_stderr)
+{
+	if (!slow_sdma())
+		cr_skip_test("needs kfd-emu --sdma-gbps 0.01 and AMDCR_TEST_SLOW_SDMA");
+	CopyTotals totals;
+	CopySettings settings;
+	settings.progress_interval_s = 0.2;
+	settings.totals = &totals;
+	Dumped d = dump_two_bos(settings);
+	cr_assert_ok(d.result);
+	const std::regex line(R"(amdgpu_plugin: dump: ([0-9.]+) of 0\.01 GiB of GPU memory copied \((\d+)%\) on 1 GPU in \d+ s, [0-9.]+ GB/s)");
+	std::vector<int> percents;
+	for (auto it = std::sregex_iterator(d.log.begin(), d.log.end(), line); it != std::sregex_iterator(); ++it)
+		percents.push_back(std::stoi((*it)[2]));
+	// About 0.8 s of copying: a line every 0.2 s, the first after 0.2 s.
+	cr_assert_geq(percents.size(), 2u, "%s", d.log.c_str());
+	cr_assert_leq(percents.size(), 8u, "%s", d.log.c_str());
+	for (size_t i = 1; i < percents.size(); i++)
+		cr_assert_geq(percents[i], percents[i - 1], "%s", d.log.c_str());
+	cr_assert_leq(percents.back(), 100);
+	// The run's totals, for the dump's summary line.
+	cr_assert_eq(totals.gpus(), 1u);
+	cr_assert_eq(totals.copied_bos.load(), 2u);
+	cr_assert_eq(totals.bytes.load(), 8 * MiB);
+	cr_assert_gt(totals.peak_staging.load(), 0u);
+	cr_assert_leq(totals.peak_staging.load(), kDefaultStagingBound);
+	cr_assert_gt(totals.seconds(), 0.4);
+}
+
+Test(gpu_copy, no_progress_line_when_switched_off, .init = test::redirect_stderr)
+{
+	if (!slow_sdma())
+		cr_skip_test("needs kfd-emu --sdma-gbps 0.01 and AMDCR_TEST_SLOW_SDMA");
+	CopySettings settings;
+	settings.progress_interval_s = 0;
+	Dumped d = dump_two_bos(settings);
+	cr_assert_ok(d.result);
+	cr_assert(d.log.find("GPU memory copied") == std::string::npos, "%s", d.log.c_str());
 }

@@ -247,7 +247,7 @@ Test(kfd_image, duplicate_gpu_id)
 {
 	TempDir tmp;
 	write_mutated(tmp, [](CriuKfd &m) { m.device_entries[2]->gpu_id = 0x1111; });
-	expect_rejected(tmp, "duplicate gpu_id");
+	expect_rejected(tmp, "duplicate gpu 0x");
 }
 
 Test(kfd_image, duplicate_node_id)

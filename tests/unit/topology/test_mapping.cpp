@@ -4,8 +4,10 @@
 #include <criterion/criterion.h>
 
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "../common/assert_ok.h"
 #include "overlay_fs.h"
@@ -300,8 +302,8 @@ void check_switch(const SwitchCase &c)
 	Topology src = Builder().cpu(0).gpu(1, 111, 128, 0, c.make_src_bigger).build();
 	Topology dst = Builder().cpu(0).gpu(1, 222, 129, 0).build();
 	const std::string msg = map_fails(input(src, dst));
-	cr_assert(has(msg, "checkpointed GPU gpu_id 111"), "%s", msg.c_str());
-	cr_assert(has(msg, "local gpu_id 222"), "%s", msg.c_str());
+	cr_assert(has(msg, "checkpointed gpu 0x006f"), "%s", msg.c_str());
+	cr_assert(has(msg, "on gpu 0x00de"), "%s", msg.c_str());
 	cr_assert(has(msg, std::string(c.property) + ": checkpointed"), "%s", msg.c_str());
 	cr_assert(has(msg, std::string("relax with ") + check_env_name(c.check) + "=0"), "%s", msg.c_str());
 	// Only that property is reported.
@@ -407,12 +409,15 @@ Test(mapping_checks, every_candidate_and_reason_listed)
 				    })
 			       .build();
 	const std::string msg = map_fails(input(src, dst));
-	cr_assert(has(msg, "cannot map checkpointed GPU gpu_id 111"), "%s", msg.c_str());
-	cr_assert(has(msg, "local gpu_id 201 (node 1, renderD128): vram_size: checkpointed 68719476736 > local "
-			   "34359738368 (relax with KFD_VRAM_SIZE_CHECK=0)"),
+	cr_assert(has(msg, "cannot map checkpointed gpu 0x006f (node 1, renderD128) to a local GPU; the 2 usable "
+			   "local GPUs refused it:"),
 		  "%s", msg.c_str());
-	cr_assert(has(msg, "local gpu_id 202 (node 2, renderD129): device_id: checkpointed 29711 != local 1 "
-			   "(cannot be relaxed); fw_version: checkpointed 78 > local 1 (relax with KFD_FW_VER_CHECK=0)"),
+	cr_assert(has(msg, "\n  vram_size: checkpointed 68719476736 > local 34359738368 (relax with "
+			   "KFD_VRAM_SIZE_CHECK=0) on gpu 0x00c9\n"),
+		  "%s", msg.c_str());
+	cr_assert(has(msg, "\n  device_id: checkpointed 29711 != local 1 (cannot be relaxed) on gpu 0x00ca\n"), "%s",
+		  msg.c_str());
+	cr_assert(has(msg, "\n  fw_version: checkpointed 78 > local 1 (relax with KFD_FW_VER_CHECK=0) on gpu 0x00ca"),
 		  "%s", msg.c_str());
 }
 
@@ -488,7 +493,7 @@ Test(mapping_links, numa_shared_cpu_stays_shared)
 	Topology dst = Builder().cpu(0).cpu(1).gpu(2, 11, 128, 0).gpu(3, 12, 129, 1).build();
 	const std::string msg = map_fails(input(src, dst));
 	cr_assert(has(msg, "KFD_NUMA_CHECK=0"), "%s", msg.c_str());
-	cr_assert(has(msg, "cannot map checkpointed GPU gpu_id 1"), "%s", msg.c_str());
+	cr_assert(has(msg, "cannot map checkpointed gpu 0x000"), "%s", msg.c_str());
 	MappingInput relaxed = input(src, dst, Config{}.with(Check::Numa, false));
 	assert_valid(relaxed, map_ok(relaxed), 2);
 }
@@ -606,7 +611,7 @@ Test(mapping_search, two_gpus_compete_for_one)
 			       .gpu(2, 22, 129, 0, [](TopologyNode &g) { g.vram_size /= 2; })
 			       .build();
 	const std::string msg = map_fails(input(src, dst));
-	cr_assert(has(msg, "already taken by checkpointed gpu_id"), "%s", msg.c_str());
+	cr_assert(has(msg, "already taken by checkpointed gpu 0x"), "%s", msg.c_str());
 	cr_assert(has(msg, "KFD_VRAM_SIZE_CHECK=0"), "%s", msg.c_str());
 }
 
@@ -677,8 +682,7 @@ Test(mapping_subset, not_enough_usable_gpus)
 	MappingInput in = input(src, dst);
 	in.usable = [](const TopologyNode &n) { return n.gpu_id == 20002; };
 	const std::string msg = map_fails(in);
-	cr_assert(has(msg, "used 2 GPUs but only 1 local GPUs are usable"), "%s", msg.c_str());
-	cr_assert(has(msg, "20002"), "%s", msg.c_str());
+	cr_assert(has(msg, "used 2 GPUs, this machine has 1 usable: gpu 0x4e22"), "%s", msg.c_str());
 }
 
 Test(mapping_subset, held_gpu_must_exist)
@@ -688,7 +692,71 @@ Test(mapping_subset, held_gpu_must_exist)
 	MappingInput in = input(src, dst);
 	in.held_gpu_ids = {53474, 4242};
 	const std::string msg = map_fails(in);
-	cr_assert(has(msg, "gpu_id 4242"), "%s", msg.c_str());
+	cr_assert(has(msg, "checkpointed gpu 0x1092 is not in the checkpointed topology"), "%s", msg.c_str());
 	in.held_gpu_ids = {53474, 53474};
 	cr_assert(has(map_fails(in), "listed twice"));
+}
+
+// ---- refusal messages --------------------------------------------------------
+
+namespace {
+
+std::vector<std::string> reason_lines(const std::string &msg)
+{
+	std::vector<std::string> out;
+	for (size_t at = msg.find("\n  "); at != std::string::npos; at = msg.find("\n  ", at + 1)) {
+		const size_t end = msg.find('\n', at + 1);
+		out.push_back(msg.substr(at + 3, end == std::string::npos ? std::string::npos : end - at - 3));
+	}
+	return out;
+}
+
+} // namespace
+
+// An MI100 checkpoint onto the 8xMI300X node: every local GPU is refused
+// for the same reasons, each said once with the eight GPUs it refuses, and
+// a line suggests only the switch of its own property.
+Test(mapping_messages, eight_equal_refusals_are_grouped)
+{
+	Topology src = parse_ok("mi100");
+	Topology dst = parse_ok("8xmi300x");
+	const std::string msg = map_fails(input(src, dst));
+	cr_assert(has(msg, "the 8 usable local GPUs refused it:"), "%s", msg.c_str());
+	std::string all_ids;
+	for (const TopologyNode *g : dst.accessible_gpus())
+		all_ids += strprintf("%s0x%04x", all_ids.empty() ? "" : ", ", g->gpu_id);
+	const auto lines = reason_lines(msg);
+	cr_assert_geq(lines.size(), 2u, "%s", msg.c_str());
+	std::set<std::string> seen;
+	for (const auto &l : lines) {
+		cr_assert(seen.insert(l).second, "repeated line: %s", l.c_str());
+		cr_assert(has(l, " on gpu " + all_ids), "not grouped over the 8 GPUs: %s", l.c_str());
+		const std::string property = l.substr(0, l.find(':'));
+		std::optional<Check> check;
+		for (Check c : kAllChecks)
+			if (has(l, std::string("relax with ") + check_env_name(c) + "=0"))
+				check = c;
+		if (property == "device_id" || property == "simd_count" || property == "vram_public")
+			cr_assert(!check && has(l, "(cannot be relaxed)"), "%s", l.c_str());
+		if (property == "capability")
+			cr_assert(check == Check::Capability, "%s", l.c_str());
+		if (property == "fw_version")
+			cr_assert(check == Check::FwVersion, "%s", l.c_str());
+	}
+	cr_assert(has(msg, "\n  device_id: "), "%s", msg.c_str());
+	// The message is one GPU's: the checkpointed MI100, in hex.
+	cr_assert(has(msg, "cannot map checkpointed gpu 0xa6cc (node 1, renderD128) to a local GPU"), "%s",
+		  msg.c_str());
+}
+
+Test(mapping_messages, one_gpu_is_singular)
+{
+	Topology src = parse_ok("2xmi210");
+	Topology dst = parse_ok("2xmi210-other");
+	MappingInput in = input(src, dst);
+	in.usable = [](const TopologyNode &n) { return n.gpu_id == 20002; };
+	const std::string msg = map_fails(in);
+	cr_assert(has(msg, "the checkpointed process used 2 GPUs, this machine has 1 usable: gpu 0x4e22"), "%s",
+		  msg.c_str());
+	cr_assert(!has(msg, "1 local GPUs"), "%s", msg.c_str());
 }

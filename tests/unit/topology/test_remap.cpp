@@ -420,9 +420,9 @@ Test(peer_links, lost_link_names_both_gpus)
 	auto r = map_gpus(input(src, dst));
 	cr_assert(!r.ok());
 	const std::string msg = r.error().message();
-	cr_assert(has(msg, "no PCIe or XGMI link from local gpu_id 21, which holds checkpointed gpu_id 11 "
+	cr_assert(has(msg, "no PCIe or XGMI link from local gpu 0x0015, which holds checkpointed gpu 0x000b "
 			   "(linked from it by PCIe) (cannot be relaxed)") ||
-			  has(msg, "no PCIe or XGMI link to local gpu_id 22, which holds checkpointed gpu_id 12 "
+			  has(msg, "no PCIe or XGMI link to local gpu 0x0016, which holds checkpointed gpu 0x000c "
 				   "(linked to it by PCIe) (cannot be relaxed)"),
 		  "%s", msg.c_str());
 }
@@ -702,8 +702,8 @@ Test(property_rules, each_property_refused_or_accepted_as_stated)
 		}
 		cr_assert(!smaller.ok(), "%s: a smaller local value must be refused", p.name);
 		const std::string msg = smaller.error().message();
-		cr_assert(has(msg, "cannot map checkpointed GPU gpu_id 11"), "%s", msg.c_str());
-		cr_assert(has(msg, "local gpu_id 21"), "%s", msg.c_str());
+		cr_assert(has(msg, "cannot map checkpointed gpu 0x000b"), "%s", msg.c_str());
+		cr_assert(has(msg, " on gpu 0x0015"), "%s", msg.c_str());
 		cr_assert(has(msg, prop), "%s", msg.c_str());
 		cr_assert(has(msg, expect == Expect::Equal ? " != local " : " > local "), "%s: %s", p.name, msg.c_str());
 		if (check)

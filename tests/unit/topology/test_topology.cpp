@@ -189,7 +189,7 @@ Test(topology, gpu_without_vram_bank)
 	Error e = parse_fails("no-vram");
 	cr_assert_eq(e.code(), EINVAL);
 	cr_assert(has(e.message(), "no VRAM bank"), "message: %s", e.message().c_str());
-	cr_assert(has(e.message(), "42700"), "message: %s", e.message().c_str());
+	cr_assert(has(e.message(), "gpu 0xa6cc"), "message: %s", e.message().c_str());
 }
 
 Test(topology, missing_topology_directory)
@@ -300,10 +300,10 @@ Test(topology, describe)
 	Topology t = parse_ok("8xmi300x", fs);
 	const std::string d = describe_topology(t);
 	cr_assert(has(d, "node 0: CPU, 96 cores; links PCIe->2 PCIe->3 PCIe->4 PCIe->5\n"), "%s", d.c_str());
-	cr_assert(has(d, "node 2: GPU gpu_id 41442 renderD128 aqua_vanjaram device_id 0x74a1, VRAM 206141652992 bytes "
+	cr_assert(has(d, "node 2: gpu 0xa1e2 renderD128 aqua_vanjaram device_id 0x74a1, VRAM 206141652992 bytes "
 			 "(public); links PCIe->0 XGMI->3"),
 		  "%s", d.c_str());
-	cr_assert(has(d, "node 9: GPU gpu_id 0, not accessible"), "%s", d.c_str());
-	cr_assert(has(d, "\nXGMI hive: 41442 52639 10513 28881 7617 64018 33211"), "%s", d.c_str());
+	cr_assert(has(d, "node 9: gpu 0x0000, not accessible"), "%s", d.c_str());
+	cr_assert(has(d, "\nXGMI hive: 0xa1e2 0xcd9f 0x2911 0x70d1 0x1dc1 0xfa12 0x81bb"), "%s", d.c_str());
 	cr_assert(!has(d, "->9"), "links to a hidden node are not shown: %s", d.c_str());
 }

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "plugin/summary.h"
+
+#include <sys/mman.h>
+
+#include <iterator>
+#include <new>
+#include <utility>
+
+namespace amdcr {
+namespace {
+
+// "5.10 MiB": the largest binary unit that keeps the number >= 1.
+std::string human_bytes(uint64_t n)
+{
+	static constexpr const char *kUnits[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+	double v = static_cast<double>(n);
+	size_t u = 0;
+	while (v >= 1024 && u + 1 < std::size(kUnits)) {
+		v /= 1024;
+		u++;
+	}
+	return u == 0 ? strprintf("%llu bytes", static_cast<unsigned long long>(n)) : strprintf("%.2f %s", v, kUnits[u]);
+}
+
+} // namespace
+
+Result<StageTotals> StageTotals::create()
+{
+	void *p = ::mmap(nullptr, sizeof(CopyTotals), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			 -1, 0);
+	if (p == MAP_FAILED)
+		return errno_error(errno, "mmap of the dump/restore totals");
+	return StageTotals(new (p) CopyTotals());
+}
+
+StageTotals::StageTotals(StageTotals &&other) noexcept : totals_(std::exchange(other.totals_, nullptr)) {}
+
+StageTotals &StageTotals::operator=(StageTotals &&other) noexcept
+{
+	if (this != &other) {
+		this->~StageTotals();
+		totals_ = std::exchange(other.totals_, nullptr);
+	}
+	return *this;
+}
+
+StageTotals::~StageTotals()
+{
+	if (!totals_)
+		return;
+	totals_->~CopyTotals();
+	::munmap(totals_, sizeof(CopyTotals));
+}
+
+void StageTotals::add_file(size_t bo_entries, std::optional<uint32_t> gpu_id) const
+{
+	totals_->files++;
+	totals_->bo_entries += bo_entries;
+	if (gpu_id)
+		totals_->add_gpu(*gpu_id);
+}
+
+std::string StageTotals::line(bool dump, const Config &config) const
+{
+	const CopyTotals &t = *totals_;
+	const uint64_t files = t.files, bytes = t.bytes;
+	const double secs = t.seconds();
+	const std::string budget =
+		config.max_buffer_size
+			? strprintf("%s=%llu", kMaxBufferSizeEnv,
+				    static_cast<unsigned long long>(config.max_buffer_size))
+			: strprintf("%llu MiB per GPU", static_cast<unsigned long long>(kDefaultStagingBound >> 20));
+	std::string s = strprintf(
+		"%s: %llu GPU file%s, %zu GPU%s, %llu BOs (%llu with contents), %llu bytes (%s) in "
+		"%.3f s, %.2f GB/s, staging peak %llu bytes of %s",
+		dump ? "dump" : "restore", static_cast<unsigned long long>(files), files == 1 ? "" : "s",
+		t.gpus(), t.gpus() == 1 ? "" : "s", static_cast<unsigned long long>(t.bo_entries.load()),
+		static_cast<unsigned long long>(t.copied_bos.load()), static_cast<unsigned long long>(bytes),
+		human_bytes(bytes).c_str(), secs,
+		secs > 0 ? static_cast<double>(bytes) / secs / 1e9 : 0.0,
+		static_cast<unsigned long long>(t.peak_staging.load()), budget.c_str());
+	if (!dump)
+		s += config.verify ? strprintf(", checksums matched for %llu bytes",
+					       static_cast<unsigned long long>(t.verified_bytes.load()))
+				   : strprintf(", checksums not checked (%s=0)", kVerifyEnv);
+	return s;
+}
+
+} // namespace amdcr
