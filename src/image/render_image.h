@@ -5,12 +5,15 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "base/drm.h"
 #include "base/result.h"
+#include "image/content_checksum.h"
+#include "image/framing.h"
 #include "image/image_dir.h"
 
 namespace amdcr {
@@ -36,6 +39,10 @@ struct DrmBo {
 	uint32_t handle = 0;	  // its GEM handle in the process
 	bool is_import = false;	  // a dma-buf the process imported
 	std::vector<DrmVm> vms;
+	// Checksums of its contents in its amdgpu-drm-pages file
+	// (image/content_checksum.h): this plugin's images have them for every
+	// BO with contents (unless dumped with KFD_VERIFY=0), upstream's none.
+	std::optional<BoChecksum> checksum{};
 
 	// Whether its contents are in an amdgpu-drm-pages file (dumped and
 	// restored).
@@ -61,16 +68,27 @@ struct DmabufImage {
 
 Status validate_render_image(const RenderNodeImage &img, const std::string &name);
 
+// The seal fields (image/framing.h) of criu_render_node and
+// criu_dmabuf_node: both images are sealed as the KFD image is.
+inline constexpr uint32_t kRenderSealField = 100;
+inline constexpr uint32_t kDmabufSealField = 100;
+
+// Packed and sealed. Unpacking checks the seal and the BO checksums as
+// unpack_kfd_image does (Verify::On: a seal must match, BO checksums without
+// a seal are refused; Verify::Off: neither, and the BO checksums are
+// dropped); `integrity`, when given, receives what could be checked.
 Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img);
-Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload,
-					    const std::string &name);
+Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload, const std::string &name,
+					    Verify verify = Verify::On, Integrity *integrity = nullptr);
 Status write_render_image(const ImageDir &dir, int id, const RenderNodeImage &img);
-Result<RenderNodeImage> read_render_image(const ImageDir &dir, int id);
+Result<RenderNodeImage> read_render_image(const ImageDir &dir, int id, Verify verify = Verify::On,
+					  Integrity *integrity = nullptr);
 
 Result<std::vector<uint8_t>> pack_dmabuf_image(const DmabufImage &img);
-Result<DmabufImage> unpack_dmabuf_image(std::span<const uint8_t> payload,
-					const std::string &name);
+Result<DmabufImage> unpack_dmabuf_image(std::span<const uint8_t> payload, const std::string &name,
+					Verify verify = Verify::On, Integrity *integrity = nullptr);
 Status write_dmabuf_image(const ImageDir &dir, int id, const DmabufImage &img);
-Result<DmabufImage> read_dmabuf_image(const ImageDir &dir, int id);
+Result<DmabufImage> read_dmabuf_image(const ImageDir &dir, int id, Verify verify = Verify::On,
+				      Integrity *integrity = nullptr);
 
 } // namespace amdcr
