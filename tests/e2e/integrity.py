@@ -3,7 +3,10 @@
 """Image integrity end to end (issue 13): damaged images and failed dumps.
 
     integrity.py --bin-dir BUILD flips          (CTest e2e_integrity_flips)
-    integrity.py --bin-dir BUILD dump_cleanup   (CTest e2e_dump_cleanup)
+    integrity.py --bin-dir BUILD dump_cleanup   (CTest e2e_integrity_dump_cleanup)
+    integrity.py --bin-dir BUILD render_flips   (CTest e2e_integrity_render_flips)
+    integrity.py --bin-dir BUILD render_dump_cleanup
+                                        (CTest e2e_integrity_render_dump_cleanup)
 
 flips: a small 2-GPU checkpoint is dumped; then, on one emulated machine,
 one byte of one image file at a time is flipped and the whole restore runs
@@ -29,6 +32,24 @@ dump_cleanup: one injected failure at each step of the dump (each ioctl
 and SDMA job of the copy, the CHECKPOINT of a second process after the
 first one's images were complete): the image directory holds no file of
 ours afterwards, under any name (temporaries included).
+
+render_flips: the same for a render-node checkpoint (kfdemu_criu_workload
+--render on MI100: amdgpu-renderD-<id>.img and three amdgpu-drm-pages
+files), restored with tests/e2e's render verifier, which besides handles,
+VAs and CPU-mapped contents compares every BO's contents, the CPU-invisible
+VRAM BO's too, with the emulator's checksum of it from before the dump. By
+default (about 30 s) a sparser set: every 9th byte and the seal of the
+render image (every byte is flipped in-process by the unit test
+render_seal), the header ends and the first and last byte of every
+checksum chunk of each pages file; AMDCR_FLIP_ALL and AMDCR_FLIP_AT as
+above. Its control flips a byte of the CPU-invisible BO with KFD_VERIFY=0.
+
+render_dump_cleanup: one injected failure at each step of a render node
+file's dump (its GEM ioctls, the copy engine's setup, an SDMA job, one in
+the middle of a copy bounded to 64 KiB), and, in a process with KFD and
+GEM BOs on two GPUs, in its first render file after the KFD images were
+written and in its second after the first one's images were: no file of
+ours is left, and the dumped process runs on and passes its own checks.
 """
 import argparse
 import json
@@ -182,14 +203,26 @@ def start_render_workload(bins, work, mode):
 
 
 def inner_render_dump(bins, a):
-    """Dumps a render-node workload with `fault` set for the dump only; the
-    workload then runs its own checks. STATE/render_dump.json: rc, log, the
-    files left, the workload's verdict, and (`sums`) the emulator's checksum
-    of each GEM BO before the dump."""
-    st = json.load(open(a.spec))
-    images = os.path.join(a.state, "images")
+    """Each case of the spec in turn on this one machine (see render_dump_one);
+    STATE/render_dump.json: their results, in order."""
+    cases = json.load(open(a.spec))["cases"]
+    out = []
+    for i, case in enumerate(cases):
+        work = os.path.join(a.state, "%02d" % i)
+        os.makedirs(work)
+        out.append(render_dump_one(bins, work, case))
+    json.dump({"cases": out}, open(os.path.join(a.state, "render_dump.json"), "w"))
+    return 0
+
+
+def render_dump_one(bins, work, st):
+    """Dumps a render-node workload (`mode`) into WORK/images with `fault` set
+    for the dump only; the workload then runs its own checks. Returns: rc,
+    log, the files left, the workload's verdict, and (`sums`) the emulator's
+    checksum of each GEM BO before the dump."""
+    images = os.path.join(work, "images")
     os.makedirs(images, exist_ok=True)
-    p = start_render_workload(bins, a.state, st["mode"])
+    p = start_render_workload(bins, work, st["mode"])
     out = {"sums": {}}
     try:
         if st.get("sums"):
@@ -199,25 +232,25 @@ def inner_render_dump(bins, a):
         if st.get("fault"):
             e2e.ctl(bins, "faults", st["fault"])
         rc, text, _, _ = e2e.run_host(bins, ["dump", "-t", str(p.pid), "-D", images, "--plugin", bins.plugin],
-                                      st.get("env", {}), os.path.join(a.state, "dump.log"))
+                                      st.get("env", {}), os.path.join(work, "dump.log"))
         if st.get("fault"):
             e2e.ctl(bins, "faults", "")
-        open(os.path.join(a.state, "go"), "w").close()
+        open(os.path.join(work, "go"), "w").close()
         p.wait(timeout=60)
-        res = os.path.join(a.state, "result")
+        res = os.path.join(work, "result")
         out.update(rc=rc, log=text, left=sorted(n for n in os.listdir(images) if ours(n)),
                    result=open(res).read().strip() if os.path.exists(res) else "no result (%s)" % p.returncode)
+        out["state"] = work
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    json.dump(out, open(os.path.join(a.state, "render_dump.json"), "w"))
-    return 0
+    return out
 
 
 def inner_render_flips(bins, a):
     st = json.load(open(a.spec))
-    dumped = st["images_state"]
+    dumped = st["images_state"]  # a render_dump_one's WORK
     # The render verifier's description of the BOs, plus the emulator's
     # checksum of every BO before the dump: the verifier compares the
     # restored BOs' contents with it, those the CPU cannot map too.
@@ -225,7 +258,7 @@ def inner_render_flips(bins, a):
     with open(desc, "w") as f:
         f.write(open(os.path.join(dumped, "render")).read())
         f.write("emu %s\n" % bins.emu)
-        for h, c in sorted(json.load(open(os.path.join(dumped, "render_dump.json")))["sums"].items()):
+        for h, c in sorted(st["sums"].items()):
             f.write("sum %s %s\n" % (h, c))
     verifier = ["--verifier", os.path.join(e2e.ARGS.bin_dir, "tests/e2e/librender_verify.so") + ":verify_render",
                 "--verifier-arg", desc]
@@ -242,7 +275,7 @@ def report_flips(r):
 
 
 def sc_render_flips(run):
-    d = run.machine(["--machine", "MI100"], "render_dump", {"mode": "--render", "sums": True})
+    d = run.machine(["--machine", "MI100"], "render_dump", {"cases": [{"mode": "--render", "sums": True}]})["cases"][0]
     e2e.check(d["rc"] == 0 and d["result"] == "OK",
               "render dump: rc %d, workload %s:\n%s" % (d["rc"], d["result"], d["log"][-2000:]))
     e2e.check(len(d["sums"]) >= 3, "the emulator lists %d GEM BOs of the workload" % len(d["sums"]))
@@ -250,7 +283,7 @@ def sc_render_flips(run):
     # cannot map (its second BO) restores wrong contents, and the verifier
     # must see it through the emulator's checksum.
     ctl = run.machine(["--machine", "MI100"], "render_flips",
-                      {"images_state": d["state"], "full": False, "control": "-0001.img",
+                      {"images_state": d["state"], "sums": d["sums"], "full": False, "control": "-0001.img",
                        "env": {"KFD_VERIFY": "0"}})
     e2e.check(ctl["flips"] == 1 and any("WRONG contents" in b for b in ctl["bad"]),
               "control: with KFD_VERIFY=0 a flipped byte of the CPU-invisible BO was not caught: %s" % ctl)
@@ -259,51 +292,51 @@ def sc_render_flips(run):
     full = os.environ.get("AMDCR_FLIP_ALL") == "1"
     only = [x.rsplit(":", 1) for x in os.environ.get("AMDCR_FLIP_AT", "").split(",") if x]
     r = run.machine(["--machine", "MI100"], "render_flips",
-                    {"images_state": d["state"], "full": full, "only": only, "sparse": True})
+                    {"images_state": d["state"], "sums": d["sums"], "full": full, "only": only, "sparse": True})
     report_flips(r)
 
 
-# Every step of a render node file's dump (--render: a process with only a
-# render node, on MI100), each failing once: its ioctls and the SDMA copy.
+# The steps of a render node file's dump (--render: a process with only a
+# render node, on MI100), each failing once: its own ioctls, the copy
+# engine's setup (each of its ioctls is failed in e2e_dump_faults) and an
+# SDMA job.
 RENDER_DUMP_FAULTS = [
     "DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES", "DRM_IOCTL_AMDGPU_GEM_OP", "DRM_IOCTL_AMDGPU_GEM_MMAP",
-    "DRM_IOCTL_PRIME_HANDLE_TO_FD", "DRM_IOCTL_VERSION", "DRM_IOCTL_AMDGPU_INFO", "DRM_IOCTL_AMDGPU_CTX",
-    "DRM_IOCTL_AMDGPU_GEM_CREATE", "DRM_IOCTL_AMDGPU_GEM_VA", "DRM_IOCTL_AMDGPU_GEM_USERPTR",
-    "DRM_IOCTL_PRIME_FD_TO_HANDLE", "DRM_IOCTL_AMDGPU_BO_LIST", "DRM_IOCTL_AMDGPU_CS",
-    "DRM_IOCTL_AMDGPU_WAIT_CS", "sdma",
+    "DRM_IOCTL_PRIME_HANDLE_TO_FD", "DRM_IOCTL_AMDGPU_CTX", "DRM_IOCTL_AMDGPU_GEM_USERPTR", "sdma",
 ]
 
 
 def render_cleanup_cases():
-    """(machine, workload mode, fault, env, what must be in the log first)"""
-    cases = [("MI100", "--render", t + ":nth=1", {}, None) for t in RENDER_DUMP_FAULTS]
+    """Per machine: [(workload mode, fault, env, what must be in the log first)]"""
+    mi100 = [("--render", t + ":nth=1", {}, None) for t in RENDER_DUMP_FAULTS]
     # A 64 KiB bound: the copy goes in many passes; one fails after the
     # first BO's pages file was complete.
-    cases.append(("MI100", "--render", "sdma:nth=60", {"KFD_MAX_BUFFER_SIZE": "64K"}, None))
+    mi100.append(("--render", "sdma:nth=60", {"KFD_MAX_BUFFER_SIZE": "64K"}, None))
     # KFD + GEM BOs on the first GPU's render node (--kfd-gem, 2xMI210):
     # the first render file fails after the KFD images were written; the
     # second (GEM_LIST_HANDLES' 3rd call: each file counts, then lists)
     # after the first one's render image and pages files were too.
-    cases.append(("2xMI210", "--kfd-gem", "DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES:nth=1", {}, "wrote amdgpu-kfd-"))
-    cases.append(("2xMI210", "--kfd-gem", "DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES:nth=3", {}, "wrote amdgpu-renderD-"))
-    return cases
+    two = [("--kfd-gem", "DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES:nth=1", {}, "wrote amdgpu-kfd-"),
+           ("--kfd-gem", "DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES:nth=3", {}, "wrote amdgpu-renderD-")]
+    return [("MI100", mi100), ("2xMI210", two)]
 
 
 def sc_render_dump_cleanup(run):
-    for machine, mode, fault, env, before in render_cleanup_cases():
-        what = "%s %s %s%s" % (machine, mode, fault, " " + " ".join("%s=%s" % kv for kv in env.items()))
-        d = run.machine(["--machine", machine], "render_dump",
-                        {"mode": mode, "fault": fault + ":errno=EIO", "env": env})
-        e2e.check(d["rc"] != 0, "%s: the dump succeeded despite the fault" % what)
-        e2e.check(not d["left"], "%s: files of the failed dump are left: %s" % (what, d["left"]))
-        e2e.check(d["result"] == "OK", "%s: the dumped process after the failed dump: %s" % (what, d["result"]))
-        errs = [l for l in e2e.plugin_lines(d["log"]) if "failed" in l or "error" in l.lower()]
-        e2e.check(errs, "%s: no error line from the plugin" % what)
-        if before:
-            e2e.check(before in d["log"], "%s: the fault hit before '%s' (the case tests nothing)" % (what, before))
-        removed = [l for l in e2e.plugin_lines(d["log"]) if "removed the" in l]
-        e2e.log("  %-62s -> no file left%s" % (what, (" (" + removed[0].split("amdgpu_plugin: ")[-1] + ")")
-                                                   if removed else ""))
+    for machine, cases in render_cleanup_cases():
+        r = run.machine(["--machine", machine], "render_dump",
+                        {"cases": [{"mode": m, "fault": f + ":errno=EIO", "env": env} for m, f, env, _ in cases]})
+        for (mode, fault, env, before), d in zip(cases, r["cases"]):
+            what = "%s %s %s%s" % (machine, mode, fault, "".join(" %s=%s" % kv for kv in env.items()))
+            e2e.check(d["rc"] != 0, "%s: the dump succeeded despite the fault" % what)
+            e2e.check(not d["left"], "%s: files of the failed dump are left: %s" % (what, d["left"]))
+            e2e.check(d["result"] == "OK", "%s: the dumped process after the failed dump: %s" % (what, d["result"]))
+            errs = [l for l in e2e.plugin_lines(d["log"]) if "failed" in l or "error" in l.lower()]
+            e2e.check(errs, "%s: no error line from the plugin" % what)
+            if before:
+                e2e.check(before in d["log"], "%s: the fault hit before '%s' (the case tests nothing)" % (what, before))
+            removed = [l for l in e2e.plugin_lines(d["log"]) if "removed the" in l]
+            e2e.log("  %-62s -> no file left%s" % (what, (" (" + removed[0].split("amdgpu_plugin: ")[-1] + ")")
+                                                       if removed else ""))
 
 
 # Faults at each step of a dump. (target, workload args, extra env, plugins)
