@@ -123,9 +123,12 @@ Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCo
 		return out;
 	}
 	std::vector<VerifyingSource::Bo> bos;
+	uint64_t at = 0; // in the stream
 	for (size_t i = 0; i < job.bos.size(); i++) {
 		const GpuCopyBo &b = job.bos[i];
-		bos.push_back({b.size, b.expect, b.label.empty() ? strprintf("BO %zu", i) : b.label});
+		bos.push_back({b.size, b.expect, b.label.empty() ? strprintf("BO %zu", i) : b.label,
+			       job.bo_files.empty() ? 0 : at});
+		at += b.size;
 	}
 	VerifyingSource checked(*source, std::move(bos));
 	CountingSource counted(checked, moved);

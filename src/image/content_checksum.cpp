@@ -150,7 +150,7 @@ Status VerifyingSource::check(const ChunkWalker::Chunk &c)
 				  "do not match their checksum (image 0x%016" PRIx64 ", read 0x%016" PRIx64
 				  "): the pages file is damaged (KFD_VERIFY=0 restores it unchecked)",
 				  b.label.c_str(), c.bo_offset, c.bo_offset + c.bytes - 1, b.size, c.index,
-				  b.checksum->chunks.size(), c.stream_offset, want, c.checksum);
+				  b.checksum->chunks.size(), c.stream_offset - b.file_start, want, c.checksum);
 	verified_ += c.bytes;
 	return ok_status();
 }

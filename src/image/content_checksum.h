@@ -124,6 +124,10 @@ public:
 		uint64_t size = 0;
 		const BoChecksum *checksum = nullptr; // nullptr: not checked
 		std::string label;		      // "BO 3 at 0x7f0000001000"
+		// The stream offset where the payload of the pages file holding
+		// it starts (0: one file holds the whole stream; a BO in a file
+		// of its own: the stream offset of its first byte).
+		uint64_t file_start = 0;
 	};
 	VerifyingSource(ByteSource &inner, std::vector<Bo> bos);
 

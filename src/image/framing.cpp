@@ -186,6 +186,25 @@ Status check_payload_seal(std::span<const uint8_t> payload, uint32_t field, uint
 	return ok_status();
 }
 
+Result<Integrity> check_message_seal(std::span<const uint8_t> payload, uint32_t field,
+				     std::optional<uint64_t> stored, std::optional<size_t> checksummed_bo,
+				     Verify verify, const std::string &name)
+{
+	if (verify == Verify::Off)
+		return Integrity::Unchecked;
+	if (stored) {
+		if (auto st = check_payload_seal(payload, field, *stored, name); !st)
+			return std::move(st).error();
+		return Integrity::Verified;
+	}
+	if (checksummed_bo)
+		return make_error(EBADMSG,
+				  "%s: BO %zu has content checksums but the image has no checksum of its "
+				  "own: the image is damaged (KFD_VERIFY=0 restores it unchecked)",
+				  name.c_str(), *checksummed_bo);
+	return Integrity::Unsealed;
+}
+
 Status write_image_payload(const ImageDir &dir, const std::string &name,
 			   std::span<const uint8_t> payload)
 {

@@ -93,6 +93,16 @@ void seal_payload(std::vector<uint8_t> &packed, uint32_t field);
 Status check_payload_seal(std::span<const uint8_t> payload, uint32_t field, uint64_t stored,
 			  const std::string &name);
 
+// The seal check every sealed image shares, after its message decoded:
+// Verify::Off checks nothing (Unchecked); a seal (`stored`) must pass
+// check_payload_seal (Verified); without one the image is upstream's
+// (Unsealed), unless `checksummed_bo` names a BO that has content checksums:
+// only this plugin writes those, and it seals what it writes, so that
+// image's seal key is damaged (EBADMSG naming `name`, the BO and KFD_VERIFY).
+Result<Integrity> check_message_seal(std::span<const uint8_t> payload, uint32_t field,
+				     std::optional<uint64_t> stored, std::optional<size_t> checksummed_bo,
+				     Verify verify, const std::string &name);
+
 // One protobuf image: `validate(img, name)` -> Status, then `pack(img)` ->
 // Result<bytes>, framed and written atomically under `name`;
 // `unpack(payload, name)` -> Result<Image> of the framed file `name`.

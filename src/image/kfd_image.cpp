@@ -226,22 +226,16 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 	if (!msg)
 		return make_error(EINVAL, "%s: not a valid criu_kfd message (%zu bytes)", n,
 				  payload.size());
-	Integrity got = Integrity::Unchecked;
-	if (verify == Verify::On) {
-		got = msg->has_image_checksum ? Integrity::Verified : Integrity::Unsealed;
-		if (msg->has_image_checksum) {
-			if (auto st = check_payload_seal(payload, kKfdSealField, msg->image_checksum, name); !st)
-				return std::move(st).error();
-		} else {
-			for (size_t i = 0; i < msg->n_bo_entries; i++)
-				if (msg->bo_entries[i]->checksum)
-					return make_error(EBADMSG,
-							  "%s: BO %zu has content checksums but the image has "
-							  "no checksum of its own: the image is damaged "
-							  "(KFD_VERIFY=0 restores it unchecked)",
-							  n, i);
-		}
-	}
+	std::optional<size_t> checksummed;
+	for (size_t i = 0; i < msg->n_bo_entries && !checksummed; i++)
+		if (msg->bo_entries[i]->checksum)
+			checksummed = i;
+	auto got = check_message_seal(payload, kKfdSealField,
+				      msg->has_image_checksum ? std::optional<uint64_t>(msg->image_checksum)
+							      : std::nullopt,
+				      checksummed, verify, name);
+	if (!got)
+		return std::move(got).error();
 
 	if (msg->num_of_bos != msg->n_bo_entries)
 		return make_error(EINVAL, "%s: num_of_bos is %" PRIu64 " but %zu BO entries follow", n,
@@ -286,7 +280,7 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 	if (!st)
 		return std::move(st).error();
 	if (integrity)
-		*integrity = got;
+		*integrity = *got;
 	return img;
 }
 

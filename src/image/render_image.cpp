@@ -103,6 +103,12 @@ Status validate_render_image(const RenderNodeImage &img, const std::string &name
 						  "%s: BO %zu: VM entry %zu at 0x%" PRIx64 " has size 0x%" PRIx64
 						  " (empty or past the end of the address space)",
 						  n, i, j, bo.vms[j].addr, bo.vms[j].size);
+		if (bo.checksum && !bo.has_contents())
+			return make_error(EINVAL, "%s: BO %zu: content checksums on a BO without contents",
+					  n, i);
+		if (bo.checksum)
+			if (auto st = check_bo_checksum(*bo.checksum, bo.size); !st)
+				return std::move(st).error().context(strprintf("%s: BO %zu", n, i));
 	}
 	return ok_status();
 }
@@ -117,6 +123,7 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
 	std::vector<DrmBoEntry> bos(img.bos.size());
 	std::vector<DrmBoEntry *> bo_ptrs(img.bos.size());
 	std::vector<SharedBoEntry> shared(img.bos.size());
+	std::vector<::BoChecksum> sums(img.bos.size());
 
 	size_t vi = 0;
 	for (size_t i = 0; i < img.bos.size(); i++) {
@@ -147,6 +154,14 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
 			vm_ptrs[vi] = &vms[vi];
 			vi++;
 		}
+		if (const auto &c = src.checksum) {
+			bo_checksum__init(&sums[i]);
+			sums[i].chunk_size = c->chunk_bytes;
+			sums[i].n_chunks = c->chunks.size();
+			sums[i].chunks = const_cast<uint64_t *>(c->chunks.data());
+			sums[i].whole = c->whole;
+			e.checksum = &sums[i];
+		}
 		bo_ptrs[i] = &e;
 	}
 
@@ -164,11 +179,12 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
 	if (packed != out.size())
 		return make_error(EIO, "packing the render node image: %zu bytes instead of %zu",
 				  packed, out.size());
+	seal_payload(out, kRenderSealField);
 	return out;
 }
 
-Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload,
-					    const std::string &name)
+Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload, const std::string &name,
+					    Verify verify, Integrity *integrity)
 {
 	const char *n = name.c_str();
 	std::unique_ptr<CriuRenderNode, RenderDeleter> msg(
@@ -176,6 +192,16 @@ Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload,
 	if (!msg)
 		return make_error(EINVAL, "%s: not a valid criu_render_node message (%zu bytes)", n,
 				  payload.size());
+	std::optional<size_t> checksummed;
+	for (size_t i = 0; i < msg->n_bo_entries && !checksummed; i++)
+		if (msg->bo_entries[i]->checksum)
+			checksummed = i;
+	auto got = check_message_seal(payload, kRenderSealField,
+				      msg->has_image_checksum ? std::optional<uint64_t>(msg->image_checksum)
+							      : std::nullopt,
+				      checksummed, verify, name);
+	if (!got)
+		return std::move(got).error();
 	if (msg->num_of_bos != msg->n_bo_entries)
 		return make_error(EINVAL, "%s: num_of_bos is %" PRIu64 " but %zu BO entries follow", n,
 				  msg->num_of_bos, msg->n_bo_entries);
@@ -205,10 +231,14 @@ Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload,
 			const DrmVmEntry *v = e->vm_entries[j];
 			bo.vms.push_back({v->addr, v->size, v->offset, v->flags});
 		}
+		if (const ::BoChecksum *c = e->checksum; c && verify == Verify::On)
+			bo.checksum = BoChecksum{c->chunk_size, {c->chunks, c->chunks + c->n_chunks}, c->whole};
 	}
 	auto st = validate_render_image(img, name);
 	if (!st)
 		return std::move(st).error();
+	if (integrity)
+		*integrity = *got;
 	return img;
 }
 
@@ -218,9 +248,12 @@ Status write_render_image(const ImageDir &dir, int id, const RenderNodeImage &im
 				   pack_render_image);
 }
 
-Result<RenderNodeImage> read_render_image(const ImageDir &dir, int id)
+Result<RenderNodeImage> read_render_image(const ImageDir &dir, int id, Verify verify, Integrity *integrity)
 {
-	return read_message_image(dir, render_image_name(id), unpack_render_image);
+	return read_message_image(dir, render_image_name(id),
+				  [verify, integrity](std::span<const uint8_t> payload, const std::string &name) {
+					  return unpack_render_image(payload, name, verify, integrity);
+				  });
 }
 
 Result<std::vector<uint8_t>> pack_dmabuf_image(const DmabufImage &img)
@@ -238,16 +271,26 @@ Result<std::vector<uint8_t>> pack_dmabuf_image(const DmabufImage &img)
 	if (packed != out.size())
 		return make_error(EIO, "packing the dmabuf image: %zu bytes instead of %zu", packed,
 				  out.size());
+	seal_payload(out, kDmabufSealField);
 	return out;
 }
 
-Result<DmabufImage> unpack_dmabuf_image(std::span<const uint8_t> payload, const std::string &name)
+Result<DmabufImage> unpack_dmabuf_image(std::span<const uint8_t> payload, const std::string &name,
+					Verify verify, Integrity *integrity)
 {
 	std::unique_ptr<CriuDmabufNode, DmabufDeleter> msg(
 		criu_dmabuf_node__unpack(nullptr, payload.size(), payload.data()));
 	if (!msg)
 		return make_error(EINVAL, "%s: not a valid criu_dmabuf_node message (%zu bytes)",
 				  name.c_str(), payload.size());
+	auto got = check_message_seal(payload, kDmabufSealField,
+				      msg->has_image_checksum ? std::optional<uint64_t>(msg->image_checksum)
+							      : std::nullopt,
+				      std::nullopt, verify, name);
+	if (!got)
+		return std::move(got).error();
+	if (integrity)
+		*integrity = *got;
 	DmabufImage img{msg->gem_handle, from_entry(msg->shared)};
 	if (img.shared)
 		if (auto st = validate_shared_bo(*img.shared, name); !st)
@@ -265,9 +308,12 @@ Status write_dmabuf_image(const ImageDir &dir, int id, const DmabufImage &img)
 		pack_dmabuf_image);
 }
 
-Result<DmabufImage> read_dmabuf_image(const ImageDir &dir, int id)
+Result<DmabufImage> read_dmabuf_image(const ImageDir &dir, int id, Verify verify, Integrity *integrity)
 {
-	return read_message_image(dir, dmabuf_image_name(id), unpack_dmabuf_image);
+	return read_message_image(dir, dmabuf_image_name(id),
+				  [verify, integrity](std::span<const uint8_t> payload, const std::string &name) {
+					  return unpack_dmabuf_image(payload, name, verify, integrity);
+				  });
 }
 
 } // namespace amdcr

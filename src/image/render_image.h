@@ -12,6 +12,8 @@
 
 #include "base/drm.h"
 #include "base/result.h"
+#include "image/content_checksum.h"
+#include "image/framing.h"
 #include "image/image_dir.h"
 
 namespace amdcr {
@@ -71,6 +73,10 @@ struct DrmBo {
 	bool is_import = false;	  // held through another file: contents not in its own pages file
 	std::vector<DrmVm> vms;
 	std::optional<SharedBo> shared; // this project's images: the BO as a shareable one
+	// Checksums of its contents in its amdgpu-drm-pages file
+	// (image/content_checksum.h): this plugin's images have them for every
+	// BO with contents (unless dumped with KFD_VERIFY=0), upstream's none.
+	std::optional<BoChecksum> checksum{};
 
 	// Whether its contents are in its own amdgpu-drm-pages file (dumped
 	// and restored with this file); an import's are in its shared BO's.
@@ -96,16 +102,27 @@ struct DmabufImage {
 Status validate_shared_bo(const SharedBo &s, const std::string &where);
 Status validate_render_image(const RenderNodeImage &img, const std::string &name);
 
+// The seal fields (image/framing.h) of criu_render_node and
+// criu_dmabuf_node: both images are sealed as the KFD image is.
+inline constexpr uint32_t kRenderSealField = 100;
+inline constexpr uint32_t kDmabufSealField = 100;
+
+// Packed and sealed. Unpacking checks the seal and the BO checksums as
+// unpack_kfd_image does (Verify::On: a seal must match, BO checksums without
+// a seal are refused; Verify::Off: neither, and the BO checksums are
+// dropped); `integrity`, when given, receives what could be checked.
 Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img);
-Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload,
-					    const std::string &name);
+Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload, const std::string &name,
+					    Verify verify = Verify::On, Integrity *integrity = nullptr);
 Status write_render_image(const ImageDir &dir, int id, const RenderNodeImage &img);
-Result<RenderNodeImage> read_render_image(const ImageDir &dir, int id);
+Result<RenderNodeImage> read_render_image(const ImageDir &dir, int id, Verify verify = Verify::On,
+					  Integrity *integrity = nullptr);
 
 Result<std::vector<uint8_t>> pack_dmabuf_image(const DmabufImage &img);
-Result<DmabufImage> unpack_dmabuf_image(std::span<const uint8_t> payload,
-					const std::string &name);
+Result<DmabufImage> unpack_dmabuf_image(std::span<const uint8_t> payload, const std::string &name,
+					Verify verify = Verify::On, Integrity *integrity = nullptr);
 Status write_dmabuf_image(const ImageDir &dir, int id, const DmabufImage &img);
-Result<DmabufImage> read_dmabuf_image(const ImageDir &dir, int id);
+Result<DmabufImage> read_dmabuf_image(const ImageDir &dir, int id, Verify verify = Verify::On,
+				      Integrity *integrity = nullptr);
 
 } // namespace amdcr

@@ -74,12 +74,12 @@ Result<Checkpoint> load_checkpoint(const std::string &path)
 		return std::move(kfd).error().context(path);
 	auto render = load_all<RenderNodeImage>(
 		*dir, kRenderImagePrefix, render_image_name,
-		[](const ImageDir &d, int id, Integrity *) { return read_render_image(d, id); });
+		[](const ImageDir &d, int id, Integrity *i) { return read_render_image(d, id, Verify::On, i); });
 	if (!render)
 		return std::move(render).error().context(path);
 	auto dmabuf = load_all<DmabufImage>(
 		*dir, kDmabufImagePrefix, dmabuf_image_name,
-		[](const ImageDir &d, int id, Integrity *) { return read_dmabuf_image(d, id); });
+		[](const ImageDir &d, int id, Integrity *i) { return read_dmabuf_image(d, id, Verify::On, i); });
 	if (!dmabuf)
 		return std::move(dmabuf).error().context(path);
 	return Checkpoint{path, std::move(*dir), std::move(*kfd), std::move(*render),

@@ -22,8 +22,8 @@
 namespace amdcr::inspect {
 
 // One metadata image: its CRIU file id, file name and what decoding it gave.
-// KFD images are read with their seal checked (Verify::On): `integrity`
-// says whether there was one (this plugin's images) or not (upstream's).
+// Every image is read with its seal checked (Verify::On): `integrity` says
+// whether there was one (this plugin's images) or not (upstream's).
 template <typename Image>
 struct Loaded {
 	int id = 0;

@@ -33,6 +33,11 @@ const char *integrity_name(Integrity i)
 
 // ---- text -----------------------------------------------------------------
 
+const char *seal_text(Integrity i)
+{
+	return i == Integrity::Verified ? "seal verified" : "no seal (upstream's image)";
+}
+
 void text_device(std::string &o, const KfdDevice &d)
 {
 	if (!d.is_gpu()) {
@@ -67,7 +72,7 @@ void text_kfd(std::string &o, const Loaded<KfdImage> &l)
 		       l.file.c_str(), img.pid, img.gpu_count(), img.cpu_count(), img.bos.size(),
 		       img.num_of_objects, img.priv_data.size(),
 		       format_size(img.shared_mem_size).c_str(), img.shared_mem_magic,
-		       l.integrity == Integrity::Verified ? "seal verified" : "no seal (upstream's image)");
+		       seal_text(l.integrity));
 	for (const KfdDevice &d : img.devices)
 		text_device(o, d);
 	const auto where = kfd_pages_layout(img, l.id);
@@ -94,8 +99,8 @@ void text_render(std::string &o, const Loaded<RenderNodeImage> &l)
 		return;
 	}
 	const RenderNodeImage &img = *l.image;
-	o += strprintf("%s: render node renderD%u of GPU 0x%04x, %zu BOs\n", l.file.c_str(),
-		       img.drm_render_minor, img.gpu_id, img.bos.size());
+	o += strprintf("%s: render node renderD%u of GPU 0x%04x, %zu BOs, %s\n", l.file.c_str(),
+		       img.drm_render_minor, img.gpu_id, img.bos.size(), seal_text(l.integrity));
 	const auto where = render_pages_layout(img, l.id);
 	for (size_t i = 0; i < img.bos.size(); i++) {
 		const DrmBo &b = img.bos[i];
@@ -111,6 +116,9 @@ void text_render(std::string &o, const Loaded<RenderNodeImage> &l)
 		else if (b.shared && b.shared->has_contents())
 			o += " -> " + drm_pages_image_name(static_cast<int>(b.shared->contents_id),
 							   b.shared->contents_minor, b.shared->contents_index);
+		if (b.checksum)
+			o += strprintf(" checksum 0x%016" PRIx64 " (%zu chunks)", b.checksum->whole,
+				       b.checksum->chunks.size());
 		o += "\n";
 		for (const DrmVm &v : b.vms)
 			o += strprintf("    VM 0x%012" PRIx64 "..0x%012" PRIx64 " from BO offset 0x%" PRIx64
@@ -145,6 +153,16 @@ void json_location(JsonWriter &j, const std::optional<PagesLocation> &at)
 	j.key("pages_offset");
 	if (at)
 		j.value(at->offset);
+	else
+		j.null();
+}
+
+void json_checksum(JsonWriter &j, const std::optional<BoChecksum> &c)
+{
+	j.key("checksum");
+	if (c)
+		j.begin_object().field("whole", c->whole).field("chunk_bytes", c->chunk_bytes)
+			.field("chunks", static_cast<uint64_t>(c->chunks.size())).end_object();
 	else
 		j.null();
 }
@@ -195,13 +213,7 @@ void json_kfd(JsonWriter &j, const Loaded<KfdImage> &l)
 		else
 			j.value(b.handle);
 		json_location(j, where[i]);
-		j.key("checksum");
-		if (b.checksum)
-			j.begin_object().field("whole", b.checksum->whole)
-				.field("chunk_bytes", b.checksum->chunk_bytes)
-				.field("chunks", static_cast<uint64_t>(b.checksum->chunks.size())).end_object();
-		else
-			j.null();
+		json_checksum(j, b.checksum);
 		j.end_object();
 	}
 	j.end_array().end_object();
@@ -212,6 +224,7 @@ void json_render(JsonWriter &j, const Loaded<RenderNodeImage> &l)
 	const RenderNodeImage &img = *l.image;
 	j.begin_object().field("file", l.file).field("id", static_cast<uint32_t>(l.id));
 	j.field("gpu_id", img.gpu_id).field("drm_render_minor", img.drm_render_minor);
+	j.field("integrity", integrity_name(l.integrity));
 	const auto where = render_pages_layout(img, l.id);
 	j.key("bos").begin_array();
 	for (size_t i = 0; i < img.bos.size(); i++) {
@@ -230,6 +243,7 @@ void json_render(JsonWriter &j, const Loaded<RenderNodeImage> &l)
 				.field("offset", v.offset).field("flags", v.flags).end_object();
 		j.end_array();
 		json_location(j, where[i]);
+		json_checksum(j, b.checksum);
 		j.end_object();
 	}
 	j.end_array().end_object();
@@ -268,9 +282,10 @@ std::string show_text(const Checkpoint &ck)
 			if (b.has_contents())
 				o += " -> " + drm_pages_image_name(static_cast<int>(b.contents_id), b.contents_minor,
 								   b.contents_index);
-			o += "\n";
+			o += strprintf(", %s\n", seal_text(l.integrity));
 		} else if (l.image) {
-			o += strprintf("%s: dma-buf of GEM handle %u\n", l.file.c_str(), l.image->gem_handle);
+			o += strprintf("%s: dma-buf of GEM handle %u, %s\n", l.file.c_str(), l.image->gem_handle,
+				       seal_text(l.integrity));
 		} else
 			o += l.file + ": UNREADABLE: " + l.image.error().message() + "\n";
 	}
@@ -295,7 +310,8 @@ std::string show_json(const Checkpoint &ck)
 	for (const auto &l : ck.dmabuf)
 		if (l.image)
 			j.begin_object().field("file", l.file).field("id", static_cast<uint32_t>(l.id))
-				.field("gem_handle", l.image->gem_handle).end_object();
+				.field("gem_handle", l.image->gem_handle)
+				.field("integrity", integrity_name(l.integrity)).end_object();
 	j.end_array();
 	j.key("errors").begin_array();
 	auto errors = [&](const auto &list) {

@@ -26,8 +26,11 @@ public:
 			kfd(l);
 		for (const auto &l : ck_.render)
 			render(l);
-		for (const auto &l : ck_.dmabuf)
+		for (const auto &l : ck_.dmabuf) {
+			if (l.image && l.integrity == Integrity::Verified)
+				r_.sealed++;
 			dmabuf(l);
+		}
 		leftovers();
 		std::sort(r_.good.begin(), r_.good.end());
 		return std::move(r_);
@@ -140,11 +143,22 @@ private:
 	{
 		if (!decoded(l))
 			return;
+		const RenderNodeImage &img = *l.image;
 		std::vector<std::string> pages;
-		for (const auto &at : render_pages_layout(*l.image, l.id))
-			if (at)
-				pages.push_back(at->file);
-		with_pages(l, validate_render_image_set(ck_.dir, l.id, *l.image), pages);
+		const auto where = render_pages_layout(img, l.id);
+		for (size_t i = 0; i < img.bos.size(); i++) {
+			if (!where[i])
+				continue;
+			// Each BO in a file of its own, read through its checksums.
+			const DrmBo &b = img.bos[i];
+			pages.push_back(where[i]->file);
+			checked_bos_[where[i]->file] = {
+				{b.size, b.checksum ? &*b.checksum : nullptr,
+				 strprintf("BO %zu (GEM handle %u) of %s", i, b.handle, l.file.c_str())}};
+		}
+		if (l.integrity == Integrity::Verified)
+			r_.sealed++;
+		with_pages(l, validate_render_image_set(ck_.dir, l.id, img), pages);
 	}
 
 	// The CRIU file id in a pages file name "<prefix><id>-...", or -1.
@@ -190,7 +204,7 @@ private:
 	VerifyReport r_;
 	std::set<std::string> checked_;
 	std::set<int> failed_ids_;
-	// Per KFD pages file: its BOs in file order, with their checksums.
+	// Per pages file: its BOs in file order, with their checksums.
 	std::map<std::string, std::vector<VerifyingSource::Bo>> checked_bos_;
 };
 
@@ -211,7 +225,7 @@ std::string format_verify(const VerifyReport &r, bool verbose)
 		o += "BAD " + p.file + ": " + p.message + "\n";
 	for (const auto &w : r.warnings)
 		o += "warning: " + w.file + ": " + w.message + "\n";
-	o += strprintf("%zu files good, %zu problems, %zu warnings; %zu sealed KFD images; %" PRIu64
+	o += strprintf("%zu files good, %zu problems, %zu warnings; %zu sealed images; %" PRIu64
 		       " bytes of contents read, %" PRIu64 " of them matched their checksums\n",
 		       r.good.size(), r.problems.size(), r.warnings.size(), r.sealed, r.bytes_read,
 		       r.bytes_checksummed);

@@ -36,7 +36,7 @@ struct VerifyReport {
 	std::vector<Finding> warnings; // worth a look, not damage
 	uint64_t bytes_read = 0;	 // of pages file payloads
 	uint64_t bytes_checksummed = 0; // of those, matched against checksums
-	size_t sealed = 0;		 // KFD images whose seal was checked
+	size_t sealed = 0;		 // metadata images whose seal was checked
 };
 
 VerifyReport verify_checkpoint(const Checkpoint &ck);

@@ -91,8 +91,6 @@ int DumpSession::dump_ext_file(int fd, int id)
 	case DeviceFile::Render:
 		if (const TopologyNode *gpu = amd_render_gpu(st)) {
 			status = dump_render(fd, id, *gpu);
-			if (status)
-				record_render_files(id);
 			break;
 		}
 		log_debug("file %d: render node %u is not an AMD GPU's", id, minor(st.st_rdev));
@@ -149,19 +147,6 @@ int DumpSession::dump_devices_late(int /*root_pid*/)
 		return st.error().neg();
 	// Not 0: the other plugins must see this hook too.
 	return -ENOTSUP;
-}
-
-void DumpSession::record_render_files(int id)
-{
-	auto images = session_image_dir(env_);
-	if (!images || images->streaming())
-		return; // a streamed image cannot be taken back
-	auto img = read_render_image(*images, id);
-	if (!img)
-		return;
-	for (size_t i = 0; i < img->bos.size(); i++)
-		created_.push_back(drm_pages_image_name(id, img->drm_render_minor, static_cast<uint32_t>(i)));
-	created_.push_back(render_image_name(id));
 }
 
 void DumpSession::discard_created(const char *why)

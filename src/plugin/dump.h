@@ -78,9 +78,6 @@ private:
 	void claim();
 	// Removes every file in created_ (the dump failed: `why`).
 	void discard_created(const char *why);
-	// Lists the files of render node file `id`'s completed dump in
-	// created_ (its image names its buffers).
-	void record_render_files(int id);
 
 	// Where this dump's copies add up (nullptr when it could not be
 	// mapped: then there is no summary line).

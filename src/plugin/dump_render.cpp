@@ -71,6 +71,8 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 	GpuCopyJob job;
 	job.image_gpu_id = gpu.gpu_id;
 	job.render_path = env_.paths.render_path(minor);
+	job.checksums = env_.config.verify;
+	std::vector<size_t> job_bo_index; // for each BO of the job, its index in img.bos
 	std::vector<UniqueFd> dmabufs; // open until the copy is done
 	for (const GemBoInfo &h : *handles) {
 		auto bo = describe_bo(fd, h, minor);
@@ -95,6 +97,7 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 			if (!seen) {
 				job.bos.push_back({dmabuf->get(), bo->size});
 				job.bo_files.push_back(drm_pages_image_name(id, minor, index));
+				job_bo_index.push_back(img.bos.size());
 				dmabufs.push_back(std::move(*dmabuf));
 			}
 		}
@@ -105,12 +108,23 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 		return st;
 
 	// Contents first, metadata last: a render image under its final name
-	// implies its pages files are complete.
+	// implies its pages files are complete. The files are the session's
+	// from the start: a dump that fails later removes them (finish()).
+	created_.insert(created_.end(), job.bo_files.begin(), job.bo_files.end());
 	if (!job.bos.empty()) {
 		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {job}, copy_settings(env_, totals()));
 		if (!copied)
 			return std::move(copied).error().context(strprintf("renderD%u", minor));
+		if (job.checksums) {
+			auto &sums = copied->front().checksums;
+			if (sums.size() != job_bo_index.size())
+				return make_error(EIO, "renderD%u: %zu checksums for %zu BOs", minor, sums.size(),
+						  job_bo_index.size());
+			for (size_t k = 0; k < sums.size(); k++)
+				img.bos[job_bo_index[k]].checksum = std::move(sums[k]);
+		}
 	}
+	created_.push_back(name);
 	if (auto st = write_render_image(*images, id, img); !st)
 		return st;
 	log_gpu(LogLevel::Debug, gpu.gpu_id, "render node %u: wrote %s (%zu BOs, %zu with contents)", minor,

@@ -74,28 +74,55 @@ int find_same_open_file(int fd)
 	return -1;
 }
 
+// Says once per image what its integrity check covered: an image without
+// checksums (upstream's plugin wrote it) is restored unverified, and so are
+// BOs dumped with KFD_VERIFY=0 (`unchecked_bos` of them have contents but
+// no checksums).
+void log_integrity(const std::string &name, Integrity integrity, size_t unchecked_bos)
+{
+	switch (integrity) {
+	case Integrity::Unsealed:
+		log_info("%s has no checksums (written by another amdgpu plugin): its GPU memory is "
+			 "restored unverified",
+			 name.c_str());
+		break;
+	case Integrity::Verified:
+		if (unchecked_bos > 0)
+			log_info("%s: %zu BOs have no content checksums (dumped with KFD_VERIFY=0): their "
+				 "contents are restored unverified",
+				 name.c_str(), unchecked_bos);
+		break;
+	case Integrity::Unchecked:
+		log_info("%s: checksums not checked (KFD_VERIFY=0)", name.c_str());
+		break;
+	}
+}
+
+template <typename Bo>
+size_t count_unchecked(const std::vector<Bo> &bos)
+{
+	return static_cast<size_t>(
+		std::count_if(bos.begin(), bos.end(), [](const Bo &b) { return b.has_contents() && !b.checksum; }));
+}
+
 // A KFD image with its checksum checked (unless KFD_VERIFY=0; its BOs'
-// checksums then stay unread too); an image without checksums (upstream's
-// plugin wrote it) is restored unverified, and the log says so once.
+// checksums then stay unread too).
 Result<KfdImage> read_checked_kfd_image(const ImageDir &images, int id, const Config &config)
 {
 	Integrity integrity = Integrity::Unchecked;
 	auto img = read_kfd_image(images, id, config.verify ? Verify::On : Verify::Off, &integrity);
-	if (img && integrity == Integrity::Unsealed)
-		log_info("%s has no checksums (written by another amdgpu plugin): its GPU memory is "
-			 "restored unverified",
-			 kfd_image_name(id).c_str());
-	if (img && integrity == Integrity::Verified) {
-		const auto unchecked = std::count_if(img->bos.begin(), img->bos.end(), [](const KfdBo &b) {
-			return b.has_contents() && !b.checksum;
-		});
-		if (unchecked > 0)
-			log_info("%s: %zu BOs have no content checksums (dumped with KFD_VERIFY=0): their "
-				 "contents are restored unverified",
-				 kfd_image_name(id).c_str(), static_cast<size_t>(unchecked));
-	}
-	if (img && integrity == Integrity::Unchecked)
-		log_info("%s: checksums not checked (KFD_VERIFY=0)", kfd_image_name(id).c_str());
+	if (img)
+		log_integrity(kfd_image_name(id), integrity, count_unchecked(img->bos));
+	return img;
+}
+
+// The same for a render node image.
+Result<RenderNodeImage> read_checked_render_image(const ImageDir &images, int id, const Config &config)
+{
+	Integrity integrity = Integrity::Unchecked;
+	auto img = read_render_image(images, id, config.verify ? Verify::On : Verify::Off, &integrity);
+	if (img)
+		log_integrity(render_image_name(id), integrity, count_unchecked(img->bos));
 	return img;
 }
 
@@ -175,7 +202,7 @@ Status RestoreSession::load_and_map()
 	}
 	std::vector<std::pair<int, RenderNodeImage>> renders;
 	for (int id : *render_ids) {
-		auto img = read_render_image(*images, id);
+		auto img = read_checked_render_image(*images, id, env_.config);
 		if (!img)
 			return std::move(img).error();
 		if (auto st = validate_render_image_set(*images, id, *img); !st)
@@ -303,7 +330,7 @@ Status RestoreSession::restore_streamed(const ImageDir &images, int id, UniqueFd
 	}
 	if (kfd.error().code() != ENOENT)
 		return std::move(kfd).error();
-	auto render = read_render_image(images, id);
+	auto render = read_checked_render_image(images, id, env_.config);
 	if (!render) {
 		if (render.error().code() != ENOENT)
 			return std::move(render).error();
@@ -329,7 +356,8 @@ Result<RenderNodeImage> RestoreSession::take_render_image(const ImageDir &images
 		streamed_renders_.erase(it);
 		return img;
 	}
-	return read_render_image(images, id);
+	// Read (and its integrity logged) by prepare() already: quietly again.
+	return read_render_image(images, id, env_.config.verify ? Verify::On : Verify::Off);
 }
 
 int RestoreSession::prepare()

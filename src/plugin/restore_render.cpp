@@ -114,9 +114,11 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 			auto dmabuf = gem_export_dmabuf(*bound, bo.handle);
 			if (!dmabuf)
 				return std::move(dmabuf).error().context(name);
-			job.bos.push_back({dmabuf->get(), bo.size});
-			job.bo_files.push_back(
-				drm_pages_image_name(id, img->drm_render_minor, static_cast<uint32_t>(i)));
+			std::string file = drm_pages_image_name(id, img->drm_render_minor, static_cast<uint32_t>(i));
+			job.bos.push_back({dmabuf->get(), bo.size, bo.checksum ? &*bo.checksum : nullptr,
+					   strprintf("%s: BO %zu (GEM handle %u) of %s", file.c_str(), i, bo.handle,
+						     name.c_str())});
+			job.bo_files.push_back(std::move(file));
 			dmabufs.push_back(std::move(*dmabuf));
 		}
 		created.push_back(std::move(*h));

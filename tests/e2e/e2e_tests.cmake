@@ -21,7 +21,7 @@ endif()
 # checkpoint restore cleanly refused or identical; a failed dump leaves no
 # file of ours.
 if(TARGET kfd-emu AND TARGET criu-host)
-  foreach(s flips dump_cleanup)
+  foreach(s flips dump_cleanup render_flips render_dump_cleanup)
     add_test(NAME e2e_integrity_${s}
       COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/integrity.py --bin-dir ${PROJECT_BINARY_DIR} ${s})
     set_tests_properties(e2e_integrity_${s} PROPERTIES TIMEOUT 1500 LABELS e2e)

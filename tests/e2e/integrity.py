@@ -3,7 +3,10 @@
 """Image integrity end to end (issue 13): damaged images and failed dumps.
 
     integrity.py --bin-dir BUILD flips          (CTest e2e_integrity_flips)
-    integrity.py --bin-dir BUILD dump_cleanup   (CTest e2e_dump_cleanup)
+    integrity.py --bin-dir BUILD dump_cleanup   (CTest e2e_integrity_dump_cleanup)
+    integrity.py --bin-dir BUILD render_flips   (CTest e2e_integrity_render_flips)
+    integrity.py --bin-dir BUILD render_dump_cleanup
+                                        (CTest e2e_integrity_render_dump_cleanup)
 
 flips: a small 2-GPU checkpoint is dumped; then, on one emulated machine,
 one byte of one image file at a time is flipped and the whole restore runs
@@ -29,6 +32,24 @@ dump_cleanup: one injected failure at each step of the dump (each ioctl
 and SDMA job of the copy, the CHECKPOINT of a second process after the
 first one's images were complete): the image directory holds no file of
 ours afterwards, under any name (temporaries included).
+
+render_flips: the same for a render-node checkpoint (kfdemu_criu_workload
+--render on MI100: amdgpu-renderD-<id>.img and three amdgpu-drm-pages
+files), restored with tests/e2e's render verifier, which besides handles,
+VAs and CPU-mapped contents compares every BO's contents, the CPU-invisible
+VRAM BO's too, with the emulator's checksum of it from before the dump. By
+default (about 30 s) a sparser set: every 9th byte and the seal of the
+render image (every byte is flipped in-process by the unit test
+render_seal), the header ends and the first and last byte of every
+checksum chunk of each pages file; AMDCR_FLIP_ALL and AMDCR_FLIP_AT as
+above. Its control flips a byte of the CPU-invisible BO with KFD_VERIFY=0.
+
+render_dump_cleanup: one injected failure at each step of a render node
+file's dump (its GEM ioctls, the copy engine's setup, an SDMA job, one in
+the middle of a copy bounded to 64 KiB), and, in a process with KFD and
+GEM BOs on two GPUs, in its first render file after the KFD images were
+written and in its second after the first one's images were: no file of
+ours is left, and the dumped process runs on and passes its own checks.
 """
 import argparse
 import json
@@ -52,9 +73,18 @@ def ours(name):
     return name.startswith("amdgpu-") or name.startswith(".amdgpu-")
 
 
-def offsets(name, size, full):
+def offsets(name, size, full, sparse=False):
     """The bytes of one image file to flip (see the module's docstring)."""
-    if full or size <= 256:
+    if full:
+        return list(range(size))
+    if sparse and "-pages-" not in name:
+        return sorted(set(range(0, size, 9)) | set(range(max(0, size - 10), size)))
+    if sparse:
+        picked = {0, 7}  # the header's ends
+        for start in range(8, size, CHUNK):
+            picked.update((start, min(size, start + CHUNK) - 1))
+        return sorted(picked)
+    if size <= 256:
         return list(range(size))
     if "-pages-" not in name:
         return sorted(set(range(128)) | set(range(size - 32, size)) | set(range(128, size, 31)))
@@ -66,11 +96,12 @@ def offsets(name, size, full):
     return sorted(picked)
 
 
-def classify(rc, text):
+def classify(rc, text, fn="verify_gpu_state"):
     """'clean' (failed with a plugin error, nothing verified), 'identical'
-    (restored, verifier passed), or a description of what went wrong."""
-    verified = [l for l in text.splitlines() if "verify_gpu_state() = 0 (pass)" in l]
-    wrong = [l for l in text.splitlines() if "verify_gpu_state()" in l and "(FAIL)" in l]
+    (restored, the verifier `fn` passed), or a description of what went
+    wrong."""
+    verified = [l for l in text.splitlines() if fn + "() = 0 (pass)" in l]
+    wrong = [l for l in text.splitlines() if fn + "()" in l and "(FAIL)" in l]
     died = [l for l in text.splitlines() if "died before its verifier result" in l]
     leaks = [l for l in text.splitlines() if "leaked by a plugin" in l]
     if leaks:
@@ -91,16 +122,22 @@ def inner_flips(bins, a):
     st = json.load(open(a.spec))
     src = os.path.join(st["images_state"], "images")
     manifest = os.path.join(st["images_state"], "manifest")
+    verifier = ["--verifier", bins.verify + ":verify_gpu_state", "--verifier-arg", manifest + "," + bins.emu]
+    return flip_matrix(bins, a, st, src, verifier, "verify_gpu_state")
+
+
+def flip_matrix(bins, a, st, src, verifier, fn):
+    """One restore per flipped byte of the images in `src` (see the module's
+    docstring), each classified; the counts go to STATE/<inner step>.json."""
     work = os.path.join(a.state, "images")
     names = sorted(n for n in os.listdir(src) if ours(n))
     plugins = ["--plugin", bins.plugin]
-    verifier = ["--verifier", bins.verify + ":verify_gpu_state", "--verifier-arg", manifest + "," + bins.emu]
     counts = {"clean": 0, "identical": 0}
     bad = []
     reasons = {}
-    flips = [(n, o) for n in names for o in offsets(n, os.path.getsize(os.path.join(src, n)), st["full"])]
+    flips = [(n, o) for n in names for o in offsets(n, os.path.getsize(os.path.join(src, n)), st["full"], st.get("sparse", False))]
     if st.get("control"):
-        flips = [(n, 8 + 4096 + 5) for n in names if "-pages-" in n][:1]
+        flips = [(n, 8 + 4096 + 5) for n in names if "-pages-" in n and st["control"] in n][:1]
     if st.get("only"):
         flips = [(n, int(o)) for n, o in st["only"]]
     t0 = time.time()
@@ -115,7 +152,7 @@ def inner_flips(bins, a):
             f.write(bytes([b[0] ^ 0x5a]))
         rc, text, _, _ = e2e.run_host(bins, ["restore", "-D", work] + plugins + verifier, st.get("env", {}),
                                       os.path.join(a.state, "restore.log"))
-        what = classify(rc, text)
+        what = classify(rc, text, fn)
         if what in counts:
             counts[what] += 1
             if what == "clean":
@@ -128,7 +165,7 @@ def inner_flips(bins, a):
         if i % 100 == 99:
             e2e.log("  %d/%d flips, %.0f s" % (i + 1, len(flips), time.time() - t0))
     json.dump({"counts": counts, "bad": bad, "flips": len(flips), "files": names, "reasons": reasons,
-               "seconds": time.time() - t0}, open(os.path.join(a.state, "flips.json"), "w"))
+               "seconds": time.time() - t0}, open(os.path.join(a.state, a.inner + ".json"), "w"))
     return 0
 
 
@@ -140,18 +177,166 @@ def sc_flips(run):
     # Control: with KFD_VERIFY=0 a flipped pages byte restores wrong
     # contents, and the verifier must say so (or this test proves nothing).
     ctl = run.machine(["--machine", "2xMI210"], "flips",
-                      {"images_state": d["state"], "full": False, "control": True,
+                      {"images_state": d["state"], "full": False, "control": "-pages-",
                        "env": {"KFD_VERIFY": "0"}})
     e2e.check(ctl["flips"] == 1 and any("WRONG contents" in b for b in ctl["bad"]),
               "control: with KFD_VERIFY=0 a flipped pages byte was not caught by the verifier: %s" % ctl)
     e2e.log("  control (KFD_VERIFY=0): the flipped byte restored wrong contents, the verifier caught it")
     r = run.machine(["--machine", "2xMI210"], "flips", {"images_state": d["state"], "full": full, "only": only})
+    report_flips(r)
+
+
+# ---- render-node checkpoints (kfdemu_criu_workload --render / --kfd-gem) ----
+
+def start_render_workload(bins, work, mode):
+    """kfdemu_criu_workload MODE WORK (tests/emulator/criu/workload.cpp),
+    until it is ready to be dumped."""
+    wl = os.path.join(e2e.ARGS.bin_dir, "tests/emulator/kfdemu_criu_workload")
+    p = subprocess.Popen([wl, mode, work], stdout=open(os.path.join(work, "wl.log"), "w"),
+                         stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while not os.path.exists(os.path.join(work, "ready")):
+        e2e.check(p.poll() is None, "workload exited (%s) before it was ready" % p.returncode)
+        e2e.check(time.time() < deadline, "workload not ready after 60 s")
+        time.sleep(0.05)
+    return p
+
+
+def inner_render_dump(bins, a):
+    """Each case of the spec in turn on this one machine (see render_dump_one);
+    STATE/render_dump.json: their results, in order."""
+    cases = json.load(open(a.spec))["cases"]
+    out = []
+    for i, case in enumerate(cases):
+        work = os.path.join(a.state, "%02d" % i)
+        os.makedirs(work)
+        out.append(render_dump_one(bins, work, case))
+    json.dump({"cases": out}, open(os.path.join(a.state, "render_dump.json"), "w"))
+    return 0
+
+
+def render_dump_one(bins, work, st):
+    """Dumps a render-node workload (`mode`) into WORK/images with `fault` set
+    for the dump only; the workload then runs its own checks. Returns: rc,
+    log, the files left, the workload's verdict, and (`sums`) the emulator's
+    checksum of each GEM BO before the dump."""
+    images = os.path.join(work, "images")
+    os.makedirs(images, exist_ok=True)
+    p = start_render_workload(bins, work, st["mode"])
+    out = {"sums": {}}
+    try:
+        if st.get("sums"):
+            for f in e2e.ctl(bins, "files", str(p.pid))["files"]:
+                for h in f.get("handles", []):
+                    out["sums"][str(h["handle"])] = h["checksum"]
+        if st.get("fault"):
+            e2e.ctl(bins, "faults", st["fault"])
+        rc, text, _, _ = e2e.run_host(bins, ["dump", "-t", str(p.pid), "-D", images, "--plugin", bins.plugin],
+                                      st.get("env", {}), os.path.join(work, "dump.log"))
+        if st.get("fault"):
+            e2e.ctl(bins, "faults", "")
+        open(os.path.join(work, "go"), "w").close()
+        p.wait(timeout=60)
+        res = os.path.join(work, "result")
+        out.update(rc=rc, log=text, left=sorted(n for n in os.listdir(images) if ours(n)),
+                   result=open(res).read().strip() if os.path.exists(res) else "no result (%s)" % p.returncode)
+        out["state"] = work
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return out
+
+
+def inner_render_flips(bins, a):
+    st = json.load(open(a.spec))
+    dumped = st["images_state"]  # a render_dump_one's WORK
+    # The render verifier's description of the BOs, plus the emulator's
+    # checksum of every BO before the dump: the verifier compares the
+    # restored BOs' contents with it, those the CPU cannot map too.
+    desc = os.path.join(a.state, "render")
+    with open(desc, "w") as f:
+        f.write(open(os.path.join(dumped, "render")).read())
+        f.write("emu %s\n" % bins.emu)
+        for h, c in sorted(st["sums"].items()):
+            f.write("sum %s %s\n" % (h, c))
+    verifier = ["--verifier", os.path.join(e2e.ARGS.bin_dir, "tests/e2e/librender_verify.so") + ":verify_render",
+                "--verifier-arg", desc]
+    return flip_matrix(bins, a, st, os.path.join(dumped, "images"), verifier, "verify_render")
+
+
+def report_flips(r):
     e2e.log("  %d flips over %s in %.0f s: %d failed cleanly, %d restored identical memory" %
             (r["flips"], ", ".join(r["files"]), r["seconds"], r["counts"]["clean"], r["counts"]["identical"]))
     for k, n in sorted(r["reasons"].items(), key=lambda x: -x[1])[:8]:
         e2e.log("    %5d x %s" % (n, k))
     e2e.check(not r["bad"], "%d flips went wrong:\n  %s" % (len(r["bad"]), "\n  ".join(r["bad"][:20])))
     e2e.check(r["counts"]["clean"] > 0, "no flip was refused")
+
+
+def sc_render_flips(run):
+    d = run.machine(["--machine", "MI100"], "render_dump", {"cases": [{"mode": "--render", "sums": True}]})["cases"][0]
+    e2e.check(d["rc"] == 0 and d["result"] == "OK",
+              "render dump: rc %d, workload %s:\n%s" % (d["rc"], d["result"], d["log"][-2000:]))
+    e2e.check(len(d["sums"]) >= 3, "the emulator lists %d GEM BOs of the workload" % len(d["sums"]))
+    # Control: with KFD_VERIFY=0 a flipped byte of the VRAM BO the CPU
+    # cannot map (its second BO) restores wrong contents, and the verifier
+    # must see it through the emulator's checksum.
+    ctl = run.machine(["--machine", "MI100"], "render_flips",
+                      {"images_state": d["state"], "sums": d["sums"], "full": False, "control": "-0001.img",
+                       "env": {"KFD_VERIFY": "0"}})
+    e2e.check(ctl["flips"] == 1 and any("WRONG contents" in b for b in ctl["bad"]),
+              "control: with KFD_VERIFY=0 a flipped byte of the CPU-invisible BO was not caught: %s" % ctl)
+    e2e.log("  control (KFD_VERIFY=0): a flipped byte of the CPU-invisible VRAM BO restored wrong "
+            "contents, the verifier caught it")
+    full = os.environ.get("AMDCR_FLIP_ALL") == "1"
+    only = [x.rsplit(":", 1) for x in os.environ.get("AMDCR_FLIP_AT", "").split(",") if x]
+    r = run.machine(["--machine", "MI100"], "render_flips",
+                    {"images_state": d["state"], "sums": d["sums"], "full": full, "only": only, "sparse": True})
+    report_flips(r)
+
+
+# The steps of a render node file's dump (--render: a process with only a
+# render node, on MI100), each failing once: its own ioctls, the copy
+# engine's setup (each of its ioctls is failed in e2e_dump_faults) and an
+# SDMA job.
+RENDER_DUMP_FAULTS = [
+    "DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES", "DRM_IOCTL_AMDGPU_GEM_OP", "DRM_IOCTL_AMDGPU_GEM_MMAP",
+    "DRM_IOCTL_PRIME_HANDLE_TO_FD", "DRM_IOCTL_AMDGPU_CTX", "DRM_IOCTL_AMDGPU_GEM_USERPTR", "sdma",
+]
+
+
+def render_cleanup_cases():
+    """Per machine: [(workload mode, fault, env, what must be in the log first)]"""
+    mi100 = [("--render", t + ":nth=1", {}, None) for t in RENDER_DUMP_FAULTS]
+    # A 64 KiB bound: the copy goes in many passes; one fails after the
+    # first BO's pages file was complete.
+    mi100.append(("--render", "sdma:nth=60", {"KFD_MAX_BUFFER_SIZE": "64K"}, None))
+    # KFD + GEM BOs on the first GPU's render node (--kfd-gem, 2xMI210):
+    # the first render file fails after the KFD images were written; the
+    # second (GEM_LIST_HANDLES' 3rd call: each file counts, then lists)
+    # after the first one's render image and pages files were too.
+    two = [("--kfd-gem", "DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES:nth=1", {}, "wrote amdgpu-kfd-"),
+           ("--kfd-gem", "DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES:nth=3", {}, "wrote amdgpu-renderD-")]
+    return [("MI100", mi100), ("2xMI210", two)]
+
+
+def sc_render_dump_cleanup(run):
+    for machine, cases in render_cleanup_cases():
+        r = run.machine(["--machine", machine], "render_dump",
+                        {"cases": [{"mode": m, "fault": f + ":errno=EIO", "env": env} for m, f, env, _ in cases]})
+        for (mode, fault, env, before), d in zip(cases, r["cases"]):
+            what = "%s %s %s%s" % (machine, mode, fault, "".join(" %s=%s" % kv for kv in env.items()))
+            e2e.check(d["rc"] != 0, "%s: the dump succeeded despite the fault" % what)
+            e2e.check(not d["left"], "%s: files of the failed dump are left: %s" % (what, d["left"]))
+            e2e.check(d["result"] == "OK", "%s: the dumped process after the failed dump: %s" % (what, d["result"]))
+            errs = [l for l in e2e.plugin_lines(d["log"]) if "failed" in l or "error" in l.lower()]
+            e2e.check(errs, "%s: no error line from the plugin" % what)
+            if before:
+                e2e.check(before in d["log"], "%s: the fault hit before '%s' (the case tests nothing)" % (what, before))
+            removed = [l for l in e2e.plugin_lines(d["log"]) if "removed the" in l]
+            e2e.log("  %-62s -> no file left%s" % (what, (" (" + removed[0].split("amdgpu_plugin: ")[-1] + ")")
+                                                       if removed else ""))
 
 
 # Faults at each step of a dump. (target, workload args, extra env, plugins)
@@ -179,7 +364,9 @@ def sc_dump_cleanup(run):
                                                         if removed else ""))
 
 
-SCENARIOS = {"flips": sc_flips, "dump_cleanup": sc_dump_cleanup}
+SCENARIOS = {"flips": sc_flips, "dump_cleanup": sc_dump_cleanup, "render_flips": sc_render_flips,
+             "render_dump_cleanup": sc_render_dump_cleanup}
+INNER = {"flips": inner_flips, "render_dump": inner_render_dump, "render_flips": inner_render_flips}
 
 
 def main():
@@ -193,8 +380,8 @@ def main():
     args = ap.parse_args()
     e2e.ARGS = args
     bins = e2e.Bins(os.path.abspath(args.bin_dir))
-    if args.inner == "flips":
-        return inner_flips(bins, args)
+    if args.inner in INNER:
+        return INNER[args.inner](bins, args)
     if args.inner:
         return {"dump": e2e.inner_dump, "restore": e2e.inner_restore}[args.inner](bins, args)
     scratch = tempfile.mkdtemp(prefix="amdcr-integrity-%s-" % args.scenario, dir=os.environ.get("AMDCR_E2E_TMP"))

@@ -12,9 +12,14 @@
 // render node whose handle list has each HANDLE with SIZE; each HANDLE's
 // GET_MAPPING_INFO has VA (SIZE bytes from offset 0); where CPU is not 0,
 // the pattern of SEED is readable at CPU (the mapping the restore moved to
-// the new BO's mmap offset). Returns 0 when everything holds; prints what
-// does not.
+// the new BO's mmap offset). Optional lines "emu KFD_EMU" and "sum HANDLE
+// CHECKSUM" (tests/e2e/integrity.py adds them: the emulator's checksum of
+// each BO's contents before the dump) check the contents of every BO,
+// those the CPU cannot map too, against the emulator's checksum of this
+// task's BO (`KFD_EMU ctl files <pid>`). Returns 0 when everything holds;
+// prints what does not.
 #include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <cinttypes>
 #include <cstdint>
@@ -64,6 +69,27 @@ struct Gem {
 
 int failures = 0;
 
+// The emulator's checksum ("0x...") of GEM handle `handle` of a render file
+// this process opened, from `emu ctl files <pid>`; "" when not found.
+std::string emulated_checksum(const std::string &emu, uint32_t handle)
+{
+	const std::string cmd = emu + " ctl files " + std::to_string(::getpid());
+	FILE *p = ::popen(cmd.c_str(), "r");
+	if (!p)
+		return "";
+	std::string out;
+	char buf[4096];
+	for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;)
+		out.append(buf, n);
+	::pclose(p);
+	const size_t at = out.find("{\"handle\":" + std::to_string(handle) + ",");
+	const size_t sum = at == std::string::npos ? at : out.find("\"checksum\":\"", at);
+	if (sum == std::string::npos)
+		return "";
+	const size_t start = sum + 12, end = out.find('"', start);
+	return end == std::string::npos ? "" : out.substr(start, end - start);
+}
+
 void fail(const std::string &what)
 {
 	std::fprintf(stderr, "render verify: %s\n", what.c_str());
@@ -81,6 +107,8 @@ extern "C" __attribute__((visibility("default"))) int verify_render(const char *
 	}
 	int fd = -1;
 	std::vector<Gem> gems;
+	std::string emu;
+	std::vector<std::pair<uint32_t, std::string>> sums;
 	std::string line;
 	while (std::getline(in, line)) {
 		std::istringstream l(line);
@@ -92,6 +120,12 @@ extern "C" __attribute__((visibility("default"))) int verify_render(const char *
 			Gem g{};
 			l >> g.handle >> g.cpu >> g.size >> g.seed >> g.va;
 			gems.push_back(g);
+		} else if (kind == "emu") {
+			l >> emu;
+		} else if (kind == "sum") {
+			std::pair<uint32_t, std::string> s;
+			l >> s.first >> s.second;
+			sums.push_back(s);
 		}
 	}
 	if (fd < 0 || gems.empty()) {
@@ -137,7 +171,13 @@ extern "C" __attribute__((visibility("default"))) int verify_render(const char *
 				}
 		}
 	}
-	std::fprintf(stderr, "render verify: fd %d, %zu BO mappings checked, %d failure(s)\n", fd, gems.size(),
-		     failures);
+	for (const auto &[handle, want] : sums) {
+		const std::string got = emulated_checksum(emu, handle);
+		if (got != want)
+			fail("BO handle " + std::to_string(handle) + ": contents checksum " +
+			     (got.empty() ? std::string("not found") : got) + ", before the dump " + want);
+	}
+	std::fprintf(stderr, "render verify: fd %d, %zu BO mappings and %zu BO checksums checked, %d failure(s)\n",
+		     fd, gems.size(), sums.size(), failures);
 	return failures ? 1 : 0;
 }

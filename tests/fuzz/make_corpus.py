@@ -9,6 +9,8 @@ the plugin. Seeds (each small, well under run.sh's -max_len):
   kfd_image     payloads of real KFD images: a gpu-workload dump on the
                 emulated 2xMI210 (criu-host + plugin), and the sample that
                 CRIU 4.2.1's / criu-dev's generated code writes (tests/interop)
+  kfd_priv      the same images as RESTORE's arguments: GPU ids, BO buckets,
+                private data (the emulated kernel's blob in the dump's)
   render_image  0x00 + render image payloads of those checkpoints, 0x01 + a
                 dma-buf image payload
   pages_file    the checkpoint's pages files (whole files, framed)
@@ -45,6 +47,60 @@ def read(path):
 
 def u16(n):
     return bytes([n & 0xff, n >> 8])
+
+
+def pb_fields(buf):
+    """(field number, wire type, value) of a protobuf message: an int for
+    varint and fixed fields, bytes for length-delimited ones."""
+    pos, out = 0, []
+
+    def varint():
+        nonlocal pos
+        v, shift = 0, 0
+        while True:
+            b = buf[pos]
+            pos += 1
+            v |= (b & 0x7f) << shift
+            shift += 7
+            if b < 0x80:
+                return v
+    while pos < len(buf):
+        key = varint()
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            out.append((field, wire, varint()))
+        elif wire == 1:
+            out.append((field, wire, int.from_bytes(buf[pos:pos + 8], "little")))
+            pos += 8
+        elif wire == 5:
+            out.append((field, wire, int.from_bytes(buf[pos:pos + 4], "little")))
+            pos += 4
+        else:
+            n = varint()
+            out.append((field, wire, buf[pos:pos + n]))
+            pos += n
+    return out
+
+
+def kfd_priv_seed(payload):
+    """fuzz_kfd_priv's input (see fuzz_kfd_priv.cpp) from a criu_kfd payload:
+    its GPUs' ids, its BOs as RESTORE's buckets, its private data."""
+    gpus, bos, priv = [], b"", b""
+    for f, _, v in pb_fields(payload):
+        if f == 4:  # device_entries
+            gpu = [x for g, _, x in pb_fields(v) if g == 2][0]
+            if gpu:
+                gpus.append(gpu)
+        elif f == 6:  # bo_entries: addr 1, size 2, offset 3, alloc_flags 4, gpu_id 5
+            e = {g: x for g, _, x in pb_fields(v)}
+            bos += b"".join(e.get(g, 0).to_bytes(8, "little") for g in (1, 2, 3)) + bytes(8)
+            bos += e.get(5, 0).to_bytes(4, "little") + e.get(4, 0).to_bytes(4, "little")
+            bos += (0xffffffff).to_bytes(4, "little") + bytes(4)
+        elif f == 10:
+            priv = v
+    gpus = (gpus + [0, 0])[:2]
+    return (b"".join(g.to_bytes(4, "little") for g in gpus) + (len(bos) // 48).to_bytes(2, "little") +
+            bos + priv)
 
 
 def checkpoint(a, tmp):
@@ -101,6 +157,7 @@ def main():
     ck = checkpoint(a, tmp)
     kfd = glob.glob(ck + "/amdgpu-kfd-*.img")[0]
     put(a.out, "kfd_image", "emu-2xMI210", read(kfd)[8:])
+    put(a.out, "kfd_priv", "emu-2xMI210", kfd_priv_seed(read(kfd)[8:]))
     renders = sorted(glob.glob(ck + "/amdgpu-renderD-*.img"))
     for i, r in enumerate(renders):
         put(a.out, "render_image", "emu-2xMI210-%d" % i, b"\0" + read(r)[8:])
@@ -123,6 +180,7 @@ def main():
         f = os.path.join(tmp, "up-kfd.img")
         subprocess.run([codec, "write-kfd", f], check=True)
         put(a.out, "kfd_image", "upstream-" + ver, read(f)[8:])
+        put(a.out, "kfd_priv", "upstream-" + ver, kfd_priv_seed(read(f)[8:]))
         g = os.path.join(tmp, "up-render.img")
         if subprocess.run([codec, "write-render", g]).returncode == 0:
             put(a.out, "render_image", "upstream-" + ver, b"\0" + read(g)[8:])

@@ -37,16 +37,20 @@ struct PrivBo {
 	uint32_t mapped[kMaxGpus];
 };
 constexpr uint32_t kObjQueue = 0, kObjEvent = 1;
+// (Named outside the union: clang refuses types declared in an anonymous
+// union under -Werror.)
+struct PrivQueue {
+	CreateQueue args;
+	uint32_t user_gpu_id, id;
+};
+struct PrivEvent {
+	uint32_t id, type, auto_reset, signaled, node_id;
+};
 struct PrivObject {
 	uint32_t type, pad;
 	union {
-		struct {
-			CreateQueue args;
-			uint32_t user_gpu_id, id;
-		} q;
-		struct {
-			uint32_t id, type, auto_reset, signaled, node_id;
-		} e;
+		PrivQueue q;
+		PrivEvent e;
 		uint8_t raw[120];
 	};
 };

@@ -24,6 +24,7 @@ void write_mutated(const TempDir &tmp, const std::function<void(CriuRenderNode &
 	CriuRenderNode *msg = criu_render_node__unpack(nullptr, payload->size(), payload->data());
 	cr_assert(msg);
 	mutate(*msg);
+	msg->has_image_checksum = 0; // unsealed (as upstream's), so validation is what refuses it
 	std::vector<uint8_t> out(criu_render_node__get_packed_size(msg));
 	criu_render_node__pack(msg, out.data());
 	criu_render_node__free_unpacked(msg, nullptr);
@@ -155,6 +156,148 @@ Test(dmabuf_image, rejects_garbage_naming_the_file)
 	auto r = read_dmabuf_image(*dir, 3);
 	cr_assert_not(r.ok());
 	cr_assert(r.error().message().find(dmabuf_image_name(3)) != std::string::npos);
+}
+
+// ---- seals and content checksums (as the KFD image's, test_content_checksum) ----
+
+namespace {
+
+bool mentions(const Error &e, const std::string &what)
+{
+	return e.message().find(what) != std::string::npos;
+}
+
+// The sample with the checksums a dump gives every BO with contents.
+RenderNodeImage checksummed_render_image()
+{
+	RenderNodeImage img = test::sample_render_image();
+	for (auto &bo : img.bos)
+		if (bo.has_contents()) {
+			amdcr::BoChecksum c;
+			for (uint64_t off = 0; off < bo.size; off += c.chunk_bytes)
+				c.chunks.push_back(0x5678 + off + bo.handle);
+			c.whole = whole_checksum(c.chunks);
+			bo.checksum = c;
+		}
+	return img;
+}
+
+} // namespace
+
+Test(render_seal, sealed_with_bo_checksums_round_trips_verified)
+{
+	const RenderNodeImage img = checksummed_render_image();
+	auto payload = pack_render_image(img);
+	cr_assert_ok(payload);
+	Integrity integrity = Integrity::Unchecked;
+	auto back = unpack_render_image(*payload, "r.img", Verify::On, &integrity);
+	cr_assert_ok(back);
+	cr_assert(*back == img);
+	cr_assert(back->bos[0].checksum.has_value());
+	cr_assert(integrity == Integrity::Verified);
+	// Field 100 (fixed64, key a1 06) last, checksum64 of the rest.
+	const size_t n = payload->size();
+	cr_assert_eq((*payload)[n - 10], 0xa1);
+	cr_assert_eq((*payload)[n - 9], 0x06);
+	uint64_t stored = 0;
+	for (size_t i = 0; i < 8; i++)
+		stored |= uint64_t{(*payload)[n - 8 + i]} << (8 * i);
+	cr_assert_eq(stored, checksum64(payload->data(), n - 10));
+	// KFD_VERIFY=0: nothing checked, the BO checksums dropped.
+	auto off = unpack_render_image(*payload, "r.img", Verify::Off, &integrity);
+	cr_assert_ok(off);
+	cr_assert(integrity == Integrity::Unchecked);
+	cr_assert_not(off->bos[0].checksum.has_value());
+}
+
+Test(render_seal, upstream_image_reads_as_unsealed_but_checksums_without_seal_are_refused)
+{
+	auto bare = pack_render_image(test::sample_render_image());
+	cr_assert_ok(bare);
+	bare->resize(bare->size() - kSealBytes);
+	Integrity integrity = Integrity::Verified;
+	cr_assert_ok(unpack_render_image(*bare, "r.img", Verify::On, &integrity));
+	cr_assert(integrity == Integrity::Unsealed);
+
+	auto sums = pack_render_image(checksummed_render_image());
+	cr_assert_ok(sums);
+	sums->resize(sums->size() - kSealBytes);
+	auto r = unpack_render_image(*sums, "r.img");
+	cr_assert_not(r.ok());
+	cr_assert_eq(r.error().code(), EBADMSG);
+	cr_assert(mentions(r.error(), "r.img: BO 0 has content checksums but the image has no checksum"),
+		  "%s", r.error().message().c_str());
+	cr_assert(mentions(r.error(), "KFD_VERIFY=0"), "%s", r.error().message().c_str());
+}
+
+Test(render_seal, every_byte_flip_of_a_sealed_image_is_refused)
+{
+	const std::string name = render_image_name(kId);
+	auto payload = pack_render_image(checksummed_render_image());
+	cr_assert_ok(payload);
+	for (size_t i = 0; i < payload->size(); i++)
+		for (uint8_t bit : {0x01, 0x80, 0xff}) {
+			auto bad = *payload;
+			bad[i] ^= bit;
+			auto r = unpack_render_image(bad, name);
+			cr_assert_not(r.ok(), "flip 0x%02x at byte %zu of %zu accepted", bit, i, payload->size());
+			cr_assert(mentions(r.error(), name), "%s", r.error().message().c_str());
+		}
+}
+
+Test(render_seal, checksums_must_fit_their_bo)
+{
+	RenderNodeImage img = checksummed_render_image();
+	img.bos[0].checksum->chunks.push_back(1);
+	img.bos[0].checksum->whole = whole_checksum(img.bos[0].checksum->chunks);
+	auto st = validate_render_image(img, "r.img");
+	cr_assert_not(st.ok());
+	cr_assert(mentions(st.error(), "r.img: BO 0: 2 chunk checksums"), "%s", st.error().message().c_str());
+	img = checksummed_render_image();
+	img.bos[1].checksum = img.bos[0].checksum; // BO 1 has no contents
+	st = validate_render_image(img, "r.img");
+	cr_assert_not(st.ok());
+	cr_assert(mentions(st.error(), "BO 1: content checksums on a BO without contents"), "%s",
+		  st.error().message().c_str());
+}
+
+Test(dmabuf_seal, sealed_unsealed_and_every_flip)
+{
+	const std::string name = dmabuf_image_name(3);
+	auto payload = pack_dmabuf_image(DmabufImage{0xabcdef, std::nullopt});
+	cr_assert_ok(payload);
+	Integrity integrity = Integrity::Unchecked;
+	cr_assert_ok(unpack_dmabuf_image(*payload, name, Verify::On, &integrity));
+	cr_assert(integrity == Integrity::Verified);
+	std::vector<uint8_t> bare(payload->begin(), payload->end() - kSealBytes);
+	cr_assert_ok(unpack_dmabuf_image(bare, name, Verify::On, &integrity));
+	cr_assert(integrity == Integrity::Unsealed);
+	// Every flip is refused, except that one in the seal's key may leave a
+	// message whose own bytes are intact followed by an unknown field: it
+	// reads as upstream's unsealed image, with the same contents. (Images
+	// with BO checksums refuse that too: render_seal above, image_seal.)
+	size_t as_unsealed = 0;
+	for (size_t i = 0; i < payload->size(); i++)
+		for (uint8_t bit : {0x01, 0x80, 0xff}) {
+			auto bad = *payload;
+			bad[i] ^= bit;
+			auto r = unpack_dmabuf_image(bad, name, Verify::On, &integrity);
+			if (r.ok()) {
+				cr_assert(i >= payload->size() - kSealBytes && i < payload->size() - 8,
+					  "flip 0x%02x at byte %zu of %zu accepted", bit, i, payload->size());
+				cr_assert(integrity == Integrity::Unsealed && r->gem_handle == 0xabcdefu);
+				as_unsealed++;
+				continue;
+			}
+			cr_assert(mentions(r.error(), name), "%s", r.error().message().c_str());
+		}
+	cr_assert_leq(as_unsealed, 6u);
+	auto bad = *payload;
+	bad.back() ^= 1;
+	auto r = unpack_dmabuf_image(bad, name);
+	cr_assert_eq(r.error().code(), EBADMSG);
+	cr_assert(mentions(r.error(), "KFD_VERIFY=0"), "%s", r.error().message().c_str());
+	cr_assert_ok(unpack_dmabuf_image(bad, name, Verify::Off));
 }
 
 // Shared BOs (shared_bo_entry, field 140): kept exactly, checked on read.

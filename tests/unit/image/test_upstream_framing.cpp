@@ -142,6 +142,19 @@ Bytes upstream_file(const Bytes &payload)
 	return out;
 }
 
+// `message` followed by our seal (image/framing.h): field 100, fixed64
+// (key a1 06), checksum64 of the message before it.
+Bytes sealed(const Bytes &message)
+{
+	Bytes out = message;
+	out.push_back(0xa1);
+	out.push_back(0x06);
+	const uint64_t sum = checksum64(message.data(), message.size());
+	for (int i = 0; i < 8; i++)
+		out.push_back(static_cast<uint8_t>(sum >> (8 * i)));
+	return out;
+}
+
 } // namespace
 
 Test(upstream_framing, dmabuf_exact_bytes)
@@ -156,8 +169,9 @@ Test(upstream_framing, dmabuf_exact_bytes)
 	cr_assert_ok(r);
 	cr_assert_eq(r->gem_handle, 300u);
 
+	// Ours: upstream's message, then the seal.
 	cr_assert(write_dmabuf_image(*dir, 5, DmabufImage{300, std::nullopt}).ok());
-	cr_assert(test::read_raw(tmp.file("amdgpu-dmabuf_5.img")) == expected);
+	cr_assert(test::read_raw(tmp.file("amdgpu-dmabuf_5.img")) == upstream_file(sealed({0x08, 0xac, 0x02})));
 }
 
 Test(upstream_framing, hand_built_kfd_image_decodes)
@@ -180,16 +194,8 @@ Test(upstream_framing, our_kfd_image_matches_hand_built_bytes)
 	const KfdImage img = test::sample_kfd_image(100);
 	cr_assert(write_kfd_image(*dir, 22, img).ok());
 	const Bytes ours = test::read_raw(tmp.file("amdgpu-kfd-22.img"));
-	// Upstream's bytes, then our seal (image/framing.h): field 100,
-	// fixed64 (key a1 06), checksum64 of the message before it.
-	const Bytes message = kfd_message(img);
-	Bytes sealed = message;
-	sealed.push_back(0xa1);
-	sealed.push_back(0x06);
-	const uint64_t sum = checksum64(message.data(), message.size());
-	for (int i = 0; i < 8; i++)
-		sealed.push_back(static_cast<uint8_t>(sum >> (8 * i)));
-	const Bytes hand = upstream_file(sealed);
+	// Upstream's bytes, then our seal.
+	const Bytes hand = upstream_file(sealed(kfd_message(img)));
 	cr_assert_eq(ours.size(), hand.size());
 	cr_assert(ours == hand);
 }
@@ -205,8 +211,9 @@ Test(upstream_framing, render_image_both_ways)
 	auto r = read_render_image(*dir, 30);
 	cr_assert_ok(r);
 	cr_assert(*r == img);
+	// Ours: upstream's bytes (the sample has no BO checksums), then the seal.
 	cr_assert(write_render_image(*dir, 31, img).ok());
-	cr_assert(test::read_raw(tmp.file("amdgpu-renderD-31.img")) == hand);
+	cr_assert(test::read_raw(tmp.file("amdgpu-renderD-31.img")) == upstream_file(sealed(render_message(img))));
 }
 
 Test(upstream_framing, pages_file_is_header_then_raw_bos_in_table_order)
