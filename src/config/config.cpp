@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <limits>
+#include <utility>
 
 namespace amdcr {
 
@@ -77,7 +78,8 @@ std::string Config::describe() const
 	for (const auto &i : kCheckTable)
 		out += strprintf("%s=%d ", i.env, this->*(i.field) ? 1 : 0);
 	out += strprintf("%s=%llu ", kMaxBufferSizeEnv, static_cast<unsigned long long>(max_buffer_size));
-	out += strprintf("%s=%d", kVerifyEnv, verify ? 1 : 0);
+	out += strprintf("%s=%d ", kVerifyEnv, verify ? 1 : 0);
+	out += strprintf("%s=%d", kParallelRestoreEnv, parallel_restore ? 1 : 0);
 	return out;
 }
 
@@ -160,14 +162,22 @@ ConfigLoad load_config(const EnvSource &env)
 							 static_cast<unsigned long long>(out.config.max_buffer_size)));
 	}
 
-	if (const std::optional<std::string> v = env(kVerifyEnv)) {
+	// The booleans outside the check table.
+	const std::pair<const char *, bool Config::*> switches[] = {
+		{kVerifyEnv, &Config::verify},
+		{kParallelRestoreEnv, &Config::parallel_restore},
+	};
+	for (const auto &[name, field] : switches) {
+		const std::optional<std::string> v = env(name);
+		if (!v)
+			continue;
 		auto parsed = parse_bool_setting(*v);
 		if (parsed)
-			out.config.verify = *parsed;
+			out.config.*field = *parsed;
 		else
 			out.warnings.push_back(strprintf("%s=\"%s\" is not valid: %s; keeping the default (%s)",
-							 kVerifyEnv, v->c_str(), parsed.error().message().c_str(),
-							 out.config.verify ? "1" : "0"));
+							 name, v->c_str(), parsed.error().message().c_str(),
+							 out.config.*field ? "1" : "0"));
 	}
 	return out;
 }

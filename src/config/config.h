@@ -15,6 +15,9 @@
 //       0 (the default) means no explicit cap.
 //   KFD_VERIFY
 //       Boolean as above. Default: 1 (restore checks the images' checksums).
+//   KFD_PARALLEL_RESTORE
+//       Boolean as above. Default: 1 (GPU memory restored by CRIU's main
+//       process while the tasks restore the rest; plugin/parallel_restore.h).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +53,7 @@ const char *check_env_name(Check check);
 
 inline constexpr const char *kMaxBufferSizeEnv = "KFD_MAX_BUFFER_SIZE";
 inline constexpr const char *kVerifyEnv = "KFD_VERIFY";
+inline constexpr const char *kParallelRestoreEnv = "KFD_PARALLEL_RESTORE";
 
 // Immutable once loaded: hold it as `const Config`.
 struct Config {
@@ -70,12 +74,20 @@ struct Config {
 	// writes no content checksums (its images then restore unverified)
 	// and a restore looks at none.
 	bool verify = true;
+	// KFD_PARALLEL_RESTORE: BO contents are copied in by a thread of
+	// CRIU's main process while the restored tasks go on with the rest of
+	// their restore (the tasks hand it their buffers); each task's queues
+	// resume only after its copies are done and verified. 0: each task
+	// copies its own buffers while CRIU restores its file (also what
+	// happens where the parallel path is unavailable: CRIU 4.0/4.1,
+	// --stream).
+	bool parallel_restore = true;
 
 	bool enabled(Check check) const;
 	// A copy with one check switched on or off (tests, tooling).
 	Config with(Check check, bool on) const;
 	// One line for the log: "KFD_FW_VER_CHECK=1 ... KFD_MAX_BUFFER_SIZE=0
-	// KFD_VERIFY=1".
+	// KFD_VERIFY=1 KFD_PARALLEL_RESTORE=1".
 	std::string describe() const;
 
 	bool operator==(const Config &) const = default;

@@ -127,6 +127,30 @@ std::optional<int> unused_fd_of_task(int pid)
 	return fd;
 }
 
+std::optional<int> fdstore_add(int fd)
+{
+	using Fn = int(int);
+	auto *fn = lookup<Fn>("fdstore_add");
+	if (!fn)
+		return std::nullopt;
+	const int id = fn(fd);
+	if (id < 0)
+		return std::nullopt;
+	return id;
+}
+
+std::optional<int> fdstore_get(int id)
+{
+	using Fn = int(int);
+	auto *fn = lookup<Fn>("fdstore_get");
+	if (!fn)
+		return std::nullopt;
+	const int fd = fn(id);
+	if (fd < 0)
+		return std::nullopt;
+	return fd;
+}
+
 std::optional<unsigned> host_hook_slots()
 {
 	// CRIU's registry is { struct list_head head; struct list_head

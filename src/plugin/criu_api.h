@@ -48,6 +48,14 @@ bool consume_inventory_entry(const char *name);
 // find_unused_fd_pid or does not know the task.
 std::optional<int> unused_fd_of_task(int pid);
 
+// CRIU's fdstore (restore): a socket among the service fds of CRIU's main
+// process and of every task it restores, whatever their namespaces, that
+// keeps fds by id. fdstore_add: stores a reference to `fd` (the caller
+// still owns `fd`) and returns its id; fdstore_get: a new fd of the file
+// stored under `id`. nullopt when CRIU does not export them or they fail.
+std::optional<int> fdstore_add(int fd);
+std::optional<int> fdstore_get(int id);
+
 // The number of plugin hook slots of the CRIU that is loading us, read
 // from the size of its exported plugin registry `cr_plugin_ctl` (one list
 // head plus one per hook: 12 slots in CRIU 4.0/4.1, 13 in 4.2-4.2.1, 15 in

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "api.h"
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +26,9 @@ struct ApiState {
 	pid_t main_pid = 0;
 	struct timespec start = {};
 	std::vector<std::string> inventory_plugins;
+	// fdstore_add()'s fds, by id: high in the fd table, inherited by
+	// every task the restore forks.
+	std::vector<int> fdstore;
 };
 
 ApiState &state()
@@ -154,6 +159,25 @@ void inventory_add_plugin(const std::string &name)
 
 std::vector<std::string> inventory_plugins() { return state().inventory_plugins; }
 
+int fdstore_add(int fd)
+{
+	struct rlimit rl {};
+	const rlim_t cur = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+	const int kept = fcntl(fd, F_DUPFD_CLOEXEC, static_cast<int>(std::min<rlim_t>(cur / 2, 1 << 20)));
+	if (kept < 0)
+		return -1;
+	state().fdstore.push_back(kept);
+	return static_cast<int>(state().fdstore.size() - 1);
+}
+
+int fdstore_get(int id)
+{
+	const auto &v = state().fdstore;
+	if (id < 0 || static_cast<size_t>(id) >= v.size())
+		return -1;
+	return fcntl(v[static_cast<size_t>(id)], F_DUPFD_CLOEXEC, 0);
+}
+
 bool inventory_remove_plugin(const std::string &name)
 {
 	auto &v = state().inventory_plugins;
@@ -203,3 +227,8 @@ CR_EXPORT bool check_and_remove_inventory_plugin(const char *name, size_t n)
 	}
 	return false;
 }
+
+// CRIU's fdstore: fds the main process keeps for the tasks it restores,
+// whatever their namespaces (an id; a new fd of the file per get).
+CR_EXPORT int fdstore_add(int fd) { return host::fdstore_add(fd); }
+CR_EXPORT int fdstore_get(int id) { return host::fdstore_get(id); }

@@ -233,3 +233,19 @@ Test(config, verify_defaults_on_and_parses_as_a_boolean)
 	cr_assert_eq(bad.warnings.size(), 1u);
 	cr_assert(contains(bad.warnings[0], "KFD_VERIFY=\"maybe\""), "%s", bad.warnings[0].c_str());
 }
+
+Test(config, parallel_restore_defaults_on_and_parses_as_a_boolean)
+{
+	cr_assert(Config{}.parallel_restore);
+	cr_assert(contains(Config{}.describe(), "KFD_PARALLEL_RESTORE=1"));
+	for (const char *off : {"0", "no", "No"}) {
+		ConfigLoad l = load_config({{"KFD_PARALLEL_RESTORE", off}});
+		cr_assert_not(l.config.parallel_restore, "KFD_PARALLEL_RESTORE=%s", off);
+		cr_assert(l.warnings.empty());
+		cr_assert(contains(l.config.describe(), "KFD_PARALLEL_RESTORE=0"));
+	}
+	ConfigLoad bad = load_config({{"KFD_PARALLEL_RESTORE", "2"}});
+	cr_assert(bad.config.parallel_restore, "an invalid value must keep the default");
+	cr_assert_eq(bad.warnings.size(), 1u);
+	cr_assert(contains(bad.warnings[0], "KFD_PARALLEL_RESTORE=\"2\""), "%s", bad.warnings[0].c_str());
+}
