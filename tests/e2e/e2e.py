@@ -481,7 +481,8 @@ def sc_parallel(run):
     tasks is copied by CRIU's main process (criu-host), within
     KFD_MAX_BUFFER_SIZE in total; =0 copies in the task. A fault in the
     main process's copy, and a damaged pages file, fail the restore: no
-    task verified, none left, the error named."""
+    task verified, none left, the error named. Without POST_FORKING (12
+    hooks) the tasks copy."""
     d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,1M+4K,9M+12K", "--gtt", GTT, "--children", "1"])
     check(d["rc"] == 0, "tree dump failed:\n" + d["log"][-3000:])
     bound = 1 << 20
@@ -499,12 +500,15 @@ def sc_parallel(run):
           (up["peak"], peak, bound))
     log("  parallel: every copy in CRIU's main process, staging peak %d bytes <= %d" % (up["peak"], bound))
 
-    r = run.restore(["--machine", "2xMI210"], d, env={"KFD_PARALLEL_RESTORE": "0"})
-    expect_good_restore(r, "KFD_PARALLEL_RESTORE=0", tasks=2)
-    lines = summary_lines(r["log"], "restored")
-    check(len(lines) == 4 and all(from_task(l) for l in lines),
-          "serial: the copies must be the tasks' own:\n" + "\n".join(lines))
-    log("  KFD_PARALLEL_RESTORE=0: every copy in its task")
+    for what, env in (("KFD_PARALLEL_RESTORE=0", {"KFD_PARALLEL_RESTORE": "0"}),
+                      ("CRIU 4.0/4.1's 12 hooks (no POST_FORKING)", {"CRIU_HOST_HOOKS": "12"})):
+        r = run.restore(["--machine", "2xMI210"], d, env=env)
+        expect_good_restore(r, what, tasks=2)
+        lines = summary_lines(r["log"], "restored")
+        check(len(lines) == 4 and all(from_task(l) for l in lines),
+              "%s: the copies must be the tasks' own:\n%s" % (what, "\n".join(lines)))
+        check("no parallel restore" in r["log"], "%s: the log does not say why there is no parallel restore" % what)
+        log("  %s: every copy in its task" % what)
 
     def failed(r, what, needle):
         check(r["rc"] != 0, "%s: the restore succeeded" % what)

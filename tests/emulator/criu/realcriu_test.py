@@ -51,6 +51,12 @@ restore-fault   CRIU_OP:RESTORE fails (injected): CRIU's restore exits
                 non-zero within its time limit with the plugin's "Error:"
                 line, and no restored process is left (none alive, none
                 in the model).
+restore-copy-fault  the first SDMA job of the restore fails (injected): it
+                runs in CRIU's main process (the parallel restore, the
+                default), after the task has restored its files; the
+                plugin's "Error:" line names the parallel restore and the
+                task it killed, CRIU's restore exits non-zero, and no
+                restored process is left (as restore-fault).
 stream          kfd-gem with `criu dump/restore --stream` through the
                 stand-in image streamer (tests/streamer/streamer.py, capture
                 then serve) and KFD_MAX_BUFFER_SIZE=256K, below the 2 MiB
@@ -622,6 +628,9 @@ def restore_failure(run, how):
         size = os.path.getsize(victim)
         os.truncate(victim, size // 2)
         log(f"truncated {os.path.basename(victim)} from {size} to {size // 2} bytes")
+    elif how == "copy":
+        run.emu.faults("sdma:nth=1")
+        log("fault rule sdma:nth=1 set")
     else:
         run.emu.faults("CRIU_OP:RESTORE")
         log("fault rule CRIU_OP:RESTORE set")
@@ -634,6 +643,9 @@ def restore_failure(run, how):
         show_log(restore_log)
     expect(errs, "the restore log has no 'amdgpu_plugin: Error:' line")
     log(f"restore failed as it must; the plugin said: {errs[0].strip()}")
+    if how == "copy":
+        expect(any("parallel restore" in e and "killed the restored task(s)" in e for e in errs),
+               f"no error line of the parallel restore killing the task: {errs}")
     expect(wait_for(lambda: not alive(pid), 5), f"a process {pid} is alive after the failed restore")
     left = reap_children()
     expect(not left, f"processes left after the failed restore: {left}")
@@ -720,6 +732,8 @@ def inside(args, criu):
             restore_failure(run, "truncated")
         elif args.scenario == "restore-fault":
             restore_failure(run, "fault")
+        elif args.scenario == "restore-copy-fault":
+            restore_failure(run, "copy")
         else:
             raise Failure(f"unknown scenario {args.scenario}")
     finally:
@@ -738,8 +752,8 @@ def main():
     ap.add_argument("--machine", default="MI100")
     ap.add_argument("--scenario", default="roundtrip",
                     choices=["roundtrip", "tree", "other-machine", "dump-fault", "restore-truncated",
-                             "restore-fault", "broken-vma-map", "render", "kfd-gem", "stream",
-                             "stream-truncated"])
+                             "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
+                             "stream", "stream-truncated"])
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                        "streamer", "streamer.py"),
                     help="the stand-in image streamer (stream scenario)")
