@@ -185,7 +185,7 @@ Test(config, function_source_is_asked_by_name)
 			return std::string("no");
 		return std::nullopt;
 	});
-	cr_assert_eq(asked.size(), 9u); // 7 checks, KFD_MAX_BUFFER_SIZE, KFD_VERIFY
+	cr_assert_eq(asked.size(), 10u); // 7 checks, KFD_MAX_BUFFER_SIZE, KFD_VERIFY, KFD_PARALLEL_RESTORE
 	cr_assert(!l.config.capability_check);
 }
 
