@@ -105,6 +105,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="1 GiB instead of 4 GiB, fewer small BOs")
     ap.add_argument("--integrity-only", action="store_true", help="only the checksum and sparse-file rows")
     ap.add_argument("--parallel-only", action="store_true", help="only the parallel restore rows")
+    ap.add_argument("--reps", type=int, help="repetitions of --parallel-only (default 3, --quick 1)")
     args = ap.parse_args()
     e2e.ARGS = argparse.Namespace(bin_dir=os.path.abspath(args.bin_dir))
     bins = e2e.Bins(e2e.ARGS.bin_dir)
@@ -121,7 +122,7 @@ def measure(args, run, scratch):
     total = (1 if args.quick else 4) * GiB
     per_gpu = total // 2
     if args.parallel_only:
-        parallel_restore(run, table, scratch, total, 1 if args.quick else 3)
+        parallel_restore(run, table, scratch, total, args.reps or (1 if args.quick else 3))
         print()
         table.show()
         return 0
