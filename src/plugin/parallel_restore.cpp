@@ -231,7 +231,8 @@ Status ParallelRestore::start()
 
 Status ParallelRestore::finish(std::vector<pid_t> *senders)
 {
-	if (!outcome_) {
+	if (!finished_) {
+		finished_ = true; // outcome_ is the thread's until it is joined
 		Status stop = send_stop();
 		if (!stop)
 			(void)::shutdown(recv_.get(), SHUT_RD); // the thread's receive ends instead

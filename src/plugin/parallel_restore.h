@@ -97,6 +97,7 @@ private:
 	CopyFn copy_;
 	std::thread thread_;
 	std::atomic<bool> cancel_{false};
+	bool finished_ = false; // finish() has run (main thread only)
 	// Written by serve() only, read after it has ended.
 	std::optional<Status> outcome_;
 	std::vector<pid_t> senders_;
