@@ -2,6 +2,7 @@
 #include "plugin/parallel_restore.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
 #include <map>
 #include <system_error>
 #include <tuple>
@@ -218,13 +220,29 @@ Status ParallelRestore::start()
 	sigfillset(&all);
 	if (int err = ::pthread_sigmask(SIG_BLOCK, &all, &old); err != 0)
 		return errno_error(err, "parallel restore: pthread_sigmask");
+	// The thread gives up its share of the process's fs_struct (cwd,
+	// root, umask) before CRIU's main thread goes on: the kernel refuses
+	// setns() into a mount namespace (EINVAL) to a thread whose fs_struct
+	// is shared, and CRIU's main thread enters the restored mount
+	// namespaces while this thread copies (containers).
+	std::promise<int> unshared;
+	auto ready = unshared.get_future();
 	try {
-		thread_ = std::thread([this] { serve(); });
+		thread_ = std::thread([this, &unshared] {
+			const int err = ::unshare(CLONE_FS) == 0 ? 0 : errno;
+			unshared.set_value(err);
+			if (err == 0)
+				serve();
+		});
 	} catch (const std::system_error &e) {
 		::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 		return make_error(e.code().value(), "parallel restore: starting its thread: %s", e.what());
 	}
 	::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+	if (const int err = ready.get(); err != 0) {
+		thread_.join();
+		return errno_error(err, "parallel restore: unshare(CLONE_FS) in its thread");
+	}
 	log_info("parallel restore: CRIU's main process copies the GPU memory the tasks hand over");
 	return ok_status();
 }

@@ -20,7 +20,9 @@
 //    contents, in order, at most kMaxFdsPerMessage per message; the task
 //    closes its own copies and does not wait for the copy.
 //  POST_FORKING, main process: start() runs serve() on a thread with every
-//    signal blocked (CRIU handles SIGCHLD on its main thread). Each complete
+//    signal blocked (CRIU handles SIGCHLD on its main thread) and its own
+//    fs_struct (unshare(CLONE_FS): CRIU's main thread must stay able to
+//    setns() into the restored mount namespaces). Each complete
 //    hand-over goes to the CopyFn, one at a time: the tasks copy nothing in
 //    this mode, so the staging memory of the whole restore stays within
 //    KFD_MAX_BUFFER_SIZE.
