@@ -582,8 +582,12 @@ Status RestoreSession::copy_contents(const ImageDir &images, HandOverKind kind, 
 {
 	if (dmabufs.empty())
 		return ok_status();
-	if (parallel_)
+	if (parallel_ && !remapped_in_task_)
 		return parallel_->hand_over(kind, id, dmabufs);
+	if (parallel_)
+		log_info("file %d: copied in the task: its GPUs were mapped again in the task, CRIU's main "
+			 "process knows the first mapping only",
+			 id);
 	auto copied = run_gpu_copies(Direction::FileToGpu, images, jobs, env_.config.max_buffer_size);
 	if (!copied)
 		return std::move(copied).error();
