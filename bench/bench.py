@@ -22,6 +22,16 @@ a machine with few cores, limits above what the cores can copy alongside
 the file I/O cannot be reached (see the per-repetition rows). Peak RSS = ru_maxrss of the dumping process (criu-host with
 the plugin), minus that of a dump of a tiny workload (the fixed cost).
 
+Parallel restore (issue 11 part 4, issue 14): the same checkpoint restored
+with KFD_PARALLEL_RESTORE=0 (each task copies its own GPU memory in its
+RESTORE_EXT_FILE) and =1 (CRIU's main process copies it while the tasks go
+on), alternately, median of the repetitions: copy throughput against
+min(storage read, SDMA) measured in the same repetition, and the host's
+whole restore time. Under criu-host the tasks have little else to restore,
+so the whole-restore times show the cost of the hand-over, not the overlap
+with CRIU's own work (memory pages), which only real CRIU has.
+(--parallel-only: only these rows.)
+
 Integrity and sparse files (issue 13): dump and restore throughput with
 checksums (the default) against KFD_VERIFY=0 (none computed or checked),
 the same workload back to back, median ratio of the repetitions; and one
@@ -94,6 +104,8 @@ def main():
     ap.add_argument("--bin-dir", required=True)
     ap.add_argument("--quick", action="store_true", help="1 GiB instead of 4 GiB, fewer small BOs")
     ap.add_argument("--integrity-only", action="store_true", help="only the checksum and sparse-file rows")
+    ap.add_argument("--parallel-only", action="store_true", help="only the parallel restore rows")
+    ap.add_argument("--reps", type=int, help="repetitions of --parallel-only (default 3, --quick 1)")
     args = ap.parse_args()
     e2e.ARGS = argparse.Namespace(bin_dir=os.path.abspath(args.bin_dir))
     bins = e2e.Bins(e2e.ARGS.bin_dir)
@@ -109,6 +121,11 @@ def measure(args, run, scratch):
     table = Table()
     total = (1 if args.quick else 4) * GiB
     per_gpu = total // 2
+    if args.parallel_only:
+        parallel_restore(run, table, scratch, total, args.reps or (1 if args.quick else 3))
+        print()
+        table.show()
+        return 0
     if args.integrity_only:
         integrity_and_sparse(args, run, table, total, 1 if args.quick else 3)
         print()
@@ -218,6 +235,7 @@ def measure(args, run, scratch):
         table.add("  SDMA submissions", subs[-1].split(",")[-1].strip())
 
     integrity_and_sparse(args, run, table, total, reps)
+    parallel_restore(run, table, scratch, total, reps)
 
     print()
     table.show()
@@ -285,5 +303,40 @@ def integrity_and_sparse(args, run, table, total, reps):
     table.add("  restore time, zero vs random", "%.2f vs %.2f s" % (zr, rr), "", "%.2f" % (zr / rr))
 
 
+def parallel_restore(run, table, scratch, total, reps):
+    """Serial (KFD_PARALLEL_RESTORE=0) against parallel restore of one
+    2-GPU checkpoint of `total` bytes (see the header)."""
+    per_gpu = total // 2
+    half = "%dM" % (per_gpu // MiB // 2)
+    rows = {"0": [], "1": []}
+    for rep in range(reps):
+        w_gbps, r_gbps = storage_limits(scratch, total)
+        engine_gbps = round(w_gbps / 2, 2)
+        sdma_gbps = 2 * engine_gbps
+        machine = ["--machine", "2xMI210", "--sdma-gbps", str(engine_gbps)]
+        print("bench: parallel restore rep %d: storage read %.2f GB/s, SDMA model %.2f GB/s per engine" %
+              (rep + 1, r_gbps, engine_gbps), flush=True)
+        d = run.dump(machine, ["--vram", "%s,%s" % (half, half), "--gtt", ""], skip_checks=True)
+        e2e.check(d["rc"] == 0, "dump failed:\n" + d["log"][-2000:])
+        order = ["0", "1"] if rep % 2 == 0 else ["1", "0"]
+        for mode in order:
+            r = run.restore(machine, d, env={"KFD_PARALLEL_RESTORE": mode})
+            e2e.check(r["rc"] == 0 and e2e.verified_tasks(r["log"]),
+                      "restore (KFD_PARALLEL_RESTORE=%s) failed:\n%s" % (mode, r["log"][-2000:]))
+            b, s, _ = e2e.copy_summary(r["log"], "restored")
+            rows[mode].append((b / s / 1e9, min(r_gbps, sdma_gbps), r["seconds"], b))
+            drop(r)
+        drop(d)
+    for mode, what in (("0", "serial (each task copies)"), ("1", "parallel (CRIU's main process copies)")):
+        ordered = sorted(rows[mode], key=lambda x: x[0] / x[1])
+        thr, lim, secs, b = ordered[len(ordered) // 2]
+        table.add("restore %.2f GiB, 2 GPUs, %s, median of %d" % (b / GiB, what, reps), "%.2f GB/s" % thr,
+                  "%.2f GB/s" % lim, "%.2f" % (thr / lim), ">= 0.90", verdict(thr / lim >= 0.9))
+        for i, (t, l, sec, _) in enumerate(rows[mode]):
+            table.add("  rep %d: whole restore (criu-host) %.2f s" % (i + 1, sec), "%.2f GB/s" % t,
+                      "%.2f GB/s" % l, "%.2f" % (t / l))
+
+
 if __name__ == "__main__":
     sys.exit(main())
+

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <limits>
+#include <utility>
 
 namespace amdcr {
 
@@ -87,8 +88,8 @@ std::string Config::describe() const
 	else
 		out += strprintf(", %s=%llu (staging bytes for the whole process, shared by its GPUs)",
 				 kMaxBufferSizeEnv, static_cast<unsigned long long>(max_buffer_size));
-	out += strprintf(", %s=%d, %s=%llu s", kVerifyEnv, verify ? 1 : 0, kSdmaTimeoutEnv,
-			 static_cast<unsigned long long>(sdma_timeout_s));
+	out += strprintf(", %s=%d, %s=%llu s, %s=%d", kVerifyEnv, verify ? 1 : 0, kSdmaTimeoutEnv,
+			 static_cast<unsigned long long>(sdma_timeout_s), kParallelRestoreEnv, parallel_restore ? 1 : 0);
 	return out;
 }
 
@@ -186,14 +187,22 @@ ConfigLoad load_config(const EnvSource &env)
 							 static_cast<unsigned long long>(out.config.max_buffer_size)));
 	}
 
-	if (const std::optional<std::string> v = env(kVerifyEnv)) {
+	// The booleans outside the check table.
+	const std::pair<const char *, bool Config::*> switches[] = {
+		{kVerifyEnv, &Config::verify},
+		{kParallelRestoreEnv, &Config::parallel_restore},
+	};
+	for (const auto &[name, field] : switches) {
+		const std::optional<std::string> v = env(name);
+		if (!v)
+			continue;
 		auto parsed = parse_bool_setting(*v);
 		if (parsed)
-			out.config.verify = *parsed;
+			out.config.*field = *parsed;
 		else
 			out.warnings.push_back(strprintf("%s=\"%s\" is not valid: %s; keeping the default (%s)",
-							 kVerifyEnv, v->c_str(), parsed.error().message().c_str(),
-							 out.config.verify ? "1" : "0"));
+							 name, v->c_str(), parsed.error().message().c_str(),
+							 out.config.*field ? "1" : "0"));
 	}
 	if (const std::optional<std::string> v = env(kSdmaTimeoutEnv)) {
 		auto parsed = parse_seconds_setting(*v);

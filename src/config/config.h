@@ -20,6 +20,9 @@
 //       Seconds (decimal, 1 to kMaxSdmaTimeoutSeconds) one SDMA copy may
 //       take before the dump or restore fails with ETIMEDOUT. Default:
 //       kDefaultSdmaTimeoutSeconds.
+//   KFD_PARALLEL_RESTORE
+//       Boolean as above. Default: 1 (GPU memory restored by CRIU's main
+//       process while the tasks restore the rest; plugin/parallel_restore.h).
 #pragma once
 
 #include <cstdint>
@@ -73,6 +76,7 @@ inline constexpr uint64_t kDefaultStagingBound = 64ull << 20;
 // after that long instead of never.
 inline constexpr uint64_t kDefaultSdmaTimeoutSeconds = 60;
 inline constexpr uint64_t kMaxSdmaTimeoutSeconds = 24 * 3600;
+inline constexpr const char *kParallelRestoreEnv = "KFD_PARALLEL_RESTORE";
 
 // Immutable once loaded: hold it as `const Config`.
 struct Config {
@@ -95,6 +99,14 @@ struct Config {
 	// writes no content checksums (its images then restore unverified)
 	// and a restore looks at none.
 	bool verify = true;
+	// KFD_PARALLEL_RESTORE: BO contents are copied in by a thread of
+	// CRIU's main process while the restored tasks go on with the rest of
+	// their restore (the tasks hand it their buffers); each task's queues
+	// resume only after its copies are done and verified. 0: each task
+	// copies its own buffers while CRIU restores its file (also what
+	// happens where the parallel path is unavailable: CRIU 4.0/4.1,
+	// --stream).
+	bool parallel_restore = true;
 
 	bool enabled(Check check) const;
 	// A copy with one check switched on or off (tests, tooling).
@@ -103,7 +115,8 @@ struct Config {
 	bool is_default() const { return *this == Config{}; }
 	// The effective configuration, for the log at init: "configuration:
 	// KFD_CAPABILITY_CHECK=0 (the other checks on), KFD_MAX_BUFFER_SIZE
-	// unset (staging: 64 MiB per GPU), KFD_VERIFY=1, KFD_SDMA_TIMEOUT=60 s".
+	// unset (staging: 64 MiB per GPU), KFD_VERIFY=1, KFD_SDMA_TIMEOUT=60 s,
+	// KFD_PARALLEL_RESTORE=1".
 	std::string describe() const;
 
 	bool operator==(const Config &) const = default;

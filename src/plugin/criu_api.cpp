@@ -127,7 +127,7 @@ std::optional<int> unused_fd_of_task(int pid)
 	return fd;
 }
 
-std::optional<int> store_fd(int fd)
+std::optional<int> fdstore_add(int fd)
 {
 	using Fn = int(int);
 	auto *fn = lookup<Fn>("fdstore_add");
@@ -139,11 +139,16 @@ std::optional<int> store_fd(int fd)
 	return id;
 }
 
-int stored_fd(int id)
+std::optional<int> fdstore_get(int id)
 {
 	using Fn = int(int);
 	auto *fn = lookup<Fn>("fdstore_get");
-	return fn ? fn(id) : -1;
+	if (!fn)
+		return std::nullopt;
+	const int fd = fn(id);
+	if (fd < 0)
+		return std::nullopt;
+	return fd;
 }
 
 std::optional<unsigned> host_hook_slots()

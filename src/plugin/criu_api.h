@@ -48,13 +48,13 @@ bool consume_inventory_entry(const char *name);
 // find_unused_fd_pid or does not know the task.
 std::optional<int> unused_fd_of_task(int pid);
 
-// CRIU's fd store (criu/fdstore.c, present in every CRIU 4.x): a socket
-// CRIU creates before it forks the restored tasks, which every task can put
-// fds into and take copies out of. store_fd: the store's id of a copy of
-// `fd` (the caller keeps `fd`), or nullopt when CRIU does not export
-// fdstore_add or it failed. stored_fd: a new fd of entry `id`, or -1.
-std::optional<int> store_fd(int fd);
-int stored_fd(int id);
+// CRIU's fdstore (restore): a socket among the service fds of CRIU's main
+// process and of every task it restores, whatever their namespaces, that
+// keeps fds by id. fdstore_add: stores a reference to `fd` (the caller
+// still owns `fd`) and returns its id; fdstore_get: a new fd of the file
+// stored under `id`. nullopt when CRIU does not export them or they fail.
+std::optional<int> fdstore_add(int fd);
+std::optional<int> fdstore_get(int id);
 
 // The number of plugin hook slots of the CRIU that is loading us, read
 // from the size of its exported plugin registry `cr_plugin_ctl` (one list

@@ -17,7 +17,8 @@
 // loader's count (criu::host_hook_slots), or 12 when the loader does not
 // say. Without DUMP_DEVICES_LATE a dump resumes a process's queues as soon
 // as its /dev/kfd file is dumped; the restore is prepared in init(RESTORE)
-// under every ABI (RESTORE_INIT is not used).
+// under every ABI (RESTORE_INIT is not used). Without POST_FORKING (12
+// hooks) each task copies its own GPU memory (no parallel restore).
 #include <cerrno>
 #include <exception>
 #include <memory>
@@ -88,6 +89,7 @@ amdcr::SessionEnv make_env()
 	amdcr::SessionEnv env;
 	env.config = load.config;
 	env.dump_devices_late = CR_PLUGIN_DESC.max_hooks > CR_PLUGIN_HOOK__DUMP_DEVICES_LATE;
+	env.post_forking = CR_PLUGIN_DESC.max_hooks > CR_PLUGIN_HOOK__POST_FORKING;
 	return env;
 }
 
@@ -160,6 +162,11 @@ int update_vma_map(const char *path, uint64_t addr, uint64_t old_pgoff, uint64_t
 	});
 }
 
+int post_forking()
+{
+	return guarded([&] { return g_restore ? g_restore->post_forking() : -ENOTSUP; });
+}
+
 int resume_devices_late(int pid)
 {
 	return guarded([&] { return g_restore ? g_restore->resume_devices_late(pid) : -ENOTSUP; });
@@ -179,6 +186,7 @@ cr_plugin_desc_t make_desc()
 	d.hooks[CR_PLUGIN_HOOK__UPDATE_VMA_MAP] = reinterpret_cast<void *>(update_vma_map);
 	d.hooks[CR_PLUGIN_HOOK__RESUME_DEVICES_LATE] = reinterpret_cast<void *>(resume_devices_late);
 	d.hooks[CR_PLUGIN_HOOK__DUMP_DEVICES_LATE] = reinterpret_cast<void *>(dump_devices_late);
+	d.hooks[CR_PLUGIN_HOOK__POST_FORKING] = reinterpret_cast<void *>(post_forking);
 	return d;
 }
 

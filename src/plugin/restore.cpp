@@ -8,6 +8,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -234,6 +236,8 @@ Status RestoreSession::load_and_map()
 
 	if (auto st = map_loaded_images(devices, held, renders); !st)
 		return st;
+	for (auto &[id, r] : renders)
+		render_images_.emplace(id, std::move(r));
 	state_ = State::Active;
 	return ok_status();
 }
@@ -369,6 +373,8 @@ int RestoreSession::prepare()
 			state_ = State::Inactive;
 			return st.error().neg();
 		}
+		if (active())
+			set_up_parallel();
 	}
 	if (active() && !totals_) {
 		// Before CRIU forks the tasks that restore the files.
@@ -500,13 +506,29 @@ int RestoreSession::update_vma_map(const char *path, uint64_t /*addr*/, uint64_t
 	return -ENOTSUP;
 }
 
+int RestoreSession::post_forking()
+{
+	// Always -ENOTSUP on success: the plugins after us get the hook too.
+	if (!parallel_)
+		return -ENOTSUP;
+	if (auto st = parallel_->start(); !st) {
+		log_error("%s", st.error().message().c_str());
+		return st.error().neg();
+	}
+	return -ENOTSUP;
+}
+
 int RestoreSession::resume_devices_late(int pid)
 {
-	// Always -ENOTSUP: CRIU ignores this hook's result (it only logs it at
-	// debug level), and a plugin loaded after us may have GPUs of its own
-	// in the same process. Failures are logged here.
+	// -ENOTSUP unless the parallel restore failed: CRIU ignores this
+	// hook's result (it only logs it at debug level), and a plugin loaded
+	// after us may have GPUs of its own in the same process. Failures are
+	// logged here.
 	if (!active())
 		return -ENOTSUP;
+	if (parallel_)
+		if (auto st = check_parallel(pid); !st)
+			return st.error().neg();
 	auto kfd = Kfd::open(env_.paths.kfd_path());
 	if (!kfd) {
 		log_error("pid %d: GPU queues not resumed: %s", pid, kfd.error().message().c_str());
@@ -524,10 +546,187 @@ int RestoreSession::resume_devices_late(int pid)
 
 void RestoreSession::finish(int ret)
 {
+	parallel_.reset(); // a thread still copying stops after its current file
 	vmas_.clear();
 	render_files_.clear();
 	if (ret == 0 && totals_ && totals_->any())
 		log_notice("%s", totals_->line(false, env_.config).c_str());
+}
+
+// ---- parallel restore ------------------------------------------------------
+
+void RestoreSession::set_up_parallel()
+{
+	const char *why = nullptr;
+	if (!env_.config.parallel_restore)
+		why = "KFD_PARALLEL_RESTORE=0";
+	else if (!env_.post_forking)
+		why = "this CRIU has no POST_FORKING hook (CRIU 4.0/4.1)";
+	else if (streamed_)
+		why = "the images are streamed (criu --stream): only the tasks can read them";
+	if (!why) {
+		auto p = ParallelRestore::create([this](const HandOver &h) { return copy_handed_over(h); });
+		if (p) {
+			parallel_ = std::move(*p);
+			return;
+		}
+		log_info("restore: no parallel restore: %s; each task copies its own GPU memory",
+			 p.error().message().c_str());
+		return;
+	}
+	log_info("restore: no parallel restore (%s): each task copies its own GPU memory", why);
+}
+
+Result<std::vector<GpuCopyJob>> RestoreSession::kfd_copy_jobs(int id, std::span<const int> dmabufs) const
+{
+	auto it = kfd_images_.find(id);
+	if (it == kfd_images_.end())
+		return make_error(EINVAL, "file %d is not a KFD file of this checkpoint", id);
+	const KfdImage &img = it->second;
+	std::vector<GpuCopyJob> jobs;
+	for (const auto &d : img.devices) {
+		if (!d.is_gpu())
+			continue;
+		const GpuMapEntry *m = map_.find_checkpointed(d.gpu_id);
+		if (!m)
+			return make_error(EINVAL, "gpu 0x%04x has no local GPU", d.gpu_id);
+		GpuCopyJob job;
+		job.image_gpu_id = d.gpu_id;
+		job.render_path = env_.paths.render_path(m->local_render_minor);
+		job.pages_file = kfd_pages_image_name(id, d.gpu_id);
+		jobs.push_back(std::move(job));
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < img.bos.size(); i++) {
+		const KfdBo &b = img.bos[i];
+		if (!b.has_contents())
+			continue;
+		auto job = std::find_if(jobs.begin(), jobs.end(),
+					[&](const GpuCopyJob &j) { return j.image_gpu_id == b.gpu_id; });
+		if (job == jobs.end())
+			return make_error(EINVAL, "BO %zu at 0x%llx is on gpu 0x%04x, which the image lists no device for",
+					  i, static_cast<unsigned long long>(b.addr), b.gpu_id);
+		if (k >= dmabufs.size())
+			break;
+		job->bos.push_back({dmabufs[k++], b.size, b.checksum ? &*b.checksum : nullptr,
+				    strprintf("BO %zu at 0x%llx", i, static_cast<unsigned long long>(b.addr))});
+	}
+	const size_t want = static_cast<size_t>(
+		std::count_if(img.bos.begin(), img.bos.end(), [](const KfdBo &b) { return b.has_contents(); }));
+	if (want != dmabufs.size())
+		return make_error(EINVAL, "%s: %zu buffers with contents, %zu dma-bufs given",
+				  kfd_image_name(id).c_str(), want, dmabufs.size());
+	return jobs;
+}
+
+Result<GpuCopyJob> RestoreSession::render_copy_job(int id, const RenderNodeImage &img, const GpuMapEntry &m,
+						   std::span<const int> dmabufs) const
+{
+	GpuCopyJob job;
+	job.image_gpu_id = img.gpu_id;
+	job.render_path = env_.paths.render_path(m.local_render_minor);
+	const std::string name = render_image_name(id);
+	size_t k = 0;
+	for (size_t i = 0; i < img.bos.size(); i++) {
+		const DrmBo &bo = img.bos[i];
+		// A BO other files hold too is filled by its first holder
+		// restored (attach_shared_bo), not through this file.
+		if (!bo.has_contents() || (bo.shared && shared_among_files(bo.shared->id)))
+			continue;
+		if (k == dmabufs.size())
+			return make_error(EINVAL, "%s: more buffers with contents than the %zu dma-bufs given",
+					  name.c_str(), dmabufs.size());
+		std::string file = drm_pages_image_name(id, img.drm_render_minor, static_cast<uint32_t>(i));
+		job.bos.push_back({dmabufs[k++], bo.size, bo.checksum ? &*bo.checksum : nullptr,
+				   strprintf("%s: BO %zu (GEM handle %u) of %s", file.c_str(), i, bo.handle,
+					     name.c_str())});
+		job.bo_files.push_back(std::move(file));
+	}
+	if (k != dmabufs.size())
+		return make_error(EINVAL, "%s: %zu buffers with contents, %zu dma-bufs given",
+				  render_image_name(id).c_str(), k, dmabufs.size());
+	return job;
+}
+
+Status RestoreSession::copy_contents(const ImageDir &images, HandOverKind kind, int id,
+				     const std::vector<GpuCopyJob> &jobs, std::span<const int> dmabufs)
+{
+	if (dmabufs.empty())
+		return ok_status();
+	if (parallel_ && !remapped_in_task_)
+		return parallel_->hand_over(kind, id, dmabufs);
+	if (parallel_)
+		log_info("file %d: copied in the task: its GPUs were mapped again in the task, CRIU's main "
+			 "process knows the first mapping only",
+			 id);
+	auto copied = run_gpu_copies(Direction::FileToGpu, images, jobs, copy_settings(env_, totals()));
+	if (!copied)
+		return std::move(copied).error();
+	return ok_status();
+}
+
+Status RestoreSession::copy_handed_over(const HandOver &h) const
+{
+	std::vector<int> fds;
+	for (const auto &f : h.dmabufs)
+		fds.push_back(f.get());
+	std::vector<GpuCopyJob> jobs;
+	if (h.kind == HandOverKind::Kfd) {
+		auto j = kfd_copy_jobs(h.file_id, fds);
+		if (!j)
+			return std::move(j).error();
+		jobs = std::move(*j);
+	} else {
+		auto it = render_images_.find(h.file_id);
+		if (it == render_images_.end())
+			return make_error(EINVAL, "file %d is not a render node file of this checkpoint", h.file_id);
+		const GpuMapEntry *m = mapping_for_render(it->second);
+		if (!m)
+			return make_error(EINVAL, "%s: its GPU has no local GPU", render_image_name(h.file_id).c_str());
+		auto j = render_copy_job(h.file_id, it->second, *m, fds);
+		if (!j)
+			return std::move(j).error();
+		jobs.push_back(std::move(*j));
+	}
+	auto images = session_image_dir(env_);
+	if (!images)
+		return std::move(images).error();
+	auto copied = run_gpu_copies(Direction::FileToGpu, *images, jobs, copy_settings(env_, totals()));
+	if (!copied)
+		return std::move(copied).error();
+	return ok_status();
+}
+
+Status RestoreSession::check_parallel(pid_t pid)
+{
+	std::vector<pid_t> senders;
+	const bool first = !parallel_checked_;
+	parallel_checked_ = true;
+	auto st = parallel_->finish(&senders);
+	if (st) {
+		if (first && !senders.empty())
+			log_info("parallel restore: the GPU memory of %zu task(s) is restored and checked", senders.size());
+		return st;
+	}
+	// CRIU resumes every task after this hook whatever it returns, and
+	// these tasks' GPU memory is not what was checkpointed. Killed, they
+	// cannot be resumed: CRIU's detach from them fails, and so does the
+	// restore.
+	std::string killed;
+	if (std::find(senders.begin(), senders.end(), pid) == senders.end())
+		senders.push_back(pid);
+	for (pid_t p : senders) {
+		if (p <= 0 || (!first && p != pid))
+			continue;
+		if (::kill(p, SIGKILL) == 0)
+			killed += strprintf("%s%d", killed.empty() ? "" : ", ", p);
+	}
+	if (first)
+		log_error("%s; killed the restored task(s) %s so that none resumes with wrong GPU memory",
+			  st.error().message().c_str(), killed.c_str());
+	else
+		log_error("task %d killed: the parallel restore failed", pid);
+	return st;
 }
 
 } // namespace amdcr

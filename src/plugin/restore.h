@@ -15,19 +15,31 @@
 // mapped in the restored task when CRIU restores its file, and a task's
 // /dev/kfd file must come before its render node files (as upstream's
 // plugin requires in every mode).
+//
+// With KFD_PARALLEL_RESTORE (the default, where CRIU calls POST_FORKING and
+// the images are not streamed) the tasks hand their buffers to CRIU's main
+// process, which copies them in while the tasks go on; a task's queues are
+// resumed only after its copies are done and their checksums matched
+// (plugin/parallel_restore.h).
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "base/unique_fd.h"
 #include "device/gem.h"
+#include "copy/gpu_copy.h"
 #include "image/kfd_image.h"
 #include "image/render_image.h"
+#include "plugin/parallel_restore.h"
 #include "plugin/session.h"
 #include "plugin/shared_bos.h"
 #include "plugin/summary.h"
@@ -48,6 +60,8 @@ public:
 	int restore_ext_file(int id, bool *retry_needed);
 	int update_vma_map(const char *path, uint64_t addr, uint64_t old_pgoff, uint64_t *new_pgoff,
 			   int *plugin_fd);
+	// Main process: starts the parallel restore's copying thread.
+	int post_forking();
 	int resume_devices_late(int pid);
 	void finish(int ret);
 
@@ -137,6 +151,24 @@ private:
 	// summary line; nullptr when it could not be mapped.
 	CopyTotals *totals() const { return totals_ ? &totals_->copies() : nullptr; }
 
+	// The parallel restore (prepare()), when it is on and possible.
+	void set_up_parallel();
+	// The copy jobs of KFD file `id`, one per GPU, the buffers with
+	// contents taking `dmabufs` (borrowed) in image order.
+	Result<std::vector<GpuCopyJob>> kfd_copy_jobs(int id, std::span<const int> dmabufs) const;
+	// The copy job of render file `id` (image `img`, on local GPU `m`).
+	Result<GpuCopyJob> render_copy_job(int id, const RenderNodeImage &img, const GpuMapEntry &m,
+					   std::span<const int> dmabufs) const;
+	// A file's contents: copied here (serial restore) or handed over to
+	// CRIU's main process (parallel restore).
+	Status copy_contents(const ImageDir &images, HandOverKind kind, int id, const std::vector<GpuCopyJob> &jobs,
+			     std::span<const int> dmabufs);
+	// Main process, on the parallel restore's thread: a task's hand-over.
+	Status copy_handed_over(const HandOver &h) const;
+	// RESUME_DEVICES_LATE with the parallel restore: its outcome; on
+	// failure the tasks are killed.
+	Status check_parallel(pid_t pid);
+
 	SessionEnv env_;
 	// Shared with the tasks CRIU forks (plugin/summary.h): created by
 	// prepare() when there is something to restore.
@@ -146,6 +178,9 @@ private:
 	GpuMap map_;
 	std::map<uint32_t, RenderFile> render_files_; // by local minor
 	int fitted_pid_ = 0; // the task fit_map_to_task() has checked
+	// fit_map_to_task() mapped this task's GPUs anew: CRIU's main process
+	// holds the other mapping, so the task copies its own buffers.
+	bool remapped_in_task_ = false;
 	bool handed_over_ = false;
 	std::vector<VmaUpdate> vmas_;
 	bool streamed_ = false;				      // criu --stream: images read per file
@@ -153,6 +188,9 @@ private:
 	std::set<int> dmabuf_ids_;			  // files with an amdgpu-dmabuf image
 	std::map<uint32_t, uint32_t> shared_holders_;	  // shared BO id -> files holding it
 	std::optional<SharedBoTable> shared_table_;	  // when some shared BO has several holders
+	std::map<int, RenderNodeImage> render_images_;	// loaded by prepare(), by file id
+	std::unique_ptr<ParallelRestore> parallel_;	// null: each task copies its own
+	bool parallel_checked_ = false;			// its outcome was checked (and logged)
 };
 
 } // namespace amdcr

@@ -28,7 +28,6 @@ Status RestoreSession::restore_kfd(const ImageDir &images, int id, UniqueFd *out
 		return std::move(kfd).error();
 
 	std::vector<KfdDeviceBucket> devices;
-	std::vector<GpuCopyJob> jobs;
 	for (const auto &d : img.devices) {
 		if (!d.is_gpu())
 			continue;
@@ -39,11 +38,6 @@ Status RestoreSession::restore_kfd(const ImageDir &images, int id, UniqueFd *out
 		if (!fd)
 			return std::move(fd).error();
 		devices.push_back({d.gpu_id, m->local_gpu_id, *fd});
-		GpuCopyJob job;
-		job.image_gpu_id = d.gpu_id;
-		job.render_path = env_.paths.render_path(m->local_render_minor);
-		job.pages_file = kfd_pages_image_name(id, d.gpu_id);
-		jobs.push_back(std::move(job));
 	}
 	std::vector<KfdBoBucket> bos(img.bos.size());
 	for (size_t i = 0; i < img.bos.size(); i++) {
@@ -62,22 +56,19 @@ Status RestoreSession::restore_kfd(const ImageDir &images, int id, UniqueFd *out
 		return std::move(restored).error();
 	log_debug("pid %u: KFD state recreated (%zu GPUs, %zu BOs)", img.pid, devices.size(), bos.size());
 
+	std::vector<int> dmabufs; // of the BOs with contents, in image order
 	for (size_t i = 0; i < img.bos.size(); i++) {
 		const KfdBo &b = img.bos[i];
 		const KfdBoBucket &r = restored->bos[i];
 		const GpuMapEntry *m = map_.find_checkpointed(b.gpu_id);
 		if (b.has_contents()) {
-			auto job = std::find_if(jobs.begin(), jobs.end(), [&](const GpuCopyJob &j) {
-				return j.image_gpu_id == b.gpu_id;
-			});
-			if (job == jobs.end())
+			if (!m)
 				return make_error(EINVAL, "BO %zu at 0x%llx is on gpu 0x%04x, which the image lists no device for",
 						  i, static_cast<unsigned long long>(b.addr), b.gpu_id);
 			if (!r.dmabuf.valid())
 				return make_error(EIO, "BO %zu at 0x%llx: RESTORE returned no dma-buf", i,
 						  static_cast<unsigned long long>(b.addr));
-			job->bos.push_back({r.dmabuf.get(), b.size, b.checksum ? &*b.checksum : nullptr,
-					    strprintf("BO %zu at 0x%llx", i, static_cast<unsigned long long>(b.addr))});
+			dmabufs.push_back(r.dmabuf.get());
 			vmas_.push_back({false, checkpointed_minor(b.gpu_id), m->local_render_minor, b.offset,
 					 r.restored_offset});
 		} else if (b.maps_through_kfd()) {
@@ -86,9 +77,11 @@ Status RestoreSession::restore_kfd(const ImageDir &images, int id, UniqueFd *out
 			vmas_.push_back({true, 0, 0, b.offset, r.restored_offset});
 		}
 	}
-	auto copied = run_gpu_copies(Direction::FileToGpu, images, jobs, copy_settings(env_, totals()));
-	if (!copied)
-		return std::move(copied).error();
+	auto jobs = kfd_copy_jobs(id, dmabufs);
+	if (!jobs)
+		return std::move(jobs).error();
+	if (auto st = copy_contents(images, HandOverKind::Kfd, id, *jobs, dmabufs); !st)
+		return st;
 	if (totals_)
 		totals_->add_file(img.bos.size());
 

@@ -3,7 +3,8 @@
 // The restore of a render node file onto its mapped local GPU: each GEM
 // buffer object recreated under its checkpointed handle, mapped at its GPU
 // VAs, its contents streamed back (the one bounded SDMA copy, src/copy),
-// and its CPU mappings moved to the new mmap offsets (UPDATE_VMA_MAP).
+// or handed over to CRIU's main process (parallel restore), and its CPU
+// mappings moved to the new mmap offsets (UPDATE_VMA_MAP).
 #include "plugin/restore.h"
 
 #include <fcntl.h>
@@ -94,9 +95,7 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 	std::vector<GemHandle> created;
 	std::vector<UniqueFd> dmabufs; // open until the copy is done
 	std::vector<VmaUpdate> updates;
-	GpuCopyJob job;
-	job.image_gpu_id = img->gpu_id;
-	job.render_path = env_.paths.render_path(m->local_render_minor);
+	std::vector<int> contents; // the dma-bufs of the BOs with contents, in image order
 	for (size_t i = 0; i < img->bos.size(); i++) {
 		const DrmBo &bo = img->bos[i];
 		// A BO other files hold too: the first holder restored makes it.
@@ -114,20 +113,16 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 			auto dmabuf = gem_export_dmabuf(*bound, bo.handle);
 			if (!dmabuf)
 				return std::move(dmabuf).error().context(name);
-			std::string file = drm_pages_image_name(id, img->drm_render_minor, static_cast<uint32_t>(i));
-			job.bos.push_back({dmabuf->get(), bo.size, bo.checksum ? &*bo.checksum : nullptr,
-					   strprintf("%s: BO %zu (GEM handle %u) of %s", file.c_str(), i, bo.handle,
-						     name.c_str())});
-			job.bo_files.push_back(std::move(file));
+			contents.push_back(dmabuf->get());
 			dmabufs.push_back(std::move(*dmabuf));
 		}
 		created.push_back(std::move(*h));
 	}
-	if (!job.bos.empty()) {
-		auto copied = run_gpu_copies(Direction::FileToGpu, images, {job}, copy_settings(env_, totals()));
-		if (!copied)
-			return std::move(copied).error().context(name);
-	}
+	auto job = render_copy_job(id, *img, *m, contents);
+	if (!job)
+		return std::move(job).error();
+	if (auto st = copy_contents(images, HandOverKind::Render, id, {*job}, contents); !st)
+		return std::move(st).error().context(name);
 
 	*out = UniqueFd(::fcntl(*bound, F_DUPFD_CLOEXEC, 0));
 	if (!out->valid())
@@ -137,7 +132,7 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 		(void)h.release();
 	vmas_.insert(vmas_.end(), updates.begin(), updates.end());
 	log_gpu(LogLevel::Debug, img->gpu_id, "render node %u restored as renderD%u (%zu BOs, %zu with contents)",
-		img->drm_render_minor, m->local_render_minor, img->bos.size(), job.bos.size());
+		img->drm_render_minor, m->local_render_minor, img->bos.size(), contents.size());
 	if (totals_)
 		totals_->add_file(img->bos.size(), img->gpu_id);
 	return ok_status();

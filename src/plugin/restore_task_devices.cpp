@@ -99,6 +99,7 @@ Status RestoreSession::fit_map_to_task(bool kfd_file)
 				  remapped.error().message().c_str(), missing.size() > 1 ? "them" : "it",
 				  device_options(missing).c_str());
 	map_ = std::move(*remapped);
+	remapped_in_task_ = true;
 	for (const auto &e : map_.entries())
 		log_gpu(LogLevel::Info, e.checkpointed_gpu_id,
 			"restoring onto local gpu 0x%04x (renderD%u), as restored task %d sees the GPUs",

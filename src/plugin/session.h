@@ -23,6 +23,9 @@ struct SessionEnv {
 	// false (CRIU 4.0-4.2.1): a process's GPU queues are resumed as soon
 	// as its /dev/kfd file is dumped.
 	bool dump_devices_late = false;
+	// The loading CRIU calls POST_FORKING in its main process (CRIU 4.2+,
+	// 13 hooks or more): the parallel restore is possible.
+	bool post_forking = false;
 };
 
 // The image directory of `env`, or an error saying there is none; in

@@ -60,7 +60,7 @@ Status SharedBoTable::Claim::publish(int dmabuf_fd)
 {
 	if (!slot_)
 		return make_error(EINVAL, "shared BO %u: published twice", id_);
-	auto id = criu::store_fd(dmabuf_fd);
+	auto id = criu::fdstore_add(dmabuf_fd);
 	if (!id)
 		return make_error(ENOTSUP,
 				  "shared BO %u: CRIU's fd store (fdstore_add) is missing or failed, so the "
@@ -102,7 +102,7 @@ Result<SharedBoTable::Taken> SharedBoTable::take(uint32_t id)
 		std::this_thread::sleep_for(std::chrono::milliseconds(1));
 	}
 	const int store_id = slot.store_id.load(std::memory_order_relaxed);
-	UniqueFd fd(criu::stored_fd(store_id));
+	UniqueFd fd(criu::fdstore_get(store_id).value_or(-1));
 	if (!fd.valid())
 		return make_error(EIO, "shared BO %u: CRIU's fd store has no entry %d (fdstore_get)", id,
 				  store_id);

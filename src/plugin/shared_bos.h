@@ -7,7 +7,7 @@
 // session maps in CRIU's main process before CRIU forks the restored tasks,
 // so every task sees the same slots. Whichever task restores a holder of a
 // shared BO first creates the BO, fills it and puts a dma-buf of it into
-// CRIU's fd store (criu::store_fd); every other holder, in any task, waits
+// CRIU's fd store (criu::fdstore_add); every other holder, in any task, waits
 // until then and imports the BO from the store. Creating a BO never waits
 // for another holder, so no order of tasks or files can deadlock; a creator
 // that fails marks the slot failed, and its waiters fail at once.

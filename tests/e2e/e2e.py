@@ -204,13 +204,16 @@ def inner_restore(bins, a):
     out = os.path.join(st["images_state"], "workload.out")
     out_start = os.path.getsize(out) if os.path.exists(out) else None
     usage = {}
-    rc, text, dt, _ = run_host(bins, ["restore", "-D", images] + plugins + (verifier if st.get("verify", True) else []),
-                            st.get("env", {}), os.path.join(a.state, "restore.log"), usage)
+    rc, text, dt, hostpid = run_host(bins, ["restore", "-D", images] + plugins +
+                                     (verifier if st.get("verify", True) else []),
+                                     st.get("env", {}), os.path.join(a.state, "restore.log"), usage)
     if out_start is not None:
         relay_output(out, out_start)
     result = {"rc": rc, "seconds": dt, "log": text, "counters": ctl(bins, "counters"),
               "host_maxrss": usage.get("maxrss"),
-              "processes": ctl(bins, "processes")}
+              "processes": ctl(bins, "processes"),
+              # CRIU's main process's staging memory (parallel restore).
+              "userptr": ctl(bins, "userptr", str(hostpid))}
     json.dump(result, open(os.path.join(a.state, "restore.json"), "w"))
     return 0
 
@@ -463,6 +466,73 @@ def sc_coexist(run):
     log("  second plugin received DUMP_DEVICES_LATE after ours")
 
 
+def summary_lines(text, verb):
+    """The plugin's per-GPU copy summary lines (see copy_summary)."""
+    return [l for l in text.splitlines() if "amdgpu_plugin: gpu 0x" in l and (": %s " % verb) in l]
+
+
+def from_task(line):
+    """Whether a host log line came from a restored task ('(SS.UUUUUU) PID: ...')."""
+    return re.match(r"\(\s*[\d.]+\)\s+\d+: ", line) is not None
+
+
+def sc_parallel(run):
+    """KFD_PARALLEL_RESTORE (default on): the GPU memory of the restored
+    tasks is copied by CRIU's main process (criu-host), within
+    KFD_MAX_BUFFER_SIZE in total; =0 copies in the task. A fault in the
+    main process's copy, and a damaged pages file, fail the restore: no
+    task verified, none left, the error named. Without POST_FORKING (12
+    hooks) the tasks copy."""
+    d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,1M+4K,9M+12K", "--gtt", GTT, "--children", "1"])
+    check(d["rc"] == 0, "tree dump failed:\n" + d["log"][-3000:])
+    bound = 1 << 20
+    r = run.restore(["--machine", "2xMI210"], d, env={"KFD_MAX_BUFFER_SIZE": str(bound)})
+    expect_good_restore(r, "parallel restore of a tree, KFD_MAX_BUFFER_SIZE=1M", tasks=2)
+    lines = summary_lines(r["log"], "restored")
+    check(len(lines) == 4, "parallel: %d summary lines, expected 2 tasks x 2 GPUs:\n%s" % (len(lines), "\n".join(lines)))
+    check(not [l for l in lines if from_task(l)], "parallel: a task copied its own memory:\n" + "\n".join(lines))
+    check("parallel restore: the GPU memory of 2 task(s) is restored and checked" in r["log"],
+          "parallel: no outcome line for 2 tasks")
+    _, _, peak = copy_summary(r["log"], "restored")
+    up = r["userptr"]
+    check(0 < up["peak"] <= bound and peak <= bound // 2,
+          "parallel: staging of CRIU's main process peaked at %d bytes (per GPU %d), bound %d" %
+          (up["peak"], peak, bound))
+    log("  parallel: every copy in CRIU's main process, staging peak %d bytes <= %d" % (up["peak"], bound))
+
+    for what, env in (("KFD_PARALLEL_RESTORE=0", {"KFD_PARALLEL_RESTORE": "0"}),
+                      ("CRIU 4.0/4.1's 12 hooks (no POST_FORKING)", {"CRIU_HOST_HOOKS": "12"})):
+        r = run.restore(["--machine", "2xMI210"], d, env=env)
+        expect_good_restore(r, what, tasks=2)
+        lines = summary_lines(r["log"], "restored")
+        check(len(lines) == 4 and all(from_task(l) for l in lines),
+              "%s: the copies must be the tasks' own:\n%s" % (what, "\n".join(lines)))
+        check("no parallel restore" in r["log"], "%s: the log does not say why there is no parallel restore" % what)
+        log("  %s: every copy in its task" % what)
+
+    def failed(r, what, needle):
+        check(r["rc"] != 0, "%s: the restore succeeded" % what)
+        check(not verified_tasks(r["log"]), "%s: a verifier passed" % what)
+        no_leaks(r["log"], what)
+        errs = [l for l in plugin_lines(r["log"]) if "Error" in l and "parallel restore" in l]
+        check(errs and needle in errs[0] and "killed the restored task(s)" in errs[0],
+              "%s: no parallel restore error naming %r:\n%s" % (what, needle, "\n".join(plugin_lines(r["log"]))[-3000:]))
+        left = [p for p in r["processes"]["processes"] if p.get("restored")]
+        check(not left, "%s: restored processes left in the emulator: %s" % (what, left))
+        log("  %s -> restore failed, tasks killed: %s" % (what, errs[0].split("amdgpu_plugin: ")[-1][:160]))
+
+    r = run.restore(["--machine", "2xMI210"], d, fault="sdma:nth=3:errno=EIO")
+    failed(r, "SDMA fault in the main process's copy", "gpu 0x")
+    pages = sorted(glob.glob(os.path.join(d["state"], "images", "amdgpu-pages-*.img")), key=os.path.getsize)
+    with open(pages[-1], "r+b") as f:
+        f.seek(os.path.getsize(pages[-1]) - 5000)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x10]))
+    r = run.restore(["--machine", "2xMI210"], d)
+    failed(r, "one byte of %s flipped" % os.path.basename(pages[-1]), "checksum")
+
+
 def copy_summary(text, verb):
     """(bytes, seconds) of the plugin's per-GPU summary lines: GPUs copy in
     parallel, so the phase lasts as long as the slowest GPU."""
@@ -509,7 +579,7 @@ def sc_demo(run):
 SCENARIOS = {
     "roundtrip": sc_roundtrip, "bounded": sc_bounded, "hive": sc_hive, "bigger": sc_bigger, "tree": sc_tree,
     "incompatible": sc_incompatible, "dump_faults": sc_dump_faults, "restore_faults": sc_restore_faults,
-    "coexist": sc_coexist, "demo": sc_demo,
+    "coexist": sc_coexist, "demo": sc_demo, "parallel": sc_parallel,
 }
 
 

@@ -3,12 +3,13 @@
 // The host's side of CRIU's public plugin API and its log.
 //
 // CRIU is linked -rdynamic, and plugins call back into it: print_on_level()
-// and criu_get_image_dir() (public), add_inventory_plugin() and
-// check_and_remove_inventory_plugin() (CRIU internals that the upstream and
-// our amdgpu plugin look up at run time). criu-host exports the same four
-// symbols from its executable. Their state (log fd and level, image
-// directory fd, the inventory's plugin list) is the only process-wide
-// mutable state of the host; everything else is passed by reference.
+// and criu_get_image_dir() (public), add_inventory_plugin(),
+// check_and_remove_inventory_plugin(), fdstore_add() and fdstore_get()
+// (CRIU internals that the upstream and our amdgpu plugin look up at run
+// time). criu-host exports the same six symbols from its executable.
+// Their state (log fd and level, image directory fd, the inventory's
+// plugin list, the fdstore) is the only process-wide mutable state of the
+// host; everything else is passed by reference.
 #pragma once
 
 #include <string>

@@ -82,6 +82,9 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   kfdemu_realcriu_test(${_ver} dump_fault_MI100 dump-fault MI100)
   kfdemu_realcriu_test(${_ver} restore_truncated_MI100 restore-truncated MI100)
   kfdemu_realcriu_test(${_ver} restore_fault_MI100 restore-fault MI100)
+  # An SDMA fault in the parallel restore's copy (CRIU's main process)
+  # kills the task before CRIU can resume it; the restore fails.
+  kfdemu_realcriu_test(${_ver} restore_copy_fault_2xMI210 restore-copy-fault 2xMI210)
   # Negative: the plugin's UPDATE_VMA_MAP answer is falsified (one page
   # off) before the adapter translates it; the round trip must fail.
   kfdemu_realcriu_test(${_ver} broken_vma_map_MI100 broken-vma-map MI100)

@@ -63,6 +63,12 @@ dmabuf-holder-root, dmabuf-exporter-root
                 the BO's bytes in their views, then that the exporter's new
                 write shows in the importer's mapping and in the holder's
                 mmap of its dma-buf (one BO, not copies).
+restore-copy-fault  the first SDMA job of the restore fails (injected): it
+                runs in CRIU's main process (the parallel restore, the
+                default), after the task has restored its files; the
+                plugin's "Error:" line names the parallel restore and the
+                task it killed, CRIU's restore exits non-zero, and no
+                restored process is left (as restore-fault).
 stream          kfd-gem with `criu dump/restore --stream` through the
                 stand-in image streamer (tests/streamer/streamer.py, capture
                 then serve) and KFD_MAX_BUFFER_SIZE=256K, below the 2 MiB
@@ -746,6 +752,9 @@ def restore_failure(run, how):
         size = os.path.getsize(victim)
         os.truncate(victim, size // 2)
         log(f"truncated {os.path.basename(victim)} from {size} to {size // 2} bytes")
+    elif how == "copy":
+        run.emu.faults("sdma:nth=1")
+        log("fault rule sdma:nth=1 set")
     else:
         run.emu.faults("CRIU_OP:RESTORE")
         log("fault rule CRIU_OP:RESTORE set")
@@ -762,6 +771,9 @@ def restore_failure(run, how):
         # The failed ioctl is named once (not "CRIU_OP RESTORE: KFD CRIU_OP RESTORE: ...").
         said = " ".join(errs)
         expect(said.count("CRIU_OP RESTORE") == 1, f"the failed CRIU_OP RESTORE is not named exactly once: {errs}")
+    if how == "copy":
+        expect(any("parallel restore" in e and "killed the restored task(s)" in e for e in errs),
+               f"no error line of the parallel restore killing the task: {errs}")
     expect(wait_for(lambda: not alive(pid), 5), f"a process {pid} is alive after the failed restore")
     left = reap_children()
     expect(not left, f"processes left after the failed restore: {left}")
@@ -941,6 +953,8 @@ def inside(args, criu):
             restore_failure(run, "truncated")
         elif args.scenario == "restore-fault":
             restore_failure(run, "fault")
+        elif args.scenario == "restore-copy-fault":
+            restore_failure(run, "copy")
         else:
             raise Failure(f"unknown scenario {args.scenario}")
     finally:
@@ -959,9 +973,9 @@ def main():
     ap.add_argument("--machine", default="MI100")
     ap.add_argument("--scenario", default="roundtrip",
                     choices=["roundtrip", "tree", "other-machine", "dump-fault", "restore-truncated",
-                             "restore-fault", "broken-vma-map", "render", "kfd-gem", "stream",
-                             "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root", "log-default",
-                             "sdma-timeout", "refused-8xMI300X"])
+                             "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
+                             "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
+                             "log-default", "sdma-timeout", "refused-8xMI300X"])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                        "streamer", "streamer.py"),

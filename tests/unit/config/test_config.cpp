@@ -185,7 +185,7 @@ Test(config, function_source_is_asked_by_name)
 			return std::string("no");
 		return std::nullopt;
 	});
-	cr_assert_eq(asked.size(), 10u); // 7 checks, KFD_MAX_BUFFER_SIZE, KFD_VERIFY, KFD_SDMA_TIMEOUT
+	cr_assert_eq(asked.size(), 11u); // 7 checks, KFD_MAX_BUFFER_SIZE, KFD_VERIFY, KFD_SDMA_TIMEOUT, KFD_PARALLEL_RESTORE
 	cr_assert(!l.config.capability_check);
 }
 
@@ -209,7 +209,7 @@ Test(config, describe_names_every_check_that_is_off_and_the_budget)
 	const std::string def = Config{}.describe();
 	cr_assert(Config{}.is_default());
 	cr_assert_str_eq(def.c_str(), "configuration: every check on, KFD_MAX_BUFFER_SIZE unset (staging: 64 MiB "
-				      "per GPU), KFD_VERIFY=1, KFD_SDMA_TIMEOUT=60 s");
+				      "per GPU), KFD_VERIFY=1, KFD_SDMA_TIMEOUT=60 s, KFD_PARALLEL_RESTORE=1");
 	Config c = Config{}.with(Check::Numa, false).with(Check::Capability, false);
 	c.max_buffer_size = 1 << 20;
 	cr_assert(!c.is_default());
@@ -259,4 +259,20 @@ Test(config, verify_defaults_on_and_parses_as_a_boolean)
 	cr_assert(bad.config.verify, "an invalid value must keep the default");
 	cr_assert_eq(bad.warnings.size(), 1u);
 	cr_assert(contains(bad.warnings[0], "KFD_VERIFY=\"maybe\""), "%s", bad.warnings[0].c_str());
+}
+
+Test(config, parallel_restore_defaults_on_and_parses_as_a_boolean)
+{
+	cr_assert(Config{}.parallel_restore);
+	cr_assert(contains(Config{}.describe(), "KFD_PARALLEL_RESTORE=1"));
+	for (const char *off : {"0", "no", "No"}) {
+		ConfigLoad l = load_config({{"KFD_PARALLEL_RESTORE", off}});
+		cr_assert_not(l.config.parallel_restore, "KFD_PARALLEL_RESTORE=%s", off);
+		cr_assert(l.warnings.empty());
+		cr_assert(contains(l.config.describe(), "KFD_PARALLEL_RESTORE=0"));
+	}
+	ConfigLoad bad = load_config({{"KFD_PARALLEL_RESTORE", "2"}});
+	cr_assert(bad.config.parallel_restore, "an invalid value must keep the default");
+	cr_assert_eq(bad.warnings.size(), 1u);
+	cr_assert(contains(bad.warnings[0], "KFD_PARALLEL_RESTORE=\"2\""), "%s", bad.warnings[0].c_str());
 }
