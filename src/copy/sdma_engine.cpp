@@ -174,9 +174,9 @@ void SdmaEngine::release_buffers()
 
 void SdmaEngine::drop_buffers()
 {
-	// Unmap before free: each Mapped destroys va, then bo. Each is two
-	// kernel round trips; thousands of them are spread over a few threads
-	// (libdrm's BO and VA calls are thread-safe).
+	// Each Mapped goes with one kernel round trip (the GEM close drops its
+	// mapping); thousands of them are spread over a few threads (libdrm's
+	// BO and VA calls are thread-safe).
 	constexpr size_t kThreads = 4, kWorthIt = 256;
 	if (buffers_.size() < kWorthIt) {
 		buffers_.clear();

@@ -73,7 +73,14 @@ public:
 
 private:
 	friend class ImportFeed;
+	// A BO of this engine's alone with its VA mapping: each is imported
+	// (or registered) once, so it goes with one kernel round trip, the
+	// GEM close (VaMapping::close_with).
 	struct Mapped {
+		Mapped(Bo b, VaMapping v) : bo(std::move(b)), va(std::move(v)) {}
+		Mapped(Mapped &&) noexcept = default;
+		Mapped &operator=(Mapped &&) = delete;
+		~Mapped() { va.close_with(std::move(bo)); }
 		Bo bo;
 		VaMapping va;
 	};
