@@ -9,11 +9,15 @@
 // between GPUs. Every result is compared byte for byte with what was sent.
 //
 //   hsa_copy [--gpus N] [--isa NAME].. [--rounds R] [--size BYTES]..
-//            [--stream N --progress FILE]
+//            [--stream N --progress FILE [--gate GATE]]
 //
 // --gpus/--isa: the agents the machine must show (gfx names in order).
 // --stream N: N rounds of copies back to back, appending "round K ok" to
 // FILE after each verified round (a checkpoint harness watches it).
+// --gate GATE: the stream goes on after its N rounds until the file GATE
+// exists (at most 10 minutes), then ends after the round in progress: a
+// checkpoint harness decides when it ends, whatever the machine's speed,
+// and can look at the runtime's queues while they still exist.
 // Exit 0 when every copy verified, 1 on a mismatch or error, 2 on usage.
 // A copy that does not complete within 60 s is an error (no hang).
 #include <hsa/hsa.h>
@@ -268,7 +272,7 @@ int main(int argc, char **argv)
 	int want_gpus = -1, rounds = 1, stream = 0;
 	std::vector<std::string> isas;
 	std::vector<size_t> sizes;
-	std::string progress;
+	std::string progress, gate;
 	for (int i = 1; i < argc; ++i) {
 		std::string a = argv[i];
 		auto next = [&]() -> std::string {
@@ -288,6 +292,8 @@ int main(int argc, char **argv)
 			stream = std::atoi(next().c_str());
 		else if (a == "--progress")
 			progress = next();
+		else if (a == "--gate")
+			gate = next();
 		else
 			usage();
 	}
@@ -341,7 +347,13 @@ int main(int argc, char **argv)
 		}
 
 		const int total = stream ? stream : rounds;
-		for (int r = 0; r < total; ++r) {
+		const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+		auto more = [&](int r) {
+			if (r < total)
+				return true;
+			return !gate.empty() && std::ifstream(gate).fail() && std::chrono::steady_clock::now() < give_up;
+		};
+		for (int r = 0; more(r); ++r) {
 			const uint64_t seed = uint64_t(r) * 1000;
 			for (const Gpu &g : m.gpus)
 				for (size_t n : sizes)

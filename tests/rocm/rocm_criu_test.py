@@ -7,7 +7,8 @@
         --wrapper W | --host CRIU_HOST --plugin P.so] [--keep]
 
 The program is tests/rocm/hsa_copy (Debian's libhsa-runtime64 5.2, the ROCr
-runtime, unmodified) with `--stream ROUNDS --progress FILE`: it copies
+runtime, unmodified) with `--stream ROUNDS --progress FILE --gate GATE`
+(at least ROUNDS rounds, then on until the test creates GATE): it copies
 host -> VRAM -> host, several copies in flight, and VRAM -> VRAM between
 GPUs with hsa_amd_memory_async_copy (the runtime's SDMA user queues, its
 interrupt signals and its own event thread), verifies every byte and
@@ -24,11 +25,12 @@ helpers and the kfdemu-criu wrapper with the adapter):
   Checked after the restore: the same pid; the fd table as dumped (render
   nodes through the GPU mapping); the same BOs (VA, size, type, user
   gpu_id) on the mapped GPUs; the device mappings; the same queues, active,
-  not paused or evicted; then a further round verified by the program, after
-  which the restored SDMA queues have executed packets; the program exits 0
+  not paused or evicted; then a whole round started after the restore (the
+  round in flight at the dump may have copied everything before the freeze)
+  verified by the program, after which the restored SDMA queues have
+  executed packets; then the test opens GATE and the program exits 0
   with "all copies verified", and the progress file holds every round once,
-  in order, all ok, the dump having landed in the middle (fewer rounds than
-  the stream had been told to run).
+  in order, all ok.
 
 criu-host (tests/host, the CRIU stand-in) with injected faults:
   host-dump-fault     two dumps fail on injected faults (CRIU_OP:CHECKPOINT
@@ -92,7 +94,9 @@ class Stream:
     def __init__(self, args, work):
         self.progress = os.path.join(work, "progress")
         self.out = os.path.join(work, "hsa_copy.log")
-        cmd = [args.hsa_copy] + GPUS[args.machine] + ["--stream", str(ROUNDS), "--progress", self.progress]
+        self.gate = os.path.join(work, "gate")
+        cmd = [args.hsa_copy] + GPUS[args.machine] + ["--stream", str(ROUNDS), "--progress", self.progress,
+                                                      "--gate", self.gate]
         for s in SIZES:
             cmd += ["--size", s]
         with open(self.out, "w") as out:
@@ -109,6 +113,10 @@ class Stream:
                           f"exit {self.p.poll()}", False)
         bad = [l for l in progress_lines(self.progress) if not l.endswith(" ok")]
         expect(not bad, f"{what}: hsa_copy reported {bad}", False)
+
+    def release(self):
+        """Lets the program shut its runtime down after its last round."""
+        release(self.gate)
 
     def kill(self):
         if self.p.poll() is None:
@@ -144,18 +152,37 @@ def wait_exit(pid, timeout):
     return None
 
 
+def release(gate):
+    """Lets hsa_copy --gate GATE shut its runtime down after its last round
+    (until then its queues exist, whatever round it is in)."""
+    open(gate, "w").close()
+
+
+def show_stuck(emu, pid):
+    """What a program that does not exit is doing: its threads' stacks (when
+    gdb is installed) and its queues in the model."""
+    log(f"{pid} did not exit; its queues: {emu.ctl('queues', pid)}")
+    if not shutil.which("gdb"):
+        log("(gdb is not installed: no stacks)")
+        return
+    r = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt 25"],
+                       capture_output=True, text=True, timeout=60)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith(("#", "Thread"))]
+    log("--- stacks of the stuck program\n" + "\n".join(lines[:200]))
+
+
 def check_finished(progress, out, rc_, what, at_dump=None):
     """The program's own verdict: exit 0, every round once, in order, ok."""
     lines = progress_lines(progress)
     if rc_ != 0:
         show_log(out)
     expect(rc_ == 0, f"{what}: hsa_copy exited with {rc_}")
-    want = [f"round {r} ok" for r in range(ROUNDS)]
-    expect(lines == want, f"{what}: progress {lines} != every round once, ok")
+    want = [f"round {r} ok" for r in range(max(len(lines), ROUNDS))]
+    expect(lines == want, f"{what}: progress {lines} != every round once (at least {ROUNDS}), in order, ok")
     text = open(out, errors="replace").read()
     expect("all copies verified" in text and "FAIL" not in text, f"{what}: hsa_copy's log has no clean verdict")
-    log(f"{what}: hsa_copy verified all {ROUNDS} rounds" +
-        (f" ({at_dump} before the dump, {ROUNDS - at_dump} after)" if at_dump is not None else "") + ", exit 0")
+    log(f"{what}: hsa_copy verified all {len(lines)} rounds" +
+        (f" ({at_dump} before the dump, {len(lines) - at_dump} after)" if at_dump is not None else "") + ", exit 0")
 
 
 def bo_shape(bos, gpus=None):
@@ -244,11 +271,10 @@ class CriuRun(rc.Run):
         s.p.wait(timeout=30)
         self.wl = None
         at_dump = len(progress_lines(s.progress))
-        expect(at_dump < ROUNDS, f"the dump came after the stream's end ({at_dump} of {ROUNDS} rounds)", False)
         log(f"dumped in the middle of the stream: {at_dump} of {ROUNDS} rounds done")
         expect(wait_for(lambda: not rc.reap_children() and not os.path.exists(f"/proc/{s.pid}"), 10,
                         "the dumped task to go"), f"dumped task {s.pid} still exists", False)
-        return {"pid": s.pid, "before": before, "at_dump": at_dump, "progress": s.progress, "out": s.out}
+        return {"pid": s.pid, "before": before, "at_dump": at_dump, "progress": s.progress, "out": s.out, "gate": s.gate}
 
     def restore_stream(self, st, gpus=None, minors=None):
         pid = st["pid"]
@@ -263,8 +289,11 @@ class CriuRun(rc.Run):
             expect(int(f.read().strip()) == pid, "restored under another pid")
         check_restored(self.emu, pid, st["before"], gpus, minors)
         os.kill(pid, signal.SIGCONT)
-        # One more verified round, then the restored SDMA queues have run.
-        want = st["at_dump"] + 1
+        # The round in progress at the dump may have finished its copies
+        # before the freeze and only written its progress line after the
+        # restore; the round after it starts after the restore, so its
+        # copies ran on the restored SDMA queues.
+        want = st["at_dump"] + 2
         ok = wait_for(lambda: len(progress_lines(st["progress"])) >= want or not alive(pid), STREAM_TIMEOUT,
                       "a round after the restore")
         if not ok or len(progress_lines(st["progress"])) < want:
@@ -280,7 +309,10 @@ class CriuRun(rc.Run):
                    f"the runtime's queues changed after the restore: {q}")
             expect(packets > 0, f"the restored SDMA queues executed no packet: {q}")
             log(f"after the restore: round {want - 1} verified, the restored queues executed {packets} packets")
+        release(st["gate"])
         code = wait_exit(pid, STREAM_TIMEOUT)
+        if code is None and alive(pid):
+            show_stuck(self.emu, pid)
         check_finished(st["progress"], st["out"], code, "restored", st["at_dump"])
 
 
@@ -337,6 +369,7 @@ def host_dump_fault(args, work):
             # The program goes on copying before the next dump.
             s.wait_rounds(at + 1, f"after the failed dump ({fault})")
             shutil.rmtree(images, ignore_errors=True)
+        s.release()
         code = wait_exit(s.pid, STREAM_TIMEOUT)
         check_finished(s.progress, s.out, code, "after two failed dumps")
     finally:

@@ -12,7 +12,9 @@
 //   stream sockets whose peer is $KFDEMU_SOCKET) are external sockets to
 //   CRIU. They are claimed at dump (their inodes listed in the image file
 //   kfdemu-adapter.img, each with the reply bytes it had queued: a call
-//   that completed while its thread was being frozen) and restored as
+//   that completed while its thread was being frozen; the daemon first
+//   settles the connection, Op::Settle, so that no call is left half
+//   done) and restored as
 //   fresh connections to the daemon, which first sends those bytes back
 //   (Op::Echo), so the restored thread's restarted recvmsg reads its reply.
 // - UPDATE_VMA_MAP: CRIU's restorer maps a device VMA with a raw mmap(2) of
@@ -58,6 +60,8 @@ namespace wire = kfdemu::wire;
 
 constexpr const char *kName = "kfdemu_adapter";
 constexpr const char *kImage = "kfdemu-adapter.img";
+// How long a dumped connection's call in progress may take to finish.
+constexpr unsigned kSettleMs = 20000;
 
 // --- logging through CRIU (criu-log.h print_on_level), else stderr --------
 
@@ -495,6 +499,31 @@ int dump_unix_sk(int fd, int id)
 	const std::string_view path(peer.sun_path, strnlen(peer.sun_path, n));
 	if (path != daemon_socket())
 		return -ENOTSUP;
+	// A call of the frozen thread still in progress in the daemon would
+	// reply after the look below, into a connection that is not restored:
+	// the daemon first ends the process's waits (as timed out; the
+	// kernel's would be restarted) and lets every call of this connection
+	// finish, so that each either has its reply queued here or was never
+	// read (then the restored thread's restarted send makes it again).
+	wire::Request settle{};
+	uint64_t dev = 0, ino = 0;
+	if (real_key(fd, &dev, &ino)) {
+		settle.op = wire::Op::Settle;
+		settle.tid = int32_t(::gettid());
+		settle.a[0] = ino;
+		settle.a[1] = kSettleMs;
+		wire::Reply rp{};
+		int err = daemon_call(settle, &rp, nullptr);
+		if (!err && rp.result < 0 && rp.result != -ENOENT)
+			err = int(rp.result);
+		if (err) {
+			log(CRIU_LOG_ERROR,
+			    "socket %u: a call of the dumped process is still in progress in the emulator after %u ms "
+			    "(its reply would be lost): %s",
+			    unsigned(id), unsigned(kSettleMs), std::strerror(-err));
+			return err;
+		}
+	}
 	// A reply the thread had not read when it was frozen (its call had
 	// completed: the kernel's ioctl would have returned) waits in the
 	// socket; it is kept and handed to the new connection at restore.

@@ -217,6 +217,11 @@ public:
 	// Called when a client process exits (its KFD context goes away).
 	virtual void process_exit(pid_t tgid) = 0;
 
+	// CRIU is about to dump the process's daemon connections: its waits in
+	// progress (WAIT_EVENTS) end now, as timed out, as the kernel's
+	// interrupted waits would be restarted (see Op::Settle).
+	virtual void interrupt_waits(pid_t tgid) = 0;
+
 	// What an fd is, for the shim's fstat/readlink/lseek answers.
 	virtual std::optional<FileInfo> describe(FileKey file) const = 0;
 

@@ -622,6 +622,7 @@ long ModelImpl::wait_events(Lock &lk, Caller &c, KfdProcess &p0, WaitEvents &a)
 		if (!p0.events.count(e.event_id))
 			return -EINVAL;
 	const pid_t tgid = p0.tgid;
+	const uint64_t interrupts = p0.wait_interrupts;
 	std::vector<bool> activated(ev.size());
 	std::vector<uint64_t> age(ev.size());
 	for (size_t i = 0; i < ev.size(); ++i) {
@@ -679,12 +680,14 @@ long ModelImpl::wait_events(Lock &lk, Caller &c, KfdProcess &p0, WaitEvents &a)
 			a.wait_result = WAIT_COMPLETE;
 			return 0;
 		}
-		// A checkpoint (CRIU PROCESS_INFO) interrupts the wait: the
-		// kernel's returns -ERESTARTSYS and is restarted after the
-		// freeze, transparently; here it ends as timed out (callers
-		// such as libhsakmt's wait again), so that no call of a frozen
-		// thread is still open in the daemon when CRIU dumps it.
-		if (a.timeout == 0 || p.queues_paused || (!infinite && std::chrono::steady_clock::now() >= deadline)) {
+		// A checkpoint (CRIU PROCESS_INFO, or the CRIU adapter settling
+		// the process's connections before it dumps them) interrupts
+		// the wait: the kernel's returns -ERESTARTSYS and is restarted
+		// after the freeze, transparently; here it ends as timed out
+		// (callers such as libhsakmt's wait again), so that no call of a
+		// frozen thread is still open in the daemon when CRIU dumps it.
+		if (a.timeout == 0 || p.queues_paused || p.wait_interrupts != interrupts ||
+		    (!infinite && std::chrono::steady_clock::now() >= deadline)) {
 			a.wait_result = WAIT_TIMEOUT;
 			return 0;
 		}

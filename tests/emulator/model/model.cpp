@@ -434,6 +434,16 @@ void ModelImpl::process_exit(pid_t tgid)
 	gone.reset();
 }
 
+void ModelImpl::interrupt_waits(pid_t tgid)
+{
+	Lock lk(mu_);
+	auto it = procs_.find(tgid);
+	if (it == procs_.end())
+		return;
+	++it->second->wait_interrupts;
+	events_cv_.notify_all();
+}
+
 std::optional<FileInfo> ModelImpl::describe(FileKey file) const
 {
 	std::lock_guard lk(mu_);

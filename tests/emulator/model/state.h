@@ -363,6 +363,7 @@ struct KfdProcess {
 	uint64_t event_page_handle = 0;
 	int32_t xnack = 0;
 	bool queues_paused = false;	// CRIU PROCESS_INFO .. UNPAUSE
+	uint64_t wait_interrupts = 0;	// interrupt_waits() calls: a wait ends on a change
 	bool evicted = false;		// CRIU RESTORE .. RESUME
 	// Queue eviction count (qpd->evicted): PROCESS_INFO and RESTORE evict,
 	// UNPAUSE and RESUME restore; queues run only at 0. A second
@@ -397,6 +398,7 @@ public:
 	int open_render(Caller &c, uint32_t minor, bool cloexec) override;
 	void release(FileKey file) override;
 	void process_exit(pid_t tgid) override;
+	void interrupt_waits(pid_t tgid) override;
 	std::optional<FileInfo> describe(FileKey file) const override;
 	long ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t arg) override;
 	int mmap(Caller &c, FileKey file, uint64_t offset, uint64_t len, int prot,

@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -67,10 +69,15 @@ int connect_daemon()
 }
 
 // One request/reply on `sock`: 0, -EPIPE when the request could not be
-// sent (safe to retry elsewhere) or -EIO when the reply was lost.
-int exchange(int sock, const std::string &msg, Response *out)
+// sent (safe to retry elsewhere) or -EIO when the reply was lost. Stamps
+// the request with the inode of `sock` (wire::Request::sock_ino; a raw
+// fstat, past the shim's own).
+int exchange(int sock, std::string &msg, Response *out)
 {
 	REAL(close, int (*)(int));
+	struct stat st {};
+	const uint32_t ino = ::syscall(SYS_fstat, sock, &st) == 0 ? uint32_t(st.st_ino) : 0;
+	std::memcpy(msg.data() + offsetof(wire::Request, sock_ino), &ino, sizeof ino);
 	if (wire::send_all(sock, msg.data(), msg.size()))
 		return -EPIPE;
 	// A reply can carry one fd per BO (CRIU CHECKPOINT/RESTORE of a process

@@ -4,7 +4,8 @@
 // machine (sysfs topology equal to the profile, device nodes, DRM/PCI
 // sysfs without aliasing) and of its device fds (identity by backing file
 // across dup, fork, SCM_RIGHTS and pidfd_getfd; release and process-exit
-// notifications; the cgroup-style unreadable sysfs file).
+// notifications; the cgroup-style unreadable sysfs file; the adapter's
+// settling of a connection with a blocked call).
 //
 // Usage (under kfd-emu, with the same machine arguments):
 //   test_transport --machine NAME [--gpu-ids ..] [--minors ..]
@@ -18,11 +19,13 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <set>
@@ -485,6 +488,102 @@ void test_unreadable(const std::string &path, const MachineDesc &m)
 
 } // namespace
 
+// The client sockets of this process's daemon connections (their inodes,
+// a raw fstat past the shim's own).
+std::vector<uint32_t> daemon_connections()
+{
+	const char *path = std::getenv("KFDEMU_SOCKET");
+	std::vector<uint32_t> out;
+	for (const std::string &name : list_dir("/proc/self/fd")) {
+		const int fd = std::atoi(name.c_str());
+		sockaddr_un peer{};
+		socklen_t len = sizeof peer;
+		struct stat st {};
+		if (path && ::getpeername(fd, reinterpret_cast<sockaddr *>(&peer), &len) == 0 &&
+		    peer.sun_family == AF_UNIX && std::string_view(peer.sun_path) == path &&
+		    ::syscall(SYS_fstat, fd, &st) == 0)
+			out.push_back(uint32_t(st.st_ino));
+	}
+	return out;
+}
+
+int64_t settle(uint32_t ino, uint64_t timeout_ms)
+{
+	wire::Request rq{};
+	rq.op = wire::Op::Settle;
+	rq.tid = ::gettid();
+	rq.a[0] = ino;
+	rq.a[1] = timeout_ms;
+	int64_t r = INT64_MIN;
+	int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sockaddr_un sa{};
+	sa.sun_family = AF_UNIX;
+	std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", std::getenv("KFDEMU_SOCKET"));
+	wire::Reply rp{};
+	if (s >= 0 && !::connect(s, reinterpret_cast<sockaddr *>(&sa), sizeof sa) &&
+	    !wire::send_all(s, &rq, sizeof rq) && !wire::recv_all(s, &rp, sizeof rp))
+		r = rp.result;
+	if (s >= 0)
+		::close(s);
+	return r;
+}
+
+// What the CRIU adapter does before it looks at a dumped connection
+// (wire::Op::Settle): a thread blocked in an infinite WAIT_EVENTS has its
+// wait ended (as timed out) and its reply written; an idle connection
+// settles at once; an inode no connection has is -ENOENT.
+void test_settle()
+{
+	using namespace abi;
+	int kfd = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
+	CHECK(kfd >= 0);
+	kfd::CreateEvent ce{};
+	ce.event_type = kfd::EVENT_SIGNAL;
+	ce.auto_reset = 1;
+	CHECK_EQ(::ioctl(kfd, ioc(kIocRead | kIocWrite, kfd::kType, kfd::CREATE_EVENT, sizeof ce), &ce), 0);
+	const auto before = daemon_connections();
+	std::atomic<int> waited{-1};
+	std::atomic<uint32_t> result{~0u};
+	std::thread waiter([&] {
+		kfd::EventData ev{};
+		ev.event_id = ce.event_id;
+		kfd::WaitEvents we{};
+		we.events_ptr = reinterpret_cast<uint64_t>(&ev);
+		we.num_events = 1;
+		we.timeout = 0xffffffffu;
+		waited = ::ioctl(kfd, ioc(kIocRead | kIocWrite, kfd::kType, kfd::WAIT_EVENTS, sizeof we), &we);
+		result = we.wait_result;
+	});
+	// The waiter's own connection: the one that was not there before.
+	uint32_t mine = 0;
+	for (int i = 0; i < 200 && !mine; i++) {
+		for (uint32_t ino : daemon_connections())
+			if (std::find(before.begin(), before.end(), ino) == before.end())
+				mine = ino;
+		if (!mine)
+			std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	}
+	CHECK(mine != 0);
+	std::this_thread::sleep_for(std::chrono::milliseconds(100)); // let it block
+	CHECK_EQ(waited.load(), -1);
+	CHECK_EQ(settle(mine, 5000), 0);
+	for (int i = 0; i < 200 && waited.load() == -1; i++)
+		std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	if (waited.load() == -1) { // not ended: end it (the checks below fail)
+		kfd::EventId id{ce.event_id, 0};
+		::ioctl(kfd, ioc(kIocWrite, kfd::kType, kfd::SET_EVENT, sizeof id), &id);
+	}
+	waiter.join();
+	CHECK_EQ(waited.load(), 0);
+	CHECK_EQ(result.load(), kfd::WAIT_TIMEOUT);
+	// The waiter's connection went with its thread; this thread's is idle.
+	CHECK(!before.empty());
+	for (uint32_t ino : before)
+		CHECK_EQ(settle(ino, 5000), 0);
+	CHECK_EQ(settle(1, 100), -ENOENT); // no such connection
+	::close(kfd);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && std::string_view(argv[1]) == "--exec-stage2") {
@@ -514,5 +613,6 @@ int main(int argc, char **argv)
 	run("release on last close, process exit", test_release_and_exit);
 	run("threads, fork, close_range/dup2 over the daemon connection", test_threads_fork_closerange);
 	run("exec drops the old image's KFD context", test_exec);
+	run("settle: a blocked WAIT_EVENTS ends, its reply written", test_settle);
 	return summary();
 }

@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
@@ -666,19 +668,99 @@ std::string path_of(const FileInfo &fi)
 
 } // namespace
 
+int64_t Daemon::settle(uint32_t client_ino, uint64_t timeout_ms)
+{
+	const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+	std::unique_lock lk(conns_mu_);
+	bool seen = false; // a connection that closed since has settled too
+	for (;;) {
+		// The connection, and any whose first request is still unread
+		// (its client inode not known yet): it may be the one.
+		bool found = false, idle = true;
+		pid_t tgid = 0;
+		for (auto &[fd, c] : conns_) {
+			int unread = 0;
+			if (::ioctl(fd, FIONREAD, &unread))
+				unread = 0;
+			if (c.client_ino == client_ino) {
+				found = true;
+				tgid = c.tgid;
+				idle = idle && !c.busy && unread == 0;
+			} else if (c.client_ino == 0 && unread > 0) {
+				idle = false;
+			}
+		}
+		seen = seen || found;
+		if (idle)
+			return seen ? 0 : -ENOENT;
+		if (std::chrono::steady_clock::now() >= deadline)
+			return -ETIMEDOUT;
+		if (tgid) {
+			// A call blocked in WAIT_EVENTS ends (as timed out);
+			// one that started since the last pass too.
+			lk.unlock();
+			guarded([&] { model_.interrupt_waits(tgid); });
+			lk.lock();
+		}
+		conns_cv_.wait_for(lk, std::chrono::milliseconds(5));
+	}
+}
+
 void Daemon::serve(int conn, pid_t tgid)
 {
+	{
+		std::lock_guard lk(conns_mu_);
+		conns_[conn] = Conn{tgid};
+	}
+	struct Unregister {
+		Daemon &d;
+		int conn;
+		~Unregister()
+		{
+			// Closed under the lock: its number is not reused
+			// while it is still listed.
+			std::lock_guard lk(d.conns_mu_);
+			d.conns_.erase(conn);
+			::close(conn);
+			d.conns_cv_.notify_all();
+		}
+	} unregister{*this, conn};
+	// The call in progress ends (for Op::Settle) once its reply is written.
+	auto done = [&] {
+		std::lock_guard lk(conns_mu_);
+		conns_[conn].busy = false;
+		conns_cv_.notify_all();
+	};
 	std::string payload;
 	for (;;) {
+		// Wait for a request without taking it, then mark the call in
+		// progress before reading it: Op::Settle sees either unread
+		// bytes or a busy connection, never neither.
+		char peek;
+		ssize_t pn;
+		do
+			pn = ::recv(conn, &peek, 1, MSG_PEEK);
+		while (pn < 0 && errno == EINTR);
+		if (pn <= 0)
+			break;
+		{
+			std::lock_guard lk(conns_mu_);
+			conns_[conn].busy = true;
+		}
 		wire::Request rq{};
 		if (wire::recv_all(conn, &rq, sizeof rq))
 			break;
+		if (rq.sock_ino) {
+			std::lock_guard lk(conns_mu_);
+			conns_[conn].client_ino = rq.sock_ino;
+		}
 		payload.assign(rq.len, '\0');
 		if (rq.len && wire::recv_all(conn, payload.data(), rq.len))
 			break;
 		if (rq.op == wire::Op::Echo) {
 			if (wire::send_all(conn, payload.data(), payload.size()))
 				break;
+			done();
 			continue;
 		}
 
@@ -751,6 +833,9 @@ void Daemon::serve(int conn, pid_t tgid)
 					out = *local;
 				else
 					out = model_.introspect(payload);
+				break;
+			case wire::Op::Settle:
+				rp.result = settle(uint32_t(rq.a[0]), rq.a[1]);
 				break;
 			case wire::Op::SetFaults: {
 				std::string err;
@@ -859,8 +944,8 @@ void Daemon::serve(int conn, pid_t tgid)
 		}
 		if (err)
 			break;
+		done();
 	}
-	::close(conn);
 }
 
 } // namespace kfdemu

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -104,6 +105,10 @@ private:
 
 	void accept_loop();
 	void serve(int conn, pid_t tgid);
+	// Op::Settle: 0, -ETIMEDOUT (a call still in progress after
+	// timeout_ms) or -ENOENT (no connection has, or had during the
+	// call, that client inode).
+	int64_t settle(uint32_t client_ino, uint64_t timeout_ms);
 	void watch_loop();
 	void track_process(pid_t tgid);
 	// Drops a process's pidfd and records (mu_ held); the caller tells
@@ -124,6 +129,17 @@ private:
 	// watcher, track_process): a connection from a reused pid is tracked
 	// only once the old process's exit has reached the model.
 	std::mutex exit_mu_;
+	// Each client connection (daemon-side fd) while it is served: its
+	// process, the inode of the client's end (from its requests) and
+	// whether a call is in progress (read, reply not yet written).
+	struct Conn {
+		pid_t tgid;
+		uint32_t client_ino = 0;
+		bool busy = false;
+	};
+	std::mutex conns_mu_;
+	std::condition_variable conns_cv_;
+	std::map<int, Conn> conns_;
 	std::mutex mu_;
 	std::map<int, Watch> watches_;			// inotify wd -> file
 	std::map<pid_t, PidWatch> pidfds_;		// tracked processes

@@ -32,6 +32,11 @@ enum class Op : uint32_t {
 	SetFaults,	// payload = fault spec
 	Echo,		// payload: sent back raw, with no Reply header (the CRIU adapter hands a
 			// restored connection the reply bytes its checkpointed one had queued)
+	Settle,		// a0 = a client socket's inode (the adapter, before it looks at a
+			// dumped connection): ends the blocking waits of that connection's
+			// process and returns once the connection has no call in progress
+			// (its reply written) and no request unread; -ETIMEDOUT if it still
+			// has one after a1 ms
 };
 
 struct Request {
@@ -50,7 +55,10 @@ struct Request {
 	// restore: the restorer forks from CRIU, then the dumped memory, with
 	// the dumped shim's number, takes over), so nothing ends.
 	uint32_t flags;
-	uint32_t pad;
+	// The inode of the client's own end of this connection (sockfs inode
+	// numbers are 32-bit), so the CRIU adapter, which sees that end in the
+	// dumped task, can name the connection to the daemon (Op::Settle).
+	uint32_t sock_ino;
 };
 inline constexpr uint32_t kReqFreshImage = 1;
 
