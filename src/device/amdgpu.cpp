@@ -7,7 +7,11 @@
 #include <xf86drm.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <cinttypes>
+#include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -303,11 +307,39 @@ Result<DmaFence> submit_dma(const Context &ctx, const BoList &list, uint64_t ib_
 	return f;
 }
 
+int64_t timens_monotonic_offset_ns()
+{
+	auto text = read_text_file(AT_FDCWD, "/proc/self/timens_offsets", 4096);
+	if (!text) // a kernel without time namespaces (before 5.6)
+		return 0;
+	std::istringstream in(*text);
+	std::string clock;
+	int64_t sec = 0, nsec = 0;
+	while (in >> clock >> sec >> nsec)
+		if (clock == "monotonic")
+			return sec * 1000000000 + nsec;
+	return 0;
+}
+
+uint64_t libdrm_timeout_ns(uint64_t timeout_ns, int64_t offset_ns)
+{
+	if (timeout_ns == AMDGPU_TIMEOUT_INFINITE || offset_ns == 0)
+		return timeout_ns;
+	if (offset_ns < 0) { // this clock lags the kernel's: wait that much longer
+		const uint64_t lag = static_cast<uint64_t>(-(offset_ns + 1)) + 1;
+		return timeout_ns > AMDGPU_TIMEOUT_INFINITE - 1 - lag ? AMDGPU_TIMEOUT_INFINITE - 1
+								     : timeout_ns + lag;
+	}
+	const uint64_t lead = static_cast<uint64_t>(offset_ns);
+	return timeout_ns > lead ? timeout_ns - lead : 0;
+}
+
 Status wait_fence(const DmaFence &fence, uint64_t timeout_ns)
 {
 	amdgpu_cs_fence raw = fence.raw;
 	uint32_t expired = 0;
-	const int r = amdgpu_cs_query_fence_status(&raw, timeout_ns, 0, &expired);
+	const int r = amdgpu_cs_query_fence_status(
+		&raw, libdrm_timeout_ns(timeout_ns, timens_monotonic_offset_ns()), 0, &expired);
 	if (r != 0)
 		return drm_error(r, strprintf("amdgpu_cs_query_fence_status(SDMA seq %" PRIu64 ")",
 					      fence.seq()));

@@ -185,6 +185,20 @@ Result<DmaFence> submit_dma(const Context &ctx, const BoList &list, uint64_t ib_
 
 // Waits up to `timeout_ns` (AMDGPU_TIMEOUT_INFINITE for ever) for `fence`.
 // Not signalled in time: ETIMEDOUT. A job that failed: its error.
+// libdrm makes the timeout a deadline on this process's CLOCK_MONOTONIC,
+// which the kernel reads on its own: in a time namespace (a restored
+// container) the two differ by the namespace's offset, so the timeout
+// given to libdrm is corrected by it (timens_monotonic_offset_ns).
 Status wait_fence(const DmaFence &fence, uint64_t timeout_ns);
+
+// The CLOCK_MONOTONIC offset of this process's time namespace, in ns (its
+// clock = the kernel's + offset; /proc/self/timens_offsets), 0 without one.
+int64_t timens_monotonic_offset_ns();
+
+// The timeout to give libdrm so that the kernel waits `timeout_ns` of its
+// own clock, for a process whose clock is the kernel's + `offset_ns`
+// (AMDGPU_TIMEOUT_INFINITE stays; a deadline that would lie in the
+// past gives 0, a mere poll).
+uint64_t libdrm_timeout_ns(uint64_t timeout_ns, int64_t offset_ns);
 
 } // namespace amdcr

@@ -93,6 +93,15 @@ private:
 	Result<RenderNodeImage> take_render_image(const ImageDir &images, int id);
 	Status restore_kfd(const ImageDir &images, int id, UniqueFd *out);
 	Status restore_render(const ImageDir &images, int id, UniqueFd *out);
+	// In the restored task, before its first GPU file changes any state
+	// (restore_task_devices.cpp): /dev/kfd (for a KFD file, `kfd_file`)
+	// and every mapped GPU's render node must open in the task's mount
+	// namespace and device cgroup; if a render node does not, map_ is
+	// mapped again onto the GPUs the task can use (map_for_task), and if
+	// none fit, the error names each missing node and the --device that
+	// passes it in. Once per task.
+	Status fit_map_to_task(bool kfd_file);
+	Result<GpuMap> map_for_task() const;
 	// The render node of local GPU `minor`, opened once per task.
 	Result<int> local_render_fd(uint32_t minor);
 	// Once the task's fds are installed (first UPDATE_VMA_MAP): each render
@@ -109,6 +118,7 @@ private:
 	std::map<int, KfdImage> kfd_images_; // by CRIU file id
 	GpuMap map_;
 	std::map<uint32_t, RenderFile> render_files_; // by local minor
+	int fitted_pid_ = 0; // the task fit_map_to_task() has checked
 	bool handed_over_ = false;
 	std::vector<VmaUpdate> vmas_;
 	bool streamed_ = false;				      // criu --stream: images read per file

@@ -19,6 +19,8 @@ namespace amdcr {
 Status RestoreSession::restore_kfd(const ImageDir &images, int id, UniqueFd *out)
 {
 	const KfdImage &img = kfd_images_.at(id);
+	if (auto st = fit_map_to_task(true); !st)
+		return st;
 	if (auto st = check_kfd_criu_support(env_.paths); !st)
 		return st;
 	auto kfd = Kfd::open(env_.paths.kfd_path());

@@ -43,6 +43,8 @@ Result<GemHandle> recreate_bo(int fd, const DrmBo &bo)
 
 Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *out)
 {
+	if (auto st = fit_map_to_task(false); !st)
+		return st;
 	// Not read_render_image: with streamed images (criu --stream)
 	// restore_streamed has read it already, and a file is served once.
 	auto img = take_render_image(images, id);

@@ -26,11 +26,17 @@ container's org.criu.config annotation. Steps:
    choose; then the workload's own verdict: its patterns, SDMA copies from
    its restored VRAM through libdrm_amdgpu, new BOs, its event, its queue.
 
-CASE all: the container has both GPUs. CASE subset: only the second GPU's
-render node is passed in (--device), so the workload sees one GPU (the
-other's topology node reads EPERM in the container, as the kernel's device
-cgroup makes it); on the second machine both GPUs fit the checkpointed one,
-and only the one whose render node the container has may be chosen.
+3. (CASE subset, full) A subset of the host's GPUs, the container's render
+   nodes staying renderD128 and renderD129 (CRIU restores its /dev, podman
+   its checkpointed device cgroup): machine `missing` (renderD128 and
+   renderD130) refuses the import naming /dev/dri/renderD130 and --device,
+   with no GPU state left; the archive edited there (renderD129 ->
+   renderD130 in the spec and in CRIU's /dev image) restores; machine
+   `bigger` (four MI210, the checkpointed gpu_ids outside the container)
+   restores onto the container's two GPUs.
+
+CASE all: steps 1, 2. CASE subset: 1, 3 (the first machine, then the subset
+machines). CASE full: 1, 2, 3. MACHINES and CASES below name them.
 
 Exit: 0 pass, 1 fail, 77 NOT RUN (not root, podman or runc missing or not
 working, CRIU not listed / not usable, sanitizer build).
@@ -46,21 +52,46 @@ import time
 
 PODMAN_TIMEOUT = 180
 MACHINE = "2xMI210"
-# The two machines (kfd-emu overrides) and the mapping the plugin must
-# find. The container's device numbers are those of the checkpoint (podman
-# restores --import with the checkpointed spec), so both machines have the
-# render minors 128 and 129; the second has other gpu_ids and the 64G GPU
-# at the other minor.
-FIRST = ["--gpu-ids", "0xa1a1,0xb2b2", "--minors", "128,129", "--vram", "64G,32G"]
-SECOND = ["--gpu-ids", "0x1111,0x2222", "--minors", "128,129", "--vram", "32G,64G"]
-CASES = {
-    # case: (render minors passed in, checkpointed gpu -> second machine's,
-    #        checkpointed minor -> second machine's)
-    "all": ([128, 129], {0xa1a1: 0x2222, 0xb2b2: 0x1111}, {128: 129, 129: 128}),
-    # Only renderD129 (0xb2b2, 32G). On the second machine both GPUs have
-    # enough VRAM for it; the container has only renderD129 (0x2222, 64G).
-    "subset": ([129], {0xb2b2: 0x2222}, {129: 129}),
+# The machines (kfd-emu overrides). The first runs the container; the
+# container's device numbers stay those of the checkpoint on every later
+# machine (podman restores --import with the checkpointed spec's device
+# list), so the render nodes it gets there are renderD128 and renderD129.
+FIRST = ["--machine", MACHINE, "--gpu-ids", "0xa1a1,0xb2b2", "--minors", "128,129", "--vram", "64G,32G"]
+# Four MI210 (a machine file the test writes, FOUR_MI210): the
+# checkpointed gpu_ids are at minors 130 and 131, outside the container.
+FOUR_MI210 = "4xMI210.machine"
+# The machines the archive is restored on after the first: name -> (kfd-emu
+# options, expected checkpointed gpu -> local gpu and checkpointed minor
+# -> local minor, or None: the restore must fail naming the render node
+# not passed in).
+MACHINES = {
+    # Another 2xMI210: other gpu_ids, the 64G GPU at the other minor.
+    "second": (["--machine", MACHINE, "--gpu-ids", "0x1111,0x2222", "--minors", "128,129",
+                "--vram", "32G,64G"],
+               ({0xa1a1: 0x2222, 0xb2b2: 0x1111}, {128: 129, 129: 128})),
+    # A subset of the host's GPUs, as with --device of only some nodes.
+    # A 2xMI210 whose second GPU is renderD130, which the container is not
+    # given: refused before any GPU state, naming it; then the archive
+    # with its device list edited (renderD129 -> renderD130), as a user
+    # can, restores there.
+    "missing": (["--machine", MACHINE, "--gpu-ids", "0x1111,0x2222", "--minors", "128,130",
+                 "--vram", "32G,64G"], None),
+    # Four MI210 of which the container has renderD128 and 129: the host's
+    # view maps onto the same gpu_ids (minors 130, 131), the restored
+    # task's onto the two it has (0xa1a1 needs the 64G one).
+    "bigger": (["--machine", FOUR_MI210, "--gpu-ids", "0x1111,0x2222,0xa1a1,0xb2b2",
+                "--minors", "128,129,130,131", "--vram", "32G,64G,64G,64G"],
+               ({0xa1a1: 0x2222, 0xb2b2: 0x1111}, {128: 129, 129: 128})),
 }
+# The edited archive on the "missing" machine.
+EDITED = ({0xa1a1: 0x2222, 0xb2b2: 0x1111}, {128: 130, 129: 128})
+CASES = {
+    "all": ["second"],
+    "subset": ["missing", "bigger"],
+    "full": ["second", "missing", "bigger"],
+}
+# The render node the "missing" machine's restore must name.
+MISSING_NODE = "/dev/dri/renderD130"
 # The workload's libraries the container image needs besides ldd's list.
 DATA_FILES = ["/usr/share/libdrm/amdgpu.ids"]
 
@@ -210,7 +241,10 @@ def check_restored(rc, emu, pid, before, gpus, minors, what):
     pid: the container's pid namespace keeps its own)."""
     now = rc.fd_table(pid)
     then = {int(k): v for k, v in before["fds"].items()}
-    rc.expect(sorted(now) == sorted(then), f"{what}: fd numbers {sorted(now)} != dumped {sorted(then)}")
+    rc.expect(sorted(now) == sorted(then),
+              f"{what}: fd numbers {sorted(now)} != dumped {sorted(then)}; extra "
+              f"{ {k: now[k] for k in now.keys() - then.keys()} }, missing "
+              f"{ {k: then[k] for k in then.keys() - now.keys()} }")
     for fd, target in then.items():
         kind = target.split(":", 1)[0] + ":" if target.split(":", 1)[0] in ("socket", "pipe", "anon_inode") else None
         if kind:
@@ -271,7 +305,7 @@ def plugin_lines(storage, what):
 
 
 def phase_first(args, rc, emu, work):
-    minors, _, _ = CASES[args.case]
+    minors = [128, 129]
     pm = Podman(work, os.path.join(work, "storage"))
     wl = os.path.join(work, "wl")
     os.makedirs(wl)
@@ -330,27 +364,111 @@ def phase_first(args, rc, emu, work):
         json.dump({"before": before, "wl": wl}, f)
 
 
-def phase_second(args, rc, emu, work):
-    _, gpus, minors = CASES[args.case]
-    storage = os.path.join(work, "storage")
-    pm = Podman(work, storage)
-    with open(os.path.join(work, "state.json")) as f:
-        st = json.load(f)
-    pm.run("load", "-i", os.path.join(work, "image.tar"))
+def restore_import(args, rc, emu, pm, storage, st, archive, expected, what):
+    """`podman container restore --import`, then the checks of
+    `expected` (gpu map, minor map) and the workload's verdict."""
+    gpus, minors = expected
+    # An earlier restore's verdict left "go" (and "result"): this restored
+    # workload must wait for its own, or it runs while it is checked.
+    for name in ("go", "result"):
+        if os.path.exists(os.path.join(st["wl"], name)):
+            os.unlink(os.path.join(st["wl"], name))
     try:
-        pm.run("container", "restore", "--keep", "--import", os.path.join(work, "gpu.tar.zst"))
+        pm.run("container", "restore", "--keep", "--import", archive)
     except Failure:
         show_criu_logs(rc, storage)
         raise
     for line in plugin_lines(storage, "restoring onto"):
         log(f"  {line}")
     pid = pm.pid("gpu")
-    check_restored(rc, emu, pid, st["before"], gpus, minors, "restored on the second machine")
+    check_restored(rc, emu, pid, st["before"], gpus, minors, what)
     log(f"restored init's time namespace (CRIU's; the workload's clock lags the host's): "
         f"{timens_offsets(pid)}")
     v = rc.verdict(st["wl"], pid)
     pm.run("rm", "-f", "-t", "0", "-a")
     rc.expect(v == "OK", f"the restored workload: {v}")
+
+
+def edit_devices(archive, edited, old, new):
+    """The archive with render node `old` replaced by `new`: what a user
+    can do, as podman 4.3's restore takes no --device. The container's
+    device cgroup comes from the spec (spec.dump; config.dump's spec and
+    --device sources), its /dev nodes from CRIU's image of the /dev tmpfs
+    (checkpoint/tmpfs-dev-*.tar.gz.img): both are edited."""
+    tmp = archive + ".d"
+    os.makedirs(tmp)
+    subprocess.run(["tar", "-C", tmp, "-xf", archive], check=True)
+    for name in ("spec.dump", "config.dump"):
+        path = os.path.join(tmp, name)
+        with open(path) as f:
+            doc = json.load(f)
+        spec = doc if name == "spec.dump" else doc["spec"]
+        for d in spec["linux"]["devices"] + spec["linux"]["resources"]["devices"]:
+            if d.get("major") == 226 and d.get("minor") == old:
+                d["minor"] = new
+                if "path" in d:
+                    d["path"] = f"/dev/dri/renderD{new}"
+        for d in doc.get("device_host_src", []):
+            d["path"] = d["path"].replace(f"renderD{old}", f"renderD{new}")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+    ckpt = os.path.join(tmp, "checkpoint")
+    edited_images = 0
+    for img in sorted(n for n in os.listdir(ckpt) if n.startswith("tmpfs-dev-")):
+        path = os.path.join(ckpt, img)
+        names = subprocess.run(["tar", "-tzf", path], capture_output=True, text=True, check=True).stdout.split()
+        if f"./dri/renderD{old}" not in names:
+            continue
+        d = path + ".d"
+        os.makedirs(d)
+        subprocess.run(["tar", "-C", d, "--numeric-owner", "-xpzf", path], check=True)
+        node = os.path.join(d, "dri", f"renderD{old}")
+        mode = os.stat(node).st_mode
+        os.unlink(node)
+        os.mknod(os.path.join(d, "dri", f"renderD{new}"), mode, os.makedev(226, new))
+        subprocess.run(["tar", "-C", d, "--numeric-owner", "-czf", path, "."], check=True)
+        shutil.rmtree(d)
+        edited_images += 1
+    if not edited_images:
+        raise Failure(f"no /dev tmpfs image in {archive} holds dri/renderD{old}")
+    subprocess.run(["tar", "-C", tmp, "--zstd", "-cf", edited, "."], check=True)
+    shutil.rmtree(tmp)
+
+
+def phase_restore(args, rc, emu, work, expected):
+    """The archive restored on this machine (`podman container restore
+    --import`): `expected` (gpu map, minor map) must hold after it, or,
+    None, the restore must fail naming MISSING_NODE and leave no GPU state;
+    then the archive with its device list edited must restore here."""
+    storage = os.path.join(work, "storage")
+    pm = Podman(work, storage)
+    with open(os.path.join(work, "state.json")) as f:
+        st = json.load(f)
+    pm.run("load", "-i", os.path.join(work, "image.tar"))
+    archive = os.path.join(work, "gpu.tar.zst")
+    what = f"restored on machine {args.phase}"
+    if expected is not None:
+        restore_import(args, rc, emu, pm, storage, st, archive, expected, what)
+        shutil.rmtree(storage)
+        return
+    r = pm.run("container", "restore", "--keep", "--import", archive, check=False)
+    errors = plugin_lines(storage, "Error")
+    for line in errors:
+        log(f"  {line}")
+    rc.expect(r.returncode != 0, f"the restore without {MISSING_NODE} in the container succeeded")
+    said = [l for l in errors if MISSING_NODE in l and f"--device {MISSING_NODE}" in l
+            and "container runtime must pass it in" in l]
+    if not said:
+        show_criu_logs(rc, storage)
+    rc.expect(said, f"no plugin error names {MISSING_NODE} and that the runtime must pass it in (--device)")
+    left = [p for p in emu.ctl("processes")["processes"] if p.get("bos")]
+    rc.expect(not left, f"the failed restore left GPU state in the model: {left}")
+    pm.run("rm", "-f", "-t", "0", "-a")
+    edited = os.path.join(work, "gpu-edited.tar.zst")
+    edit_devices(archive, edited, 129, 130)
+    log(f"the archive's device list edited: renderD129 -> renderD130 ({os.path.basename(edited)})")
+    restore_import(args, rc, emu, pm, storage, st, edited, EDITED, what + ", edited archive")
+    shutil.rmtree(storage)
 
 
 class Failure(Exception):
@@ -366,7 +484,17 @@ def inside(args):
     if args.phase == "first":
         phase_first(args, rc, emu, args.work)
     else:
-        phase_second(args, rc, emu, args.work)
+        phase_restore(args, rc, emu, args.work, MACHINES[args.phase][1])
+
+
+def write_four_mi210(path):
+    """Four MI210 on PCIe, one CPU node (kfd-emu's 2xMI210 profile,
+    twice)."""
+    gpus = "".join(f"gpu MI210\n  gpu_id 0x{0x1000 + i:x}\n  render_minor {128 + i}\n  numa 0\n"
+                   f"  pci_slot 0000:{0x03 + 0x20 * i:02x}:00.0\n" for i in range(4))
+    with open(path, "w") as f:
+        f.write("# Four MI210 (gfx90a) on PCIe, one CPU node.\nmachine 4xMI210\n"
+                "cpu\n  cores 32\n  memory 256G\n  max_engine_clk_ccompute 3500\n" + gpus)
 
 
 def podman_cleanup(work):
@@ -446,13 +574,18 @@ def main():
         subprocess.run(["tar", "-C", rootfs, "-cf", os.path.join(work, "rootfs.tar"), "."], check=True)
         shutil.rmtree(rootfs)
         write_criu_side(args, work, root, criu)
+        write_four_mi210(os.path.join(work, FOUR_MI210))
         me = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--work", work]
-        emu = [args.kfd_emu, "--root", root, "--machine", MACHINE]
+        emu = [args.kfd_emu, "--root", root]
         log(f"first machine: {' '.join(FIRST)}")
         rc = subprocess.run(emu + FIRST + ["--"] + me + ["--phase", "first"]).returncode
-        if rc == 0:
-            log(f"second machine: {' '.join(SECOND)}")
-            rc = subprocess.run(emu + SECOND + ["--"] + me + ["--phase", "second"]).returncode
+        for name in CASES[args.case]:
+            if rc != 0:
+                break
+            machine = MACHINES[name][0]
+            machine = [os.path.join(work, m) if m == FOUR_MI210 else m for m in machine]
+            log(f"machine {name}: {' '.join(machine)}")
+            rc = subprocess.run(emu + machine + ["--"] + me + ["--phase", name]).returncode
         ok = rc == 0
     except NotRun as e:
         log(f"NOT RUN: {e}")

@@ -88,8 +88,10 @@ struct MachineDesc {
 	uint32_t kfd_minor_version = 14; // reported by GET_VERSION (>= 8 has CRIU)
 	// Render minors the processes' device cgroup allows (kfd-emu
 	// --device-cgroup); empty = every GPU. A KFD process gets device data
-	// only for these, as the kernel's kfd_init_apertures skips GPUs the
-	// cgroup denies (so CRIU_OP RESTORE expects exactly as many devices).
+	// only for these (and, in a container, only for those its /dev has:
+	// Caller::container_denies), as the kernel's kfd_init_apertures skips
+	// GPUs the cgroup denies (so CRIU_OP RESTORE expects exactly as many
+	// devices).
 	std::vector<uint32_t> cgroup_minors;
 };
 
@@ -175,6 +177,12 @@ public:
 	// Whether process `pid` is alive in the caller's pid namespace
 	// (CRIU RESUME looks up by pid).
 	virtual bool process_exists(pid_t pid) = 0;
+
+	// Whether the caller's device cgroup denies the GPU with render minor
+	// `minor`. A caller in a container (a mount namespace other than the
+	// host's) may use the GPUs whose render node its /dev has with that
+	// minor's numbers: runc puts the same nodes in both. Default: none.
+	virtual bool container_denies(uint32_t /*minor*/) { return false; }
 };
 
 // Access to any client process's memory outside a call: SDMA engine threads

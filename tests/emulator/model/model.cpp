@@ -339,7 +339,7 @@ int ModelImpl::do_open_kfd(Caller &c, bool cloexec)
 	auto key = key_of(fd);
 	if (!key)
 		return -EIO;
-	publish_process(kfd_context(c.identity().tgid));
+	publish_process(kfd_context(c));
 	FileEntry e;
 	e.kind = FileKind::Kfd;
 	e.kfd_owner = c.identity().tgid;
@@ -461,8 +461,9 @@ std::optional<FileInfo> ModelImpl::describe(FileKey file) const
 	return std::nullopt;
 }
 
-KfdProcess &ModelImpl::kfd_context(pid_t tgid)
+KfdProcess &ModelImpl::kfd_context(Caller &c)
 {
+	const pid_t tgid = c.identity().tgid;
 	auto &slot = procs_[tgid];
 	if (!slot) {
 		slot = std::make_unique<KfdProcess>();
@@ -472,7 +473,8 @@ KfdProcess &ModelImpl::kfd_context(pid_t tgid)
 			next_pasid_ = 0x8001;
 		const auto &allowed = machine_.cgroup_minors;
 		for (auto &d : devices_) {
-			if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), d->minor) == allowed.end())
+			if ((!allowed.empty() && std::find(allowed.begin(), allowed.end(), d->minor) == allowed.end()) ||
+			    c.container_denies(d->minor))
 				continue; // denied by the device cgroup: no device data
 			Pdd pdd;
 			pdd.dev = d.get();

@@ -428,7 +428,7 @@ private:
 	// KFD (kfd.cpp)
 	long kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *buf, size_t usize,
 		       uint64_t uarg);
-	KfdProcess &kfd_context(pid_t tgid);
+	KfdProcess &kfd_context(Caller &c);
 	int kfd_mmap(Caller &c, uint64_t offset, uint64_t len, MmapTarget *out);
 	void destroy_process(KfdProcess &p);
 	int bind_drm(KfdProcess &p, Pdd &pdd, const std::shared_ptr<DrmFile> &drm);

@@ -2,6 +2,7 @@
 #include "daemon.h"
 
 #include "faults.h"
+#include "profile.h"
 #include "protocol.h"
 
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -210,6 +212,19 @@ public:
 			return false;
 		std::string st = status_field(pid, "State");
 		return !st.empty() && st[0] != 'Z' && st[0] != 'X';
+	}
+
+	bool container_denies(uint32_t minor) override
+	{
+		// The daemon runs in the host's mount namespace (kfd-emu's).
+		const std::string proc = "/proc/" + std::to_string(id_.tgid);
+		struct stat self {}, theirs {}, node {};
+		if (::stat("/proc/self/ns/mnt", &self) != 0 || ::stat((proc + "/ns/mnt").c_str(), &theirs) != 0 ||
+		    self.st_ino == theirs.st_ino)
+			return false;
+		const std::string path = proc + "/root/dev/dri/renderD" + std::to_string(minor);
+		return ::stat(path.c_str(), &node) != 0 || !S_ISCHR(node.st_mode) ||
+		       major(node.st_rdev) != kDrmMajor || ::minor(node.st_rdev) != minor;
 	}
 
 	struct Pending {

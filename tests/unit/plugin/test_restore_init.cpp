@@ -216,3 +216,45 @@ Test(restore_init, render_node_first_opens_the_mapped_gpu)
 	cr_expect_eq(std::string(link), want, "opened %s, expected %s", link, want.c_str());
 	close(fd);
 }
+
+// In the restored task (a container: its own /dev), before its first GPU
+// file changes any state: a mapped GPU's render node that does not open
+// there, with no other GPU to take its place, is refused naming the node
+// and the --device that passes it in.
+Test(restore_init, task_without_a_mapped_render_node_is_refused_naming_it,
+     .init = amdcr::test::redirect_stderr)
+{
+	Scratch s;
+	write_checkpoint(s, "2xmi210", 7);
+	close(open((s.root / "dev/kfd").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+	RestoreSession r(s.env("2xmi210-other"));
+	cr_assert_eq(r.prepare(), 0);
+	const GpuMapEntry &m = r.gpu_map().entries().back();
+	const std::string node = (s.root / "dev/dri" / ("renderD" + std::to_string(m.local_render_minor))).string();
+	cr_assert_eq(unlink(node.c_str()), 0);
+
+	bool retry = true;
+	cr_expect_eq(r.restore_ext_file(7, &retry), -ENOENT);
+	const std::string err = amdcr::test::captured_stderr();
+	cr_expect(err.find("cannot use " + node) != std::string::npos, "names the node: %s", err.c_str());
+	cr_expect(err.find("absent") != std::string::npos, "%s", err.c_str());
+	cr_expect(err.find("the container runtime must pass it in (--device " + node + ")") != std::string::npos,
+		  "says the runtime must pass it in: %s", err.c_str());
+	cr_expect(err.find("KFD state recreated") == std::string::npos, "%s", err.c_str());
+}
+
+Test(restore_init, task_without_dev_kfd_is_refused_naming_it, .init = amdcr::test::redirect_stderr)
+{
+	Scratch s; // no dev/kfd in it
+	write_checkpoint(s, "2xmi210", 7);
+	RestoreSession r(s.env("2xmi210-other"));
+	cr_assert_eq(r.prepare(), 0);
+	bool retry = true;
+	cr_expect_eq(r.restore_ext_file(7, &retry), -ENOENT);
+	const std::string kfd = (s.root / "dev/kfd").string();
+	const std::string err = amdcr::test::captured_stderr();
+	cr_expect(err.find(kfd + " is absent in the restored task's mount namespace") != std::string::npos, "%s",
+		  err.c_str());
+	cr_expect(err.find("the container runtime must pass it in (--device " + kfd + ")") != std::string::npos,
+		  "%s", err.c_str());
+}

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The devices a restored task can reach. prepare() maps the checkpointed
+// GPUs in CRIU's main process, on the host; the task that gets the files
+// may be in a container (its mount namespace, its device cgroup) that has
+// only some of the host's render nodes, e.g. podman's --device list. So in
+// each task, before its first GPU file changes any state, the GPUs of the
+// mapping are opened there: when one is missing, the checkpoint is mapped
+// again onto the GPUs the task can use, and when none fit, the restore is
+// refused naming each missing node and that the runtime must pass it in.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "plugin/restore.h"
+#include "topology/device_entries.h"
+#include "topology/topology.h"
+
+namespace amdcr {
+namespace {
+
+// One mapped GPU the task cannot open, and why.
+struct MissingNode {
+	GpuMapEntry entry;
+	std::string path;
+	std::string why; // "absent" or the open error
+};
+
+std::string describe(const std::vector<MissingNode> &missing)
+{
+	std::string s;
+	for (const auto &m : missing) {
+		if (!s.empty())
+			s += "; ";
+		s += strprintf("%s (local gpu 0x%04x, for checkpointed gpu 0x%04x): %s", m.path.c_str(),
+			       m.entry.local_gpu_id, m.entry.checkpointed_gpu_id, m.why.c_str());
+	}
+	return s;
+}
+
+std::string device_options(const std::vector<MissingNode> &missing)
+{
+	std::string s;
+	for (const auto &m : missing)
+		s += (s.empty() ? "--device " : " --device ") + m.path;
+	return s;
+}
+
+} // namespace
+
+Status RestoreSession::fit_map_to_task(bool kfd_file)
+{
+	const pid_t self = ::getpid();
+	if (fitted_pid_ == self)
+		return ok_status();
+	const std::string kfd = env_.paths.kfd_path();
+	struct stat st {};
+	if (kfd_file && ::stat(kfd.c_str(), &st) != 0) {
+		const int err = errno;
+		if (err == ENOENT)
+			return make_error(ENOENT,
+					  "%s is absent in the restored task's mount namespace (pid %d): "
+					  "the container runtime must pass it in (--device %s)",
+					  kfd.c_str(), static_cast<int>(self), kfd.c_str());
+		return errno_error(err, "stat " + kfd + " in the restored task");
+	}
+
+	std::vector<MissingNode> missing;
+	for (const auto &e : map_.entries()) {
+		auto fd = open_render_node(env_.paths, e.local_render_minor);
+		if (fd)
+			continue;
+		MissingNode m{e, env_.paths.render_path(e.local_render_minor), ""};
+		m.why = ::stat(m.path.c_str(), &st) != 0 && errno == ENOENT ? "absent"
+									     : fd.error().message();
+		missing.push_back(std::move(m));
+	}
+	if (missing.empty()) {
+		fitted_pid_ = self;
+		return ok_status();
+	}
+	log_info("restored task %d cannot use %s: mapping the checkpoint again onto the GPUs it can use",
+		 static_cast<int>(self), describe(missing).c_str());
+	auto remapped = map_for_task();
+	if (!remapped)
+		return make_error(ENOENT,
+				  "the restored task (pid %d in its pid namespace) cannot use %s, and the "
+				  "GPUs its mount namespace and device cgroup let it use do not take the "
+				  "checkpoint's instead (%s): "
+				  "the container runtime must pass %s in (%s)",
+				  static_cast<int>(self), describe(missing).c_str(),
+				  remapped.error().message().c_str(), missing.size() > 1 ? "them" : "it",
+				  device_options(missing).c_str());
+	map_ = std::move(*remapped);
+	for (const auto &e : map_.entries())
+		log_gpu(LogLevel::Info, e.checkpointed_gpu_id,
+			"restoring onto local gpu 0x%04x (renderD%u), as restored task %d sees the GPUs",
+			e.local_gpu_id, e.local_render_minor, static_cast<int>(self));
+	fitted_pid_ = self;
+	return ok_status();
+}
+
+Result<GpuMap> RestoreSession::map_for_task() const
+{
+	std::map<uint32_t, KfdDevice> devices; // by node id, union of images
+	std::set<uint32_t> held;
+	for (const auto &[id, img] : kfd_images_)
+		for (const auto &d : img.devices) {
+			devices.emplace(d.node_id, d);
+			if (d.is_gpu())
+				held.insert(d.gpu_id);
+		}
+	// A render node without /dev/kfd is restored onto the GPU with its
+	// checkpointed gpu_id (map_loaded_images): nothing to choose.
+	std::vector<GpuMapEntry> entries;
+	for (const auto &e : map_.entries())
+		if (!held.count(e.checkpointed_gpu_id))
+			entries.push_back(e);
+	for (const auto &e : entries)
+		if (!open_render_node(env_.paths, e.local_render_minor))
+			return make_error(ENOENT,
+					  "gpu 0x%04x has no KFD image, so it is restored onto the GPU with its "
+					  "gpu_id only",
+					  e.checkpointed_gpu_id);
+	if (held.empty())
+		return GpuMap(entries);
+
+	std::vector<KfdDevice> dev_list;
+	for (auto &[node, d] : devices)
+		dev_list.push_back(d);
+	auto ckpt = topology_from_devices(dev_list);
+	if (!ckpt)
+		return std::move(ckpt).error().context("checkpointed topology");
+	// The task's view: a GPU its device cgroup denies reads EPERM in
+	// the topology (not accessible), an absent node does not open.
+	auto local = parse_topology(env_.paths.sys_root);
+	if (!local)
+		return std::move(local).error().context("the KFD topology as the restored task sees it");
+	MappingInput in;
+	in.checkpointed = &*ckpt;
+	in.local = &*local;
+	in.held_gpu_ids.assign(held.begin(), held.end());
+	in.config = env_.config;
+	const SystemPaths paths = env_.paths;
+	in.usable = [paths](const TopologyNode &n) { return open_render_node(paths, n.drm_render_minor).ok(); };
+	auto map = map_gpus(in);
+	if (!map)
+		return std::move(map).error();
+	entries.insert(entries.begin(), map->entries().begin(), map->entries().end());
+	return GpuMap(std::move(entries));
+}
+
+} // namespace amdcr
