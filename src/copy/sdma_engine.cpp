@@ -68,7 +68,7 @@ Result<GpuBuffer> SdmaEngine::import_dmabuf(int dmabuf_fd, uint64_t size)
 	if (!va)
 		return std::move(va).error();
 	GpuBuffer out{va->va(), size ? size : bo->size()};
-	buffers_.push_back(Mapped{std::move(*bo), std::move(*va)});
+	buffers_.push_back(Mapped{std::move(*bo), std::move(*va), false});
 	list_stale_ = true;
 	return out;
 }
@@ -76,7 +76,7 @@ Result<GpuBuffer> SdmaEngine::import_dmabuf(int dmabuf_fd, uint64_t size)
 GpuBuffer SdmaEngine::adopt(Bo bo, VaMapping va, uint64_t size)
 {
 	GpuBuffer out{va.va(), size ? size : bo.size()};
-	buffers_.push_back(Mapped{std::move(bo), std::move(va)});
+	buffers_.push_back(Mapped{std::move(bo), std::move(va), true});
 	list_stale_ = true;
 	return out;
 }
@@ -174,9 +174,9 @@ void SdmaEngine::release_buffers()
 
 void SdmaEngine::drop_buffers()
 {
-	// Unmap before free: each Mapped destroys va, then bo. Each is two
-	// kernel round trips; thousands of them are spread over a few threads
-	// (libdrm's BO and VA calls are thread-safe).
+	// Each Mapped goes with one or two kernel round trips (see Mapped);
+	// thousands of them are spread over a few threads (libdrm's BO and VA
+	// calls are thread-safe).
 	constexpr size_t kThreads = 4, kWorthIt = 256;
 	if (buffers_.size() < kWorthIt) {
 		buffers_.clear();
@@ -202,7 +202,7 @@ Result<uint64_t> SdmaEngine::attach_staging(void *ptr, size_t size)
 	if (!va)
 		return std::move(va).error();
 	const uint64_t addr = va->va();
-	staging_.emplace(Mapped{std::move(*bo), std::move(*va)});
+	staging_.emplace(Mapped{std::move(*bo), std::move(*va), true});
 	list_stale_ = true;
 	return addr;
 }

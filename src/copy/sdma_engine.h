@@ -59,7 +59,8 @@ public:
 	};
 
 	// Takes over a BO imported and mapped elsewhere (ImportFeed's threads)
-	// as one of this engine's buffers.
+	// as one of this engine's buffers; its handle is the engine's alone
+	// (see Mapped).
 	GpuBuffer adopt(Bo bo, VaMapping va, uint64_t size);
 
 	// Drops every imported buffer (no submission may be outstanding).
@@ -74,9 +75,26 @@ public:
 
 private:
 	friend class ImportFeed;
+	// A BO with its VA mapping in this engine. `sole` when nothing else in
+	// the process can hold the BO's handle (the staging userptr BO, the
+	// KFD dma-bufs ImportFeed imports): it then goes with one kernel round
+	// trip, the GEM close (VaMapping::close_with); otherwise (a dma-buf of
+	// a BO this process may hold itself on the same GPU: libdrm shares the
+	// handle) with an UNMAP and the close.
 	struct Mapped {
+		Mapped(Bo b, VaMapping v, bool only) : bo(std::move(b)), va(std::move(v)), sole(only) {}
+		Mapped(Mapped &&) noexcept = default;
+		Mapped &operator=(Mapped &&) = delete;
+		~Mapped()
+		{
+			if (sole)
+				va.close_with(std::move(bo));
+			else
+				VaMapping unmapped = std::move(va); // before bo is closed
+		}
 		Bo bo;
 		VaMapping va;
+		bool sole = false;
 	};
 
 	SdmaEngine(Device dev, Context ctx, Bo ib, VaMapping ib_va, CpuMapping ib_cpu,
@@ -109,6 +127,9 @@ private:
 // copy. The transfer gets buffer i as soon as it is imported, so imports
 // overlap the DMA and the file I/O. The engine itself is only touched from
 // the consumer's thread (get()). Destroy the feed before the engine.
+// The dma-bufs must be of BOs no libdrm device of this process holds a
+// handle to (KFD's CHECKPOINT/RESTORE dma-bufs in CRIU's process): the
+// engine closes each import without a separate unmap (see Mapped).
 class ImportFeed final : public BufferFeed {
 public:
 	ImportFeed(SdmaEngine &engine, std::span<const SdmaEngine::DmabufSpec> specs,

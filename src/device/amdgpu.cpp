@@ -192,6 +192,15 @@ VaMapping &VaMapping::operator=(VaMapping &&o) noexcept
 
 VaMapping::~VaMapping() { reset(); }
 
+void VaMapping::close_with(Bo bo)
+{
+	bo_ = nullptr; // no UNMAP: the close below drops the mapping
+	{
+		Bo closed = std::move(bo);
+	}
+	reset(); // frees the VA range
+}
+
 void VaMapping::reset()
 {
 	if (bo_) {

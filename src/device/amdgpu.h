@@ -110,6 +110,15 @@ public:
 	uint64_t va() const { return va_; }
 	uint64_t size() const { return size_; }
 
+	// Tears the mapping down together with `bo`, the BO it maps, in one
+	// kernel round trip instead of two: closing a BO's last GEM handle
+	// removes its mappings in this file's VM (amdgpu_gem_object_close),
+	// so no UNMAP ioctl is made, and the VA range is freed only after the
+	// close. Only for a BO whose handle nothing else in the process holds
+	// (libdrm shares one handle among imports of one dma-buf on one
+	// device): an import the caller made once, or its own userptr BO.
+	void close_with(Bo bo);
+
 private:
 	VaMapping() = default;
 	void reset();

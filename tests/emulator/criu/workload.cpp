@@ -6,7 +6,9 @@
 //
 //   kfdemu_criu_workload [--tree] [--kfd-gem] DIR | --render DIR
 //
-// Setup: on every GPU node a VRAM BO, plus one system-memory (GTT) BO, each
+// Setup: on every GPU node a VRAM BO (2 MiB; $KFDEMU_WORKLOAD_VRAM_MIB
+// MiB when set, as the benchmark's side by side with upstream's plugin
+// sets it), plus one system-memory (GTT) BO, each
 // filled with a pattern through the process's own CPU mapping and mapped to
 // the GPUs; on the first GPU a signal event and an AQL queue. It notes the
 // render-node fd libhsakmt opened for each GPU (found in /proc/self/fd by
@@ -494,6 +496,14 @@ void wait_for_go()
 	std::vector<uint32_t> gpus;
 	std::vector<int> minors;
 	uint64_t seed = 0x5eed + uint64_t(getpid()) * 16;
+	uint64_t vram_bytes = 2 << 20;
+	if (const char *mib = std::getenv("KFDEMU_WORKLOAD_VRAM_MIB"); mib && *mib) {
+		char *end = nullptr;
+		const unsigned long long n = std::strtoull(mib, &end, 10);
+		if (*end || n == 0 || n > (1ull << 20))
+			finish(std::string("FAIL: KFDEMU_WORKLOAD_VRAM_MIB=") + mib + ": not a size in MiB");
+		vram_bytes = n << 20;
+	}
 	for (uint32_t node = 0; node < sys.NumNodes; node++) {
 		HsaNodeProperties props{};
 		if (hsaKmtGetNodeProperties(node, &props) != HSAKMT_STATUS_SUCCESS)
@@ -503,7 +513,7 @@ void wait_for_go()
 		gpus.push_back(node);
 		minors.push_back(props.DrmRenderMinor);
 		Bo b{};
-		if (!alloc_bo(node, 2 << 20, true, &b, &err))
+		if (!alloc_bo(node, vram_bytes, true, &b, &err))
 			finish("FAIL: VRAM: " + err);
 		b.seed = seed++;
 		bos.push_back(b);

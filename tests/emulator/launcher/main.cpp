@@ -405,10 +405,10 @@ int run(const Options &o, const MachineDesc &machine)
 	const std::string exe = resolve_program(args[0], env);
 	const std::string exec_err = "kfd-emu: cannot execute " + exe + "\n";
 
-	// The daemon (this process) holds one fd per BO while it installs a
-	// CRIU op's dma-bufs in a client, a limit the kernel does not have:
-	// lift its soft fd limit to the hard one; the program starts with the
-	// original limit.
+	// The daemon (this process) holds one fd per BO (its memfd), a limit
+	// the kernel does not have, and one message of fds more while it sends
+	// a CRIU op's dma-bufs: lift its soft fd limit to the hard one; the
+	// program starts with the original limit.
 	struct rlimit orig_nofile {};
 	const bool have_nofile = ::getrlimit(RLIMIT_NOFILE, &orig_nofile) == 0;
 	if (have_nofile) {

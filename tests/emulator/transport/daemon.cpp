@@ -27,6 +27,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kfdemu {
@@ -148,7 +149,7 @@ public:
 	~CallerImpl() override
 	{
 		for (auto &f : fds_)
-			::close(f.fd);
+			d_.drop_reserved(f.fd);
 	}
 	CallerImpl(const CallerImpl &) = delete;
 	CallerImpl &operator=(const CallerImpl &) = delete;
@@ -174,12 +175,12 @@ public:
 	}
 	void install_fd(int model_fd, bool cloexec, uint64_t patch_addr, bool as_result) override
 	{
-		int fd = d_.make_client_fd(model_fd, open_access_);
-		if (fd < 0) {
-			failed_install_ = fd;
+		Daemon::Reservation r;
+		if (int e = d_.reserve_client_fd(model_fd, open_access_, &r); e < 0) {
+			failed_install_ = e;
 			return;
 		}
-		fds_.push_back({fd, patch_addr,
+		fds_.push_back({r, patch_addr,
 				(cloexec ? wire::kFdCloexec : 0u) | (as_result ? wire::kFdAsResult : 0u)});
 	}
 	std::optional<FileKey> resolve_fd(int caller_fd) override
@@ -227,11 +228,11 @@ public:
 	}
 
 	struct Pending {
-		int fd;
+		Daemon::Reservation fd;
 		uint64_t patch;
 		uint32_t flags;
 	};
-	std::vector<Pending> take() { return std::move(fds_); }
+	std::vector<Pending> take() { return std::exchange(fds_, {}); }
 	int failed_install() const { return failed_install_; }
 	// The access mode of the open(2) being served, for its new fd.
 	void set_open_access(int access) { open_access_ = access; }
@@ -471,33 +472,78 @@ void Daemon::watch_loop()
 	}
 }
 
-int Daemon::make_client_fd(int model_fd, int access)
+int Daemon::reserve_client_fd(int model_fd, int access, Reservation *out)
 {
 	struct stat st;
 	if (::fstat(model_fd, &st))
 		return -errno;
+	Reservation r;
+	r.model_fd = model_fd;
+	r.access = access;
+	r.key = FileKey{st.st_dev, st.st_ino};
+	// The watch is on the inode: a path through our own fd names it
+	// without opening anything.
 	const std::string self = "/proc/self/fd/" + std::to_string(model_fd);
-	// A new open file description of the same inode: its final release
-	// is what inotify reports (the model's own description never is).
-	const int mode = access == O_RDONLY || access == O_WRONLY ? access : O_RDWR;
-	int fd = ::open(self.c_str(), mode | O_CLOEXEC);
-	if (fd < 0 && mode == O_RDWR)
-		fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		// Not reopenable (not a memfd): the same description, whose
-		// release the model then learns of only by its own means.
-		fd = ::fcntl(model_fd, F_DUPFD_CLOEXEC, 0);
-		return fd < 0 ? -errno : fd;
-	}
-	int wd = ::inotify_add_watch(inotify_fd_, self.c_str(), IN_CLOSE_WRITE | IN_CLOSE_NOWRITE);
+	const int wd = ::inotify_add_watch(inotify_fd_, self.c_str(), IN_CLOSE_WRITE | IN_CLOSE_NOWRITE);
 	if (wd >= 0) {
 		std::lock_guard lock(mu_);
 		auto &w = watches_[wd];
-		w.key = FileKey{st.st_dev, st.st_ino};
+		w.key = r.key;
 		w.descriptions++;
 		installs_++;
+		r.wd = wd;
+	}
+	*out = r;
+	return 0;
+}
+
+int Daemon::open_reserved(Reservation &r)
+{
+	const std::string self = "/proc/self/fd/" + std::to_string(r.model_fd);
+	const int mode = r.access == O_RDONLY || r.access == O_WRONLY ? r.access : O_RDWR;
+	int fd = ::open(self.c_str(), mode | O_CLOEXEC);
+	if (fd < 0 && mode == O_RDWR)
+		fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		// The reservation keeps the model's file, so this is the same
+		// inode; a mismatch would be a daemon bug, not a client's.
+		struct stat st;
+		if (::fstat(fd, &st) || FileKey{st.st_dev, st.st_ino} != r.key) {
+			::close(fd);
+			return -EIO;
+		}
+		r.wd = -1; // now a description: its close is counted by inotify
+		return fd;
+	}
+	// Not reopenable (not a memfd): the same description, uncounted.
+	fd = ::fcntl(r.model_fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (r.wd >= 0) {
+		std::lock_guard lock(mu_);
+		if (auto it = watches_.find(r.wd); it != watches_.end() && it->second.descriptions > 0)
+			it->second.descriptions--;
+		r.wd = -1;
 	}
 	return fd;
+}
+
+void Daemon::drop_reserved(Reservation &r)
+{
+	if (r.wd < 0)
+		return;
+	std::optional<FileKey> released;
+	{
+		std::lock_guard lock(mu_);
+		auto it = watches_.find(r.wd);
+		if (it != watches_.end() && it->second.descriptions > 0 && --it->second.descriptions == 0) {
+			released = it->second.key;
+			releases_++;
+		}
+	}
+	r.wd = -1;
+	if (released)
+		guarded([&] { model_.release(*released); });
 }
 
 void Daemon::vma_add(pid_t tgid, uint64_t start, uint64_t len, std::string path, uint64_t pgoff,
@@ -832,34 +878,85 @@ void Daemon::serve(int conn, pid_t tgid)
 		std::vector<CallerImpl::Pending> pend = caller.take();
 		if (rp.result < 0 && rp.result != wire::kNotEmulated) {
 			for (auto &p : pend)
-				::close(p.fd);
+				drop_reserved(p.fd);
 			pend.clear();
 		}
+		// The client descriptions are opened one message's worth at a
+		// time (see Reservation): fds[i] is open only while its batch
+		// is being sent. The first batch is opened before the header
+		// goes out, so failing to open it still fails the call.
 		std::vector<wire::FdEntry> entries;
-		std::vector<int> fds;
-		for (auto &p : pend) {
+		for (auto &p : pend)
 			entries.push_back({p.patch, p.flags, 0});
-			fds.push_back(p.fd);
-		}
-		for (int fd : extra_fds) {
+		for (size_t i = 0; i < extra_fds.size(); i++)
 			entries.push_back({0, 0, 0});
-			fds.push_back(fd);
+		const size_t total = entries.size();
+		std::vector<int> batch;
+		// Opens entries [from, from + n) into `batch`; -errno (and
+		// nothing left open or reserved in that range) on failure.
+		auto open_batch = [&](size_t from, size_t n) -> int {
+			batch.clear();
+			for (size_t i = from; i < from + n; i++) {
+				if (i >= pend.size()) {
+					batch.push_back(extra_fds[i - pend.size()]);
+					continue;
+				}
+				const int fd = open_reserved(pend[i].fd);
+				if (fd < 0) {
+					for (int f : batch)
+						::close(f);
+					batch.clear();
+					for (size_t j = i; j < pend.size(); j++)
+						drop_reserved(pend[j].fd);
+					return fd;
+				}
+				batch.push_back(fd);
+			}
+			return 0;
+		};
+		size_t first = std::min<size_t>(total, wire::kMaxFdsPerMsg);
+		if (int e = open_batch(0, first); e < 0) {
+			for (int fd : extra_fds)
+				::close(fd);
+			rp.result = e;
+			entries.clear();
+			first = 0;
+			pend.clear();
+			extra_fds.clear();
 		}
-		rp.nfds = uint32_t(fds.size());
+		rp.nfds = uint32_t(entries.size());
 		rp.len = uint32_t(out.size());
 		std::string msg(reinterpret_cast<const char *>(&rp), sizeof rp);
 		msg.append(reinterpret_cast<const char *>(entries.data()),
 			   entries.size() * sizeof(wire::FdEntry));
 		msg += out;
-		size_t first = std::min<size_t>(fds.size(), wire::kMaxFdsPerMsg);
-		int err = wire::send_all(conn, msg.data(), msg.size(), fds.data(), unsigned(first));
-		for (size_t i = first; !err && i < fds.size(); i += wire::kMaxFdsPerMsg) {
-			size_t k = std::min<size_t>(fds.size() - i, wire::kMaxFdsPerMsg);
-			char b = 0;
-			err = wire::send_all(conn, &b, 1, fds.data() + i, unsigned(k));
-		}
-		for (int fd : fds)
+		int err = wire::send_all(conn, msg.data(), msg.size(), batch.data(), unsigned(first));
+		for (int fd : batch)
 			::close(fd);
+		for (size_t i = first; !err && i < entries.size(); i += wire::kMaxFdsPerMsg) {
+			const size_t k = std::min<size_t>(entries.size() - i, wire::kMaxFdsPerMsg);
+			// A failure here, after the header, ends the connection:
+			// the client's call fails with EIO (a lost reply).
+			err = open_batch(i, k);
+			if (!err) {
+				char b = 0;
+				err = wire::send_all(conn, &b, 1, batch.data(), unsigned(k));
+				for (int fd : batch)
+					::close(fd);
+			} else {
+				// open_batch stopped at a reserved entry: the extra
+				// fds of this batch (after every reserved one) were
+				// not taken into it.
+				for (size_t j = std::max(i, pend.size()); j < i + k; j++)
+					::close(extra_fds[j - pend.size()]);
+			}
+			if (err) {
+				for (size_t j = i + k; j < pend.size(); j++)
+					drop_reserved(pend[j].fd);
+				for (size_t j = std::max(i + k, pend.size()); j < entries.size(); j++)
+					::close(extra_fds[j - pend.size()]);
+			}
+		}
 		if (err)
 			break;
 		done();

@@ -50,12 +50,35 @@ public:
 	// left to the process exit.
 	void stop();
 
-	// Called by the per-call Caller when a model fd is installed in a
-	// client: returns a new client-side description of the same file (or
-	// a dup), counted for release detection. -errno on failure.
-	// `access`: O_RDONLY/O_WRONLY/O_RDWR of the client's open (device
-	// opens), or -1 (model-made files: dma-bufs are read-write).
-	int make_client_fd(int model_fd, int access = -1);
+	// A model fd the per-call Caller is to install in a client. The
+	// client's description is opened only when the reply is sent, in
+	// batches of wire::kMaxFdsPerMsg, so a reply with one fd per BO (CRIU
+	// CHECKPOINT/RESTORE of 16384 BOs) costs the daemon at most one batch
+	// of fds beyond the model's own one per BO. Meanwhile the reservation
+	// counts as a description of the file, so the model cannot release it
+	// (and close `model_fd`) before the client has its fd.
+	struct Reservation {
+		int model_fd = -1;
+		int access = -1;	// as for open_reserved
+		int wd = -1;		// inotify watch counted, -1: none
+		FileKey key{};
+	};
+	// Counts a description of `model_fd`'s file ahead of open_reserved.
+	// -errno when the file cannot be stat'ed. `access`: O_RDONLY/O_WRONLY/
+	// O_RDWR of the client's open (device opens), or -1 (model-made
+	// files: dma-bufs are read-write).
+	int reserve_client_fd(int model_fd, int access, Reservation *out);
+	// The client-side description of a reservation: a new open file
+	// description of the same inode (its final release is what inotify
+	// reports), or, where the file cannot be reopened, a dup whose
+	// release the model learns of by its own means (the reservation is
+	// dropped without a release). -errno on failure (the reservation is
+	// then still held: drop it).
+	int open_reserved(Reservation &r);
+	// Undoes a reservation that will not be delivered: the last one of a
+	// file releases it in the model, as the close of its last
+	// description would. Not with the model's lock held.
+	void drop_reserved(Reservation &r);
 
 	// "vmas <pid>" and friends handled by the transport itself; nullopt
 	// when the query is the model's.
