@@ -47,9 +47,9 @@ bool inventory_remove_plugin(const std::string &name);
 // fdstore_get): a datagram socket connected to itself whose queued
 // messages each carry one fd; an fd is read back without dequeuing it by
 // peeking at its message (SO_PEEK_OFF). The restore creates it, its socket
-// at the fd number `place` returns (a service fd), before it forks the
-// tasks, which inherit it and the shared counter; until then both
-// functions fail.
+// at the fd number `place` returns (a service fd), before the plugins'
+// init(RESTORE) as CRIU does, so before it forks the tasks, which inherit
+// it and the shared counter; until then both functions fail.
 int fdstore_init(int (*place)(int fd, void *ctx), void *ctx);
 
 } // namespace host

@@ -18,6 +18,40 @@
 #include "plugins.h"
 #include "restore.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
+
+namespace {
+
+// A service fd's place: the highest free fd below min(RLIMIT_NOFILE, 4096)
+// (the limit raised that far first), as the restore's other service fds.
+int place_service_fd(int fd, void *)
+{
+	struct rlimit rl {};
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return fd;
+	const rlim_t want = std::min<rlim_t>(rl.rlim_max, 4096);
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = want;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	for (int n = static_cast<int>(std::min<rlim_t>(rl.rlim_cur, 4096)) - 1; n > 2; n--) {
+		if (n == fd)
+			return fd;
+		if (fcntl(n, F_GETFD) != -1)
+			continue;
+		if (dup3(fd, n, O_CLOEXEC) < 0)
+			return fd;
+		close(fd);
+		return n;
+	}
+	return fd;
+}
+
+} // namespace
+
 namespace {
 
 constexpr const char *kUsage =
@@ -224,6 +258,13 @@ int do_restore(const Options &o, int dirfd, const std::vector<int> &inherited)
 	}
 	host::inventory_plugins_reset(inv->plugins);
 
+	// As CRIU's cr_restore_tasks (criu/cr-restore.c): the fd store exists
+	// before the plugins' init(RESTORE), which may put fds into it; its
+	// socket is a service fd, at the top of the fd table.
+	if (host::fdstore_init(place_service_fd, nullptr)) {
+		host::logf(host::kError, "Can't create the fd store\n");
+		return 1;
+	}
 	host::PluginSet ps(o.hooks);
 	if (auto st = load_plugins(o, ps, CR_PLUGIN_STAGE__RESTORE); !st) {
 		ps.fini(CR_PLUGIN_STAGE__RESTORE, -1);

@@ -155,8 +155,6 @@ int Restorer::setup_channels()
 	log_set_fd(service_.place(log_fd()));
 	if (image_dir_fd() >= 0)
 		set_image_dir_fd(service_.place(image_dir_fd()));
-	if (fdstore_init([](int fd, void *ctx) { return static_cast<ServiceFds *>(ctx)->place(fd); }, &service_))
-		return -1;
 	for (size_t i = 0; i < inv_.tasks.size(); i++) {
 		int c[2], p[2];
 		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, c) < 0 ||
