@@ -371,6 +371,7 @@ def measure(args, run, scratch):
         gpuless_overhead(args, table)
         upstream_side_by_side(args, table, reps)
         integrity_and_sparse(args, run, table, total, reps)
+        parallel_restore(run, table, scratch, total, reps)
 
     print()
     table.show()
@@ -454,9 +455,6 @@ def small_bos(args, run, table, engine_gbps, reps):
     rtt = round_trip(run, one, 500 if args.ci else 2000)
     table.add("  one emulated ioctl round trip (no-op ioctl, median)", "%.0f us" % (rtt * 1e6), "", "",
               "", "x3 per BO = %.0f us" % (3 * rtt * 1e6))
-
-    integrity_and_sparse(args, run, table, total, reps)
-    parallel_restore(run, table, scratch, total, reps)
 
 
 
