@@ -260,28 +260,43 @@ CR_EXPORT bool check_and_remove_inventory_plugin(const char *name, size_t n)
 	return false;
 }
 
+namespace {
+
+// One fd store message: one byte, room for one fd (the message is set up
+// to point at its own members, so it is neither copied nor moved).
+struct OneFdMessage {
+	char byte = 0;
+	iovec iov{&byte, 1};
+	alignas(cmsghdr) char buf[CMSG_SPACE(sizeof(int))] = {};
+	msghdr msg{};
+	OneFdMessage()
+	{
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		msg.msg_control = buf;
+		msg.msg_controllen = sizeof(buf);
+	}
+	OneFdMessage(const OneFdMessage &) = delete;
+	OneFdMessage &operator=(const OneFdMessage &) = delete;
+};
+
+} // namespace
+
 // CRIU's fd store (see api.h): the id of a copy of `fd`, or -1.
 CR_EXPORT int fdstore_add(int fd)
 {
 	host::ApiState &st = host::state();
 	if (!st.fdstore)
 		return -1;
-	char byte = 0;
-	iovec iov{&byte, 1};
-	alignas(cmsghdr) char buf[CMSG_SPACE(sizeof(int))] = {};
-	msghdr msg{};
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = buf;
-	msg.msg_controllen = sizeof(buf);
-	cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	OneFdMessage m;
+	cmsghdr *c = CMSG_FIRSTHDR(&m.msg);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
 	pthread_mutex_lock(&st.fdstore->lock);
 	int id = -1;
-	if (sendmsg(st.fdstore_sk, &msg, MSG_NOSIGNAL) == 1)
+	if (sendmsg(st.fdstore_sk, &m.msg, MSG_NOSIGNAL) == 1)
 		id = st.fdstore->next_id++;
 	else
 		host::log_perror("Can't send fd %d into the fd store", fd);
@@ -295,21 +310,14 @@ CR_EXPORT int fdstore_get(int id)
 	host::ApiState &st = host::state();
 	if (!st.fdstore || id < 0)
 		return -1;
-	char byte = 0;
-	iovec iov{&byte, 1};
-	alignas(cmsghdr) char buf[CMSG_SPACE(sizeof(int))] = {};
-	msghdr msg{};
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = buf;
-	msg.msg_controllen = sizeof(buf);
+	OneFdMessage m;
 	int fd = -1;
 	pthread_mutex_lock(&st.fdstore->lock);
 	// Each message is one byte: a peek offset of `id` bytes skips the
 	// `id` messages before it.
 	if (setsockopt(st.fdstore_sk, SOL_SOCKET, SO_PEEK_OFF, &id, sizeof(id)) == 0 &&
-	    recvmsg(st.fdstore_sk, &msg, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC) == 1) {
-		cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	    recvmsg(st.fdstore_sk, &m.msg, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC) == 1) {
+		cmsghdr *c = CMSG_FIRSTHDR(&m.msg);
 		if (c && c->cmsg_type == SCM_RIGHTS)
 			std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
 	} else {
