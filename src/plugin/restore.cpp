@@ -242,34 +242,35 @@ Status RestoreSession::load_and_map()
 	return ok_status();
 }
 
-Status RestoreSession::map_loaded_images(const std::map<uint32_t, KfdDevice> &devices,
-					 const std::set<uint32_t> &held,
-					 const std::vector<std::pair<int, RenderNodeImage>> &renders)
+Result<GpuMap> RestoreSession::map_held_gpus(const std::map<uint32_t, KfdDevice> &devices,
+					     const std::set<uint32_t> &held, const Topology &local) const
 {
 	std::vector<KfdDevice> dev_list;
 	for (auto &[node, d] : devices)
 		dev_list.push_back(d);
-	// A render node of a process without KFD images: its GPU is described
-	// only by the render image; map it as a bare GPU by gpu_id.
 	auto ckpt = topology_from_devices(dev_list);
 	if (!ckpt)
 		return std::move(ckpt).error().context("checkpointed topology");
+	MappingInput in;
+	in.checkpointed = &*ckpt;
+	in.local = &local;
+	in.held_gpu_ids.assign(held.begin(), held.end());
+	in.config = env_.config;
+	const SystemPaths paths = env_.paths;
+	in.usable = [paths](const TopologyNode &n) { return open_render_node(paths, n.drm_render_minor).ok(); };
+	return map_gpus(in);
+}
+
+Status RestoreSession::map_loaded_images(const std::map<uint32_t, KfdDevice> &devices,
+					 const std::set<uint32_t> &held,
+					 const std::vector<std::pair<int, RenderNodeImage>> &renders)
+{
 	auto local = parse_topology(env_.paths.sys_root);
 	if (!local)
 		return std::move(local).error().context(
 			"the checkpoint holds AMD GPU state, but this machine's KFD topology is unusable");
-
-	MappingInput in;
-	in.checkpointed = &*ckpt;
-	in.local = &*local;
-	in.held_gpu_ids.assign(held.begin(), held.end());
-	in.config = env_.config;
-	const SystemPaths paths = env_.paths;
-	in.usable = [paths](const TopologyNode &n) {
-		return open_render_node(paths, n.drm_render_minor).ok();
-	};
 	if (!held.empty()) {
-		auto map = map_gpus(in);
+		auto map = map_held_gpus(devices, held, *local);
 		if (!map)
 			return std::move(map).error();
 		map_ = std::move(*map);

@@ -119,6 +119,10 @@ private:
 	// passes it in. Once per task.
 	Status fit_map_to_task(bool kfd_file);
 	Result<GpuMap> map_for_task() const;
+	// The checkpointed GPUs `held` (described by `devices`) mapped onto
+	// `local`, a local GPU being usable when its render node opens.
+	Result<GpuMap> map_held_gpus(const std::map<uint32_t, KfdDevice> &devices, const std::set<uint32_t> &held,
+				     const Topology &local) const;
 	// A bare dma-buf fd (restore_dmabuf.cpp): a dma-buf of its shared BO.
 	Status restore_dmabuf(const ImageDir &images, int id, UniqueFd *out);
 	// Whether shared BO `id` has several holders in the checkpoint, so

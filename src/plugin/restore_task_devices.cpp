@@ -133,25 +133,12 @@ Result<GpuMap> RestoreSession::map_for_task() const
 	if (held.empty())
 		return GpuMap(entries);
 
-	std::vector<KfdDevice> dev_list;
-	for (auto &[node, d] : devices)
-		dev_list.push_back(d);
-	auto ckpt = topology_from_devices(dev_list);
-	if (!ckpt)
-		return std::move(ckpt).error().context("checkpointed topology");
 	// The task's view: a GPU its device cgroup denies reads EPERM in
 	// the topology (not accessible), an absent node does not open.
 	auto local = parse_topology(env_.paths.sys_root);
 	if (!local)
 		return std::move(local).error().context("the KFD topology as the restored task sees it");
-	MappingInput in;
-	in.checkpointed = &*ckpt;
-	in.local = &*local;
-	in.held_gpu_ids.assign(held.begin(), held.end());
-	in.config = env_.config;
-	const SystemPaths paths = env_.paths;
-	in.usable = [paths](const TopologyNode &n) { return open_render_node(paths, n.drm_render_minor).ok(); };
-	auto map = map_gpus(in);
+	auto map = map_held_gpus(devices, held, *local);
 	if (!map)
 		return std::move(map).error();
 	entries.insert(entries.begin(), map->entries().begin(), map->entries().end());
