@@ -9,8 +9,11 @@
 //
 //   gpu-workload --manifest FILE [--ready FILE] [--vram LIST] [--gtt LIST]
 //                [--no-queues] [--exit] [--children N] [--zero]
-//   --zero: VRAM BOs are left as allocated (zeros), not filled: the
-//   sparse-pages benchmark (their manifest entries fill 0 bytes).
+//   --zero: VRAM BOs hold zeros, not a pattern: the sparse-pages
+//   benchmark (their manifest entries fill 0 bytes). The zeros are
+//   written, as a pattern would be, so the emulator's memory behind them
+//   is resident as VRAM is (untouched, every first read of a page would
+//   allocate it, a cost real VRAM does not have).
 //   --children N: first fork N children; each runs the same workload with
 //   its own KFD context, seeds and manifest (FILE.<k>, k = 1..N), and the
 //   root writes the ready file once all are ready.
@@ -174,7 +177,9 @@ int main(int argc, char **argv)
 			HSAuint64 gpuva = 0;
 			if (HSAKMT_STATUS s = hsaKmtMapMemoryToGPU(addr, size, &gpuva); s != HSAKMT_STATUS_SUCCESS)
 				die("hsaKmtMapMemoryToGPU(VRAM)", s);
-			if (!zero)
+			if (zero)
+				std::memset(addr, 0, size);
+			else
 				e2e::fill_pattern(addr, size, seed);
 			m.bos.push_back({node, static_cast<uint32_t>(props.DrmRenderMinor), true, reinterpret_cast<uint64_t>(addr), size, zero ? 0 : size, seed});
 			seed++;
