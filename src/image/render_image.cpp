@@ -23,8 +23,27 @@ struct DmabufDeleter {
 	void operator()(CriuDmabufNode *p) const { criu_dmabuf_node__free_unpacked(p, nullptr); }
 };
 
-// shared_bo_entry <-> SharedBo: the one list of its fields.
-void to_entry(const SharedBo &s, SharedBoEntry *e)
+// bo_checksum <-> BoChecksum. The entry borrows `c`'s chunk list.
+void to_entry(const BoChecksum &c, ::BoChecksum *e)
+{
+	bo_checksum__init(e);
+	e->chunk_size = c.chunk_bytes;
+	e->n_chunks = c.chunks.size();
+	e->chunks = const_cast<uint64_t *>(c.chunks.data());
+	e->whole = c.whole;
+}
+
+// Only when the checksums are wanted (Verify::On).
+std::optional<BoChecksum> from_entry(const ::BoChecksum *e, Verify verify)
+{
+	if (!e || verify != Verify::On)
+		return std::nullopt;
+	return BoChecksum{e->chunk_size, {e->chunks, e->chunks + e->n_chunks}, e->whole};
+}
+
+// shared_bo_entry <-> SharedBo: the one list of its fields. `sum` is the
+// storage of the entry's checksum, if any.
+void to_entry(const SharedBo &s, SharedBoEntry *e, ::BoChecksum *sum)
 {
 	shared_bo_entry__init(e);
 	e->id = s.id;
@@ -36,15 +55,20 @@ void to_entry(const SharedBo &s, SharedBoEntry *e)
 	e->contents_id = s.contents_id;
 	e->contents_minor = s.contents_minor;
 	e->contents_index = s.contents_index;
+	if (s.checksum) {
+		to_entry(*s.checksum, sum);
+		e->checksum = sum;
+	}
 }
 
-std::optional<SharedBo> from_entry(const SharedBoEntry *e)
+std::optional<SharedBo> from_entry(const SharedBoEntry *e, Verify verify)
 {
 	if (!e)
 		return std::nullopt;
 	return SharedBo{e->id,		      e->gpu_id,	 e->size,
 			e->alignment,	      e->preferred_domains, e->alloc_flags,
-			e->contents_id,	      e->contents_minor, e->contents_index};
+			e->contents_id,	      e->contents_minor, e->contents_index,
+			from_entry(e->checksum, verify)};
 }
 
 } // namespace
@@ -62,6 +86,11 @@ Status validate_shared_bo(const SharedBo &s, const std::string &where)
 	    (s.contents_minor < kFirstRenderMinor || s.contents_minor > kLastRenderMinor))
 		return make_error(EINVAL, "%s: shared BO %u: contents file's render minor %u outside %u..%u", w,
 				  s.id, s.contents_minor, kFirstRenderMinor, kLastRenderMinor);
+	if (s.checksum && !s.has_contents())
+		return make_error(EINVAL, "%s: shared BO %u: content checksums on a BO without contents", w, s.id);
+	if (s.checksum)
+		if (auto st = check_bo_checksum(*s.checksum, s.size); !st)
+			return std::move(st).error().context(strprintf("%s: shared BO %u", w, s.id));
 	return ok_status();
 }
 
@@ -123,7 +152,7 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
 	std::vector<DrmBoEntry> bos(img.bos.size());
 	std::vector<DrmBoEntry *> bo_ptrs(img.bos.size());
 	std::vector<SharedBoEntry> shared(img.bos.size());
-	std::vector<::BoChecksum> sums(img.bos.size());
+	std::vector<::BoChecksum> sums(img.bos.size()), shared_sums(img.bos.size());
 
 	size_t vi = 0;
 	for (size_t i = 0; i < img.bos.size(); i++) {
@@ -139,7 +168,7 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
 		e.handle = src.handle;
 		e.is_import = src.is_import ? 1 : 0;
 		if (src.shared) {
-			to_entry(*src.shared, &shared[i]);
+			to_entry(*src.shared, &shared[i], &shared_sums[i]);
 			e.shared = &shared[i];
 		}
 		e.num_of_vms = static_cast<uint32_t>(src.vms.size());
@@ -155,11 +184,7 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
 			vi++;
 		}
 		if (const auto &c = src.checksum) {
-			bo_checksum__init(&sums[i]);
-			sums[i].chunk_size = c->chunk_bytes;
-			sums[i].n_chunks = c->chunks.size();
-			sums[i].chunks = const_cast<uint64_t *>(c->chunks.data());
-			sums[i].whole = c->whole;
+			to_entry(*c, &sums[i]);
 			e.checksum = &sums[i];
 		}
 		bo_ptrs[i] = &e;
@@ -225,14 +250,13 @@ Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload, co
 		bo.preferred_domains = e->preferred_domains;
 		bo.handle = e->handle;
 		bo.is_import = e->is_import != 0;
-		bo.shared = from_entry(e->shared);
+		bo.shared = from_entry(e->shared, verify);
 		bo.vms.reserve(e->n_vm_entries);
 		for (size_t j = 0; j < e->n_vm_entries; j++) {
 			const DrmVmEntry *v = e->vm_entries[j];
 			bo.vms.push_back({v->addr, v->size, v->offset, v->flags});
 		}
-		if (const ::BoChecksum *c = e->checksum; c && verify == Verify::On)
-			bo.checksum = BoChecksum{c->chunk_size, {c->chunks, c->chunks + c->n_chunks}, c->whole};
+		bo.checksum = from_entry(e->checksum, verify);
 	}
 	auto st = validate_render_image(img, name);
 	if (!st)
@@ -262,8 +286,9 @@ Result<std::vector<uint8_t>> pack_dmabuf_image(const DmabufImage &img)
 	criu_dmabuf_node__init(&msg);
 	msg.gem_handle = img.gem_handle;
 	SharedBoEntry shared;
+	::BoChecksum shared_sum;
 	if (img.shared) {
-		to_entry(*img.shared, &shared);
+		to_entry(*img.shared, &shared, &shared_sum);
 		msg.shared = &shared;
 	}
 	std::vector<uint8_t> out(criu_dmabuf_node__get_packed_size(&msg));
@@ -291,7 +316,7 @@ Result<DmabufImage> unpack_dmabuf_image(std::span<const uint8_t> payload, const 
 		return std::move(got).error();
 	if (integrity)
 		*integrity = *got;
-	DmabufImage img{msg->gem_handle, from_entry(msg->shared)};
+	DmabufImage img{msg->gem_handle, from_entry(msg->shared, verify)};
 	if (img.shared)
 		if (auto st = validate_shared_bo(*img.shared, name); !st)
 			return std::move(st).error();

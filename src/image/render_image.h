@@ -57,6 +57,12 @@ struct SharedBo {
 	uint32_t contents_id = 0;
 	uint32_t contents_minor = 0;
 	uint32_t contents_index = 0;
+	// Checksums of the contents, so the holder restored first, which fills
+	// the BO, checks them: in the entries of the holders dumped after the
+	// render file that holds the contents (that file's DrmBo::checksum has
+	// them) and in a bare dma-buf's that holds them; none with
+	// KFD_VERIFY=0.
+	std::optional<BoChecksum> checksum{};
 	bool has_contents() const { return gem_domains_have_contents(preferred_domains); }
 	bool operator==(const SharedBo &) const = default;
 };

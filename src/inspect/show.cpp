@@ -282,6 +282,9 @@ std::string show_text(const Checkpoint &ck)
 			if (b.has_contents())
 				o += " -> " + drm_pages_image_name(static_cast<int>(b.contents_id), b.contents_minor,
 								   b.contents_index);
+			if (b.checksum)
+				o += strprintf(" checksum 0x%016" PRIx64 " (%zu chunks)", b.checksum->whole,
+					       b.checksum->chunks.size());
 			o += strprintf(", %s\n", seal_text(l.integrity));
 		} else if (l.image) {
 			o += strprintf("%s: dma-buf of GEM handle %u, %s\n", l.file.c_str(), l.image->gem_handle,
@@ -309,9 +312,19 @@ std::string show_json(const Checkpoint &ck)
 	j.key("dmabuf").begin_array();
 	for (const auto &l : ck.dmabuf)
 		if (l.image)
+		{
+			const auto &shared = l.image->shared;
 			j.begin_object().field("file", l.file).field("id", static_cast<uint32_t>(l.id))
 				.field("gem_handle", l.image->gem_handle)
-				.field("integrity", integrity_name(l.integrity)).end_object();
+				.field("integrity", integrity_name(l.integrity));
+			j.key("shared_bo");
+			if (shared)
+				j.value(shared->id);
+			else
+				j.null();
+			json_checksum(j, shared ? shared->checksum : std::nullopt);
+			j.end_object();
+		}
 	j.end_array();
 	j.key("errors").begin_array();
 	auto errors = [&](const auto &list) {

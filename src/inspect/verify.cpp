@@ -134,8 +134,12 @@ private:
 			return;
 		std::vector<std::string> pages;
 		if (const auto &s = l.image->shared;
-		    s && s->has_contents() && s->contents_id == static_cast<uint32_t>(l.id))
+		    s && s->has_contents() && s->contents_id == static_cast<uint32_t>(l.id)) {
 			pages.push_back(drm_pages_image_name(l.id, s->contents_minor, s->contents_index));
+			// Read through the checksums of its shared BO entry.
+			checked_bos_[pages.back()] = {{s->size, s->checksum ? &*s->checksum : nullptr,
+						       strprintf("shared BO %u of %s", s->id, l.file.c_str())}};
+		}
 		with_pages(l, validate_dmabuf_image_set(ck_.dir, l.id, *l.image), pages);
 	}
 

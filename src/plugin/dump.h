@@ -70,6 +70,9 @@ private:
 	// first file that held it (*seen = true), else `first` under a new id,
 	// remembered with `handle` (*seen = false).
 	Result<SharedBo> share_bo(int dmabuf, SharedBo first, uint32_t handle, bool *seen);
+	// The checksums of shared BO `id`'s contents, once its first holder
+	// has written them: the files dumped after it carry them too.
+	void set_shared_checksum(uint32_t id, const BoChecksum &checksum);
 	// The local topology, parsed on first use. nullptr (not an error) when
 	// the machine has no KFD topology.
 	const Topology *topology();

@@ -76,6 +76,13 @@ Result<SharedBo> DumpSession::share_bo(int dmabuf, SharedBo first, uint32_t hand
 	return first;
 }
 
+void DumpSession::set_shared_checksum(uint32_t id, const BoChecksum &checksum)
+{
+	for (auto &[key, seen] : shared_bos_)
+		if (seen.bo.id == id)
+			seen.bo.checksum = checksum;
+}
+
 Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 {
 	*ours = false;
@@ -119,6 +126,7 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 			job->render_path = env_.paths.render_path(minor);
 			job->bos.push_back({fd, info.size});
 			job->bo_files.push_back(drm_pages_image_name(id, minor, 0));
+			job->checksums = env_.config.verify;
 		}
 	}
 	*ours = true;
@@ -134,6 +142,13 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {*job}, copy_settings(env_, totals()));
 		if (!copied)
 			return std::move(copied).error().context(name);
+		if (job->checksums) {
+			auto &sums = copied->front().checksums;
+			if (sums.size() != 1)
+				return make_error(EIO, "%s: %zu checksums for 1 BO", name.c_str(), sums.size());
+			img.shared->checksum = std::move(sums.front());
+			set_shared_checksum(img.shared->id, *img.shared->checksum);
+		}
 	}
 	created_.push_back(name);
 	if (auto st2 = write_dmabuf_image(*images, id, img); !st2)

@@ -120,8 +120,15 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 			if (sums.size() != job_bo_index.size())
 				return make_error(EIO, "renderD%u: %zu checksums for %zu BOs", minor, sums.size(),
 						  job_bo_index.size());
-			for (size_t k = 0; k < sums.size(); k++)
-				img.bos[job_bo_index[k]].checksum = std::move(sums[k]);
+			for (size_t k = 0; k < sums.size(); k++) {
+				DrmBo &bo = img.bos[job_bo_index[k]];
+				// The files that hold the BO after this one
+				// carry them in their shared BO entries; this
+				// one's are its own entry's.
+				if (bo.shared)
+					set_shared_checksum(bo.shared->id, sums[k]);
+				bo.checksum = std::move(sums[k]);
+			}
 		}
 	}
 	created_.push_back(name);

@@ -128,6 +128,17 @@ Result<RenderNodeImage> read_checked_render_image(const ImageDir &images, int id
 	return img;
 }
 
+// The same for a dma-buf image (the checksums of its shared BO).
+Result<DmabufImage> read_checked_dmabuf_image(const ImageDir &images, int id, const Config &config)
+{
+	Integrity integrity = Integrity::Unchecked;
+	auto img = read_dmabuf_image(images, id, config.verify ? Verify::On : Verify::Off, &integrity);
+	if (img)
+		log_integrity(dmabuf_image_name(id), integrity,
+			      img->shared && img->shared->has_contents() && !img->shared->checksum ? 1 : 0);
+	return img;
+}
+
 bool is_kfd_path(const char *path)
 {
 	const size_t n = std::strlen(path);
@@ -215,7 +226,7 @@ Status RestoreSession::load_and_map()
 		renders.emplace_back(id, std::move(*img));
 	}
 	for (int id : *dmabuf_ids) {
-		auto img = read_dmabuf_image(*images, id);
+		auto img = read_checked_dmabuf_image(*images, id, env_.config);
 		if (!img)
 			return std::move(img).error();
 		if (img->shared)

@@ -37,12 +37,16 @@ Result<FilledBo> create_filled_bo(const SessionEnv &env, const ImageDir &images,
 		GpuCopyJob job;
 		job.image_gpu_id = s.gpu_id;
 		job.render_path = env.paths.render_path(minor);
-		job.bos.push_back({dmabuf->get(), s.size});
-		job.bo_files.push_back(drm_pages_image_name(static_cast<int>(s.contents_id), s.contents_minor,
-							    s.contents_index));
+		// Its checksums, from whichever holder's entry this is (every
+		// holder carries them; none with KFD_VERIFY=0 at dump or here).
+		std::string file = drm_pages_image_name(static_cast<int>(s.contents_id), s.contents_minor,
+							s.contents_index);
+		job.bos.push_back({dmabuf->get(), s.size, s.checksum ? &*s.checksum : nullptr,
+				   file + ": " + what});
+		job.bo_files.push_back(std::move(file));
 		auto copied = run_gpu_copies(Direction::FileToGpu, images, {job}, copy_settings(env, totals));
 		if (!copied)
-			return std::move(copied).error().context(what);
+			return std::move(copied).error(); // names the pages file and the BO
 	}
 	return FilledBo{std::move(*h), std::move(*dmabuf)};
 }
@@ -81,7 +85,7 @@ Result<UniqueFd> RestoreSession::shared_dmabuf(const ImageDir &images, const Sha
 Status RestoreSession::restore_dmabuf(const ImageDir &images, int id, UniqueFd *out)
 {
 	const std::string name = dmabuf_image_name(id);
-	auto img = read_dmabuf_image(images, id);
+	auto img = read_dmabuf_image(images, id, env_.config.verify ? Verify::On : Verify::Off);
 	if (!img)
 		return std::move(img).error();
 	if (!img->shared)

@@ -52,7 +52,12 @@ Result<GemHandle> RestoreSession::attach_shared_bo(const ImageDir &images, const
 						  int render_fd, const std::string &holder)
 {
 	std::optional<GemHandle> created;
-	auto dmabuf = shared_dmabuf(images, *bo.shared, m, render_fd, holder, &created);
+	// The file that holds the contents has their checksums in its own BO
+	// entry; the files dumped after it, in their shared BO entries.
+	SharedBo s = *bo.shared;
+	if (!s.checksum && !bo.is_import)
+		s.checksum = bo.checksum;
+	auto dmabuf = shared_dmabuf(images, s, m, render_fd, holder, &created);
 	if (!dmabuf)
 		return std::move(dmabuf).error();
 	if (created)

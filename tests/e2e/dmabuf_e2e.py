@@ -27,6 +27,14 @@ restore  criu-host restores the three tasks in ORDER (concurrent: all at
          size with its bytes; the three dma-bufs are one (same inode: one BO,
          not copies); the plugin created the BO once (one "created" line),
          with a serial ORDER in the first task's file.
+ORDER flip: one byte in the middle of the shared BO's pages file flipped
+         after the dump; the restore in each serial order (tree, reverse:
+         the BO filled by the file that holds its contents, or by a file
+         dumped after it, from the checksums in its shared BO entry) fails
+         within its time limit with the plugin's checksum error naming the
+         pages file and the shared BO, and leaves no task; control: with
+         KFD_VERIFY=0 the plugin restores it and the verifiers see the wrong
+         byte (so the checksum is what refused it).
 ORDER fault: the restore with `kfd-emu ctl faults
          DRM_IOCTL_AMDGPU_GEM_CREATE` (the first holder cannot create the
          BO): criu-host's restore fails within its time limit (no holder
@@ -132,6 +140,45 @@ def restore_fault(bins, images, work):
         print("  also: " + l.split("amdgpu_plugin:", 1)[1].strip()[:200])
 
 
+def restore_flip(bins, images, work, pages):
+    path = os.path.join(images, pages)
+    with open(path, "r+b") as f:
+        f.seek(8 + SIZE // 2 + 5)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x10]))
+    for order in ("tree", "reverse"):
+        t0 = time.monotonic()
+        rc, text = host(bins, ["restore", "-D", images, "--plugin", bins.plugin, "--verifier",
+                               bins.verify + ":verify_dmabuf", "--verifier-arg", work, "--restore-order", order],
+                        os.path.join(work, "restore-flip-%s.log" % order))
+        took = time.monotonic() - t0
+        check(rc != 0, "%s restore of a flipped byte succeeded" % order)
+        errs = [l for l in text.splitlines() if "amdgpu_plugin:" in l and "Error" in l]
+        check(any(pages in l and "shared BO" in l and "checksum" in l for l in errs),
+              "%s restore: no plugin error naming %s, the shared BO and a checksum:\n%s" % (
+                  order, pages, "\n".join(errs) or text[-3000:]))
+        check(took < 60, "the failed %s restore took %.0f s" % (order, took))
+        forked = [int(x) for x in re.findall(r"Task \d+ forked as (\d+)", text)]
+        left = [p for p in forked if os.path.exists("/proc/%d" % p)]
+        check(not left, "restored tasks left after the failed %s restore: %s" % (order, left))
+        first = next(l for l in errs if pages in l)
+        print("flipped byte, %s restore: refused in %.1f s, no task left: %s" % (
+            order, took, first.split("amdgpu_plugin:", 1)[1].strip()[:200]))
+    os.environ["KFD_VERIFY"] = "0"
+    try:
+        rc, text = host(bins, ["restore", "-D", images, "--plugin", bins.plugin, "--verifier",
+                               bins.verify + ":verify_dmabuf", "--verifier-arg", work, "--restore-order", "tree"],
+                        os.path.join(work, "restore-flip-noverify.log"))
+    finally:
+        del os.environ["KFD_VERIFY"]
+    check(not any("amdgpu_plugin:" in l and "Error" in l for l in text.splitlines()),
+          "KFD_VERIFY=0: the plugin refused the restore:\n" + text[-3000:])
+    check(rc != 0 and "verify_dmabuf() = 0 (pass)" not in text,
+          "KFD_VERIFY=0 control: the verifiers did not see the flipped byte:\n" + text[-3000:])
+    print("control, KFD_VERIFY=0: the plugin restores it, the verifiers find the wrong byte")
+
+
 def inner(bins, root, order, work):
     images = os.path.join(work, "images")
     os.makedirs(images)
@@ -171,6 +218,9 @@ def inner(bins, root, order, work):
         if order == "fault":
             restore_fault(bins, images, work)
             return
+        if order == "flip":
+            restore_flip(bins, images, work, pages[0])
+            return
         rc, text = host(bins, ["restore", "-D", images, "--plugin", bins.plugin, "--verifier",
                                bins.verify + ":verify_dmabuf", "--verifier-arg", work, "--restore-order", order],
                         os.path.join(work, "restore.log"))
@@ -202,7 +252,7 @@ def main():
     ap.add_argument("--inner", action="store_true")
     ap.add_argument("--work")
     ap.add_argument("root", choices=ROLES)
-    ap.add_argument("order", choices=["concurrent", "tree", "reverse", "fault"])
+    ap.add_argument("order", choices=["concurrent", "tree", "reverse", "fault", "flip"])
     a = ap.parse_args()
     bins = Bins(a.bin_dir)
     if a.inner:

@@ -367,3 +367,76 @@ Test(dmabuf_image, shared_bo_round_trip_and_rejection)
 	cr_assert_not(r.ok());
 	cr_assert(r.error().message().find("size 0") != std::string::npos, "%s", r.error().message().c_str());
 }
+
+// shared_bo_entry.checksum (field 100): the contents' checksums travel with
+// every holder's entry; read only with Verify::On, checked against the size.
+namespace {
+
+amdcr::BoChecksum checksum_of_zeros(uint64_t size)
+{
+	amdcr::BoChecksum c;
+	const std::vector<uint8_t> chunk(c.chunk_bytes, 0);
+	for (uint64_t off = 0; off < size; off += c.chunk_bytes)
+		c.chunks.push_back(checksum64(chunk.data(), std::min<uint64_t>(c.chunk_bytes, size - off)));
+	c.whole = whole_checksum(c.chunks);
+	return c;
+}
+
+} // namespace
+
+Test(dmabuf_image, shared_bo_checksum_round_trip_and_checks)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	DmabufImage img{0, sample_shared(3 << 20)};
+	img.shared->checksum = checksum_of_zeros(3 << 20);
+	cr_assert_eq(img.shared->checksum->chunks.size(), 3u);
+	cr_assert_ok(write_dmabuf_image(*dir, 3, img));
+	auto back = read_dmabuf_image(*dir, 3);
+	cr_assert_ok(back);
+	cr_assert(*back == img);
+	// KFD_VERIFY=0 at restore: not read.
+	auto off = read_dmabuf_image(*dir, 3, Verify::Off);
+	cr_assert_ok(off);
+	cr_assert_not(off->shared->checksum);
+
+	// A list that does not fit the BO, or a BO without contents.
+	const std::string name = dmabuf_image_name(4);
+	const std::pair<std::function<void(SharedBo &)>, std::string> cases[] = {
+		{[](SharedBo &b) {
+			 b.checksum->chunks.pop_back();
+			 b.checksum->whole = whole_checksum(b.checksum->chunks);
+		 },
+		 "shared BO 3"},
+		{[](SharedBo &b) { b.preferred_domains = 0; }, "content checksums on a BO without contents"},
+	};
+	for (const auto &[mutate, what] : cases) {
+		SharedBo bad = sample_shared(3 << 20);
+		bad.checksum = checksum_of_zeros(3 << 20);
+		mutate(bad);
+		auto payload = pack_dmabuf_image(DmabufImage{0, bad});
+		cr_assert_ok(payload);
+		auto r = unpack_dmabuf_image(*payload, name);
+		cr_assert_not(r.ok(), "accepted (expected: %s)", what.c_str());
+		cr_assert(r.error().message().find(what) != std::string::npos, "expected \"%s\" in: %s",
+			  what.c_str(), r.error().message().c_str());
+	}
+}
+
+Test(render_image, shared_bo_checksum_round_trip)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	RenderNodeImage img = test::sample_render_image();
+	img.bos[0].shared = sample_shared(img.bos[0].size);
+	img.bos[0].shared->checksum = checksum_of_zeros(img.bos[0].size);
+	cr_assert_ok(write_render_image(*dir, kId, img));
+	auto back = read_render_image(*dir, kId);
+	cr_assert_ok(back);
+	cr_assert(*back == img);
+	auto off = read_render_image(*dir, kId, Verify::Off);
+	cr_assert_ok(off);
+	cr_assert_not(off->bos[0].shared->checksum);
+}
