@@ -522,7 +522,7 @@ def gpuless_overhead(args, table):
     os.mkdir(with_plugin)
     os.mkdir(without)
     # As installed (cmake --install --strip): without the debug information
-    # (about 12 MB of it), which CRIU's dlopen would otherwise read.
+    # (about 21 MB of it), which CRIU's dlopen would otherwise read.
     so = os.path.join(with_plugin, "amdgpu_plugin.so")
     if subprocess.run(["strip", "-o", so, os.path.join(e2e.ARGS.bin_dir, "amdgpu_plugin.so")]).returncode:
         shutil.copy(os.path.join(e2e.ARGS.bin_dir, "amdgpu_plugin.so"), so)
