@@ -6,7 +6,10 @@ if(AMDCR_SANITIZE STREQUAL "thread")
   add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
   add_link_options(-fsanitize=thread)
 elseif(AMDCR_SANITIZE)
+  # GCC 12's -Wmaybe-uninitialized misfires under these sanitizers (on
+  # std::regex's std::function state in test_sdma_emulator, with -Werror
+  # the ASan build stopped there); the normal build keeps the warning.
   add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined
-                      -fno-omit-frame-pointer)
+                      -fno-omit-frame-pointer -Wno-maybe-uninitialized)
   add_link_options(-fsanitize=address,undefined)
 endif()
