@@ -52,6 +52,13 @@ so the whole-restore times show the cost of the hand-over, not the overlap
 with CRIU's own work (memory pages), which only real CRIU has.
 (--parallel-only: only these rows.)
 
+Render-node BOs (issue 11): one GPU (MI100), the same bytes once in one
+KFD VRAM BO and once in one VRAM GEM BO on libhsakmt's render-node file
+(gpu-workload --gem), each dumped and restored alternately, each restore
+verified in the restored task: throughput of each against min(storage,
+SDMA model) measured in the same repetition, and the GEM BO's against the
+KFD BO's, median of the repetitions. (--render-only: only these rows.)
+
 Integrity and sparse files (issue 13): dump and restore throughput with
 checksums (the default) against KFD_VERIFY=0 (none computed or checked),
 the same workload back to back, median ratio of the repetitions; and one
@@ -59,8 +66,9 @@ BO of the full size left zero (gpu-workload --zero) against a random one
 on one GPU: dump time (whole per-GPU job) and the pages file's allocated
 disk blocks (st_blocks), and the restore time of each.
 
---ci: the smallest form (64 MiB, 256 small BOs, one repetition; no memory,
-BO-size, GPU-less, upstream or integrity rows): proof that the benchmark
+--ci: the smallest form (64 MiB, 256 small BOs, 32 MiB render vs KFD, one
+repetition; no memory, BO-size, GPU-less, upstream, integrity or parallel
+rows): proof that the benchmark
 runs, for CTest's bench_ci; it asserts no figure. Exit 77 when not root (the emulator's
 CRIU_OP and criu-host need it).
 """
@@ -257,7 +265,9 @@ def main():
                     help="the smallest form, for CI: 64 MiB, 256 small BOs, one repetition")
     ap.add_argument("--integrity-only", action="store_true", help="only the checksum and sparse-file rows")
     ap.add_argument("--parallel-only", action="store_true", help="only the parallel restore rows")
-    ap.add_argument("--reps", type=int, help="repetitions of --parallel-only (default 3, --quick 1)")
+    ap.add_argument("--render-only", action="store_true", help="only the render-node BO rows")
+    ap.add_argument("--reps", type=int,
+                    help="repetitions of --parallel-only and --render-only (default 3, --quick 1)")
     ap.add_argument("--upstream-only", action="store_true",
                     help="only the side by side with upstream's plugin under real criu-dev")
     ap.add_argument("--plot-only", action="store_true",
@@ -291,6 +301,11 @@ def measure(args, run, scratch):
     per_gpu = total // 2
     if args.parallel_only:
         parallel_restore(run, table, scratch, total, args.reps or (1 if args.quick else 3))
+        print()
+        table.show()
+        return 0
+    if args.render_only:
+        render_vs_kfd(run, table, scratch, total // 2, args.reps or (1 if args.quick else 3))
         print()
         table.show()
         return 0
@@ -372,6 +387,7 @@ def measure(args, run, scratch):
         upstream_side_by_side(args, table, reps)
         integrity_and_sparse(args, run, table, total, reps)
         parallel_restore(run, table, scratch, total, reps)
+    render_vs_kfd(run, table, scratch, total // 2, reps)
 
     print()
     table.show()
@@ -751,6 +767,41 @@ def parallel_restore(run, table, scratch, total, reps):
         for i, (t, l, sec, _) in enumerate(rows[mode]):
             table.add("  rep %d: whole restore (criu-host) %.2f s" % (i + 1, sec), "%.2f GB/s" % t,
                       "%.2f GB/s" % l, "%.2f" % (t / l))
+
+
+def render_vs_kfd(run, table, scratch, nbytes, reps):
+    """One BO of nbytes on one GPU as a KFD VRAM BO and as a VRAM GEM BO on
+    the render-node file (see the header)."""
+    size = "%dM" % (nbytes // MiB)
+    works = {"kfd": ["--vram", size, "--gtt", ""], "render": ["--vram", "", "--gtt", "", "--gem", size]}
+    rows = {(k, step): [] for k in works for step in ("dump", "restore")}
+    for rep in range(reps):
+        w_gbps, r_gbps = storage_limits(scratch, nbytes)
+        engine_gbps = round(w_gbps, 2)  # one GPU, one engine
+        machine = ["--machine", "MI100", "--sdma-gbps", str(engine_gbps)]
+        print("bench: render vs KFD rep %d: %.2f GiB; storage write %.2f GB/s, read %.2f GB/s; SDMA model "
+              "%.2f GB/s" % (rep + 1, nbytes / GiB, w_gbps, r_gbps, engine_gbps), flush=True)
+        for kind in (["kfd", "render"] if rep % 2 == 0 else ["render", "kfd"]):
+            d = run.dump(machine, works[kind], skip_checks=True)
+            e2e.check(d["rc"] == 0, "%s dump failed:\n%s" % (kind, d["log"][-2000:]))
+            b, s, _ = e2e.copy_summary(d["log"], "dumped")
+            rows[(kind, "dump")].append((b / s / 1e9, min(w_gbps, engine_gbps)))
+            r = run.restore(machine, d)
+            e2e.check(r["rc"] == 0 and e2e.verified_tasks(r["log"]),
+                      "%s restore failed or not verified:\n%s" % (kind, r["log"][-2000:]))
+            b, s, _ = e2e.copy_summary(r["log"], "restored")
+            rows[(kind, "restore")].append((b / s / 1e9, min(r_gbps, engine_gbps)))
+            drop(d, r)
+    for step in ("dump", "restore"):
+        got = {}
+        for kind, what in (("kfd", "one KFD VRAM BO"), ("render", "one VRAM GEM BO (render node)")):
+            ordered = sorted(rows[(kind, step)], key=lambda x: x[0] / x[1])
+            thr, lim = ordered[len(ordered) // 2]
+            got[kind] = thr / lim
+            table.add("%s %.2f GiB, 1 GPU, %s (median of %d)" % (step, nbytes / GiB, what, reps),
+                      "%.2f GB/s" % thr, "%.2f GB/s" % lim, "%.2f" % (thr / lim))
+        table.add("  %s: render-node BO vs KFD BO, ratio of the ratios" % step, "", "",
+                  "%.2f" % (got["render"] / got["kfd"]))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,12 @@
 // made, then waits to be checkpointed (or exits with --exit).
 //
 //   gpu-workload --manifest FILE [--ready FILE] [--vram LIST] [--gtt LIST]
-//                [--no-queues] [--exit] [--children N] [--zero]
+//                [--gem LIST] [--no-queues] [--exit] [--children N] [--zero]
+//   --gem LIST: on every GPU, GEM BOs (libdrm_amdgpu) of these sizes in
+//   VRAM on the render-node file libhsakmt opened for that GPU (as a ROCm
+//   runtime's own GEM BOs sit beside its KFD BOs), CPU-visible and
+//   CPU-mapped, mapped at a GPU VA, filled like the KFD BOs; their manifest
+//   entries say "gem" (the render-node benchmark).
 //   --zero: VRAM BOs hold zeros, not a pattern: the sparse-pages
 //   benchmark (their manifest entries fill 0 bytes). The zeros are
 //   written, as a pattern would be, so the emulator's memory behind them
@@ -20,6 +25,9 @@
 //   LIST: comma-separated sizes with K/M/G suffixes and '+' sums, e.g.
 //         4K,12K,1M+4K,1G+36K (each a multiple of 4 KiB); SIZExN repeats
 //         a size N times (64Kx16384)
+#include <amdgpu.h>
+#include <amdgpu_drm.h>
+#include <dirent.h>
 #include <hsakmt.h>
 #include <signal.h>
 #include <unistd.h>
@@ -88,6 +96,54 @@ std::vector<uint64_t> parse_list(const char *s)
 	return out;
 }
 
+// The fd of /dev/dri/renderD<minor> that libhsakmt opened, or -1.
+int libhsakmt_render_fd(int minor)
+{
+	const std::string want = "/dev/dri/renderD" + std::to_string(minor);
+	int found = -1;
+	DIR *d = ::opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	while (dirent *e = ::readdir(d)) {
+		if (e->d_name[0] == '.')
+			continue;
+		char link[256];
+		const std::string path = std::string("/proc/self/fd/") + e->d_name;
+		const ssize_t n = ::readlink(path.c_str(), link, sizeof link - 1);
+		if (n > 0 && std::string(link, static_cast<size_t>(n)) == want) {
+			found = std::atoi(e->d_name);
+			break;
+		}
+	}
+	::closedir(d);
+	return found;
+}
+
+// A CPU-visible VRAM GEM BO of `size` on `dev`, CPU-mapped and mapped at a
+// GPU VA; its CPU address. The BO, its mappings and `dev` live as long as
+// the process (the workload is ended by a signal).
+void *gem_vram_bo(amdgpu_device_handle dev, uint64_t size)
+{
+	amdgpu_bo_alloc_request req{};
+	req.alloc_size = size;
+	req.phys_alignment = 4096;
+	req.preferred_heap = AMDGPU_GEM_DOMAIN_VRAM;
+	req.flags = AMDGPU_GEM_CREATE_CPU_ACCESS_REQUIRED;
+	amdgpu_bo_handle bo = nullptr;
+	if (int r = amdgpu_bo_alloc(dev, &req, &bo); r)
+		die("amdgpu_bo_alloc(VRAM GEM BO)", r);
+	void *cpu = nullptr;
+	if (int r = amdgpu_bo_cpu_map(bo, &cpu); r)
+		die("amdgpu_bo_cpu_map", r);
+	uint64_t va = 0;
+	amdgpu_va_handle range = nullptr;
+	if (int r = amdgpu_va_range_alloc(dev, amdgpu_gpu_va_range_general, size, 4096, 0, &va, &range, 0); r)
+		die("amdgpu_va_range_alloc", r);
+	if (int r = amdgpu_bo_va_op(bo, 0, size, va, 0, AMDGPU_VA_OP_MAP); r)
+		die("amdgpu_bo_va_op(MAP)", r);
+	return cpu;
+}
+
 // The root leads its own process group; SIGTERM to it ends the whole tree.
 void on_term(int)
 {
@@ -103,6 +159,7 @@ int main(int argc, char **argv)
 	std::string manifest_path, ready_path;
 	std::vector<uint64_t> vram = {4 << 10, 12 << 10, (1 << 20) + (4 << 10), (7 << 20) + (12 << 10)};
 	std::vector<uint64_t> gtt = {8 << 10, (3 << 20) + (4 << 10)};
+	std::vector<uint64_t> gem;
 	bool queues = true, hold = true, zero = false;
 	int children = 0;
 	for (int i = 1; i < argc; i++) {
@@ -116,6 +173,7 @@ int main(int argc, char **argv)
 		else if (a == "--ready") ready_path = next();
 		else if (a == "--vram") vram = parse_list(next());
 		else if (a == "--gtt") gtt = parse_list(next());
+		else if (a == "--gem") gem = parse_list(next());
 		else if (a == "--no-queues") queues = false;
 		else if (a == "--exit") hold = false;
 		else if (a == "--children") children = std::atoi(next());
@@ -181,7 +239,27 @@ int main(int argc, char **argv)
 				std::memset(addr, 0, size);
 			else
 				e2e::fill_pattern(addr, size, seed);
-			m.bos.push_back({node, static_cast<uint32_t>(props.DrmRenderMinor), true, reinterpret_cast<uint64_t>(addr), size, zero ? 0 : size, seed});
+			m.bos.push_back({node, static_cast<uint32_t>(props.DrmRenderMinor), true, false,
+					 reinterpret_cast<uint64_t>(addr), size, zero ? 0 : size, seed});
+			seed++;
+		}
+		if (gem.empty())
+			continue;
+		const int fd = libhsakmt_render_fd(props.DrmRenderMinor);
+		if (fd < 0)
+			die("no fd of the GPU's render node (libhsakmt's) in /proc/self/fd", props.DrmRenderMinor);
+		uint32_t major = 0, minor = 0;
+		amdgpu_device_handle dev = nullptr;
+		if (int r = amdgpu_device_initialize(fd, &major, &minor, &dev); r)
+			die("amdgpu_device_initialize", r);
+		for (uint64_t size : gem) {
+			void *addr = gem_vram_bo(dev, size);
+			if (zero)
+				std::memset(addr, 0, size);
+			else
+				e2e::fill_pattern(addr, size, seed);
+			m.bos.push_back({node, static_cast<uint32_t>(props.DrmRenderMinor), true, true,
+					 reinterpret_cast<uint64_t>(addr), size, zero ? 0 : size, seed});
 			seed++;
 		}
 	}
@@ -199,7 +277,7 @@ int main(int argc, char **argv)
 		if (HSAKMT_STATUS s = hsaKmtMapMemoryToGPU(addr, size, &gpuva); s != HSAKMT_STATUS_SUCCESS)
 			die("hsaKmtMapMemoryToGPU(system)", s);
 		e2e::fill_pattern(addr, size, seed);
-		m.bos.push_back({0, 0, false, reinterpret_cast<uint64_t>(addr), size, size, seed});
+		m.bos.push_back({0, 0, false, false, reinterpret_cast<uint64_t>(addr), size, size, seed});
 		seed++;
 	}
 

@@ -57,7 +57,8 @@ bool write_manifest(const std::string &path, const Manifest &m)
 		return false;
 	std::fprintf(f, "pid %d\n", m.pid);
 	for (const auto &b : m.bos)
-		std::fprintf(f, "bo %u %u %s %#llx %llu %llu %llu\n", b.node, b.render_minor, b.vram ? "vram" : "gtt",
+		std::fprintf(f, "bo %u %u %s %#llx %llu %llu %llu\n", b.node, b.render_minor,
+			     b.gem ? "gem" : b.vram ? "vram" : "gtt",
 			     static_cast<unsigned long long>(b.addr), static_cast<unsigned long long>(b.size),
 			     static_cast<unsigned long long>(b.fill), static_cast<unsigned long long>(b.seed));
 	const bool ok = std::fflush(f) == 0 && !std::ferror(f);
@@ -84,7 +85,8 @@ bool read_manifest(const std::string &path, Manifest *m)
 			ok = false;
 			break;
 		}
-		b.vram = std::strcmp(kind, "vram") == 0;
+		b.gem = std::strcmp(kind, "gem") == 0;
+		b.vram = b.gem || std::strcmp(kind, "vram") == 0;
 		b.addr = addr;
 		b.size = size;
 		b.fill = fill;
