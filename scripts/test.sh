@@ -20,14 +20,15 @@ cmake --build "$dir" -j"$(nproc)"
 # clang ASan+UBSan build of only those targets.
 [ "$san" != OFF ] || bash scripts/fuzz.sh 15
 # The threaded paths under ThreadSanitizer (Criterion tests run through
-# tests/harness there): the copy pipeline, the emulated GPU's engines, queues
+# tests/harness there): the copy pipeline and the gate its processes take
+# turns through, the emulated GPU's engines, queues
 # and concurrent clients, the CRIU stand-in's thread freezing, the parallel
 # restore's thread. A TSan report
 # fails its test.
 if [ "$san" = OFF ] && [ "${THREADS:-1}" != 0 ]; then
-  tsan_targets=(harness_selftest test_transfer test_concurrency test_user_queue test_sdma
+  tsan_targets=(harness_selftest test_transfer test_staging_gate test_concurrency test_user_queue test_sdma
                 test_plugin_parallel_restore criu-host test_plugin host_target host_verifier amdgpu_plugin)
-  tsan_tests='^(harness_selftest|test_transfer|test_plugin_parallel_restore|kfdemu_model[.]test_(concurrency|user_queue|sdma)|host_threads_zombie|host_dump_order)$'
+  tsan_tests='^(harness_selftest|test_transfer|test_staging_gate|test_plugin_parallel_restore|kfdemu_model[.]test_(concurrency|user_queue|sdma)|host_threads_zombie|host_dump_order)$'
   cmake -S . -B build-san-thread -DAMDCR_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build-san-thread -j"$(nproc)" --target "${tsan_targets[@]}"
   (cd build-san-thread && ctest --output-on-failure --timeout 600 -j1 --no-tests=error -R "$tsan_tests")

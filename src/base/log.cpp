@@ -105,4 +105,45 @@ void log_gpu(LogLevel level, uint32_t gpu_id, const char *fmt, ...)
 	emit(level, s);
 }
 
+void DeferredLog::add(LogLevel level, std::string line)
+{
+	std::lock_guard lk(mu_);
+	lines_.emplace_back(level, std::move(line));
+}
+
+void DeferredLog::flush()
+{
+	std::vector<std::pair<LogLevel, std::string>> lines;
+	{
+		std::lock_guard lk(mu_);
+		lines.swap(lines_);
+	}
+	for (const auto &[level, line] : lines)
+		emit(level, line);
+}
+
+void log_msg_to(DeferredLog *deferred, LogLevel level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	std::string s = vstrprintf(fmt, ap);
+	va_end(ap);
+	if (deferred)
+		deferred->add(level, std::move(s));
+	else
+		emit(level, s);
+}
+
+void log_gpu_to(DeferredLog *deferred, LogLevel level, uint32_t gpu_id, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	std::string s = strprintf("gpu 0x%04x: ", gpu_id) + vstrprintf(fmt, ap);
+	va_end(ap);
+	if (deferred)
+		deferred->add(level, std::move(s));
+	else
+		emit(level, s);
+}
+
 } // namespace amdcr

@@ -22,6 +22,10 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace amdcr {
 
@@ -38,6 +42,28 @@ unsigned criu_log_level(LogLevel level);
 void log_msg(LogLevel level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_gpu(LogLevel level, uint32_t gpu_id, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+// Lines kept to be printed later, by another thread. CRIU's print_on_level()
+// formats every line in one static buffer, so while CRIU's own thread may
+// be logging, a thread of the plugin beside it (the parallel restore's)
+// must not call it: its lines wait here until CRIU's thread is in the
+// plugin again and prints them (flush()). Thread-safe.
+class DeferredLog {
+public:
+	void add(LogLevel level, std::string line);
+	// Prints the lines kept so far, in order, on the calling thread.
+	void flush();
+
+private:
+	std::mutex mu_;
+	std::vector<std::pair<LogLevel, std::string>> lines_;
+};
+
+// log_msg and log_gpu into `deferred`, or printed now when it is nullptr.
+void log_msg_to(DeferredLog *deferred, LogLevel level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void log_gpu_to(DeferredLog *deferred, LogLevel level, uint32_t gpu_id, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 // One function per level; the compiler checks every format against its
 // arguments.

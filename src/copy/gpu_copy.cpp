@@ -250,7 +250,7 @@ public:
 	// Returns once every job is done; every `interval` seconds before that
 	// (0: never), logs how far the copies are.
 	void wait(Direction dir, double interval, uint64_t total, const std::atomic<uint64_t> &moved,
-		  size_t gpus)
+		  size_t gpus, DeferredLog *deferred)
 	{
 		const auto t0 = std::chrono::steady_clock::now();
 		std::unique_lock lk(mu_);
@@ -262,7 +262,8 @@ public:
 		while (!cv_.wait_for(lk, step, [&] { return left_ == 0; })) {
 			const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 			const uint64_t n = moved.load(std::memory_order_relaxed);
-			log_info("%s: %.2f of %.2f GiB of GPU memory copied (%llu%%) on %zu GPU%s in %.0f s, %.2f GB/s",
+			log_msg_to(deferred, LogLevel::Info,
+				   "%s: %.2f of %.2f GiB of GPU memory copied (%llu%%) on %zu GPU%s in %.0f s, %.2f GB/s",
 				 verb(dir), static_cast<double>(n) / (1ull << 30),
 				 static_cast<double>(total) / (1ull << 30),
 				 static_cast<unsigned long long>(total ? n * 100 / total : 100), gpus,
@@ -276,10 +277,10 @@ private:
 	size_t left_;
 };
 
-void log_job_lines(Direction dir, const std::vector<GpuCopyResult> &out)
+void log_job_lines(Direction dir, const std::vector<GpuCopyResult> &out, DeferredLog *deferred)
 {
 	for (const auto &r : out)
-		log_gpu(LogLevel::Debug, r.image_gpu_id,
+		log_gpu_to(deferred, LogLevel::Debug, r.image_gpu_id,
 			"%s %llu BOs with contents, %llu bytes in %.3f s (%.2f GB/s; DMA and file I/O %.3f s), "
 			"peak staging %llu bytes, %llu submissions%s",
 			dir == Direction::GpuToFile ? "dumped" : "restored",
@@ -367,6 +368,19 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 	if (!bound)
 		return std::move(bound).error();
 	const uint64_t staging_bound = *bound;
+	std::optional<StagingGateHold> hold;
+	if (settings.gate && with_buffers) {
+		const auto asked = std::chrono::steady_clock::now();
+		bool waited = false;
+		if (auto st = settings.gate->acquire(settings.cancel, &waited); !st)
+			return std::move(st).error();
+		hold.emplace(settings.gate);
+		if (waited)
+			log_msg_to(settings.log, LogLevel::Debug,
+				   "waited %.3f s for another process's copy of GPU memory: the processes of a "
+				   "restore copy one at a time, within one KFD_MAX_BUFFER_SIZE",
+				  std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count());
+	}
 	SdmaEngineOptions opts;
 	opts.fence_timeout_ns = settings.sdma_timeout_s * 1'000'000'000;
 	uint64_t total = 0;
@@ -387,7 +401,7 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 				seconds[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 				waiter.done();
 			});
-		waiter.wait(dir, settings.progress_interval_s, total, moved, with_buffers);
+		waiter.wait(dir, settings.progress_interval_s, total, moved, with_buffers, settings.log);
 	} // joins
 	const uint64_t t1 = monotonic_ns();
 
@@ -405,7 +419,7 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 		out.push_back({jobs[i].image_gpu_id, r->stats, seconds[i], std::move(r->checksums),
 			       r->verified_bytes});
 	}
-	log_job_lines(dir, out);
+	log_job_lines(dir, out, settings.log);
 	if (settings.totals)
 		add_totals(*settings.totals, out, t0, t1);
 	return out;

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "base/log.h"
 #include "base/result.h"
+#include "copy/staging_gate.h"
 #include "copy/transfer.h"
 #include "image/content_checksum.h"
 #include "image/image_dir.h"
@@ -85,6 +87,13 @@ struct CopySettings {
 	uint64_t sdma_timeout_s = kDefaultSdmaTimeoutSeconds; // KFD_SDMA_TIMEOUT
 	double progress_interval_s = kProgressIntervalSeconds;  // 0: no progress lines
 	CopyTotals *totals = nullptr; // when set, the run's results are added
+	// When set, held for the whole run (copy/staging_gate.h): the runs of
+	// all the processes sharing it take turns. `cancel` stops a wait.
+	StagingGate *gate = nullptr;
+	const std::atomic<bool> *cancel = nullptr;
+	// When set, the run's log lines are kept there, not printed (a thread
+	// beside CRIU's own, base/log.h).
+	DeferredLog *log = nullptr;
 };
 
 // Staging memory (per_gpu_staging_bound, for both directions): with
@@ -93,7 +102,9 @@ struct CopySettings {
 // more than the user allowed); unset, the built-in bound per GPU
 // (kDefaultStagingBound). A GPU without buffers uses none.
 //
-// Runs every job on its own thread and waits for all of them. Dump:
+// Runs every job on its own thread and waits for all of them, holding
+// settings.gate (if any) from before the first staging buffer is made until
+// the last one is gone. Dump:
 // each pages file is written atomically (nothing visible under its name on
 // failure), an empty one for a GPU without buffers, and every BO's
 // checksums are computed on the way (GpuCopyResult::checksums) unless

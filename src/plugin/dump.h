@@ -84,7 +84,7 @@ private:
 
 	// Where this dump's copies add up (nullptr when it could not be
 	// mapped: then there is no summary line).
-	CopyTotals *totals() const { return totals_ ? &totals_->copies() : nullptr; }
+	const StageTotals *stage() const { return totals_ ? &*totals_ : nullptr; }
 
 	SessionEnv env_;
 	std::optional<StageTotals> totals_;

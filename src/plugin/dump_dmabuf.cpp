@@ -139,7 +139,7 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 	// Contents first, metadata last, as for render files.
 	if (job) {
 		created_.push_back(job->bo_files.front());
-		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {*job}, copy_settings(env_, totals()));
+		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {*job}, copy_settings(env_, stage()));
 		if (!copied)
 			return std::move(copied).error().context(name);
 		if (job->checksums) {

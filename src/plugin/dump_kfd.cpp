@@ -112,7 +112,7 @@ Status DumpSession::dump_kfd(int fd, int id)
 	// from the start: a dump that fails later removes them (finish()).
 	for (const auto &j : jobs)
 		created_.push_back(j.pages_file);
-	auto copied = run_gpu_copies(Direction::GpuToFile, *images, jobs, copy_settings(env_, totals()));
+	auto copied = run_gpu_copies(Direction::GpuToFile, *images, jobs, copy_settings(env_, stage()));
 	if (!copied)
 		return std::move(copied).error();
 	for (size_t j = 0; j < jobs.size(); j++) {

@@ -112,7 +112,7 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 	// from the start: a dump that fails later removes them (finish()).
 	created_.insert(created_.end(), job.bo_files.begin(), job.bo_files.end());
 	if (!job.bos.empty()) {
-		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {job}, copy_settings(env_, totals()));
+		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {job}, copy_settings(env_, stage()));
 		if (!copied)
 			return std::move(copied).error().context(strprintf("renderD%u", minor));
 		if (job.checksums) {

@@ -178,6 +178,7 @@ ParallelRestore::~ParallelRestore()
 		(void)::shutdown(recv_.get(), SHUT_RD);
 	}
 	thread_.join();
+	log_.flush();
 }
 
 Status ParallelRestore::hand_over(HandOverKind kind, int file_id, std::span<const int> dmabufs) const
@@ -260,6 +261,7 @@ Status ParallelRestore::finish(std::vector<pid_t> *senders)
 			serve(); // POST_FORKING never reached us: the queue is served here
 		if (!stop && (!outcome_ || outcome_->ok()))
 			outcome_ = std::move(stop);
+		log_.flush();
 	}
 	if (senders)
 		*senders = senders_;
@@ -317,7 +319,7 @@ void ParallelRestore::serve()
 		pending.erase(key);
 		if (failure || cancel_)
 			continue; // the restore fails anyway: copy no more
-		if (auto st = copy_(ho); !st)
+		if (auto st = copy_(ho, cancel_, log_); !st)
 			fail(std::move(st).error().context(strprintf(
 				"parallel restore of task %d, %s file %d", ho.pid, kind_name(h.kind), ho.file_id)));
 	}

@@ -23,14 +23,18 @@
 //    signal blocked (CRIU handles SIGCHLD on its main thread) and its own
 //    fs_struct (unshare(CLONE_FS): CRIU's main thread must stay able to
 //    setns() into the restored mount namespaces). Each complete
-//    hand-over goes to the CopyFn, one at a time: the tasks copy nothing in
-//    this mode, so the staging memory of the whole restore stays within
-//    KFD_MAX_BUFFER_SIZE.
+//    hand-over goes to the CopyFn, one at a time. The tasks copy nothing in
+//    this mode but what the main process cannot (a GPU mapped again in the
+//    task, a shared BO its first holder fills); those copies and the
+//    thread's take turns (copy/staging_gate.h), so the staging memory of
+//    the whole restore stays within KFD_MAX_BUFFER_SIZE.
 //  RESUME_DEVICES_LATE, main process, once per task after every task has
 //    finished its restore and is held stopped by CRIU: the first call of
 //    finish() queues a stop message behind every hand-over (all were sent
 //    before: the tasks are done) and waits for the thread (or, if
 //    POST_FORKING never reached this plugin, serves the queue itself).
+//    The thread's log lines, kept until then (CRIU's print_on_level is not
+//    for two threads at once, base/log.h), are printed here, in order.
 //    A failed or incomplete copy is an error naming the file and the task;
 //    the caller then kills the tasks (see RestoreSession::resume_devices_late)
 //    because CRIU ignores this hook's result.
@@ -47,6 +51,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/log.h"
 #include "base/result.h"
 #include "base/unique_fd.h"
 
@@ -64,7 +69,10 @@ struct HandOver {
 
 class ParallelRestore {
 public:
-	using CopyFn = std::function<Status(const HandOver &)>;
+	// `cancel` turns true when the restore is abandoned (the destructor);
+	// `log` keeps the copy's log lines for CRIU's thread (base/log.h):
+	// finish() and the destructor print them once the thread is joined.
+	using CopyFn = std::function<Status(const HandOver &, const std::atomic<bool> &cancel, DeferredLog &log)>;
 
 	// Dma-bufs per message: the kernel's SCM_MAX_FD.
 	static constexpr size_t kMaxFdsPerMessage = 253;
@@ -99,6 +107,7 @@ private:
 	CopyFn copy_;
 	std::thread thread_;
 	std::atomic<bool> cancel_{false};
+	DeferredLog log_; // the thread's lines, printed by CRIU's thread
 	bool finished_ = false; // finish() has run (main thread only)
 	// Written by serve() only, read after it has ended.
 	std::optional<Status> outcome_;

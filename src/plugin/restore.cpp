@@ -577,7 +577,9 @@ void RestoreSession::set_up_parallel()
 	else if (streamed_)
 		why = "the images are streamed (criu --stream): only the tasks can read them";
 	if (!why) {
-		auto p = ParallelRestore::create([this](const HandOver &h) { return copy_handed_over(h); });
+		auto p = ParallelRestore::create([this](const HandOver &h, const std::atomic<bool> &cancel, DeferredLog &log) {
+				return copy_handed_over(h, cancel, log);
+			});
 		if (p) {
 			parallel_ = std::move(*p);
 			return;
@@ -671,13 +673,14 @@ Status RestoreSession::copy_contents(const ImageDir &images, HandOverKind kind, 
 		log_info("file %d: copied in the task: its GPUs were mapped again in the task, CRIU's main "
 			 "process knows the first mapping only",
 			 id);
-	auto copied = run_gpu_copies(Direction::FileToGpu, images, jobs, copy_settings(env_, totals()));
+	auto copied = run_gpu_copies(Direction::FileToGpu, images, jobs, copy_settings(env_, stage()));
 	if (!copied)
 		return std::move(copied).error();
 	return ok_status();
 }
 
-Status RestoreSession::copy_handed_over(const HandOver &h) const
+Status RestoreSession::copy_handed_over(const HandOver &h, const std::atomic<bool> &cancel,
+					DeferredLog &log) const
 {
 	std::vector<int> fds;
 	for (const auto &f : h.dmabufs)
@@ -703,7 +706,7 @@ Status RestoreSession::copy_handed_over(const HandOver &h) const
 	auto images = session_image_dir(env_);
 	if (!images)
 		return std::move(images).error();
-	auto copied = run_gpu_copies(Direction::FileToGpu, *images, jobs, copy_settings(env_, totals()));
+	auto copied = run_gpu_copies(Direction::FileToGpu, *images, jobs, copy_settings(env_, stage(), &cancel, &log));
 	if (!copied)
 		return std::move(copied).error();
 	return ok_status();

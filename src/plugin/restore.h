@@ -152,8 +152,9 @@ private:
 	uint32_t checkpointed_minor(uint32_t image_gpu_id) const;
 
 	// Where the copies of every restored task add up, for finish()'s
-	// summary line; nullptr when it could not be mapped.
-	CopyTotals *totals() const { return totals_ ? &totals_->copies() : nullptr; }
+	// summary line, and the gate they take turns through; nullptr when
+	// it could not be mapped.
+	const StageTotals *stage() const { return totals_ ? &*totals_ : nullptr; }
 
 	// The parallel restore (prepare()), when it is on and possible.
 	void set_up_parallel();
@@ -168,7 +169,7 @@ private:
 	Status copy_contents(const ImageDir &images, HandOverKind kind, int id, const std::vector<GpuCopyJob> &jobs,
 			     std::span<const int> dmabufs);
 	// Main process, on the parallel restore's thread: a task's hand-over.
-	Status copy_handed_over(const HandOver &h) const;
+	Status copy_handed_over(const HandOver &h, const std::atomic<bool> &cancel, DeferredLog &log) const;
 	// RESUME_DEVICES_LATE with the parallel restore: its outcome; on
 	// failure the tasks are killed.
 	Status check_parallel(pid_t pid);

@@ -24,7 +24,7 @@ struct FilledBo {
 };
 
 Result<FilledBo> create_filled_bo(const SessionEnv &env, const ImageDir &images, const SharedBo &s,
-				  uint32_t minor, int render_fd, CopyTotals *totals)
+				  uint32_t minor, int render_fd, const StageTotals *stage)
 {
 	const std::string what = strprintf("shared BO %u", s.id);
 	auto h = GemHandle::create(render_fd, s.size, s.alignment, s.preferred_domains, s.alloc_flags);
@@ -44,7 +44,7 @@ Result<FilledBo> create_filled_bo(const SessionEnv &env, const ImageDir &images,
 		job.bos.push_back({dmabuf->get(), s.size, s.checksum ? &*s.checksum : nullptr,
 				   file + ": " + what});
 		job.bo_files.push_back(std::move(file));
-		auto copied = run_gpu_copies(Direction::FileToGpu, images, {job}, copy_settings(env, totals));
+		auto copied = run_gpu_copies(Direction::FileToGpu, images, {job}, copy_settings(env, stage));
 		if (!copied)
 			return std::move(copied).error(); // names the pages file and the BO
 	}
@@ -70,7 +70,7 @@ Result<UniqueFd> RestoreSession::shared_dmabuf(const ImageDir &images, const Sha
 		log_debug("shared BO %u: taken from the task that restored it first", s.id);
 		return std::move(taken->dmabuf);
 	}
-	auto bo = create_filled_bo(env_, images, s, m.local_render_minor, render_fd, totals());
+	auto bo = create_filled_bo(env_, images, s, m.local_render_minor, render_fd, stage());
 	if (!bo)
 		return std::move(bo).error();
 	if (auto st = taken->claim->publish(bo->dmabuf.get()); !st)
@@ -108,7 +108,7 @@ Status RestoreSession::restore_dmabuf(const ImageDir &images, int id, UniqueFd *
 	std::optional<GemHandle> created;
 	if (!shared_among_files(s.id)) {
 		// The only holder in the checkpoint.
-		auto bo = create_filled_bo(env_, images, s, m->local_render_minor, render->get(), totals());
+		auto bo = create_filled_bo(env_, images, s, m->local_render_minor, render->get(), stage());
 		if (!bo)
 			return std::move(bo).error().context(name);
 		created.emplace(std::move(bo->handle));

@@ -18,12 +18,18 @@ Result<ImageDir> session_image_dir(const SessionEnv &env)
 	return dir;
 }
 
-CopySettings copy_settings(const SessionEnv &env, CopyTotals *totals)
+CopySettings copy_settings(const SessionEnv &env, const StageTotals *stage, const std::atomic<bool> *cancel,
+			   DeferredLog *deferred)
 {
 	CopySettings s;
 	s.max_buffer_size = env.config.max_buffer_size;
 	s.sdma_timeout_s = env.config.sdma_timeout_s;
-	s.totals = totals;
+	if (stage) {
+		s.totals = &stage->copies();
+		s.gate = &stage->gate();
+	}
+	s.cancel = cancel;
+	s.log = deferred;
 	return s;
 }
 

@@ -10,6 +10,7 @@
 #include "config/config.h"
 #include "copy/gpu_copy.h"
 #include "image/image_dir.h"
+#include "plugin/summary.h"
 #include "device/system.h"
 
 namespace amdcr {
@@ -36,8 +37,12 @@ struct SessionEnv {
 // (criu/servicefd.c clone_service_fd).
 Result<ImageDir> session_image_dir(const SessionEnv &env);
 
-// How the session's copies run (KFD_MAX_BUFFER_SIZE, KFD_SDMA_TIMEOUT),
-// their results added to `totals` (may be nullptr).
-CopySettings copy_settings(const SessionEnv &env, CopyTotals *totals);
+// How the session's copies run (KFD_MAX_BUFFER_SIZE, KFD_SDMA_TIMEOUT):
+// their results added to `stage`'s totals, taking turns through its gate
+// with the other processes of the dump or restore (`stage` may be nullptr:
+// neither). `cancel` (may be nullptr) stops a wait for the gate; the log
+// lines go to `deferred` when set (a thread beside CRIU's, base/log.h).
+CopySettings copy_settings(const SessionEnv &env, const StageTotals *stage,
+			   const std::atomic<bool> *cancel = nullptr, DeferredLog *deferred = nullptr);
 
 } // namespace amdcr

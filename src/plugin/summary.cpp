@@ -27,43 +27,43 @@ std::string human_bytes(uint64_t n)
 
 Result<StageTotals> StageTotals::create()
 {
-	void *p = ::mmap(nullptr, sizeof(CopyTotals), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+	void *p = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 			 -1, 0);
 	if (p == MAP_FAILED)
 		return errno_error(errno, "mmap of the dump/restore totals");
-	return StageTotals(new (p) CopyTotals());
+	return StageTotals(new (p) Shared());
 }
 
-StageTotals::StageTotals(StageTotals &&other) noexcept : totals_(std::exchange(other.totals_, nullptr)) {}
+StageTotals::StageTotals(StageTotals &&other) noexcept : shared_(std::exchange(other.shared_, nullptr)) {}
 
 StageTotals &StageTotals::operator=(StageTotals &&other) noexcept
 {
 	if (this != &other) {
 		this->~StageTotals();
-		totals_ = std::exchange(other.totals_, nullptr);
+		shared_ = std::exchange(other.shared_, nullptr);
 	}
 	return *this;
 }
 
 StageTotals::~StageTotals()
 {
-	if (!totals_)
+	if (!shared_)
 		return;
-	totals_->~CopyTotals();
-	::munmap(totals_, sizeof(CopyTotals));
+	shared_->~Shared();
+	::munmap(shared_, sizeof(Shared));
 }
 
 void StageTotals::add_file(size_t bo_entries, std::optional<uint32_t> gpu_id) const
 {
-	totals_->files++;
-	totals_->bo_entries += bo_entries;
+	shared_->copies.files++;
+	shared_->copies.bo_entries += bo_entries;
 	if (gpu_id)
-		totals_->add_gpu(*gpu_id);
+		shared_->copies.add_gpu(*gpu_id);
 }
 
 std::string StageTotals::line(bool dump, const Config &config) const
 {
-	const CopyTotals &t = *totals_;
+	const CopyTotals &t = shared_->copies;
 	const uint64_t files = t.files, bytes = t.bytes;
 	const double secs = t.seconds();
 	const std::string budget =

@@ -212,8 +212,11 @@ def inner_restore(bins, a):
     result = {"rc": rc, "seconds": dt, "log": text, "counters": ctl(bins, "counters"),
               "host_maxrss": usage.get("maxrss"),
               "processes": ctl(bins, "processes"),
-              # CRIU's main process's staging memory (parallel restore).
-              "userptr": ctl(bins, "userptr", str(hostpid))}
+              # CRIU's main process's staging memory (parallel restore),
+              # and the staging (GEM userptr BOs) of all processes at any
+              # one moment.
+              "userptr": ctl(bins, "userptr", str(hostpid)),
+              "userptr_all": ctl(bins, "userptr", "gem-all")}
     json.dump(result, open(os.path.join(a.state, "restore.json"), "w"))
     return 0
 
@@ -482,7 +485,8 @@ def sc_parallel(run):
     KFD_MAX_BUFFER_SIZE in total; =0 copies in the task. A fault in the
     main process's copy, and a damaged pages file, fail the restore: no
     task verified, none left, the error named. Without POST_FORKING (12
-    hooks) the tasks copy."""
+    hooks) the tasks copy; the tasks, restored concurrently, take turns, so
+    that their staging together stays within the bound."""
     d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,1M+4K,9M+12K", "--gtt", GTT, "--children", "1"])
     check(d["rc"] == 0, "tree dump failed:\n" + d["log"][-3000:])
     bound = 1 << 20
@@ -500,15 +504,21 @@ def sc_parallel(run):
           (up["peak"], peak, bound))
     log("  parallel: every copy in CRIU's main process, staging peak %d bytes <= %d" % (up["peak"], bound))
 
+    # The tasks copy their own, at once (criu-host restores them
+    # concurrently, as CRIU does), each GPU's copy slowed to take about
+    # 0.2 s: without turns their staging would add up.
+    slow = ["--machine", "2xMI210", "--sdma-gbps", "0.05"]
     for what, env in (("KFD_PARALLEL_RESTORE=0", {"KFD_PARALLEL_RESTORE": "0"}),
                       ("CRIU 4.0/4.1's 12 hooks (no POST_FORKING)", {"CRIU_HOST_HOOKS": "12"})):
-        r = run.restore(["--machine", "2xMI210"], d, env=env)
+        r = run.restore(slow, d, env=dict(env, KFD_MAX_BUFFER_SIZE=str(bound)))
         expect_good_restore(r, what, tasks=2)
         lines = summary_lines(r["log"], "restored")
         check(len(lines) == 4 and all(from_task(l) for l in lines),
               "%s: the copies must be the tasks' own:\n%s" % (what, "\n".join(lines)))
         check("no parallel restore" in r["log"], "%s: the log does not say why there is no parallel restore" % what)
-        log("  %s: every copy in its task" % what)
+        every = r["userptr_all"]["peak"]
+        check(0 < every <= bound, "%s: the tasks' staging together peaked at %d bytes, bound %d" % (what, every, bound))
+        log("  %s: every copy in its task, their staging together peaked at %d bytes <= %d" % (what, every, bound))
 
     def failed(r, what, needle):
         check(r["rc"] != 0, "%s: the restore succeeded" % what)

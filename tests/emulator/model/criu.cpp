@@ -331,7 +331,7 @@ long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
 			bo->userptr_tgid = p.tgid;
 			bo->userptr_addr = pb.user_addr;
 			bo->ledger = ledger_;
-			ledger_->add(p.tgid, bo->size);
+			ledger_->add(p.tgid, bo->size, false);
 		} else if (type == BoType::Doorbell) {
 			bo->mem = pdd->doorbells;
 		} else if (type == BoType::Mmio) {

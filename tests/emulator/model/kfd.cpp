@@ -247,7 +247,7 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 			bo->userptr_tgid = p.tgid;
 			bo->userptr_addr = a.mmap_offset;
 			bo->ledger = ledger_;
-			ledger_->add(p.tgid, size);
+			ledger_->add(p.tgid, size, false);
 		} else if (type == BoType::Doorbell) {
 			if (!pdd->doorbells)
 				pdd->doorbells = Backing::create(d.doorbell_slice(), "kfdemu-doorbell", &err);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -66,20 +67,34 @@ Backing::~Backing()
 		::munmap(base_, size_);
 }
 
-void UserptrLedger::add(pid_t tgid, uint64_t bytes)
+void UserptrLedger::add(pid_t tgid, uint64_t bytes, bool gem)
 {
 	std::lock_guard lk(mu_);
 	auto &e = m_[tgid];
 	e.first += bytes;
 	if (e.first > e.second)
 		e.second = e.first;
+	if (!gem)
+		return;
+	all_.first += bytes;
+	if (all_.first > all_.second)
+		all_.second = all_.first;
 }
 
-void UserptrLedger::sub(pid_t tgid, uint64_t bytes)
+void UserptrLedger::sub(pid_t tgid, uint64_t bytes, bool gem)
 {
 	std::lock_guard lk(mu_);
 	auto &e = m_[tgid];
-	e.first = e.first >= bytes ? e.first - bytes : 0;
+	const uint64_t gone = std::min(e.first, bytes);
+	e.first -= gone;
+	if (gem)
+		all_.first -= std::min(all_.first, gone);
+}
+
+std::pair<uint64_t, uint64_t> UserptrLedger::gem_all() const
+{
+	std::lock_guard lk(mu_);
+	return all_;
 }
 
 std::pair<uint64_t, uint64_t> UserptrLedger::get(pid_t tgid) const
@@ -92,7 +107,7 @@ std::pair<uint64_t, uint64_t> UserptrLedger::get(pid_t tgid) const
 Bo::~Bo()
 {
 	if (type == BoType::Userptr && ledger)
-		ledger->sub(userptr_tgid, size);
+		ledger->sub(userptr_tgid, size, userptr_gem);
 	if (vram_used)
 		*vram_used -= size;
 }

@@ -881,9 +881,13 @@ std::string ModelImpl::do_introspect(std::string_view query)
 		return o.str();
 	}
 	if (cmd == "userptr") {
-		pid_t pid = 0;
-		in >> pid;
-		auto [cur, peak] = ledger_->get(pid);
+		// userptr <pid>: that process's; userptr gem-all: the GEM
+		// userptr BOs of all processes together
+		std::string arg;
+		in >> arg;
+		const bool all = arg == "gem-all";
+		const pid_t pid = all ? 0 : static_cast<pid_t>(std::strtol(arg.c_str(), nullptr, 10));
+		auto [cur, peak] = all ? ledger_->gem_all() : ledger_->get(pid);
 		o << "{\"pid\":" << pid << ",\"current\":" << cur << ",\"peak\":" << peak << "}";
 		return o.str();
 	}

@@ -756,7 +756,8 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 		bo->userptr_addr = a.addr;
 		bo->userptr_flags = a.flags;
 		bo->ledger = ledger_;
-		ledger_->add(bo->userptr_tgid, bo->size);
+		bo->userptr_gem = true;
+		ledger_->add(bo->userptr_tgid, bo->size, true);
 		bo->fake_offset = f.dev->alloc_fake_offset(bo);
 		uint32_t h = f.lowest_free_handle();
 		f.handles[h] = bo;

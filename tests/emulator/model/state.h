@@ -93,17 +93,21 @@ private:
 	FileKey key_;
 };
 
-// Per-process userptr bytes (current and peak), shared with BOs so that a
-// BO freed on an engine thread still updates it.
+// Per-process userptr bytes (current and peak), and those of the GEM
+// userptr BOs (render nodes: the plugin's staging) of all processes
+// together, shared with BOs so that a BO freed on an engine thread still
+// updates it.
 class UserptrLedger {
 public:
-	void add(pid_t tgid, uint64_t bytes);
-	void sub(pid_t tgid, uint64_t bytes);
+	void add(pid_t tgid, uint64_t bytes, bool gem);
+	void sub(pid_t tgid, uint64_t bytes, bool gem);
 	std::pair<uint64_t, uint64_t> get(pid_t tgid) const; // current, peak
+	std::pair<uint64_t, uint64_t> gem_all() const;	     // current, peak
 
 private:
 	mutable std::mutex mu_;
 	std::map<pid_t, std::pair<uint64_t, uint64_t>> m_;
+	std::pair<uint64_t, uint64_t> all_{0, 0};
 };
 
 struct Device;
@@ -125,6 +129,7 @@ struct Bo {
 	pid_t userptr_tgid = 0;
 	uint64_t userptr_addr = 0;
 	uint32_t userptr_flags = 0;
+	bool userptr_gem = false;	// a render node's GEM_USERPTR (not KFD's)
 	std::shared_ptr<UserptrLedger> ledger;
 	uint64_t fake_offset = 0;	// render-node mmap offset on dev
 	std::shared_ptr<Bo> import_of;	// dma-buf import of another device's BO

@@ -65,7 +65,8 @@ struct Recorder {
 
 	ParallelRestore::CopyFn fn()
 	{
-		return [this](const HandOver &h) -> Status {
+		return [this](const HandOver &h, const std::atomic<bool> &, DeferredLog &log) -> Status {
+			log_msg_to(&log, LogLevel::Info, "copied file %d", h.file_id);
 			Seen s{h.kind, h.file_id, h.pid, {}};
 			for (const auto &fd : h.dmabufs) {
 				uint32_t v = 0;
