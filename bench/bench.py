@@ -6,7 +6,8 @@
                            [--markdown FILE.md] [--plot FILE.png] [--criu PATH]
 
 Prints one table (--markdown: also as markdown; --plot: throughput vs BO
-size and vs KFD_MAX_BUFFER_SIZE as a PNG, with python3-matplotlib). Every
+size and vs KFD_MAX_BUFFER_SIZE, and ours vs upstream's plugin under real
+criu-dev vs KFD_MAX_BUFFER_SIZE, as a PNG, with python3-matplotlib). Every
 limit is measured in the same run, on the same machine, in the same
 directory:
   - storage limit: a plain sequential write (read) of the same number of
@@ -51,6 +52,13 @@ whole restore time. Under criu-host the tasks have little else to restore,
 so the whole-restore times show the cost of the hand-over, not the overlap
 with CRIU's own work (memory pages), which only real CRIU has.
 (--parallel-only: only these rows.)
+
+Upstream side by side (issue 14): real criu-dev (the build's realcriu/)
+dumping and restoring tests/emulator/criu's roundtrip workload on an
+emulated 2xMI210 with our plugin and with upstream's, built from the
+criu-dev tarball: CRIU's wall time of each step, median of the
+repetitions; and both at KFD_MAX_BUFFER_SIZE 4M, 16M and 64M (2 x 256
+MiB, one run each), the plot's third panel. (--upstream-only: only these.)
 
 Render-node BOs (issue 11): one GPU (MI100), the same bytes once in one
 KFD VRAM BO and once in one VRAM GEM BO on libhsakmt's render-node file
@@ -311,12 +319,14 @@ def measure(args, run, scratch):
         return 0
     if args.upstream_only:
         upstream_side_by_side(args, table, 1 if args.quick else 3)
+        upstream_bound_sweep(args, table, plot)
         table.show()
         return 0
     if args.plot_only:
         machine = ["--machine", "2xMI210"]
         memory(run, machine, table, plot)
         bo_size_sweep(args, run, ["--machine", "MI100"], table, plot)
+        upstream_bound_sweep(args, table, plot)
         table.show()
         if args.plot:
             draw(args.plot, plot)
@@ -385,6 +395,7 @@ def measure(args, run, scratch):
     if not args.ci:
         gpuless_overhead(args, table)
         upstream_side_by_side(args, table, reps)
+        upstream_bound_sweep(args, table, plot)
         integrity_and_sparse(args, run, table, total, reps)
         parallel_restore(run, table, scratch, total, reps)
     render_vs_kfd(run, table, scratch, total // 2, reps)
@@ -606,35 +617,17 @@ def upstream_side_by_side(args, table, reps):
                   "(needs scripts/build-criu.sh's criu-dev tree)")
         return
     version, upstream = found
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    b = e2e.ARGS.bin_dir
     mib = 128 if args.quick else 512
     times = {}
     for rep in range(reps):
-        for name, so in (("ours", os.path.join(b, "amdgpu_plugin.so")), ("upstream", upstream)):
-            r = subprocess.run(
-                [sys.executable, os.path.join(src, "tests/emulator/criu/realcriu_test.py"),
-                 "--criu-list", os.path.join(b, "realcriu", "criu-bins.txt"), "--criu-version", version,
-                 "--realcriu-lib", os.path.join(src, "tests/realcriu"),
-                 "--kfd-emu", os.path.join(b, "tests/emulator/kfd-emu"),
-                 "--wrapper", os.path.join(b, "tests/emulator/kfdemu-criu"),
-                 "--workload", os.path.join(b, "tests/emulator/kfdemu_criu_workload"),
-                 "--machine", "2xMI210", "--scenario", "roundtrip", "--plugin", so],
-                capture_output=True, text=True, timeout=1800,
-                env=dict(os.environ, KFDEMU_WORKLOAD_VRAM_MIB=str(mib)))
-            out = r.stdout + r.stderr
-            for kept in re.findall(r"work directory kept: (\S+)", out):
-                shutil.rmtree(kept, ignore_errors=True)  # kept because a check failed
-            got = dict(re.findall(r"criu (dump|restore): exit 0 after ([0-9.]+)s", out))
-            e2e.check(len(got) == 2, "%s plugin under real CRIU %s failed:\n%s" %
-                      (name, version, (r.stdout + r.stderr)[-2000:]))
+        for name, so in plugins_side_by_side(upstream):
+            got, note, errors = realcriu_roundtrip(version, so, name, mib)
             for step, secs in got.items():
-                times.setdefault((name, step), []).append(float(secs))
-            if name == "upstream" and r.returncode != 0:
-                # What the roundtrip checks found (upstream leaves its
-                # render fd in the restored task): said, not timed.
-                fails = [l for l in (r.stdout + r.stderr).splitlines() if "step failed" in l]
-                times["upstream_note"] = fails[-1][:100] if fails else "roundtrip checks failed"
+                times.setdefault((name, step), []).append(secs)
+                if errors.get(step):
+                    times.setdefault((name, step, "errors"), errors[step])
+            if note:
+                times["upstream_note"] = note
     for step in ("dump", "restore"):
         ours = sorted(times[("ours", step)])[reps // 2]
         up = sorted(times[("upstream", step)])[reps // 2]
@@ -643,6 +636,85 @@ def upstream_side_by_side(args, table, reps):
                   ">= 1.8x", verdict(up / ours >= 1.8))
     if "upstream_note" in times:
         table.add("  upstream's restored task failed a roundtrip check", times["upstream_note"])
+    for (name, step, *rest), lines in sorted((k, v) for k, v in times.items() if isinstance(k, tuple)):
+        if rest:
+            table.add("  %s plugin's %s logged %d error line(s), e.g. (its time is not of a complete %s)" %
+                      (name, step, len(lines), step), lines[0][:150])
+
+
+def plugins_side_by_side(upstream):
+    return (("ours", os.path.join(e2e.ARGS.bin_dir, "amdgpu_plugin.so")), ("upstream", upstream))
+
+
+def realcriu_roundtrip(version, so, name, mib, env=None):
+    """Real CRIU `version` dumping and restoring tests/emulator/criu's
+    roundtrip workload (2xMI210, a VRAM BO of `mib` MiB per GPU) with the
+    plugin `so`: ({"dump": s, "restore": s} of CRIU's wall time, note,
+    {"dump": [error lines], "restore": [...]}). The note says what the
+    roundtrip's own checks found wrong, when CRIU itself succeeded
+    (upstream leaves its render fd in the restored task); the error lines
+    are the plugin's in CRIU's logs (a step that logged errors and still
+    exited 0 did not do all its work: its time is not comparable)."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    b = e2e.ARGS.bin_dir
+    r = subprocess.run(
+        [sys.executable, os.path.join(src, "tests/emulator/criu/realcriu_test.py"),
+         "--criu-list", os.path.join(b, "realcriu", "criu-bins.txt"), "--criu-version", version,
+         "--realcriu-lib", os.path.join(src, "tests/realcriu"),
+         "--kfd-emu", os.path.join(b, "tests/emulator/kfd-emu"),
+         "--wrapper", os.path.join(b, "tests/emulator/kfdemu-criu"),
+         "--workload", os.path.join(b, "tests/emulator/kfdemu_criu_workload"),
+         "--machine", "2xMI210", "--scenario", "roundtrip", "--plugin", so, "--keep"],
+        capture_output=True, text=True, timeout=1800,
+        env=dict(os.environ, KFDEMU_WORKLOAD_VRAM_MIB=str(mib), **(env or {})))
+    out = r.stdout + r.stderr
+    errors = {}
+    for kept in re.findall(r"work directory kept: (\S+)", out):
+        for step in ("dump", "restore"):
+            try:
+                with open(os.path.join(kept, "images", step + ".log"), errors="replace") as f:
+                    # Not counted: upstream's probe for a KFD image under
+                    # every GPU file's id, whose miss it logs as an error
+                    # and then restores the file as a render node.
+                    errors[step] = [l.strip() for l in f if "Error" in l and "amdgpu_plugin" in l and
+                                    not ("amdgpu-kfd-" in l and "Failed to open for read" in l)]
+            except OSError:
+                pass
+        shutil.rmtree(kept, ignore_errors=True)
+    got = {k: float(v) for k, v in re.findall(r"criu (dump|restore): exit 0 after ([0-9.]+)s", out)}
+    e2e.check(len(got) == 2, "%s plugin under real CRIU %s failed:\n%s" % (name, version, out[-2000:]))
+    note = None
+    if r.returncode != 0:
+        fails = [l for l in out.splitlines() if "step failed" in l]
+        note = fails[-1][:100] if fails else "roundtrip checks failed"
+        e2e.check(name == "upstream", "our plugin failed the roundtrip checks under real CRIU:\n" + out[-2000:])
+    return got, note, errors
+
+
+def upstream_bound_sweep(args, table, plot):
+    """Both plugins under real criu-dev at several KFD_MAX_BUFFER_SIZE
+    bounds (upstream's plugin reads the same variable): bytes of the two
+    GPUs' BOs over CRIU's wall time of the dump and of the restore, one
+    run each: the plot's third panel."""
+    found = upstream_plugin(e2e.ARGS.bin_dir)
+    if not found:
+        table.add("KFD_MAX_BUFFER_SIZE sweep under real criu-dev", "not measured", "", "", "",
+                  "(needs scripts/build-criu.sh's criu-dev tree)")
+        return
+    version, upstream = found
+    mib = 64 if args.ci else 256
+    for bound in ("4M", "16M", "64M"):
+        for name, so in plugins_side_by_side(upstream):
+            got, _, errors = realcriu_roundtrip(version, so, name, mib, {"KFD_MAX_BUFFER_SIZE": bound})
+            gbps = {step: 2 * mib * MiB / secs / 1e9 for step, secs in got.items()}
+            bad = [step for step in ("dump", "restore") if errors.get(step)]
+            plot.setdefault("upstream", []).append((int(bound[:-1]), name, gbps["dump"], gbps["restore"],
+                                                    tuple(bad)))
+            table.add("real CRIU %s, 2 x %d MiB, KFD_MAX_BUFFER_SIZE=%s, %s: dump / restore (CRIU wall time)" %
+                      (version, mib, bound, name), "%.2f / %.2f GB/s" % (gbps["dump"], gbps["restore"]),
+                      "", "", "", "; ".join("%s: %d plugin error lines, e.g. %s" %
+                                           (s, len(errors[s]), errors[s][0].split("amdgpu_plugin: ")[-1][:60])
+                                           for s in bad))
 
 
 def draw(path, plot):
@@ -653,13 +725,13 @@ def draw(path, plot):
     except ImportError:
         print("bench: no plot: python3-matplotlib is not installed (scripts/install-deps.sh)")
         return
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
     if plot.get("bo_size"):
         xs, ys = zip(*plot["bo_size"])
         a.semilogx(xs, ys, "o-", base=2, label="this plugin")
     a.set_xlabel("BO size (bytes), same total")
     a.set_ylabel("dump GB/s (emulated GPU)")
-    a.set_title("throughput vs BO size")
+    a.set_title("throughput vs BO size (1 x MI100)")
     a.legend()
     if plot.get("bound"):
         xs, ys = zip(*sorted(plot["bound"]))
@@ -668,7 +740,20 @@ def draw(path, plot):
     b.set_ylabel("dump GB/s (emulated GPU)")
     b.set_title("throughput vs staging bound")
     b.legend()
-    fig.suptitle("emulated GPU on a %d-CPU machine, %s (upstream's plugin: in the table only)" %
+    for name, style in (("ours", "o-"), ("upstream", "s--")):
+        pts = sorted((x, d, r, bad) for x, n, d, r, bad in plot.get("upstream", []) if n == name)
+        if pts:
+            xs, ds, rs, bads = zip(*pts)
+            who = "this plugin" if name == "ours" else "upstream (criu-dev)"
+            for step, ys, alpha in (("dump", ds, 1.0), ("restore", rs, 0.5)):
+                broken = any(step in b for b in bads)
+                c.semilogx(xs, ys, style, base=2, alpha=alpha, mfc="none" if broken else None,
+                           label="%s, %s%s" % (who, step, " (logged errors: incomplete)" if broken else ""))
+    c.set_xlabel("KFD_MAX_BUFFER_SIZE (MiB)")
+    c.set_ylabel("GB/s over real CRIU's wall time")
+    c.set_title("real criu-dev: this plugin vs upstream's")
+    c.legend(fontsize="small")
+    fig.suptitle("emulated GPU (2 x MI210 where not said), %d-CPU machine, %s" %
                  (os.cpu_count(), time.strftime("%Y-%m-%d")))
     fig.tight_layout()
     fig.savefig(path, dpi=80)

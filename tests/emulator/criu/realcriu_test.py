@@ -488,7 +488,7 @@ class Run:
             p.kill()
             p.wait()
             raise Failure(f"criu {action} did not end within {CRIU_TIMEOUT}s (hang)", action == "restore")
-        log(f"criu {action}: exit {rc} after {time.monotonic() - t0:.1f}s")
+        log(f"criu {action}: exit {rc} after {time.monotonic() - t0:.3f}s")
         if self.stream:
             self.end_streamer(rc)
         return rc
