@@ -358,8 +358,9 @@ def cr_link_name(path):
 
 
 def check_restored(emu, pid, before, gpus=None, minors=None):
-    """The restored process against its dumped snapshot (see roundtrip)."""
-    fds = check_fds(pid, before, minors, "restored")
+    """The restored process against its dumped snapshot (see roundtrip).
+    Contents first: a restore that lost GPU memory says so before anything
+    else it got wrong."""
     after = {b["va"]: b for b in emu.ctl("bos", pid)["bos"]}
     for b in before["bos"]:
         va = b["va"]
@@ -372,6 +373,7 @@ def check_restored(emu, pid, before, gpus=None, minors=None):
         expect(a["actual_gpu_id"] == want_gpu,
                f"BO at {va:#x}: on GPU {a['actual_gpu_id']:#x}, want {want_gpu:#x}")
         expect(a["size"] == b["size"] and a["type"] == b["type"], f"BO at {va:#x}: {a} != dumped {b}")
+    fds = check_fds(pid, before, minors, "restored")
     vmas_after = emu.ctl("vmas", pid)["vmas"]
     want = sorted((v["start"], v["end"], render_path(v["path"], minors)) for v in before["vmas"])
     got = sorted((v["start"], v["end"], v["path"]) for v in vmas_after)
