@@ -50,7 +50,10 @@ on), alternately, median of the repetitions: copy throughput against
 min(storage read, SDMA) measured in the same repetition, and the host's
 whole restore time. Under criu-host the tasks have little else to restore,
 so the whole-restore times show the cost of the hand-over, not the overlap
-with CRIU's own work (memory pages), which only real CRIU has.
+with CRIU's own work (memory pages), which only real CRIU has: so the same
+comparison also runs under real CRIU 4.2.1 (tests/emulator/criu's
+roundtrip workload, 2 x 1 GiB, --quick 2 x 256 MiB), CRIU's wall time of
+the restore.
 (--parallel-only: only these rows.)
 
 Upstream side by side (issue 14): real criu-dev (the build's realcriu/)
@@ -309,6 +312,7 @@ def measure(args, run, scratch):
     per_gpu = total // 2
     if args.parallel_only:
         parallel_restore(run, table, scratch, total, args.reps or (1 if args.quick else 3))
+        realcriu_parallel(args, table, args.reps or (1 if args.quick else 3))
         print()
         table.show()
         return 0
@@ -398,6 +402,7 @@ def measure(args, run, scratch):
         upstream_bound_sweep(args, table, plot)
         integrity_and_sparse(args, run, table, total, reps)
         parallel_restore(run, table, scratch, total, reps)
+        realcriu_parallel(args, table, reps)
     render_vs_kfd(run, table, scratch, total // 2, reps)
 
     print()
@@ -644,6 +649,33 @@ def upstream_side_by_side(args, table, reps):
 
 def plugins_side_by_side(upstream):
     return (("ours", os.path.join(e2e.ARGS.bin_dir, "amdgpu_plugin.so")), ("upstream", upstream))
+
+
+def realcriu_parallel(args, table, reps):
+    """Serial against parallel restore under real CRIU 4.2.1 (13 hooks:
+    POST_FORKING, so the parallel restore runs): the roundtrip workload of
+    2 x `mib` MiB, KFD_PARALLEL_RESTORE=0 and =1 alternately, CRIU's wall
+    time of the restore, which here includes CRIU's own work on the
+    process (its memory pages, files, threads) that the parallel copy
+    overlaps."""
+    if not criu_binary(argparse.Namespace(criu=None)):  # the build's own 4.2.1
+        table.add("restore, real CRIU 4.2.1, serial vs parallel", "not measured", "", "", "",
+                  "(needs scripts/build-criu.sh's CRIU 4.2.1)")
+        return
+    mib = 64 if args.ci else 256 if args.quick else 1024
+    times = {"0": [], "1": []}
+    for rep in range(reps):
+        for mode in (["0", "1"] if rep % 2 == 0 else ["1", "0"]):
+            got, _, errors = realcriu_roundtrip("4.2.1", os.path.join(e2e.ARGS.bin_dir, "amdgpu_plugin.so"),
+                                                "ours", mib, {"KFD_PARALLEL_RESTORE": mode})
+            e2e.check(not errors.get("restore"), "restore with KFD_PARALLEL_RESTORE=%s logged errors:\n%s" %
+                      (mode, "\n".join(errors.get("restore", []))))
+            times[mode].append(got["restore"])
+    serial, parallel = (sorted(times[m])[reps // 2] for m in ("0", "1"))
+    table.add("restore, real CRIU 4.2.1, 2 x %d MiB: serial vs parallel (CRIU wall time, median of %d)" %
+              (mib, reps), "%.3f vs %.3f s" % (serial, parallel), "", "%.2fx" % (serial / parallel))
+    for mode, what in (("0", "serial"), ("1", "parallel")):
+        table.add("  %s, each run" % what, ", ".join("%.3f s" % t for t in times[mode]))
 
 
 def realcriu_roundtrip(version, so, name, mib, env=None):
