@@ -5,7 +5,7 @@ if(TARGET kfd-emu AND TARGET criu-host)
   foreach(s roundtrip bounded hive bigger tree incompatible dump_faults restore_faults coexist demo parallel)
     add_test(NAME e2e_${s}
       COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e.py --bin-dir ${PROJECT_BINARY_DIR} ${s})
-    set_tests_properties(e2e_${s} PROPERTIES TIMEOUT 1500 LABELS e2e)
+    set_tests_properties(e2e_${s} PROPERTIES TIMEOUT 1500 LABELS e2e RESOURCE_LOCK host_hsakmt_shm)
   endforeach()
   # The same under CRIU 4.2's 13-hook ABI (no RESTORE_INIT, no
   # DUMP_DEVICES_LATE): queues resumed at the kfd file's dump, restore
@@ -14,7 +14,7 @@ if(TARGET kfd-emu AND TARGET criu-host)
     add_test(NAME e2e_${s}_hooks13
       COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e.py --bin-dir ${PROJECT_BINARY_DIR} ${s})
     set_tests_properties(e2e_${s}_hooks13 PROPERTIES TIMEOUT 1500 LABELS e2e
-      ENVIRONMENT "CRIU_HOST_HOOKS=13")
+      ENVIRONMENT "CRIU_HOST_HOOKS=13" RESOURCE_LOCK host_hsakmt_shm) # see tests/emulator/criu
   endforeach()
 endif()
 # Image integrity (issue 13, tests/e2e/integrity.py): byte flips of a small

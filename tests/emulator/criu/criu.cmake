@@ -60,8 +60,11 @@ function(kfdemu_realcriu_test ver name scenario machine)
       --kfd-emu $<TARGET_FILE:kfd-emu> --wrapper ${KFDEMU_CRIU_WRAPPER}
       --workload $<TARGET_FILE:kfdemu_criu_workload> --machine ${machine}
       --scenario ${scenario} "--sanitized=${AMDCR_SANITIZE}" ${ARGN})
+  # RESOURCE_LOCK: libhsakmt's /dev/shm/hsakmt_shared_mem is the host's,
+  # one file for every ROCm process; the checks of the restored fd table
+  # see another test's process replace it (ctest -j).
   set_tests_properties(${test} PROPERTIES LABELS "realcriu;emulator" SKIP_RETURN_CODE 77 TIMEOUT 300
-    FIXTURES_REQUIRED realcriu_criu)
+    FIXTURES_REQUIRED realcriu_criu RESOURCE_LOCK host_hsakmt_shm)
 endfunction()
 foreach(_ver IN LISTS _kfdemu_criu_versions)
   # Round trips: fds, queues, contents, mappings, the restored process's

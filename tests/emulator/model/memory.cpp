@@ -128,11 +128,29 @@ bool Vm::overlaps(uint64_t start, uint64_t size) const
 	return false;
 }
 
+void Vm::add(Mapping m)
+{
+	by_bo_[m.bo.get()].insert(m.start);
+	const uint64_t start = m.start;
+	maps_.emplace(start, std::move(m));
+}
+
+std::map<uint64_t, Mapping>::iterator Vm::erase(std::map<uint64_t, Mapping>::iterator it)
+{
+	auto idx = by_bo_.find(it->second.bo.get());
+	if (idx != by_bo_.end()) {
+		idx->second.erase(it->first);
+		if (idx->second.empty())
+			by_bo_.erase(idx);
+	}
+	return maps_.erase(it);
+}
+
 int Vm::insert(Mapping m)
 {
 	if (overlaps(m.start, m.size))
 		return -EINVAL;
-	maps_.emplace(m.start, std::move(m));
+	add(std::move(m));
 	return 0;
 }
 
@@ -152,7 +170,7 @@ bool Vm::remove(const Bo *bo, uint64_t start)
 	auto it = maps_.find(start);
 	if (it == maps_.end() || it->second.bo.get() != bo)
 		return false;
-	maps_.erase(it);
+	erase(it);
 	return true;
 }
 
@@ -182,30 +200,39 @@ void Vm::clear(uint64_t start, uint64_t size)
 			tail.size = mend - end;
 			keep.push_back(tail);
 		}
-		it = maps_.erase(it);
+		it = erase(it);
 	}
 	for (auto &m : keep)
-		maps_.emplace(m.start, std::move(m));
+		add(std::move(m));
 }
 
 void Vm::remove_bo(const Bo *bo)
 {
-	for (auto it = maps_.begin(); it != maps_.end();)
-		it = it->second.bo.get() == bo ? maps_.erase(it) : std::next(it);
+	auto idx = by_bo_.find(bo);
+	if (idx == by_bo_.end())
+		return;
+	const std::set<uint64_t> starts = idx->second;
+	for (uint64_t s : starts)
+		erase(maps_.find(s));
 }
 
 void Vm::remove_gem_mappings(const Bo *bo)
 {
-	for (auto it = maps_.begin(); it != maps_.end();)
-		it = it->second.bo.get() == bo && !it->second.kfd ? maps_.erase(it) : std::next(it);
+	auto idx = by_bo_.find(bo);
+	if (idx == by_bo_.end())
+		return;
+	const std::set<uint64_t> starts = idx->second;
+	for (uint64_t s : starts)
+		if (auto it = maps_.find(s); !it->second.kfd)
+			erase(it);
 }
 
 std::vector<Mapping> Vm::of_bo(const Bo *bo) const
 {
 	std::vector<Mapping> v;
-	for (auto &[s, m] : maps_)
-		if (m.bo.get() == bo)
-			v.push_back(m);
+	if (auto idx = by_bo_.find(bo); idx != by_bo_.end())
+		for (uint64_t s : idx->second)
+			v.push_back(maps_.at(s));
 	return v;
 }
 
@@ -221,21 +248,47 @@ void Fence::signal(int err)
 
 uint32_t DrmFile::handle_of(const Bo *bo) const
 {
-	for (auto &[h, b] : handles)
-		if (b.get() == bo)
-			return h;
-	return 0;
+	auto it = by_bo_.find(bo);
+	return it == by_bo_.end() ? 0 : *it->second.begin();
+}
+
+uint32_t DrmFile::handle_of_export(const Bo *exporter) const
+{
+	auto it = by_exporter_.find(exporter);
+	return it == by_exporter_.end() ? 0 : *it->second.begin();
 }
 
 uint32_t DrmFile::lowest_free_handle() const
 {
-	uint32_t h = 1;
-	for (auto &[k, v] : handles) {
-		if (k != h)
-			break;
+	uint32_t h = taken_below_;
+	for (auto it = handles_.find(h); it != handles_.end() && it->first == h; ++it)
 		++h;
-	}
 	return h;
+}
+
+void DrmFile::add_handle(uint32_t h, std::shared_ptr<Bo> bo)
+{
+	by_bo_[bo.get()].insert(h);
+	by_exporter_[bo->exporter()].insert(h);
+	handles_[h] = std::move(bo);
+	if (h == taken_below_)
+		taken_below_ = lowest_free_handle();
+}
+
+std::shared_ptr<Bo> DrmFile::take_handle(uint32_t h)
+{
+	auto it = handles_.find(h);
+	if (it == handles_.end())
+		return nullptr;
+	std::shared_ptr<Bo> bo = std::move(it->second);
+	handles_.erase(it);
+	for (auto *idx : {&by_bo_, &by_exporter_}) {
+		auto e = idx->find(idx == &by_bo_ ? bo.get() : bo->exporter());
+		if (e != idx->end() && e->second.erase(h) && e->second.empty())
+			idx->erase(e);
+	}
+	taken_below_ = std::min(taken_below_, h);
+	return bo;
 }
 
 uint64_t Device::alloc_fake_offset(const std::shared_ptr<Bo> &bo)

@@ -909,7 +909,7 @@ std::string ModelImpl::do_introspect(std::string_view query)
 				o << ",\"kind\":\"render\",\"minor\":" << d.dev->minor << ",\"opener\":" << d.opener
 				  << ",\"compute_vm\":" << (d.compute_vm ? "true" : "false") << ",\"handles\":[";
 				bool f2 = true;
-				for (auto &[h, bo] : d.handles) {
+				for (auto &[h, bo] : d.handles()) {
 					o << (f2 ? "" : ",") << "{\"handle\":" << h << ",\"size\":" << bo->size
 					  << ",\"offset\":" << bo->fake_offset << ",\"type\":\"" << type_name(bo->type)
 					  << "\",\"checksum\":" << hex64(bo_checksum(*bo)) << "}";

@@ -18,13 +18,19 @@
 // They are rewritten after the ioctls that change them (ACQUIRE_VM, ALLOC
 // and FREE_MEMORY_OF_GPU, CREATE/DESTROY_QUEUE, IMPORT_DMABUF, CRIU_OP,
 // GEM_CREATE, GEM_CLOSE), each file replaced by a rename so a reader never
-// sees a partial one. Without a root (in-process tests) nothing is written.
+// sees a partial one, and only when its contents change: a dump closes
+// thousands of imported handles, none of which changes what a file says,
+// and creating an inode per ioctl cost the emulator hundreds of
+// microseconds each (the kernel computes these files when they are read).
+// Without a root (in-process tests) nothing is written.
 #include "model/state.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <vector>
 #include <filesystem>
 
 namespace kfdemu::detail {
@@ -33,18 +39,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void put_file(const fs::path &p, const std::string &content)
+bool put_file(const fs::path &p, const std::string &content)
 {
 	std::error_code ec;
 	fs::create_directories(p.parent_path(), ec);
 	const fs::path tmp = p.string() + ".kfdemu-tmp";
 	int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
 	if (fd < 0)
-		return;
+		return false;
 	bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
 	::close(fd);
-	if (!ok || ::rename(tmp.c_str(), p.c_str()))
+	if (!ok || ::rename(tmp.c_str(), p.c_str())) {
 		::unlink(tmp.c_str());
+		return false;
+	}
+	return true;
 }
 
 // The kernel's queue type numbers (enum kfd_queue_type) for the ioctl's.
@@ -63,9 +72,30 @@ void ModelImpl::set_sysfs_root(const std::string &root)
 {
 	Lock lk(mu_);
 	sysfs_root_ = root;
+	published_.clear();
 	for (auto &[pid, p] : procs_)
 		publish_process(*p);
 	publish_devices();
+}
+
+void ModelImpl::publish_file(const std::string &path, const std::string &content)
+{
+	auto it = published_.find(path);
+	if (it != published_.end() && it->second == content)
+		return;
+	if (put_file(path, content))
+		published_[path] = content;
+	else
+		published_.erase(path);
+}
+
+void ModelImpl::unpublish_dir(const std::string &dir)
+{
+	std::error_code ec;
+	fs::remove_all(dir, ec);
+	const std::string prefix = dir + "/";
+	for (auto it = published_.begin(); it != published_.end();)
+		it = it->first.compare(0, prefix.size(), prefix) == 0 ? published_.erase(it) : std::next(it);
 }
 
 void ModelImpl::publish_process(const KfdProcess &p)
@@ -73,30 +103,40 @@ void ModelImpl::publish_process(const KfdProcess &p)
 	if (sysfs_root_.empty())
 		return;
 	const fs::path dir = fs::path(sysfs_root_) / "sys/devices/virtual/kfd/kfd/proc" / std::to_string(p.tgid);
-	put_file(dir / "pasid", std::to_string(p.pasid) + "\n");
+	publish_file(dir / "pasid", std::to_string(p.pasid) + "\n");
 	for (const Pdd &pdd : p.pdds) {
 		const std::string id = std::to_string(pdd.dev->gpu_id);
 		uint64_t vram = 0;
 		for (const auto &[bid, bo] : pdd.bos)
 			if (bo->type == BoType::Vram && !bo->import_of)
 				vram += bo->size;
-		put_file(dir / ("vram_" + id), std::to_string(vram) + "\n");
-		put_file(dir / ("sdma_" + id), "0\n");
-		put_file(dir / ("stats_" + id) / "evicted_ms", "0\n");
-		put_file(dir / ("stats_" + id) / "cu_occupancy", "0\n");
+		publish_file(dir / ("vram_" + id), std::to_string(vram) + "\n");
+		publish_file(dir / ("sdma_" + id), "0\n");
+		publish_file(dir / ("stats_" + id) / "evicted_ms", "0\n");
+		publish_file(dir / ("stats_" + id) / "cu_occupancy", "0\n");
 	}
+	// queues/: a directory per queue, those of destroyed queues removed.
 	std::error_code ec;
-	fs::remove_all(dir / "queues", ec);
 	fs::create_directories(dir / "queues", ec);
+	std::vector<fs::path> gone;
+	for (const auto &e : fs::directory_iterator(dir / "queues", ec)) {
+		const std::string name = e.path().filename().string();
+		char *end = nullptr;
+		const unsigned long qid = std::strtoul(name.c_str(), &end, 10);
+		if (*end || !p.queues.count(static_cast<uint32_t>(qid)))
+			gone.push_back(e.path());
+	}
+	for (const auto &g : gone)
+		unpublish_dir(g);
 	for (const auto &[qid, q] : p.queues) {
 		const fs::path qd = dir / "queues" / std::to_string(qid);
 		const Pdd *pdd = nullptr;
 		for (const Pdd &x : p.pdds)
 			if (x.user_gpu_id == q.user_gpu_id)
 				pdd = &x;
-		put_file(qd / "size", std::to_string(q.args.ring_size));
-		put_file(qd / "type", std::to_string(kernel_queue_type(q.args.queue_type)));
-		put_file(qd / "gpuid", std::to_string(pdd ? pdd->dev->gpu_id : q.user_gpu_id));
+		publish_file(qd / "size", std::to_string(q.args.ring_size));
+		publish_file(qd / "type", std::to_string(kernel_queue_type(q.args.queue_type)));
+		publish_file(qd / "gpuid", std::to_string(pdd ? pdd->dev->gpu_id : q.user_gpu_id));
 	}
 }
 
@@ -104,8 +144,7 @@ void ModelImpl::unpublish_process(pid_t tgid)
 {
 	if (sysfs_root_.empty())
 		return;
-	std::error_code ec;
-	fs::remove_all(fs::path(sysfs_root_) / "sys/devices/virtual/kfd/kfd/proc" / std::to_string(tgid), ec);
+	unpublish_dir(fs::path(sysfs_root_) / "sys/devices/virtual/kfd/kfd/proc" / std::to_string(tgid));
 }
 
 void ModelImpl::publish_devices()
@@ -117,9 +156,9 @@ void ModelImpl::publish_devices()
 			continue;
 		const fs::path dir = fs::path(sysfs_root_) / "sys/devices/pci0000:00" / d->node->pci_slot;
 		const std::string used = std::to_string(d->vram_used->load()) + "\n";
-		put_file(dir / "mem_info_vram_used", used);
+		publish_file(dir / "mem_info_vram_used", used);
 		if (d->node->large_bar)
-			put_file(dir / "mem_info_vis_vram_used", used);
+			publish_file(dir / "mem_info_vis_vram_used", used);
 	}
 }
 

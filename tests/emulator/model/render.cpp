@@ -365,8 +365,8 @@ long ModelImpl::drm_prime_to_fd(Caller &c, DrmFile &f, PrimeHandle &a, uint64_t 
 {
 	if (a.flags & ~(CLOEXEC | RDWR))
 		return -EINVAL;
-	auto it = f.handles.find(a.handle);
-	if (it == f.handles.end())
+	auto it = f.handles().find(a.handle);
+	if (it == f.handles().end())
 		return -ENOENT;
 	// amdgpu_gem_prime_export: userptr and per-VM (VM_ALWAYS_VALID) BOs
 	// cannot be shared.
@@ -386,11 +386,10 @@ long ModelImpl::drm_fd_to_prime(Caller &c, DrmFile &f, PrimeHandle &a)
 		return -EINVAL;
 	const Bo *exp = src->exporter();
 	// The prime cache: a handle this file already has for that dma-buf.
-	for (auto &[h, bo] : f.handles)
-		if (bo->exporter() == exp) {
-			a.handle = h;
-			return 0;
-		}
+	if (uint32_t h = f.handle_of_export(exp)) {
+		a.handle = h;
+		return 0;
+	}
 	std::shared_ptr<Bo> bo;
 	if (src->dev == f.dev) {
 		bo = src; // a dma-buf of this device resolves to the BO itself
@@ -409,7 +408,7 @@ long ModelImpl::drm_fd_to_prime(Caller &c, DrmFile &f, PrimeHandle &a)
 		bo->fake_offset = f.dev->alloc_fake_offset(bo);
 	}
 	uint32_t h = f.lowest_free_handle();
-	f.handles[h] = bo;
+	f.add_handle(h, bo);
 	a.handle = h;
 	return 0;
 }
@@ -653,11 +652,9 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 		}
 		case GEM_CLOSE: {
 			auto &a = as<GemClose>(buf);
-			auto it = f.handles.find(a.handle);
-			if (it == f.handles.end())
+			std::shared_ptr<Bo> bo = f.take_handle(a.handle);
+			if (!bo)
 				return -EINVAL;
-			std::shared_ptr<Bo> bo = std::move(it->second);
-			f.handles.erase(it);
 			f.vm.remove_gem_mappings(bo.get());
 			return 0;
 		}
@@ -669,16 +666,14 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 			auto &a = as<GemChangeHandle>(buf);
 			if (a.new_handle > static_cast<uint32_t>(INT_MAX))
 				return -EINVAL; // checked first (idr_alloc limit)
-			auto it = f.handles.find(a.handle);
-			if (it == f.handles.end())
+			if (!f.handles().count(a.handle))
 				return -ENOENT;
 			if (a.new_handle == a.handle)
 				return 0;
 			// idr_alloc(new, new + 1) on an idr based at 1: taken or 0.
-			if (a.new_handle == 0 || f.handles.count(a.new_handle))
+			if (a.new_handle == 0 || f.handles().count(a.new_handle))
 				return -ENOSPC;
-			f.handles[a.new_handle] = std::move(it->second);
-			f.handles.erase(a.handle);
+			f.add_handle(a.new_handle, f.take_handle(a.handle));
 			return 0;
 		}
 		case GET_UNIQUE: case GET_MAGIC: case GET_CLIENT: case GET_STATS: case SET_VERSION:
@@ -716,15 +711,15 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 		bo->domain_flags = a.domain_flags | CREATE_VRAM_CLEARED | CREATE_ON_EVERY_BO; // "always clear VRAM"
 		bo->fake_offset = f.dev->alloc_fake_offset(bo);
 		uint32_t h = f.lowest_free_handle();
-		f.handles[h] = bo;
+		f.add_handle(h, bo);
 		std::memset(&a, 0, sizeof a);
 		std::memcpy(&a, &h, 4);
 		return 0;
 	}
 	case GEM_MMAP: {
 		auto &a = as<GemMmap>(buf);
-		auto it = f.handles.find(static_cast<uint32_t>(a.handle_or_addr));
-		if (it == f.handles.end())
+		auto it = f.handles().find(static_cast<uint32_t>(a.handle_or_addr));
+		if (it == f.handles().end())
 			return -ENOENT;
 		if (it->second->is_userptr() || (it->second->domain_flags & CREATE_NO_CPU_ACCESS))
 			return -EPERM;
@@ -760,7 +755,7 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 		ledger_->add(bo->userptr_tgid, bo->size, true);
 		bo->fake_offset = f.dev->alloc_fake_offset(bo);
 		uint32_t h = f.lowest_free_handle();
-		f.handles[h] = bo;
+		f.add_handle(h, bo);
 		a.handle = h;
 		return 0;
 	}
@@ -782,8 +777,8 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 			return -EINVAL;
 		std::shared_ptr<Bo> bo;
 		if (a.operation != VA_OP_CLEAR && !(a.flags & VM_PAGE_PRT)) {
-			auto it = f.handles.find(a.handle);
-			if (it == f.handles.end())
+			auto it = f.handles().find(a.handle);
+			if (it == f.handles().end())
 				return -ENOENT;
 			bo = it->second;
 		}
@@ -816,8 +811,8 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 		auto &a = as<GemOp>(buf);
 		if (a.padding) // checked for every op, before the handle
 			return -EINVAL;
-		auto it = f.handles.find(a.handle);
-		if (it == f.handles.end())
+		auto it = f.handles().find(a.handle);
+		if (it == f.handles().end())
 			return -ENOENT;
 		Bo &bo = *it->second;
 		switch (a.op) {
@@ -857,13 +852,13 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 	}
 	case GEM_LIST_HANDLES: {
 		auto &a = as<GemListHandles>(buf);
-		uint32_t count = static_cast<uint32_t>(f.handles.size());
+		uint32_t count = static_cast<uint32_t>(f.handles().size());
 		if (a.num_entries < count) {
 			a.num_entries = count;
 			return 0;
 		}
 		std::vector<GemListHandlesEntry> e;
-		for (auto &[h, bo] : f.handles)
+		for (auto &[h, bo] : f.handles())
 			// alignment is TTM's page_alignment: in pages.
 			e.push_back(GemListHandlesEntry{h, bo->import_of ? LIST_HANDLES_IS_IMPORT : 0u, bo->size,
 							bo->domains, bo->domain_flags & CREATE_SETTABLE_MASK,
@@ -875,8 +870,8 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 	}
 	case GEM_METADATA: {
 		auto &a = as<GemMetadata>(buf);
-		auto it = f.handles.find(a.handle);
-		if (it == f.handles.end())
+		auto it = f.handles().find(a.handle);
+		if (it == f.handles().end())
 			return -ENOENT;
 		Bo &bo = *it->second;
 		if (a.op == 1) { // SET_METADATA
@@ -899,8 +894,8 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 	}
 	case GEM_WAIT_IDLE: {
 		auto &a = as<GemWaitIdle>(buf);
-		auto it = f.handles.find(a.handle);
-		if (it == f.handles.end())
+		auto it = f.handles().find(a.handle);
+		if (it == f.handles().end())
 			return -ENOENT;
 		std::shared_ptr<Bo> bo = it->second;
 		auto dl = deadline_of(a.timeout);
@@ -962,8 +957,8 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 				BoListEntry e{};
 				if (esz && c.read(a.bo_info_ptr + static_cast<uint64_t>(i) * a.bo_info_size, &e, esz))
 					return -EFAULT;
-				auto it = f.handles.find(e.bo_handle);
-				if (it == f.handles.end())
+				auto it = f.handles().find(e.bo_handle);
+				if (it == f.handles().end())
 					return -ENOENT;
 				out->push_back(it->second);
 			}

@@ -37,6 +37,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 namespace kfdemu::detail {
@@ -171,7 +172,13 @@ public:
 	const std::map<uint64_t, Mapping> &all() const { return maps_; }
 
 private:
+	void add(Mapping m);
+	std::map<uint64_t, Mapping>::iterator erase(std::map<uint64_t, Mapping>::iterator it);
+
 	std::map<uint64_t, Mapping> maps_; // keyed by start
+	// The starts of each BO's mappings: closing or freeing one BO does not
+	// walk the whole VM (the kernel keeps a BO's mappings per VM too).
+	std::unordered_map<const Bo *, std::set<uint64_t>> by_bo_;
 };
 
 // A fence: completion of one submitted job.
@@ -202,7 +209,6 @@ struct DrmFile {
 	FileKey key;
 	Fd memfd;
 	pid_t opener = 0;
-	std::map<uint32_t, std::shared_ptr<Bo>> handles;
 	Vm vm;
 	bool compute_vm = false;
 	pid_t kfd_owner = 0;
@@ -211,8 +217,22 @@ struct DrmFile {
 	// KFD BOs of the process that acquired this file: mmap-able through it.
 	std::map<uint64_t, std::weak_ptr<Bo>> kfd_mmap;
 
-	uint32_t handle_of(const Bo *bo) const; // 0 if none
+	const std::map<uint32_t, std::shared_ptr<Bo>> &handles() const { return handles_; }
+	uint32_t handle_of(const Bo *bo) const; // the lowest, 0 if none
+	// The lowest handle this file holds for a BO exported by `exporter`
+	// (the PRIME import cache), 0 if none.
+	uint32_t handle_of_export(const Bo *exporter) const;
 	uint32_t lowest_free_handle() const;
+	void add_handle(uint32_t h, std::shared_ptr<Bo> bo);
+	std::shared_ptr<Bo> take_handle(uint32_t h); // null if none
+
+private:
+	std::map<uint32_t, std::shared_ptr<Bo>> handles_;
+	// Indexes of handles_ (a dump of thousands of BOs must not cost O(n)
+	// per ioctl where the kernel's idr and PRIME cache do not): handles
+	// by BO and by exporter, and a handle below which every one is taken.
+	std::unordered_map<const Bo *, std::set<uint32_t>> by_bo_, by_exporter_;
+	uint32_t taken_below_ = 1;
 };
 
 // ---- SDMA -------------------------------------------------------------------
@@ -452,6 +472,10 @@ private:
 	void publish_process(const KfdProcess &p);
 	void unpublish_process(pid_t tgid);
 	void publish_devices();
+	// Writes `path` unless it already holds `content` (published_).
+	void publish_file(const std::string &path, const std::string &content);
+	// Removes `dir` and forgets what was published under it.
+	void unpublish_dir(const std::string &dir);
 
 	// KFD SDMA user queues (user_queue.cpp)
 	void start_user_queue(KfdProcess &p, Queue &q, bool restored);
@@ -511,6 +535,7 @@ private:
 	std::map<pid_t, std::unique_ptr<KfdProcess>> procs_;
 	uint32_t next_pasid_ = 0x8001;	// amdgpu allocates PASIDs from the top half
 	std::string sysfs_root_;	// "" = publish nothing
+	std::unordered_map<std::string, std::string> published_; // path -> contents written
 	std::map<std::string, uint64_t> ioctl_counts_;
 	struct RuleState {
 		FaultRule rule;
