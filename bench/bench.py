@@ -35,7 +35,8 @@ process (criu-host with the plugin), minus that of a dump of a tiny
 workload (the fixed cost).
 
 Many small BOs: 16384 x 64 KiB (--quick 4096, --ci 256) against one BO of
-the same bytes, the emulator's ioctl count per small BO during that dump
+the same bytes, dumped and restored (each restore verified in the task),
+the emulator's ioctl count per small BO during that dump
 (its counters), and the emulator's round trip per ioctl (a no-op KFD
 GET_VERSION through the shim and the daemon), which bounds the per-BO
 cost. GPU-less overhead: real CRIU 4.2.1 (--criu, or the build's
@@ -276,9 +277,11 @@ def main():
                     help="the smallest form, for CI: 64 MiB, 256 small BOs, one repetition")
     ap.add_argument("--integrity-only", action="store_true", help="only the checksum and sparse-file rows")
     ap.add_argument("--parallel-only", action="store_true", help="only the parallel restore rows")
+    ap.add_argument("--small-only", action="store_true",
+                    help="only the small-BO rows (SDMA model at the storage write speed measured first)")
     ap.add_argument("--render-only", action="store_true", help="only the render-node BO rows")
     ap.add_argument("--reps", type=int,
-                    help="repetitions of --parallel-only and --render-only (default 3, --quick 1)")
+                    help="repetitions of --parallel-only, --render-only and --small-only (default 3, --quick 1)")
     ap.add_argument("--upstream-only", action="store_true",
                     help="only the side by side with upstream's plugin under real criu-dev")
     ap.add_argument("--plot-only", action="store_true",
@@ -313,6 +316,12 @@ def measure(args, run, scratch):
     if args.parallel_only:
         parallel_restore(run, table, scratch, total, args.reps or (1 if args.quick else 3))
         realcriu_parallel(args, table, args.reps or (1 if args.quick else 3))
+        print()
+        table.show()
+        return 0
+    if args.small_only:
+        w_gbps, _ = storage_limits(scratch, total)
+        small_bos(args, run, table, round(w_gbps, 2), args.reps or (1 if args.quick else 3))
         print()
         table.show()
         return 0
@@ -458,23 +467,34 @@ def small_bos(args, run, table, engine_gbps, reps):
         print("bench: %d small BOs instead of %d: the fd hard limit is %d (one fd per BO in the "
               "emulator's daemon and in the dumping process)" % (nsmall, wanted, hard), flush=True)
     one = ["--machine", "MI100", "--sdma-gbps", str(engine_gbps)]
-    pairs = []
+    pairs, rpairs = [], []
     for rep in range(reps):
         big = run.dump(one, ["--vram", "%dM" % (nsmall * 64 // 1024), "--gtt", ""], skip_checks=True)
         e2e.check(big["rc"] == 0, "large-BO dump failed")
         small = run.dump(one, ["--vram", "64Kx%d" % nsmall, "--gtt", "", "--no-queues"], skip_checks=True)
         e2e.check(small["rc"] == 0, "small-BO dump failed:\n" + small["log"][-2000:])
-        drop(big, small)
+        rbig = run.restore(one, big)
+        rsmall = run.restore(one, small)
+        for what, r in (("large-BO", rbig), ("small-BO", rsmall)):
+            e2e.check(r["rc"] == 0 and e2e.verified_tasks(r["log"]),
+                      "%s restore failed or not verified:\n%s" % (what, r["log"][-2000:]))
+        drop(big, small, rbig, rsmall)
         bb, bs, _ = e2e.copy_summary(big["log"], "dumped")
         sb, ss, _ = e2e.copy_summary(small["log"], "dumped")
         pairs.append((sb / ss / 1e9, bb / bs / 1e9, small))
+        bb, bs, _ = e2e.copy_summary(rbig["log"], "restored")
+        sb, ss, _ = e2e.copy_summary(rsmall["log"], "restored")
+        rpairs.append((sb / ss / 1e9, bb / bs / 1e9, rsmall))
+    for what, rows in (("dump", pairs), ("restore", rpairs)):
+        rows.sort(key=lambda p: p[0] / p[1])
+        s_gbps, b_gbps, _ = rows[len(rows) // 2]
+        ratio = s_gbps / b_gbps
+        table.add("%d x 64 KiB vs 1 x %d MiB BO, %s (median of %d)" % (nsmall, nsmall * 64 // 1024, what, reps),
+                  "%.2f vs %.2f GB/s" % (s_gbps, b_gbps), "", "%.2f" % ratio, ">= 0.70", verdict(ratio >= 0.7))
+        for i, (sg, bg, _) in enumerate(rows):
+            table.add("  pair %d (sorted by ratio)" % (i + 1), "%.2f vs %.2f GB/s" % (sg, bg), "", "%.2f" % (sg / bg))
     pairs.sort(key=lambda p: p[0] / p[1])
-    s_gbps, b_gbps, small = pairs[len(pairs) // 2]
-    ratio = s_gbps / b_gbps
-    table.add("%d x 64 KiB vs 1 x %d MiB BO, dump (median of %d)" % (nsmall, nsmall * 64 // 1024, reps),
-              "%.2f vs %.2f GB/s" % (s_gbps, b_gbps), "", "%.2f" % ratio, ">= 0.70", verdict(ratio >= 0.7))
-    for i, (sg, bg, _) in enumerate(pairs):
-        table.add("  pair %d (sorted by ratio)" % (i + 1), "%.2f vs %.2f GB/s" % (sg, bg), "", "%.2f" % (sg / bg))
+    small = pairs[len(pairs) // 2][2]
     before, after = small["counters_before"]["ioctls"], small["counters"]["ioctls"]
     # The plugin's own ioctls during the dump: the whole dump's, less the
     # CRIU_OP sub-op and open entries (counted beside the ioctls).
