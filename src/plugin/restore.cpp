@@ -436,6 +436,46 @@ Result<int> RestoreSession::local_render_fd(uint32_t minor)
 	return raw;
 }
 
+Result<std::pair<int, int>> RestoreSession::render_file_for(uint32_t minor, int id, const RenderNodeImage &img)
+{
+	if (auto it = extra_render_files_.find(id); it != extra_render_files_.end())
+		return std::pair{it->second.second.fd(), id}; // CRIU asked again (retry)
+	RenderFileUse &use = render_file_use_[minor];
+	bool clash = false;
+	for (const DrmBo &bo : img.bos) {
+		clash |= use.handles.count(bo.handle) != 0;
+		for (const DrmVm &vm : bo.vms) {
+			auto next = use.vas.lower_bound(vm.addr);
+			clash |= next != use.vas.end() && next->first < vm.addr + vm.size;
+			clash |= next != use.vas.begin() && std::prev(next)->second > vm.addr;
+		}
+	}
+	if (use.ids.count(id) || !clash) {
+		auto fd = local_render_fd(minor);
+		if (!fd)
+			return std::move(fd).error();
+		if (use.ids.insert(id).second)
+			for (const DrmBo &bo : img.bos) {
+				use.handles.insert(bo.handle);
+				for (const DrmVm &vm : bo.vms)
+					use.vas.emplace(vm.addr, vm.addr + vm.size);
+			}
+		return std::pair{*fd, -1};
+	}
+	auto fd = open_render_node(env_.paths, minor);
+	if (!fd)
+		return std::move(fd).error();
+	auto high = move_fd_high(std::move(*fd));
+	if (!high)
+		return std::move(high).error();
+	const int raw = high->get();
+	extra_render_files_.emplace(id, std::pair{minor, RenderFile{std::move(*high), -1}});
+	log_debug("%s: its GEM handles or GPU VAs clash with those of another file of renderD%u in this task: "
+		  "restored as an open file of its own",
+		  render_image_name(id).c_str(), minor);
+	return std::pair{raw, id};
+}
+
 int RestoreSession::restore_ext_file(int id, bool *retry_needed)
 {
 	if (retry_needed)
@@ -478,14 +518,18 @@ void RestoreSession::hand_render_files_to_task()
 	if (handed_over_)
 		return;
 	handed_over_ = true;
-	for (auto &[minor, file] : render_files_) {
+	auto borrow = [](uint32_t minor, RenderFile &file) {
 		const int theirs = find_same_open_file(file.ours.get());
 		if (theirs < 0)
-			continue; // the task holds none: ours stays (as upstream's does)
+			return; // the task holds none: ours stays (as upstream's does)
 		file.borrowed = theirs;
 		file.ours.reset();
 		log_debug("renderD%u: mapped through the task's own fd %d", minor, theirs);
-	}
+	};
+	for (auto &[minor, file] : render_files_)
+		borrow(minor, file);
+	for (auto &[id, file] : extra_render_files_)
+		borrow(file.first, file.second);
 }
 
 int RestoreSession::update_vma_map(const char *path, uint64_t /*addr*/, uint64_t old_pgoff,
@@ -503,7 +547,9 @@ int RestoreSession::update_vma_map(const char *path, uint64_t /*addr*/, uint64_t
 			continue;
 		int fd = -1;
 		if (!v.kfd) {
-			fd = ::fcntl(render_files_.at(v.local_minor).fd(), F_DUPFD_CLOEXEC, 0);
+			const RenderFile &file = v.file_id < 0 ? render_files_.at(v.local_minor)
+							       : extra_render_files_.at(v.file_id).second;
+			fd = ::fcntl(file.fd(), F_DUPFD_CLOEXEC, 0);
 			if (fd < 0) {
 				const int err = errno;
 				log_error("mapping of %s at offset 0x%llx: dup: %s", path,
@@ -561,6 +607,8 @@ void RestoreSession::finish(int ret)
 	parallel_.reset(); // a thread still copying stops after its current file
 	vmas_.clear();
 	render_files_.clear();
+	extra_render_files_.clear();
+	render_file_use_.clear();
 	if (ret == 0 && totals_ && totals_->any())
 		log_notice("%s", totals_->line(false, env_.config).c_str());
 }

@@ -79,6 +79,10 @@ private:
 		uint32_t local_minor = 0;  // the render node it maps through now
 		uint64_t old_offset = 0;
 		uint64_t new_offset = 0;
+		// The render file it maps through: -1 the task's file of
+		// local_minor (render_files_), else the CRIU id of a further
+		// file of that node (extra_render_files_).
+		int file_id = -1;
 	};
 
 	// The render node file of one local GPU in this task: the one KFD's
@@ -142,6 +146,12 @@ private:
 				       int render_fd, const std::string &holder, std::optional<GemHandle> *created);
 	// The render node of local GPU `minor`, opened once per task.
 	Result<int> local_render_fd(uint32_t minor);
+	// The open file render image `id` (`img`, of local GPU `minor`) is
+	// restored into: (fd, -1) for local_render_fd(minor), else (fd, id)
+	// for a file of its own when its handles or GPU VAs clash with those of
+	// the render images restored into that file already (see
+	// extra_render_files_).
+	Result<std::pair<int, int>> render_file_for(uint32_t minor, int id, const RenderNodeImage &img);
 	// Once the task's fds are installed (first UPDATE_VMA_MAP): each render
 	// file of ours that the task holds too is closed and borrowed from it.
 	void hand_render_files_to_task();
@@ -182,6 +192,20 @@ private:
 	std::map<int, KfdImage> kfd_images_; // by CRIU file id
 	GpuMap map_;
 	std::map<uint32_t, RenderFile> render_files_; // by local minor
+	// A process may hold several open files of one render node, each with
+	// BOs, handles and a VM of its own. The images do not say which of them
+	// KFD's VM was bound to (libhsakmt's), so render images go into the
+	// node's one file above, the one KFD's RESTORE binds the GPU's VM to
+	// (as upstream's plugin does), as long as their GEM handles and GPU VAs
+	// do not clash with those already there; one that would clash gets an
+	// open file of its own, as it had (by CRIU id).
+	struct RenderFileUse {
+		std::set<int> ids;			      // render images restored into it
+		std::set<uint32_t> handles;		      // their GEM handles
+		std::map<uint64_t, uint64_t> vas;	      // their GPU VA ranges: start -> end
+	};
+	std::map<uint32_t, RenderFileUse> render_file_use_;		       // by local minor
+	std::map<int, std::pair<uint32_t, RenderFile>> extra_render_files_; // CRIU id -> (minor, file)
 	int fitted_pid_ = 0; // the task fit_map_to_task() has checked
 	// fit_map_to_task() mapped this task's GPUs anew: CRIU's main process
 	// holds the other mapping, so the task copies its own buffers.

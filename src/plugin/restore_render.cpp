@@ -90,10 +90,14 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 					  "shared BOs of its own images only",
 					  name.c_str(), bo.handle);
 	// The same open file as KFD's RESTORE uses (in either order): the
-	// driver lets only that file map the process's BOs.
-	auto bound = local_render_fd(m->local_render_minor);
-	if (!bound)
-		return std::move(bound).error();
+	// driver lets only that file map the process's BOs. A further file of
+	// the same node in this process whose handles or VAs would clash there
+	// gets an open file of its own (render_file_for).
+	auto file = render_file_for(m->local_render_minor, id, *img);
+	if (!file)
+		return std::move(file).error();
+	const int render_fd = file->first;
+	const int file_id = file->second;
 	if (auto st = ensure_fd_room(img->bos.size()); !st)
 		return st;
 
@@ -105,17 +109,18 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 		const DrmBo &bo = img->bos[i];
 		// A BO other files hold too: the first holder restored makes it.
 		const bool shared = bo.shared && shared_among_files(bo.shared->id);
-		Result<GemHandle> h = shared ? attach_shared_bo(images, bo, *m, *bound, name) : recreate_bo(*bound, bo);
+		Result<GemHandle> h = shared ? attach_shared_bo(images, bo, *m, render_fd, name) : recreate_bo(render_fd, bo);
 		if (!h)
 			return std::move(h).error().context(strprintf("%s: BO %zu", name.c_str(), i));
 		if (bo.offset != 0) {
-			auto offset = gem_mmap_offset(*bound, bo.handle);
+			auto offset = gem_mmap_offset(render_fd, bo.handle);
 			if (!offset)
 				return std::move(offset).error().context(name);
-			updates.push_back({false, img->drm_render_minor, m->local_render_minor, bo.offset, *offset});
+			updates.push_back({false, img->drm_render_minor, m->local_render_minor, bo.offset, *offset,
+					   file_id});
 		}
 		if (bo.has_contents() && !shared) {
-			auto dmabuf = gem_export_dmabuf(*bound, bo.handle);
+			auto dmabuf = gem_export_dmabuf(render_fd, bo.handle);
 			if (!dmabuf)
 				return std::move(dmabuf).error().context(name);
 			contents.push_back(dmabuf->get());
@@ -129,7 +134,7 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 	if (auto st = copy_contents(images, HandOverKind::Render, id, {*job}, contents); !st)
 		return std::move(st).error().context(name);
 
-	*out = UniqueFd(::fcntl(*bound, F_DUPFD_CLOEXEC, 0));
+	*out = UniqueFd(::fcntl(render_fd, F_DUPFD_CLOEXEC, 0));
 	if (!out->valid())
 		return errno_error(errno, "dup of the render node file");
 	// The BOs are the restored process's now.

@@ -21,6 +21,11 @@ bounded    the same with KFD_MAX_BUFFER_SIZE=64K (the 3 MiB BO goes in many
            passes): the emulator's count of the dumping process's
            registered (userptr) memory and the plugin's peak staging
            figures of dump and restore are within 64 KiB.
+two_files  the same with a second open file of the render node holding a
+           BO of its own (--second-file: handle 1 in both files, the same
+           GPU VA in each file's VM): two render images, and in the
+           restored task two distinct open files, each with exactly its own
+           handles, VAs and contents (not one file under two fds).
 old_kernel GEM_LIST_HANDLES fails with EINVAL (a kernel without it): the
            dump fails naming the ioctl and the kernel that added it, writes
            no render image, and the process runs on and passes its checks.
@@ -100,20 +105,23 @@ def ctl(bins, *q):
     return json.loads(out.stdout) if out.stdout.strip().startswith("{") else out.stdout
 
 
-def start(bins, work):
-    p = subprocess.Popen([bins.workload, "--render", work], stdout=open(os.path.join(work, "wl.log"), "w"),
-                         stderr=subprocess.STDOUT)
+def start(bins, work, second=False):
+    p = subprocess.Popen([bins.workload, "--render"] + (["--second-file"] if second else []) + [work],
+                         stdout=open(os.path.join(work, "wl.log"), "w"), stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while not os.path.exists(os.path.join(work, "ready")):
         check(p.poll() is None, "workload exited (%s) before it was ready" % p.returncode)
         check(time.time() < deadline, "workload not ready after 60 s")
         time.sleep(0.05)
-    gems = []
+    gems, files = [], 0
     for line in open(os.path.join(work, "render")):
         f = line.split()
-        if f[0] == "gem":
-            gems.append({"handle": int(f[1]), "cpu": int(f[2]), "size": int(f[3]), "seed": int(f[4])})
-    return p, gems
+        if f[0] == "fd":
+            files += 1
+        elif f[0] == "gem":
+            gems.append({"file": files, "handle": int(f[1]), "cpu": int(f[2]), "size": int(f[3]),
+                         "seed": int(f[4])})
+    return p, gems, files
 
 
 def verdict(p, work):
@@ -127,7 +135,7 @@ def inner(bins, scenario, work):
     images = os.path.join(work, "images")
     os.makedirs(images)
     env = {"KFD_MAX_BUFFER_SIZE": str(BOUND)} if scenario == "bounded" else {}
-    p, gems = start(bins, work)
+    p, gems, files = start(bins, work, scenario == "two_files")
     try:
         if scenario == "old_kernel":
             ctl(bins, "faults", "DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES:errno=EINVAL")
@@ -147,10 +155,11 @@ def inner(bins, scenario, work):
         if scenario == "bounded":
             dpeak = staging(bins, text, hostpid, "dump")
         names = sorted(os.listdir(images))
-        check(any(n.startswith("amdgpu-renderD-") for n in names), "no render image: %s" % names)
+        renders = [n for n in names if n.startswith("amdgpu-renderD-")]
+        check(len(renders) == files, "%d render images for %d open files: %s" % (len(renders), files, names))
         pages = [n for n in names if n.startswith("amdgpu-drm-pages-")]
         # One file per BO (the second VA of one BO is not a BO).
-        bos = {g["handle"]: g for g in gems}
+        bos = {(g["file"], g["handle"]): g for g in gems}
         check(len(pages) == len(bos), "%d drm-pages files for %d BOs: %s" % (len(pages), len(bos), names))
         unmatched = dict(bos)
         for n in pages:
@@ -160,8 +169,7 @@ def inner(bins, scenario, work):
             hit = [h for h, g in unmatched.items() if g["size"] == size and data[8:] == pattern(g["seed"], size)]
             check(hit, "%s: %d bytes match no BO's pattern" % (n, size))
             del unmatched[hit[0]]
-        print("dump: %s + %d drm-pages files, each BO's exact bytes" % (
-            [n for n in names if n.startswith("amdgpu-renderD-")][0], len(pages)))
+        print("dump: %s + %d drm-pages files, each BO's exact bytes" % (" + ".join(renders), len(pages)))
         verdict(p, work)
         p = None
         rc, text, hostpid = host(bins, ["restore", "-D", images, "--plugin", bins.plugin, "--verifier",
@@ -183,7 +191,7 @@ def main():
     ap.add_argument("--bin-dir", required=True)
     ap.add_argument("--inner", action="store_true")
     ap.add_argument("--work")
-    ap.add_argument("scenario", choices=["roundtrip", "bounded", "old_kernel"])
+    ap.add_argument("scenario", choices=["roundtrip", "bounded", "old_kernel", "two_files"])
     a = ap.parse_args()
     bins = Bins(a.bin_dir)
     if a.inner:

@@ -12,15 +12,21 @@
 // render node whose handle list has each HANDLE with SIZE; each HANDLE's
 // GET_MAPPING_INFO has VA (SIZE bytes from offset 0); where CPU is not 0,
 // the pattern of SEED is readable at CPU (the mapping the restore moved to
-// the new BO's mmap offset). Optional lines "emu KFD_EMU" and "sum HANDLE
+// the new BO's mmap offset). Several "fd N" lines (--second-file): each
+// starts the BOs of another open file of the node; each file's handle
+// list then holds exactly its own BOs, and the fds are distinct open files
+// (kcmp), not one file under two numbers. Optional lines "emu KFD_EMU" and "sum HANDLE
 // CHECKSUM" (tests/e2e/integrity.py adds them: the emulator's checksum of
 // each BO's contents before the dump) check the contents of every BO,
 // those the CPU cannot map too, against the emulator's checksum of this
 // task's BO (`KFD_EMU ctl files <pid>`). Returns 0 when everything holds;
 // prints what does not.
+#include <linux/kcmp.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -96,6 +102,9 @@ void fail(const std::string &what)
 	failures++;
 }
 
+// The handles, VAs and contents of one file's BOs (see the header).
+void check_file(int fd, const std::vector<Gem> &gems);
+
 } // namespace
 
 extern "C" __attribute__((visibility("default"))) int verify_render(const char *arg)
@@ -105,8 +114,8 @@ extern "C" __attribute__((visibility("default"))) int verify_render(const char *
 		fail(std::string("cannot read ") + arg);
 		return 1;
 	}
-	int fd = -1;
-	std::vector<Gem> gems;
+	// One per "fd" line: the fd and the BO mappings listed after it.
+	std::vector<std::pair<int, std::vector<Gem>>> files;
 	std::string emu;
 	std::vector<std::pair<uint32_t, std::string>> sums;
 	std::string line;
@@ -115,11 +124,12 @@ extern "C" __attribute__((visibility("default"))) int verify_render(const char *
 		std::string kind;
 		l >> kind;
 		if (kind == "fd") {
-			l >> fd;
-		} else if (kind == "gem") {
+			files.emplace_back(-1, std::vector<Gem>{});
+			l >> files.back().first;
+		} else if (kind == "gem" && !files.empty()) {
 			Gem g{};
 			l >> g.handle >> g.cpu >> g.size >> g.seed >> g.va;
-			gems.push_back(g);
+			files.back().second.push_back(g);
 		} else if (kind == "emu") {
 			l >> emu;
 		} else if (kind == "sum") {
@@ -128,17 +138,52 @@ extern "C" __attribute__((visibility("default"))) int verify_render(const char *
 			sums.push_back(s);
 		}
 	}
-	if (fd < 0 || gems.empty()) {
+	if (files.empty()) {
 		fail(std::string("no fd or BOs in ") + arg);
 		return 1;
+	}
+	for (size_t i = 1; i < files.size(); i++)
+		if (::syscall(SYS_kcmp, getpid(), getpid(), KCMP_FILE, files[0].first, files[i].first) == 0)
+			fail("fds " + std::to_string(files[0].first) + " and " + std::to_string(files[i].first) +
+			     " are one open file: the restore merged two files of the render node");
+	size_t checked = 0;
+	for (const auto &[fd, gems] : files) {
+		check_file(fd, gems);
+		checked += gems.size();
+	}
+	for (const auto &[handle, want] : sums) {
+		const std::string got = emulated_checksum(emu, handle);
+		if (got != want)
+			fail("BO handle " + std::to_string(handle) + ": contents checksum " +
+			     (got.empty() ? std::string("not found") : got) + ", before the dump " + want);
+	}
+	std::fprintf(stderr, "render verify: %zu file(s), %zu BO mappings and %zu BO checksums checked, %d failure(s)\n",
+		     files.size(), checked, sums.size(), failures);
+	return failures ? 1 : 0;
+}
+
+namespace {
+
+void check_file(int fd, const std::vector<Gem> &gems)
+{
+	if (fd < 0 || gems.empty()) {
+		fail("an fd line without BOs");
+		return;
 	}
 	std::vector<ListEntry> list(64);
 	ListHandles lh{reinterpret_cast<uintptr_t>(list.data()), uint32_t(list.size()), 0};
 	if (::ioctl(fd, kListHandles, &lh) != 0 || lh.num_entries > list.size()) {
 		fail("GEM_LIST_HANDLES on fd " + std::to_string(fd) + ": " + std::strerror(errno));
-		return 1;
+		return;
 	}
 	list.resize(lh.num_entries);
+	std::vector<uint32_t> handles;
+	for (const Gem &g : gems)
+		if (std::find(handles.begin(), handles.end(), g.handle) == handles.end())
+			handles.push_back(g.handle);
+	if (list.size() != handles.size())
+		fail("fd " + std::to_string(fd) + " holds " + std::to_string(list.size()) + " BOs, its own are " +
+		     std::to_string(handles.size()));
 	for (const Gem &g : gems) {
 		const std::string bo = "BO handle " + std::to_string(g.handle);
 		bool listed = false;
@@ -171,13 +216,6 @@ extern "C" __attribute__((visibility("default"))) int verify_render(const char *
 				}
 		}
 	}
-	for (const auto &[handle, want] : sums) {
-		const std::string got = emulated_checksum(emu, handle);
-		if (got != want)
-			fail("BO handle " + std::to_string(handle) + ": contents checksum " +
-			     (got.empty() ? std::string("not found") : got) + ", before the dump " + want);
-	}
-	std::fprintf(stderr, "render verify: fd %d, %zu BO mappings and %zu BO checksums checked, %d failure(s)\n",
-		     fd, gems.size(), sums.size(), failures);
-	return failures ? 1 : 0;
 }
+
+} // namespace

@@ -4,7 +4,7 @@
 // emulator's realcriu tests (realcriu_test.py). Unmodified libhsakmt 5.2.3
 // and libdrm_amdgpu 2.4.114.
 //
-//   kfdemu_criu_workload [--tree] [--kfd-gem] DIR | --render DIR
+//   kfdemu_criu_workload [--tree] [--kfd-gem] DIR | --render [--second-file] DIR
 //
 // Setup: on every GPU node a VRAM BO (2 MiB; $KFDEMU_WORKLOAD_VRAM_MIB
 // MiB when set, as the benchmark's side by side with upstream's plugin
@@ -32,6 +32,13 @@
 // opened with libdrm_amdgpu, the RenderSet's GEM BOs (GEM_CREATE, GEM_VA,
 // SDMA CS, CPU mappings), checked after the restore; DIR/render lists them
 // (RenderSet::describe) before DIR/ready appears.
+// --second-file (with --render): a second open file of the same render
+// node holding a GTT BO of its own, made through the raw uapi (libdrm_amdgpu
+// keeps one device per node, so it cannot fill a second file): its handle
+// is 1 as in the first file, and it is mapped at the first file's GTT BO's
+// GPU VA (each file has a VM of its own); CPU-mapped through the second
+// file, filled, checked after the restore; DIR/render lists it as a second
+// "fd" section.
 // --tree: the process first forks a child that does all of the above in
 // DIR/child (its own KFD context and BOs); the parent's verdict also
 // requires the child to have exited 0 (it waits for it after its own
@@ -43,6 +50,8 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -459,8 +468,59 @@ void wait_for_go()
 		usleep(10000);
 }
 
+// The second file of --second-file: a 64 KiB GTT BO at GPU VA `va`.
+struct SecondFile {
+	int fd = -1;
+	uint32_t handle = 0;
+	void *cpu = nullptr;
+	uint64_t size = 64 << 10, seed = 0, va = 0;
+
+	bool make(const std::string &path, uint64_t at, uint64_t s, std::string *err)
+	{
+		va = at;
+		seed = s;
+		fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			return *err = "second open of " + path + ": " + std::strerror(errno), false;
+		drm_amdgpu_gem_create create{};
+		create.in.bo_size = size;
+		create.in.alignment = 4096;
+		create.in.domains = AMDGPU_GEM_DOMAIN_GTT;
+		if (::ioctl(fd, DRM_IOCTL_AMDGPU_GEM_CREATE, &create))
+			return *err = std::string("GEM_CREATE on the second file: ") + std::strerror(errno), false;
+		handle = create.out.handle;
+		drm_amdgpu_gem_mmap mm{};
+		mm.in.handle = handle;
+		if (::ioctl(fd, DRM_IOCTL_AMDGPU_GEM_MMAP, &mm))
+			return *err = std::string("GEM_MMAP on the second file: ") + std::strerror(errno), false;
+		cpu = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(mm.out.addr_ptr));
+		if (cpu == MAP_FAILED)
+			return cpu = nullptr, *err = std::string("mmap through the second file: ") + std::strerror(errno),
+			       false;
+		drm_amdgpu_gem_va map{};
+		map.handle = handle;
+		map.operation = AMDGPU_VA_OP_MAP;
+		map.flags = AMDGPU_VM_PAGE_READABLE | AMDGPU_VM_PAGE_WRITEABLE;
+		map.va_address = va;
+		map.map_size = size;
+		if (::ioctl(fd, DRM_IOCTL_AMDGPU_GEM_VA, &map))
+			return *err = std::string("GEM_VA on the second file: ") + std::strerror(errno), false;
+		fill(cpu, size, seed);
+		return true;
+	}
+	void describe(const std::string &path) const
+	{
+		FILE *f = std::fopen(path.c_str(), "a");
+		if (!f)
+			finish("FAIL: cannot append to " + path);
+		std::fprintf(f, "fd %d\ngem %u %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", fd, handle,
+			     uint64_t(uintptr_t(cpu)), size, seed, va);
+		std::fclose(f);
+	}
+};
+
 // --render: a process with a render node and no /dev/kfd.
-[[noreturn]] void run_render()
+[[noreturn]] void run_render(bool second)
 {
 	std::string err;
 	int fd = -1;
@@ -476,10 +536,23 @@ void wait_for_go()
 	if (!set.setup(dev, 0x7e4d + uint64_t(getpid()) * 16, &err))
 		finish("FAIL: " + err);
 	set.describe(fd, g_dir + "/render");
+	SecondFile two;
+	if (second) {
+		char path[64];
+		std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+		char node[256] = {};
+		if (::readlink(path, node, sizeof node - 1) <= 0)
+			finish("FAIL: readlink of the render fd");
+		if (!two.make(node, set.gtt->va, set.seed_vcpu + 1, &err))
+			finish("FAIL: " + err);
+		two.describe(g_dir + "/render");
+	}
 	write_ready({});
 	wait_for_go(); // dumped and restored in here
 	if (!set.verify(dev, &err))
 		finish("FAIL: after restore: " + err);
+	if (second && check(two.cpu, two.size, two.seed) >= 0)
+		finish("FAIL: after restore: the second file's BO differs through its CPU mapping");
 	finish("OK");
 }
 
@@ -588,7 +661,7 @@ void wait_for_go()
 
 int main(int argc, char **argv)
 {
-	bool tree = false, render = false, gem = false;
+	bool tree = false, render = false, gem = false, second = false;
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		const std::string a = argv[i];
@@ -598,11 +671,13 @@ int main(int argc, char **argv)
 			render = true;
 		else if (a == "--kfd-gem")
 			gem = true;
+		else if (a == "--second-file")
+			second = true;
 		else
 			break;
 	}
-	if (argc != i + 1 || (render && (tree || gem))) {
-		std::fprintf(stderr, "usage: %s [--tree] [--kfd-gem] DIR | --render DIR\n", argv[0]);
+	if (argc != i + 1 || (render && (tree || gem)) || (second && !render)) {
+		std::fprintf(stderr, "usage: %s [--tree] [--kfd-gem] DIR | --render [--second-file] DIR\n", argv[0]);
 		return 2;
 	}
 	g_dir = argv[i];
@@ -621,6 +696,6 @@ int main(int argc, char **argv)
 			g_child = c;
 	}
 	if (render)
-		run_render();
+		run_render(second);
 	run(gem);
 }
