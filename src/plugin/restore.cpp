@@ -421,14 +421,19 @@ const GpuMapEntry *RestoreSession::mapping_for_render(const RenderNodeImage &img
 	return nullptr;
 }
 
+Result<UniqueFd> RestoreSession::open_render_file(uint32_t minor) const
+{
+	auto fd = open_render_node(env_.paths, minor);
+	if (!fd)
+		return std::move(fd).error();
+	return move_fd_high(std::move(*fd));
+}
+
 Result<int> RestoreSession::local_render_fd(uint32_t minor)
 {
 	if (auto it = render_files_.find(minor); it != render_files_.end())
 		return it->second.fd();
-	auto fd = open_render_node(env_.paths, minor);
-	if (!fd)
-		return std::move(fd).error();
-	auto high = move_fd_high(std::move(*fd));
+	auto high = open_render_file(minor);
 	if (!high)
 		return std::move(high).error();
 	const int raw = high->get();
@@ -462,10 +467,7 @@ Result<std::pair<int, int>> RestoreSession::render_file_for(uint32_t minor, int 
 			}
 		return std::pair{*fd, -1};
 	}
-	auto fd = open_render_node(env_.paths, minor);
-	if (!fd)
-		return std::move(fd).error();
-	auto high = move_fd_high(std::move(*fd));
+	auto high = open_render_file(minor);
 	if (!high)
 		return std::move(high).error();
 	const int raw = high->get();

@@ -144,6 +144,9 @@ private:
 	// of the file being restored (for the log).
 	Result<UniqueFd> shared_dmabuf(const ImageDir &images, const SharedBo &s, const GpuMapEntry &m,
 				       int render_fd, const std::string &holder, std::optional<GemHandle> *created);
+	// A new open file of local GPU `minor`'s render node, above the fds
+	// CRIU restores.
+	Result<UniqueFd> open_render_file(uint32_t minor) const;
 	// The render node of local GPU `minor`, opened once per task.
 	Result<int> local_render_fd(uint32_t minor);
 	// The open file render image `id` (`img`, of local GPU `minor`) is
