@@ -71,13 +71,30 @@ unsigned criu_log_level(LogLevel level)
 	return 4;
 }
 
+namespace {
+
+// Every log function: formats `prefix` + `fmt`, then prints the line now,
+// or keeps it in `deferred` when that is set.
+__attribute__((format(printf, 4, 0))) void vlog(DeferredLog *deferred, LogLevel level, std::string prefix,
+						  const char *fmt, va_list ap)
+{
+	std::string s = std::move(prefix) + vstrprintf(fmt, ap);
+	if (deferred)
+		deferred->add(level, std::move(s));
+	else
+		emit(level, s);
+}
+
+std::string gpu_prefix(uint32_t gpu_id) { return strprintf("gpu 0x%04x: ", gpu_id); }
+
+} // namespace
+
 void log_msg(LogLevel level, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	std::string s = vstrprintf(fmt, ap);
+	vlog(nullptr, level, {}, fmt, ap);
 	va_end(ap);
-	emit(level, s);
 }
 
 #define AMDCR_LOG_AT(name, level)                                                                  \
@@ -85,9 +102,8 @@ void log_msg(LogLevel level, const char *fmt, ...)
 	{                                                                                          \
 		va_list ap;                                                                        \
 		va_start(ap, fmt);                                                                 \
-		std::string s = vstrprintf(fmt, ap);                                               \
+		vlog(nullptr, level, {}, fmt, ap);                                                 \
 		va_end(ap);                                                                        \
-		emit(level, s);                                                                    \
 	}
 AMDCR_LOG_AT(log_error, LogLevel::Error)
 AMDCR_LOG_AT(log_warn, LogLevel::Warn)
@@ -100,9 +116,8 @@ void log_gpu(LogLevel level, uint32_t gpu_id, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	std::string s = strprintf("gpu 0x%04x: ", gpu_id) + vstrprintf(fmt, ap);
+	vlog(nullptr, level, gpu_prefix(gpu_id), fmt, ap);
 	va_end(ap);
-	emit(level, s);
 }
 
 void DeferredLog::add(LogLevel level, std::string line)
@@ -126,24 +141,16 @@ void log_msg_to(DeferredLog *deferred, LogLevel level, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	std::string s = vstrprintf(fmt, ap);
+	vlog(deferred, level, {}, fmt, ap);
 	va_end(ap);
-	if (deferred)
-		deferred->add(level, std::move(s));
-	else
-		emit(level, s);
 }
 
 void log_gpu_to(DeferredLog *deferred, LogLevel level, uint32_t gpu_id, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	std::string s = strprintf("gpu 0x%04x: ", gpu_id) + vstrprintf(fmt, ap);
+	vlog(deferred, level, gpu_prefix(gpu_id), fmt, ap);
 	va_end(ap);
-	if (deferred)
-		deferred->add(level, std::move(s));
-	else
-		emit(level, s);
 }
 
 } // namespace amdcr

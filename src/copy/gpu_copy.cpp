@@ -264,10 +264,10 @@ public:
 			const uint64_t n = moved.load(std::memory_order_relaxed);
 			log_msg_to(deferred, LogLevel::Info,
 				   "%s: %.2f of %.2f GiB of GPU memory copied (%llu%%) on %zu GPU%s in %.0f s, %.2f GB/s",
-				 verb(dir), static_cast<double>(n) / (1ull << 30),
-				 static_cast<double>(total) / (1ull << 30),
-				 static_cast<unsigned long long>(total ? n * 100 / total : 100), gpus,
-				 gpus == 1 ? "" : "s", secs, static_cast<double>(n) / secs / 1e9);
+				   verb(dir), static_cast<double>(n) / (1ull << 30),
+				   static_cast<double>(total) / (1ull << 30),
+				   static_cast<unsigned long long>(total ? n * 100 / total : 100), gpus,
+				   gpus == 1 ? "" : "s", secs, static_cast<double>(n) / secs / 1e9);
 		}
 	}
 
@@ -379,7 +379,7 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 			log_msg_to(settings.log, LogLevel::Debug,
 				   "waited %.3f s for another process's copy of GPU memory: the processes of a "
 				   "restore copy one at a time, within one KFD_MAX_BUFFER_SIZE",
-				  std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count());
+				   std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count());
 	}
 	SdmaEngineOptions opts;
 	opts.fence_timeout_ns = settings.sdma_timeout_s * 1'000'000'000;
