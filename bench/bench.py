@@ -10,10 +10,20 @@ size and vs KFD_MAX_BUFFER_SIZE, and ours vs upstream's plugin under real
 criu-dev vs KFD_MAX_BUFFER_SIZE, as a PNG, with python3-matplotlib). Every
 limit is measured in the same run, on the same machine, in the same
 directory:
+  - storage: the 4 GiB dump/restore rows write their images to, and read
+    them from, a fixed-rate store (--storage fixed, the default):
+    bench/ratestore.cpp mounted with FUSE, files in memory touched once,
+    data at --store-gbps (1.0) GB/s each way. The page cache is no steady
+    storage on a VM: memory freed for more than about 2 s goes back to the
+    hypervisor and new page-cache pages then fault in at 0.4-0.8 GB/s
+    against 4-5 GB/s for memory just freed, so a probe and a dump seconds
+    apart met different storage. Without fuse3 or /dev/fuse (or with
+    --storage page-cache) they use the scratch directory's page cache, and
+    the table's first row says which storage was used. The other rows use
+    the page cache;
   - storage limit: a plain sequential write (read) of the same number of
-    bytes, 8 MiB at a time, to (from) a file in the image directory's file
-    system, without fsync, as the plugin writes its pages files (the page
-    cache: no steadier storage is pinned);
+    bytes, 8 MiB at a time, to (from) a file on that storage, without
+    fsync, as the plugin writes its pages files;
   - SDMA limit: the emulator's bandwidth model (kfd-emu --sdma-gbps, per
     engine; one engine per GPU is used), set near the storage speed so that
     copy and I/O take about as long each: where pipelining matters most;
@@ -25,6 +35,11 @@ directory:
     is what can be reached. The table's ratio is to the lowest of the three
     and names the one that bounds; the ratio to min(storage, SDMA) alone is
     beside it.
+The emulated GPUs of those rows back VRAM at allocation (kfd-emu
+--vram-resident), as a GPU has its VRAM before a BO is made: otherwise a
+restore's DMA into new BOs pays the VM's first-touch faults (above) inside
+the copy; the allocation itself (CRIU_OP RESTORE) is outside the copy's
+time and inside the restore's wall time.
 Throughput of the plugin = bytes copied / duration of the per-GPU jobs
 (imports, DMA and file I/O), from the plugin's own per-GPU summary lines
 (GPUs run in parallel: the slowest one's time). Page-cache speed varies a
@@ -102,6 +117,56 @@ import e2e  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
+
+
+class FixedRateStore:
+    """amdcr-ratestore (bench/ratestore.cpp) mounted under the scratch
+    directory: files in memory touched once, data at `gbps` GB/s each way.
+    None of it when it cannot run; `reason` says why."""
+
+    def __init__(self, bin_dir, scratch, gbps, capacity):
+        self.gbps, self.proc, self.path, self.reason, self.n = gbps, None, None, None, 0
+        exe = os.path.join(bin_dir, "bench", "amdcr-ratestore")
+        if not os.path.exists(exe):
+            self.reason = "%s not built (fuse3 missing at configure time)" % exe
+        elif not os.path.exists("/dev/fuse"):
+            self.reason = "no /dev/fuse"
+        if self.reason:
+            return
+        path = os.path.join(scratch, "store")
+        os.makedirs(path)
+        self.proc = subprocess.Popen([exe, "--write-gbps", str(gbps), "--read-gbps", str(gbps),
+                                      "--capacity", str(capacity), path],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # Touching the memory takes a while on a cold VM (0.4 GB/s).
+        deadline = time.monotonic() + 120 + capacity / 0.2e9
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if any(l.split()[1:3] == [path, "fuse.ratestore"] for l in open("/proc/mounts")):
+                self.path = path
+                return
+            time.sleep(0.2)
+        out = self.close()
+        self.reason = "amdcr-ratestore did not mount: %s" % (out.strip()[-300:] or "timed out")
+
+    def new_dir(self):
+        """A name for a new directory in the store (not created)."""
+        self.n += 1
+        return os.path.join(self.path, "%02d" % self.n)
+
+    def describe(self):
+        if self.path:
+            return "fixed-rate store, %.2f GB/s each way (FUSE, bench/ratestore.cpp)" % self.gbps
+        return "the page cache (%s)" % self.reason
+
+    def close(self):
+        if not self.proc:
+            return ""
+        if self.path:
+            subprocess.run(["umount", self.path], check=False)
+        self.proc.terminate()
+        out, _ = self.proc.communicate(timeout=60)
+        self.proc, self.path = None, None
+        return out or ""
 
 
 def storage_limits(directory, nbytes):
@@ -265,9 +330,12 @@ def verdict(ok):
 
 
 def drop(*steps):
-    """Deletes what the steps left on disk (images of several GiB)."""
+    """Deletes what the steps left on disk (images of several GiB), in the
+    store too."""
     for st in steps:
         shutil.rmtree(st["state"], ignore_errors=True)
+        if st.get("images_dir"):
+            shutil.rmtree(st["images_dir"], ignore_errors=True)
 
 
 def main():
@@ -283,6 +351,8 @@ def main():
     ap.add_argument("--render-only", action="store_true", help="only the render-node BO rows")
     ap.add_argument("--reps", type=int,
                     help="repetitions of --parallel-only, --render-only and --small-only (default 3, --quick 1)")
+    ap.add_argument("--throughput-only", action="store_true",
+                    help="only the dump/restore throughput rows (4 GiB over 2 GPUs; --quick 1 GiB)")
     ap.add_argument("--upstream-only", action="store_true",
                     help="only the side by side with upstream's plugin under real criu-dev")
     ap.add_argument("--plot-only", action="store_true",
@@ -290,6 +360,12 @@ def main():
     ap.add_argument("--markdown", metavar="FILE", help="also write the table as markdown")
     ap.add_argument("--plot", metavar="FILE.png",
                     help="plot throughput vs BO size and vs KFD_MAX_BUFFER_SIZE (python3-matplotlib)")
+    ap.add_argument("--storage", choices=("fixed", "page-cache"), default="fixed",
+                    help="what the 4 GiB dump/restore rows write to and read from: a fixed-rate store "
+                         "(default, when fuse3 and /dev/fuse exist; else the page cache, said in the output) "
+                         "or the image directory's file system")
+    ap.add_argument("--store-gbps", type=float, default=1.0,
+                    help="the fixed-rate store's bandwidth each way, GB/s (default 1.0)")
     ap.add_argument("--criu", metavar="PATH",
                     help="a real CRIU (4.2.1) for the GPU-less dump overhead row "
                          "(default: the build's realcriu/criu-bins.txt, if any)")
@@ -356,34 +432,16 @@ def measure(args, run, scratch):
     # shared VM, so each repetition measures its own limits right before
     # its dump, sets the SDMA model from them, and the table gives the
     # median ratio (each repetition listed below it).
-    half = "%dM" % (per_gpu // MiB // 2)
-    reps = 1 if args.quick else 3
-    dump_rows, restore_rows = [], []
-    machine = None
-    for rep in range(reps):
-        w_gbps, r_gbps = storage_limits(scratch, total)
-        engine_gbps = round(w_gbps / 2, 2)  # two GPUs copy in parallel
-        sdma_gbps = 2 * engine_gbps
-        machine = ["--machine", "2xMI210", "--sdma-gbps", str(engine_gbps)]
-        half_bytes = 32 * MiB  # the plugin's default half (64 MiB per GPU)
-        m_dump = machine_limit(scratch, total, half_bytes, engine_gbps, 2, dump=True)
-        m_restore = machine_limit(scratch, total, half_bytes, engine_gbps, 2, dump=False)
-        print("bench: rep %d: %.2f GiB over 2 emulated GPUs; storage write %.2f GB/s, read %.2f GB/s; "
-              "SDMA model %.2f GB/s per engine; without the plugin, DMA copy overlapped with the "
-              "write %.2f GB/s, with the read %.2f GB/s; %d CPUs" %
-              (rep + 1, total / GiB, w_gbps, r_gbps, engine_gbps, m_dump, m_restore, os.cpu_count()),
-              flush=True)
-        d = run.dump(machine, ["--vram", "%s,%s" % (half, half), "--gtt", ""], skip_checks=True)
-        e2e.check(d["rc"] == 0, "dump failed:\n" + d["log"][-2000:])
-        b, s, _ = e2e.copy_summary(d["log"], "dumped")
-        dump_rows.append(Limits(b / s / 1e9, w_gbps, sdma_gbps, m_dump, b, d["seconds"]))
-        r = run.restore(machine, d)
-        e2e.check(r["rc"] == 0, "restore failed:\n" + r["log"][-2000:])
-        b, s, _ = e2e.copy_summary(r["log"], "restored")
-        restore_rows.append(Limits(b / s / 1e9, r_gbps, sdma_gbps, m_restore, b, r["seconds"],
-                                   bool(e2e.verified_tasks(r["log"]))))
-        drop(d, r)  # 4 GiB of images per repetition
-
+    store = FixedRateStore(e2e.ARGS.bin_dir, scratch, args.store_gbps, total + 256 * MiB) \
+        if args.storage == "fixed" else None
+    try:
+        dump_rows, restore_rows, machine = throughput(args, run, scratch, total, store)
+    finally:
+        storage = store.describe() if store else "the page cache (--storage page-cache)"
+        if store:
+            store.close()
+    reps = len(dump_rows)
+    table.add("storage of the dump/restore rows: %s" % storage, "", "", "", "", "")
     for what, rows, io in (("dump", dump_rows, "write"), ("restore", restore_rows, "read")):
         rows.sort(key=lambda x: x.ratio())
         m = rows[len(rows) // 2]
@@ -398,7 +456,12 @@ def measure(args, run, scratch):
                        "" if x.verified is None else "; verified: %s" % ("yes" if x.verified else "NO")),
                       "%.2f GB/s" % x.thr, "%.2f GB/s" % x.limit(), "%.2f" % x.ratio())
         plot.setdefault("limits", []).append((what, m.thr, m.limit(), m.device_limit()))
-    engine_gbps = float(machine[-1])
+    engine_gbps = float(machine[machine.index("--sdma-gbps") + 1])
+    machine = [a for a in machine if a != "--vram-resident"]
+    if args.throughput_only:
+        print()
+        table.show()
+        return 0
 
     # -- memory (not in --ci: e2e_bounded checks the bound) ------------------
     if not args.ci:
@@ -424,6 +487,43 @@ def measure(args, run, scratch):
     if args.plot:
         draw(args.plot, plot)
     return 0
+
+
+def throughput(args, run, scratch, total, store):
+    """The 4 GiB dump and restore over 2 GPUs, each repetition with the
+    limits measured right before it: ([Limits] of the dumps, of the
+    restores, the emulator's machine arguments)."""
+    half = "%dM" % (total // 2 // MiB // 2)
+    directory = store.path if store and store.path else scratch
+    dump_rows, restore_rows = [], []
+    machine = None
+    for rep in range(1 if args.quick else 3):
+        w_gbps, r_gbps = storage_limits(directory, total)
+        engine_gbps = round(w_gbps / 2, 2)  # two GPUs copy in parallel
+        sdma_gbps = 2 * engine_gbps
+        # VRAM the emulator backs at allocation (as a GPU has it), so that a
+        # restore's DMA into new BOs pays no first-touch page faults.
+        machine = ["--machine", "2xMI210", "--sdma-gbps", str(engine_gbps), "--vram-resident"]
+        half_bytes = 32 * MiB  # the plugin's default half (64 MiB per GPU)
+        m_dump = machine_limit(directory, total, half_bytes, engine_gbps, 2, dump=True)
+        m_restore = machine_limit(directory, total, half_bytes, engine_gbps, 2, dump=False)
+        print("bench: rep %d: %.2f GiB over 2 emulated GPUs; storage write %.2f GB/s, read %.2f GB/s; "
+              "SDMA model %.2f GB/s per engine; without the plugin, DMA copy overlapped with the "
+              "write %.2f GB/s, with the read %.2f GB/s; %d CPUs" %
+              (rep + 1, total / GiB, w_gbps, r_gbps, engine_gbps, m_dump, m_restore, os.cpu_count()),
+              flush=True)
+        d = run.dump(machine, ["--vram", "%s,%s" % (half, half), "--gtt", ""], skip_checks=True,
+                     images_dir=store.new_dir() if directory != scratch else None)
+        e2e.check(d["rc"] == 0, "dump failed:\n" + d["log"][-2000:])
+        b, s, _ = e2e.copy_summary(d["log"], "dumped")
+        dump_rows.append(Limits(b / s / 1e9, w_gbps, sdma_gbps, m_dump, b, d["seconds"]))
+        r = run.restore(machine, d)
+        e2e.check(r["rc"] == 0, "restore failed:\n" + r["log"][-2000:])
+        b, s, _ = e2e.copy_summary(r["log"], "restored")
+        restore_rows.append(Limits(b / s / 1e9, r_gbps, sdma_gbps, m_restore, b, r["seconds"],
+                                   bool(e2e.verified_tasks(r["log"]))))
+        drop(d, r)  # 4 GiB of images per repetition
+    return dump_rows, restore_rows, machine
 
 
 def memory(run, machine, table, plot):

@@ -22,8 +22,9 @@ pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-c
       # a GPU container under podman + runc (tests/container); runc only
       # recommends Debian's criu 3.17, which --no-install-recommends leaves out
       podman runc conmon busybox-static
-      # the benchmark's plot (bench/bench.py --plot)
-      python3-matplotlib)
+      # the benchmark's plot (bench/bench.py --plot) and its fixed-rate
+      # store (bench/ratestore.cpp, FUSE)
+      python3-matplotlib libfuse3-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,7 +4,7 @@
 //
 //   kfd-emu [--machine NAME|FILE] [--gpu-ids ID,..] [--minors M,..]
 //           [--vram SIZE[,SIZE..]] [--fw-version N] [--sdma-fw-version N]
-//           [--sdma-gbps G] [--fault SPEC].. [--unreadable PATH]..
+//           [--sdma-gbps G] [--vram-resident] [--fault SPEC].. [--unreadable PATH]..
 //           [--device-cgroup MINOR,..] [--root DIR] [--keep-root] -- PROGRAM [ARGS..]
 //   kfd-emu ctl QUERY..            (inside a launched program's environment)
 //   kfd-emu ctl faults SPEC
@@ -52,7 +52,7 @@ using namespace kfdemu;
 constexpr const char *kUsage =
 	"usage: kfd-emu [--machine NAME|FILE] [--gpu-ids ID,..] [--minors M,..]\n"
 	"               [--vram SIZE[,..]] [--fw-version N] [--sdma-fw-version N]\n"
-	"               [--sdma-gbps G] [--fault SPEC].. [--unreadable PATH]..\n"
+	"               [--sdma-gbps G] [--vram-resident] [--fault SPEC].. [--unreadable PATH]..\n"
 	"               [--device-cgroup MINOR,..] [--root DIR] [--keep-root] [--] PROGRAM [ARGS..]\n"
 	"       kfd-emu ctl QUERY..  |  kfd-emu ctl faults SPEC\n"
 	"       kfd-emu machine [--machine ..] [overrides]\n"
@@ -96,6 +96,10 @@ int parse_options(int argc, char **argv, int first, Options *o)
 			for (int j = i; j < argc; j++)
 				o->program.push_back(argv[j]);
 			break;
+		}
+		if (a == "--vram-resident") {
+			o->ov.vram_resident = true;
+			continue;
 		}
 		if (a == "--keep-root") {
 			o->keep_root = true;

@@ -77,6 +77,10 @@ struct NodeDesc {
 	std::string pci_slot;		// "0000:03:00.0"
 	uint32_t num_sdma_engines = 2;
 	double sdma_gbps = 0;		// per-engine bandwidth model; 0 = unthrottled
+	// VRAM BOs get their host memory when they are allocated, not at first
+	// touch: real VRAM is there before a BO is, so a DMA into a new BO
+	// pays no page faults (on a VM host memory can fault in at < 1 GB/s).
+	bool vram_resident = false;
 	bool large_bar = true;
 
 	uint64_t property(std::string_view key, uint64_t dflt = 0) const;

@@ -3,6 +3,7 @@
 // Memory objects of the model: fds, memfd backings, BOs, VMs, fences.
 #include "model/state.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,6 +60,13 @@ std::shared_ptr<Backing> Backing::create(uint64_t size, const char *name, int *e
 		b->base_ = static_cast<uint8_t *>(p);
 	}
 	return b;
+}
+
+int Backing::populate()
+{
+	if (size_ && ::fallocate(fd_.get(), 0, 0, static_cast<off_t>(size_)) != 0)
+		return -ENOMEM;
+	return 0;
 }
 
 Backing::~Backing()

@@ -298,6 +298,12 @@ std::shared_ptr<Bo> ModelImpl::new_bo(Device &d, BoType type, uint64_t size, int
 		bo->mem = Backing::create(size, "kfdemu-bo", err);
 		if (!bo->mem)
 			return nullptr;
+		if (type == BoType::Vram && d.node->vram_resident) {
+			if (int e = bo->mem->populate(); e != 0) {
+				*err = e;
+				return nullptr;
+			}
+		}
 		for (auto it = backings_.begin(); backings_.size() > 256 && it != backings_.end();)
 			it = it->second.expired() ? backings_.erase(it) : std::next(it);
 		backings_[bo->mem->key()] = bo;

@@ -78,6 +78,8 @@ private:
 class Backing {
 public:
 	static std::shared_ptr<Backing> create(uint64_t size, const char *name, int *err);
+	// Gives every page host memory now (0, or -ENOMEM).
+	int populate();
 	~Backing();
 	Backing(const Backing &) = delete;
 	Backing &operator=(const Backing &) = delete;

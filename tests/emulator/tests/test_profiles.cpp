@@ -187,6 +187,8 @@ void test_overrides()
 	CHECK(parse_size_list("1G", &o.vram));
 	o.fw_version = 200;
 	o.sdma_gbps = 12.5;
+	o.vram_resident = true;
+	CHECK(!gpu_nodes(*m)[0]->vram_resident);
 	CHECK_EQ(apply_overrides(*m, o), std::string());
 	const auto g = gpu_nodes(*m);
 	CHECK_EQ(g[0]->gpu_id, 0x1a2bu);
@@ -197,6 +199,7 @@ void test_overrides()
 	CHECK_EQ(g[0]->mem_banks[0].size_in_bytes, 1ull << 30);
 	CHECK_EQ(prop(*g[1], "fw_version"), 200u);
 	CHECK(g[0]->sdma_gbps == 12.5);
+	CHECK(g[0]->vram_resident && g[1]->vram_resident);
 
 	Overrides bad;
 	bad.gpu_ids = {1, 2, 3};

@@ -548,6 +548,12 @@ std::optional<MachineDesc> parse_machine(std::string_view text, std::string *err
 			cur->node.sdma_gbps = d;
 			continue;
 		}
+		if (key == "vram_resident") {
+			if (!need(2) || !parse_u64(w[1], &v) || v > 1)
+				return fail("usage: vram_resident 0|1");
+			cur->node.vram_resident = v == 1;
+			continue;
+		}
 		if (!need(2))
 			return fail("usage: " + std::string(key) + " <value>");
 		if (key == "memory" || key == "vram") {
@@ -658,6 +664,8 @@ std::string apply_overrides(MachineDesc &m, const Overrides &o)
 			set_prop(*g, "sdma_fw_version", *o.sdma_fw_version);
 		if (o.sdma_gbps)
 			g->sdma_gbps = *o.sdma_gbps;
+		if (o.vram_resident)
+			g->vram_resident = true;
 	}
 	std::set<uint32_t> ids, minors;
 	for (auto *g : gpus)

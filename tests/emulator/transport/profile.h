@@ -27,6 +27,7 @@ struct Overrides {
 	std::vector<uint64_t> vram;	// bytes; one value = every GPU
 	std::optional<uint32_t> fw_version, sdma_fw_version;
 	std::optional<double> sdma_gbps;
+	bool vram_resident = false;	// --vram-resident: every GPU's
 	std::vector<uint32_t> cgroup_minors; // --device-cgroup: render minors allowed
 };
 

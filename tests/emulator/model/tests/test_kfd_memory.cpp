@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include <criterion/criterion.h>
+#include <sys/stat.h>
 
 using namespace kfdemu;
 using namespace kfdemu::testing;
@@ -13,10 +14,10 @@ namespace {
 constexpr uint32_t G0 = 0x1111, G1 = 0x2222;
 
 struct App {
-	Rig rig{make_machine({G0, G1})};
+	Rig rig;
 	FakeCaller c{1000};
 	int kfd = -1, r0 = -1, r1 = -1;
-	App()
+	explicit App(MachineDesc m = make_machine({G0, G1})) : rig(std::move(m))
 	{
 		kfd = rig.open_kfd(c);
 		r0 = rig.open_render(c, 128);
@@ -327,4 +328,28 @@ Test(kfd_memory, process_exit_frees)
 	AvailableMemory av{0, G0, 0};
 	cr_assert_eq(app.rig.kfd(n, k, AVAILABLE_MEMORY, &av), 0);
 	cr_assert_eq(av.available, 1ull << 30);
+}
+
+// --vram-resident: a VRAM BO's host memory is allocated with the BO (its
+// memfd has every block); by default untouched pages have none. GTT BOs
+// are not affected.
+Test(kfd_memory, vram_resident_allocates_host_memory_with_the_bo)
+{
+	for (bool resident : {false, true}) {
+		MachineDesc m = make_machine({G0, G1});
+		m.nodes[1].vram_resident = resident;
+		App app(std::move(m));
+		const uint64_t size = 8ull << 20;
+		AllocMemoryOfGpu vram = app.vram_bo(size), gtt{};
+		cr_assert_eq(app.alloc(G0, 0x200000000ull, size, ALLOC_GTT | ALLOC_WRITABLE, &gtt), 0);
+		for (auto *bo : {&vram, &gtt}) {
+			ExportDmabuf e{bo->handle, 0, 0};
+			cr_assert_eq(app.rig.kfd(app.c, app.kfd, EXPORT_DMABUF, &e), 0);
+			struct stat st {};
+			cr_assert_eq(fstat(static_cast<int>(e.dmabuf_fd), &st), 0);
+			const bool full = static_cast<uint64_t>(st.st_blocks) * 512 >= size;
+			cr_assert_eq(full, resident && bo == &vram, "resident %d, %s BO: %lld blocks", resident,
+				     bo == &vram ? "VRAM" : "GTT", static_cast<long long>(st.st_blocks));
+		}
+	}
 }
