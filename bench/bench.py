@@ -73,11 +73,17 @@ the restore.
 (--parallel-only: only these rows.)
 
 Upstream side by side (issue 14): real criu-dev (the build's realcriu/)
-dumping and restoring tests/emulator/criu's roundtrip workload on an
-emulated 2xMI210 with our plugin and with upstream's, built from the
-criu-dev tarball: CRIU's wall time of each step, median of the
-repetitions; and both at KFD_MAX_BUFFER_SIZE 4M, 16M and 64M (2 x 256
-MiB, one run each), the plot's third panel. (--upstream-only: only these.)
+dumping and restoring tests/emulator/criu's roundtrip workload with our
+plugin and with upstream's, built from the criu-dev tarball, on the
+throughput rows' storage and machine (the fixed-rate store; SDMA model the
+store's speed split between the GPUs; VRAM resident): 4 GiB on an emulated
+2xMI210 (2 x 2 GiB) and on an MI100 (1 x 4 GiB; --quick 256 MiB), CRIU's
+wall time of each step, median of the repetitions. Upstream's restore of
+one process on two GPUs is not complete (it reads the second GPU's pages
+file past its end; docs/performance.md), so that row says "not
+comparable" and the one-GPU row compares complete restores. And both at
+KFD_MAX_BUFFER_SIZE 4M, 16M and 64M (2 x 256 MiB, page cache, one run
+each), the plot's third panel. (--upstream-only: only these.)
 
 Render-node BOs (issue 11): one GPU (MI100), the same bytes once in one
 KFD VRAM BO and once in one VRAM GEM BO on libhsakmt's render-node file
@@ -89,7 +95,10 @@ KFD BO's, median of the repetitions. (--render-only: only these rows.)
 Integrity and sparse files (issue 13): dump and restore throughput with
 checksums (the default) against KFD_VERIFY=0 (none computed or checked),
 the same workload back to back (which goes first alternates), median
-ratio of the repetitions; and one
+ratio of the repetitions, on the throughput rows' storage and machine
+(the target's row) and on the page cache with the SDMA unthrottled (the
+CPU-bound case: the emulated DMA, the page cache's copy and XXH3 share
+the cores; informative, no target); and one
 BO of the full size left zero (gpu-workload --zero) against a random one
 on one GPU: dump time (whole per-GPU job) and the pages file's allocated
 disk blocks (st_blocks), and the restore time of each.
@@ -408,7 +417,7 @@ def measure(args, run, scratch):
         table.show()
         return 0
     if args.upstream_only:
-        upstream_side_by_side(args, table, 1 if args.quick else 3)
+        upstream_side_by_side(args, table, scratch, 1 if args.quick else 3)
         upstream_bound_sweep(args, table, plot)
         table.show()
         return 0
@@ -422,7 +431,7 @@ def measure(args, run, scratch):
             draw(args.plot, plot)
         return 0
     if args.integrity_only:
-        integrity_and_sparse(args, run, table, total, 1 if args.quick else 3)
+        integrity_and_sparse(args, run, table, scratch, total, 1 if args.quick else 3)
         print()
         table.show()
         return 0
@@ -471,9 +480,9 @@ def measure(args, run, scratch):
         bo_size_sweep(args, run, ["--machine", "MI100", "--sdma-gbps", str(engine_gbps)], table, plot)
     if not args.ci:
         gpuless_overhead(args, table)
-        upstream_side_by_side(args, table, reps)
+        upstream_side_by_side(args, table, scratch, reps)
         upstream_bound_sweep(args, table, plot)
-        integrity_and_sparse(args, run, table, total, reps)
+        integrity_and_sparse(args, run, table, scratch, total, reps)
         parallel_restore(run, table, scratch, total, reps)
         realcriu_parallel(args, table, reps)
     render_vs_kfd(run, table, scratch, total // 2, reps)
@@ -731,40 +740,97 @@ def upstream_plugin(bin_dir):
     return version, so
 
 
-def upstream_side_by_side(args, table, reps):
+def bench_machine(scratch, profile, engine_gbps):
+    """An emulated machine profile as the throughput rows have it, as a
+    machine file for tests/emulator/criu: SDMA model `engine_gbps` per
+    engine, VRAM backed at allocation (kfd-emu --vram-resident)."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "emulator", "profiles",
+                       profile + ".machine")
+    lines = []
+    for line in open(src):
+        lines.append(line.rstrip("\n"))
+        if line.startswith("gpu "):
+            lines += ["  sdma_gbps %g" % engine_gbps, "  vram_resident 1"]
+    path = os.path.join(scratch, "%s-%g.machine" % (profile, engine_gbps))
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def upstream_side_by_side(args, table, scratch, reps):
     """Real criu-dev dumping and restoring the same workload on the same
-    emulated 2xMI210 (tests/emulator/criu, scenario roundtrip, a VRAM BO of
+    emulated machine (tests/emulator/criu, scenario roundtrip, a VRAM BO of
     KFDEMU_WORKLOAD_VRAM_MIB per GPU) with our plugin and with upstream's:
-    CRIU's wall time of each dump and restore, median of the repetitions."""
+    CRIU's wall time of each dump and restore, median of the repetitions.
+    On 2xMI210 (2 x 2 GiB, --quick 2 x 128 MiB: the throughput rows' bytes)
+    and on MI100 (1 x 4 GiB): with one process on two GPUs upstream's
+    restore reads the second GPU's pages file past its end and restores
+    nothing into its BOs (docs/performance.md), so only the one-GPU restore
+    compares complete restores. The machine and storage are the throughput
+    rows' (the fixed-rate store, its speed split between the GPUs' SDMA
+    models, VRAM resident), unless --storage page-cache or the store cannot
+    run (then the page cache and an unthrottled SDMA, as the row says)."""
     found = upstream_plugin(e2e.ARGS.bin_dir)
     if not found:
         table.add("ours vs upstream plugin, real criu-dev", "not measured", "", "", ">= 1.8x",
                   "(needs scripts/build-criu.sh's criu-dev tree)")
         return
     version, upstream = found
-    mib = 128 if args.quick else 512
-    times = {}
-    for rep in range(reps):
-        for name, so in plugins_side_by_side(upstream):
-            got, note, errors = realcriu_roundtrip(version, so, name, mib)
-            for step, secs in got.items():
-                times.setdefault((name, step), []).append(secs)
-                if errors.get(step):
-                    times.setdefault((name, step, "errors"), errors[step])
-            if note:
-                times["upstream_note"] = note
+    total_mib = 256 if args.quick else 4096
+    store = FixedRateStore(e2e.ARGS.bin_dir, scratch, args.store_gbps, (total_mib + 512) * MiB) \
+        if args.storage == "fixed" else None
+    try:
+        for profile, gpus in (("2xMI210", 2), ("MI100", 1)):
+            mib = total_mib // gpus
+            times, where = upstream_runs(scratch, version, upstream, profile, gpus, mib, reps, store)
+            table.add("ours vs upstream's plugin, real CRIU %s, %s: %s" % (version, profile, where),
+                      "", "", "", "", "")
+            upstream_rows(table, times, version, "%d x %d MiB VRAM" % (gpus, mib), reps)
+    finally:
+        if store:
+            store.close()
+
+
+def upstream_rows(table, times, version, what, reps):
     for step in ("dump", "restore"):
         ours = sorted(times[("ours", step)])[reps // 2]
         up = sorted(times[("upstream", step)])[reps // 2]
-        table.add("%s, real CRIU %s, 2 x %d MiB VRAM: upstream's plugin vs ours (median of %d)" %
-                  (step, version, mib, reps), "%.1f vs %.1f s" % (up, ours), "", "%.2fx" % (up / ours),
-                  ">= 1.8x", verdict(up / ours >= 1.8))
+        incomplete = ("upstream", step, "errors") in times
+        table.add("%s, real CRIU %s, %s: upstream's plugin vs ours (median of %d)" %
+                  (step, version, what, reps), "%.2f vs %.2f s" % (up, ours), "", "%.2fx" % (up / ours),
+                  ">= 1.8x", "not comparable" if incomplete else verdict(up / ours >= 1.8))
     if "upstream_note" in times:
         table.add("  upstream's restored task failed a roundtrip check", times["upstream_note"])
     for (name, step, *rest), lines in sorted((k, v) for k, v in times.items() if isinstance(k, tuple)):
         if rest:
             table.add("  %s plugin's %s logged %d error line(s), e.g. (its time is not of a complete %s)" %
                       (name, step, len(lines), step), lines[0][:150])
+
+
+def upstream_runs(scratch, version, upstream, profile, gpus, mib, reps, store):
+    """upstream_side_by_side's runs on one machine: ({(plugin, step): [s],
+    ...}, what the machine and storage were)."""
+    machine, images, where = profile, None, "the page cache, SDMA unthrottled"
+    if store and store.path:
+        w_gbps, _ = storage_limits(store.path, gpus * mib * MiB)
+        engine = round(w_gbps / gpus, 2)
+        machine = bench_machine(scratch, profile, engine)
+        images = store
+        where = "%s; SDMA model %.2f GB/s per engine, VRAM resident" % (store.describe(), engine)
+    elif store:
+        where += " (%s)" % store.reason
+    times = {}
+    for rep in range(reps):
+        for name, so in plugins_side_by_side(upstream):
+            got, note, errors = realcriu_roundtrip(version, so, name, mib, machine=machine,
+                                                   images_dir=images.new_dir() if images else None)
+            for step, secs in got.items():
+                times.setdefault((name, step), []).append(secs)
+                if errors.get(step):
+                    times.setdefault((name, step, "errors"), errors[step])
+            if note:
+                times["upstream_note"] = note
+    return times, where
 
 
 def plugins_side_by_side(upstream):
@@ -798,7 +864,7 @@ def realcriu_parallel(args, table, reps):
         table.add("  %s, each run" % what, ", ".join("%.3f s" % t for t in times[mode]))
 
 
-def realcriu_roundtrip(version, so, name, mib, env=None):
+def realcriu_roundtrip(version, so, name, mib, env=None, machine="2xMI210", images_dir=None):
     """Real CRIU `version` dumping and restoring tests/emulator/criu's
     roundtrip workload (2xMI210, a VRAM BO of `mib` MiB per GPU) with the
     plugin `so`: ({"dump": s, "restore": s} of CRIU's wall time, note,
@@ -816,7 +882,8 @@ def realcriu_roundtrip(version, so, name, mib, env=None):
          "--kfd-emu", os.path.join(b, "tests/emulator/kfd-emu"),
          "--wrapper", os.path.join(b, "tests/emulator/kfdemu-criu"),
          "--workload", os.path.join(b, "tests/emulator/kfdemu_criu_workload"),
-         "--machine", "2xMI210", "--scenario", "roundtrip", "--plugin", so, "--keep"],
+         "--machine", machine, "--scenario", "roundtrip", "--plugin", so, "--keep"] +
+        (["--images-dir", images_dir] if images_dir else []),
         capture_output=True, text=True, timeout=1800,
         env=dict(os.environ, KFDEMU_WORKLOAD_VRAM_MIB=str(mib), **(env or {})))
     out = r.stdout + r.stderr
@@ -824,7 +891,8 @@ def realcriu_roundtrip(version, so, name, mib, env=None):
     for kept in re.findall(r"work directory kept: (\S+)", out):
         for step in ("dump", "restore"):
             try:
-                with open(os.path.join(kept, "images", step + ".log"), errors="replace") as f:
+                with open(os.path.join(images_dir or os.path.join(kept, "images"), step + ".log"),
+                          errors="replace") as f:
                     # Not counted: upstream's probe for a KFD image under
                     # every GPU file's id, whose miss it logs as an error
                     # and then restores the file as a render node.
@@ -833,6 +901,8 @@ def realcriu_roundtrip(version, so, name, mib, env=None):
             except OSError:
                 pass
         shutil.rmtree(kept, ignore_errors=True)
+    if images_dir:
+        shutil.rmtree(images_dir, ignore_errors=True)
     got = {k: float(v) for k, v in re.findall(r"criu (dump|restore): exit 0 after ([0-9.]+)s", out)}
     e2e.check(len(got) == 2, "%s plugin under real CRIU %s failed:\n%s" % (name, version, out[-2000:]))
     note = None
@@ -924,9 +994,34 @@ def pages_blocks(step):
     return alloc, size
 
 
-def integrity_and_sparse(args, run, table, total, reps):
+def integrity_and_sparse(args, run, table, scratch, total, reps):
+    # Checksums: on the throughput rows' storage and machine (the target
+    # row), and on the page cache with the SDMA unthrottled, where the
+    # emulated SDMA, the page cache's copy and XXH3 share the 2 cores (the
+    # CPU-bound case; informative: on a GPU the DMA takes no CPU).
+    store = FixedRateStore(e2e.ARGS.bin_dir, scratch, args.store_gbps, total + 256 * MiB) \
+        if args.storage == "fixed" else None
+    try:
+        if store and store.path:
+            w_gbps, _ = storage_limits(store.path, total)
+            engine = round(w_gbps / 2, 2)
+            machine = ["--machine", "2xMI210", "--sdma-gbps", str(engine), "--vram-resident"]
+            where = "%s, SDMA model %.2f GB/s per engine" % (store.describe(), engine)
+            checksum_pairs(run, table, total, reps, machine, store, where, True)
+        checksum_pairs(run, table, total, reps, ["--machine", "2xMI210"], None,
+                       "page cache, SDMA unthrottled (CPU-bound)" +
+                       (" (%s)" % store.reason if store and store.reason else ""), not (store and store.path))
+    finally:
+        if store:
+            store.close()
+    sparse(run, table, total)
+
+
+def checksum_pairs(run, table, total, reps, machine, store, where, judged):
+    """Dump and restore throughput with checksums (the default) against
+    KFD_VERIFY=0, back to back, `reps` pairs; judged: the row carries the
+    target's verdict."""
     half = "%dM" % (total // 2 // MiB // 2)
-    machine = ["--machine", "2xMI210"]
     work = ["--vram", "%s,%s" % (half, half), "--gtt", ""]
     dumps, restores = [], []
     for rep in range(reps):
@@ -934,7 +1029,8 @@ def integrity_and_sparse(args, run, table, total, reps):
         # Alternate which goes first: on a VM the first dump of a pair
         # meets colder memory (docs/performance.md).
         for verify in (("1", "0") if rep % 2 == 0 else ("0", "1")):
-            d = run.dump(machine, work, env={"KFD_VERIFY": verify}, skip_checks=True)
+            d = run.dump(machine, work, env={"KFD_VERIFY": verify}, skip_checks=True,
+                         images_dir=store.new_dir() if store else None)
             e2e.check(d["rc"] == 0, "dump (KFD_VERIFY=%s) failed:\n%s" % (verify, d["log"][-2000:]))
             b, s, _ = e2e.copy_summary(d["log"], "dumped")
             r = run.restore(machine, d, env={"KFD_VERIFY": verify})
@@ -947,12 +1043,18 @@ def integrity_and_sparse(args, run, table, total, reps):
     for what, rows in (("dump", dumps), ("restore", restores)):
         rows.sort(key=lambda p: p[0] / p[1])
         w, wo = rows[len(rows) // 2]
-        table.add("%s with checksums vs KFD_VERIFY=0, %.2f GiB (median of %d)" % (what, total / GiB, reps),
-                  "%.2f vs %.2f GB/s" % (w, wo), "", "%.2f" % (w / wo), ">= 0.95", verdict(w / wo >= 0.95))
+        table.add("%s with checksums vs KFD_VERIFY=0, %.2f GiB (median of %d), %s" %
+                  (what, total / GiB, reps, where), "%.2f vs %.2f GB/s" % (w, wo), "", "%.2f" % (w / wo),
+                  ">= 0.95" if judged else "", verdict(w / wo >= 0.95) if judged else "")
         for i, (a, b) in enumerate(rows):
             table.add("  pair %d (sorted by ratio)" % (i + 1), "%.2f vs %.2f GB/s" % (a, b), "", "%.2f" % (a / b))
 
-    # Sparse: one BO of `total` bytes on one GPU, zero vs random.
+
+def sparse(run, table, total):
+    """One BO of `total` bytes on one GPU, zero vs random, on the page cache
+    with the SDMA unthrottled: the zero BO's dump is bounded by the DMA of
+    every byte (it finds the zeros in staging), which on a GPU runs at
+    about ten times storage speed."""
     one = ["--machine", "MI100"]
     size = "%dM" % (total // MiB)
     res = {}

@@ -423,7 +423,7 @@ class Run:
         self.args = args
         self.criu = criu
         self.work = work
-        self.images = os.path.join(work, "images")
+        self.images = args.images_dir or os.path.join(work, "images")
         self.emu = Emu(args.kfd_emu)
         self.wl = None
         self.env = dict(os.environ)
@@ -987,6 +987,9 @@ def main():
                          " also $KFDEMU_CRIU_PLUGIN)")
     ap.add_argument("--sanitized", default="")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--images-dir", default="",
+                    help="where CRIU's images go (created; default: the work directory's images/); "
+                         "the benchmark's fixed-rate store")
     ap.add_argument("--phase", default="", help=argparse.SUPPRESS)	# internal: inside kfd-emu
     ap.add_argument("--work", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()

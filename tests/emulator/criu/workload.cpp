@@ -282,14 +282,16 @@ bool sdma_copy(amdgpu_device_handle dev, std::initializer_list<amdgpu_bo_handle>
 			f.context = ctx;
 			f.ip_type = AMDGPU_HW_IP_DMA;
 			f.fence = req.seq_no;
-			// Polls (timeout 0) for up to 10 s of this process's own
-			// clock rather than one wait with a 10 s timeout: libdrm
+			// Polls (timeout 0) for up to 10 s plus 1 s per 100 MiB
+			// (a large copy on an emulated SDMA throttled to a
+			// storage-like rate, as the benchmark runs it) of this
+			// process's own clock rather than one wait with a timeout: libdrm
 			// turns a timeout into an absolute deadline on this
 			// process's CLOCK_MONOTONIC, which the kernel reads on the
 			// host's clock. A container CRIU restored runs in a time
 			// namespace whose clock lags the host's by the time it was
 			// down, so that deadline can already be past.
-			const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+			const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10 + n / (100 << 20));
 			for (;;) {
 				if (r = amdgpu_cs_query_fence_status(&f, 0, 0, &expired); r || expired)
 					break;
@@ -300,7 +302,7 @@ bool sdma_copy(amdgpu_device_handle dev, std::initializer_list<amdgpu_bo_handle>
 			if (r)
 				*err = status("amdgpu_cs_query_fence_status", r);
 			else if (!expired)
-				*err = "SDMA fence did not signal within 10 s";
+				*err = "SDMA fence did not signal within " + std::to_string(10 + n / (100 << 20)) + " s";
 			else
 				ok = true;
 		}
