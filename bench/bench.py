@@ -101,7 +101,9 @@ CPU-bound case: the emulated DMA, the page cache's copy and XXH3 share
 the cores; informative, no target); and one
 BO of the full size left zero (gpu-workload --zero) against a random one
 on one GPU: dump time (whole per-GPU job) and the pages file's allocated
-disk blocks (st_blocks), and the restore time of each.
+disk blocks (st_blocks), and the restore time of each, on a fixed-rate
+store at SPARSE_STORE_GBPS (0.5 GB/s: a tenth of the emulated SDMA's
+copy, as a GPU's SDMA is to one NVMe) with the SDMA unthrottled.
 
 --ci: the smallest form (64 MiB, 256 small BOs, 32 MiB render vs KFD, one
 repetition; no memory, BO-size, GPU-less, upstream, integrity or parallel
