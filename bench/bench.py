@@ -144,8 +144,7 @@ class FixedRateStore:
             self.reason = "no /dev/fuse"
         if self.reason:
             return
-        path = os.path.join(scratch, "store")
-        os.makedirs(path)
+        path = tempfile.mkdtemp(prefix="store-", dir=scratch)
         self.proc = subprocess.Popen([exe, "--write-gbps", str(gbps), "--read-gbps", str(gbps),
                                       "--capacity", str(capacity), path],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -172,11 +171,13 @@ class FixedRateStore:
     def close(self):
         if not self.proc:
             return ""
+        mountpoint = self.path or self.proc.args[-1]
         if self.path:
             subprocess.run(["umount", self.path], check=False)
         self.proc.terminate()
         out, _ = self.proc.communicate(timeout=60)
         self.proc, self.path = None, None
+        os.rmdir(mountpoint)
         return out or ""
 
 
