@@ -403,7 +403,7 @@ def measure(args, run, scratch):
     total = 64 * MiB if args.ci else (1 if args.quick else 4) * GiB
     per_gpu = total // 2
     if args.parallel_only:
-        parallel_restore(run, table, scratch, total, args.reps or (1 if args.quick else 3))
+        parallel_restore(args, run, table, scratch, total, args.reps or (1 if args.quick else 3))
         realcriu_parallel(args, table, args.reps or (1 if args.quick else 3))
         print()
         table.show()
@@ -486,7 +486,7 @@ def measure(args, run, scratch):
         upstream_side_by_side(args, table, scratch, reps)
         upstream_bound_sweep(args, table, plot)
         integrity_and_sparse(args, run, table, scratch, total, reps)
-        parallel_restore(run, table, scratch, total, reps)
+        parallel_restore(args, run, table, scratch, total, reps)
         realcriu_parallel(args, table, reps)
     render_vs_kfd(run, table, scratch, total // 2, reps)
 
@@ -1109,20 +1109,45 @@ def sparse_runs(run, total, store):
     return res, where
 
 
-def parallel_restore(run, table, scratch, total, reps):
+def parallel_restore(args, run, table, scratch, total, reps):
     """Serial (KFD_PARALLEL_RESTORE=0) against parallel restore of one
-    2-GPU checkpoint of `total` bytes (see the header)."""
+    2-GPU checkpoint of `total` bytes (see the header), on the throughput
+    rows' storage and machine."""
+    store = FixedRateStore(e2e.ARGS.bin_dir, scratch, args.store_gbps, total + 256 * MiB) \
+        if args.storage == "fixed" else None
+    try:
+        rows, where = parallel_restore_runs(run, scratch, total, reps, store)
+    finally:
+        if store:
+            store.close()
+    table.add("serial vs parallel restore: %s" % where, "", "", "", "", "")
+    for mode, what in (("0", "serial (each task copies)"), ("1", "parallel (CRIU's main process copies)")):
+        ordered = sorted(rows[mode], key=lambda x: x[0] / x[1])
+        thr, lim, secs, b = ordered[len(ordered) // 2]
+        table.add("restore %.2f GiB, 2 GPUs, %s, median of %d" % (b / GiB, what, reps), "%.2f GB/s" % thr,
+                  "%.2f GB/s" % lim, "%.2f" % (thr / lim), ">= 0.90", verdict(thr / lim >= 0.9))
+        for i, (t, l, sec, _) in enumerate(rows[mode]):
+            table.add("  rep %d: whole restore (criu-host) %.2f s" % (i + 1, sec), "%.2f GB/s" % t,
+                      "%.2f GB/s" % l, "%.2f" % (t / l))
+
+
+def parallel_restore_runs(run, scratch, total, reps, store):
+    """parallel_restore's restores: ({mode: [(GB/s, limit, s, bytes)]},
+    what the storage was)."""
     per_gpu = total // 2
     half = "%dM" % (per_gpu // MiB // 2)
     rows = {"0": [], "1": []}
+    directory = store.path if store and store.path else scratch
+    where = store.describe() if store else "the page cache (--storage page-cache)"
     for rep in range(reps):
-        w_gbps, r_gbps = storage_limits(scratch, total)
+        w_gbps, r_gbps = storage_limits(directory, total)
         engine_gbps = round(w_gbps / 2, 2)
         sdma_gbps = 2 * engine_gbps
-        machine = ["--machine", "2xMI210", "--sdma-gbps", str(engine_gbps)]
+        machine = ["--machine", "2xMI210", "--sdma-gbps", str(engine_gbps), "--vram-resident"]
         print("bench: parallel restore rep %d: storage read %.2f GB/s, SDMA model %.2f GB/s per engine" %
               (rep + 1, r_gbps, engine_gbps), flush=True)
-        d = run.dump(machine, ["--vram", "%s,%s" % (half, half), "--gtt", ""], skip_checks=True)
+        d = run.dump(machine, ["--vram", "%s,%s" % (half, half), "--gtt", ""], skip_checks=True,
+                     images_dir=store.new_dir() if directory != scratch else None)
         e2e.check(d["rc"] == 0, "dump failed:\n" + d["log"][-2000:])
         order = ["0", "1"] if rep % 2 == 0 else ["1", "0"]
         for mode in order:
@@ -1133,14 +1158,7 @@ def parallel_restore(run, table, scratch, total, reps):
             rows[mode].append((b / s / 1e9, min(r_gbps, sdma_gbps), r["seconds"], b))
             drop(r)
         drop(d)
-    for mode, what in (("0", "serial (each task copies)"), ("1", "parallel (CRIU's main process copies)")):
-        ordered = sorted(rows[mode], key=lambda x: x[0] / x[1])
-        thr, lim, secs, b = ordered[len(ordered) // 2]
-        table.add("restore %.2f GiB, 2 GPUs, %s, median of %d" % (b / GiB, what, reps), "%.2f GB/s" % thr,
-                  "%.2f GB/s" % lim, "%.2f" % (thr / lim), ">= 0.90", verdict(thr / lim >= 0.9))
-        for i, (t, l, sec, _) in enumerate(rows[mode]):
-            table.add("  rep %d: whole restore (criu-host) %.2f s" % (i + 1, sec), "%.2f GB/s" % t,
-                      "%.2f GB/s" % l, "%.2f" % (t / l))
+    return rows, where
 
 
 def render_vs_kfd(run, table, scratch, nbytes, reps):
