@@ -62,9 +62,10 @@ alternating, median of each.
 Parallel restore (issue 11 part 4, issue 14): the same checkpoint restored
 with KFD_PARALLEL_RESTORE=0 (each task copies its own GPU memory in its
 RESTORE_EXT_FILE) and =1 (CRIU's main process copies it while the tasks go
-on), alternately, median of the repetitions: copy throughput against
-min(storage read, SDMA) measured in the same repetition, and the host's
-whole restore time. Under criu-host the tasks have little else to restore,
+on), alternately, median of the repetitions, on the throughput rows'
+storage and machine (fixed-rate store, VRAM resident): copy throughput
+against min(storage read, SDMA) measured in the same repetition, and the
+host's whole restore time. Under criu-host the tasks have little else to restore,
 so the whole-restore times show the cost of the hand-over, not the overlap
 with CRIU's own work (memory pages), which only real CRIU has: so the same
 comparison also runs under real CRIU 4.2.1 (tests/emulator/criu's
