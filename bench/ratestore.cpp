@@ -336,10 +336,10 @@ int op_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t, struct 
 	auto n = store().find(path);
 	if (!n || !n->dir)
 		return -ENOTDIR;
-	fill(buf, ".", nullptr, 0, FUSE_FILL_DIR_PLUS);
-	fill(buf, "..", nullptr, 0, FUSE_FILL_DIR_PLUS);
+	fill(buf, ".", nullptr, 0, static_cast<fuse_fill_dir_flags>(0));
+	fill(buf, "..", nullptr, 0, static_cast<fuse_fill_dir_flags>(0));
 	for (auto &[name, child] : n->children)
-		fill(buf, name.c_str(), nullptr, 0, FUSE_FILL_DIR_PLUS);
+		fill(buf, name.c_str(), nullptr, 0, static_cast<fuse_fill_dir_flags>(0));
 	return 0;
 }
 
