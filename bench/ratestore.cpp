@@ -57,10 +57,9 @@ public:
 				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 		if (p == MAP_FAILED)
 			return;
+		// MAP_POPULATE write-faults a private writable mapping: every page
+		// has its own memory now (RssAnon counts it), none is the zero page.
 		base_ = static_cast<uint8_t *>(p);
-		// MAP_POPULATE may leave pages to the zero page: write each once.
-		for (uint64_t off = 0; off < bytes_; off += 4096)
-			base_[off] = 1;
 		for (uint64_t i = bytes_ / kChunk; i > 0; --i)
 			free_.push_back(base_ + (i - 1) * kChunk);
 	}
@@ -94,6 +93,19 @@ private:
 	uint8_t *base_ = nullptr;
 	std::vector<uint8_t *> free_;
 };
+
+/// Calls f(chunk index, offset in the chunk, bytes, offset from `off`) for
+/// each piece of [off, end) that lies in one chunk, in order; stops early
+/// when f returns false.
+template <typename F> void each_chunk_span(uint64_t off, uint64_t end, F &&f)
+{
+	for (uint64_t pos = off; pos < end;) {
+		const uint64_t in = pos % kChunk, step = std::min(kChunk - in, end - pos);
+		if (!f(pos / kChunk, in, step, pos - off))
+			return;
+		pos += step;
+	}
+}
 
 struct Node {
 	bool dir = false;
@@ -225,18 +237,19 @@ public:
 		const uint64_t end = off + len;
 		if (n.chunks.size() < (end + kChunk - 1) / kChunk)
 			n.chunks.resize((end + kChunk - 1) / kChunk, nullptr);
-		for (uint64_t pos = off; pos < end;) {
-			uint8_t *&c = n.chunks[pos / kChunk];
-			if (!c) {
-				c = pool_.take();
-				if (!c)
-					return pos == off ? -ENOSPC : static_cast<int>(pos - off);
+		uint64_t done = 0;
+		each_chunk_span(off, end, [&](uint64_t idx, uint64_t in, uint64_t step, uint64_t at) {
+			uint8_t *&c = n.chunks[idx];
+			if (!c && (c = pool_.take()) != nullptr)
 				std::memset(c, 0, kChunk);
-			}
-			const uint64_t in = pos % kChunk, step = std::min(kChunk - in, end - pos);
-			std::memcpy(c + in, buf + (pos - off), step);
-			pos += step;
-		}
+			if (!c)
+				return false;
+			std::memcpy(c + in, buf + at, step);
+			done = at + step;
+			return true;
+		});
+		if (done < len)
+			return done ? static_cast<int>(done) : -ENOSPC;
 		n.size = std::max(n.size, end);
 		::clock_gettime(CLOCK_REALTIME, &n.mtime);
 		write_.pace(len, arrival);
@@ -248,35 +261,30 @@ public:
 		if (off >= n.size)
 			return 0;
 		const uint64_t end = std::min<uint64_t>(off + len, n.size);
-		for (uint64_t pos = off; pos < end;) {
-			const uint64_t idx = pos / kChunk, in = pos % kChunk;
-			const uint64_t step = std::min(kChunk - in, end - pos);
+		each_chunk_span(off, end, [&](uint64_t idx, uint64_t in, uint64_t step, uint64_t at) {
 			const uint8_t *c = idx < n.chunks.size() ? n.chunks[idx] : nullptr;
 			if (c)
-				std::memcpy(buf + (pos - off), c + in, step);
+				std::memcpy(buf + at, c + in, step);
 			else
-				std::memset(buf + (pos - off), 0, step);
-			pos += step;
-		}
+				std::memset(buf + at, 0, step);
+			return true;
+		});
 		read_.pace(end - off, arrival);
 		return static_cast<int>(end - off);
 	}
 	int punch(Node &n, uint64_t off, uint64_t len)
 	{
-		const uint64_t end = std::min(off + len, n.size);
-		for (uint64_t pos = off; pos < end;) {
-			const uint64_t idx = pos / kChunk, in = pos % kChunk;
-			const uint64_t step = std::min(kChunk - in, end - pos);
-			if (idx < n.chunks.size() && n.chunks[idx]) {
-				if (step == kChunk) {
-					pool_.give(n.chunks[idx]);
-					n.chunks[idx] = nullptr;
-				} else {
-					std::memset(n.chunks[idx] + in, 0, step);
-				}
+		each_chunk_span(off, std::min(off + len, n.size), [&](uint64_t idx, uint64_t in, uint64_t step, uint64_t) {
+			if (idx >= n.chunks.size() || !n.chunks[idx])
+				return true;
+			if (step == kChunk) {
+				pool_.give(n.chunks[idx]);
+				n.chunks[idx] = nullptr;
+			} else {
+				std::memset(n.chunks[idx] + in, 0, step);
 			}
-			pos += step;
-		}
+			return true;
+		});
 		return 0;
 	}
 	/// SEEK_DATA / SEEK_HOLE at chunk granularity (holes: unwritten chunks).
@@ -325,7 +333,7 @@ int op_getattr(const char *path, struct stat *st, struct fuse_file_info *)
 	for (auto *c : n->chunks)
 		chunks += c != nullptr;
 	st->st_blocks = static_cast<blkcnt_t>(chunks * (kChunk / 512));
-	st->st_blksize = 1 << 20;
+	st->st_blksize = kChunk;
 	st->st_mtim = st->st_ctim = st->st_atim = n->mtime;
 	return 0;
 }
