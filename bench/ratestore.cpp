@@ -248,9 +248,9 @@ public:
 			done = at + step;
 			return true;
 		});
+		n.size = std::max(n.size, off + done); // a short write's bytes count too
 		if (done < len)
 			return done ? static_cast<int>(done) : -ENOSPC;
-		n.size = std::max(n.size, end);
 		::clock_gettime(CLOCK_REALTIME, &n.mtime);
 		write_.pace(len, arrival);
 		return static_cast<int>(len);
