@@ -133,13 +133,19 @@ GiB = 1 << 30
 
 class FixedRateStore:
     """amdcr-ratestore (bench/ratestore.cpp) mounted under the scratch
-    directory: files in memory touched once, data at `gbps` GB/s each way.
-    None of it when it cannot run; `reason` says why."""
+    directory: files in memory touched once, data at `gbps` GB/s each way;
+    a context manager that unmounts it. When it is not asked for
+    (--storage page-cache) or cannot run, `path` is None, `reason` says
+    why, `directory` is the scratch directory (the page cache) and
+    new_dir() is None (the images stay in the step's state)."""
 
-    def __init__(self, bin_dir, scratch, gbps, capacity):
+    def __init__(self, args, scratch, gbps, capacity):
         self.gbps, self.proc, self.path, self.reason, self.n = gbps, None, None, None, 0
-        exe = os.path.join(bin_dir, "bench", "amdcr-ratestore")
-        if not os.path.exists(exe):
+        self.directory = scratch
+        exe = os.path.join(os.path.abspath(args.bin_dir), "bench", "amdcr-ratestore")
+        if args.storage != "fixed":
+            self.reason = "--storage page-cache"
+        elif not os.path.exists(exe):
             self.reason = "%s not built (fuse3 missing at configure time)" % exe
         elif not os.path.exists("/dev/fuse"):
             self.reason = "no /dev/fuse"
@@ -153,14 +159,23 @@ class FixedRateStore:
         deadline = time.monotonic() + 120 + capacity / 0.2e9
         while time.monotonic() < deadline and self.proc.poll() is None:
             if any(l.split()[1:3] == [path, "fuse.ratestore"] for l in open("/proc/mounts")):
-                self.path = path
+                self.path = self.directory = path
                 return
             time.sleep(0.2)
         out = self.close()
         self.reason = "amdcr-ratestore did not mount: %s" % (out.strip()[-300:] or "timed out")
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def new_dir(self):
-        """A name for a new directory in the store (not created)."""
+        """A name for a new directory in the store (not created), or None
+        without a store."""
+        if not self.path:
+            return None
         self.n += 1
         return os.path.join(self.path, "%02d" % self.n)
 
@@ -177,7 +192,7 @@ class FixedRateStore:
             subprocess.run(["umount", self.path], check=False)
         self.proc.terminate()
         out, _ = self.proc.communicate(timeout=60)
-        self.proc, self.path = None, None
+        self.proc, self.path, self.directory = None, None, os.path.dirname(mountpoint)
         os.rmdir(mountpoint)
         return out or ""
 
@@ -402,7 +417,6 @@ def measure(args, run, scratch):
     table = Table()
     plot = {}
     total = 64 * MiB if args.ci else (1 if args.quick else 4) * GiB
-    per_gpu = total // 2
     if args.parallel_only:
         parallel_restore(args, run, table, scratch, total, args.reps or (1 if args.quick else 3))
         realcriu_parallel(args, table, args.reps or (1 if args.quick else 3))
@@ -445,14 +459,9 @@ def measure(args, run, scratch):
     # shared VM, so each repetition measures its own limits right before
     # its dump, sets the SDMA model from them, and the table gives the
     # median ratio (each repetition listed below it).
-    store = FixedRateStore(e2e.ARGS.bin_dir, scratch, args.store_gbps, total + 256 * MiB) \
-        if args.storage == "fixed" else None
-    try:
-        dump_rows, restore_rows, machine = throughput(args, run, scratch, total, store)
-    finally:
-        storage = store.describe() if store else "the page cache (--storage page-cache)"
-        if store:
-            store.close()
+    with FixedRateStore(args, scratch, args.store_gbps, total + 256 * MiB) as store:
+        dump_rows, restore_rows, engine_gbps = throughput(args, run, total, store)
+        storage = store.describe()
     reps = len(dump_rows)
     table.add("storage of the dump/restore rows: %s" % storage, "", "", "", "", "")
     for what, rows, io in (("dump", dump_rows, "write"), ("restore", restore_rows, "read")):
@@ -469,8 +478,7 @@ def measure(args, run, scratch):
                        "" if x.verified is None else "; verified: %s" % ("yes" if x.verified else "NO")),
                       "%.2f GB/s" % x.thr, "%.2f GB/s" % x.limit(), "%.2f" % x.ratio())
         plot.setdefault("limits", []).append((what, m.thr, m.limit(), m.device_limit()))
-    engine_gbps = float(machine[machine.index("--sdma-gbps") + 1])
-    machine = [a for a in machine if a != "--vram-resident"]
+    machine = ["--machine", "2xMI210", "--sdma-gbps", str(engine_gbps)]
     if args.throughput_only:
         print()
         table.show()
@@ -502,14 +510,14 @@ def measure(args, run, scratch):
     return 0
 
 
-def throughput(args, run, scratch, total, store):
+def throughput(args, run, total, store):
     """The 4 GiB dump and restore over 2 GPUs, each repetition with the
     limits measured right before it: ([Limits] of the dumps, of the
-    restores, the emulator's machine arguments)."""
+    restores, the last repetition's SDMA model per engine)."""
     half = "%dM" % (total // 2 // MiB // 2)
-    directory = store.path if store and store.path else scratch
+    directory = store.directory
     dump_rows, restore_rows = [], []
-    machine = None
+    engine_gbps = None
     for rep in range(1 if args.quick else 3):
         w_gbps, r_gbps = storage_limits(directory, total)
         engine_gbps = round(w_gbps / 2, 2)  # two GPUs copy in parallel
@@ -526,7 +534,7 @@ def throughput(args, run, scratch, total, store):
               (rep + 1, total / GiB, w_gbps, r_gbps, engine_gbps, m_dump, m_restore, os.cpu_count()),
               flush=True)
         d = run.dump(machine, ["--vram", "%s,%s" % (half, half), "--gtt", ""], skip_checks=True,
-                     images_dir=store.new_dir() if directory != scratch else None)
+                     images_dir=store.new_dir())
         e2e.check(d["rc"] == 0, "dump failed:\n" + d["log"][-2000:])
         b, s, _ = e2e.copy_summary(d["log"], "dumped")
         dump_rows.append(Limits(b / s / 1e9, w_gbps, sdma_gbps, m_dump, b, d["seconds"]))
@@ -536,7 +544,7 @@ def throughput(args, run, scratch, total, store):
         restore_rows.append(Limits(b / s / 1e9, r_gbps, sdma_gbps, m_restore, b, r["seconds"],
                                    bool(e2e.verified_tasks(r["log"]))))
         drop(d, r)  # 4 GiB of images per repetition
-    return dump_rows, restore_rows, machine
+    return dump_rows, restore_rows, engine_gbps
 
 
 def memory(run, machine, table, plot):
@@ -781,18 +789,13 @@ def upstream_side_by_side(args, table, scratch, reps):
         return
     version, upstream = found
     total_mib = 256 if args.quick else 4096
-    store = FixedRateStore(e2e.ARGS.bin_dir, scratch, args.store_gbps, (total_mib + 512) * MiB) \
-        if args.storage == "fixed" else None
-    try:
+    with FixedRateStore(args, scratch, args.store_gbps, (total_mib + 512) * MiB) as store:
         for profile, gpus in (("2xMI210", 2), ("MI100", 1)):
             mib = total_mib // gpus
             times, where = upstream_runs(scratch, version, upstream, profile, gpus, mib, reps, store)
             table.add("ours vs upstream's plugin, real CRIU %s, %s: %s" % (version, profile, where),
                       "", "", "", "", "")
             upstream_rows(table, times, version, "%d x %d MiB VRAM" % (gpus, mib), reps)
-    finally:
-        if store:
-            store.close()
 
 
 def upstream_rows(table, times, version, what, reps):
@@ -814,20 +817,17 @@ def upstream_rows(table, times, version, what, reps):
 def upstream_runs(scratch, version, upstream, profile, gpus, mib, reps, store):
     """upstream_side_by_side's runs on one machine: ({(plugin, step): [s],
     ...}, what the machine and storage were)."""
-    machine, images, where = profile, None, "the page cache, SDMA unthrottled"
-    if store and store.path:
+    machine, where = profile, "%s, SDMA unthrottled" % store.describe()
+    if store.path:
         w_gbps, _ = storage_limits(store.path, gpus * mib * MiB)
         engine = round(w_gbps / gpus, 2)
         machine = bench_machine(scratch, profile, engine)
-        images = store
         where = "%s; SDMA model %.2f GB/s per engine, VRAM resident" % (store.describe(), engine)
-    elif store:
-        where += " (%s)" % store.reason
     times = {}
     for rep in range(reps):
         for name, so in plugins_side_by_side(upstream):
             got, note, errors = realcriu_roundtrip(version, so, name, mib, machine=machine,
-                                                   images_dir=images.new_dir() if images else None)
+                                                   images_dir=store.new_dir())
             for step, secs in got.items():
                 times.setdefault((name, step), []).append(secs)
                 if errors.get(step):
@@ -870,8 +870,9 @@ def realcriu_parallel(args, table, reps):
 
 def realcriu_roundtrip(version, so, name, mib, env=None, machine="2xMI210", images_dir=None):
     """Real CRIU `version` dumping and restoring tests/emulator/criu's
-    roundtrip workload (2xMI210, a VRAM BO of `mib` MiB per GPU) with the
-    plugin `so`: ({"dump": s, "restore": s} of CRIU's wall time, note,
+    roundtrip workload (on `machine`, a profile name or a machine file; a
+    VRAM BO of `mib` MiB per GPU; the images in `images_dir` when given,
+    removed afterwards) with the plugin `so`: ({"dump": s, "restore": s} of CRIU's wall time, note,
     {"dump": [error lines], "restore": [...]}). The note says what the
     roundtrip's own checks found wrong, when CRIU itself succeeded
     (upstream leaves its render fd in the restored task); the error lines
@@ -1003,27 +1004,23 @@ def integrity_and_sparse(args, run, table, scratch, total, reps):
     # row), and on the page cache with the SDMA unthrottled, where the
     # emulated SDMA, the page cache's copy and XXH3 share the 2 cores (the
     # CPU-bound case; informative: on a GPU the DMA takes no CPU).
-    store = FixedRateStore(e2e.ARGS.bin_dir, scratch, args.store_gbps, total + 256 * MiB) \
-        if args.storage == "fixed" else None
-    try:
-        if store and store.path:
+    with FixedRateStore(args, scratch, args.store_gbps, total + 256 * MiB) as store:
+        if store.path:
             w_gbps, _ = storage_limits(store.path, total)
             engine = round(w_gbps / 2, 2)
             machine = ["--machine", "2xMI210", "--sdma-gbps", str(engine), "--vram-resident"]
             where = "%s, SDMA model %.2f GB/s per engine" % (store.describe(), engine)
-            checksum_pairs(run, table, total, reps, machine, store, where, True)
-        checksum_pairs(run, table, total, reps, ["--machine", "2xMI210"], None,
-                       "page cache, SDMA unthrottled (CPU-bound)" +
-                       (" (%s)" % store.reason if store and store.reason else ""), not (store and store.path))
-    finally:
-        if store:
-            store.close()
+            checksum_pairs(run, table, total, reps, machine, store.new_dir, where, True)
+        checksum_pairs(run, table, total, reps, ["--machine", "2xMI210"], lambda: None,
+                       "page cache, SDMA unthrottled (CPU-bound)" + ("" if store.path else " (%s)" % store.reason),
+                       not store.path)
     sparse(args, run, table, scratch, total)
 
 
-def checksum_pairs(run, table, total, reps, machine, store, where, judged):
+def checksum_pairs(run, table, total, reps, machine, images_dir, where, judged):
     """Dump and restore throughput with checksums (the default) against
-    KFD_VERIFY=0, back to back, `reps` pairs; judged: the row carries the
+    KFD_VERIFY=0, back to back, `reps` pairs; images_dir() names each dump's
+    images directory (None: in its state); judged: the row carries the
     target's verdict."""
     half = "%dM" % (total // 2 // MiB // 2)
     work = ["--vram", "%s,%s" % (half, half), "--gtt", ""]
@@ -1034,7 +1031,7 @@ def checksum_pairs(run, table, total, reps, machine, store, where, judged):
         # meets colder memory (docs/performance.md).
         for verify in (("1", "0") if rep % 2 == 0 else ("0", "1")):
             d = run.dump(machine, work, env={"KFD_VERIFY": verify}, skip_checks=True,
-                         images_dir=store.new_dir() if store else None)
+                         images_dir=images_dir())
             e2e.check(d["rc"] == 0, "dump (KFD_VERIFY=%s) failed:\n%s" % (verify, d["log"][-2000:]))
             b, s, _ = e2e.copy_summary(d["log"], "dumped")
             r = run.restore(machine, d, env={"KFD_VERIFY": verify})
@@ -1068,13 +1065,9 @@ def sparse(args, run, table, scratch, total):
     SDMA's plus what the plugin adds. On a fixed-rate store at
     SPARSE_STORE_GBPS (or the page cache, said in the row), the SDMA
     unthrottled, VRAM resident."""
-    store = FixedRateStore(e2e.ARGS.bin_dir, scratch, SPARSE_STORE_GBPS, total + 256 * MiB) \
-        if args.storage == "fixed" else None
-    try:
-        res, where = sparse_runs(run, total, store)
-    finally:
-        if store:
-            store.close()
+    with FixedRateStore(args, scratch, SPARSE_STORE_GBPS, total + 256 * MiB) as store:
+        res = sparse_runs(run, total, store)
+        where = "%s, SDMA unthrottled" % store.describe()
     (rs_, ra, rap, rr), (zs, za, zap, zr) = res["random"], res["zero"]
     table.add("zero-filled %.0f GiB BO: dump time vs a random one, %s" % (total / GiB, where),
               "%.2f vs %.2f s" % (zs, rs_), "", "%.3f" % (zs / rs_), "<= 0.10", verdict(zs / rs_ <= 0.10))
@@ -1086,19 +1079,14 @@ def sparse(args, run, table, scratch, total):
 
 
 def sparse_runs(run, total, store):
-    """sparse's dumps and restores: ({kind: (dump s, allocated, apparent,
-    restore s)}, what the storage was)."""
-    where = "page cache, SDMA unthrottled"
-    if store and store.path:
-        where = "%s, SDMA unthrottled" % store.describe()
-    elif store:
-        where += " (%s)" % store.reason
+    """sparse's dumps and restores: {kind: (dump s, allocated, apparent,
+    restore s)}."""
     one = ["--machine", "MI100", "--vram-resident"]
     size = "%dM" % (total // MiB)
     res = {}
     for kind, extra in (("random", []), ("zero", ["--zero"])):
         d = run.dump(one, ["--vram", size, "--gtt", ""] + extra, skip_checks=True,
-                     images_dir=store.new_dir() if store and store.path else None)
+                     images_dir=store.new_dir())
         e2e.check(d["rc"] == 0, "%s dump failed:\n%s" % (kind, d["log"][-2000:]))
         b, s, _ = e2e.copy_summary(d["log"], "dumped")
         alloc, apparent = pages_blocks(d)
@@ -1107,20 +1095,16 @@ def sparse_runs(run, total, store):
         rb, rs, _ = e2e.copy_summary(r["log"], "restored")
         res[kind] = (s, alloc, apparent, rs)
         drop(d, r)
-    return res, where
+    return res
 
 
 def parallel_restore(args, run, table, scratch, total, reps):
     """Serial (KFD_PARALLEL_RESTORE=0) against parallel restore of one
     2-GPU checkpoint of `total` bytes (see the header), on the throughput
     rows' storage and machine."""
-    store = FixedRateStore(e2e.ARGS.bin_dir, scratch, args.store_gbps, total + 256 * MiB) \
-        if args.storage == "fixed" else None
-    try:
-        rows, where = parallel_restore_runs(run, scratch, total, reps, store)
-    finally:
-        if store:
-            store.close()
+    with FixedRateStore(args, scratch, args.store_gbps, total + 256 * MiB) as store:
+        rows = parallel_restore_runs(run, total, reps, store)
+        where = store.describe()
     table.add("serial vs parallel restore: %s" % where, "", "", "", "", "")
     for mode, what in (("0", "serial (each task copies)"), ("1", "parallel (CRIU's main process copies)")):
         ordered = sorted(rows[mode], key=lambda x: x[0] / x[1])
@@ -1132,23 +1116,20 @@ def parallel_restore(args, run, table, scratch, total, reps):
                       "%.2f GB/s" % l, "%.2f" % (t / l))
 
 
-def parallel_restore_runs(run, scratch, total, reps, store):
-    """parallel_restore's restores: ({mode: [(GB/s, limit, s, bytes)]},
-    what the storage was)."""
+def parallel_restore_runs(run, total, reps, store):
+    """parallel_restore's restores: {mode: [(GB/s, limit, s, bytes)]}."""
     per_gpu = total // 2
     half = "%dM" % (per_gpu // MiB // 2)
     rows = {"0": [], "1": []}
-    directory = store.path if store and store.path else scratch
-    where = store.describe() if store else "the page cache (--storage page-cache)"
     for rep in range(reps):
-        w_gbps, r_gbps = storage_limits(directory, total)
+        w_gbps, r_gbps = storage_limits(store.directory, total)
         engine_gbps = round(w_gbps / 2, 2)
         sdma_gbps = 2 * engine_gbps
         machine = ["--machine", "2xMI210", "--sdma-gbps", str(engine_gbps), "--vram-resident"]
         print("bench: parallel restore rep %d: storage read %.2f GB/s, SDMA model %.2f GB/s per engine" %
               (rep + 1, r_gbps, engine_gbps), flush=True)
         d = run.dump(machine, ["--vram", "%s,%s" % (half, half), "--gtt", ""], skip_checks=True,
-                     images_dir=store.new_dir() if directory != scratch else None)
+                     images_dir=store.new_dir())
         e2e.check(d["rc"] == 0, "dump failed:\n" + d["log"][-2000:])
         order = ["0", "1"] if rep % 2 == 0 else ["1", "0"]
         for mode in order:
@@ -1159,7 +1140,7 @@ def parallel_restore_runs(run, scratch, total, reps, store):
             rows[mode].append((b / s / 1e9, min(r_gbps, sdma_gbps), r["seconds"], b))
             drop(r)
         drop(d)
-    return rows, where
+    return rows
 
 
 def render_vs_kfd(run, table, scratch, nbytes, reps):
