@@ -94,14 +94,34 @@ Status validate_shared_bo(const SharedBo &s, const std::string &where)
 	return ok_status();
 }
 
+bool resolve_render_minor(RenderNodeImage &img, const KfdImage &kfd)
+{
+	if (img.drm_render_minor != 0)
+		return true;
+	const KfdDevice *d = kfd.find_gpu(img.gpu_id);
+	if (!d)
+		return false;
+	img.drm_render_minor = d->drm_render_minor;
+	return true;
+}
+
+std::string render_node_label(const RenderNodeImage &img)
+{
+	return img.drm_render_minor ? strprintf("renderD%u", img.drm_render_minor) : "render minor unknown";
+}
+
 Status validate_render_image(const RenderNodeImage &img, const std::string &name)
 {
 	const char *n = name.c_str();
-	if (img.drm_render_minor < kFirstRenderMinor || img.drm_render_minor > kLastRenderMinor)
+	const bool minor_unknown = img.gpu_id_only && img.drm_render_minor == 0;
+	if (!minor_unknown && (img.drm_render_minor < kFirstRenderMinor || img.drm_render_minor > kLastRenderMinor))
 		return make_error(EINVAL, "%s: render minor %u outside %u..%u", n,
 				  img.drm_render_minor, kFirstRenderMinor, kLastRenderMinor);
 	if (img.gpu_id == 0)
 		return make_error(EINVAL, "%s: gpu_id 0", n);
+	if (img.gpu_id_only && !img.bos.empty())
+		return make_error(EINVAL, "%s: %zu BOs in an image without id, render minor and BO count", n,
+				  img.bos.size());
 	std::set<uint32_t> handles;
 	for (size_t i = 0; i < img.bos.size(); i++) {
 		const DrmBo &bo = img.bos[i];
@@ -193,6 +213,8 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
 	CriuRenderNode msg;
 	criu_render_node__init(&msg);
 	msg.gpu_id = img.gpu_id;
+	// A gpu_id-only image (CRIU 4.0-4.2.1's) is written back as it was read.
+	msg.has_id = msg.has_drm_render_minor = msg.has_num_of_bos = img.gpu_id_only ? 0 : 1;
 	msg.id = img.id;
 	msg.drm_render_minor = img.drm_render_minor;
 	msg.num_of_bos = bo_ptrs.size();
@@ -227,12 +249,27 @@ Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload, co
 				      checksummed, verify, name);
 	if (!got)
 		return std::move(got).error();
+	// criu-dev's three fields come together; none of them: CRIU 4.0-4.2.1.
+	const unsigned has = msg->has_id + msg->has_drm_render_minor + msg->has_num_of_bos;
+	if (has != 0 && has != 3) {
+		std::string some;
+		for (auto [present, field] : {std::pair{msg->has_id, "id"},
+					      {msg->has_drm_render_minor, "drm_render_minor"},
+					      {msg->has_num_of_bos, "num_of_bos"}})
+			if (present)
+				some += (some.empty() ? "" : " and ") + std::string(field);
+		return make_error(EINVAL,
+				  "%s: has %s but not all of id, drm_render_minor and num_of_bos (an image "
+				  "of CRIU 4.0-4.2.1's plugin has none, criu-dev's and ours all)",
+				  n, some.c_str());
+	}
 	if (msg->num_of_bos != msg->n_bo_entries)
 		return make_error(EINVAL, "%s: num_of_bos is %" PRIu64 " but %zu BO entries follow", n,
 				  msg->num_of_bos, msg->n_bo_entries);
 
 	RenderNodeImage img;
 	img.gpu_id = msg->gpu_id;
+	img.gpu_id_only = has == 0;
 	img.id = msg->id;
 	img.drm_render_minor = msg->drm_render_minor;
 	img.bos.resize(msg->n_bo_entries);
@@ -274,10 +311,21 @@ Status write_render_image(const ImageDir &dir, int id, const RenderNodeImage &im
 
 Result<RenderNodeImage> read_render_image(const ImageDir &dir, int id, Verify verify, Integrity *integrity)
 {
-	return read_message_image(dir, render_image_name(id),
-				  [verify, integrity](std::span<const uint8_t> payload, const std::string &name) {
-					  return unpack_render_image(payload, name, verify, integrity);
-				  });
+	auto img = read_message_image(dir, render_image_name(id),
+				      [verify, integrity](std::span<const uint8_t> payload, const std::string &name) {
+					      return unpack_render_image(payload, name, verify, integrity);
+				      });
+	if (!img)
+		return img;
+	const auto file_id = static_cast<uint32_t>(id);
+	if (img->gpu_id_only)
+		img->id = file_id;
+	else if (img->id != file_id)
+		return make_error(EINVAL,
+				  "%s: the image was dumped for CRIU file id %u, not for file %d that it is read "
+				  "as (renamed, or copied from another file or checkpoint)",
+				  render_image_name(id).c_str(), img->id, id);
+	return img;
 }
 
 Result<std::vector<uint8_t>> pack_dmabuf_image(const DmabufImage &img)

@@ -15,6 +15,7 @@
 #include "image/content_checksum.h"
 #include "image/framing.h"
 #include "image/image_dir.h"
+#include "image/kfd_image.h"
 
 namespace amdcr {
 
@@ -92,11 +93,25 @@ struct DrmBo {
 
 struct RenderNodeImage {
 	uint32_t gpu_id = 0;
-	uint32_t id = 0;
-	uint32_t drm_render_minor = 0;
+	uint32_t id = 0;	       // the CRIU file id it was dumped for (its file name's)
+	uint32_t drm_render_minor = 0; // 0 in a gpu_id-only image until resolve_render_minor
 	std::vector<DrmBo> bos;
+	// Written by the plugin of CRIU 4.0-4.2.1, whose criu_render_node has
+	// gpu_id alone and no BOs: `id` is then the file name's, and the render
+	// minor is the one its GPU has in the checkpoint's KFD images
+	// (resolve_render_minor).
+	bool gpu_id_only = false;
 	bool operator==(const RenderNodeImage &) const = default;
 };
+
+// Fills a gpu_id-only image's drm_render_minor from the device entries of
+// one of the checkpoint's KFD images; true when `img` has its minor now
+// (it had one already, or `kfd` lists its GPU).
+bool resolve_render_minor(RenderNodeImage &img, const KfdImage &kfd);
+
+// The render node an image names, for messages: "renderD<minor>", or "render
+// minor unknown" for a gpu_id-only image whose GPU no KFD image lists.
+std::string render_node_label(const RenderNodeImage &img);
 
 // amdgpu-dmabuf_<id>.img: a dma-buf fd a process holds.
 struct DmabufImage {
@@ -121,6 +136,8 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img);
 Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload, const std::string &name,
 					    Verify verify = Verify::On, Integrity *integrity = nullptr);
 Status write_render_image(const ImageDir &dir, int id, const RenderNodeImage &img);
+// Reads amdgpu-renderD-<id>.img: a gpu_id-only image takes `id` as its id,
+// any other must carry it (an image of another file is refused).
 Result<RenderNodeImage> read_render_image(const ImageDir &dir, int id, Verify verify = Verify::On,
 					  Integrity *integrity = nullptr);
 

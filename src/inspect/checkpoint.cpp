@@ -77,6 +77,12 @@ Result<Checkpoint> load_checkpoint(const std::string &path)
 		[](const ImageDir &d, int id, Integrity *i) { return read_render_image(d, id, Verify::On, i); });
 	if (!render)
 		return std::move(render).error().context(path);
+	// CRIU 4.0-4.2.1's render images name their GPU only: its render
+	// minor is in the KFD images.
+	for (auto &r : *render)
+		for (const auto &k : *kfd)
+			if (r.image && k.image && resolve_render_minor(*r.image, *k.image))
+				break;
 	auto dmabuf = load_all<DmabufImage>(
 		*dir, kDmabufImagePrefix, dmabuf_image_name,
 		[](const ImageDir &d, int id, Integrity *i) { return read_dmabuf_image(d, id, Verify::On, i); });

@@ -99,8 +99,9 @@ void text_render(std::string &o, const Loaded<RenderNodeImage> &l)
 		return;
 	}
 	const RenderNodeImage &img = *l.image;
-	o += strprintf("%s: render node renderD%u of GPU 0x%04x, %zu BOs, %s\n", l.file.c_str(),
-		       img.drm_render_minor, img.gpu_id, img.bos.size(), seal_text(l.integrity));
+	o += strprintf("%s: render node %s of GPU 0x%04x, %zu BOs, %s%s\n", l.file.c_str(),
+		       render_node_label(img).c_str(), img.gpu_id, img.bos.size(), seal_text(l.integrity),
+		       img.gpu_id_only ? " (CRIU 4.0-4.2.1 image: GPU only)" : "");
 	const auto where = render_pages_layout(img, l.id);
 	for (size_t i = 0; i < img.bos.size(); i++) {
 		const DrmBo &b = img.bos[i];
@@ -224,6 +225,7 @@ void json_render(JsonWriter &j, const Loaded<RenderNodeImage> &l)
 	const RenderNodeImage &img = *l.image;
 	j.begin_object().field("file", l.file).field("id", static_cast<uint32_t>(l.id));
 	j.field("gpu_id", img.gpu_id).field("drm_render_minor", img.drm_render_minor);
+	j.field("gpu_id_only", img.gpu_id_only);
 	j.field("integrity", integrity_name(l.integrity));
 	const auto where = render_pages_layout(img, l.id);
 	j.key("bos").begin_array();

@@ -73,8 +73,18 @@ Status DumpSession::dump_kfd(int fd, int id)
 		job.checksums = env_.config.verify;
 		jobs.push_back(std::move(job));
 	}
-	std::sort(img.devices.begin(), img.devices.end(),
-		  [](const KfdDevice &a, const KfdDevice &b) { return a.node_id < b.node_id; });
+	// In the order the nodes directory lists them, as upstream's plugin
+	// writes them: its restore takes the first compatible local GPU in
+	// that listing for each entry, so on the machine of the dump each GPU
+	// keeps its identity only when the entries come in this order (node
+	// order swapped 2 GPUs where readdir lists them in reverse). Our
+	// restore does not depend on the order.
+	auto listed = [topo](const KfdDevice &d) {
+		const TopologyNode *n = topo->node(d.node_id);
+		return n ? n->listing_index : UINT32_MAX;
+	};
+	std::stable_sort(img.devices.begin(), img.devices.end(),
+			 [&](const KfdDevice &a, const KfdDevice &b) { return listed(a) < listed(b); });
 
 	// For each job, the BO table index of each of its BOs.
 	std::vector<std::vector<size_t>> job_bo_index(jobs.size());

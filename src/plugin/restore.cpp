@@ -220,6 +220,7 @@ Status RestoreSession::load_and_map()
 			return std::move(img).error();
 		if (auto st = validate_render_image_set(*images, id, *img); !st)
 			return st;
+		resolve_render_minor(*img);
 		for (const DrmBo &bo : img->bos)
 			if (bo.shared)
 				shared_holders_[bo.shared->id]++;
@@ -296,10 +297,10 @@ Status RestoreSession::map_loaded_images(const std::map<uint32_t, KfdDevice> &de
 		const TopologyNode *n = local->gpu(r.gpu_id);
 		if (!n || !n->accessible)
 			return make_error(EINVAL,
-					  "%s: gpu 0x%04x (renderD%u) is in no KFD image and this machine has "
+					  "%s: gpu 0x%04x (%s) is in no KFD image and this machine has "
 					  "no GPU with that gpu_id: a render node without /dev/kfd is "
 					  "restored onto the GPU with its checkpointed gpu_id",
-					  render_image_name(id).c_str(), r.gpu_id, r.drm_render_minor);
+					  render_image_name(id).c_str(), r.gpu_id, render_node_label(r).c_str());
 		entries.push_back({r.gpu_id, n->gpu_id, n->drm_render_minor, n->node_id});
 		map_ = GpuMap(entries);
 	}
@@ -355,12 +356,13 @@ Status RestoreSession::restore_streamed(const ImageDir &images, int id, UniqueFd
 	}
 	if (auto st = validate_render_image_set(images, id, *render); !st)
 		return st;
+	resolve_render_minor(*render);
 	if (!mapping_for_render(*render))
 		return make_error(EINVAL,
-				  "%s: gpu 0x%04x (renderD%u) is not mapped: with streamed images (criu "
+				  "%s: gpu 0x%04x (%s) is not mapped: with streamed images (criu "
 				  "--stream) the GPUs are mapped when the task's /dev/kfd file is restored, and "
 				  "CRIU restored this render node file before it",
-				  render_image_name(id).c_str(), render->gpu_id, render->drm_render_minor);
+				  render_image_name(id).c_str(), render->gpu_id, render_node_label(*render).c_str());
 	streamed_renders_.insert_or_assign(id, std::move(*render));
 	return restore_render(images, id, out);
 }
@@ -373,7 +375,10 @@ Result<RenderNodeImage> RestoreSession::take_render_image(const ImageDir &images
 		return img;
 	}
 	// Read (and its integrity logged) by prepare() already: quietly again.
-	return read_render_image(images, id, env_.config.verify ? Verify::On : Verify::Off);
+	auto img = read_render_image(images, id, env_.config.verify ? Verify::On : Verify::Off);
+	if (img)
+		resolve_render_minor(*img);
+	return img;
 }
 
 int RestoreSession::prepare()
@@ -399,6 +404,13 @@ int RestoreSession::prepare()
 	return active() ? 0 : -ENOTSUP;
 }
 
+void RestoreSession::resolve_render_minor(RenderNodeImage &img) const
+{
+	for (const auto &[id, kfd] : kfd_images_)
+		if (amdcr::resolve_render_minor(img, kfd))
+			return;
+}
+
 uint32_t RestoreSession::checkpointed_minor(uint32_t image_gpu_id) const
 {
 	for (const auto &[id, img] : kfd_images_)
@@ -414,6 +426,8 @@ const GpuMapEntry *RestoreSession::mapping_for_render(const RenderNodeImage &img
 	// The render image names the GPU by its id on the checkpointed
 	// machine; the KFD images may know it under the process's id (after an
 	// earlier restore elsewhere): match by the checkpointed render minor.
+	if (img.drm_render_minor == 0)
+		return nullptr;
 	for (const auto &[id, k] : kfd_images_)
 		for (const auto &d : k.devices)
 			if (d.is_gpu() && d.drm_render_minor == img.drm_render_minor)

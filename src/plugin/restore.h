@@ -163,6 +163,9 @@ private:
 	const GpuMapEntry *mapping_for_render(const RenderNodeImage &img) const;
 	// The checkpointed minor a GPU had, from the KFD images.
 	uint32_t checkpointed_minor(uint32_t image_gpu_id) const;
+	// A gpu_id-only render image (CRIU 4.0-4.2.1's) gets its render minor
+	// from the loaded KFD images that list its GPU.
+	void resolve_render_minor(RenderNodeImage &img) const;
 
 	// Where the copies of every restored task add up, for finish()'s
 	// summary line, and the gate they take turns through; nullptr when

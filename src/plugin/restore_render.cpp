@@ -80,8 +80,8 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 	const std::string name = render_image_name(id);
 	const GpuMapEntry *m = mapping_for_render(*img);
 	if (!m)
-		return make_error(EINVAL, "%s: gpu 0x%04x (renderD%u) has no local GPU", name.c_str(),
-				  img->gpu_id, img->drm_render_minor);
+		return make_error(EINVAL, "%s: gpu 0x%04x (%s) has no local GPU", name.c_str(), img->gpu_id,
+				  render_node_label(*img).c_str());
 	for (const DrmBo &bo : img->bos)
 		if (bo.is_import && !(bo.shared && shared_among_files(bo.shared->id)))
 			return make_error(ENOTSUP,
@@ -141,8 +141,8 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 	for (auto &h : created)
 		(void)h.release();
 	vmas_.insert(vmas_.end(), updates.begin(), updates.end());
-	log_gpu(LogLevel::Debug, img->gpu_id, "render node %u restored as renderD%u (%zu BOs, %zu with contents)",
-		img->drm_render_minor, m->local_render_minor, img->bos.size(), contents.size());
+	log_gpu(LogLevel::Debug, img->gpu_id, "render node %s restored as renderD%u (%zu BOs, %zu with contents)",
+		render_node_label(*img).c_str(), m->local_render_minor, img->bos.size(), contents.size());
 	if (totals_)
 		totals_->add_file(img->bos.size(), img->gpu_id);
 	return ok_status();

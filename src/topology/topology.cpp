@@ -224,9 +224,11 @@ bool is_denied(const Error &e)
 }
 
 // Numeric subdirectories of `path`, sorted by number. A missing directory
-// is an empty list when `optional`.
+// is an empty list when `optional`. `listed_at`, when given, receives each
+// one's position among them as the directory lists them (readdir order).
 Result<std::vector<std::pair<uint32_t, std::string>>> numeric_subdirs(const TopologyFs &fs,
-								       const std::string &path, bool optional)
+								       const std::string &path, bool optional,
+								       std::map<uint32_t, uint32_t> *listed_at = nullptr)
 {
 	std::vector<std::pair<uint32_t, std::string>> out;
 	auto entries = fs.list_dir(path);
@@ -239,6 +241,8 @@ Result<std::vector<std::pair<uint32_t, std::string>>> numeric_subdirs(const Topo
 		uint64_t n = 0;
 		if (!e.is_dir || !parse_u64(e.name, n) || n > std::numeric_limits<uint32_t>::max())
 			continue;
+		if (listed_at)
+			listed_at->emplace(static_cast<uint32_t>(n), static_cast<uint32_t>(out.size()));
 		out.emplace_back(static_cast<uint32_t>(n), path + "/" + e.name);
 	}
 	std::sort(out.begin(), out.end());
@@ -623,7 +627,8 @@ Result<Topology> parse_topology(const std::string &root, const TopologyFs &fs)
 	if (!sys)
 		return std::move(sys).error();
 
-	auto node_dirs = numeric_subdirs(fs, dir + "/nodes", false);
+	std::map<uint32_t, uint32_t> listed_at;
+	auto node_dirs = numeric_subdirs(fs, dir + "/nodes", false, &listed_at);
 	if (!node_dirs)
 		return std::move(node_dirs).error().context("KFD topology");
 
@@ -632,6 +637,7 @@ Result<Topology> parse_topology(const std::string &root, const TopologyFs &fs)
 	for (const auto &[id, node_dir] : *node_dirs) {
 		TopologyNode node;
 		node.node_id = id;
+		node.listing_index = listed_at[id];
 		NodeParser parser(fs, node_dir, node);
 		if (auto s = parser.parse(); !s)
 			return std::move(s).error();
@@ -639,6 +645,7 @@ Result<Topology> parse_topology(const std::string &root, const TopologyFs &fs)
 			// Keep what identifies the node; nothing else is reliable.
 			TopologyNode hidden;
 			hidden.node_id = id;
+			hidden.listing_index = node.listing_index;
 			hidden.gpu_id = node.gpu_id;
 			hidden.is_gpu = true;
 			hidden.accessible = false;

@@ -62,6 +62,10 @@ struct TopologyNode {
 	// mapping candidate. CPU nodes are always accessible.
 	bool accessible = true;
 	std::string name; // "" for CPUs; not stored in images
+	// Its place in the nodes directory as readdir lists it (0 first): the
+	// order upstream's plugin writes device entries in, and the order its
+	// restore matches them to the local nodes in (see dump_kfd.cpp).
+	uint32_t listing_index = 0;
 
 	// Properties (the ones the image stores, same names as in sysfs).
 	AMDCR_NODE_PROPERTIES(AMDCR_NODE_PROPERTY_FIELD)

@@ -339,9 +339,20 @@ def t_upstream(a, codecs):
            "CRIU %s's KFD image: pid 4242, BOs vram, gtt, vram, doorbell" % ver)
         ok(k["integrity"] == "unsealed" and all(b["checksum"] is None for b in k["bos"]),
            "CRIU %s's KFD image: unsealed, no checksums" % ver)
-        if render:
-            ok(len(doc["render"]) == 1 and len(doc["render"][0]["bos"]) == 2,
+        ok(render, "CRIU %s's generated code wrote a render image" % ver)
+        r0 = doc["render"][0]
+        if ver.startswith("dev"):
+            ok(len(doc["render"]) == 1 and len(r0["bos"]) == 2 and not r0["gpu_id_only"],
                "CRIU %s's render image: 2 BOs" % ver)
+        else:
+            # 4.0-4.2.1: gpu_id alone; the minor is the KFD image's GPU's.
+            ok(len(doc["render"]) == 1 and r0["gpu_id_only"] and r0["bos"] == [] and r0["id"] == 5 and
+               r0["gpu_id"] == 0x1a2b and r0["drm_render_minor"] == 129,
+               "CRIU %s's render image: gpu_id alone, read as file 5 on renderD129 (the KFD image's) (%s)" %
+               (ver, {k: v for k, v in r0.items() if k != "bos"}))
+            text = img(a, "show", d).stdout
+            ok("amdgpu-renderD-5.img: render node renderD129 of GPU 0x1a2b, 0 BOs" in text and
+               "CRIU 4.0-4.2.1 image" in text, "show says so in text too")
         r = img(a, "verify", d)
         ok(r.returncode == 1 and "amdgpu-pages-3-1a2b.img: missing" in r.stdout,
            "verify of CRIU %s's KFD image without its pages file: exit 1, missing" % ver)

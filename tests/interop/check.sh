@@ -36,5 +36,23 @@ else
 	[ "$("$ours" read-kfd "$T/up" 3 | grep -c 'handle 0xffffffff$')" = 4 ] ||
 		fail "a KFD image without handles does not read as 'no handle' (0xffffffff)"
 	echo "ok - KFD image without kfd_bo_entry.handle: every BO reads as unshared (0xffffffff)"; n=$((n + 1))
+
+	# This CRIU's render node image has gpu_id alone. The plugin reads it
+	# as a gpu_id-only image of the file it is read for, its render minor
+	# taken from the KFD image's device entry of that GPU; upstream reads
+	# the plugin's image (unknown fields skipped) as the same GPU.
+	"$up" write-render "$T/up/amdgpu-renderD-5.img" || fail "upstream could not write a render image"
+	"$ours" write-render "$T/our" 5 || fail "the plugin could not write a render image"
+	"$up" read-render "$T/up/amdgpu-renderD-5.img" >"$T/r.by-up" || fail "upstream cannot read its render image"
+	"$ours" read-render "$T/up" 5 --gpu-only >"$T/r.by-our" || fail "the plugin refuses upstream's render image"
+	diff -u "$T/r.by-up" "$T/r.by-our" || fail "the plugin reads upstream's render image differently"
+	"$ours" read-render "$T/up" 5 --resolve 3 >"$T/r.resolved" ||
+		fail "the plugin cannot take the render minor of upstream's render image from its KFD image"
+	printf 'gpu_id_only 1\nrender gpu 0x%x id 5 minor %u bos 0\n' 0x1a2b 129 | diff -u - "$T/r.resolved" ||
+		fail "upstream's gpu_id-only render image does not read as file 5 on the KFD image's renderD129"
+	"$up" read-render "$T/our/amdgpu-renderD-5.img" >"$T/r2.by-up" || fail "upstream refuses the plugin's render image"
+	diff -u "$T/r.by-up" "$T/r2.by-up" || fail "upstream reads another GPU from the plugin's render image"
+	echo "ok - render node image of CRIU 4.0-4.2.1 (gpu_id alone): both ways, render minor from the KFD image"
+	n=$((n + 1))
 fi
 echo "$n passed, 0 failed"

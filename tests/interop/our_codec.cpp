@@ -104,8 +104,12 @@ void print_kfd(const KfdImage &m, bool handles)
 	}
 }
 
-void print_render(const RenderNodeImage &m)
+void print_render(const RenderNodeImage &m, bool gpu_only)
 {
+	if (gpu_only) {
+		std::printf("render gpu 0x%x\n", m.gpu_id);
+		return;
+	}
 	std::printf("render gpu 0x%x id %u minor %u bos %zu\n", m.gpu_id, m.id, m.drm_render_minor, m.bos.size());
 	for (const auto &b : m.bos) {
 		std::printf("bo 0x%" PRIx64 " size 0x%" PRIx64 " offset 0x%" PRIx64 " flags 0x%" PRIx64
@@ -123,7 +127,7 @@ void print_render(const RenderNodeImage &m)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		std::fprintf(stderr, "usage: our_codec write-kfd|read-kfd|write-render|read-render DIR ID [--no-handle]\n");
+		std::fprintf(stderr, "usage: our_codec write-kfd|read-kfd|write-render|read-render DIR ID [--no-handle|--gpu-only|--resolve KFD_ID]\n");
 		return 2;
 	}
 	const std::string cmd = argv[1];
@@ -151,7 +155,19 @@ int main(int argc, char **argv)
 		auto img = read_render_image(*dir, id);
 		if (!img)
 			return fail(img.error());
-		print_render(*img);
+		// --gpu-only: as CRIU 4.0-4.2.1's plugin reads it (gpu_id alone).
+		// --resolve KFD_ID: a gpu_id-only image's render minor from
+		// amdgpu-kfd-<KFD_ID>.img in DIR, and whether it was one.
+		const bool gpu_only = argc > 4 && std::strcmp(argv[4], "--gpu-only") == 0;
+		if (argc > 5 && std::strcmp(argv[4], "--resolve") == 0) {
+			auto kfd = read_kfd_image(*dir, std::atoi(argv[5]));
+			if (!kfd)
+				return fail(kfd.error());
+			if (!resolve_render_minor(*img, *kfd))
+				return fail(make_error(ENOENT, "no device entry of gpu 0x%x", img->gpu_id));
+			std::printf("gpu_id_only %d\n", img->gpu_id_only ? 1 : 0);
+		}
+		print_render(*img, gpu_only);
 		return 0;
 	}
 	return 2;

@@ -5,12 +5,14 @@
  * ships it (extracted from its tarball at build time, never from our
  * proto/), so what it writes is what that CRIU's amdgpu plugin would write
  * and what it reads is what that plugin accepts. UPSTREAM_HAS_RENDER_BOS:
- * the criu-dev proto (kfd_bo_entry.handle, drm_bo_entry, drm_vm_entry).
+ * the criu-dev proto (kfd_bo_entry.handle, drm_bo_entry, drm_vm_entry);
+ * without it, CRIU 4.0-4.2.1's, whose render node image has gpu_id alone.
  *
  *   upstream_codec write-kfd FILE     the sample KFD image (sample.h)
- *   upstream_codec write-render FILE  the sample render node image (criu-dev)
+ *   upstream_codec write-render FILE  the sample render node image (criu-dev:
+ *                                     its BOs; 4.x: gpu_id alone)
  *   upstream_codec read-kfd FILE      unpack and print it canonically
- *   upstream_codec read-render FILE   likewise (criu-dev)
+ *   upstream_codec read-render FILE   likewise (4.x: the gpu_id line only)
  *
  * Files are framed as the plugin frames them: an 8-byte little-endian
  * payload size, then the message.
@@ -164,7 +166,41 @@ static int read_kfd(const char *path)
 	return 0;
 }
 
-#ifdef UPSTREAM_HAS_RENDER_BOS
+#ifndef UPSTREAM_HAS_RENDER_BOS
+/* CRIU 4.0-4.2.1: criu_render_node has gpu_id alone. */
+static int write_render(const char *path)
+{
+	CriuRenderNode m = CRIU_RENDER_NODE__INIT;
+
+	m.gpu_id = SAMPLE_GPU_ID;
+	size_t len = criu_render_node__get_packed_size(&m);
+	uint8_t *buf = malloc(len);
+	if (!buf || criu_render_node__pack(&m, buf) != len)
+		return 1;
+	int ret = write_framed(path, buf, len);
+	free(buf);
+	return ret;
+}
+
+static int read_render(const char *path)
+{
+	size_t len = 0;
+	uint8_t *buf = read_framed(path, &len);
+	CriuRenderNode *m;
+
+	if (!buf)
+		return 1;
+	m = criu_render_node__unpack(NULL, len, buf);
+	free(buf);
+	if (!m) {
+		fprintf(stderr, "upstream_codec: %s is not a criu_render_node message\n", path);
+		return 1;
+	}
+	printf("render gpu 0x%x\n", m->gpu_id);
+	criu_render_node__free_unpacked(m, NULL);
+	return 0;
+}
+#else
 static int write_render(const char *path)
 {
 	CriuRenderNode m = CRIU_RENDER_NODE__INIT;
@@ -247,12 +283,10 @@ int main(int argc, char **argv)
 		return write_kfd(argv[2]);
 	if (!strcmp(argv[1], "read-kfd"))
 		return read_kfd(argv[2]);
-#ifdef UPSTREAM_HAS_RENDER_BOS
 	if (!strcmp(argv[1], "write-render"))
 		return write_render(argv[2]);
 	if (!strcmp(argv[1], "read-render"))
 		return read_render(argv[2]);
-#endif
 usage:
 	fprintf(stderr, "usage: upstream_codec write-kfd|read-kfd|write-render|read-render FILE\n");
 	return 2;

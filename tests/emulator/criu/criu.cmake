@@ -115,5 +115,15 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   kfdemu_realcriu_test(${_ver} sdma_timeout_MI100 sdma-timeout MI100)
   # A refused restore on the 8-GPU node: one line per reason, listing the 8 GPUs.
   kfdemu_realcriu_test(${_ver} refused_MI100_on_8xMI300X refused-8xMI300X MI100)
+  # Interop with upstream's plugin built from the same CRIU sources
+  # (scripts/build-criu.sh's upstream-plugins.txt): upstream's dumps and
+  # ours restores, and the reverse; every BO on the GPU it was dumped from.
+  foreach(_way upstream-dump upstream-restore)
+    string(REPLACE "-" "_" _w ${_way})
+    set(_up --interop ${_way} --upstream-list ${CMAKE_BINARY_DIR}/realcriu/upstream-plugins.txt)
+    kfdemu_realcriu_test(${_ver} interop_${_w}_MI100 roundtrip MI100 ${_up})
+    kfdemu_realcriu_test(${_ver} interop_${_w}_2xMI210 roundtrip 2xMI210 ${_up})
+    kfdemu_realcriu_test(${_ver} interop_${_w}_tree_2xMI210 tree 2xMI210 ${_up})
+  endforeach()
 endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree amdgpu-img)

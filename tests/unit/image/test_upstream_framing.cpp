@@ -20,6 +20,11 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
+bool says(const Error &e, const std::string &what)
+{
+	return e.message().find(what) != std::string::npos;
+}
+
 void varint(Bytes &out, uint64_t v)
 {
 	while (v >= 0x80) {
@@ -205,15 +210,81 @@ Test(upstream_framing, render_image_both_ways)
 	TempDir tmp;
 	auto dir = ImageDir::open(tmp.path());
 	cr_assert(dir.ok());
-	const RenderNodeImage img = test::sample_render_image();
+	RenderNodeImage img = test::sample_render_image();
+	img.id = 30; // criu-dev writes the CRIU file id it was dumped for
 	const Bytes hand = upstream_file(render_message(img));
 	cr_assert(test::write_raw(tmp.file("amdgpu-renderD-30.img"), hand));
 	auto r = read_render_image(*dir, 30);
 	cr_assert_ok(r);
 	cr_assert(*r == img);
 	// Ours: upstream's bytes (the sample has no BO checksums), then the seal.
+	img.id = 31;
 	cr_assert(write_render_image(*dir, 31, img).ok());
 	cr_assert(test::read_raw(tmp.file("amdgpu-renderD-31.img")) == upstream_file(sealed(render_message(img))));
+}
+
+// CRIU 4.0-4.2.1's plugin writes criu_render_node { gpu_id } alone.
+Test(upstream_framing, criu_4_2_render_image_is_gpu_id_only_of_its_file)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	Bytes m;
+	uint_field(m, 1, 0x3c6f);
+	cr_assert(test::write_raw(tmp.file("amdgpu-renderD-25.img"), upstream_file(m)));
+	auto r = read_render_image(*dir, 25);
+	cr_assert_ok(r);
+	cr_assert(r->gpu_id_only);
+	cr_assert_eq(r->gpu_id, 0x3c6fu);
+	cr_assert_eq(r->id, 25u);
+	cr_assert_eq(r->drm_render_minor, 0u);
+	cr_assert(r->bos.empty());
+	cr_assert_eq(render_node_label(*r), std::string("render minor unknown"));
+	// Its render minor is its GPU's in a KFD image of the checkpoint.
+	KfdImage kfd = test::sample_kfd_image(1);
+	cr_assert_not(resolve_render_minor(*r, kfd), "resolved from a KFD image without gpu 0x3c6f");
+	kfd.devices.back().gpu_id = 0x3c6f;
+	kfd.devices.back().drm_render_minor = 129;
+	cr_assert(resolve_render_minor(*r, kfd));
+	cr_assert_eq(r->drm_render_minor, 129u);
+	cr_assert_eq(render_node_label(*r), std::string("renderD129"));
+	// Written back as it was: gpu_id alone (the seal aside).
+	RenderNodeImage back = *r;
+	back.drm_render_minor = 0;
+	cr_assert(write_render_image(*dir, 26, back).ok());
+	cr_assert(test::read_raw(tmp.file("amdgpu-renderD-26.img")) == upstream_file(sealed(m)));
+}
+
+Test(upstream_framing, render_image_with_some_of_criu_dev_fields_is_refused)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	Bytes m;
+	uint_field(m, 1, 0x3c6f);
+	uint_field(m, 3, 129); // drm_render_minor without id and num_of_bos
+	cr_assert(test::write_raw(tmp.file("amdgpu-renderD-25.img"), upstream_file(m)));
+	auto r = read_render_image(*dir, 25);
+	cr_assert_not(r.ok());
+	cr_assert(says(r.error(), "amdgpu-renderD-25.img: has drm_render_minor but not all of id"), "%s",
+		  r.error().message().c_str());
+}
+
+// An image is read for the CRIU file it was dumped for: one renamed or
+// copied over another file's (two render images swapped) is refused.
+Test(upstream_framing, render_image_of_another_file_id_is_refused)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	RenderNodeImage img = test::sample_render_image();
+	img.id = 28;
+	cr_assert(test::write_raw(tmp.file("amdgpu-renderD-29.img"), upstream_file(render_message(img))));
+	auto r = read_render_image(*dir, 29);
+	cr_assert_not(r.ok());
+	cr_assert(says(r.error(), "amdgpu-renderD-29.img: the image was dumped for CRIU file id 28, not for "
+				      "file 29"),
+		  "%s", r.error().message().c_str());
 }
 
 Test(upstream_framing, pages_file_is_header_then_raw_bos_in_table_order)

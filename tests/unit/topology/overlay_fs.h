@@ -4,7 +4,9 @@
 // (EPERM from a device cgroup, values out of range, ...).
 #pragma once
 
+#include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 
 #include "topology/topology.h"
@@ -28,6 +30,9 @@ public:
 	void fail(const std::string &path_prefix, int err) { errors_[path_prefix] = err; }
 	// Reading `path` returns `text`.
 	void replace(const std::string &path, std::string text) { contents_[path] = std::move(text); }
+	// Listing the directory `path` gives its entries in the reverse of
+	// the disk's order (readdir order differs between file systems).
+	void reverse_listing(const std::string &path) { reversed_.insert(path); }
 
 	Result<std::string> read_file(const std::string &path) const override
 	{
@@ -42,7 +47,10 @@ public:
 	{
 		if (int err = error_for(path))
 			return errno_error(err, "opendir " + path);
-		return disk_topology_fs().list_dir(path);
+		auto entries = disk_topology_fs().list_dir(path);
+		if (entries && reversed_.contains(path))
+			std::reverse(entries->begin(), entries->end());
+		return entries;
 	}
 
 private:
@@ -57,6 +65,7 @@ private:
 
 	std::map<std::string, int> errors_;
 	std::map<std::string, std::string> contents_;
+	std::set<std::string> reversed_;
 };
 
 } // namespace amdcr::test

@@ -128,6 +128,34 @@ Test(topology, two_mi210_on_pcie)
 	cr_assert_eq(t.node(0)->io_links.size(), 2u);
 }
 
+// Each node keeps its place in the nodes directory's listing (the order
+// upstream's plugin writes device entries in), whatever the node ids.
+Test(topology, nodes_remember_their_listing_order)
+{
+	const std::string root = test::fixture_root("2xmi210");
+	const std::string nodes = topology_dir(root) + "/nodes";
+	auto listed = disk_topology_fs().list_dir(nodes);
+	cr_assert_ok(listed);
+	for (bool reversed : {false, true}) {
+		test::OverlayFs fs;
+		if (reversed)
+			fs.reverse_listing(nodes);
+		auto t = parse_topology(root, fs);
+		cr_assert_ok(t);
+		const size_t n = listed->size();
+		cr_assert_eq(t->nodes().size(), n);
+		for (size_t i = 0; i < n; i++) {
+			const uint32_t id = static_cast<uint32_t>(std::stoul((*listed)[i].name));
+			const uint32_t want = static_cast<uint32_t>(reversed ? n - 1 - i : i);
+			cr_assert_eq(t->node(id)->listing_index, want, "node %u listed %u, want %u (reversed %d)", id,
+				     t->node(id)->listing_index, want, reversed);
+		}
+		// Nodes stay sorted by id for every other use.
+		for (size_t i = 0; i + 1 < n; i++)
+			cr_assert_lt(t->nodes()[i].node_id, t->nodes()[i + 1].node_id);
+	}
+}
+
 Test(topology, eight_mi300x_hive_and_numa)
 {
 	Topology t = parse_ok("8xmi300x");
