@@ -166,44 +166,12 @@ static int read_kfd(const char *path)
 	return 0;
 }
 
-#ifndef UPSTREAM_HAS_RENDER_BOS
-/* CRIU 4.0-4.2.1: criu_render_node has gpu_id alone. */
 static int write_render(const char *path)
 {
 	CriuRenderNode m = CRIU_RENDER_NODE__INIT;
 
 	m.gpu_id = SAMPLE_GPU_ID;
-	size_t len = criu_render_node__get_packed_size(&m);
-	uint8_t *buf = malloc(len);
-	if (!buf || criu_render_node__pack(&m, buf) != len)
-		return 1;
-	int ret = write_framed(path, buf, len);
-	free(buf);
-	return ret;
-}
-
-static int read_render(const char *path)
-{
-	size_t len = 0;
-	uint8_t *buf = read_framed(path, &len);
-	CriuRenderNode *m;
-
-	if (!buf)
-		return 1;
-	m = criu_render_node__unpack(NULL, len, buf);
-	free(buf);
-	if (!m) {
-		fprintf(stderr, "upstream_codec: %s is not a criu_render_node message\n", path);
-		return 1;
-	}
-	printf("render gpu 0x%x\n", m->gpu_id);
-	criu_render_node__free_unpacked(m, NULL);
-	return 0;
-}
-#else
-static int write_render(const char *path)
-{
-	CriuRenderNode m = CRIU_RENDER_NODE__INIT;
+#ifdef UPSTREAM_HAS_RENDER_BOS
 	DrmBoEntry bo[SAMPLE_RENDER_BOS], *bop[SAMPLE_RENDER_BOS];
 	DrmVmEntry vm[SAMPLE_RENDER_BOS], *vmp[SAMPLE_RENDER_BOS];
 
@@ -228,12 +196,12 @@ static int write_render(const char *path)
 		bo[i].vm_entries = &vmp[i];
 		bop[i] = &bo[i];
 	}
-	m.gpu_id = SAMPLE_GPU_ID;
 	m.id = 5;
 	m.drm_render_minor = SAMPLE_MINOR;
 	m.num_of_bos = SAMPLE_RENDER_BOS;
 	m.n_bo_entries = SAMPLE_RENDER_BOS;
 	m.bo_entries = bop;
+#endif /* CRIU 4.0-4.2.1: criu_render_node has gpu_id alone */
 	size_t len = criu_render_node__get_packed_size(&m);
 	uint8_t *buf = malloc(len);
 	if (!buf || criu_render_node__pack(&m, buf) != len)
@@ -257,6 +225,9 @@ static int read_render(const char *path)
 		fprintf(stderr, "upstream_codec: %s is not a criu_render_node message\n", path);
 		return 1;
 	}
+#ifndef UPSTREAM_HAS_RENDER_BOS
+	printf("render gpu 0x%x\n", m->gpu_id);
+#else
 	printf("render gpu 0x%x id %u minor %u bos %" PRIu64 "\n", m->gpu_id, m->id, m->drm_render_minor,
 	       m->num_of_bos);
 	for (size_t i = 0; i < m->n_bo_entries; i++) {
@@ -270,10 +241,10 @@ static int read_render(const char *path)
 			       b->vm_entries[j]->addr, b->vm_entries[j]->size, b->vm_entries[j]->offset,
 			       b->vm_entries[j]->flags);
 	}
+#endif
 	criu_render_node__free_unpacked(m, NULL);
 	return 0;
 }
-#endif
 
 int main(int argc, char **argv)
 {
