@@ -299,8 +299,11 @@ Status RestoreSession::map_loaded_images(const std::map<uint32_t, KfdDevice> &de
 			return make_error(EINVAL,
 					  "%s: gpu 0x%04x (%s) is in no KFD image and this machine has "
 					  "no GPU with that gpu_id: a render node without /dev/kfd is "
-					  "restored onto the GPU with its checkpointed gpu_id",
-					  render_image_name(id).c_str(), r.gpu_id, render_node_label(r).c_str());
+					  "restored onto the GPU with its checkpointed gpu_id%s",
+					  render_image_name(id).c_str(), r.gpu_id, render_node_label(r).c_str(),
+					  r.gpu_id_only ? " (the image, of CRIU 4.0-4.2.1's plugin, names its GPU "
+							  "only: no render minor or GPU properties to match)"
+							: "");
 		entries.push_back({r.gpu_id, n->gpu_id, n->drm_render_minor, n->node_id});
 		map_ = GpuMap(entries);
 	}

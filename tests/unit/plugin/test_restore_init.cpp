@@ -217,6 +217,53 @@ Test(restore_init, render_node_first_opens_the_mapped_gpu)
 	close(fd);
 }
 
+// CRIU 4.0-4.2.1's render image names its GPU only: restored (here before
+// the KFD file) on the render node the mapping chose for that GPU, whose
+// checkpointed minor the KFD image has.
+Test(restore_init, gpu_id_only_render_image_opens_the_mapped_gpu)
+{
+	Scratch s;
+	write_checkpoint(s, "2xmi210", 7);
+	auto ckpt = parse_topology(fixture("2xmi210"));
+	const TopologyNode *gpu = ckpt->gpus().back();
+	RenderNodeImage rimg;
+	rimg.gpu_id = gpu->gpu_id;
+	rimg.gpu_id_only = true;
+	ImageDir dir = ImageDir::borrow(s.images.get());
+	cr_assert(write_render_image(dir, 9, rimg).ok());
+
+	RestoreSession r(s.env("2xmi210-other"));
+	cr_assert_eq(r.prepare(), 0);
+	const GpuMapEntry *m = r.gpu_map().find_checkpointed(gpu->gpu_id);
+	cr_assert_not_null(m);
+	bool retry = true;
+	const int fd = r.restore_ext_file(9, &retry);
+	cr_assert_geq(fd, 0, "render node restore failed: %d", fd);
+	char link[512] = {};
+	cr_assert_gt(readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), link, sizeof(link) - 1), 0);
+	const std::string want = (s.root / "dev/dri" / ("renderD" + std::to_string(m->local_render_minor))).string();
+	cr_expect_eq(std::string(link), want, "opened %s, expected %s", link, want.c_str());
+	close(fd);
+}
+
+// ... and one whose GPU no KFD image lists, on a machine without that
+// gpu_id, is refused naming the file, the GPU and what the image lacks.
+Test(restore_init, gpu_id_only_render_image_of_an_unknown_gpu_is_refused, .init = amdcr::test::redirect_stderr)
+{
+	Scratch s;
+	RenderNodeImage rimg;
+	rimg.gpu_id = 0x4242;
+	rimg.gpu_id_only = true;
+	ImageDir dir = ImageDir::borrow(s.images.get());
+	cr_assert(write_render_image(dir, 9, rimg).ok());
+	RestoreSession r(s.env("2xmi210"));
+	cr_expect_lt(r.prepare(), 0);
+	const std::string err = amdcr::test::captured_stderr();
+	for (const char *want : {"amdgpu-renderD-9.img: gpu 0x4242 (render minor unknown) is in no KFD image",
+				 "of CRIU 4.0-4.2.1's plugin, names its GPU only"})
+		cr_expect(err.find(want) != std::string::npos, "no '%s' in: %s", want, err.c_str());
+}
+
 // In the restored task (a container: its own /dev), before its first GPU
 // file changes any state: a mapped GPU's render node that does not open
 // there, with no other GPU to take its place, is refused naming the node
