@@ -270,7 +270,7 @@ archive=$tmp_download/criu-$release.archive
 echo "build-criu: downloading CRIU $release from $url"
 if ! curl -fsSL --connect-timeout "${CRIU_DOWNLOAD_CONNECT_TIMEOUT:-10}" --max-time 600 \
 	-o "$archive" "$url" 2>"$tmp_download/curl.err"; then
-	finish "$no_tarballs; $installed_why; the download of $url failed: $(tr '\n' ' ' <"$tmp_download/curl.err")"
+	finish "$no_tarballs; $installed_why; the download of $url failed: $(tr '\n' ' ' <"$tmp_download/curl.err" | sed 's/ *$//')"
 fi
 sum=$(decompress "$archive" | sha256sum) || fail "$url: not a gzip or xz archive"
 sum=${sum%% *}
