@@ -727,29 +727,19 @@ def gpuless_overhead(args, table):
 
 
 def upstream_plugin(bin_dir):
-    """(criu-dev version, upstream's plugin .so): criu-dev's plugins/amdgpu
-    built in the criu-dev tree scripts/build-criu.sh built (a few seconds;
-    it needs that tree's compel and headers). None when there is none."""
-    version = None
+    """(criu-dev version, upstream's plugin .so): the criu-dev line of
+    scripts/build-criu.sh's upstream-plugins.txt (it builds upstream's
+    plugins/amdgpu in each CRIU tree it builds). None when there is none."""
+    found = None
     try:
-        with open(os.path.join(bin_dir, "realcriu", "criu-bins.txt")) as f:
+        with open(os.path.join(bin_dir, "realcriu", "upstream-plugins.txt")) as f:
             for line in f:
-                v, path = line.split()
-                if v.startswith("dev-") and os.access(path, os.X_OK):
-                    version = v
-    except (OSError, ValueError):
+                version, _, so = line.rstrip("\n").partition("\t")
+                if version.startswith("dev-") and os.path.isfile(so):
+                    found = version, so
+    except OSError:
         return None
-    tree = os.path.join(bin_dir, "realcriu", "criu-" + version) if version else None
-    if not tree or not os.path.isdir(os.path.join(tree, "plugins", "amdgpu")):
-        return None
-    so = os.path.join(tree, "plugins", "amdgpu", "amdgpu_plugin.so")
-    if not os.path.exists(so):
-        r = subprocess.run(["make", "-C", os.path.join(tree, "plugins", "amdgpu"), "amdgpu_plugin.so",
-                            "ARCH=x86"], capture_output=True, text=True)
-        if r.returncode != 0:
-            print("bench: building upstream's plugin failed:\n" + r.stderr[-1500:], flush=True)
-            return None
-    return version, so
+    return found
 
 
 def bench_machine(scratch, profile, engine_gbps):

@@ -60,7 +60,9 @@ def log(msg):
 # --------------------------------------------------------------------------
 
 def find_criu(list_file, version):
-    """The binary listed for `version` in scripts/build-criu.sh's list."""
+    """The binary listed for `version` in scripts/build-criu.sh's list. When
+    it is not there, NOT RUN says why, with the script's criu-bins.why beside
+    the list (the ways to get a CRIU) when the script wrote one."""
     if not os.path.exists(list_file):
         raise NotRun(f"{list_file} does not exist: scripts/build-criu.sh has not run")
     with open(list_file) as f:
@@ -70,7 +72,13 @@ def find_criu(list_file, version):
                 if not os.access(path, os.X_OK):
                     raise NotRun(f"criu {version}: {path} is not an executable")
                 return path
-    raise NotRun(f"criu {version} is not listed in {list_file} (scripts/build-criu.sh made no such binary)")
+    why = ""
+    try:
+        with open(os.path.join(os.path.dirname(list_file), "criu-bins.why")) as f:
+            why = ": " + f.read().strip()
+    except OSError:
+        pass
+    raise NotRun(f"criu {version} is not listed in {list_file} (scripts/build-criu.sh made no such binary){why}")
 
 
 def criu_hook_count(criu):
