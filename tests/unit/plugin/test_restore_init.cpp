@@ -183,19 +183,18 @@ Test(restore_init, no_local_kfd_topology_is_refused, .init = amdcr::test::redire
 	cr_expect(err.find("KFD topology") != std::string::npos, "%s", err.c_str());
 }
 
-// A render-node file restored BEFORE the process's /dev/kfd file opens the
-// render node of the GPU the mapping chose (RESTORE_INIT computed it), not
-// the checkpointed minor: CRIU may restore the files in either order.
-Test(restore_init, render_node_first_opens_the_mapped_gpu)
+// Restores render image `rimg` (file 9) of the last GPU of a 2xmi210
+// checkpoint on 2xmi210-other, before the process's /dev/kfd file: the fd
+// must be the render node of the GPU the mapping chose (RESTORE_INIT
+// computed it), not the checkpointed minor.
+namespace {
+void expect_render_first_opens_mapped_gpu(RenderNodeImage rimg)
 {
 	Scratch s;
 	write_checkpoint(s, "2xmi210", 7);
 	auto ckpt = parse_topology(fixture("2xmi210"));
 	const TopologyNode *gpu = ckpt->gpus().back();
-	RenderNodeImage rimg;
 	rimg.gpu_id = gpu->gpu_id;
-	rimg.id = 9;
-	rimg.drm_render_minor = gpu->drm_render_minor;
 	ImageDir dir = ImageDir::borrow(s.images.get());
 	cr_assert(write_render_image(dir, 9, rimg).ok());
 
@@ -216,34 +215,25 @@ Test(restore_init, render_node_first_opens_the_mapped_gpu)
 	cr_expect_eq(std::string(link), want, "opened %s, expected %s", link, want.c_str());
 	close(fd);
 }
+} // namespace
 
-// CRIU 4.0-4.2.1's render image names its GPU only: restored (here before
-// the KFD file) on the render node the mapping chose for that GPU, whose
-// checkpointed minor the KFD image has.
+// CRIU may restore a process's files in either order.
+Test(restore_init, render_node_first_opens_the_mapped_gpu)
+{
+	auto ckpt = parse_topology(fixture("2xmi210"));
+	RenderNodeImage rimg;
+	rimg.id = 9;
+	rimg.drm_render_minor = ckpt->gpus().back()->drm_render_minor;
+	expect_render_first_opens_mapped_gpu(rimg);
+}
+
+// CRIU 4.0-4.2.1's render image names its GPU only: its checkpointed minor
+// is the KFD image's.
 Test(restore_init, gpu_id_only_render_image_opens_the_mapped_gpu)
 {
-	Scratch s;
-	write_checkpoint(s, "2xmi210", 7);
-	auto ckpt = parse_topology(fixture("2xmi210"));
-	const TopologyNode *gpu = ckpt->gpus().back();
 	RenderNodeImage rimg;
-	rimg.gpu_id = gpu->gpu_id;
 	rimg.gpu_id_only = true;
-	ImageDir dir = ImageDir::borrow(s.images.get());
-	cr_assert(write_render_image(dir, 9, rimg).ok());
-
-	RestoreSession r(s.env("2xmi210-other"));
-	cr_assert_eq(r.prepare(), 0);
-	const GpuMapEntry *m = r.gpu_map().find_checkpointed(gpu->gpu_id);
-	cr_assert_not_null(m);
-	bool retry = true;
-	const int fd = r.restore_ext_file(9, &retry);
-	cr_assert_geq(fd, 0, "render node restore failed: %d", fd);
-	char link[512] = {};
-	cr_assert_gt(readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), link, sizeof(link) - 1), 0);
-	const std::string want = (s.root / "dev/dri" / ("renderD" + std::to_string(m->local_render_minor))).string();
-	cr_expect_eq(std::string(link), want, "opened %s, expected %s", link, want.c_str());
-	close(fd);
+	expect_render_first_opens_mapped_gpu(rimg);
 }
 
 // ... and one whose GPU no KFD image lists, on a machine without that
