@@ -8,6 +8,7 @@
 #include <set>
 
 #include "criu-amdgpu.pb-c.h"
+#include "image/binding_pb.h"
 #include "image/framing.h"
 #include "image/image_names.h"
 
@@ -208,6 +209,11 @@ Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
 	msg.shared_mem_magic = img.shared_mem_magic;
 	msg.priv_data.len = img.priv_data.size();
 	msg.priv_data.data = const_cast<uint8_t *>(img.priv_data.data());
+	::DumpBinding binding;
+	if (img.binding) {
+		to_binding_entry(*img.binding, &binding);
+		msg.binding = &binding;
+	}
 
 	std::vector<uint8_t> out(criu_kfd__get_packed_size(&msg));
 	const size_t packed = criu_kfd__pack(&msg, out.data());
@@ -275,6 +281,10 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 	img.shared_mem_size = msg->shared_mem_size;
 	img.shared_mem_magic = msg->shared_mem_magic;
 	img.priv_data.assign(msg->priv_data.data, msg->priv_data.data + msg->priv_data.len);
+	auto binding = from_binding_entry(msg->binding, name);
+	if (!binding)
+		return std::move(binding).error();
+	img.binding = *binding;
 
 	auto st = validate_kfd_image(img, name);
 	if (!st)
@@ -291,10 +301,14 @@ Status write_kfd_image(const ImageDir &dir, int id, const KfdImage &img)
 
 Result<KfdImage> read_kfd_image(const ImageDir &dir, int id, Verify verify, Integrity *integrity)
 {
-	return read_message_image(dir, kfd_image_name(id),
-				  [verify, integrity](std::span<const uint8_t> payload, const std::string &name) {
-					  return unpack_kfd_image(payload, name, verify, integrity);
-				  });
+	auto img = read_message_image(dir, kfd_image_name(id),
+				      [verify, integrity](std::span<const uint8_t> payload, const std::string &name) {
+					      return unpack_kfd_image(payload, name, verify, integrity);
+				      });
+	if (img)
+		if (auto st = check_binding_file(img->binding, id, kfd_image_name(id)); !st)
+			return std::move(st).error();
+	return img;
 }
 
 } // namespace amdcr

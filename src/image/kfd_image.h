@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "image/binding.h"
 #include "image/content_checksum.h"
 #include "image/framing.h"
 #include "image/node_properties.h"
@@ -89,6 +90,9 @@ struct KfdImage {
 	uint64_t shared_mem_size = 0;
 	uint32_t shared_mem_magic = 0;
 	std::vector<uint8_t> priv_data;
+	// This plugin's images: the dump and CRIU file it belongs to
+	// (image/binding.h); upstream's have none.
+	std::optional<DumpBinding> binding;
 
 	uint32_t gpu_count() const;
 	uint32_t cpu_count() const;

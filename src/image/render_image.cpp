@@ -8,6 +8,7 @@
 #include <set>
 
 #include "criu-amdgpu.pb-c.h"
+#include "image/binding_pb.h"
 #include "image/framing.h"
 #include "image/image_names.h"
 #include "image/kfd_image.h"
@@ -220,6 +221,11 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
 	msg.num_of_bos = bo_ptrs.size();
 	msg.n_bo_entries = bo_ptrs.size();
 	msg.bo_entries = bo_ptrs.empty() ? nullptr : bo_ptrs.data();
+	::DumpBinding binding;
+	if (img.binding) {
+		to_binding_entry(*img.binding, &binding);
+		msg.binding = &binding;
+	}
 
 	std::vector<uint8_t> out(criu_render_node__get_packed_size(&msg));
 	const size_t packed = criu_render_node__pack(&msg, out.data());
@@ -272,6 +278,10 @@ Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload, co
 	img.gpu_id_only = has == 0;
 	img.id = msg->id;
 	img.drm_render_minor = msg->drm_render_minor;
+	auto binding = from_binding_entry(msg->binding, name);
+	if (!binding)
+		return std::move(binding).error();
+	img.binding = *binding;
 	img.bos.resize(msg->n_bo_entries);
 	for (size_t i = 0; i < msg->n_bo_entries; i++) {
 		const DrmBoEntry *e = msg->bo_entries[i];
@@ -317,14 +327,13 @@ Result<RenderNodeImage> read_render_image(const ImageDir &dir, int id, Verify ve
 				      });
 	if (!img)
 		return img;
-	const auto file_id = static_cast<uint32_t>(id);
 	if (img->gpu_id_only)
-		img->id = file_id;
-	else if (img->id != file_id)
-		return make_error(EINVAL,
-				  "%s: the image was dumped for CRIU file id %u, not for file %d that it is read "
-				  "as (renamed, or copied from another file or checkpoint)",
-				  render_image_name(id).c_str(), img->id, id);
+		img->id = static_cast<uint32_t>(id);
+	// criu-dev's images name their file too (criu_render_node.id).
+	const std::optional<DumpBinding> named =
+		img->binding ? img->binding : std::optional<DumpBinding>(DumpBinding{{}, img->id});
+	if (auto st = check_binding_file(named, id, render_image_name(id)); !st)
+		return std::move(st).error();
 	return img;
 }
 
@@ -338,6 +347,11 @@ Result<std::vector<uint8_t>> pack_dmabuf_image(const DmabufImage &img)
 	if (img.shared) {
 		to_entry(*img.shared, &shared, &shared_sum);
 		msg.shared = &shared;
+	}
+	::DumpBinding binding;
+	if (img.binding) {
+		to_binding_entry(*img.binding, &binding);
+		msg.binding = &binding;
 	}
 	std::vector<uint8_t> out(criu_dmabuf_node__get_packed_size(&msg));
 	const size_t packed = criu_dmabuf_node__pack(&msg, out.data());
@@ -364,7 +378,10 @@ Result<DmabufImage> unpack_dmabuf_image(std::span<const uint8_t> payload, const 
 		return std::move(got).error();
 	if (integrity)
 		*integrity = *got;
-	DmabufImage img{msg->gem_handle, from_entry(msg->shared, verify)};
+	auto binding = from_binding_entry(msg->binding, name);
+	if (!binding)
+		return std::move(binding).error();
+	DmabufImage img{msg->gem_handle, from_entry(msg->shared, verify), *binding};
 	if (img.shared)
 		if (auto st = validate_shared_bo(*img.shared, name); !st)
 			return std::move(st).error();
@@ -383,10 +400,14 @@ Status write_dmabuf_image(const ImageDir &dir, int id, const DmabufImage &img)
 
 Result<DmabufImage> read_dmabuf_image(const ImageDir &dir, int id, Verify verify, Integrity *integrity)
 {
-	return read_message_image(dir, dmabuf_image_name(id),
-				  [verify, integrity](std::span<const uint8_t> payload, const std::string &name) {
-					  return unpack_dmabuf_image(payload, name, verify, integrity);
-				  });
+	auto img = read_message_image(dir, dmabuf_image_name(id),
+				      [verify, integrity](std::span<const uint8_t> payload, const std::string &name) {
+					      return unpack_dmabuf_image(payload, name, verify, integrity);
+				      });
+	if (img)
+		if (auto st = check_binding_file(img->binding, id, dmabuf_image_name(id)); !st)
+			return std::move(st).error();
+	return img;
 }
 
 } // namespace amdcr

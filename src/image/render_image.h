@@ -12,6 +12,7 @@
 
 #include "base/drm.h"
 #include "base/result.h"
+#include "image/binding.h"
 #include "image/content_checksum.h"
 #include "image/framing.h"
 #include "image/image_dir.h"
@@ -101,6 +102,9 @@ struct RenderNodeImage {
 	// minor is the one its GPU has in the checkpoint's KFD images
 	// (resolve_render_minor).
 	bool gpu_id_only = false;
+	// This plugin's images: the dump and CRIU file it belongs to
+	// (image/binding.h); upstream's have none.
+	std::optional<DumpBinding> binding;
 	bool operator==(const RenderNodeImage &) const = default;
 };
 
@@ -117,6 +121,7 @@ std::string render_node_label(const RenderNodeImage &img);
 struct DmabufImage {
 	uint32_t gem_handle = 0; // a handle of its BO in a dumped render file (0: none)
 	std::optional<SharedBo> shared; // the BO; required by this plugin's restore
+	std::optional<DumpBinding> binding{}; // as RenderNodeImage's
 	bool operator==(const DmabufImage &) const = default;
 };
 

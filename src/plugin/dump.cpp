@@ -58,6 +58,18 @@ void DumpSession::claim()
 	criu::add_inventory_plugin(kPluginName);
 }
 
+Result<DumpBinding> DumpSession::binding_for(int id)
+{
+	if (!dump_id_) {
+		auto drawn = new_dump_id();
+		if (!drawn)
+			return std::move(drawn).error();
+		dump_id_ = *drawn;
+		log_debug("dump identity %s", dump_id_text(*dump_id_).c_str());
+	}
+	return DumpBinding{*dump_id_, static_cast<uint32_t>(id)};
+}
+
 int DumpSession::handle_device_vma(int /*fd*/, const struct stat &st)
 {
 	switch (classify_device(st, devs_)) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "device/kfd.h"
+#include "image/binding.h"
 #include "image/render_image.h"
 #include "plugin/session.h"
 #include "plugin/summary.h"
@@ -79,6 +80,9 @@ private:
 	const TopologyNode *amd_render_gpu(const struct stat &st);
 	Status unpause_all();
 	void claim();
+	// The binding of this dump's image for CRIU file `id`: the dump's
+	// identity (drawn with its first GPU file) and the file id.
+	Result<DumpBinding> binding_for(int id);
 	// Removes every file in created_ (the dump failed: `why`).
 	void discard_created(const char *why);
 
@@ -92,6 +96,7 @@ private:
 	std::optional<Result<Topology>> topo_;
 	std::vector<Paused> paused_;
 	std::vector<std::string> created_; // image files of this dump, by name
+	std::optional<DumpId> dump_id_;	   // the same in every image of this dump
 	// The BOs dumped so far that other files may hold too, by the inode
 	// (st_dev, st_ino) of their dma-buf: the kernel gives a BO one dma-buf
 	// as long as any file holds a handle of it, so every file holding the

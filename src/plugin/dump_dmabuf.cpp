@@ -151,6 +151,10 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 		}
 	}
 	created_.push_back(name);
+	auto binding = binding_for(id);
+	if (!binding)
+		return std::move(binding).error();
+	img.binding = *binding;
 	if (auto st2 = write_dmabuf_image(*images, id, img); !st2)
 		return st2;
 	log_info("dma-buf file %d: wrote %s (shared BO %u, %" PRIu64 " bytes%s)", id, name.c_str(),

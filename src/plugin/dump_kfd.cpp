@@ -136,6 +136,10 @@ Status DumpSession::dump_kfd(int fd, int id)
 			img.bos[job_bo_index[j][k]].checksum = std::move(sums[k]);
 	}
 	created_.push_back(name);
+	auto binding = binding_for(id);
+	if (!binding)
+		return std::move(binding).error();
+	img.binding = *binding;
 	if (auto st = write_kfd_image(*images, id, img); !st)
 		return st;
 	log_debug("pid %u: wrote %s (%zu devices, %zu BOs)", info->pid, name.c_str(), img.devices.size(),

@@ -132,6 +132,10 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 		}
 	}
 	created_.push_back(name);
+	auto binding = binding_for(id);
+	if (!binding)
+		return std::move(binding).error();
+	img.binding = *binding;
 	if (auto st = write_render_image(*images, id, img); !st)
 		return st;
 	log_gpu(LogLevel::Debug, gpu.gpu_id, "render node %u: wrote %s (%zu BOs, %zu with contents)", minor,

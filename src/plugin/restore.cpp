@@ -19,6 +19,7 @@
 #include "base/scoped.h"
 #include "copy/gpu_copy.h"
 #include "device/kfd.h"
+#include "image/criu_images.h"
 #include "image/image_names.h"
 #include "image/image_set.h"
 #include "image/render_image.h"
@@ -197,6 +198,29 @@ Status RestoreSession::load_and_map()
 		return ok_status();
 	}
 
+	// What binds the images to this checkpoint (CRIU's files.img and
+	// pstree.img): images of files CRIU does not restore are not part of
+	// it; the others must come from one dump, their tasks from this one.
+	if (auto facts = read_criu_facts(*images); facts)
+		criu_facts_ = *facts;
+	else
+		log_warn("the images cannot be checked against CRIU's (%s): the files of another checkpoint "
+			 "mixed into this one would go unnoticed",
+			 facts.error().message().c_str());
+	using ImageName = std::string (*)(int);
+	for (auto [ids, name] : {std::pair<std::vector<int> *, ImageName>{&*kfd_ids, kfd_image_name},
+				 {&*render_ids, render_image_name},
+				 {&*dmabuf_ids, dmabuf_image_name}})
+		std::erase_if(*ids, [&, name = name](int id) {
+			if (!criu_facts_ || criu_facts_->ext_file_ids.contains(static_cast<uint32_t>(id)))
+				return false;
+			log_warn("%s: CRIU restores no file %d from this checkpoint (files.img): the image is "
+				 "not part of it and is ignored",
+				 name(id).c_str(), id);
+			return true;
+		});
+	std::vector<BoundImage> bound;
+
 	// Every image set must be complete before any GPU state is created.
 	std::map<uint32_t, KfdDevice> devices; // by node id, union of images
 	std::set<uint32_t> held;
@@ -204,6 +228,12 @@ Status RestoreSession::load_and_map()
 		auto img = read_checked_kfd_image(*images, id, env_.config);
 		if (!img)
 			return std::move(img).error();
+		if (criu_facts_ && !criu_facts_->pids.contains(img->pid))
+			return make_error(EINVAL,
+					  "%s: dumped from pid %u, which is no task of this checkpoint (pstree.img): "
+					  "the image comes from another checkpoint",
+					  kfd_image_name(id).c_str(), img->pid);
+		bound.push_back({kfd_image_name(id), img->binding});
 		if (auto st = validate_kfd_image_set(*images, id, *img); !st)
 			return st;
 		for (const auto &d : img->devices) {
@@ -221,6 +251,7 @@ Status RestoreSession::load_and_map()
 		if (auto st = validate_render_image_set(*images, id, *img); !st)
 			return st;
 		resolve_render_minor(*img);
+		bound.push_back({render_image_name(id), img->binding});
 		for (const DrmBo &bo : img->bos)
 			if (bo.shared)
 				shared_holders_[bo.shared->id]++;
@@ -230,10 +261,13 @@ Status RestoreSession::load_and_map()
 		auto img = read_checked_dmabuf_image(*images, id, env_.config);
 		if (!img)
 			return std::move(img).error();
+		bound.push_back({dmabuf_image_name(id), img->binding});
 		if (img->shared)
 			shared_holders_[img->shared->id]++;
 		dmabuf_ids_.insert(id);
 	}
+	if (auto st = check_one_dump(bound); !st)
+		return st;
 	// Memory every restored task shares: made here, before CRIU forks them.
 	uint32_t max_shared = 0;
 	for (const auto &[sid, holders] : shared_holders_)

@@ -38,6 +38,7 @@
 #include "device/gem.h"
 #include "copy/gpu_copy.h"
 #include "image/kfd_image.h"
+#include "image/criu_images.h"
 #include "image/render_image.h"
 #include "plugin/parallel_restore.h"
 #include "plugin/session.h"
@@ -196,6 +197,9 @@ private:
 	std::optional<StageTotals> totals_;
 	State state_ = State::Unprepared;
 	std::map<int, KfdImage> kfd_images_; // by CRIU file id
+	// CRIU's files.img and pstree.img facts (init); none for streamed
+	// images and checkpoints without them.
+	std::optional<CriuCheckpointFacts> criu_facts_;
 	GpuMap map_;
 	std::map<uint32_t, RenderFile> render_files_; // by local minor
 	// A process may hold several open files of one render node, each with

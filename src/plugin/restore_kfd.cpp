@@ -5,6 +5,7 @@
 #include "plugin/restore.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -19,6 +20,13 @@ namespace amdcr {
 Status RestoreSession::restore_kfd(const ImageDir &images, int id, UniqueFd *out)
 {
 	const KfdImage &img = kfd_images_.at(id);
+	// CRIU restores each task under its dumped pid (pstree.img's, as the
+	// task sees itself): the KFD state goes to the task it was dumped from.
+	if (criu_facts_ && img.pid != static_cast<uint32_t>(::getpid()))
+		return make_error(EINVAL,
+				  "%s: dumped from pid %u, but CRIU restores the file in task %d: the image comes "
+				  "from another task or checkpoint",
+				  kfd_image_name(id).c_str(), img.pid, static_cast<int>(::getpid()));
 	if (auto st = fit_map_to_task(true); !st)
 		return st;
 	if (auto st = check_kfd_criu_support(env_.paths); !st)

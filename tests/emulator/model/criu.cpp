@@ -122,7 +122,7 @@ long ModelImpl::criu_op(Caller &c, FileEntry &f, CriuArgs &a)
 	KfdProcess &p = *it->second;
 	switch (a.op) {
 	case CRIU_PROCESS_INFO:
-		return criu_process_info(p, a);
+		return criu_process_info(c, p, a);
 	case CRIU_CHECKPOINT:
 		return criu_checkpoint(c, p, a);
 	case CRIU_UNPAUSE:
@@ -139,11 +139,12 @@ long ModelImpl::criu_op(Caller &c, FileEntry &f, CriuArgs &a)
 	}
 }
 
-long ModelImpl::criu_process_info(KfdProcess &p, CriuArgs &a)
+long ModelImpl::criu_process_info(Caller &c, KfdProcess &p, CriuArgs &a)
 {
 	p.queues_paused = true; // evicts every queue of the target
 	++p.evict_count;
-	a.pid = static_cast<uint32_t>(p.tgid);
+	// As the kernel: the target's pid in its own pid namespace.
+	a.pid = static_cast<uint32_t>(c.own_ns_pid(p.tgid));
 	a.num_devices = static_cast<uint32_t>(p.pdds.size());
 	a.num_bos = criu_num_bos(p);
 	a.num_objects = static_cast<uint32_t>(p.queues.size() + p.events.size());

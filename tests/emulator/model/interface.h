@@ -149,6 +149,9 @@ class Caller {
 public:
 	virtual ~Caller() = default;
 	virtual const CallerIdentity &identity() const = 0;
+	// The pid process `pid` (the daemon's view) has in its own active pid
+	// namespace (its last NSpid): what KFD's PROCESS_INFO reports.
+	virtual pid_t own_ns_pid(pid_t pid) = 0;
 
 	// copy_from_user / copy_to_user on the calling process: 0 or -EFAULT.
 	virtual int read(uint64_t addr, void *dst, size_t len) = 0;

@@ -463,7 +463,7 @@ private:
 	int kfd_map_one(KfdProcess &p, Pdd &owner, const std::shared_ptr<Bo> &bo, Pdd &peer);
 	int kfd_unmap_one(KfdProcess &p, const std::shared_ptr<Bo> &bo, Pdd &peer);
 	long criu_op(Caller &c, FileEntry &f, abi::kfd::CriuArgs &a);
-	long criu_process_info(KfdProcess &p, abi::kfd::CriuArgs &a);
+	long criu_process_info(Caller &c, KfdProcess &p, abi::kfd::CriuArgs &a);
 	long criu_checkpoint(Caller &c, KfdProcess &p, abi::kfd::CriuArgs &a);
 	long criu_restore(Caller &c, KfdProcess &p, abi::kfd::CriuArgs &a);
 	uint64_t criu_priv_size(const KfdProcess &p) const;

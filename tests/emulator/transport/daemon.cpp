@@ -204,6 +204,16 @@ public:
 		return FileKey{st.st_dev, st.st_ino};
 	}
 	bool is_tracer_of(pid_t pid) override { return proc_is_tracer_of(id_.tgid, pid); }
+	pid_t own_ns_pid(pid_t pid) override
+	{
+		const std::string ns = status_field(pid, "NSpid");
+		const size_t last = ns.find_last_of(" \t");
+		try {
+			return ns.empty() ? pid : pid_t(std::stol(last == std::string::npos ? ns : ns.substr(last + 1)));
+		} catch (const std::exception &) {
+			return pid;
+		}
+	}
 	bool process_exists(pid_t pid) override
 	{
 		if (pid <= 0)

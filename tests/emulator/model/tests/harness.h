@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -86,6 +87,8 @@ public:
 		return FileKey{st.st_dev, st.st_ino};
 	}
 	bool is_tracer_of(pid_t pid) override { return traced.count(pid) != 0; }
+	// Processes in a pid namespace of their own: their pid there.
+	pid_t own_ns_pid(pid_t pid) override { return ns_pids.count(pid) ? ns_pids.at(pid) : pid; }
 	bool process_exists(pid_t pid) override { return alive.count(pid) != 0; }
 
 	// Delivers (r >= 0) or drops the fds installed during the last call.
@@ -113,6 +116,7 @@ public:
 
 	CallerIdentity id_;
 	std::set<pid_t> traced, alive;
+	std::map<pid_t, pid_t> ns_pids;
 	std::vector<int> owned, last_fds;
 
 private:

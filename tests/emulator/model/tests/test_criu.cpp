@@ -190,6 +190,24 @@ Test(criu, permissions)
 	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), -EINVAL);
 }
 
+// PROCESS_INFO reports the target's pid in its own pid namespace (the
+// kernel's task_pid_nr_ns of its leader in its active namespace), which is
+// the pid CRIU's pstree.img has for it and a restored task has again.
+Test(criu, process_info_reports_the_pid_in_the_targets_namespace)
+{
+	Source s;
+	CriuArgs a = process_info_args();
+	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), 0);
+	cr_assert_eq(a.pid, 1000u, "no pid namespace of its own: its pid");
+	a = CriuArgs{};
+	a.op = CRIU_UNPAUSE;
+	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), 0);
+	s.dumper.ns_pids[1000] = 7;
+	a = process_info_args();
+	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), 0);
+	cr_assert_eq(a.pid, 7u, "in a container's pid namespace: its pid there");
+}
+
 Test(criu, process_info_and_checkpoint)
 {
 	Source s;
