@@ -32,14 +32,17 @@ std::string dump_id_text(const DumpId &id)
 	return out;
 }
 
-Status check_one_dump(const std::vector<BoundImage> &images)
+Status check_one_dump(const std::vector<BoundImage> &images, size_t *differing)
 {
 	const BoundImage *first = nullptr;
-	for (const auto &img : images) {
+	for (size_t i = 0; i < images.size(); i++) {
+		const BoundImage &img = images[i];
 		if (!first) {
 			first = &img;
 			continue;
 		}
+		if (differing)
+			*differing = i;
 		if (img.binding.has_value() != first->binding.has_value()) {
 			const BoundImage &ours = img.binding ? img : *first, &bare = img.binding ? *first : img;
 			return make_error(EINVAL,

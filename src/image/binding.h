@@ -43,7 +43,9 @@ struct BoundImage {
 	std::string name;
 	std::optional<DumpBinding> binding;
 };
-Status check_one_dump(const std::vector<BoundImage> &images);
+// `differing`, when given, receives the index of the image found to
+// differ from the first.
+Status check_one_dump(const std::vector<BoundImage> &images, size_t *differing = nullptr);
 
 // An image read as file `id` whose binding names another file is refused:
 // renamed, or copied over another file's image.

@@ -88,8 +88,13 @@ Result<Checkpoint> load_checkpoint(const std::string &path)
 		[](const ImageDir &d, int id, Integrity *i) { return read_dmabuf_image(d, id, Verify::On, i); });
 	if (!dmabuf)
 		return std::move(dmabuf).error().context(path);
-	return Checkpoint{path, std::move(*dir), std::move(*kfd), std::move(*render),
-			  std::move(*dmabuf), std::move(*files)};
+	Checkpoint ck{path, std::move(*dir), std::move(*kfd), std::move(*render),
+		      std::move(*dmabuf), std::move(*files), std::nullopt, std::nullopt};
+	if (auto facts = read_criu_facts(ck.dir); facts)
+		ck.criu = *facts;
+	else
+		ck.criu_error = facts.error().message();
+	return ck;
 }
 
 std::vector<std::optional<PagesLocation>> kfd_pages_layout(const KfdImage &img, int id)

@@ -16,6 +16,7 @@
 #include "base/result.h"
 #include "image/framing.h"
 #include "image/image_dir.h"
+#include "image/criu_images.h"
 #include "image/kfd_image.h"
 #include "image/render_image.h"
 
@@ -47,6 +48,10 @@ struct Checkpoint {
 	// Every entry of the directory whose name starts with "amdgpu-" or
 	// ".amdgpu-" (a temporary left by an interrupted dump), sorted.
 	std::vector<std::string> amdgpu_files;
+	// CRIU's files.img and pstree.img facts (image/criu_images.h): nullopt
+	// without them, or (criu_error) when they could not be read.
+	std::optional<CriuCheckpointFacts> criu;
+	std::optional<std::string> criu_error;
 
 	bool has_images() const { return !kfd.empty() || !render.empty() || !dmabuf.empty(); }
 };

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "image/binding.h"
 #include "image/content_checksum.h"
 #include "image/image_names.h"
 #include "image/image_set.h"
@@ -22,15 +23,22 @@ public:
 
 	VerifyReport run() &&
 	{
+		if (ck_.criu_error)
+			r_.warnings.push_back({"files.img/pstree.img", *ck_.criu_error +
+									   ": the images are not checked against CRIU's"});
 		for (const auto &l : ck_.kfd)
 			kfd(l);
 		for (const auto &l : ck_.render)
 			render(l);
 		for (const auto &l : ck_.dmabuf) {
-			if (l.image && l.integrity == Integrity::Verified)
+			if (l.image && l.integrity == Integrity::Verified && part_of_checkpoint(l))
 				r_.sealed++;
 			dmabuf(l);
 		}
+		// As the restore: the images CRIU restores come from one dump.
+		size_t differing = 0;
+		if (auto st = check_one_dump(bound_, &differing); !st)
+			r_.problems.push_back({bound_[differing].name, st.error().message()});
 		leftovers();
 		std::sort(r_.good.begin(), r_.good.end());
 		return std::move(r_);
@@ -39,12 +47,29 @@ public:
 private:
 	void problem(const std::string &file, const Error &e) { r_.problems.push_back({file, e.message()}); }
 
+	// An image of a file CRIU does not restore (its files.img) is no part
+	// of the checkpoint: a warning, as the restore ignores it.
+	template <typename Image>
+	bool part_of_checkpoint(const Loaded<Image> &l) const
+	{
+		return !ck_.criu || ck_.criu->ext_file_ids.contains(static_cast<uint32_t>(l.id));
+	}
+
 	template <typename Image>
 	bool decoded(const Loaded<Image> &l)
 	{
 		checked_.insert(l.file);
-		if (l.image)
+		if (!part_of_checkpoint(l)) {
+			r_.warnings.push_back({l.file, strprintf("CRIU restores no file %d from this checkpoint "
+								 "(files.img): not part of it; a restore ignores it",
+								 l.id)});
+			extra_ids_.insert(l.id);
+			return false;
+		}
+		if (l.image) {
+			bound_.push_back({l.file, l.image->binding});
 			return true;
+		}
 		problem(l.file, l.image.error());
 		failed_ids_.insert(l.id);
 		return false;
@@ -103,6 +128,13 @@ private:
 		if (!decoded(l))
 			return;
 		const KfdImage &img = *l.image;
+		if (ck_.criu && !ck_.criu->pids.contains(img.pid)) {
+			problem(l.file, make_error(EINVAL, "dumped from pid %u, which is no task of this checkpoint "
+							   "(pstree.img): the image comes from another checkpoint",
+						   img.pid));
+			failed_ids_.insert(l.id);
+			return;
+		}
 		std::vector<std::string> pages;
 		for (const KfdDevice &d : img.devices)
 			if (d.is_gpu())
@@ -193,7 +225,7 @@ private:
 				if (id < 0)
 					continue;
 				pages = true;
-				if (failed_ids_.count(id))
+				if (failed_ids_.count(id) || extra_ids_.count(id))
 					continue; // its image is already reported
 				r_.problems.push_back({f, "pages file that no image refers to (is its "
 							  "kfd or renderD image missing?)"});
@@ -208,6 +240,8 @@ private:
 	VerifyReport r_;
 	std::set<std::string> checked_;
 	std::set<int> failed_ids_;
+	std::set<int> extra_ids_;	  // images of files CRIU does not restore
+	std::vector<BoundImage> bound_; // the dump identity of each decoded image
 	// Per pages file: its BOs in file order, with their checksums.
 	std::map<std::string, std::vector<VerifyingSource::Bo>> checked_bos_;
 };

@@ -9,6 +9,10 @@
 //  - each pages file an image implies: present, framed, its payload the
 //    size of the BOs it holds, and readable to the end, every chunk of a
 //    KFD BO that has checksums matching them (image/content_checksum.h);
+//  - across files, as the restore: the images of the files CRIU restores
+//    (its files.img) come from one dump (image/binding.h) and their KFD
+//    images from tasks of the checkpoint (pstree.img); an image of a file
+//    CRIU does not restore is a warning (a restore ignores it);
 //  - pages files no image refers to (a metadata image lost?) are problems;
 //    temporaries of an interrupted write (".amdgpu-*.tmp-*") and unknown
 //    amdgpu-* names are warnings.

@@ -555,7 +555,13 @@ int RestoreSession::restore_ext_file(int id, bool *retry_needed)
 	} else if (auto exists = images->exists(render_image_name(id)); !exists) {
 		st = std::move(exists).error();
 	} else if (!*exists) {
-		return -ENOTSUP; // not a file of ours
+		// Not ours, or ours with its image lost: only CRIU's "Unable to
+		// restore" would follow, so say which files were looked for.
+		log_warn("CRIU file %d: this checkpoint has GPU images but none for this file (%s, %s and %s are "
+			 "absent): if it was /dev/kfd or a render node, its image is missing from the image "
+			 "directory; if it is another device's, another plugin restores it",
+			 id, kfd_image_name(id).c_str(), render_image_name(id).c_str(), dmabuf_image_name(id).c_str());
+		return -ENOTSUP;
 	} else {
 		st = restore_render(*images, id, &out);
 	}

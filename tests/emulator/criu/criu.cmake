@@ -115,6 +115,11 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   kfdemu_realcriu_test(${_ver} sdma_timeout_MI100 sdma-timeout MI100)
   # A refused restore on the 8-GPU node: one line per reason, listing the 8 GPUs.
   kfdemu_realcriu_test(${_ver} refused_MI100_on_8xMI300X refused-8xMI300X MI100)
+  # Files of two dumps of one program mixed, swapped, deleted or added:
+  # refused before any GPU state changes (or restored exactly), and
+  # amdgpu-img verify agrees.
+  kfdemu_realcriu_test(${_ver} mixed_MI100 mixed MI100 --amdgpu-img $<TARGET_FILE:amdgpu-img>)
+  kfdemu_realcriu_test(${_ver} mixed_2xMI210 mixed 2xMI210 --amdgpu-img $<TARGET_FILE:amdgpu-img>)
   # Interop with upstream's plugin built from the same CRIU sources
   # (scripts/build-criu.sh's upstream-plugins.txt): upstream's dumps and
   # ours restores, and the reverse; every BO on the GPU it was dumped from.

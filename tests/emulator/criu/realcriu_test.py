@@ -120,6 +120,21 @@ broken-vma-map  the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a
                 Error lines of our plugin, or of upstream's that no known
                 defect explains, fail the test.
 
+mixed           two dumps of the same program (A, then B: another pid), then
+                restores from copies of A's directory with, in turn: B's KFD
+                image; B's KFD image and pages files; all of B's GPU files;
+                all but one render image; one render image of B; one pages
+                file of B; the KFD image deleted; an extra image (B's KFD
+                image as file 9999); two render images swapped (2 GPUs).
+                Each restore is either refused by the plugin before any GPU
+                state changed, naming a file of the case, with no process
+                left (a deleted image: the plugin names it), or (the extra
+                image, or a pages file of identical contents) restores A's
+                process exactly as dumped; a pages file of other contents
+                fails its checksums as it is copied, and the plugin kills the
+                task before it resumes, naming the file; amdgpu-img verify
+                agrees (exit 0 exactly when the restore succeeds).
+
 Exit: 0 pass, 1 fail, 77 NOT RUN (CRIU not listed / not usable, not root,
 sanitizer build, no upstream plugin for --interop).
 """
@@ -469,7 +484,8 @@ class Run:
         # CRIU's --link-remap files (link_remap.<id> beside the unlinked
         # file) are removed by a successful restore only; cleanup() removes
         # the ones this run left, so a later run's same id cannot collide.
-        self.remaps_before = set(glob.glob("/dev/shm/link_remap.*"))
+        if not hasattr(self, "remaps_before"):
+            self.remaps_before = set(glob.glob("/dev/shm/link_remap.*"))
         os.makedirs(self.images, exist_ok=True)
         out = open(os.path.join(self.work, "workload.log"), "w")
         cmd = [self.args.workload] + WORKLOAD_FLAGS.get(self.args.scenario, []) + [self.work]
@@ -1048,6 +1064,134 @@ def dmabuf_round_trip(run, root):
     expect(all(v == "OK" for v in verdicts.values()), f"restored tree: {verdicts}")
 
 
+def mixed_checkpoints(run):
+    """Files of two dumps of the same program mixed, swapped, deleted or
+    added (see the header): each case restored from a copy of the first
+    dump's directory. A refusal must come from the plugin before any GPU
+    state changed, naming a file of the case, and leave no process; a
+    restore that succeeds must give back the first dump's process exactly;
+    amdgpu-img verify must give the same verdict."""
+    root = run.work
+    dumps = {}
+    # The same layout in both processes (no address randomization: CRIU
+    # numbers the files it meets walking the mappings in address order), so
+    # that both dumps give their GPU files the same CRIU file ids and names.
+    import ctypes
+    ADDR_NO_RANDOMIZE = 0x0040000
+    ctypes.CDLL(None, use_errno=True).personality(ADDR_NO_RANDOMIZE)
+    for name in ("A", "B"):
+        run.work = os.path.join(root, name)
+        run.images = os.path.join(root, "dump-" + name)
+        os.makedirs(run.work)
+        procs = run.start()
+        (_, pid), = procs
+        dumps[name] = {"dir": run.images, "work": run.work, "pid": pid, "before": snapshot(run.emu, pid)}
+        run.dump([pid])
+        # The dump's --link-remap files (libhsakmt's deleted semaphore),
+        # kept aside: B's dump would name its own the same, and each
+        # restore of A's consumes A's.
+        dumps[name]["remaps"] = {}
+        for f in set(glob.glob("/dev/shm/link_remap.*")) - run.remaps_before:
+            with open(f, "rb") as src:
+                dumps[name]["remaps"][f] = src.read()
+            os.unlink(f)
+    a, b = dumps["A"], dumps["B"]
+    names = sorted(n for n in os.listdir(a["dir"]) if OURS.fullmatch(n))
+    expect(names == sorted(n for n in os.listdir(b["dir"]) if OURS.fullmatch(n)),
+           f"the two dumps of one program wrote other GPU files: {names}", False)
+    kfd = next(n for n in names if n.startswith("amdgpu-kfd-"))
+    kid = kfd[len("amdgpu-kfd-"):-len(".img")]
+    pages = [n for n in names if n.startswith(f"amdgpu-pages-{kid}-")]
+    renders = [n for n in names if n.startswith("amdgpu-renderD-")]
+    log(f"dump A: pid {a['pid']}, dump B: pid {b['pid']}, GPU files {names}")
+    # (what, {from_b: [...], swap: (x, y), delete: [...], extra: (file of B, new name)}, outcome)
+    cases = [("the KFD image of dump B", {"from_b": [kfd]}, "refused"),
+             ("the KFD image and its pages files of dump B", {"from_b": [kfd] + pages}, "refused"),
+             ("every GPU file of dump B", {"from_b": names}, "refused"),
+             ("every GPU file of dump B but " + renders[0], {"from_b": [n for n in names if n != renders[0]]},
+              "refused"),
+             ("a render image of dump B", {"from_b": [renders[0]]}, "refused"),
+             ("a pages file of dump B", {"from_b": [pages[0]]}, "either"),
+             ("the KFD image deleted", {"delete": [kfd]}, "missing"),
+             ("an extra KFD image (dump B's, as file 9999)", {"extra": (kfd, "amdgpu-kfd-9999.img")}, "restored")]
+    if len(renders) >= 2:
+        cases.append(("two render images swapped", {"swap": (renders[0], renders[1])}, "refused"))
+    for what, change, outcome in cases:
+        mixed_case(run, a, b, what, change, outcome)
+
+
+def mixed_case(run, a, b, what, change, outcome):
+    """One case of mixed_checkpoints."""
+    d = os.path.join(run.work + "-cases", re.sub(r"[^A-Za-z0-9]+", "-", what))
+    shutil.copytree(a["dir"], d, ignore=shutil.ignore_patterns("*.log"))
+    touched = list(change.get("from_b", [])) + list(change.get("delete", [])) + list(change.get("swap", ()))
+    for n in change.get("from_b", []):
+        shutil.copy(os.path.join(b["dir"], n), os.path.join(d, n))
+    for n in change.get("delete", []):
+        os.unlink(os.path.join(d, n))
+    if "swap" in change:
+        x, y = (os.path.join(d, n) for n in change["swap"])
+        os.rename(x, x + ".swap")
+        os.rename(y, x)
+        os.rename(x + ".swap", y)
+    if "extra" in change:
+        src, dst = change["extra"]
+        shutil.copy(os.path.join(b["dir"], src), os.path.join(d, dst))
+        touched.append(dst)
+    v = subprocess.run([run.args.amdgpu_img, "verify", d], capture_output=True, text=True)
+    bad = [l for l in v.stdout.splitlines() if l.startswith("BAD ")]
+    run.images = d
+    pidfile = os.path.join(d, "restored.pid")
+    for f, data in a["remaps"].items():
+        with open(f, "wb") as dst:
+            dst.write(data)
+    rc = run.criu_run("restore", ["-d", "--pidfile", pidfile], "restore.log")
+    for f in a["remaps"]:
+        if os.path.exists(f):
+            os.unlink(f)
+    text = open(os.path.join(d, "restore.log"), errors="replace").read()
+    errs = plugin_errors(os.path.join(d, "restore.log"))
+    pid = a["pid"]
+    if rc == 0:
+        expect(outcome in ("restored", "either"), f"{what}: criu restore succeeded; it must be refused")
+        with open(pidfile) as f:
+            expect(int(f.read()) == pid, f"{what}: restored another pid")
+        check_restored(run.emu, pid, a["before"])
+        expect(not errs, f"{what}: restored, but the plugin logged errors: {errs}")
+        if outcome == "restored":
+            expect(re.search(r"amdgpu_plugin: .*amdgpu-kfd-9999\.img: CRIU restores no file 9999", text),
+                   f"{what}: no warning names the extra image")
+        expect(v.returncode == 0, f"{what}: restored correctly, but amdgpu-img verify says {bad or v.stdout}")
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not alive(pid) and not reap_children(), 10)
+        expect(wait_for(lambda: run.emu.process(pid) is None, 5), f"{what}: the model keeps {pid}")
+        log(f"{what}: restored, as dumped; verify exit 0")
+        return
+    expect(outcome in ("refused", "missing", "either"), f"{what}: criu restore failed ({rc}): {errs or text[-800:]}")
+    if outcome == "missing":
+        said = [l for l in text.splitlines() if "amdgpu_plugin:" in l and "none for this file" in l]
+        expect(said and change["delete"][0] in said[0], f"{what}: no plugin line names the missing image")
+        line = said[0]
+    elif outcome == "either":
+        # Contents are checked as they are copied: a pages file of other
+        # contents fails the copy, and the task is killed before it resumes.
+        named = [e for e in errs if any(n in e for n in touched)]
+        expect(named and ("killed the restored task" in named[0] or "before any GPU state" in named[0]),
+               f"{what}: CRIU failed ({rc}) without a plugin error naming {touched}: {errs or text[-800:]}")
+        line = named[0]
+    else:
+        refusal = [e for e in errs if "restore refused before any GPU state was changed" in e]
+        expect(refusal, f"{what}: CRIU failed ({rc}) without the plugin's refusal before any GPU state: "
+                        f"{errs or text[-800:]}")
+        line = refusal[0]
+        expect(any(n in line for n in touched) or outcome == "either",
+               f"{what}: the refusal names none of {touched}: {line}")
+    expect(wait_for(lambda: not alive(pid), 5) and not reap_children(), f"{what}: a process is left")
+    expect(wait_for(lambda: run.emu.process(pid) is None, 5), f"{what}: the model has process {pid}")
+    expect(v.returncode != 0 and bad, f"{what}: the restore failed, but amdgpu-img verify passed: {v.stdout}")
+    log(f"{what}: refused ({line.split('amdgpu_plugin: ')[-1].strip()[:160]}); verify: {bad[0][:160]}")
+
+
 # --------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------
@@ -1068,6 +1212,8 @@ def inside(args, criu):
             refused_restore(run, os.path.join(work, "state.json"))
         elif args.phase == "restore":
             other_machine_restore(run, os.path.join(work, "state.json"))
+        elif args.scenario == "mixed":
+            mixed_checkpoints(run)
         elif args.scenario in ("roundtrip", "tree", "broken-vma-map", "kfd-gem"):
             round_trip(run)
         elif args.scenario == "render":
@@ -1127,7 +1273,7 @@ def main():
                     choices=["roundtrip", "tree", "other-machine", "dump-fault", "restore-truncated",
                              "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
-                             "log-default", "sdma-timeout", "refused-8xMI300X"])
+                             "log-default", "sdma-timeout", "refused-8xMI300X", "mixed"])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                        "streamer", "streamer.py"),
