@@ -15,14 +15,15 @@ container `ctr run` starts with /dev/kfd and two render nodes; CRIU (the
 one listed for V) runs where runc runs it, with our plugin loaded through
 the container's org.criu.config annotation. Each node runs its own
 containerd, started here with its own root, state and socket directories,
-stopped at the end of its phase. Steps:
+stopped at the end of its phase; /run and /dev are tmpfs of the test's
+private mount namespace (private_run_and_dev). Steps:
 
 1. node `first` (2xMI210: 0xa1a1 on renderD128, 0xb2b2 on renderD129):
    `ctr containers checkpoint --task` of the running container (containerd
    pauses it, runc dumps it leaving it running, then resumes it): the
-   original's GPU queues are active again; it is killed and removed, and
-   `ctr containers restore --live` makes a new container of the checkpoint
-   on the same node. The restored init has every BO with its dumped
+   original's GPU queues are active again and its own verdict (below) is
+   OK; it is removed, and `ctr containers restore --live` makes a new
+   container of the checkpoint on the same node. The restored init has every BO with its dumped
    contents on its GPU, its fd table, its device mappings, its queues
    active; its own verdict (patterns, SDMA copies through libdrm_amdgpu,
    new BOs, its event, its queue) is OK. `ctr images export` of the
@@ -65,7 +66,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import container_test as ct  # noqa: E402  (the podman test's helpers)
 
 CTR_TIMEOUT = 180
-NAMESPACE = "kfdemu"
 IMAGE = "localhost/kfdemu-workload:1"
 CHECKPOINT = "localhost/kfdemu-gpu-checkpoint:1"
 FIRST = ["--machine", "2xMI210", "--gpu-ids", "0xa1a1,0xb2b2", "--minors", "128,129", "--vram", "64G,32G"]
@@ -174,6 +174,29 @@ def write_tar(out, files):
             t.addfile(info, io.BytesIO(data))
 
 
+def namespace(work):
+    """The containerd namespace of this run (the work directory's name):
+    the containers' cgroups are /<namespace>/<container> (runc's
+    cgroupfs, the same path on every node: a restore keeps the
+    checkpointed spec's), so that concurrent runs do not share them."""
+    return os.path.basename(work)
+
+
+def remove_cgroups(work):
+    """The namespace's cgroup directories runc leaves (empty) in each
+    cgroup v1 hierarchy."""
+    base = "/sys/fs/cgroup"
+    for ctrl in os.listdir(base) if os.path.isdir(base) else []:
+        top = os.path.join(base, ctrl, namespace(work))
+        if not os.path.isdir(top):
+            continue
+        for d in sorted((e.path for e in os.scandir(top) if e.is_dir()), reverse=True) + [top]:
+            try:
+                os.rmdir(d)
+            except OSError as e:
+                log(f"cleanup: cgroup {d}: {e.strerror}")
+
+
 class Containerd:
     """A containerd of its own (root, state, sockets under `d`), the CRI
     plugin off, runc as the runtime (the runc v2 shim), our criu first on
@@ -182,6 +205,7 @@ class Containerd:
 
     def __init__(self, work, d):
         self.d = d
+        self.namespace = namespace(work)
         self.sock = os.path.join(d, "containerd.sock")
         os.makedirs(d)
         self.config = os.path.join(d, "config.toml")
@@ -218,7 +242,7 @@ class Containerd:
 
     def ctr(self, *a, check=True, timeout=CTR_TIMEOUT, quiet=False):
         t0 = time.monotonic()
-        cmd = ["ctr", "--address", self.sock, "--namespace", NAMESPACE] + list(a)
+        cmd = ["ctr", "--address", self.sock, "--namespace", self.namespace] + list(a)
         try:
             r = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout,
                                stdin=subprocess.DEVNULL)
@@ -631,6 +655,8 @@ def main():
     except NotRun as e:
         log(f"NOT RUN: {e}")
         sys.exit(77)
+    finally:
+        remove_cgroups(work)
     log("PASS" if ok else "FAIL")
     if ok and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
