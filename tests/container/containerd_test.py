@@ -13,10 +13,11 @@ as a new container by containerd's runc shim (runc restore, CRIU). The
 workload (kfdemu_criu_workload: libhsakmt, libdrm_amdgpu) is the init of a
 container `ctr run` starts with /dev/kfd and two render nodes; CRIU (the
 one listed for V) runs where runc runs it, with our plugin loaded through
-the container's org.criu.config annotation. Each node runs its own
+/etc/criu/runc.conf, the file runc gives CRIU for a container without an
+org.criu.config annotation (a CRI container's case). Each node runs its own
 containerd, started here with its own root, state and socket directories,
 stopped at the end of its phase; /run and /dev are tmpfs of the test's
-private mount namespace (private_run_and_dev). Steps:
+private mount namespace (private_mounts). Steps:
 
 1. node `first` (2xMI210: 0xa1a1 on renderD128, 0xb2b2 on renderD129):
    `ctr containers checkpoint --task` of the running container (containerd
@@ -80,6 +81,10 @@ PLUGIN_RENAMES = {128: 130, 129: 131}
 # Expected (checkpointed gpu -> local gpu, checkpointed minor -> local minor).
 AS_IS = ({0xa1a1: 0x2222, 0xb2b2: 0x1111}, {128: 129, 129: 128})
 RENAMED = ({0xa1a1: 0x3333, 0xb2b2: 0x4444}, {128: 130, 129: 131})
+# The CRIU configuration file runc gives CRIU when the container has no
+# org.criu.config annotation (as CRI containers have none): in the test's
+# private mount namespace only (private_mounts).
+RUNC_CONF = "/etc/criu/runc.conf"
 # The containerd content of a checkpoint (containerd 1.6's media types).
 MT_CRIU = "application/vnd.containerd.container.criu.checkpoint.criu.tar"
 MT_SPEC = "application/vnd.containerd.container.checkpoint.config.v1+proto"
@@ -96,15 +101,22 @@ class Failure(Exception):
 # The node's environment: /run and /dev of the private mount namespace
 # --------------------------------------------------------------------------
 
-def private_run_and_dev(work):
-    """A tmpfs on /run (containerd 1.6 puts its shims' sockets in
-    /run/containerd/s, runc its state in /run/containerd/runc, ctr its
-    FIFOs in /run/containerd/fifo: none of that reaches the host) and on
-    /dev: `ctr run --device` takes a host path and gives the container the
-    node at the same path, so /dev/kfd and /dev/dri/renderD<m> must be
-    there; this /dev has the usual nodes, a devpts, a /dev/shm and
-    those, which no other process of the machine sees."""
+def private_mounts(work):
+    """In the test's private mount namespace: a tmpfs on /run (containerd
+    1.6 puts its shims' sockets in /run/containerd/s, runc its state in
+    /run/containerd/runc, ctr its FIFOs in /run/containerd/fifo: none of
+    that reaches the host); an overlay on /etc whose upper directory holds
+    /etc/criu/runc.conf (RUNC_CONF); and a tmpfs on /dev: `ctr run
+    --device` takes a host path and gives the container the node at the
+    same path, so /dev/kfd and /dev/dri/renderD<m> must be there; this
+    /dev has the usual nodes, a devpts, a /dev/shm and those, which no
+    other process of the machine sees."""
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run"], check=True)
+    for d in ("etc-upper", "etc-work"):
+        os.makedirs(os.path.join(work, d))
+    subprocess.run(["mount", "-t", "overlay", "-o", f"lowerdir=/etc,upperdir={work}/etc-upper,"
+                    f"workdir={work}/etc-work", "overlay", "/etc"], check=True)
+    os.makedirs(os.path.dirname(RUNC_CONF), exist_ok=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/dev"], check=True)
     for name, (maj, mnr) in {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8),
                              "urandom": (1, 9), "tty": (5, 0)}.items():
@@ -302,16 +314,16 @@ class Containerd:
 # --------------------------------------------------------------------------
 
 def set_criu_log(work, step):
-    """The container's org.criu.config file with `log-file` for this step:
-    CRIU takes a log file named in runc's configuration file over runc's
-    own (containerd removes runc's work directory, and its log, with a
-    failed restore's bundle). Returns the log's path."""
+    """RUNC_CONF: the CRIU configuration of container_test.write_criu_side
+    (our plugin directory, link-remap) and `log-file` for this step: CRIU
+    takes a log file named in runc's configuration file over runc's own
+    (containerd removes runc's work directory, and its log, with a failed
+    restore's bundle). Returns the log's path."""
     path = os.path.join(work, "logs", f"{step}.log")
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    conf = os.path.join(work, "criu.conf")
-    with open(conf) as f:
-        lines = [l for l in f if not l.startswith("log-file")]
-    with open(conf, "w") as f:
+    with open(os.path.join(work, "criu.conf")) as f:
+        lines = f.readlines()
+    with open(RUNC_CONF, "w") as f:
         f.writelines(lines + [f"log-file {path}\n"])
     return path
 
@@ -496,8 +508,9 @@ def phase_first(args, rc, emu, work, node):
     os.chmod(wl, 0o777)
     root = os.environ["KFDEMU_ROOT"]
     libdir = os.path.join(work, "criu-plugins")
+    # No org.criu.config annotation (a CRI runtime passes none of its
+    # own): runc gives CRIU RUNC_CONF.
     cmd = ["run", "-d", "--log-uri", f"file://{work}/gpu.out",
-           "--annotation", f"org.criu.config={os.path.join(work, 'criu.conf')}",
            # As in the podman test: the machine's root (the daemon's
            # socket), the workload's directory, the CRIU plugin directory.
            "--mount", f"type=bind,src={root},dst={root},options=rbind:rw",
@@ -526,8 +539,8 @@ def phase_first(args, rc, emu, work, node):
     except Failure:
         show_criu_log(rc, criu_log)
         raise
-    rc.expect(plugin_lines(criu_log), "the dump log has no line of amdgpu_plugin: was it loaded through "
-              "org.criu.config?")
+    rc.expect(plugin_lines(criu_log), f"the dump log has no line of amdgpu_plugin: was it loaded through "
+              f"{RUNC_CONF}?")
     n = rc.check_running(emu, pid, before, "the checkpointed container, resumed")
     log(f"the checkpointed container {pid} runs on: not paused, {n} active queue(s)")
     # It is a process CRIU dumped and left running: it goes on with its
@@ -632,7 +645,7 @@ def main():
     log(f"CRIU {criu}, work {work}")
     ok = False
     try:
-        private_run_and_dev(work)
+        private_mounts(work)
         rootfs = os.path.join(work, "rootfs")
         ct.make_rootfs(args, rootfs)
         subprocess.run(["tar", "-C", rootfs, "-cf", os.path.join(work, "rootfs.tar"), "."], check=True)
