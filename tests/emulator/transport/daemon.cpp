@@ -294,13 +294,20 @@ public:
 		struct stat node {};
 		return ::stat(path.c_str(), &node) != 0 || !S_ISCHR(node.st_mode) ||
 		       major(node.st_rdev) != kDrmMajor || ::minor(node.st_rdev) != minor ||
-		       devices_cgroup_denies(id_.tgid, kDrmMajor, minor);
+		       container_cgroup_only_denies(kDrmMajor, minor);
+	}
+	// The caller's device cgroup denies maj:min and the daemon's (the
+	// host's, kfd-emu's) does not: the emulated machine's devices are the
+	// host's, whatever cgroup the whole test runs in.
+	bool container_cgroup_only_denies(unsigned maj, unsigned min) const
+	{
+		return devices_cgroup_denies(id_.tgid, maj, min) && !devices_cgroup_denies(::getpid(), maj, min);
 	}
 	// An open of a node the container's /dev has but its device cgroup
 	// denies fails with EPERM, as the kernel's does.
 	bool container_cgroup_denies(unsigned maj, unsigned min) const
 	{
-		return in_container() && devices_cgroup_denies(id_.tgid, maj, min);
+		return in_container() && container_cgroup_only_denies(maj, min);
 	}
 
 	struct Pending {
