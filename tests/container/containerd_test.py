@@ -40,8 +40,9 @@ private mount namespace (private_mounts). Steps:
       device plugin's allocation changes them (renderD130 and renderD131
       in linux.devices and the device cgroup), the container's /dev still
       the checkpoint's: the restore must fail, before any GPU state, with
-      the plugin's error naming the render node and that the runtime must
-      pass it in; the model has no process with BOs afterwards;
+      the plugin's error naming renderD128 and renderD129 (in /dev, denied
+      by the cgroup: "Operation not permitted") and that the runtime must
+      pass them in; the model has no process with BOs afterwards;
    c. the checkpoint with the spec and CRIU's image of the container's /dev
       tmpfs both changed (renderD128 -> renderD130, renderD129 ->
       renderD131): restores onto 0x3333 (renderD130) and 0x4444
@@ -49,7 +50,7 @@ private mount namespace (private_mounts). Steps:
 
 Exit: 0 pass, 1 fail, 77 NOT RUN (not root, containerd, ctr, runc or
 busybox-static missing or not working, CRIU not listed / not usable,
-sanitizer build).
+sanitizer build, a mount of the private namespace refused).
 """
 import argparse
 import hashlib
@@ -111,25 +112,32 @@ def private_mounts(work):
     same path, so /dev/kfd and /dev/dri/renderD<m> must be there; this
     /dev has the usual nodes, a devpts, a /dev/shm and those, which no
     other process of the machine sees."""
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run"], check=True)
+    mount("tmpfs", "/run", "mode=755")
     for d in ("etc-upper", "etc-work"):
         os.makedirs(os.path.join(work, d))
-    subprocess.run(["mount", "-t", "overlay", "-o", f"lowerdir=/etc,upperdir={work}/etc-upper,"
-                    f"workdir={work}/etc-work", "overlay", "/etc"], check=True)
+    mount("overlay", "/etc", f"lowerdir=/etc,upperdir={work}/etc-upper,workdir={work}/etc-work")
     os.makedirs(os.path.dirname(RUNC_CONF), exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/dev"], check=True)
+    mount("tmpfs", "/dev", "mode=755")
     for name, (maj, mnr) in {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8),
                              "urandom": (1, 9), "tty": (5, 0)}.items():
         os.mknod(f"/dev/{name}", 0o666 | 0o020000, os.makedev(maj, mnr))
     for d in ("pts", "shm", "mqueue", "dri"):
         os.makedirs(f"/dev/{d}")
-    subprocess.run(["mount", "-t", "devpts", "-o", "newinstance,ptmxmode=0666", "devpts", "/dev/pts"], check=True)
+    mount("devpts", "/dev/pts", "newinstance,ptmxmode=0666")
     os.symlink("pts/ptmx", "/dev/ptmx")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/dev/shm"], check=True)
-    subprocess.run(["mount", "-t", "mqueue", "mqueue", "/dev/mqueue"], check=False)
+    mount("tmpfs", "/dev/shm", "mode=1777")
+    mount("mqueue", "/dev/mqueue", "")
     for i, name in enumerate(("stdin", "stdout", "stderr")):
         os.symlink(f"/proc/self/fd/{i}", f"/dev/{name}")
     os.symlink("/proc/self/fd", "/dev/fd")
+
+
+def mount(fstype, target, options):
+    """A mount in the private namespace, or NOT RUN saying why not."""
+    r = subprocess.run(["mount", "-t", fstype] + (["-o", options] if options else []) + [fstype, target],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise NotRun(f"cannot mount {fstype} on {target} in a private mount namespace: {r.stderr.strip()}")
 
 
 def device_nodes(minors):
@@ -586,10 +594,15 @@ def phase_second(args, rc, emu, work, node):
         log(f"ctr: {(r.stderr or r.stdout).strip()[-600:]}")
     rc.expect(r.returncode != 0, "the restore with the spec's render nodes other than the container's "
               "/dev (renderD130/131 in the spec, renderD128/129 in /dev) succeeded")
-    said = [l for l in errors if "container runtime must pass" in l and "--device /dev/dri/renderD" in l]
+    # The nodes to name are the checkpoint's, which the container's /dev
+    # has and its cgroup denies: a spec passing them restores (step 2a).
+    want = [f"--device /dev/dri/renderD{m}" for m in FIRST_MINORS]
+    said = [l for l in errors if "container runtime must pass" in l and "Operation not permitted" in l
+            and all(w in l for w in want)]
     if not said:
         show_criu_log(rc, criu_log)
-    rc.expect(said, "no plugin error names a render node and that the runtime must pass it in (--device)")
+    rc.expect(said, f"no plugin error says the cgroup denies the container's nodes and that the runtime "
+              f"must pass them in ({' '.join(want)})")
     left = [p for p in emu.ctl("processes")["processes"] if p.get("bos")]
     rc.expect(not left, f"the failed restore left GPU state in the model: {left}")
     node.remove("gpu-spec-only")
