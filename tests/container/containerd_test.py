@@ -99,7 +99,7 @@ class Failure(Exception):
 
 
 # --------------------------------------------------------------------------
-# The node's environment: /run and /dev of the private mount namespace
+# The node's environment: /run, /etc and /dev of the private mount namespace
 # --------------------------------------------------------------------------
 
 def private_mounts(work):
@@ -161,13 +161,10 @@ def oci_archive(rootfs_tar, out, name):
     `ctr images import`."""
     blobs = {}
 
-    def add(data, media_type, annotations=None):
+    def add(data, media_type):
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         blobs[digest] = data
-        d = {"mediaType": media_type, "digest": digest, "size": len(data)}
-        if annotations:
-            d["annotations"] = annotations
-        return d
+        return {"mediaType": media_type, "digest": digest, "size": len(data)}
 
     with open(rootfs_tar, "rb") as f:
         layer = add(f.read(), "application/vnd.oci.image.layer.v1.tar")
@@ -296,8 +293,8 @@ class Containerd:
 
     def stop(self):
         """Every container removed (their shims end with them), then
-        containerd itself; what is left of our children (we are a
-        subreaper: shims are reparented to us) is killed by pid."""
+        containerd itself (inside() then kills what is left of our
+        children by pid: we are a subreaper, shims are reparented to us)."""
         if self.proc is None:
             return
         try:
