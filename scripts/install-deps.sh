@@ -22,6 +22,8 @@ pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-c
       # a GPU container under podman + runc (tests/container); runc only
       # recommends Debian's criu 3.17, which --no-install-recommends leaves out
       podman runc conmon busybox-static
+      # the same under containerd 1.6 (ctr; tests/container/containerd_test.py)
+      containerd
       # the benchmark's plot (bench/bench.py --plot) and its fixed-rate
       # store (bench/ratestore.cpp, FUSE)
       python3-matplotlib libfuse3-dev)

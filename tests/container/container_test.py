@@ -175,11 +175,15 @@ def write_criu_side(args, work, root, criu):
                 f"LD_PRELOAD={args.shim} KFDEMU_ROOT={root} KFDEMU_SOCKET={root}/.kfdemu/socket "
                 f"KFDEMU_CONNECT=per-call exec {criu} \"$@\"\n")
     os.chmod(wrapper, 0o755)
+    return conf
+
+
+def write_podman_conf(work):
+    """podman's CONTAINERS_CONF: runc, cgroupfs, explicit limits."""
     with open(os.path.join(work, "containers.conf"), "w") as f:
         # podman's default RLIMIT_NOFILE (1048576) needs CAP_SYS_RESOURCE.
         f.write('[containers]\ndefault_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]\n'
                 '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n')
-    return conf
 
 
 class Podman:
@@ -412,27 +416,37 @@ def edit_devices(archive, edited, old, new):
             d["path"] = d["path"].replace(f"renderD{old}", f"renderD{new}")
         with open(path, "w") as f:
             json.dump(doc, f)
-    ckpt = os.path.join(tmp, "checkpoint")
+    edit_dev_images(os.path.join(tmp, "checkpoint"), {old: new})
+    subprocess.run(["tar", "-C", tmp, "--zstd", "-cf", edited, "."], check=True)
+    shutil.rmtree(tmp)
+
+
+def edit_dev_images(ckpt, renames):
+    """CRIU's images of the container's /dev tmpfs in directory `ckpt`
+    (tmpfs-dev-<id>.tar.gz.img, gzipped tars) with each render node
+    renderD<old> replaced by renderD<new> (its mode, numbers 226:<new>),
+    for `renames` {old: new}. Fails when no image holds them all."""
     edited_images = 0
     for img in sorted(n for n in os.listdir(ckpt) if n.startswith("tmpfs-dev-")):
         path = os.path.join(ckpt, img)
         names = subprocess.run(["tar", "-tzf", path], capture_output=True, text=True, check=True).stdout.split()
-        if f"./dri/renderD{old}" not in names:
+        if any(f"./dri/renderD{old}" not in names for old in renames):
             continue
         d = path + ".d"
         os.makedirs(d)
         subprocess.run(["tar", "-C", d, "--numeric-owner", "-xpzf", path], check=True)
-        node = os.path.join(d, "dri", f"renderD{old}")
-        mode = os.stat(node).st_mode
-        os.unlink(node)
-        os.mknod(os.path.join(d, "dri", f"renderD{new}"), mode, os.makedev(226, new))
+        modes = {}
+        for old in renames:
+            node = os.path.join(d, "dri", f"renderD{old}")
+            modes[old] = os.stat(node).st_mode
+            os.unlink(node)
+        for old, new in renames.items():
+            os.mknod(os.path.join(d, "dri", f"renderD{new}"), modes[old], os.makedev(226, new))
         subprocess.run(["tar", "-C", d, "--numeric-owner", "-czf", path, "."], check=True)
         shutil.rmtree(d)
         edited_images += 1
     if not edited_images:
-        raise Failure(f"no /dev tmpfs image in {archive} holds dri/renderD{old}")
-    subprocess.run(["tar", "-C", tmp, "--zstd", "-cf", edited, "."], check=True)
-    shutil.rmtree(tmp)
+        raise Failure(f"no /dev tmpfs image in {ckpt} holds dri/renderD{sorted(renames)}")
 
 
 def phase_restore(args, rc, emu, work, expected):
@@ -506,8 +520,45 @@ def podman_cleanup(work):
                 log(f"cleanup of {storage}: {e}")
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def require_host(args, engine, tools, script=None):
+    """What every container test needs, or exit 77 (NOT RUN and why): no
+    sanitizer build, root, each (command, Debian package) of `tools`
+    installed and answering --version, busybox-static, the CRIU of
+    args.criu / args.criu_version usable, a private mount namespace. Then,
+    once, re-executes `script` (this file by default) in that namespace
+    (`unshare -m`): the engine's mounts, and anything a failure leaves
+    mounted, end with the test. Returns the CRIU binary."""
+    sys.path.insert(0, args.realcriu_lib)
+    import realcriu
+    try:
+        if args.sanitized.upper() not in ("", "OFF", "0", "FALSE", "NO"):
+            raise NotRun(f"sanitizer build ({args.sanitized}): CRIU cannot load a sanitized plugin")
+        if os.geteuid() != 0:
+            raise NotRun(f"not root: {engine} checkpoint/restore needs root")
+        for tool, pkg in tools + [("busybox", "busybox-static")]:
+            if not shutil.which(tool):
+                raise NotRun(f"{tool} is not installed (Debian {pkg}; scripts/install-deps.sh installs it)")
+        for tool, _ in tools:
+            r = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60)
+            if r.returncode != 0:
+                raise NotRun(f"{tool} --version does not run: {(r.stderr or r.stdout).strip()[-300:]}")
+        criu = args.criu or realcriu.find_criu(args.criu_list, args.criu_version)
+        realcriu.require_usable(criu)
+        if not args.private_ns:
+            r = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
+            if r.returncode != 0:
+                raise NotRun(f"unshare -m is not permitted here: {r.stderr.decode().strip()}")
+    except (realcriu.NotRun, NotRun) as e:
+        log(f"NOT RUN: {e}")
+        sys.exit(77)
+    if not args.private_ns:
+        os.execvp("unshare", ["unshare", "-m", "--propagation", "private", sys.executable,
+                              os.path.abspath(script or __file__)] + sys.argv[1:] + ["--private-ns"])
+    return criu
+
+
+def add_common_args(ap):
+    """The arguments of every container test (CMakeLists.txt here)."""
     ap.add_argument("--criu-list", default="")
     ap.add_argument("--criu-version", default="")
     ap.add_argument("--criu", default="")
@@ -518,12 +569,17 @@ def main():
     ap.add_argument("--plugin", required=True)
     ap.add_argument("--shim", required=True)
     ap.add_argument("--workload", required=True)
-    ap.add_argument("--case", choices=sorted(CASES), default="all")
     ap.add_argument("--sanitized", default="")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--phase", default="", help=argparse.SUPPRESS)
     ap.add_argument("--work", default="", help=argparse.SUPPRESS)
     ap.add_argument("--private-ns", action="store_true", help=argparse.SUPPRESS)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    add_common_args(ap)
+    ap.add_argument("--case", choices=sorted(CASES), default="all")
     args = ap.parse_args()
 
     if args.phase:
@@ -534,34 +590,7 @@ def main():
             sys.exit(2)
         sys.exit(0)
 
-    sys.path.insert(0, args.realcriu_lib)
-    import realcriu
-    try:
-        if args.sanitized.upper() not in ("", "OFF", "0", "FALSE", "NO"):
-            raise NotRun(f"sanitizer build ({args.sanitized}): CRIU cannot load a sanitized plugin")
-        if os.geteuid() != 0:
-            raise NotRun("not root: podman checkpoint/restore needs root")
-        for tool, pkg in (("podman", "podman"), ("runc", "runc"), ("busybox", "busybox-static")):
-            if not shutil.which(tool):
-                raise NotRun(f"{tool} is not installed (Debian {pkg}; scripts/install-deps.sh installs it)")
-        for tool in ("podman", "runc"):
-            r = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60)
-            if r.returncode != 0:
-                raise NotRun(f"{tool} --version does not run: {(r.stderr or r.stdout).strip()[-300:]}")
-        criu = args.criu or realcriu.find_criu(args.criu_list, args.criu_version)
-        realcriu.require_usable(criu)
-        if not args.private_ns:
-            # A private mount namespace: podman's mounts (and anything a
-            # failure leaves mounted) end with the test.
-            r = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
-            if r.returncode != 0:
-                raise NotRun(f"unshare -m is not permitted here: {r.stderr.decode().strip()}")
-    except (realcriu.NotRun, NotRun) as e:
-        log(f"NOT RUN: {e}")
-        sys.exit(77)
-    if not args.private_ns:
-        os.execvp("unshare", ["unshare", "-m", "--propagation", "private", sys.executable,
-                              os.path.abspath(__file__)] + sys.argv[1:] + ["--private-ns"])
+    criu = require_host(args, "podman", [("podman", "podman"), ("runc", "runc")])
 
     work = tempfile.mkdtemp(prefix="kfdemu-container.")
     os.chmod(work, 0o755)
@@ -574,6 +603,7 @@ def main():
         subprocess.run(["tar", "-C", rootfs, "-cf", os.path.join(work, "rootfs.tar"), "."], check=True)
         shutil.rmtree(rootfs)
         write_criu_side(args, work, root, criu)
+        write_podman_conf(work)
         write_four_mi210(os.path.join(work, FOUR_MI210))
         me = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--work", work]
         emu = [args.kfd_emu, "--root", root]

@@ -59,6 +59,66 @@ std::string status_field(pid_t pid, std::string_view key)
 	return {};
 }
 
+// The cgroup v1 device controller's path of `pid` ("/kfdemu/gpu"), or ""
+// (cgroup v2 only, or no devices line).
+std::string devices_cgroup(pid_t pid)
+{
+	std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+	std::string line;
+	while (std::getline(in, line)) {
+		// "N:controller[,controller..]:path"
+		const size_t a = line.find(':');
+		const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
+		if (b == std::string::npos)
+			continue;
+		const std::string ctrls = "," + line.substr(a + 1, b - a - 1) + ",";
+		if (ctrls.find(",devices,") != std::string::npos)
+			return line.substr(b + 1);
+	}
+	return {};
+}
+
+// One "c 226:130 rwm" (or "a *:* rwm") entry of devices.list allows
+// opening the character device maj:min for reading and writing (runc's
+// "c *:* m" allows only mknod).
+bool devices_entry_allows(const std::string &line, unsigned maj, unsigned min)
+{
+	char type = 0;
+	char nums[64] = {};
+	char access[8] = {};
+	if (std::sscanf(line.c_str(), "%c %63s %7s", &type, nums, access) != 3 || !std::strchr(access, 'r') ||
+	    !std::strchr(access, 'w'))
+		return false;
+	if (type == 'a')
+		return true;
+	const char *colon = std::strchr(nums, ':');
+	if (type != 'c' || !colon)
+		return false;
+	const std::string m1(nums, size_t(colon - nums)), m2(colon + 1);
+	return (m1 == "*" || std::strtoul(m1.c_str(), nullptr, 10) == maj) &&
+	       (m2 == "*" || std::strtoul(m2.c_str(), nullptr, 10) == min);
+}
+
+// Whether the device cgroup of `pid` denies the character device maj:min,
+// as the kernel's check at open and in kfd_topology.c does. Read from the
+// cgroup v1 device controller's devices.list (what runc wrote from the
+// OCI spec's linux.resources.devices); under cgroup v2 (an eBPF program,
+// not readable here) or when unreadable: not denied.
+bool devices_cgroup_denies(pid_t pid, unsigned maj, unsigned min)
+{
+	const std::string path = devices_cgroup(pid);
+	if (path.empty())
+		return false;
+	std::ifstream list("/sys/fs/cgroup/devices" + path + "/devices.list");
+	if (!list)
+		return false;
+	std::string line;
+	while (std::getline(list, line))
+		if (devices_entry_allows(line, maj, min))
+			return false;
+	return true;
+}
+
 int vm_io(pid_t tgid, uint64_t addr, void *buf, size_t len, bool write)
 {
 	char *p = static_cast<char *>(buf);
@@ -224,17 +284,40 @@ public:
 		return !st.empty() && st[0] != 'Z' && st[0] != 'X';
 	}
 
+	// A caller in a container (a mount namespace other than the daemon's,
+	// the host's) may use the GPU whose render node its /dev has with that
+	// minor's numbers, if its device cgroup allows it too: after a restore
+	// the two can disagree (CRIU restores the container's /dev from the
+	// checkpoint, runc the cgroup from the new spec).
+	bool in_container() const
+	{
+		const std::string proc = "/proc/" + std::to_string(id_.tgid);
+		struct stat self {}, theirs {};
+		return ::stat("/proc/self/ns/mnt", &self) == 0 && ::stat((proc + "/ns/mnt").c_str(), &theirs) == 0 &&
+		       self.st_ino != theirs.st_ino;
+	}
 	bool container_denies(uint32_t minor) override
 	{
-		// The daemon runs in the host's mount namespace (kfd-emu's).
-		const std::string proc = "/proc/" + std::to_string(id_.tgid);
-		struct stat self {}, theirs {}, node {};
-		if (::stat("/proc/self/ns/mnt", &self) != 0 || ::stat((proc + "/ns/mnt").c_str(), &theirs) != 0 ||
-		    self.st_ino == theirs.st_ino)
+		if (!in_container())
 			return false;
-		const std::string path = proc + "/root/dev/dri/renderD" + std::to_string(minor);
+		const std::string path = "/proc/" + std::to_string(id_.tgid) + "/root/dev/dri/renderD" + std::to_string(minor);
+		struct stat node {};
 		return ::stat(path.c_str(), &node) != 0 || !S_ISCHR(node.st_mode) ||
-		       major(node.st_rdev) != kDrmMajor || ::minor(node.st_rdev) != minor;
+		       major(node.st_rdev) != kDrmMajor || ::minor(node.st_rdev) != minor ||
+		       container_cgroup_only_denies(kDrmMajor, minor);
+	}
+	// The caller's device cgroup denies maj:min and the daemon's (the
+	// host's, kfd-emu's) does not: the emulated machine's devices are the
+	// host's, whatever cgroup the whole test runs in.
+	bool container_cgroup_only_denies(unsigned maj, unsigned min) const
+	{
+		return devices_cgroup_denies(id_.tgid, maj, min) && !devices_cgroup_denies(::getpid(), maj, min);
+	}
+	// An open of a node the container's /dev has but its device cgroup
+	// denies fails with EPERM, as the kernel's does.
+	bool container_cgroup_denies(unsigned maj, unsigned min) const
+	{
+		return in_container() && container_cgroup_only_denies(maj, min);
 	}
 
 	struct Pending {
@@ -801,11 +884,15 @@ void Daemon::serve(int conn, pid_t tgid)
 			switch (rq.op) {
 			case wire::Op::OpenKfd:
 				caller.set_open_access(int(rq.a[2] & O_ACCMODE));
-				rp.result = model_.open_kfd(caller, rq.a[0] != 0);
+				rp.result = caller.container_cgroup_denies(kKfdMajor, 0)
+						    ? -EPERM
+						    : model_.open_kfd(caller, rq.a[0] != 0);
 				break;
 			case wire::Op::OpenRender:
 				caller.set_open_access(int(rq.a[2] & O_ACCMODE));
-				rp.result = model_.open_render(caller, uint32_t(rq.a[0]), rq.a[1] != 0);
+				rp.result = caller.container_cgroup_denies(kDrmMajor, unsigned(rq.a[0]))
+						    ? -EPERM
+						    : model_.open_render(caller, uint32_t(rq.a[0]), rq.a[1] != 0);
 				break;
 			case wire::Op::Ioctl:
 				if (!model_.describe(key))
