@@ -214,8 +214,8 @@ Status RestoreSession::load_and_map()
 		std::erase_if(*ids, [&, name = name](int id) {
 			if (!criu_facts_ || criu_facts_->ext_file_ids.contains(static_cast<uint32_t>(id)))
 				return false;
-			log_warn("%s: CRIU restores no file %d from this checkpoint (files.img): the image is "
-				 "not part of it and is ignored",
+			log_warn("%s: CRIU restores no file %d "
+				 "from this checkpoint (files.img): the image is not part of it and is ignored",
 				 name(id).c_str(), id);
 			return true;
 		});
