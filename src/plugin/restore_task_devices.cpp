@@ -45,6 +45,13 @@ std::string describe(const std::vector<MissingNode> &missing)
 	return s;
 }
 
+// How a runtime passes a device in, besides podman's and docker's
+// --device: an OCI spec (containerd, CRI-O, Kubernetes' device plugins)
+// lists it in linux.devices and allows it in the device cgroup; a
+// checkpoint's /dev also comes from CRIU's image of it.
+constexpr const char *kOciDevices = "; in an OCI spec: linux.devices and the device cgroup's allow list, and "
+				    "the container's /dev";
+
 std::string device_options(const std::vector<MissingNode> &missing)
 {
 	std::string s;
@@ -67,8 +74,8 @@ Status RestoreSession::fit_map_to_task(bool kfd_file)
 		if (err == ENOENT)
 			return make_error(ENOENT,
 					  "%s is absent in the restored task's mount namespace (pid %d): "
-					  "the container runtime must pass it in (--device %s)",
-					  kfd.c_str(), static_cast<int>(self), kfd.c_str());
+					  "the container runtime must pass it in (--device %s%s)",
+					  kfd.c_str(), static_cast<int>(self), kfd.c_str(), kOciDevices);
 		return errno_error(err, "stat " + kfd + " in the restored task");
 	}
 
@@ -94,10 +101,10 @@ Status RestoreSession::fit_map_to_task(bool kfd_file)
 				  "the restored task (pid %d in its pid namespace) cannot use %s, and the "
 				  "GPUs its mount namespace and device cgroup let it use do not take the "
 				  "checkpoint's instead (%s): "
-				  "the container runtime must pass %s in (%s)",
+				  "the container runtime must pass %s in (%s%s)",
 				  static_cast<int>(self), describe(missing).c_str(),
 				  remapped.error().message().c_str(), missing.size() > 1 ? "them" : "it",
-				  device_options(missing).c_str());
+				  device_options(missing).c_str(), kOciDevices);
 	map_ = std::move(*remapped);
 	remapped_in_task_ = true;
 	for (const auto &e : map_.entries())

@@ -275,7 +275,7 @@ Test(restore_init, task_without_a_mapped_render_node_is_refused_naming_it,
 	const std::string err = amdcr::test::captured_stderr();
 	cr_expect(err.find("cannot use " + node) != std::string::npos, "names the node: %s", err.c_str());
 	cr_expect(err.find("absent") != std::string::npos, "%s", err.c_str());
-	cr_expect(err.find("the container runtime must pass it in (--device " + node + ")") != std::string::npos,
+	cr_expect(err.find("the container runtime must pass it in (--device " + node + "; in an OCI spec: linux.devices") != std::string::npos,
 		  "says the runtime must pass it in: %s", err.c_str());
 	cr_expect(err.find("KFD state recreated") == std::string::npos, "%s", err.c_str());
 }
@@ -292,6 +292,6 @@ Test(restore_init, task_without_dev_kfd_is_refused_naming_it, .init = amdcr::tes
 	const std::string err = amdcr::test::captured_stderr();
 	cr_expect(err.find(kfd + " is absent in the restored task's mount namespace") != std::string::npos, "%s",
 		  err.c_str());
-	cr_expect(err.find("the container runtime must pass it in (--device " + kfd + ")") != std::string::npos,
+	cr_expect(err.find("the container runtime must pass it in (--device " + kfd + "; in an OCI spec: linux.devices") != std::string::npos,
 		  "%s", err.c_str());
 }
