@@ -681,11 +681,9 @@ def main():
     finally:
         remove_cgroups(work)
     log("PASS" if ok else "FAIL")
-    if ok and not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
-    else:
-        log(f"work directory kept: {work}")
-    sys.exit(0 if ok else 1)
+    sys.path.insert(0, args.realcriu_lib)
+    import realcriu
+    realcriu.finish(ok, work, args.keep)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,17 @@ def log(msg):
     print(msg, flush=True)
 
 
+def finish(ok, work, keep=False):
+    """The end of a harness's run: its work directory removed after a pass
+    (unless `keep`), named after a failure ("work directory kept: DIR", which
+    bench.py reads); exits 0 on a pass, 1 on a failure."""
+    if ok and not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        log(f"work directory kept: {work}")
+    sys.exit(0 if ok else 1)
+
+
 # --------------------------------------------------------------------------
 # Finding and judging a CRIU binary
 # --------------------------------------------------------------------------

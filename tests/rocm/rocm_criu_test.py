@@ -513,11 +513,7 @@ def main():
         code = subprocess.run([args.kfd_emu, "--machine", args.machine, "--"] + me + ["--phase", "all"]).returncode
     ok = code == 0
     log(f"{'PASS' if ok else 'FAIL'} after {time.monotonic() - t0:.1f}s")
-    if ok and not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
-    else:
-        log(f"work directory kept: {work}")
-    sys.exit(0 if ok else 1)
+    realcriu.finish(ok, work, args.keep)
 
 
 if __name__ == "__main__":

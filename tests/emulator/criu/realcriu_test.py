@@ -1363,11 +1363,7 @@ def main():
     else:
         ok = rc == 0
         log("PASS" if ok else "FAIL")
-    if ok and not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
-    else:
-        log(f"work directory kept: {work}")
-    sys.exit(0 if ok else 1)
+    realcriu.finish(ok, work, args.keep)
 
 
 if __name__ == "__main__":
