@@ -1097,13 +1097,15 @@ def mixed_checkpoints(run):
             os.unlink(f)
     a, b = dumps["A"], dumps["B"]
     names = sorted(n for n in os.listdir(a["dir"]) if OURS.fullmatch(n))
-    expect(names == sorted(n for n in os.listdir(b["dir"]) if OURS.fullmatch(n)),
-           f"the two dumps of one program wrote other GPU files: {names}", False)
+    # B's file of the same role as each of A's (CRIU's file ids usually
+    # agree; when they do not, a file of B copied under A's name is also
+    # one read as another file).
+    b["as_a"] = same_roles(names, sorted(n for n in os.listdir(b["dir"]) if OURS.fullmatch(n)))
     kfd = next(n for n in names if n.startswith("amdgpu-kfd-"))
     kid = kfd[len("amdgpu-kfd-"):-len(".img")]
     pages = [n for n in names if n.startswith(f"amdgpu-pages-{kid}-")]
     renders = [n for n in names if n.startswith("amdgpu-renderD-")]
-    log(f"dump A: pid {a['pid']}, dump B: pid {b['pid']}, GPU files {names}")
+    log(f"dump A: pid {a['pid']}, dump B: pid {b['pid']}, GPU files {names}; B's by role: {b['as_a']}")
     # (what, {from_b: [...], swap: (x, y), delete: [...], extra: (file of B, new name)}, outcome)
     cases = [("the KFD image of dump B", {"from_b": [kfd]}, "refused"),
              ("the KFD image and its pages files of dump B", {"from_b": [kfd] + pages}, "refused"),
@@ -1120,13 +1122,33 @@ def mixed_checkpoints(run):
         mixed_case(run, a, b, what, change, outcome)
 
 
+def same_roles(a_names, b_names):
+    """{A's file name: B's file of the same role}: the KFD image, the pages
+    file of each GPU, and the render images in order of their ids."""
+    def role(n):
+        m = re.fullmatch(r"amdgpu-(kfd|pages|renderD)-(\d+)(?:-([0-9a-f]+))?\.img", n)
+        expect(m, f"a GPU file of an unexpected name: {n}", False)
+        return m.group(1), int(m.group(2)), m.group(3) or ""
+    def keyed(names):
+        out = {}
+        for kind in ("kfd", "pages", "renderD"):
+            files = sorted((role(n)[1], role(n)[2], n) for n in names if role(n)[0] == kind)
+            for i, (_, gpu, n) in enumerate(files):
+                out[(kind, gpu if kind == "pages" else i)] = n
+        return out
+    ka, kb = keyed(a_names), keyed(b_names)
+    expect(ka.keys() == kb.keys(), f"the two dumps of one program wrote other GPU files: {a_names} vs {b_names}",
+           False)
+    return {ka[k]: kb[k] for k in ka}
+
+
 def mixed_case(run, a, b, what, change, outcome):
     """One case of mixed_checkpoints."""
     d = os.path.join(run.work + "-cases", re.sub(r"[^A-Za-z0-9]+", "-", what))
     shutil.copytree(a["dir"], d, ignore=shutil.ignore_patterns("*.log"))
     touched = list(change.get("from_b", [])) + list(change.get("delete", [])) + list(change.get("swap", ()))
     for n in change.get("from_b", []):
-        shutil.copy(os.path.join(b["dir"], n), os.path.join(d, n))
+        shutil.copy(os.path.join(b["dir"], b["as_a"][n]), os.path.join(d, n))
     for n in change.get("delete", []):
         os.unlink(os.path.join(d, n))
     if "swap" in change:
@@ -1136,7 +1158,7 @@ def mixed_case(run, a, b, what, change, outcome):
         os.rename(x + ".swap", y)
     if "extra" in change:
         src, dst = change["extra"]
-        shutil.copy(os.path.join(b["dir"], src), os.path.join(d, dst))
+        shutil.copy(os.path.join(b["dir"], b["as_a"][src]), os.path.join(d, dst))
         touched.append(dst)
     v = subprocess.run([run.args.amdgpu_img, "verify", d], capture_output=True, text=True)
     bad = [l for l in v.stdout.splitlines() if l.startswith("BAD ")]
