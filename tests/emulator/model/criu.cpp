@@ -98,6 +98,31 @@ uint64_t bo_offset(const Bo &bo, uint32_t actual_gpu_id)
 	return bo.fake_offset;
 }
 
+// The queue a RESTORE recreates from its record `r` (and the CU mask words
+// after it, consumed from `priv` at `pos`): 0, or -errno.
+int queue_of_record(KfdProcess &p, const PrivQueue &r, const std::vector<uint8_t> &priv, size_t &pos, Queue *q)
+{
+	Pdd *pdd = p.pdd_by_user_id(r.user_gpu_id);
+	if (!pdd || p.queues.count(r.id))
+		return -EINVAL;
+	q->id = r.id;
+	q->user_gpu_id = r.user_gpu_id;
+	q->args = r.args;
+	if (r.cu_mask_bits % 32 || r.cu_mask_bits > MAX_CU_MASK_BITS)
+		return -EINVAL;
+	q->cu_mask.resize(r.cu_mask_bits / 32);
+	for (uint32_t &w : q->cu_mask)
+		if (!take(priv, pos, &w))
+			return -EINVAL;
+	// pqm_set_gws with the restoring GPU's GWS: none is EINVAL.
+	if (r.gws && pdd->dev->node->property("num_gws") == 0)
+		return -EINVAL;
+	if (r.gws && p.gws_queue(r.user_gpu_id))
+		return -EBUSY;
+	q->gws = r.gws != 0;
+	return 0;
+}
+
 } // namespace
 
 uint32_t ModelImpl::criu_num_bos(const KfdProcess &p) const
@@ -384,25 +409,10 @@ long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
 		if (!take(priv, pos, &o))
 			return -EINVAL;
 		if (o.type == kObjQueue) {
-			if (!p.pdd_by_user_id(o.q.user_gpu_id) || p.queues.count(o.q.id))
-				return -EINVAL;
 			Queue q;
-			q.id = o.q.id;
-			q.user_gpu_id = o.q.user_gpu_id;
-			q.args = o.q.args;
-			if (o.q.cu_mask_bits % 32 || o.q.cu_mask_bits > MAX_CU_MASK_BITS)
-				return -EINVAL;
-			q.cu_mask.resize(o.q.cu_mask_bits / 32);
-			for (uint32_t &w : q.cu_mask)
-				if (!take(priv, pos, &w))
-					return -EINVAL;
+			if (int e = queue_of_record(p, o.q, priv, pos, &q))
+				return e;
 			Pdd *qpdd = p.pdd_by_user_id(q.user_gpu_id);
-			// pqm_set_gws with the restoring GPU's GWS: none is EINVAL.
-			if (o.q.gws && qpdd->dev->node->property("num_gws") == 0)
-				return -EINVAL;
-			if (o.q.gws && p.gws_queue(q.user_gpu_id))
-				return -EBUSY;
-			q.gws = o.q.gws != 0;
 			if (!qpdd->doorbells) {
 				int err = 0;
 				qpdd->doorbells = Backing::create(qpdd->dev->doorbell_slice(), "kfdemu-doorbell", &err);
