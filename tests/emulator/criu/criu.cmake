@@ -130,5 +130,9 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
     kfdemu_realcriu_test(${_ver} interop_${_w}_2xMI210 roundtrip 2xMI210 ${_up})
     kfdemu_realcriu_test(${_ver} interop_${_w}_tree_2xMI210 tree 2xMI210 ${_up})
   endforeach()
+  # Queue state set after creation (libhsakmt): a CU-masked AQL queue with
+  # the GWS, an inactive SDMA queue with a packet pending.
+  kfdemu_realcriu_test(${_ver} queue_state_MI100 queue-state MI100)
+  kfdemu_realcriu_test(${_ver} queue_state_2xMI210 queue-state 2xMI210)
 endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree amdgpu-img)

@@ -4,7 +4,7 @@
 // emulator's realcriu tests (realcriu_test.py). Unmodified libhsakmt 5.2.3
 // and libdrm_amdgpu 2.4.114.
 //
-//   kfdemu_criu_workload [--tree] [--kfd-gem] DIR | --render [--second-file] DIR
+//   kfdemu_criu_workload [--tree] [--kfd-gem] [--queue-state] DIR | --render [--second-file] DIR
 //
 // Setup: on every GPU node a VRAM BO (2 MiB; $KFDEMU_WORKLOAD_VRAM_MIB
 // MiB when set, as the benchmark's side by side with upstream's plugin
@@ -39,6 +39,13 @@
 // GPU VA (each file has a VM of its own); CPU-mapped through the second
 // file, filled, checked after the restore; DIR/render lists it as a second
 // "fd" section.
+// --queue-state: the queue state a ROCm process gives its queues after
+// creating them, through libhsakmt (QueueState below): the AQL queue gets a
+// CU mask and the GPU's GWS; an SDMA queue on the first GPU is made
+// inactive (hsaKmtUpdateQueue without a ring) with a FENCE pending in its
+// ring (doorbell rung). After the restore the GWS is still held (given
+// back: accepted), the FENCE has not run, and once hsaKmtUpdateQueue gives
+// the ring back it does.
 // --tree: the process first forks a child that does all of the above in
 // DIR/child (its own KFD context and BOs); the parent's verdict also
 // requires the child to have exited 0 (it waits for it after its own
@@ -558,7 +565,77 @@ struct SecondFile {
 	finish("OK");
 }
 
-[[noreturn]] void run(bool gem)
+// --queue-state (see the header). The SDMA queue's ring and its read
+// pointer (+0), write pointer (+8) and fence (+16) are system memory BOs,
+// at the same address for the CPU and the GPU.
+struct QueueState {
+	static constexpr uint32_t kSdmaOpFence = 5; // SDMA v4 FENCE: header, address lo/hi, value
+	static constexpr uint32_t kValue = 0xc0ffee;
+	Bo ring{}, ptrs{};
+	HsaQueueResource sdma{};
+
+	volatile uint64_t *word64(size_t i) const { return static_cast<volatile uint64_t *>(ptrs.addr) + i; }
+	uint32_t fence() const { return *reinterpret_cast<volatile uint32_t *>(word64(2)); }
+
+	bool setup(uint32_t gpu, HSA_QUEUEID aql, std::string *err)
+	{
+		HSAuint32 mask[2] = {0x0000ffffu, 0x3u};
+		if (HSAKMT_STATUS s = hsaKmtSetQueueCUMask(aql, 64, mask); s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtSetQueueCUMask", s), false;
+		HSAuint32 first = ~0u;
+		if (HSAKMT_STATUS s = hsaKmtAllocQueueGWS(aql, 1, &first); s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtAllocQueueGWS", s), false;
+		if (first != 0)
+			return *err = "hsaKmtAllocQueueGWS: first GWS " + std::to_string(first), false;
+		if (!alloc_bo(0, 4096, false, &ring, err) || !alloc_bo(0, 4096, false, &ptrs, err))
+			return false;
+		std::memset(ptrs.addr, 0, ptrs.size);
+		sdma.Queue_read_ptr_aql = static_cast<HSAuint64 *>(ptrs.addr);
+		sdma.Queue_write_ptr_aql = static_cast<HSAuint64 *>(ptrs.addr) + 1;
+		if (HSAKMT_STATUS s = hsaKmtCreateQueue(gpu, HSA_QUEUE_SDMA, 100, HSA_QUEUE_PRIORITY_NORMAL, ring.addr,
+							 ring.size, nullptr, &sdma);
+		    s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtCreateQueue(SDMA)", s), false;
+		if (HSAKMT_STATUS s = hsaKmtUpdateQueue(sdma.QueueId, 100, HSA_QUEUE_PRIORITY_NORMAL, nullptr, 0, nullptr);
+		    s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtUpdateQueue(no ring)", s), false;
+		const uint64_t fence_va = reinterpret_cast<uint64_t>(word64(2));
+		const uint32_t pkt[4] = {kSdmaOpFence, uint32_t(fence_va), uint32_t(fence_va >> 32), kValue};
+		std::memcpy(ring.addr, pkt, sizeof pkt);
+		__atomic_store_n(sdma.Queue_write_ptr_aql, uint64_t{sizeof pkt}, __ATOMIC_RELEASE);
+		__atomic_store_n(sdma.Queue_DoorBell_aql, uint64_t{sizeof pkt}, __ATOMIC_RELEASE);
+		::usleep(50 * 1000);
+		if (fence() != 0)
+			return *err = "the inactive SDMA queue ran its FENCE", false;
+		return true;
+	}
+
+	bool verify(HSA_QUEUEID aql, std::string *err)
+	{
+		if (fence() != 0)
+			return *err = "the SDMA queue, inactive when dumped, ran its FENCE before it got its ring back", false;
+		HSAuint32 first = ~0u;
+		if (hsaKmtAllocQueueGWS(aql, 1, &first) == HSAKMT_STATUS_SUCCESS)
+			return *err = "a second GWS allocation succeeded: the restored queue does not hold the GWS", false;
+		if (HSAKMT_STATUS s = hsaKmtAllocQueueGWS(aql, 0, &first); s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("giving the restored GWS back: hsaKmtAllocQueueGWS(0)", s), false;
+		if (HSAKMT_STATUS s = hsaKmtUpdateQueue(sdma.QueueId, 100, HSA_QUEUE_PRIORITY_NORMAL, ring.addr, ring.size,
+							 nullptr);
+		    s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtUpdateQueue(ring back)", s), false;
+		for (int i = 0; i < 5000 && fence() != kValue; i++)
+			::usleep(1000);
+		if (fence() != kValue)
+			return *err = "the pending FENCE did not run once the ring was given back (fence " +
+				      std::to_string(fence()) + ", read pointer " + std::to_string(*word64(0)) + ")",
+			       false;
+		if (HSAKMT_STATUS s = hsaKmtDestroyQueue(sdma.QueueId); s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtDestroyQueue(SDMA)", s), false;
+		return true;
+	}
+};
+
+[[noreturn]] void run(bool gem, bool queue_state)
 {
 	std::string err;
 	if (HSAKMT_STATUS s = hsaKmtOpenKFD(); s != HSAKMT_STATUS_SUCCESS)
@@ -624,6 +701,9 @@ struct SecondFile {
 						 ring.addr, ring.size, nullptr, &q);
 	    s != HSAKMT_STATUS_SUCCESS)
 		finish(status("FAIL: hsaKmtCreateQueue", s));
+	QueueState qs;
+	if (queue_state && !qs.setup(gpus[0], q.QueueId, &err))
+		finish("FAIL: queue state: " + err);
 
 	// --kfd-gem: GEM BOs of its own on libhsakmt's render-node file too.
 	amdgpu_device_handle gem_dev = nullptr;
@@ -654,6 +734,8 @@ struct SecondFile {
 		finish(status("FAIL: after restore: hsaKmtSetEvent", s));
 	if (HSAKMT_STATUS s = hsaKmtWaitOnEvent(ev, 2000); s != HSAKMT_STATUS_SUCCESS)
 		finish(status("FAIL: after restore: hsaKmtWaitOnEvent", s));
+	if (queue_state && !qs.verify(q.QueueId, &err))
+		finish("FAIL: after restore: queue state: " + err);
 	if (HSAKMT_STATUS s = hsaKmtDestroyQueue(q.QueueId); s != HSAKMT_STATUS_SUCCESS)
 		finish(status("FAIL: after restore: hsaKmtDestroyQueue", s));
 	finish("OK");
@@ -663,7 +745,7 @@ struct SecondFile {
 
 int main(int argc, char **argv)
 {
-	bool tree = false, render = false, gem = false, second = false;
+	bool tree = false, render = false, gem = false, second = false, queue_state = false;
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		const std::string a = argv[i];
@@ -675,11 +757,14 @@ int main(int argc, char **argv)
 			gem = true;
 		else if (a == "--second-file")
 			second = true;
+		else if (a == "--queue-state")
+			queue_state = true;
 		else
 			break;
 	}
-	if (argc != i + 1 || (render && (tree || gem)) || (second && !render)) {
-		std::fprintf(stderr, "usage: %s [--tree] [--kfd-gem] DIR | --render [--second-file] DIR\n", argv[0]);
+	if (argc != i + 1 || (render && (tree || gem || queue_state)) || (second && !render)) {
+		std::fprintf(stderr, "usage: %s [--tree] [--kfd-gem] [--queue-state] DIR | --render [--second-file] DIR\n",
+			     argv[0]);
 		return 2;
 	}
 	g_dir = argv[i];
@@ -699,5 +784,5 @@ int main(int argc, char **argv)
 	}
 	if (render)
 		run_render(second);
-	run(gem);
+	run(gem, queue_state);
 }

@@ -63,6 +63,8 @@ constexpr uint32_t mmap_get_gpu_id(uint64_t off) { return static_cast<uint32_t>(
 constexpr uint32_t QUEUE_COMPUTE = 0, QUEUE_SDMA = 1, QUEUE_COMPUTE_AQL = 2, QUEUE_SDMA_XGMI = 3;
 constexpr uint32_t MAX_QUEUE_PERCENTAGE = 100, MAX_QUEUE_PRIORITY = 15;
 constexpr uint32_t MAX_QUEUES_PER_PROCESS = 1024;
+// kfd_ioctl_set_cu_mask: masks longer than this many bits are cut to it.
+constexpr uint32_t MAX_CU_MASK_BITS = 1024;
 
 constexpr uint32_t EVENT_SIGNAL = 0, EVENT_NODECHANGE = 1, EVENT_DEVICESTATECHANGE = 2,
 		   EVENT_HW_EXCEPTION = 3, EVENT_SYSTEM = 4, EVENT_DEBUG = 5, EVENT_PROFILE = 6,
@@ -114,6 +116,8 @@ struct AcquireVm { uint32_t drm_fd, gpu_id; };
 struct AllocMemoryOfGpu { uint64_t va_addr, size, handle, mmap_offset; uint32_t gpu_id, flags; };
 struct FreeMemoryOfGpu { uint64_t handle; };
 struct MapMemoryToGpu { uint64_t handle, device_ids_array_ptr; uint32_t n_devices, n_success; };
+struct SetCuMask { uint32_t queue_id, num_cu_mask; uint64_t cu_mask_ptr; };
+struct AllocQueueGws { uint32_t queue_id, num_gws, first_gws, pad; };
 struct GetDmabufInfo { uint64_t size, metadata_ptr; uint32_t metadata_size, gpu_id, flags, dmabuf_fd; };
 struct ImportDmabuf { uint64_t va_addr, handle; uint32_t gpu_id, dmabuf_fd; };
 struct SetXnackMode { int32_t xnack_enabled; };
@@ -137,6 +141,7 @@ static_assert(sizeof(AllocMemoryOfGpu) == 40 && sizeof(MapMemoryToGpu) == 24);
 static_assert(offsetof(CriuArgs, op) == 48 && sizeof(CriuArgs) == 56);
 static_assert(sizeof(CriuBoBucket) == 48 && sizeof(CriuDeviceBucket) == 16);
 static_assert(sizeof(GetTileConfig) == 40 && sizeof(GetClockCounters) == 40);
+static_assert(sizeof(SetCuMask) == 16 && sizeof(AllocQueueGws) == 16 && sizeof(GetDmabufInfo) == 32);
 } // namespace kfd
 
 // ---- DRM core and amdgpu ------------------------------------------------------

@@ -6,8 +6,17 @@
 //   header   PrivHeader
 //   devices  num_devices x PrivDevice
 //   bos      num_bos x PrivBo
-//   objects  num_objects x PrivObject (queues, then events)
+//   objects  num_objects x PrivObject (queues, then events); a queue's
+//            object is followed by its CU mask words (PrivQueue::cu_mask_bits
+//            / 32 of them), as KFD follows each queue's record with its MQD
 // so priv_data_size == what CHECKPOINT writes == what RESTORE consumes.
+//
+// A queue is saved as KFD's kfd_criu_queue_priv_data saves it: its
+// properties (the ring, its size and the percentage, so an inactive queue
+// comes back inactive), the GWS flag (restored through the same path as
+// ALLOC_QUEUE_GWS: EINVAL on a GPU without GWS) and, for compute queues
+// only, the CU mask, which KFD keeps in the compute MQD (the SDMA MQD has
+// none: an SDMA queue's mask is not carried, as with KFD).
 #include "model/state.h"
 
 #include <cerrno>
@@ -20,7 +29,7 @@ using namespace abi::kfd;
 namespace {
 
 constexpr uint32_t kPrivMagic = 0x554d454b; // "KEMU"
-constexpr uint32_t kPrivVersion = 1;
+constexpr uint32_t kPrivVersion = 2;
 constexpr uint32_t kMaxGpus = 16;
 
 struct PrivHeader {
@@ -42,6 +51,7 @@ constexpr uint32_t kObjQueue = 0, kObjEvent = 1;
 struct PrivQueue {
 	CreateQueue args;
 	uint32_t user_gpu_id, id;
+	uint32_t gws, cu_mask_bits;
 };
 struct PrivEvent {
 	uint32_t id, type, auto_reset, signaled, node_id;
@@ -56,6 +66,11 @@ struct PrivObject {
 };
 static_assert(sizeof(PrivHeader) == 32 && sizeof(PrivDevice) == 16 && sizeof(PrivBo) == 80);
 static_assert(sizeof(PrivObject) == 128);
+
+bool is_compute(const Queue &q) { return q.args.queue_type == QUEUE_COMPUTE || q.args.queue_type == QUEUE_COMPUTE_AQL; }
+
+// The CU mask words saved after a queue's object.
+size_t saved_cu_mask_words(const Queue &q) { return is_compute(q) ? q.cu_mask.size() : 0; }
 
 template <typename T> void put(std::vector<uint8_t> &v, const T &t)
 {
@@ -83,6 +98,31 @@ uint64_t bo_offset(const Bo &bo, uint32_t actual_gpu_id)
 	return bo.fake_offset;
 }
 
+// The queue a RESTORE recreates from its record `r` (and the CU mask words
+// after it, consumed from `priv` at `pos`): 0, or -errno.
+int queue_of_record(KfdProcess &p, const PrivQueue &r, const std::vector<uint8_t> &priv, size_t &pos, Queue *q)
+{
+	Pdd *pdd = p.pdd_by_user_id(r.user_gpu_id);
+	if (!pdd || p.queues.count(r.id))
+		return -EINVAL;
+	q->id = r.id;
+	q->user_gpu_id = r.user_gpu_id;
+	q->args = r.args;
+	if (r.cu_mask_bits % 32 || r.cu_mask_bits > MAX_CU_MASK_BITS)
+		return -EINVAL;
+	q->cu_mask.resize(r.cu_mask_bits / 32);
+	for (uint32_t &w : q->cu_mask)
+		if (!take(priv, pos, &w))
+			return -EINVAL;
+	// pqm_set_gws with the restoring GPU's GWS: none is EINVAL.
+	if (r.gws && pdd->dev->node->property("num_gws") == 0)
+		return -EINVAL;
+	if (r.gws && p.gws_queue(r.user_gpu_id))
+		return -EBUSY;
+	q->gws = r.gws != 0;
+	return 0;
+}
+
 } // namespace
 
 uint32_t ModelImpl::criu_num_bos(const KfdProcess &p) const
@@ -97,8 +137,11 @@ uint32_t ModelImpl::criu_num_bos(const KfdProcess &p) const
 
 uint64_t ModelImpl::criu_priv_size(const KfdProcess &p) const
 {
-	return sizeof(PrivHeader) + p.pdds.size() * sizeof(PrivDevice) +
-	       criu_num_bos(p) * sizeof(PrivBo) + (p.queues.size() + p.events.size()) * sizeof(PrivObject);
+	uint64_t masks = 0;
+	for (const auto &[qid, q] : p.queues)
+		masks += saved_cu_mask_words(q) * sizeof(uint32_t);
+	return sizeof(PrivHeader) + p.pdds.size() * sizeof(PrivDevice) + criu_num_bos(p) * sizeof(PrivBo) +
+	       (p.queues.size() + p.events.size()) * sizeof(PrivObject) + masks;
 }
 
 long ModelImpl::criu_op(Caller &c, FileEntry &f, CriuArgs &a)
@@ -211,7 +254,11 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 		o.q.args = q.args;
 		o.q.user_gpu_id = q.user_gpu_id;
 		o.q.id = qid;
+		o.q.gws = q.gws;
+		o.q.cu_mask_bits = static_cast<uint32_t>(saved_cu_mask_words(q) * 32);
 		put(priv, o);
+		for (size_t w = 0; w < saved_cu_mask_words(q); ++w)
+			put(priv, q.cu_mask[w]);
 	}
 	for (auto &[eid, e] : p.events) {
 		PrivObject o{};
@@ -363,12 +410,9 @@ long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
 		if (!take(priv, pos, &o))
 			return -EINVAL;
 		if (o.type == kObjQueue) {
-			if (!p.pdd_by_user_id(o.q.user_gpu_id) || p.queues.count(o.q.id))
-				return -EINVAL;
 			Queue q;
-			q.id = o.q.id;
-			q.user_gpu_id = o.q.user_gpu_id;
-			q.args = o.q.args;
+			if (int e = queue_of_record(p, o.q, priv, pos, &q))
+				return e;
 			Pdd *qpdd = p.pdd_by_user_id(q.user_gpu_id);
 			if (!qpdd->doorbells) {
 				int err = 0;

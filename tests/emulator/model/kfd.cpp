@@ -311,7 +311,8 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		auto &a = as<CreateQueue>(buf);
 		if (a.queue_type > QUEUE_SDMA_XGMI)
 			return -524; // ENOTSUPP
-		if (a.queue_percentage > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
+		// Bits 8-15 of the percentage are the PM4 target XCC.
+		if ((a.queue_percentage & 0xff) > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
 			return -EINVAL;
 		if (a.ring_size && (a.ring_size & (a.ring_size - 1)))
 			return -EINVAL;
@@ -354,21 +355,12 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 			return -EINVAL;
 		return 0;
 	}
-	case UPDATE_QUEUE: {
-		auto &a = as<UpdateQueue>(buf);
-		auto it = p.queues.find(a.queue_id);
-		if (it == p.queues.end())
-			return -EINVAL;
-		if (a.queue_percentage > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
-			return -EINVAL;
-		if (a.ring_size && (a.ring_size & (a.ring_size - 1)))
-			return -EINVAL;
-		it->second.args.ring_base_address = a.ring_base_address;
-		it->second.args.ring_size = a.ring_size;
-		it->second.args.queue_percentage = a.queue_percentage;
-		it->second.args.queue_priority = a.queue_priority;
-		return 0;
-	}
+	case UPDATE_QUEUE:
+		return kfd_update_queue(p, as<UpdateQueue>(buf));
+	case SET_CU_MASK:
+		return kfd_set_cu_mask(c, p, as<SetCuMask>(buf));
+	case ALLOC_QUEUE_GWS:
+		return kfd_alloc_queue_gws(p, as<AllocQueueGws>(buf));
 	case SET_MEMORY_POLICY: {
 		auto &a = as<SetMemoryPolicy>(buf);
 		if (a.default_policy > 1 || a.alternate_policy > 1)
@@ -530,23 +522,8 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 			      uarg + offsetof(ExportDmabuf, dmabuf_fd), false);
 		return 0;
 	}
-	case GET_DMABUF_INFO: {
-		auto &a = as<GetDmabufInfo>(buf);
-		auto key = c.resolve_fd(static_cast<int>(a.dmabuf_fd));
-		if (!key)
-			return -EINVAL;
-		auto bo = dmabuf_bo(*key);
-		if (!bo)
-			return -EINVAL;
-		a.size = bo->size;
-		a.gpu_id = bo->dev->gpu_id;
-		if (Pdd *pdd = p.pdd_by_actual_id(bo->dev->gpu_id))
-			a.gpu_id = pdd->user_gpu_id;
-		a.flags = bo->kfd ? bo->kfd_flags
-				  : (bo->type == BoType::Vram ? ALLOC_VRAM : ALLOC_GTT) | ALLOC_WRITABLE;
-		a.metadata_size = static_cast<uint32_t>(bo->md_data.size() * 4);
-		return 0;
-	}
+	case GET_DMABUF_INFO:
+		return kfd_get_dmabuf_info(c, p, as<GetDmabufInfo>(buf));
 	case IMPORT_DMABUF: {
 		auto &a = as<ImportDmabuf>(buf);
 		Pdd *pdd;
@@ -596,13 +573,46 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *
 		return -EPERM; // deprecated debugger ioctls
 	case SMI_EVENTS:
 	case SVM:
-	case SET_CU_MASK:
 	case GET_QUEUE_WAVE_STATE:
-	case ALLOC_QUEUE_GWS:
 	case DBG_TRAP:
 	default:
 		return -EINVAL;
 	}
+}
+
+// kfd_ioctl_get_dmabuf_info + amdgpu_amdkfd_get_dmabuf_info: any amdgpu
+// VRAM or GTT BO's dma-buf (a GEM BO's too). Without a metadata buffer
+// (metadata_ptr 0) metadata_size is left as given; with one, metadata_size
+// becomes the BO's metadata size (also when the buffer is too small:
+// EINVAL, so a caller learns the size) and the bytes are copied out. The
+// flags are VRAM or GTT, plus PUBLIC for a CPU-accessible VRAM BO; gpu_id
+// is the BO's GPU's own id (nodes[xcp_id]->id, not a CRIU-restored
+// process's user id).
+long ModelImpl::kfd_get_dmabuf_info(Caller &c, KfdProcess &p, GetDmabufInfo &a)
+{
+	// The kernel asks the first GPU the device cgroup lets the caller use.
+	if (p.pdds.empty())
+		return -EINVAL;
+	auto key = c.resolve_fd(static_cast<int>(a.dmabuf_fd));
+	if (!key)
+		return -EBADF;
+	auto bo = dmabuf_bo(*key);
+	if (!bo || !(bo->domains & (abi::drm::DOMAIN_VRAM | abi::drm::DOMAIN_GTT)))
+		return -EINVAL;
+	a.size = bo->size;
+	if (a.metadata_ptr) {
+		const uint32_t room = a.metadata_size;
+		a.metadata_size = static_cast<uint32_t>(bo->md_data.size());
+		if (room < bo->md_data.size())
+			return -EINVAL;
+	}
+	a.gpu_id = bo->dev->gpu_id;
+	a.flags = (bo->domains & abi::drm::DOMAIN_VRAM) ? ALLOC_VRAM : ALLOC_GTT;
+	if (bo->domain_flags & abi::drm::CREATE_CPU_ACCESS_REQUIRED)
+		a.flags |= ALLOC_PUBLIC;
+	if (a.metadata_ptr && !bo->md_data.empty() && c.write(a.metadata_ptr, bo->md_data.data(), bo->md_data.size()))
+		return -EFAULT;
+	return 0;
 }
 
 // kfd_wait_on_events: each event gets a waiter, activated at once when the

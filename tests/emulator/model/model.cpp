@@ -603,7 +603,8 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 		using namespace abi::kfd;
 		if (r >= 0 && !sysfs_root_.empty() &&
 		    (nr == ACQUIRE_VM || nr == ALLOC_MEMORY_OF_GPU || nr == FREE_MEMORY_OF_GPU ||
-		     nr == CREATE_QUEUE || nr == DESTROY_QUEUE || nr == IMPORT_DMABUF || nr == CRIU_OP)) {
+		     nr == CREATE_QUEUE || nr == DESTROY_QUEUE || nr == UPDATE_QUEUE || nr == IMPORT_DMABUF ||
+		     nr == CRIU_OP)) {
 			if (auto pit = procs_.find(f.kfd_owner); pit != procs_.end())
 				publish_process(*pit->second);
 			publish_devices();
@@ -803,10 +804,17 @@ std::string ModelImpl::do_introspect(std::string_view query)
 			o << "{\"pid\":" << pid << ",\"state\":\"" << state() << "\",\"queues\":[";
 			bool first = true;
 			for (auto &[id, q] : p.queues) {
+				// A queue's own state: the process's while it is paused or
+				// evicted, else "inactive" for a queue without a ring.
+				const std::string qs = p.queues_paused || p.evict_count > 0 || q.active() ? state() : "inactive";
 				o << (first ? "" : ",") << "{\"id\":" << id << ",\"gpu_id\":" << q.user_gpu_id
 				  << ",\"type\":" << q.args.queue_type << ",\"ring_base\":" << q.args.ring_base_address
 				  << ",\"ring_size\":" << q.args.ring_size << ",\"priority\":" << q.args.queue_priority
-				  << ",\"state\":\"" << state() << "\"";
+				  << ",\"percentage\":" << (q.args.queue_percentage & 0xff) << ",\"state\":\"" << qs << "\""
+				  << ",\"gws\":" << (q.gws ? "true" : "false") << ",\"cu_mask\":[";
+				for (size_t w = 0; w < q.cu_mask.size(); ++w)
+					o << (w ? "," : "") << q.cu_mask[w];
+				o << "]";
 				if (q.engine) {
 					o << ",\"engine\":{\"rptr\":" << q.engine->rptr << ",\"packets\":" << q.engine->packets
 					  << ",\"hung\":" << (q.engine->hung ? "true" : "false");

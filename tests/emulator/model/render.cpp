@@ -874,20 +874,25 @@ long ModelImpl::drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f
 		if (it == f.handles().end())
 			return -ENOENT;
 		Bo &bo = *it->second;
-		if (a.op == 1) { // SET_METADATA
+		if (a.op == 1) { // SET_METADATA: amdgpu_bo_set_tiling_flags + _set_metadata
 			if (a.data_size_bytes > sizeof a.data)
 				return -EINVAL;
-			bo.md_flags = a.flags;
 			bo.md_tiling = a.tiling_info;
-			bo.md_data.assign(a.data, a.data + (a.data_size_bytes + 3) / 4);
+			if (a.data_size_bytes == 0) {
+				bo.md_data.clear(); // the flags stay as they were
+				return 0;
+			}
+			const auto *bytes = reinterpret_cast<const uint8_t *>(a.data);
+			bo.md_data.assign(bytes, bytes + a.data_size_bytes);
+			bo.md_flags = a.flags;
 			return 0;
 		}
-		if (a.op == 2) { // GET_METADATA
+		if (a.op == 2) { // GET_METADATA: the exact size set; data past it is left as the caller sent it
 			a.flags = bo.md_flags;
 			a.tiling_info = bo.md_tiling;
-			a.data_size_bytes = static_cast<uint32_t>(bo.md_data.size() * 4);
-			std::memset(a.data, 0, sizeof a.data);
-			std::copy(bo.md_data.begin(), bo.md_data.end(), a.data);
+			a.data_size_bytes = static_cast<uint32_t>(bo.md_data.size());
+			if (!bo.md_data.empty())
+				std::memcpy(a.data, bo.md_data.data(), bo.md_data.size());
 			return 0;
 		}
 		return -EINVAL;

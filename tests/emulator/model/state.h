@@ -138,9 +138,10 @@ struct Bo {
 	std::shared_ptr<Bo> import_of;	// dma-buf import of another device's BO
 	std::shared_ptr<std::atomic<uint64_t>> vram_used; // accounting
 	std::atomic<int> busy{0};	// unfinished SDMA jobs using this BO
-	// GEM metadata
+	// GEM metadata (amdgpu_bo_set_metadata): exactly the bytes the client
+	// set, at most 256; the tiling flags are kept apart.
 	uint64_t md_flags = 0, md_tiling = 0;
-	std::vector<uint32_t> md_data;
+	std::vector<uint8_t> md_data;
 	// KFD side (BOs allocated through /dev/kfd)
 	bool kfd = false;
 	uint32_t kfd_flags = 0, kfd_id = 0;
@@ -358,8 +359,25 @@ struct UserQueueEngine {
 struct Queue {
 	uint32_t id = 0;
 	uint32_t user_gpu_id = 0;
+	// The CREATE_QUEUE arguments; UPDATE_QUEUE replaces the ring, its
+	// size, the percentage and the priority.
 	abi::kfd::CreateQueue args{};
+	// SET_CU_MASK: the mask as the client gave it, 32 CUs per word (at
+	// most MAX_CU_MASK_BITS); empty until one is set.
+	std::vector<uint32_t> cu_mask;
+	// ALLOC_QUEUE_GWS: this queue holds its GPU's global wave sync
+	// (at most one queue per process and GPU).
+	bool gws = false;
 	std::shared_ptr<UserQueueEngine> engine; // SDMA queues on family >= AI
+
+	// QUEUE_IS_ACTIVE of the kernel's queue properties, eviction aside: a
+	// ring (address and size) and a non-zero percentage. An inactive
+	// queue keeps its state and runs nothing until an UPDATE_QUEUE gives
+	// it a ring again.
+	bool active() const
+	{
+		return args.ring_base_address != 0 && args.ring_size != 0 && (args.queue_percentage & 0xff) != 0;
+	}
 };
 
 struct Event {
@@ -401,6 +419,10 @@ struct KfdProcess {
 	std::map<const Bo *, std::set<size_t>> mapped_on;
 	uint64_t event_generation = 0;
 	uint32_t pasid = 0;
+
+	// The queue of this process that holds the GWS of GPU `user_gpu_id`
+	// (the kernel's qpd.num_gws != 0), or null.
+	const Queue *gws_queue(uint32_t user_gpu_id) const;
 
 	Pdd *pdd_by_user_id(uint32_t user_gpu_id);
 	Pdd *pdd_by_actual_id(uint32_t gpu_id);
@@ -469,6 +491,12 @@ private:
 	uint64_t criu_priv_size(const KfdProcess &p) const;
 	uint32_t criu_num_bos(const KfdProcess &p) const;
 	long wait_events(Lock &lk, Caller &c, KfdProcess &p, abi::kfd::WaitEvents &a);
+	// Handlers of their own, as the kernel's kfd_ioctl_<name>: the queue
+	// state (kfd_queue.cpp), the dma-buf query (kfd.cpp).
+	long kfd_update_queue(KfdProcess &p, abi::kfd::UpdateQueue &a);
+	long kfd_set_cu_mask(Caller &c, KfdProcess &p, const abi::kfd::SetCuMask &a);
+	long kfd_alloc_queue_gws(KfdProcess &p, abi::kfd::AllocQueueGws &a);
+	long kfd_get_dmabuf_info(Caller &c, KfdProcess &p, abi::kfd::GetDmabufInfo &a);
 
 	// sysfs the kernel keeps current (published.cpp); mu_ held
 	void publish_process(const KfdProcess &p);

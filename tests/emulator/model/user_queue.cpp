@@ -41,10 +41,13 @@
 // ("why"). The read pointer is stored after every packet.
 //
 // Queues run only while the process's queues are not evicted (evict_count
-// 0: not CRIU-paused, resumed after a restore). A packet executes entirely
-// under the model lock, so an eviction (CRIU PROCESS_INFO) takes effect at
-// a packet boundary, as the hardware's preemption does; copies are split
-// into packets of at most 4 MiB by their issuers (ROCr's kMaxSingleCopySize).
+// 0: not CRIU-paused, resumed after a restore) and the queue is active (an
+// UPDATE_QUEUE with a NULL ring, size 0 or percentage 0 deactivates it:
+// doorbells rung meanwhile run once a later update gives the ring back).
+// A packet executes entirely under the model lock, so an eviction (CRIU
+// PROCESS_INFO) takes effect at a packet boundary, as the hardware's
+// preemption does; copies are split into packets of at most 4 MiB by their
+// issuers (ROCr's kMaxSingleCopySize).
 #include "model/state.h"
 
 #include <algorithm>
@@ -403,7 +406,9 @@ ModelImpl::Step ModelImpl::user_queue_step(UserQueueEngine &e)
 		return stop_user_queue(e, p, gpu, q.ring_base_address, false, "no VM bound on the queue's GPU");
 	if (pdd->doorbells != e.doorbells)
 		e.doorbells = pdd->doorbells;
-	if (p.evict_count > 0)
+	// Evicted (CRIU) or inactive (UPDATE_QUEUE without a ring): the queue
+	// keeps its read pointer and what is pending until it runs again.
+	if (p.evict_count > 0 || !queue.active())
 		return Step::Blocked;
 	DrmFile &f = *pdd->drm;
 	if (!e.started) {

@@ -304,10 +304,17 @@ int do_open(int dirfd, const char *path, int flags, mode_t mode, bool at)
 		if (auto l = logical_at(dirfd, path))
 			return do_open(AT_FDCWD, l->c_str(), flags, mode, false);
 	}
+	// A write to the emulated /sys named relative to a directory outside
+	// the root (the host's /sys as a dirfd or the working directory).
+	if (write_intent(flags))
+		if (auto s = sys_path_at(at ? dirfd : AT_FDCWD, path))
+			return do_open(AT_FDCWD, s->c_str(), flags, mode, false);
 	if (c.active && path && path[0] == '/') {
 		if (std::optional<int> r = open_device(path, flags))
 			return *r;
 		if (std::optional<int> r = open_proc(proc_path(normalize(path)), flags))
+			return *r;
+		if (std::optional<int> r = open_sysfs_write(path, flags, mode))
 			return *r;
 		if (auto rp = redirect(path)) {
 			int fd = real_open(rp->c_str(), flags, mode);
@@ -451,12 +458,47 @@ FILE *unreadable_file()
 	return ::fopencookie(nullptr, "r", io);
 }
 
+// The open(2) flags of an fopen mode ("r", "w+", "ae", ...).
+int fopen_flags(const char *mode)
+{
+	int flags = 0;
+	switch (mode ? mode[0] : 'r') {
+	case 'w': flags = O_WRONLY | O_CREAT | O_TRUNC; break;
+	case 'a': flags = O_WRONLY | O_CREAT | O_APPEND; break;
+	default: flags = O_RDONLY; break;
+	}
+	for (const char *m = mode ? mode + 1 : ""; *m && *m != ','; ++m) {
+		if (*m == '+')
+			flags = (flags & ~O_ACCMODE) | O_RDWR;
+		else if (*m == 'e')
+			flags |= O_CLOEXEC;
+		else if (*m == 'x')
+			flags |= O_EXCL;
+	}
+	return flags;
+}
+
 FILE *do_fopen(const char *path, const char *mode, bool is64)
 {
 	using FopenFn = FILE *(*)(const char *, const char *);
 	REAL(fopen, FopenFn);
 	REAL(fopen64, FopenFn);
 	auto &fn = is64 ? real_fopen64 : real_fopen;
+	// Writes to the emulated /sys follow open()'s rules (sysfs_write.cpp).
+	const int flags = fopen_flags(mode);
+	std::optional<std::string> rel =
+		write_intent(flags) && path && path[0] != '/' ? sys_path_at(AT_FDCWD, path) : std::nullopt;
+	if (std::optional<int> fd = open_sysfs_write(rel ? rel->c_str() : path, flags, 0666)) {
+		if (*fd < 0)
+			return nullptr;
+		FILE *f = ::fdopen(*fd, mode);
+		if (!f) {
+			const int err = errno;
+			::close(*fd);
+			errno = err;
+		}
+		return f;
+	}
 	if (auto rp = redirect(path)) {
 		FILE *f = fn(rp->c_str(), mode);
 		if (f && is_unreadable(path)) {

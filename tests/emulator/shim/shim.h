@@ -29,6 +29,7 @@
 //   daemon.cpp    the daemon connection (call, deliver)
 //   paths.cpp     path parsing and redirection; open, fopen, close, dup,
 //                 read, readlink/realpath, access, directories, xattrs
+//   sysfs_write.cpp  the emulated /sys opened for writing (hermeticity)
 //   stat.cpp      emulated files (describe), the stat family, statfs
 //   proc_maps.cpp /proc/<pid>/{maps,smaps,map_files} of device mappings
 //   mmap.cpp      ioctl, mmap, munmap and the process's device mappings
@@ -168,6 +169,18 @@ bool container_view();
 // the root, and in a container also in the container's own /dev (a
 // character device of the emulated numbers, as a runtime's --device makes).
 bool device_present(const std::string &p);
+
+// --- sysfs_write.cpp: the emulated /sys opened for writing -------------------
+
+// Opening with these flags may change a file (write access, O_CREAT, O_TRUNC).
+bool write_intent(int flags);
+// `path` (absolute) opened for writing under a redirected /sys path, with
+// sysfs's rules, beneath the root: the fd or -1 (errno). nullopt when
+// `path` is no such path or `flags` write nothing (the caller opens it).
+std::optional<int> open_sysfs_write(const char *path, int flags, mode_t mode);
+// The absolute path a relative `path` names through `dirfd` (or the
+// working directory, AT_FDCWD) when that is a redirected /sys path.
+std::optional<std::string> sys_path_at(int dirfd, const char *path);
 
 // --- config.cpp: fd bitmaps -------------------------------------------------
 

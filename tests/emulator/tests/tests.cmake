@@ -122,6 +122,18 @@ foreach(m MI100 2xMI210)
   kfdemu_add_test(emu_errors_${m} kfdemu_test_errors LAUNCHER --machine ${m} ARGS --machine ${m})
 endforeach()
 
+# --- hermeticity: writes to the emulated /sys stay in the root ---------------
+# Under a read-only bind of the host's /sys (ro_sys.sh): a write that reached
+# the host would fail with EROFS. NOT RUN (77) only where a private mount
+# namespace is not permitted.
+kfdemu_test_executable(kfdemu_test_sysfs_write ${KFDEMU_TESTS}/test_sysfs_write.cpp)
+foreach(m MI100 2xMI210)
+  add_test(NAME emu_sysfs_write_${m}
+    COMMAND ${KFDEMU_TESTS}/ro_sys.sh $<TARGET_FILE:kfd-emu> --machine ${m}
+            -- $<TARGET_FILE:kfdemu_test_sysfs_write> --machine ${m})
+  set_tests_properties(emu_sysfs_write_${m} PROPERTIES TIMEOUT 120 LABELS emulator SKIP_RETURN_CODE 77)
+endforeach()
+
 # --- the command line: kfd-emu ctl, kfd-emu machine, exit status --------------
 add_test(NAME emu_cli_ctl
   COMMAND $<TARGET_FILE:kfd-emu> --machine 2xMI210 -- sh -c

@@ -477,9 +477,13 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 	std::string redirects;
 
 	// Always hidden behind the root: the host's own DRM and KFD nodes (a
-	// machine without GPUs shows none).
+	// machine without GPUs shows none) and its PCI buses: the emulated
+	// machine's PCI world is its GPUs, under pci0000:00, so nothing a
+	// program does to a PCI device, bus or driver (remove, rescan, bind)
+	// reaches the host's (README.md, "Hermeticity").
 	for (const char *p : {"/dev/kfd", "/dev/dri", "/sys/class/kfd", "/sys/devices/virtual/kfd",
-			      "/sys/class/drm", "/sys/dev/char/226:", "/sys/module/amdgpu"})
+			      "/sys/class/drm", "/sys/dev/char/226:", "/sys/module/amdgpu", "/sys/bus/pci",
+			      "/sys/devices/pci0000:", "/sys/class/pci_bus"})
 		redirects += std::string(p) + "\n";
 	redirects += "/sys/dev/char/" + std::to_string(kKfdMajor) + ":\n";
 	w.dir(".kfdemu");
@@ -560,9 +564,17 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 	w.dir("dev/dri");
 	w.dir("sys/bus/pci/devices");
 	w.dir("sys/class/drm");
+	// The PCI bus's and the driver's controls, write-only as the kernel's:
+	// actions the emulator does not perform (the shim refuses to open a
+	// write-only sysfs file for writing).
+	for (const char *f : {"sys/bus/pci/rescan", "sys/bus/pci/drivers_probe", "sys/bus/pci/uevent"})
+		w.file(f, "", 0200);
+	w.file("sys/bus/pci/drivers_autoprobe", "1\n", 0644);
+	if (!gpus.empty())
+		for (const char *f : {"bind", "unbind", "new_id", "remove_id", "uevent"})
+			w.file(std::string("sys/bus/pci/drivers/amdgpu/") + f, "", 0200);
 	for (const NodeDesc *g : gpus) {
 		const std::string pci = "/sys/devices/pci0000:00/" + g->pci_slot;
-		redirects += pci + "\n/sys/bus/pci/devices/" + g->pci_slot + "\n";
 		const std::string card = "card" + std::to_string(g->card_index);
 		const std::string rend = "renderD" + std::to_string(g->drm_render_minor);
 		const uint32_t dev_id = g->pci_device_id;
@@ -586,6 +598,8 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 		cfg[8] = char(g->pci_revision); cfg[10] = char(0x80); cfg[11] = 0x03;
 		cfg[44] = 0x02; cfg[45] = 0x10; cfg[46] = 0x34; cfg[47] = 0x0c;
 		w.file(pci.substr(1) + "/config", cfg);
+		for (const char *f : {"remove", "rescan", "reset"}) // hot-plug and reset: not emulated
+			w.file(pci.substr(1) + "/" + f, "", 0200);
 		write_smi_files(w, *g, size_t(std::find(gpus.begin(), gpus.end(), g) - gpus.begin()), pci);
 		w.link(pci.substr(1) + "/subsystem", rel_link(pci, "/sys/bus/pci"));
 		w.link(pci.substr(1) + "/driver", rel_link(pci, "/sys/bus/pci/drivers/amdgpu"));

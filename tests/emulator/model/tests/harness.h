@@ -157,7 +157,8 @@ inline MachineDesc make_machine(std::vector<uint32_t> gpu_ids, uint32_t family =
 		g.sdma_gbps = gbps;
 		g.mem_banks.push_back(MemBankDesc{1, vram, 4096, 1200});
 		g.properties = {{"simd_count", 480}, {"array_count", 8}, {"simd_arrays_per_engine", 1},
-				{"cu_per_simd_array", 16}, {"simd_per_cu", 4}, {"device_id", 0x738c}};
+				{"cu_per_simd_array", 16}, {"simd_per_cu", 4}, {"device_id", 0x738c},
+				{"num_gws", 64}, {"gfx_target_version", 90008}};
 		m.nodes.push_back(g);
 		++i;
 	}

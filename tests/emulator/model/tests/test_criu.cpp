@@ -6,7 +6,10 @@
 
 #include <criterion/criterion.h>
 
+#include <atomic>
+#include <chrono>
 #include <random>
+#include <thread>
 
 using namespace kfdemu;
 using namespace kfdemu::testing;
@@ -89,6 +92,7 @@ struct Source {
 		q.ring_size = 4096;
 		q.gpu_id = S1;
 		q.queue_type = QUEUE_COMPUTE_AQL;
+		q.queue_percentage = 100;
 		q.read_pointer_address = reinterpret_cast<uint64_t>(&rp);
 		q.write_pointer_address = reinterpret_cast<uint64_t>(&wp);
 		cr_assert_eq(rig.kfd(app, kfd, CREATE_QUEUE, &q), 0);
@@ -142,13 +146,14 @@ Image checkpoint(Source &s)
 // S0 -> D0 and S1 -> D1 on those render files, and a copy of the image's
 // BO buckets (which RESTORE fills in).
 struct Destination {
-	Rig rig{make_machine({D0, D1})};
+	Rig rig;
 	FakeCaller task{2000, true};
 	int kfd = -1, r0 = -1, r1 = -1;
 	std::vector<CriuDeviceBucket> devs;
 	std::vector<CriuBoBucket> bos;
 
-	explicit Destination(const Image &im) : bos(im.bos)
+	explicit Destination(const Image &im, MachineDesc machine = make_machine({D0, D1}))
+		: rig(std::move(machine)), bos(im.bos)
 	{
 		kfd = rig.open_kfd(task);
 		r0 = rig.open_render(task, 128);
@@ -526,4 +531,101 @@ Test(criu, plugin_style_sdma_through_dmabufs)
 		  "%s", files.c_str());
 	cr_assert(files.find("\"va\":34359738368") == std::string::npos, "the GEM mapping is gone: %s", files.c_str());
 	free(staging);
+}
+
+namespace {
+
+uint64_t addr(const void *p) { return reinterpret_cast<uint64_t>(p); }
+
+std::string queue_json(Rig &rig, pid_t pid, uint32_t qid)
+{
+	const std::string all = rig.model->introspect("queues " + std::to_string(pid));
+	const size_t at = all.find("{\"id\":" + std::to_string(qid) + ",");
+	cr_assert_neq(at, std::string::npos, "%s", all.c_str());
+	return all.substr(at, all.find(']', all.find("\"cu_mask\":", at)) + 1 - at);
+}
+
+} // namespace
+
+// KFD's CRIU carries what a queue was given after CREATE_QUEUE: the CU mask
+// of a compute queue (in its MQD), the GWS flag and the queue properties,
+// so an inactive queue is restored inactive, with what was pending on it.
+Test(criu, cu_mask_gws_and_an_inactive_queue_survive_the_round_trip)
+{
+	Source s;
+	const uint32_t mask[2] = {0xff00ff00u, 0x1u};
+	SetCuMask cm{0, 64, addr(mask)};
+	cr_assert_eq(s.rig.kfd(s.app, s.kfd, SET_CU_MASK, &cm, abi::kIocWrite), 0);
+	AllocQueueGws g{0, 1, 0, 0};
+	cr_assert_eq(s.rig.kfd(s.app, s.kfd, ALLOC_QUEUE_GWS, &g), 0);
+	// An SDMA queue on S0 whose ring, pointers and fence live in host
+	// memory registered at its own address, deactivated, a FENCE pending.
+	std::unique_ptr<uint8_t, decltype(&free)> mem(static_cast<uint8_t *>(aligned_alloc(4096, 8192)), &free);
+	std::memset(mem.get(), 0, 8192);
+	const uint64_t va = addr(mem.get());
+	uint64_t handle = 0;
+	cr_assert_eq(s.alloc(S0, va, 8192, ALLOC_USERPTR | ALLOC_WRITABLE, &handle, nullptr, va), 0);
+	cr_assert_eq(s.map(handle, {S0}), 0);
+	CreateQueue q{};
+	q.ring_base_address = va;
+	q.ring_size = 4096;
+	q.read_pointer_address = va + 4096;
+	q.write_pointer_address = va + 4104;
+	q.gpu_id = S0;
+	q.queue_type = QUEUE_SDMA;
+	q.queue_percentage = 100;
+	cr_assert_eq(s.rig.kfd(s.app, s.kfd, CREATE_QUEUE, &q), 0);
+	SetCuMask sm{q.queue_id, 32, addr(mask)};
+	cr_assert_eq(s.rig.kfd(s.app, s.kfd, SET_CU_MASK, &sm, abi::kIocWrite), 0);
+	UpdateQueue off{0, q.queue_id, 0, 100, 0};
+	cr_assert_eq(s.rig.kfd(s.app, s.kfd, UPDATE_QUEUE, &off, abi::kIocWrite), 0);
+	const uint32_t fence[4] = {abi::sdma::OP_FENCE, uint32_t(va + 4112), uint32_t((va + 4112) >> 32), 0xc0ffeeu};
+	std::memcpy(mem.get(), fence, sizeof fence);
+	std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(mem.get() + 4104)).store(sizeof fence);
+	auto fence_value = [&] { return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t *>(mem.get() + 4112)).load(); };
+
+	Image im = checkpoint(s);
+	Destination d(im);
+	CriuArgs a = d.restore_args(im);
+	cr_assert_eq(d.rig.kfd(d.task, d.kfd, CRIU_OP, &a), 0);
+	FakeCaller master(1, true);
+	const int mk = d.rig.open_kfd(master);
+	master.alive.insert(2000);
+	CriuArgs r{};
+	r.op = CRIU_RESUME;
+	r.pid = 2000;
+	cr_assert_eq(d.rig.kfd(master, mk, CRIU_OP, &r), 0);
+
+	const std::string aql = queue_json(d.rig, 2000, 0), sdma = queue_json(d.rig, 2000, q.queue_id);
+	cr_assert(aql.find("\"gws\":true,\"cu_mask\":[4278255360,1]") != std::string::npos, "%s", aql.c_str());
+	cr_assert(sdma.find("\"state\":\"inactive\",\"gws\":false,\"cu_mask\":[]") != std::string::npos,
+		  "inactive; an SDMA queue's CU mask is not in its MQD: %s", sdma.c_str());
+	std::this_thread::sleep_for(std::chrono::milliseconds(50));
+	cr_assert_eq(fence_value(), 0u, "still inactive after RESUME");
+	// The restored GWS is held: the process gets no second one on D1.
+	AllocQueueGws again{0, 1, 0, 0};
+	cr_assert_eq(d.rig.kfd(d.task, d.kfd, ALLOC_QUEUE_GWS, &again), -EBUSY);
+
+	UpdateQueue on{va, q.queue_id, 4096, 100, 0};
+	cr_assert_eq(d.rig.kfd(d.task, d.kfd, UPDATE_QUEUE, &on, abi::kIocWrite), 0);
+	auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+	while (fence_value() != 0xc0ffeeu && std::chrono::steady_clock::now() < end)
+		std::this_thread::sleep_for(std::chrono::microseconds(200));
+	cr_assert_eq(fence_value(), 0xc0ffeeu, "the pending FENCE runs once the ring is given back");
+}
+
+// pqm_set_gws at restore: a GPU without GWS cannot take the GWS queue.
+Test(criu, a_gws_queue_restored_on_a_gpu_without_gws_is_einval)
+{
+	Source s;
+	AllocQueueGws g{0, 1, 0, 0};
+	cr_assert_eq(s.rig.kfd(s.app, s.kfd, ALLOC_QUEUE_GWS, &g), 0);
+	Image im = checkpoint(s);
+	MachineDesc m = make_machine({D0, D1});
+	for (auto &[k, v] : m.nodes[2].properties) // D1, where S1's queue goes
+		if (k == "num_gws")
+			v = 0;
+	Destination d(im, m);
+	CriuArgs a = d.restore_args(im);
+	cr_assert_eq(d.rig.kfd(d.task, d.kfd, CRIU_OP, &a), -EINVAL);
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// KFD basics: version, apertures, ACQUIRE_VM, ALLOC/MAP/UNMAP/FREE errno.
+// KFD basics: version, apertures, ACQUIRE_VM, ALLOC/MAP/UNMAP/FREE errno;
+// GEM metadata as GET_DMABUF_INFO returns it.
 #include "harness.h"
 
 #include <criterion/criterion.h>
@@ -352,4 +353,84 @@ Test(kfd_memory, vram_resident_allocates_host_memory_with_the_bo)
 				     bo == &vram ? "VRAM" : "GTT", static_cast<long long>(st.st_blocks));
 		}
 	}
+}
+
+// amdgpu_gem_metadata_ioctl keeps the metadata's exact byte count, and
+// GET_DMABUF_INFO returns it as amdgpu_amdkfd_get_dmabuf_info does.
+Test(kfd_memory, gem_metadata_keeps_its_size_and_get_dmabuf_info_returns_it)
+{
+	App app;
+	const AllocMemoryOfGpu a = app.vram_bo(8192, ALLOC_VRAM | ALLOC_WRITABLE | ALLOC_PUBLIC);
+	ExportDmabuf ex{a.handle, 0, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, EXPORT_DMABUF, &ex), 0);
+	// Imported into its own GPU's file: the KFD BO itself gets a handle.
+	abi::drm::PrimeHandle imp{0, 0, static_cast<int32_t>(ex.dmabuf_fd)};
+	cr_assert_eq(app.rig.drm(app.c, app.r0, abi::drm::PRIME_FD_TO_HANDLE, &imp), 0);
+
+	abi::drm::GemMetadata md{};
+	md.handle = imp.handle;
+	md.op = 1;
+	md.flags = 0x77;
+	md.tiling_info = 0x1234;
+	md.data_size_bytes = 5;
+	std::memcpy(md.data, "\x01\x02\x03\x04\x05\x06\x07\x08", 8);
+	cr_assert_eq(app.rig.amdgpu(app.c, app.r0, abi::drm::GEM_METADATA, &md), 0);
+	abi::drm::GemMetadata get{};
+	get.handle = imp.handle;
+	get.op = 2;
+	std::memset(get.data, 0xaa, sizeof get.data);
+	cr_assert_eq(app.rig.amdgpu(app.c, app.r0, abi::drm::GEM_METADATA, &get), 0);
+	cr_assert_eq(get.data_size_bytes, 5u, "the exact size, not 8");
+	cr_assert_eq(get.flags, 0x77u);
+	cr_assert_eq(get.tiling_info, 0x1234u);
+	const auto *bytes = reinterpret_cast<const uint8_t *>(get.data);
+	cr_assert(std::memcmp(bytes, "\x01\x02\x03\x04\x05", 5) == 0);
+	cr_assert_eq(bytes[5], 0xaa, "bytes past the size are left as the caller sent them");
+	md.data_size_bytes = 257;
+	cr_assert_eq(app.rig.amdgpu(app.c, app.r0, abi::drm::GEM_METADATA, &md), -EINVAL, "over 256 bytes");
+
+	// GET_DMABUF_INFO: without a buffer metadata_size stays as given.
+	GetDmabufInfo gi{};
+	gi.dmabuf_fd = ex.dmabuf_fd;
+	gi.metadata_size = 1234;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_DMABUF_INFO, &gi), 0);
+	cr_assert_eq(gi.size, 8192u);
+	cr_assert_eq(gi.gpu_id, G0);
+	cr_assert_eq(gi.flags, ALLOC_VRAM | ALLOC_PUBLIC, "the domain and CPU access, not the KFD alloc flags");
+	cr_assert_eq(gi.metadata_size, 1234u);
+	// A buffer too small: EINVAL with the size the metadata needs.
+	uint8_t buf[16];
+	std::memset(buf, 0xcc, sizeof buf);
+	gi = GetDmabufInfo{0, reinterpret_cast<uint64_t>(buf), 4, 0, 0, ex.dmabuf_fd};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_DMABUF_INFO, &gi), -EINVAL);
+	cr_assert_eq(gi.metadata_size, 5u);
+	cr_assert_eq(buf[0], 0xcc, "nothing copied");
+	gi = GetDmabufInfo{0, reinterpret_cast<uint64_t>(buf), sizeof buf, 0, 0, ex.dmabuf_fd};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_DMABUF_INFO, &gi), 0);
+	cr_assert_eq(gi.metadata_size, 5u);
+	cr_assert(std::memcmp(buf, "\x01\x02\x03\x04\x05\xcc", 6) == 0, "5 bytes copied out");
+	gi = GetDmabufInfo{0, 8, sizeof buf, 0, 0, ex.dmabuf_fd};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_DMABUF_INFO, &gi), -EFAULT, "unwritable buffer");
+
+	// Size 0 drops the data and keeps the flags (amdgpu_bo_set_metadata).
+	md.data_size_bytes = 0;
+	md.flags = 0x99;
+	cr_assert_eq(app.rig.amdgpu(app.c, app.r0, abi::drm::GEM_METADATA, &md), 0);
+	cr_assert_eq(app.rig.amdgpu(app.c, app.r0, abi::drm::GEM_METADATA, &get), 0);
+	cr_assert_eq(get.data_size_bytes, 0u);
+	cr_assert_eq(get.flags, 0x77u);
+
+	// A GEM GTT BO of G1: its GPU and GTT.
+	const uint32_t h = app.rig.gem_create(app.c, app.r1, 4096, abi::drm::DOMAIN_GTT);
+	abi::drm::PrimeHandle ph{h, 0, -1};
+	cr_assert_eq(app.rig.drm(app.c, app.r1, abi::drm::PRIME_HANDLE_TO_FD, &ph), 0);
+	gi = GetDmabufInfo{};
+	gi.dmabuf_fd = static_cast<uint32_t>(ph.fd);
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_DMABUF_INFO, &gi), 0);
+	cr_assert_eq(gi.gpu_id, G1);
+	cr_assert_eq(gi.flags, ALLOC_GTT);
+	gi.dmabuf_fd = 999;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_DMABUF_INFO, &gi), -EBADF, "no such fd");
+	gi.dmabuf_fd = static_cast<uint32_t>(app.r0);
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_DMABUF_INFO, &gi), -EINVAL, "not a dma-buf");
 }

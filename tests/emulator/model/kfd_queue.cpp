@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The per-queue state a client changes after CREATE_QUEUE, as amdkfd keeps
+// it (kfd_chardev.c, kfd_process_queue_manager.c, the device queue
+// manager's update_queue):
+//
+//   UPDATE_QUEUE     a new ring, ring size, percentage and priority. A NULL
+//                    ring, a size of 0 or a percentage of 0 make the queue
+//                    inactive (QUEUE_IS_ACTIVE), which is not an error; it
+//                    keeps its read pointer and runs what is pending once
+//                    an update gives it a ring again.
+//   SET_CU_MASK      the CUs the queue may use (kept per queue; the model
+//                    runs no shaders, so the mask changes nothing else).
+//   ALLOC_QUEUE_GWS  the GPU's global wave sync for one queue per process
+//                    and GPU, on GPUs whose topology has num_gws != 0.
+//
+// Errnos and their order are the kernel's, including its quirks: an
+// unknown queue is EFAULT for UPDATE_QUEUE and SET_CU_MASK, EINVAL for
+// ALLOC_QUEUE_GWS.
+#include "model/state.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+namespace kfdemu::detail {
+
+using namespace abi::kfd;
+
+namespace {
+
+// The highest user-space address + 1 (x86-64 TASK_SIZE): access_ok()
+// refuses ranges beyond it.
+constexpr uint64_t kTaskSize = 0x00007ffffffff000ull;
+
+bool access_ok(uint64_t addr, uint64_t len) { return addr <= kTaskSize && len <= kTaskSize - addr; }
+
+bool is_power_of_2(uint32_t v) { return v && !(v & (v - 1)); }
+
+} // namespace
+
+const Queue *KfdProcess::gws_queue(uint32_t user_gpu_id) const
+{
+	for (const auto &[qid, q] : queues)
+		if (q.gws && q.user_gpu_id == user_gpu_id)
+			return &q;
+	return nullptr;
+}
+
+// kfd_ioctl_update_queue + pqm_update_queue_properties. Bits 8-15 of the
+// percentage are the PM4 target XCC (kept, not checked).
+long ModelImpl::kfd_update_queue(KfdProcess &p, UpdateQueue &a)
+{
+	if ((a.queue_percentage & 0xff) > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
+		return -EINVAL;
+	if (a.ring_base_address && !access_ok(a.ring_base_address, sizeof(uint64_t)))
+		return -EFAULT;
+	if (a.ring_size && !is_power_of_2(a.ring_size))
+		return -EINVAL;
+	auto it = p.queues.find(a.queue_id);
+	if (it == p.queues.end())
+		return -EFAULT;
+	CreateQueue &q = it->second.args;
+	q.ring_base_address = a.ring_base_address;
+	q.ring_size = a.ring_size;
+	q.queue_percentage = a.queue_percentage;
+	q.queue_priority = a.queue_priority;
+	return 0;
+}
+
+// kfd_ioctl_set_cu_mask + pqm_update_mqd: the count must be a non-zero
+// multiple of 32 and is cut to MAX_CU_MASK_BITS; the words are read before
+// the queue is looked up; from GFX 10 (WGPs) CUs must be enabled in pairs.
+long ModelImpl::kfd_set_cu_mask(Caller &c, KfdProcess &p, const SetCuMask &a)
+{
+	if (a.num_cu_mask % 32 != 0 || a.num_cu_mask == 0)
+		return -EINVAL;
+	const uint32_t bits = std::min(a.num_cu_mask, MAX_CU_MASK_BITS);
+	std::vector<uint32_t> mask(bits / 32);
+	if (c.read(a.cu_mask_ptr, mask.data(), mask.size() * sizeof(uint32_t)))
+		return -EFAULT;
+	auto it = p.queues.find(a.queue_id);
+	if (it == p.queues.end())
+		return -EFAULT;
+	const Pdd *pdd = p.pdd_by_user_id(it->second.user_gpu_id);
+	if (pdd && pdd->dev->node->property("gfx_target_version") >= 100000)
+		for (uint32_t i = 0; i < bits; i += 2) {
+			const uint32_t pair = (mask[i / 32] >> (i % 32)) & 3;
+			if (pair == 1 || pair == 2)
+				return -EINVAL;
+		}
+	it->second.cu_mask = std::move(mask);
+	return 0;
+}
+
+// kfd_ioctl_alloc_queue_gws + pqm_set_gws: num_gws != 0 asks for the GWS,
+// 0 gives it back. The emulated GPUs run the hardware scheduler (HWS), so
+// the kernel's "no HWS" refusal does not arise; first_gws is always 0.
+long ModelImpl::kfd_alloc_queue_gws(KfdProcess &p, AllocQueueGws &a)
+{
+	auto it = p.queues.find(a.queue_id);
+	if (it == p.queues.end())
+		return -EINVAL;
+	Queue &q = it->second;
+	const Pdd *pdd = p.pdd_by_user_id(q.user_gpu_id);
+	if (!pdd || pdd->dev->node->property("num_gws") == 0)
+		return -ENODEV; // the GPU has no GWS (dev->gws is NULL)
+	const Queue *holder = p.gws_queue(q.user_gpu_id);
+	a.first_gws = 0;
+	if (a.num_gws && holder)
+		return -EBUSY; // one GWS queue per process and GPU
+	if (!a.num_gws && !holder)
+		return -EINVAL;
+	// Given back through another queue of the same GPU: the kernel zeroes
+	// its per-device count but dereferences that queue's NULL GWS before
+	// GFX 9.4.3; the model simply frees the GPU's GWS.
+	if (!a.num_gws)
+		for (auto &[qid, other] : p.queues)
+			if (other.user_gpu_id == q.user_gpu_id)
+				other.gws = false;
+	q.gws = a.num_gws != 0;
+	return 0;
+}
+
+} // namespace kfdemu::detail
