@@ -115,6 +115,17 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   kfdemu_realcriu_test(${_ver} sdma_timeout_MI100 sdma-timeout MI100)
   # A refused restore on the 8-GPU node: one line per reason, listing the 8 GPUs.
   kfdemu_realcriu_test(${_ver} refused_MI100_on_8xMI300X refused-8xMI300X MI100)
+  # CRIU killed half-way (slow SDMA, a 256 MiB VRAM BO per GPU): the
+  # plugin's guardian resumes the paused queues and removes the temporary
+  # files of a killed dump (SIGKILL, SIGTERM, coreutils timeout), and kills
+  # the partly restored task of a killed restore; the process's next SDMA
+  # user-queue copy and event wait complete; no guardian is left.
+  foreach(_m MI100 2xMI210)
+    kfdemu_realcriu_test(${_ver} dump_killed_${_m} dump-killed ${_m})
+    kfdemu_realcriu_test(${_ver} restore_killed_${_m} restore-killed ${_m})
+  endforeach()
+  kfdemu_realcriu_test(${_ver} dump_termed_MI100 dump-termed MI100)
+  kfdemu_realcriu_test(${_ver} dump_timeout_2xMI210 dump-timeout 2xMI210)
   # Interop with upstream's plugin built from the same CRIU sources
   # (scripts/build-criu.sh's upstream-plugins.txt): upstream's dumps and
   # ours restores, and the reverse; every BO on the GPU it was dumped from.
