@@ -26,7 +26,7 @@ namespace amdcr {
 
 namespace {
 
-enum class Kind : uint32_t { Paused = 1, Unpaused, TempFile, Task, Resumed, Finished };
+enum class Kind : uint32_t { Paused = 1, Unpaused, TempFile, Task, Resumed, Finished, Started };
 
 // One message; `name` for TempFile, `pid` for the pid kinds. Paused
 // carries (kfd fd, pidfd), Task carries (pidfd).
@@ -193,8 +193,9 @@ void GuardianProcess::handle(const Wire &w, std::vector<UniqueFd> fds)
 			_exit(0); // every task with GPU state is resumed: nothing to guard
 		break;
 	case Kind::Finished:
-		// Closing our end tells finish() we are gone.
 		_exit(0);
+	case Kind::Started:
+		break;
 	}
 }
 
@@ -361,7 +362,30 @@ void reset_signals()
 	(void)::prctl(PR_SET_NAME, Guardian::kComm, 0, 0, 0);
 	(void)::chdir("/");
 	::openlog("amdgpu_plugin", LOG_PID, LOG_DAEMON);
+	// Our pid, for finish() to wait for our end.
+	Wire hello;
+	hello.kind = static_cast<uint32_t>(Kind::Started);
+	hello.pid = ::getpid();
+	if (!send_wire(chan, hello, {}))
+		_exit(1);
 	GuardianProcess(stage, chan, criu_pidfd, dir_fd, criu_pid).run();
+}
+
+// The guardian's first message: its pid (2 s at most).
+Result<pid_t> receive_started(int chan)
+{
+	pollfd p{chan, POLLIN, 0};
+	int r;
+	do {
+		r = ::poll(&p, 1, 2000);
+	} while (r < 0 && errno == EINTR);
+	if (r <= 0)
+		return make_error(ETIMEDOUT, "guardian: did not start within 2 s");
+	Wire w;
+	const ssize_t n = ::recv(chan, &w, sizeof(w), MSG_DONTWAIT);
+	if (n != static_cast<ssize_t>(sizeof(w)) || w.kind != static_cast<uint32_t>(Kind::Started) || w.pid <= 0)
+		return make_error(EPROTO, "guardian: did not start (%zd bytes)", n);
+	return static_cast<pid_t>(w.pid);
 }
 
 } // namespace
@@ -410,7 +434,14 @@ Result<Guardian> Guardian::start(Stage stage, int image_dir_fd)
 		return errno_error(fork_errno, "guardian: fork");
 	if (r != middle || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		return make_error(ECHILD, "guardian: could not be started (status 0x%x)", status);
-	return Guardian(std::move(ours));
+	theirs.reset();
+	auto pid = receive_started(ours.get());
+	if (!pid)
+		return std::move(pid).error();
+	UniqueFd pidfd(sys_pidfd_open(*pid));
+	if (!pidfd)
+		return errno_error(errno, "guardian: pidfd_open of the guardian");
+	return Guardian(std::move(ours), std::move(pidfd));
 }
 
 Status Guardian::paused(const Kfd &target, pid_t pid) const
@@ -470,8 +501,9 @@ Status Guardian::finish()
 	if (!st && (st.error().code() == EPIPE || st.error().code() == ECONNRESET))
 		st = ok_status(); // it has exited already (a restore with every task resumed)
 	if (st) {
-		// Until the guardian has exited (its end closed), 2 s at most.
-		pollfd p{chan_.get(), POLLIN, 0};
+		// Until the guardian's process has ended (its pidfd turns
+		// readable), 2 s at most.
+		pollfd p{pidfd_.get(), POLLIN, 0};
 		int r;
 		do {
 			r = ::poll(&p, 1, 2000);
@@ -480,6 +512,7 @@ Status Guardian::finish()
 			st = make_error(ETIMEDOUT, "guardian: still running 2 s after it was told to exit");
 	}
 	chan_.reset();
+	pidfd_.reset();
 	return st;
 }
 

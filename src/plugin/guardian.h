@@ -20,8 +20,9 @@
 //            sent by the task itself through CRIU's fdstore), and each task
 //            whose queues CRIU's main process resumed.
 // finish() tells it the plugin ended normally: it exits at once, and
-// finish() waits until it has (its end of the channel closed), so after a
-// normal dump or restore no process, zombie of ours or fd is left.
+// finish() waits until its process has ended (a pidfd of it), so after a
+// normal dump or restore no process or fd of it is left (its zombie goes to
+// the nearest subreaper or init, which reaps it).
 //
 // When a pidfd of CRIU's process turns readable before finish(), it reads
 // what is still queued on the channel and then:
@@ -101,8 +102,9 @@ public:
 	Status finish();
 
 private:
-	explicit Guardian(UniqueFd chan) : chan_(std::move(chan)) {}
+	Guardian(UniqueFd chan, UniqueFd pidfd) : chan_(std::move(chan)), pidfd_(std::move(pidfd)) {}
 	UniqueFd chan_;
+	UniqueFd pidfd_; // the guardian's process
 };
 
 } // namespace amdcr
