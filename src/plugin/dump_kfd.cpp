@@ -107,6 +107,7 @@ void DumpSession::guard(Paused &p)
 			return;
 		}
 		guardian_.emplace(std::move(*g));
+		log_debug("guardian started (pid %d)", static_cast<int>(guardian_->pid()));
 	}
 	if (auto st = guardian_->paused(p.kfd, *host); !st) {
 		log_warn("pid %u: if CRIU is killed now its GPU queues stay paused: %s", pid,

@@ -441,7 +441,7 @@ Result<Guardian> Guardian::start(Stage stage, int image_dir_fd)
 	UniqueFd pidfd(sys_pidfd_open(*pid));
 	if (!pidfd)
 		return errno_error(errno, "guardian: pidfd_open of the guardian");
-	return Guardian(std::move(ours), std::move(pidfd));
+	return Guardian(std::move(ours), std::move(pidfd), *pid);
 }
 
 Status Guardian::paused(const Kfd &target, pid_t pid) const

@@ -91,6 +91,8 @@ public:
 	Status temp_file(std::string_view name) const;
 	// Restore: CRIU's main process resumed task `pid`'s queues.
 	Status resumed(pid_t pid) const;
+	// The guardian's process, in CRIU's pid namespace.
+	pid_t pid() const { return pid_; }
 	// The plugin-side end of the channel (restore: CRIU's fdstore keeps a
 	// copy for the tasks).
 	int channel() const { return chan_.get(); }
@@ -102,9 +104,12 @@ public:
 	Status finish();
 
 private:
-	Guardian(UniqueFd chan, UniqueFd pidfd) : chan_(std::move(chan)), pidfd_(std::move(pidfd)) {}
+	Guardian(UniqueFd chan, UniqueFd pidfd, pid_t pid) : chan_(std::move(chan)), pidfd_(std::move(pidfd)), pid_(pid)
+	{
+	}
 	UniqueFd chan_;
 	UniqueFd pidfd_; // the guardian's process
+	pid_t pid_ = 0;
 };
 
 } // namespace amdcr

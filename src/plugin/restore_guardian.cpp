@@ -34,6 +34,7 @@ void RestoreSession::start_guardian()
 	}
 	guardian_.emplace(std::move(*g));
 	guardian_store_id_ = *id;
+	log_debug("guardian started (pid %d)", static_cast<int>(guardian_->pid()));
 }
 
 void RestoreSession::report_task_to_guardian()

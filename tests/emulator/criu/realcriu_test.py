@@ -628,6 +628,11 @@ def round_trip(run):
         expect(s["bos"] and s["vmas"] and s["queues"]["queues"], "the workload has no BOs, mappings or queues",
                False)
     run.dump([pid for _, pid in procs])
+    started = "amdgpu_plugin: guardian started (pid "
+    if not run.verbosity or run.plugin_for("dump") != run.args.plugin:
+        started = ""  # no debug lines, or upstream's plugin
+    expect(started in open(os.path.join(run.images, "dump.log"), errors="replace").read(),
+           "the dump log does not say the guardian started", False)
     expect(not guardians(), f"guardian processes left after the dump: {guardians()}", False)
     run.restore(procs[0][1])
     expect(not guardians(), f"guardian processes left after the restore: {guardians()}")
