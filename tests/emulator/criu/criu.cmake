@@ -126,6 +126,9 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   endforeach()
   kfdemu_realcriu_test(${_ver} dump_termed_MI100 dump-termed MI100)
   kfdemu_realcriu_test(${_ver} dump_timeout_2xMI210 dump-timeout 2xMI210)
+  # A parent and a child: killed during the child's copy, after the
+  # parent's (criu-dev: the parent still paused, after its copy).
+  kfdemu_realcriu_test(${_ver} dump_killed_tree_2xMI210 dump-killed-tree 2xMI210)
   # Interop with upstream's plugin built from the same CRIU sources
   # (scripts/build-criu.sh's upstream-plugins.txt): upstream's dumps and
   # ours restores, and the reverse; every BO on the GPU it was dumped from.

@@ -114,6 +114,12 @@ dump-killed, dump-termed, dump-timeout
                 an SDMA copy, a fence and a TRAP-signalled event wait
                 through a KFD SDMA user queue, which never runs while the
                 queues are paused.
+dump-killed-tree  dump-killed for a parent and a child (workload --tree
+                --user-queue), CRIU killed during the child's copy after
+                the parent's KFD image was written (under criu-dev the
+                parent is still paused then: after its copy, before its
+                unpause): every process paused then is resumed within 1 s
+                and both complete their user-queue work.
 restore-killed  a good dump (no guardian left after it), then CRIU's restore
                 SIGKILLed during its GPU copy (the same slow machine): within
                 2 s the restored task is gone (killed by the guardian: its
@@ -324,7 +330,7 @@ def daemon_connections(pid):
 # The workload's mode per scenario (see workload.cpp).
 WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd-gem"], "stream": ["--kfd-gem"],
                   "dump-killed": ["--user-queue"], "dump-termed": ["--user-queue"], "dump-timeout": ["--user-queue"],
-                  "restore-killed": ["--user-queue"]}
+                  "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"]}
 
 
 def queue_sig(q):
@@ -485,7 +491,8 @@ class Run:
 
     def dirs(self):
         """The workload directories: the process's, and its child's (tree)."""
-        return [self.work] + ([os.path.join(self.work, "child")] if self.args.scenario == "tree" else [])
+        tree = "--tree" in WORKLOAD_FLAGS.get(self.args.scenario, [])
+        return [self.work] + ([os.path.join(self.work, "child")] if tree else [])
 
     def start(self):
         """Starts the workload; returns [(dir, pid)] once all are ready."""
@@ -1086,7 +1093,7 @@ def dmabuf_round_trip(run, root):
 # CRIU killed half-way: the plugin's guardian (plugin/guardian.h)
 # --------------------------------------------------------------------------
 
-KILL_SCENARIOS = ("dump-killed", "dump-termed", "dump-timeout", "restore-killed")
+KILL_SCENARIOS = ("dump-killed", "dump-termed", "dump-timeout", "restore-killed", "dump-killed-tree")
 KILL_SDMA_GBPS = 0.2  # per engine, as bench/bench.py bench_machine() writes it
 KILL_VRAM_MIB = 256   # per GPU: about 1.3 s of copy at that rate
 GUARDIAN_COMM = "amdgpu-guard"
@@ -1154,7 +1161,7 @@ def queues_running(emu, pid):
 
 def kill_criu(p, how):
     """Ends CRIU as `how` says; returns its exit status."""
-    if how == "dump-killed":
+    if how in ("dump-killed", "dump-killed-tree"):
         p.send_signal(signal.SIGKILL)
     else:
         # dump-termed: CRIU's own SIGTERM; dump-timeout: timeout passes it
@@ -1169,38 +1176,50 @@ def kill_criu(p, how):
 
 
 def dump_killed(run, how):
+    """dump-killed, -termed, -timeout: one process, killed during its copy.
+    dump-killed-tree: a parent and a child, killed during the child's copy,
+    after the parent's KFD image was written (under criu-dev the parent is
+    still paused then: after its copy, before the unpause)."""
     procs = run.start()
-    (d, pid), = procs
-    p = criu_popen(run, "dump", ["-t", str(pid)], "dump.log", timeout_wrap=how == "dump-timeout")
-    copying = lambda: temp_files(run.images) or p.poll() is not None
+    pids = [pid for _, pid in procs]
+    p = criu_popen(run, "dump", ["-t", str(pids[0])], "dump.log", timeout_wrap=how == "dump-timeout")
+    kfd_images = lambda: [n for n in os.listdir(run.images) if re.fullmatch(r"amdgpu-kfd-\d+\.img", n)]
+    want_images = len(procs) - 1  # a tree: the first process's copy is over
+    copying = lambda: (temp_files(run.images) and len(kfd_images()) >= want_images) or p.poll() is not None
     expect(wait_for(copying, 60, "the dump's GPU copy"), "the dump's copy never started", False)
     expect(p.poll() is None, f"criu dump ended ({p.returncode}) before its copy could be interrupted", False)
-    q = run.emu.ctl("queues", pid)
-    expect(q.get("state") == "paused", f"queues of {pid} not paused during the dump's copy: {q}", False)
+    paused = [pid for pid in pids if run.emu.ctl("queues", pid).get("state") == "paused"]
+    expect(pids[-1] in paused, f"queues of {pids[-1]} not paused during its copy: {run.emu.ctl('queues', pids[-1])}",
+           False)
     g = guardians()
     expect(len(g) == 1, f"guardian processes during the dump: {g} (want exactly one)", False)
     tmps = temp_files(run.images)
     rc = kill_criu(p, how)
     t0 = time.monotonic()
-    log(f"criu dump ({how}) ended with {rc} during the copy; temporary files then: {tmps}; guardian {g[0]}")
-    running = wait_for(lambda: queues_running(run.emu, pid), 1.0)
+    log(f"criu dump ({how}) ended with {rc} during the copy; paused then: {paused}; KFD images then: "
+        f"{kfd_images()}; temporary files then: {tmps}; guardian {g[0]}")
+    running = wait_for(lambda: all(queues_running(run.emu, pid) for pid in pids), 1.0)
     took = time.monotonic() - t0
     if not running:
         log(f"guardian log: {guardian_log(run.images)!r}")
-    expect(running, f"queues of {pid} not running 1 s after CRIU ended: {run.emu.ctl('queues', pid)}, "
-           f"{run.emu.process(pid)}", False)
-    log(f"queues of {pid} active {took:.3f} s after CRIU ended")
+    expect(running, "queues not running 1 s after CRIU ended: " +
+           "; ".join(f"{run.emu.ctl('queues', pid)}, {run.emu.process(pid)}" for pid in pids), False)
+    log(f"queues of {pids} active {took:.3f} s after CRIU ended")
     expect(wait_for(lambda: not temp_files(run.images), 2.0),
            f"temporary files left in the image directory: {temp_files(run.images)}", False)
     expect(wait_for(lambda: not guardians(), 2.0), f"guardian processes left 2 s after: {guardians()}", False)
     said = guardian_log(run.images)
     log(f"guardian log:\n{said.rstrip()}")
-    expect(f"pid {pid}: GPU queues resumed (UNPAUSE)" in said, "the guardian's log does not say it unpaused", False)
+    for pid in paused:
+        expect(f"pid {pid}: GPU queues resumed (UNPAUSE)" in said, f"the guardian's log does not say it unpaused {pid}",
+               False)
     for t in tmps:
         expect(f"removed the temporary file {t}" in said, f"the guardian's log does not name {t}", False)
-    expect(alive(pid) and run.wl.poll() is None, f"the workload {pid} did not survive", False)
-    v = verdict(d, pid)
-    expect(v == "OK", f"workload {pid} after CRIU was killed: {v}", False)
+    for pid in pids:
+        expect(alive(pid), f"the workload {pid} did not survive", False)
+    for d, pid in reversed(procs):  # the child's first: the parent's verdict waits for it
+        v = verdict(d, pid)
+        expect(v == "OK", f"workload {pid} after CRIU was killed: {v}", False)
     run.wl.wait(timeout=30)
 
 
@@ -1270,7 +1289,7 @@ def inside(args, criu):
             restore_failure(run, "fault")
         elif args.scenario == "restore-copy-fault":
             restore_failure(run, "copy")
-        elif args.scenario in ("dump-killed", "dump-termed", "dump-timeout"):
+        elif args.scenario in ("dump-killed", "dump-termed", "dump-timeout", "dump-killed-tree"):
             dump_killed(run, args.scenario)
         elif args.scenario == "restore-killed":
             restore_killed(run)
