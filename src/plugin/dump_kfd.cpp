@@ -47,7 +47,8 @@ std::optional<ProcStatus> read_status(const std::string &pid)
 		} else if (std::sscanf(line, "TracerPid: %ld", &v) == 1) {
 			st.tracer = static_cast<pid_t>(v);
 		} else if (std::strncmp(line, "NSpid:", 6) == 0) {
-			for (char *tok = std::strtok(line + 6, " \t\n"); tok; tok = std::strtok(nullptr, " \t\n"))
+			char *save = nullptr;
+			for (char *tok = strtok_r(line + 6, " \t\n", &save); tok; tok = strtok_r(nullptr, " \t\n", &save))
 				st.innermost = static_cast<pid_t>(std::atol(tok));
 		}
 	}

@@ -113,7 +113,6 @@ private:
 	std::vector<PausedTarget> paused_;
 	std::vector<std::string> temps_;
 	std::vector<RestoredTask> tasks_;
-	bool any_resumed_ = false;
 };
 
 // The pid a pidfd refers to, in our pid namespace (its fdinfo's "Pid:").
@@ -188,7 +187,6 @@ void GuardianProcess::handle(const Wire &w, std::vector<UniqueFd> fds)
 		break;
 	case Kind::Resumed:
 		std::erase_if(tasks_, [&](const RestoredTask &t) { return t.pid == w.pid; });
-		any_resumed_ = true;
 		if (stage_ == Guardian::Stage::Restore && tasks_.empty())
 			_exit(0); // every task with GPU state is resumed: nothing to guard
 		break;
@@ -204,9 +202,11 @@ void GuardianProcess::run()
 	for (;;) {
 		pollfd p[2] = {{criu_.get(), POLLIN, 0}, {plugin_gone_ ? -1 : chan_.get(), POLLIN, 0}};
 		if (::poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			repair(); // cannot watch any more: act as if CRIU had ended
+			// Acting now could unpause or kill under a live CRIU:
+			// wait and watch again instead.
+			if (errno != EINTR)
+				::usleep(10000);
+			continue;
 		}
 		if (p[0].revents) {
 			// Whatever the plugin sent before CRIU ended counts.
