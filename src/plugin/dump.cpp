@@ -209,13 +209,13 @@ void DumpSession::finish(int ret)
 	}
 	if (ret != 0)
 		discard_created("the dump failed");
+	else if (totals_ && totals_->any())
+		log_notice("%s", totals_->line(true, env_.config).c_str());
 	if (guardian_) {
 		if (auto st = guardian_->finish(); !st)
 			log_warn("%s", st.error().message().c_str());
 		guardian_.reset();
 	}
-	else if (totals_ && totals_->any())
-		log_notice("%s", totals_->line(true, env_.config).c_str());
 }
 
 } // namespace amdcr
