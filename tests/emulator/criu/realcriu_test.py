@@ -1185,7 +1185,14 @@ def dump_killed(run, how):
     p = criu_popen(run, "dump", ["-t", str(pids[0])], "dump.log", timeout_wrap=how == "dump-timeout")
     kfd_images = lambda: [n for n in os.listdir(run.images) if re.fullmatch(r"amdgpu-kfd-\d+\.img", n)]
     want_images = len(procs) - 1  # a tree: the first process's copy is over
-    copying = lambda: (temp_files(run.images) and len(kfd_images()) >= want_images) or p.poll() is not None
+
+    def copying():
+        # A pages file of a KFD file whose image is not written yet is
+        # being copied (other temporary files come and go between copies).
+        done = {re.fullmatch(r"amdgpu-kfd-(\d+)\.img", n).group(1) for n in kfd_images()}
+        busy = {m.group(1) for m in (re.match(r"\.amdgpu-pages-(\d+)-", n) for n in temp_files(run.images)) if m}
+        return (busy - done and len(done) >= want_images) or p.poll() is not None
+
     expect(wait_for(copying, 60, "the dump's GPU copy"), "the dump's copy never started", False)
     expect(p.poll() is None, f"criu dump ended ({p.returncode}) before its copy could be interrupted", False)
     paused = [pid for pid in pids if run.emu.ctl("queues", pid).get("state") == "paused"]
