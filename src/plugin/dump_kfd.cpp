@@ -58,19 +58,23 @@ std::optional<ProcStatus> read_status(const std::string &pid)
 
 // The pid, in our namespace, of the process CRIU dumps whose pid in its
 // own namespace is `ns_pid` (PROCESS_INFO's): CRIU's thread running this
-// hook ptraces every process it dumps. Tried at `ns_pid` first (no pid
-// namespace), then among all processes.
+// hook ptraces every process it dumps, so it is the process traced by us
+// whose innermost pid is `ns_pid`; tried at `ns_pid` first (no pid
+// namespace), then among all processes. Last, a process traced by us whose
+// pid here is `ns_pid`: the emulated KFD (tests/emulator) answers
+// PROCESS_INFO with the pid in its own namespace, not the target's.
 std::optional<pid_t> dumped_process(uint32_t ns_pid)
 {
 	const pid_t me = ::gettid(), us = ::getpid();
-	auto matches = [&](const std::string &name) {
+	const auto want = static_cast<pid_t>(ns_pid);
+	auto traced = [&](const std::string &name, bool innermost) {
 		auto st = read_status(name);
 		return st && std::to_string(st->tgid) == name && (st->tracer == me || st->tracer == us) &&
-		       st->innermost == static_cast<pid_t>(ns_pid);
+		       (!innermost || st->innermost == want);
 	};
 	const std::string direct = std::to_string(ns_pid);
-	if (matches(direct))
-		return static_cast<pid_t>(ns_pid);
+	if (traced(direct, true))
+		return want;
 	DIR *proc = ::opendir("/proc");
 	if (!proc)
 		return std::nullopt;
@@ -78,12 +82,14 @@ std::optional<pid_t> dumped_process(uint32_t ns_pid)
 	while (const dirent *e = ::readdir(proc)) {
 		if (e->d_name[0] < '1' || e->d_name[0] > '9' || direct == e->d_name)
 			continue;
-		if (matches(e->d_name)) {
+		if (traced(e->d_name, true)) {
 			found = static_cast<pid_t>(std::atol(e->d_name));
 			break;
 		}
 	}
 	::closedir(proc);
+	if (!found && traced(direct, false))
+		found = want;
 	return found;
 }
 
