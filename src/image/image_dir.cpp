@@ -72,6 +72,8 @@ Result<AtomicFile> ImageDir::create(const std::string &name) const
 	}
 	for (int attempt = 0; attempt < 16; attempt++) {
 		std::string temp = "." + name + ".tmp-" + random_suffix();
+		if (temp_observer_)
+			temp_observer_(temp);
 		const int fd = ::openat(fd_, temp.c_str(),
 					O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (fd >= 0)

@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,6 +88,10 @@ public:
 
 	// Creates the temporary file for `name` (mode 0600).
 	Result<AtomicFile> create(const std::string &name) const;
+	// Called by create() with each temporary file name just before that
+	// file is created (a dump's guardian removes it if CRIU dies).
+	using TempObserver = std::function<void(const std::string &temp_name)>;
+	void set_temp_observer(TempObserver observer) { temp_observer_ = std::move(observer); }
 	// Opens `name` read-only (O_CLOEXEC). A missing file is ENOENT with a
 	// message naming it.
 	Result<UniqueFd> open_read(const std::string &name) const;
@@ -107,6 +112,7 @@ private:
 	Sync sync_ = Sync::None;
 	uint64_t max_metadata_size_ = kDefaultMaxMetadataSize;
 	std::optional<ImageStreamer> streamer_;
+	TempObserver temp_observer_;
 };
 
 // A file being written under a temporary name; see above.

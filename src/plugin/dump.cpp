@@ -148,6 +148,9 @@ Status DumpSession::unpause_all()
 		} else {
 			log_debug("pid %u: GPU queues resumed", p.pid);
 		}
+		if (guardian_ && p.host_pid > 0)
+			if (auto g = guardian_->unpaused(p.host_pid); !g)
+				log_debug("pid %u: %s", p.pid, g.error().message().c_str());
 	}
 	paused_.clear();
 	return first;
@@ -161,11 +164,30 @@ int DumpSession::dump_devices_late(int /*root_pid*/)
 	return -ENOTSUP;
 }
 
+Result<ImageDir> DumpSession::image_dir() const
+{
+	auto dir = session_image_dir(env_);
+	if (dir)
+		tell_guardian_temp_files(*dir);
+	return dir;
+}
+
+void DumpSession::tell_guardian_temp_files(ImageDir &dir) const
+{
+	if (!guardian_ || dir.streaming())
+		return;
+	const Guardian *g = &*guardian_;
+	dir.set_temp_observer([g](const std::string &temp) {
+		if (auto st = g->temp_file(temp); !st)
+			log_debug("%s", st.error().message().c_str());
+	});
+}
+
 void DumpSession::discard_created(const char *why)
 {
 	if (created_.empty())
 		return;
-	auto images = session_image_dir(env_);
+	auto images = image_dir();
 	if (!images) {
 		log_error("%s, but its %zu image files cannot be removed: %s", why, created_.size(),
 			  images.error().message().c_str());
@@ -201,6 +223,11 @@ void DumpSession::finish(int ret)
 		discard_created("the dump failed");
 	else if (totals_ && totals_->any())
 		log_notice("%s", totals_->line(true, env_.config).c_str());
+	if (guardian_) {
+		if (auto st = guardian_->finish(); !st)
+			log_warn("%s", st.error().message().c_str());
+		guardian_.reset();
+	}
 }
 
 } // namespace amdcr

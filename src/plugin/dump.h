@@ -10,6 +10,11 @@
 // (exit) unpauses them; the destructor does too, so a session can never
 // leave a process paused.
 //
+// A killed CRIU (no exit hook runs): the first pause starts a Guardian
+// (plugin/guardian.h), which is told every paused and unpaused process and
+// every temporary file; if CRIU's process ends before finish(), it
+// unpauses the processes still paused and removes those files.
+//
 // Nothing half-written: every image file a dump writes is listed in
 // created_ before it is written; when a hook of ours fails, and when the
 // dump ends with an error (finish(ret != 0), whichever part of CRIU
@@ -27,7 +32,9 @@
 
 #include "device/kfd.h"
 #include "image/binding.h"
+#include "image/image_dir.h"
 #include "image/render_image.h"
+#include "plugin/guardian.h"
 #include "plugin/session.h"
 #include "plugin/summary.h"
 #include "topology/topology.h"
@@ -55,7 +62,8 @@ public:
 private:
 	struct Paused {
 		Kfd kfd; // our dup of the target's /dev/kfd file
-		uint32_t pid = 0;
+		uint32_t pid = 0;   // in the target's pid namespace (PROCESS_INFO's)
+		pid_t host_pid = 0; // in ours, when known (the guardian watches it)
 		int id = 0;
 	};
 
@@ -79,6 +87,15 @@ private:
 	const Topology *topology();
 	const TopologyNode *amd_render_gpu(const struct stat &st);
 	Status unpause_all();
+	// The image directory of this hook (session_image_dir), telling the
+	// guardian (when there is one) each temporary file it creates.
+	Result<ImageDir> image_dir() const;
+	// From now on `dir` tells the guardian (if any) its temporary files.
+	void tell_guardian_temp_files(ImageDir &dir) const;
+	// Paused process `p` under the guardian's watch (sets p.host_pid),
+	// the guardian started first if need be. Not watched (logged) when it
+	// cannot be: the dump goes on.
+	void guard(Paused &p);
 	void claim();
 	// The binding of this dump's image for CRIU file `id`: the dump's
 	// identity (drawn with its first GPU file) and the file id.
@@ -107,6 +124,8 @@ private:
 	};
 	std::map<std::pair<uint64_t, uint64_t>, SeenBo> shared_bos_;
 	bool claimed_ = false;
+	// Started at the first pause (plugin/guardian.h); finish() ends it.
+	std::optional<Guardian> guardian_;
 };
 
 } // namespace amdcr

@@ -59,7 +59,7 @@ Result<SharedBo> DumpSession::share_bo(int dmabuf, SharedBo first, uint32_t hand
 	if (auto it = shared_bos_.find(key); it != shared_bos_.end()) {
 		// A streamed restore reads each file once, in its task, and
 		// cannot count a BO's holders before it forks them.
-		if (auto images = session_image_dir(env_); images && images->streaming())
+		if (auto images = image_dir(); images && images->streaming())
 			return make_error(ENOTSUP,
 					  "BO of %" PRIu64 " bytes (handle %u) is "
 					  "held by several files (a shared dma-buf), "
@@ -130,7 +130,7 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 		}
 	}
 	*ours = true;
-	auto images = session_image_dir(env_);
+	auto images = image_dir();
 	if (!images)
 		return std::move(images).error();
 	if (images->streaming())

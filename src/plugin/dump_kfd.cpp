@@ -4,10 +4,17 @@
 // buffers' contents.
 #include "plugin/dump.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
 
 #include "base/log.h"
 #include "copy/gpu_copy.h"
@@ -18,11 +25,104 @@
 
 namespace amdcr {
 
+namespace {
+
+// The fields of /proc/<pid>/status a dumped process is found by.
+struct ProcStatus {
+	pid_t tgid = 0;
+	pid_t tracer = 0;
+	pid_t innermost = 0; // NSpid's last: the pid in its own namespace
+};
+
+std::optional<ProcStatus> read_status(const std::string &pid)
+{
+	FILE *f = std::fopen(("/proc/" + pid + "/status").c_str(), "re");
+	if (!f)
+		return std::nullopt;
+	ProcStatus st;
+	char line[512];
+	while (std::fgets(line, sizeof(line), f)) {
+		long v = 0;
+		if (std::sscanf(line, "Tgid: %ld", &v) == 1) {
+			st.tgid = static_cast<pid_t>(v);
+		} else if (std::sscanf(line, "TracerPid: %ld", &v) == 1) {
+			st.tracer = static_cast<pid_t>(v);
+		} else if (std::strncmp(line, "NSpid:", 6) == 0) {
+			char *save = nullptr;
+			for (char *tok = strtok_r(line + 6, " \t\n", &save); tok; tok = strtok_r(nullptr, " \t\n", &save))
+				st.innermost = static_cast<pid_t>(std::atol(tok));
+		}
+	}
+	std::fclose(f);
+	return st;
+}
+
+// The pid, in our namespace, of the process CRIU dumps whose pid in its
+// own namespace is `ns_pid` (PROCESS_INFO's): CRIU's thread running this
+// hook ptraces every process it dumps, so it is the process traced by us
+// whose innermost pid is `ns_pid`; tried at `ns_pid` first (no pid
+// namespace), then among all processes.
+std::optional<pid_t> dumped_process(uint32_t ns_pid)
+{
+	const pid_t me = ::gettid(), us = ::getpid();
+	const auto want = static_cast<pid_t>(ns_pid);
+	auto traced = [&](const std::string &name) {
+		auto st = read_status(name);
+		return st && std::to_string(st->tgid) == name && (st->tracer == me || st->tracer == us) &&
+		       st->innermost == want;
+	};
+	const std::string direct = std::to_string(ns_pid);
+	if (traced(direct))
+		return want;
+	std::unique_ptr<DIR, int (*)(DIR *)> proc(::opendir("/proc"), ::closedir);
+	if (!proc)
+		return std::nullopt;
+	while (const dirent *e = ::readdir(proc.get())) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' || direct == e->d_name)
+			continue;
+		if (traced(e->d_name))
+			return static_cast<pid_t>(std::atol(e->d_name));
+	}
+	return std::nullopt;
+}
+
+} // namespace
+
+void DumpSession::guard(Paused &p)
+{
+	const uint32_t pid = p.pid;
+	const auto host = dumped_process(pid);
+	if (!host) {
+		log_debug("pid %u: no process traced by us has that pid; no guardian watches it", pid);
+		return;
+	}
+	if (!guardian_) {
+		std::optional<int> dir_fd;
+		if (auto dir = session_image_dir(env_); dir && !dir->streaming())
+			dir_fd = dir->fd();
+		auto g = Guardian::start(Guardian::Stage::Dump, dir_fd.value_or(-1));
+		if (!g) {
+			log_warn("pid %u: if CRIU is killed now its GPU queues stay paused: %s", pid,
+				 g.error().message().c_str());
+			return;
+		}
+		guardian_.emplace(std::move(*g));
+		log_debug("guardian started (pid %d)", static_cast<int>(guardian_->pid()));
+	}
+	if (auto st = guardian_->paused(p.kfd, *host); !st) {
+		log_warn("pid %u: if CRIU is killed now its GPU queues stay paused: %s", pid,
+			 st.error().message().c_str());
+		return;
+	}
+	p.host_pid = *host;
+	log_debug("pid %u: the guardian watches it (pid %d here)", pid, static_cast<int>(*host));
+}
+
 Status DumpSession::dump_kfd(int fd, int id)
 {
 	if (auto st = check_kfd_criu_support(env_.paths); !st)
 		return st;
-	auto images = session_image_dir(env_);
+	auto images = image_dir();
 	if (!images)
 		return std::move(images).error();
 
@@ -35,10 +135,12 @@ Status DumpSession::dump_kfd(int fd, int id)
 	auto info = target.process_info();
 	if (!info)
 		return std::move(info).error();
-	paused_.push_back({std::move(target), info->pid, id});
+	paused_.push_back({std::move(target), info->pid, 0, id});
 	const Kfd &kfd = paused_.back().kfd;
 	log_debug("pid %u: GPU queues paused (%u GPUs, %u BOs, %u objects)", info->pid, info->num_devices,
 		 info->num_bos, info->num_objects);
+	guard(paused_.back());
+	tell_guardian_temp_files(*images);
 
 	const Topology *topo = topology();
 	if (!topo)

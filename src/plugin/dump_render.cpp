@@ -54,7 +54,7 @@ Result<DrmBo> describe_bo(int fd, const GemBoInfo &h, uint32_t minor)
 
 Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 {
-	auto images = session_image_dir(env_);
+	auto images = image_dir();
 	if (!images)
 		return std::move(images).error();
 	const uint32_t minor = gpu.drm_render_minor;

@@ -420,6 +420,14 @@ Result<RenderNodeImage> RestoreSession::take_render_image(const ImageDir &images
 
 int RestoreSession::prepare()
 {
+	const int ret = prepare_checkpoint();
+	if (ret == 0 && !guardian_)
+		start_guardian(); // before CRIU forks any task
+	return ret;
+}
+
+int RestoreSession::prepare_checkpoint()
+{
 	if (state_ == State::Unprepared) {
 		if (auto st = load_and_map(); !st) {
 			log_error("restore refused before any GPU state was changed: %s",
@@ -534,7 +542,7 @@ int RestoreSession::restore_ext_file(int id, bool *retry_needed)
 	if (retry_needed)
 		*retry_needed = false;
 	if (state_ == State::Unprepared)
-		(void)prepare();
+		(void)prepare_checkpoint(); // in a task: no guardian from here
 	if (!active())
 		return -ENOTSUP;
 	UniqueFd out;
@@ -545,12 +553,15 @@ int RestoreSession::restore_ext_file(int id, bool *retry_needed)
 		st = std::move(images).error();
 	} else if (streamed_) {
 		bool ours = true;
+		report_task_to_guardian(); // too soon for a file not ours: harmless
 		st = restore_streamed(*images, id, &out, &ours);
 		if (st && !ours)
 			return -ENOTSUP; // not a file of ours
 	} else if (kfd_images_.count(id)) {
+		report_task_to_guardian();
 		st = restore_kfd(*images, id, &out);
 	} else if (dmabuf_ids_.count(id)) {
+		report_task_to_guardian();
 		st = restore_dmabuf(*images, id, &out);
 	} else if (auto exists = images->exists(render_image_name(id)); !exists) {
 		st = std::move(exists).error();
@@ -563,6 +574,7 @@ int RestoreSession::restore_ext_file(int id, bool *retry_needed)
 			 id, kfd_image_name(id).c_str(), render_image_name(id).c_str(), dmabuf_image_name(id).c_str());
 		return -ENOTSUP;
 	} else {
+		report_task_to_guardian();
 		st = restore_render(*images, id, &out);
 	}
 	if (!st) {
@@ -655,9 +667,12 @@ int RestoreSession::resume_devices_late(int pid)
 	if (!st) {
 		if (st.error().code() != ESRCH) // ESRCH: no GPU state in that process
 			log_error("pid %d: GPU queues not resumed: %s", pid, st.error().message().c_str());
+		else
+			tell_guardian_resumed(pid);
 		return -ENOTSUP;
 	}
 	log_debug("pid %d: GPU queues resumed", pid);
+	tell_guardian_resumed(pid);
 	return -ENOTSUP;
 }
 
@@ -668,6 +683,7 @@ void RestoreSession::finish(int ret)
 	render_files_.clear();
 	extra_render_files_.clear();
 	render_file_use_.clear();
+	finish_guardian();
 	if (ret == 0 && totals_ && totals_->any())
 		log_notice("%s", totals_->line(false, env_.config).c_str());
 }

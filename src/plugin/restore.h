@@ -21,6 +21,13 @@
 // process, which copies them in while the tasks go on; a task's queues are
 // resumed only after its copies are done and their checksums matched
 // (plugin/parallel_restore.h).
+//
+// A CRIU killed half-way leaves the tasks it restored running, their GPU
+// memory perhaps partly copied: prepare() starts a Guardian
+// (plugin/guardian.h; restore_guardian.cpp), every task tells it, through
+// CRIU's fdstore, before its first GPU file creates state, and CRIU's main
+// process tells it each task it resumed; if CRIU's process ends before
+// finish(), the guardian SIGKILLs the tasks not resumed.
 #pragma once
 
 #include <sys/types.h>
@@ -40,6 +47,7 @@
 #include "image/kfd_image.h"
 #include "image/criu_images.h"
 #include "image/render_image.h"
+#include "plugin/guardian.h"
 #include "plugin/parallel_restore.h"
 #include "plugin/session.h"
 #include "plugin/shared_bos.h"
@@ -96,6 +104,8 @@ private:
 		int fd() const { return ours.valid() ? ours.get() : borrowed; }
 	};
 
+	// prepare() without starting the guardian.
+	int prepare_checkpoint();
 	// prepare()'s work; Active, Inactive or an error.
 	Status load_and_map();
 	// The GPU mapping of the checkpointed `devices` (by node id; `held`:
@@ -175,6 +185,16 @@ private:
 
 	// The parallel restore (prepare()), when it is on and possible.
 	void set_up_parallel();
+	// restore_guardian.cpp. Main process, in prepare(): the guardian and
+	// its channel in CRIU's fdstore (neither when CRIU has no fdstore).
+	void start_guardian();
+	// In a restored task, before its first GPU file: the guardian learns
+	// it will hold GPU state (once per task).
+	void report_task_to_guardian();
+	// Main process: task `pid` resumed (or has no GPU state).
+	void tell_guardian_resumed(int pid);
+	// Main process, finish(): the guardian exits.
+	void finish_guardian();
 	// The copy jobs of KFD file `id`, one per GPU, the buffers with
 	// contents taking `dmabufs` (borrowed) in image order.
 	Result<std::vector<GpuCopyJob>> kfd_copy_jobs(int id, std::span<const int> dmabufs) const;
@@ -230,6 +250,11 @@ private:
 	std::map<int, RenderNodeImage> render_images_;	// loaded by prepare(), by file id
 	std::unique_ptr<ParallelRestore> parallel_;	// null: each task copies its own
 	bool parallel_checked_ = false;			// its outcome was checked (and logged)
+	// Main process only (a task's copy of it is never used): see
+	// restore_guardian.cpp.
+	std::optional<Guardian> guardian_;
+	int guardian_store_id_ = -1;	// the guardian's channel in CRIU's fdstore
+	pid_t reported_to_guardian_ = 0; // the task that told it (restored tasks)
 };
 
 } // namespace amdcr

@@ -350,6 +350,11 @@ def phase_first(args, rc, emu, work):
         pm.run("container", "checkpoint", "--keep", "gpu")
         plugin_dump = plugin_lines(os.path.join(work, "storage"), "")
         rc.expect(plugin_dump, "the dump log has no line of amdgpu_plugin: was it loaded through org.criu.config?")
+        # The paused process is found in the container's pid namespace
+        # (NSpid), so the guardian of a killed CRIU watches it.
+        rc.expect(any("guardian started" in l for l in plugin_dump) and
+                  not any("no guardian watches it" in l for l in plugin_dump),
+                  f"no guardian watched the container's process: {plugin_dump}")
         pm.run("container", "restore", "--keep", "gpu")
     except Failure:
         show_criu_logs(rc, os.path.join(work, "storage"))

@@ -120,6 +120,20 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # amdgpu-img verify agrees.
   kfdemu_realcriu_test(${_ver} mixed_MI100 mixed MI100 --amdgpu-img $<TARGET_FILE:amdgpu-img>)
   kfdemu_realcriu_test(${_ver} mixed_2xMI210 mixed 2xMI210 --amdgpu-img $<TARGET_FILE:amdgpu-img>)
+  # CRIU killed half-way (slow SDMA, a 256 MiB VRAM BO per GPU): the
+  # plugin's guardian resumes the paused queues and removes the temporary
+  # files of a killed dump (SIGKILL, SIGTERM, coreutils timeout), and kills
+  # the partly restored task of a killed restore; the process's next SDMA
+  # user-queue copy and event wait complete; no guardian is left.
+  foreach(_m MI100 2xMI210)
+    kfdemu_realcriu_test(${_ver} dump_killed_${_m} dump-killed ${_m})
+    kfdemu_realcriu_test(${_ver} restore_killed_${_m} restore-killed ${_m})
+  endforeach()
+  kfdemu_realcriu_test(${_ver} dump_termed_MI100 dump-termed MI100)
+  kfdemu_realcriu_test(${_ver} dump_timeout_2xMI210 dump-timeout 2xMI210)
+  # A parent and a child: killed during the child's copy, after the
+  # parent's (criu-dev: the parent still paused, after its copy).
+  kfdemu_realcriu_test(${_ver} dump_killed_tree_2xMI210 dump-killed-tree 2xMI210)
   # Interop with upstream's plugin built from the same CRIU sources
   # (scripts/build-criu.sh's upstream-plugins.txt): upstream's dumps and
   # ours restores, and the reverse; every BO on the GPU it was dumped from.

@@ -13,7 +13,8 @@ Each scenario runs under `kfd-emu --machine NAME` the workload
 adapter first, then the plugin under test), and checks (see README.md,
 "Real CRIU"):
 
-roundtrip       dump + restore (same daemon, same pid). Restored: the fd
+roundtrip       dump + restore (same daemon, same pid); after each, no
+                guardian process (plugin/guardian.h) is left. Restored: the fd
                 table equals the dumped one by number and target (daemon
                 connections: the same numbers, connected to the daemon
                 before and after, nothing else); every BO has its dumped
@@ -99,6 +100,32 @@ refused-8xMI300X  other-machine from MACHINE onto the 8xMI300X node, where no
 sdma-timeout    dump-fault with the SDMA engine hung (`sdma:nth=1:hang`) and
                 KFD_SDMA_TIMEOUT=1: the dump fails within seconds with the
                 plugin's error naming KFD_SDMA_TIMEOUT and the 1 s limit.
+dump-killed, dump-termed, dump-timeout
+                CRIU killed during the dump's GPU copy (SIGKILL; SIGTERM;
+                SIGTERM to coreutils timeout, which passes it to its whole
+                process group) on a machine with slow SDMA (sdma_gbps 0.2,
+                KFDEMU_WORKLOAD_VRAM_MIB=256), once the pages file is being
+                written and the process is paused, with exactly one
+                guardian (comm amdgpu-guard) running: within 1 s its queues
+                are active again (not paused, not evicted), no temporary
+                file is left, within 2 s no guardian is left, the guardian's
+                log (amdgpu-guardian.log beside the images) says what it
+                did, and the process (workload --user-queue) then completes
+                an SDMA copy, a fence and a TRAP-signalled event wait
+                through a KFD SDMA user queue, which never runs while the
+                queues are paused.
+dump-killed-tree  dump-killed for a parent and a child (workload --tree
+                --user-queue), CRIU killed during the child's copy after
+                the parent's KFD image was written (under criu-dev the
+                parent is still paused then: after its copy, before its
+                unpause): every process paused then is resumed within 1 s
+                and both complete their user-queue work.
+restore-killed  a good dump (no guardian left after it), then CRIU's restore
+                SIGKILLed during its GPU copy (the same slow machine): within
+                2 s the restored task is gone (killed by the guardian: its
+                GPU memory was only partly copied), the model holds no
+                process, nothing of ours runs, no guardian is left, and the
+                guardian's log says it killed the task.
 broken-vma-map  the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a
                 page (KFDEMU_ADAPTER_BREAK_VMA_MAP=1): passes only if the
                 dump succeeds and the restore or the restored process fails.
@@ -317,7 +344,9 @@ def daemon_connections(pid):
 
 # The workload's mode per scenario (see workload.cpp).
 WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd-gem"], "stream": ["--kfd-gem"],
-                  "queue-state": ["--queue-state"]}
+                  "queue-state": ["--queue-state"],
+                  "dump-killed": ["--user-queue"], "dump-termed": ["--user-queue"], "dump-timeout": ["--user-queue"],
+                  "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"]}
 
 
 def queue_sig(q):
@@ -482,7 +511,8 @@ class Run:
 
     def dirs(self):
         """The workload directories: the process's, and its child's (tree)."""
-        return [self.work] + ([os.path.join(self.work, "child")] if self.args.scenario == "tree" else [])
+        tree = "--tree" in WORKLOAD_FLAGS.get(self.args.scenario, [])
+        return [self.work] + ([os.path.join(self.work, "child")] if tree else [])
 
     def start(self):
         """Starts the workload; returns [(dir, pid)] once all are ready."""
@@ -626,7 +656,14 @@ def round_trip(run):
         expect(s["bos"] and s["vmas"] and s["queues"]["queues"], "the workload has no BOs, mappings or queues",
                False)
     run.dump([pid for _, pid in procs])
+    started = "amdgpu_plugin: guardian started (pid "
+    if not run.verbosity or run.plugin_for("dump") != run.args.plugin:
+        started = ""  # no debug lines, or upstream's plugin
+    expect(started in open(os.path.join(run.images, "dump.log"), errors="replace").read(),
+           "the dump log does not say the guardian started", False)
+    expect(not guardians(), f"guardian processes left after the dump: {guardians()}", False)
     run.restore(procs[0][1])
+    expect(not guardians(), f"guardian processes left after the restore: {guardians()}")
     for _, pid in procs:
         check_restored(run.emu, pid, before[pid])
     run.verdicts(procs)
@@ -1223,12 +1260,183 @@ def mixed_case(run, a, b, what, change, outcome):
 # Driver
 # --------------------------------------------------------------------------
 
+# --------------------------------------------------------------------------
+# CRIU killed half-way: the plugin's guardian (plugin/guardian.h)
+# --------------------------------------------------------------------------
+
+KILL_SCENARIOS = ("dump-killed", "dump-termed", "dump-timeout", "restore-killed", "dump-killed-tree")
+KILL_SDMA_GBPS = 0.2  # per engine, as bench/bench.py bench_machine() writes it
+KILL_VRAM_MIB = 256   # per GPU: about 1.3 s of copy at that rate
+GUARDIAN_COMM = "amdgpu-guard"
+GUARDIAN_LOG = "amdgpu-guardian.log"
+
+
+def slow_machine(work, profile):
+    """`profile`'s machine file with slow SDMA engines and VRAM backed at
+    allocation, as bench/bench.py bench_machine() writes it."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "profiles", profile + ".machine")
+    lines = []
+    for line in open(src):
+        lines.append(line.rstrip("\n"))
+        if line.startswith("gpu "):
+            lines += [f"  sdma_gbps {KILL_SDMA_GBPS:g}", "  vram_resident 1"]
+    path = os.path.join(work, f"{profile}-slow.machine")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def guardians():
+    """Guardian processes that are ours: an orphaned guardian's parent is
+    the nearest subreaper, this process (ended ones are reaped first)."""
+    out = []
+    for k in reap_children():
+        try:
+            with open(f"/proc/{k}/comm") as f:
+                if f.read().strip() == GUARDIAN_COMM:
+                    out.append(k)
+        except OSError:
+            pass
+    return out
+
+
+def criu_popen(run, action, extra, log_name, timeout_wrap=False):
+    """CRIU as Run.criu_run starts it, not waited for; in a session of its
+    own, so a process-group kill reaches CRIU (and `timeout`) only."""
+    plugin = run.plugin_for(action)
+    cmd = [run.args.wrapper] + (["--plugin", plugin] if plugin else []) + \
+        ["--", run.criu, action] + extra + ["-o", log_name, "-D", run.images] + run.verbosity + ["--link-remap"]
+    if timeout_wrap:
+        cmd = ["timeout", str(CRIU_TIMEOUT)] + cmd
+    return subprocess.Popen(cmd, env=run.env, start_new_session=True)
+
+
+def temp_files(images):
+    return sorted(n for n in os.listdir(images) if n.startswith(".amdgpu-") and ".tmp-" in n)
+
+
+def guardian_log(images):
+    try:
+        with open(os.path.join(images, GUARDIAN_LOG)) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def queues_running(emu, pid):
+    p = emu.process(pid)
+    q = emu.ctl("queues", pid)
+    return p is not None and not p["paused"] and not p["evicted"] and q.get("state") == "active" and \
+        all(x["state"] == "active" for x in q["queues"])
+
+
+def kill_criu(p, how):
+    """Ends CRIU as `how` says; returns its exit status."""
+    if how in ("dump-killed", "dump-killed-tree"):
+        p.send_signal(signal.SIGKILL)
+    else:
+        # dump-termed: CRIU's own SIGTERM; dump-timeout: timeout passes it
+        # on to CRIU and to its whole process group.
+        p.send_signal(signal.SIGTERM)
+    try:
+        return p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        raise Failure(f"CRIU ({how}) did not end within 30 s of its signal", False)
+
+
+def dump_killed(run, how):
+    """dump-killed, -termed, -timeout: one process, killed during its copy.
+    dump-killed-tree: a parent and a child, killed during the child's copy,
+    after the parent's KFD image was written (under criu-dev the parent is
+    still paused then: after its copy, before the unpause)."""
+    procs = run.start()
+    pids = [pid for _, pid in procs]
+    p = criu_popen(run, "dump", ["-t", str(pids[0])], "dump.log", timeout_wrap=how == "dump-timeout")
+    kfd_images = lambda: [n for n in os.listdir(run.images) if re.fullmatch(r"amdgpu-kfd-\d+\.img", n)]
+    want_images = len(procs) - 1  # a tree: the first process's copy is over
+
+    def copying():
+        # A pages file of a KFD file whose image is not written yet is
+        # being copied (other temporary files come and go between copies).
+        done = {re.fullmatch(r"amdgpu-kfd-(\d+)\.img", n).group(1) for n in kfd_images()}
+        busy = {m.group(1) for m in (re.match(r"\.amdgpu-pages-(\d+)-", n) for n in temp_files(run.images)) if m}
+        return (busy - done and len(done) >= want_images) or p.poll() is not None
+
+    expect(wait_for(copying, 60, "the dump's GPU copy"), "the dump's copy never started", False)
+    expect(p.poll() is None, f"criu dump ended ({p.returncode}) before its copy could be interrupted", False)
+    paused = [pid for pid in pids if run.emu.ctl("queues", pid).get("state") == "paused"]
+    expect(pids[-1] in paused, f"queues of {pids[-1]} not paused during its copy: {run.emu.ctl('queues', pids[-1])}",
+           False)
+    g = guardians()
+    expect(len(g) == 1, f"guardian processes during the dump: {g} (want exactly one)", False)
+    tmps = temp_files(run.images)
+    rc = kill_criu(p, how)
+    t0 = time.monotonic()
+    log(f"criu dump ({how}) ended with {rc} during the copy; paused then: {paused}; KFD images then: "
+        f"{kfd_images()}; temporary files then: {tmps}; guardian {g[0]}")
+    running = wait_for(lambda: all(queues_running(run.emu, pid) for pid in pids), 1.0)
+    took = time.monotonic() - t0
+    if not running:
+        log(f"guardian log: {guardian_log(run.images)!r}")
+    expect(running, "queues not running 1 s after CRIU ended: " +
+           "; ".join(f"{run.emu.ctl('queues', pid)}, {run.emu.process(pid)}" for pid in pids), False)
+    log(f"queues of {pids} active {took:.3f} s after CRIU ended")
+    expect(wait_for(lambda: not temp_files(run.images), 2.0),
+           f"temporary files left in the image directory: {temp_files(run.images)}", False)
+    expect(wait_for(lambda: not guardians(), 2.0), f"guardian processes left 2 s after: {guardians()}", False)
+    said = guardian_log(run.images)
+    log(f"guardian log:\n{said.rstrip()}")
+    for pid in paused:
+        expect(f"pid {pid}: GPU queues resumed (UNPAUSE)" in said, f"the guardian's log does not say it unpaused {pid}",
+               False)
+    for t in tmps:
+        expect(f"removed the temporary file {t}" in said, f"the guardian's log does not name {t}", False)
+    for pid in pids:
+        expect(alive(pid), f"the workload {pid} did not survive", False)
+    for d, pid in reversed(procs):  # the child's first: the parent's verdict waits for it
+        v = verdict(d, pid)
+        expect(v == "OK", f"workload {pid} after CRIU was killed: {v}", False)
+    run.wl.wait(timeout=30)
+
+
+def restore_killed(run):
+    procs = run.start()
+    (d, pid), = procs
+    run.dump([pid])
+    expect(not guardians(), f"guardian processes left after the dump: {guardians()}", False)
+    pidfile = os.path.join(run.work, "restored.pid")
+    p = criu_popen(run, "restore", ["-d", "--pidfile", pidfile], "restore.log")
+    restored = lambda: (run.emu.process(pid) or {}).get("restored") or p.poll() is not None
+    expect(wait_for(restored, 60, "the restore's KFD state"), "no KFD state was restored")
+    expect(p.poll() is None, f"criu restore ended ({p.returncode}) before its copy could be interrupted")
+    time.sleep(0.3)  # into the copy
+    expect(p.poll() is None, f"criu restore ended ({p.returncode}) before its copy could be interrupted")
+    g = guardians()
+    expect(len(g) == 1, f"guardian processes during the restore: {g} (want exactly one)")
+    p.send_signal(signal.SIGKILL)
+    rc = p.wait(timeout=30)
+    log(f"criu restore ended with {rc} during the copy; guardian {g[0]}")
+    expect(wait_for(lambda: not alive(pid), 2.0), f"the restored task {pid} still runs 2 s after CRIU was killed")
+    left = [k for k in reap_children() if k not in guardians()]
+    expect(not left, f"processes left after the killed restore: {left}")
+    expect(wait_for(lambda: run.emu.process(pid) is None, 5),
+           f"the model still has process {pid}: {run.emu.process(pid)}")
+    expect(wait_for(lambda: not guardians(), 2.0), f"guardian processes left 2 s after: {guardians()}")
+    said = guardian_log(run.images)
+    log(f"guardian log:\n{said.rstrip()}")
+    expect(f"pid {pid}: killed (SIGKILL)" in said, "the guardian's log does not say it killed the task")
+
+
 def inside(args, criu):
     """Runs in a kfd-emu: the scenario, or one phase of other-machine."""
     sys.path.insert(0, args.realcriu_lib)
     import realcriu
     realcriu.become_subreaper()
     work = args.work
+    if args.scenario in KILL_SCENARIOS:
+        os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(KILL_VRAM_MIB)
     run = Run(args, criu, work)
     try:
         if args.interop:
@@ -1263,6 +1471,10 @@ def inside(args, criu):
             restore_failure(run, "fault")
         elif args.scenario == "restore-copy-fault":
             restore_failure(run, "copy")
+        elif args.scenario in ("dump-killed", "dump-termed", "dump-timeout", "dump-killed-tree"):
+            dump_killed(run, args.scenario)
+        elif args.scenario == "restore-killed":
+            restore_killed(run)
         else:
             raise Failure(f"unknown scenario {args.scenario}")
     finally:
@@ -1329,7 +1541,8 @@ def main():
                     choices=["roundtrip", "tree", "other-machine", "dump-fault", "restore-truncated",
                              "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
-                             "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state"])
+                             "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
+                             *KILL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                        "streamer", "streamer.py"),
@@ -1404,7 +1617,8 @@ def main():
             rc = subprocess.run(second + plan["second"] + ["--"] + me + ["--phase", "restore"]).returncode
         shutil.rmtree(root, ignore_errors=True)
     else:
-        rc = subprocess.run([args.kfd_emu, "--machine", args.machine, "--"] + me + ["--phase", "all"]).returncode
+        machine = slow_machine(work, args.machine) if args.scenario in KILL_SCENARIOS else args.machine
+        rc = subprocess.run([args.kfd_emu, "--machine", machine, "--"] + me + ["--phase", "all"]).returncode
 
     if args.scenario == "broken-vma-map":
         # Only a failure after a good dump counts: the restore or the

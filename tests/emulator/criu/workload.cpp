@@ -4,7 +4,7 @@
 // emulator's realcriu tests (realcriu_test.py). Unmodified libhsakmt 5.2.3
 // and libdrm_amdgpu 2.4.114.
 //
-//   kfdemu_criu_workload [--tree] [--kfd-gem] [--queue-state] DIR | --render [--second-file] DIR
+//   kfdemu_criu_workload [--tree] [--kfd-gem] [--queue-state] [--user-queue] DIR | --render [--second-file] DIR
 //
 // Setup: on every GPU node a VRAM BO (2 MiB; $KFDEMU_WORKLOAD_VRAM_MIB
 // MiB when set, as the benchmark's side by side with upstream's plugin
@@ -25,6 +25,9 @@
 //   GTT BO and read back through its CPU mapping, and it is unmapped and
 //   freed;
 // - the event is set and waited on; the queue is destroyed.
+// --user-queue: the event is not set by the CPU but by a TRAP on a KFD SDMA
+// user queue, after a copy and a fence through it (UserQueue below), which
+// a queue left paused or evicted never runs: the verdict then fails.
 // --kfd-gem: libhsakmt's render-node file of the first GPU also holds GEM
 // BOs the process made through libdrm_amdgpu (RenderSet below), checked
 // after the restore too.
@@ -635,7 +638,76 @@ struct QueueState {
 	}
 };
 
-[[noreturn]] void run(bool gem, bool queue_state)
+// --user-queue: an SDMA user queue of KFD (HSA_QUEUE_SDMA) on the first
+// GPU, which runs only while the process's queues are neither paused nor
+// evicted (unlike libdrm_amdgpu's CS above). After DIR/go one COPY_LINEAR
+// of the GTT BO into a new buffer, a FENCE, and a FENCE into the event's
+// slot plus a TRAP that signal the event go through it; the verdict needs the event within 2 s, the fence
+// and the copied bytes.
+struct UserQueue {
+	static constexpr uint64_t kRing = 16 << 10;
+	Bo mem{};		 // the ring, then the fence (system memory)
+	Bo dst{};		 // the copy's destination
+	HsaQueueResource q{};
+	uint64_t wptr = 0;
+
+	// libhsakmt places an SDMA queue's read and write pointers itself.
+	uint64_t *rptr_slot() const { return q.Queue_read_ptr_aql; }
+	uint64_t *wptr_slot() const { return q.Queue_write_ptr_aql; }
+	volatile uint32_t *fence() const
+	{
+		return reinterpret_cast<uint32_t *>(static_cast<char *>(mem.addr) + kRing);
+	}
+
+	bool create(uint32_t node, uint64_t copy_size, std::string *err)
+	{
+		if (!alloc_bo(0, kRing + 4096, false, &mem, err) || !alloc_bo(0, copy_size, false, &dst, err))
+			return false;
+		std::memset(mem.addr, 0, mem.size);
+		if (HSAKMT_STATUS s = hsaKmtCreateQueue(node, HSA_QUEUE_SDMA, 100, HSA_QUEUE_PRIORITY_NORMAL, mem.addr,
+							 kRing, nullptr, &q);
+		    s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtCreateQueue(SDMA)", s), false;
+		return true;
+	}
+	void put(std::initializer_list<uint32_t> dw)
+	{
+		for (uint32_t v : dw) {
+			std::memcpy(static_cast<char *>(mem.addr) + wptr % kRing, &v, 4);
+			wptr += 4;
+		}
+	}
+	// The copy, fence and trap; true when all three happened.
+	bool run(const Bo &src, HsaEvent *ev, std::string *err)
+	{
+		constexpr uint32_t kOpCopy = 1, kOpFence = 5, kOpTrap = 6, kDone = 0x600dC0DE;
+		const auto s = uint64_t(uintptr_t(src.addr)), d = uint64_t(uintptr_t(dst.addr));
+		const auto f = uint64_t(uintptr_t(fence()));
+		put({kOpCopy, uint32_t(src.size - 1), 0, uint32_t(s), uint32_t(s >> 32), uint32_t(d), uint32_t(d >> 32)});
+		put({kOpFence, uint32_t(f), uint32_t(f >> 32), kDone});
+		// KFD signals an event from an interrupt only when its slot in
+		// the event page is written first (HWData2: the slot's address).
+		const uint64_t slot = ev->EventData.HWData2;
+		put({kOpFence, uint32_t(slot), uint32_t(slot >> 32), ev->EventId});
+		put({kOpTrap, ev->EventId});
+		__atomic_store_n(wptr_slot(), wptr, __ATOMIC_RELEASE);
+		__atomic_store_n(q.Queue_DoorBell_aql, wptr, __ATOMIC_RELEASE);
+		if (HSAKMT_STATUS st = hsaKmtWaitOnEvent(ev, 2000); st != HSAKMT_STATUS_SUCCESS)
+			return *err = status("the SDMA user queue's TRAP did not signal the event within 2 s: "
+					     "hsaKmtWaitOnEvent",
+					     st) +
+				      " (read pointer " + std::to_string(__atomic_load_n(rptr_slot(), __ATOMIC_ACQUIRE)) +
+				      " of " + std::to_string(wptr) + ")",
+			       false;
+		if (*fence() != kDone)
+			return *err = "the SDMA user queue's FENCE was not written", false;
+		if (int64_t at = check(dst.addr, src.size, src.seed); at >= 0)
+			return *err = "the SDMA user queue's copy differs at word " + std::to_string(at), false;
+		return true;
+	}
+};
+
+[[noreturn]] void run(bool gem, bool queue_state, bool user_queue)
 {
 	std::string err;
 	if (HSAKMT_STATUS s = hsaKmtOpenKFD(); s != HSAKMT_STATUS_SUCCESS)
@@ -705,6 +777,10 @@ struct QueueState {
 	if (queue_state && !qs.setup(gpus[0], q.QueueId, &err))
 		finish("FAIL: queue state: " + err);
 
+	UserQueue uq;
+	if (user_queue && !uq.create(gpus[0], gtt.size, &err))
+		finish("FAIL: " + err);
+
 	// --kfd-gem: GEM BOs of its own on libhsakmt's render-node file too.
 	amdgpu_device_handle gem_dev = nullptr;
 	RenderSet gem_set;
@@ -730,10 +806,17 @@ struct QueueState {
 	for (size_t i = 0; i < gpus.size(); i++)
 		if (!gpu_copies(gpus[i], render_fds[i], bos[i], &err))
 			finish("FAIL: after restore: GPU node " + std::to_string(gpus[i]) + ": " + err);
-	if (HSAKMT_STATUS s = hsaKmtSetEvent(ev); s != HSAKMT_STATUS_SUCCESS)
-		finish(status("FAIL: after restore: hsaKmtSetEvent", s));
-	if (HSAKMT_STATUS s = hsaKmtWaitOnEvent(ev, 2000); s != HSAKMT_STATUS_SUCCESS)
-		finish(status("FAIL: after restore: hsaKmtWaitOnEvent", s));
+	if (user_queue) {
+		if (!uq.run(gtt, ev, &err))
+			finish("FAIL: after restore: " + err);
+		if (HSAKMT_STATUS s = hsaKmtDestroyQueue(uq.q.QueueId); s != HSAKMT_STATUS_SUCCESS)
+			finish(status("FAIL: after restore: hsaKmtDestroyQueue(SDMA)", s));
+	} else {
+		if (HSAKMT_STATUS s = hsaKmtSetEvent(ev); s != HSAKMT_STATUS_SUCCESS)
+			finish(status("FAIL: after restore: hsaKmtSetEvent", s));
+		if (HSAKMT_STATUS s = hsaKmtWaitOnEvent(ev, 2000); s != HSAKMT_STATUS_SUCCESS)
+			finish(status("FAIL: after restore: hsaKmtWaitOnEvent", s));
+	}
 	if (queue_state && !qs.verify(q.QueueId, &err))
 		finish("FAIL: after restore: queue state: " + err);
 	if (HSAKMT_STATUS s = hsaKmtDestroyQueue(q.QueueId); s != HSAKMT_STATUS_SUCCESS)
@@ -745,7 +828,7 @@ struct QueueState {
 
 int main(int argc, char **argv)
 {
-	bool tree = false, render = false, gem = false, second = false, queue_state = false;
+	bool tree = false, render = false, gem = false, second = false, queue_state = false, user_queue = false;
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		const std::string a = argv[i];
@@ -759,11 +842,14 @@ int main(int argc, char **argv)
 			second = true;
 		else if (a == "--queue-state")
 			queue_state = true;
+		else if (a == "--user-queue")
+			user_queue = true;
 		else
 			break;
 	}
-	if (argc != i + 1 || (render && (tree || gem || queue_state)) || (second && !render)) {
-		std::fprintf(stderr, "usage: %s [--tree] [--kfd-gem] [--queue-state] DIR | --render [--second-file] DIR\n",
+	if (argc != i + 1 || (render && (tree || gem || queue_state || user_queue)) || (second && !render)) {
+		std::fprintf(stderr,
+			     "usage: %s [--tree] [--kfd-gem] [--queue-state] [--user-queue] DIR | --render [--second-file] DIR\n",
 			     argv[0]);
 		return 2;
 	}
@@ -784,5 +870,5 @@ int main(int argc, char **argv)
 	}
 	if (render)
 		run_render(second);
-	run(gem, queue_state);
+	run(gem, queue_state, user_queue);
 }

@@ -154,9 +154,16 @@ long ModelImpl::criu_op(Caller &c, FileEntry &f, CriuArgs &a)
 		auto it = procs_.find(pid);
 		if (it == procs_.end())
 			return -ESRCH;
-		if (it->second->evict_count > 0)
-			--it->second->evict_count;
-		it->second->evicted = false;
+		// amdgpu_amdkfd_criu_resume(): -EINVAL unless RESTORE blocked the
+		// process's MMU notifications and no RESUME has cleared them yet.
+		// A dump's pause (PROCESS_INFO) is not a restore: only UNPAUSE
+		// ends it, through the target's own file.
+		KfdProcess &p = *it->second;
+		if (!p.restored || !p.evicted)
+			return -EINVAL;
+		if (p.evict_count > 0)
+			--p.evict_count;
+		p.evicted = false;
 		return 0;
 	}
 	auto it = procs_.find(f.kfd_owner);

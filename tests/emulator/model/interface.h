@@ -177,8 +177,10 @@ public:
 	// by this model are therefore refused with EINVAL).
 	virtual std::optional<FileKey> resolve_fd(int caller_fd) = 0;
 
-	// Whether the caller is the ptrace tracer of process `pid` (KFD's rule
-	// for CRIU_OP on another process's context).
+	// Whether the calling thread (identity().tid) is the ptrace tracer of
+	// process `pid`'s leader thread: KFD's rule for CRIU_OP on another
+	// process's context is ptrace_parent(lead_thread) == current, so
+	// another thread of the tracer's process does not count.
 	virtual bool is_tracer_of(pid_t pid) = 0;
 
 	// Whether process `pid` is alive in the caller's pid namespace

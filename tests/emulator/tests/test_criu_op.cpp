@@ -6,7 +6,9 @@
 //   GTT and userptr BOs, maps them, fills them and creates a queue. The
 //   parent ptrace-seizes it, takes its /dev/kfd fd with pidfd_getfd and runs
 //   PROCESS_INFO / CHECKPOINT / UNPAUSE, reading the BOs through the
-//   dma-buf fds CHECKPOINT installed, and saves an image.
+//   dma-buf fds CHECKPOINT installed, and saves an image. While paused:
+//   RESUME of it is -EINVAL and another thread of ours gets -EBADF for
+//   UNPAUSE (only the tracer thread may), and both leave it paused.
 // restore (under kfd-emu B: same machine, other gpu_ids and render minors):
 //   a fresh process opens /dev/kfd and its own render nodes, RESTOREs from
 //   the image, writes the contents through the returned dma-bufs; the master
@@ -29,6 +31,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #ifndef KFDEMU_LAUNCHER
@@ -272,6 +275,31 @@ bool dump(const MachineDesc &m, const std::string &image_path, Image *img, pid_t
 	CHECK(args.priv_data_size > 0);
 	CHECK_EQ(queue_state(child), std::string("paused"));
 
+	// KFD's rules for ending that pause. RESUME (by pid, from any process's
+	// own /dev/kfd) is for restored processes only: -EINVAL, still paused.
+	{
+		int own = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
+		kfd_ioctl_criu_args r{};
+		r.op = KFD_CRIU_OP_RESUME;
+		r.pid = uint32_t(child);
+		CHECK_EQ(kioctl(own, AMDKFD_IOC_CRIU_OP, &r), -EINVAL);
+		::close(own);
+		CHECK_EQ(queue_state(child), std::string("paused"));
+	}
+	// UNPAUSE through the target's file from another thread of the tracer's
+	// process: only the tracer thread itself may (ptrace_parent == current).
+	{
+		int r = 0;
+		std::thread other([&] {
+			kfd_ioctl_criu_args u{};
+			u.op = KFD_CRIU_OP_UNPAUSE;
+			r = kioctl(kfd, AMDKFD_IOC_CRIU_OP, &u);
+		});
+		other.join();
+		CHECK_EQ(r, -EBADF);
+		CHECK_EQ(queue_state(child), std::string("paused"));
+	}
+
 	img->num_devices = args.num_devices;
 	img->num_bos = args.num_bos;
 	img->num_objects = args.num_objects;
@@ -464,6 +492,7 @@ int restore(const std::string &image_path, const MachineDesc &m)
 		CHECK_EQ(kioctl(kfd, AMDKFD_IOC_CRIU_OP, &args), -ESRCH);
 		args.pid = uint32_t(r);
 		CHECK_EQ(kioctl(kfd, AMDKFD_IOC_CRIU_OP, &args), 0);
+		CHECK_EQ(kioctl(kfd, AMDKFD_IOC_CRIU_OP, &args), -EINVAL); // resumed already
 		::close(kfd);
 		char go = 'G';
 		CHECK(::write(down[1], &go, 1) == 1);

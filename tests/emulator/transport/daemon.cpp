@@ -25,6 +25,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -176,12 +177,21 @@ int ProcMemory::write(pid_t tgid, uint64_t addr, const void *src, size_t len)
 	return vm_io(tgid, addr, const_cast<void *>(src), len, true);
 }
 
-bool proc_is_tracer_of(pid_t tracer_tgid, pid_t pid)
+bool proc_is_tracer_of(pid_t tracer_tgid, pid_t tracer_tid, pid_t pid)
 {
+	// /proc/<pid>/status is the leader thread's: its TracerPid is the
+	// tracer *thread* (KFD: ptrace_parent(lead_thread) == current).
 	std::string t = status_field(pid, "TracerPid");
 	if (t.empty() || t == "0")
 		return false;
-	pid_t tracer = pid_t(std::stol(t));
+	const pid_t tracer = pid_t(std::stol(t));
+	std::error_code ec;
+	const bool tid_is_ours = std::filesystem::exists(
+		"/proc/" + std::to_string(tracer_tgid) + "/task/" + std::to_string(tracer_tid), ec);
+	if (tid_is_ours)
+		return tracer == tracer_tid;
+	// The caller's tid is from another pid namespace, which this daemon
+	// cannot translate: any thread of its process counts (laxer than KFD).
 	std::string tg = status_field(tracer, "Tgid");
 	return !tg.empty() && pid_t(std::stol(tg)) == tracer_tgid;
 }
@@ -263,7 +273,7 @@ public:
 		// lock held, and looks the key up in its own file table.
 		return FileKey{st.st_dev, st.st_ino};
 	}
-	bool is_tracer_of(pid_t pid) override { return proc_is_tracer_of(id_.tgid, pid); }
+	bool is_tracer_of(pid_t pid) override { return proc_is_tracer_of(id_.tgid, id_.tid, pid); }
 	pid_t own_ns_pid(pid_t pid) override
 	{
 		const std::string ns = status_field(pid, "NSpid");

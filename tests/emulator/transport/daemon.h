@@ -31,7 +31,9 @@ public:
 };
 
 // /proc facts about a process, as the kernel would know them.
-bool proc_is_tracer_of(pid_t tracer_tgid, pid_t pid);
+// Whether thread `tracer_tid` of process `tracer_tgid` ptraces the leader
+// thread of `pid` (the exact thread, as KFD requires).
+bool proc_is_tracer_of(pid_t tracer_tgid, pid_t tracer_tid, pid_t pid);
 bool proc_has_cr_capability(pid_t tid);
 
 class Daemon {

@@ -213,6 +213,34 @@ Test(criu, process_info_reports_the_pid_in_the_targets_namespace)
 	cr_assert_eq(a.pid, 7u, "in a container's pid namespace: its pid there");
 }
 
+// KFD's RESUME acts only on a process RESTORE left evicted
+// (amdgpu_amdkfd_criu_resume: -EINVAL without block_mmu_notifications): a
+// dump's pause is not ended by RESUME from any process, only by UNPAUSE
+// through the target's file.
+Test(criu, resume_does_not_end_a_dump_pause)
+{
+	Source s;
+	CriuArgs a = process_info_args();
+	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), 0);
+	const std::string paused = "\"pid\":1000,\"paused\":true,\"evicted\":false,\"evict_count\":1";
+	FakeCaller master(1, true);
+	master.alive.insert(1000);
+	int mk = s.rig.open_kfd(master);
+	CriuArgs r{};
+	r.op = CRIU_RESUME;
+	r.pid = 1000;
+	cr_assert_eq(s.rig.kfd(master, mk, CRIU_OP, &r), -EINVAL);
+	std::string p = s.rig.model->introspect("processes");
+	cr_assert(p.find(paused) != std::string::npos, "RESUME changed nothing: %s", p.c_str());
+	a = CriuArgs{};
+	a.op = CRIU_UNPAUSE;
+	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), 0);
+	p = s.rig.model->introspect("processes");
+	cr_assert(p.find("\"pid\":1000,\"paused\":false,\"evicted\":false,\"evict_count\":0") != std::string::npos,
+		  "%s", p.c_str());
+	cr_assert_eq(s.rig.kfd(master, mk, CRIU_OP, &r), -EINVAL, "nor on a process never paused");
+}
+
 Test(criu, process_info_and_checkpoint)
 {
 	Source s;
@@ -410,6 +438,7 @@ Test(criu, round_trip_to_other_gpu_ids)
 	cr_assert_eq(dst.kfd(master, mk, CRIU_OP, &r), 0);
 	p = dst.model->introspect("processes");
 	cr_assert(p.find("\"pid\":2000,\"paused\":false,\"evicted\":false") != std::string::npos, "%s", p.c_str());
+	cr_assert_eq(dst.kfd(master, mk, CRIU_OP, &r), -EINVAL, "a second RESUME: nothing left to resume");
 }
 
 Test(criu, restore_id_collision)

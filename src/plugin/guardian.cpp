@@ -1,0 +1,519 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "plugin/guardian.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+namespace amdcr {
+
+namespace {
+
+enum class Kind : uint32_t { Paused = 1, Unpaused, TempFile, Task, Resumed, Finished, Started };
+
+// One message; `name` for TempFile, `pid` for the pid kinds. Paused
+// carries (kfd fd, pidfd), Task carries (pidfd).
+struct Wire {
+	uint32_t kind = 0;
+	int32_t pid = 0;
+	char name[256] = {};
+};
+
+constexpr int kMaxFds = 2;
+
+int sys_pidfd_open(pid_t pid)
+{
+	return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+
+int sys_pidfd_send_signal(int pidfd, int sig)
+{
+	return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+}
+
+Status send_wire(int chan, const Wire &w, std::initializer_list<int> fds)
+{
+	Wire copy = w;
+	iovec iov{&copy, sizeof(copy)};
+	msghdr msg{};
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+	if (fds.size() > 0) {
+		msg.msg_control = control;
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+		cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+		std::copy(fds.begin(), fds.end(), reinterpret_cast<int *>(CMSG_DATA(c)));
+	}
+	for (;;) {
+		if (::sendmsg(chan, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(copy)))
+			return ok_status();
+		if (errno != EINTR)
+			return errno_error(errno, "guardian: send");
+	}
+}
+
+// ---------------------------------------------------------------------------
+// The guardian process. Runs in a fork of CRIU; never returns (_exit: none
+// of CRIU's atexit handlers or static destructors may run here).
+// ---------------------------------------------------------------------------
+
+struct PausedTarget {
+	pid_t pid = 0;
+	UniqueFd kfd;
+	UniqueFd pidfd;
+};
+
+struct RestoredTask {
+	pid_t pid = 0;
+	UniqueFd pidfd;
+};
+
+class GuardianProcess {
+public:
+	GuardianProcess(Guardian::Stage stage, int chan, int criu_pidfd, int dir_fd, pid_t criu_pid)
+		: stage_(stage), chan_(chan), criu_(criu_pidfd), dir_(dir_fd), criu_pid_(criu_pid)
+	{
+	}
+	[[noreturn]] void run();
+
+private:
+	// One message from the channel: false at EOF or on an error.
+	bool receive(int flags);
+	void handle(const Wire &w, std::vector<UniqueFd> fds);
+	[[noreturn]] void repair();
+	void unpause(PausedTarget &t);
+	void detach(pid_t pid);
+	void log(const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+	Guardian::Stage stage_;
+	UniqueFd chan_, criu_, dir_, log_;
+	pid_t criu_pid_;
+	bool plugin_gone_ = false; // the channel reached EOF without Finished
+	std::vector<PausedTarget> paused_;
+	std::vector<std::string> temps_;
+	std::vector<RestoredTask> tasks_;
+};
+
+// The pid a pidfd refers to, in our pid namespace (its fdinfo's "Pid:").
+pid_t pidfd_pid(int pidfd)
+{
+	char path[64];
+	std::snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+	FILE *f = std::fopen(path, "re");
+	if (!f)
+		return 0;
+	char line[256];
+	long pid = 0;
+	while (std::fgets(line, sizeof(line), f))
+		if (std::sscanf(line, "Pid: %ld", &pid) == 1)
+			break;
+	std::fclose(f);
+	return static_cast<pid_t>(pid);
+}
+
+bool GuardianProcess::receive(int flags)
+{
+	Wire w;
+	iovec iov{&w, sizeof(w)};
+	alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+	msghdr msg{};
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = control;
+	msg.msg_controllen = sizeof(control);
+	ssize_t n;
+	do {
+		n = ::recvmsg(chan_.get(), &msg, flags | MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	if (n == 0 || (n < 0 && errno != EAGAIN)) {
+		plugin_gone_ = true;
+		return false;
+	}
+	if (n < 0)
+		return false;
+	std::vector<UniqueFd> fds;
+	for (cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		const int *p = reinterpret_cast<const int *>(CMSG_DATA(c));
+		for (size_t i = 0; i < count; i++)
+			fds.emplace_back(p[i]);
+	}
+	if (n == static_cast<ssize_t>(sizeof(w)))
+		handle(w, std::move(fds));
+	return true;
+}
+
+void GuardianProcess::handle(const Wire &w, std::vector<UniqueFd> fds)
+{
+	switch (static_cast<Kind>(w.kind)) {
+	case Kind::Paused:
+		if (fds.size() == 2)
+			paused_.push_back({w.pid, std::move(fds[0]), std::move(fds[1])});
+		break;
+	case Kind::Unpaused:
+		std::erase_if(paused_, [&](const PausedTarget &t) { return t.pid == w.pid; });
+		break;
+	case Kind::TempFile:
+		temps_.emplace_back(w.name, strnlen(w.name, sizeof(w.name)));
+		break;
+	case Kind::Task:
+		if (fds.size() == 1) {
+			const pid_t pid = pidfd_pid(fds[0].get());
+			tasks_.push_back({pid, std::move(fds[0])});
+		}
+		break;
+	case Kind::Resumed:
+		std::erase_if(tasks_, [&](const RestoredTask &t) { return t.pid == w.pid; });
+		if (stage_ == Guardian::Stage::Restore && tasks_.empty())
+			_exit(0); // every task with GPU state is resumed: nothing to guard
+		break;
+	case Kind::Finished:
+		_exit(0);
+	case Kind::Started:
+		break;
+	}
+}
+
+void GuardianProcess::run()
+{
+	for (;;) {
+		pollfd p[2] = {{criu_.get(), POLLIN, 0}, {plugin_gone_ ? -1 : chan_.get(), POLLIN, 0}};
+		if (::poll(p, 2, -1) < 0) {
+			// Acting now could unpause or kill under a live CRIU:
+			// wait and watch again instead.
+			if (errno != EINTR)
+				::usleep(10000);
+			continue;
+		}
+		if (p[0].revents) {
+			// Whatever the plugin sent before CRIU ended counts.
+			while (!plugin_gone_ && receive(MSG_DONTWAIT)) {
+			}
+			repair();
+		}
+		if (p[1].revents)
+			(void)receive(0);
+	}
+}
+
+void GuardianProcess::log(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	std::vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	::syslog(LOG_WARNING, "guardian: %s", msg);
+	if (!dir_.valid())
+		return;
+	if (!log_.valid())
+		log_.reset(::openat(dir_.get(), Guardian::kLogName, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+	if (!log_.valid())
+		return;
+	char when[64] = {};
+	const time_t now = ::time(nullptr);
+	struct tm tm {};
+	if (::gmtime_r(&now, &tm))
+		std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	::dprintf(log_.get(), "%s amdgpu_plugin guardian (pid %d): %s\n", when, static_cast<int>(::getpid()), msg);
+}
+
+void GuardianProcess::detach(pid_t pid)
+{
+	if (::ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) != 0)
+		return;
+	// Up to 1 s for the stop; without it our exit detaches the tracee.
+	for (int i = 0; i < 1000; i++) {
+		int status = 0;
+		const pid_t r = ::waitpid(pid, &status, __WALL | WNOHANG);
+		if (r < 0)
+			return;
+		if (r == pid && !WIFSTOPPED(status))
+			return; // it ended
+		if (r == pid) {
+			// A signal-delivery stop passes its signal on; the
+			// interrupt's own stop (PTRACE_EVENT_STOP) none.
+			const bool event_stop = (status >> 16) == PTRACE_EVENT_STOP;
+			const long sig = event_stop ? 0 : WSTOPSIG(status);
+			(void)::ptrace(PTRACE_DETACH, pid, nullptr, reinterpret_cast<void *>(sig));
+			return;
+		}
+		::usleep(1000);
+	}
+}
+
+void GuardianProcess::unpause(PausedTarget &t)
+{
+	if (sys_pidfd_send_signal(t.pidfd.get(), 0) != 0) {
+		log("pid %d: gone (its GPU queues went with it)", t.pid);
+		return;
+	}
+	// CRIU's ptrace ends with CRIU; allow the kernel a moment (2 s at most).
+	int err = 0;
+	for (int i = 0; i < 2000; i++) {
+		if (::ptrace(PTRACE_SEIZE, t.pid, nullptr, nullptr) == 0) {
+			err = 0;
+			break;
+		}
+		err = errno;
+		if (err != EPERM && err != EBUSY)
+			break;
+		::usleep(1000);
+	}
+	if (err != 0) {
+		log("pid %d: its GPU queues stay paused: PTRACE_SEIZE: %s", t.pid, std::strerror(err));
+		return;
+	}
+	const Kfd kfd = Kfd::adopt(std::move(t.kfd));
+	const Status st = kfd.unpause();
+	detach(t.pid);
+	if (st)
+		log("pid %d: GPU queues resumed (UNPAUSE)", t.pid);
+	else
+		log("pid %d: its GPU queues stay paused: %s", t.pid, st.error().message().c_str());
+}
+
+void GuardianProcess::repair()
+{
+	const char *what = stage_ == Guardian::Stage::Dump ? "dump" : "restore";
+	if (paused_.empty() && temps_.empty() && tasks_.empty())
+		_exit(0);
+	log("CRIU (pid %d) ended before the plugin finished its %s", static_cast<int>(criu_pid_), what);
+	for (auto &t : paused_)
+		unpause(t);
+	for (const auto &name : temps_) {
+		if (!dir_.valid())
+			break;
+		if (::unlinkat(dir_.get(), name.c_str(), 0) == 0)
+			log("removed the temporary file %s", name.c_str());
+		else if (errno != ENOENT)
+			log("temporary file %s not removed: %s", name.c_str(), std::strerror(errno));
+	}
+	for (const auto &t : tasks_) {
+		if (sys_pidfd_send_signal(t.pidfd.get(), SIGKILL) == 0)
+			log("pid %d: killed (SIGKILL): restored task whose GPU state CRIU did not finish", t.pid);
+		else if (errno != ESRCH)
+			log("pid %d: not killed: %s", t.pid, std::strerror(errno));
+	}
+	_exit(0);
+}
+
+// Closes every fd but `keep` (ascending, all >= 3); 0-2 become /dev/null.
+void close_all_but(std::vector<int> keep)
+{
+	std::sort(keep.begin(), keep.end());
+	unsigned first = 3;
+	for (int fd : keep) {
+		if (static_cast<unsigned>(fd) > first)
+			(void)::close_range(first, static_cast<unsigned>(fd) - 1, 0);
+		first = static_cast<unsigned>(fd) + 1;
+	}
+	(void)::close_range(first, ~0U, 0);
+	const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		for (int fd = 0; fd < 3; fd++)
+			(void)::dup2(null, fd);
+		if (null > 2)
+			::close(null);
+	}
+}
+
+void reset_signals()
+{
+	struct sigaction dfl {};
+	dfl.sa_handler = SIG_DFL;
+	for (int sig = 1; sig < NSIG; sig++)
+		(void)::sigaction(sig, &dfl, nullptr);
+	sigset_t none;
+	sigemptyset(&none);
+	(void)::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+[[noreturn]] void guardian_main(Guardian::Stage stage, int chan, int criu_pidfd, int dir_fd, pid_t criu_pid)
+{
+	reset_signals();
+	std::vector<int> keep = {chan, criu_pidfd};
+	if (dir_fd >= 0)
+		keep.push_back(dir_fd);
+	close_all_but(keep);
+	(void)::prctl(PR_SET_NAME, Guardian::kComm, 0, 0, 0);
+	(void)::chdir("/");
+	::openlog("amdgpu_plugin", LOG_PID, LOG_DAEMON);
+	// Our pid, for finish() to wait for our end.
+	Wire hello;
+	hello.kind = static_cast<uint32_t>(Kind::Started);
+	hello.pid = ::getpid();
+	if (!send_wire(chan, hello, {}))
+		_exit(1);
+	GuardianProcess(stage, chan, criu_pidfd, dir_fd, criu_pid).run();
+}
+
+// The guardian's first message: its pid (2 s at most).
+Result<pid_t> receive_started(int chan)
+{
+	pollfd p{chan, POLLIN, 0};
+	int r;
+	do {
+		r = ::poll(&p, 1, 2000);
+	} while (r < 0 && errno == EINTR);
+	if (r <= 0)
+		return make_error(ETIMEDOUT, "guardian: did not start within 2 s");
+	Wire w;
+	const ssize_t n = ::recv(chan, &w, sizeof(w), MSG_DONTWAIT);
+	if (n != static_cast<ssize_t>(sizeof(w)) || w.kind != static_cast<uint32_t>(Kind::Started) || w.pid <= 0)
+		return make_error(EPROTO, "guardian: did not start (%zd bytes)", n);
+	return static_cast<pid_t>(w.pid);
+}
+
+} // namespace
+
+Result<Guardian> Guardian::start(Stage stage, int image_dir_fd)
+{
+	int sv[2];
+	if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+		return errno_error(errno, "guardian: socketpair");
+	UniqueFd ours(sv[0]), theirs(sv[1]);
+	const pid_t criu = ::getpid();
+	UniqueFd criu_pidfd(sys_pidfd_open(criu));
+	if (!criu_pidfd)
+		return errno_error(errno, "guardian: pidfd_open of CRIU's process");
+	UniqueFd dir;
+	if (image_dir_fd >= 0) {
+		dir.reset(::fcntl(image_dir_fd, F_DUPFD_CLOEXEC, 3));
+		if (!dir)
+			return errno_error(errno, "guardian: dup of the image directory");
+	}
+
+	// CRIU must never see a child of ours exit (its SIGCHLD handlers end
+	// the dump or restore): the middle process is reaped right here,
+	// with SIGCHLD held back until then.
+	sigset_t chld, old;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	(void)::pthread_sigmask(SIG_BLOCK, &chld, &old);
+	const pid_t middle = ::fork();
+	if (middle == 0) {
+		(void)::setsid();
+		const pid_t g = ::fork();
+		if (g == 0)
+			guardian_main(stage, theirs.get(), criu_pidfd.get(), dir.get(), criu);
+		_exit(g < 0 ? 1 : 0);
+	}
+	const int fork_errno = errno;
+	int status = 0;
+	pid_t r = -1;
+	if (middle > 0)
+		do {
+			r = ::waitpid(middle, &status, __WALL);
+		} while (r < 0 && errno == EINTR);
+	(void)::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+	if (middle < 0)
+		return errno_error(fork_errno, "guardian: fork");
+	if (r != middle || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return make_error(ECHILD, "guardian: could not be started (status 0x%x)", status);
+	theirs.reset();
+	auto pid = receive_started(ours.get());
+	if (!pid)
+		return std::move(pid).error();
+	UniqueFd pidfd(sys_pidfd_open(*pid));
+	if (!pidfd)
+		return errno_error(errno, "guardian: pidfd_open of the guardian");
+	return Guardian(std::move(ours), std::move(pidfd), *pid);
+}
+
+Status Guardian::paused(const Kfd &target, pid_t pid) const
+{
+	UniqueFd pidfd(sys_pidfd_open(pid));
+	if (!pidfd)
+		return errno_error(errno, "guardian: pidfd_open of the paused process");
+	Wire w;
+	w.kind = static_cast<uint32_t>(Kind::Paused);
+	w.pid = pid;
+	return send_wire(chan_.get(), w, {target.fd(), pidfd.get()});
+}
+
+Status Guardian::unpaused(pid_t pid) const
+{
+	Wire w;
+	w.kind = static_cast<uint32_t>(Kind::Unpaused);
+	w.pid = pid;
+	return send_wire(chan_.get(), w, {});
+}
+
+Status Guardian::temp_file(std::string_view name) const
+{
+	Wire w;
+	if (name.size() >= sizeof(w.name))
+		return make_error(ENAMETOOLONG, "guardian: file name too long");
+	w.kind = static_cast<uint32_t>(Kind::TempFile);
+	std::copy(name.begin(), name.end(), w.name);
+	return send_wire(chan_.get(), w, {});
+}
+
+Status Guardian::resumed(pid_t pid) const
+{
+	Wire w;
+	w.kind = static_cast<uint32_t>(Kind::Resumed);
+	w.pid = pid;
+	return send_wire(chan_.get(), w, {});
+}
+
+Status Guardian::report_task(int channel)
+{
+	UniqueFd self(sys_pidfd_open(::getpid()));
+	if (!self)
+		return errno_error(errno, "guardian: pidfd_open of the restored task");
+	Wire w;
+	w.kind = static_cast<uint32_t>(Kind::Task);
+	return send_wire(channel, w, {self.get()});
+}
+
+Status Guardian::finish()
+{
+	if (!chan_)
+		return ok_status();
+	Wire w;
+	w.kind = static_cast<uint32_t>(Kind::Finished);
+	Status st = send_wire(chan_.get(), w, {});
+	if (!st && (st.error().code() == EPIPE || st.error().code() == ECONNRESET))
+		st = ok_status(); // it has exited already (a restore with every task resumed)
+	if (st) {
+		// Until the guardian's process has ended (its pidfd turns
+		// readable), 2 s at most.
+		pollfd p{pidfd_.get(), POLLIN, 0};
+		int r;
+		do {
+			r = ::poll(&p, 1, 2000);
+		} while (r < 0 && errno == EINTR);
+		if (r == 0)
+			st = make_error(ETIMEDOUT, "guardian: still running 2 s after it was told to exit");
+	}
+	chan_.reset();
+	pidfd_.reset();
+	return st;
+}
+
+} // namespace amdcr

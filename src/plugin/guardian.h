@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// The guardian: a process outside CRIU's process tree that repairs what a
+// CRIU killed half-way (SIGKILL, OOM kill, a crash, a timeout's SIGTERM,
+// exit() from elsewhere) would leave behind. KFD undoes nothing when the
+// dumper dies: a process whose queues PROCESS_INFO paused stays paused for
+// good, and a restored process whose GPU memory was only partly copied runs
+// on. No code of the plugin runs after CRIU's SIGKILL, so this has to live
+// in another process.
+//
+// One Guardian per session (DumpSession, RestoreSession own it), started on
+// first need: by a dump right before it pauses its first process (never on a
+// machine or dump without KFD state), by a restore in init(RESTORE) when the
+// checkpoint has GPU state to restore. It is told, over a SOCK_SEQPACKET
+// socket pair:
+//   dump:    each paused process (an fd of the target's own /dev/kfd file
+//            and a pidfd of it), each process unpaused again, and the name
+//            of every temporary image file before it is created;
+//   restore: each restored task that is about to hold GPU state (a pidfd,
+//            sent by the task itself through CRIU's fdstore), and each task
+//            whose queues CRIU's main process resumed.
+// finish() tells it the plugin ended normally: it exits at once, and
+// finish() waits until its process has ended (a pidfd of it), so after a
+// normal dump or restore no process or fd of it is left (its zombie goes to
+// the nearest subreaper or init, which reaps it).
+//
+// When a pidfd of CRIU's process turns readable before finish(), it reads
+// what is still queued on the channel and then:
+//   dump:    for each process still paused: PTRACE_SEIZE of its leader
+//            thread (CRIU's ptrace ended with CRIU), UNPAUSE through the
+//            target's file from that same thread (KFD allows CRIU_OP on
+//            another process's file only to the tracer of its leader
+//            thread, with CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN, which
+//            the guardian has from CRIU), then PTRACE_INTERRUPT and
+//            PTRACE_DETACH; and it unlinks the temporary files;
+//   restore: SIGKILL of every reported task not yet resumed (its GPU memory
+//            may be incomplete; letting it run would be silent corruption).
+// Each action is logged to syslog (LOG_DAEMON, ident "amdgpu_plugin") and
+// appended to amdgpu-guardian.log in the image directory (not with
+// --stream); then it exits. A restore's guardian also exits once every
+// reported task has been resumed: nothing is left to guard.
+//
+// How it is started, given what CRIU does with a plugin's children (it
+// waits for every child at the end of a dump, and its SIGCHLD handlers end
+// the dump or restore on any child that exits): a middle process forks the
+// guardian and exits at once, and is reaped here synchronously with SIGCHLD
+// blocked; the guardian calls setsid() (a process-group kill of CRIU, as
+// coreutils timeout sends, spares it), closes every fd it inherited but its
+// own (never CRIU's parasite socket), points 0-2 at /dev/null, resets every
+// signal disposition and mask, and names itself "amdgpu-guard" (comm).
+// A kill of CRIU's whole cgroup kills it too; then nothing is repaired.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string_view>
+
+#include "base/result.h"
+#include "base/unique_fd.h"
+#include "device/kfd.h"
+
+namespace amdcr {
+
+class Guardian {
+public:
+	enum class Stage { Dump, Restore };
+	// The guardian's name in /proc/<pid>/comm.
+	static constexpr const char *kComm = "amdgpu-guard";
+	// Its log file, in the image directory.
+	static constexpr const char *kLogName = "amdgpu-guardian.log";
+
+	// Starts the guardian of CRIU's process (the caller's). `image_dir_fd`
+	// (borrowed; -1: none) is where temporary files are removed and the
+	// log is written.
+	static Result<Guardian> start(Stage stage, int image_dir_fd);
+
+	Guardian(Guardian &&) noexcept = default;
+	Guardian &operator=(Guardian &&) noexcept = default;
+	Guardian(const Guardian &) = delete;
+	Guardian &operator=(const Guardian &) = delete;
+	// Without finish(): closes the channel; the guardian then acts when
+	// CRIU's process ends (the plugin is going away without finishing).
+	~Guardian() = default;
+
+	// Dump: process `pid` (in CRIU's pid namespace) is paused; `target`
+	// is an fd of its own /dev/kfd file.
+	Status paused(const Kfd &target, pid_t pid) const;
+	Status unpaused(pid_t pid) const;
+	// Dump: image file `name` (in the image directory) is about to be
+	// created; removed if CRIU dies.
+	Status temp_file(std::string_view name) const;
+	// Restore: CRIU's main process resumed task `pid`'s queues.
+	Status resumed(pid_t pid) const;
+	// The guardian's process, in CRIU's pid namespace.
+	pid_t pid() const { return pid_; }
+	// The plugin-side end of the channel (restore: CRIU's fdstore keeps a
+	// copy for the tasks).
+	int channel() const { return chan_.get(); }
+	// In a restored task, through a copy of channel(): this task will
+	// hold GPU state.
+	static Status report_task(int channel);
+
+	// The plugin ended normally: the guardian exits; waits until it has.
+	Status finish();
+
+private:
+	Guardian(UniqueFd chan, UniqueFd pidfd, pid_t pid) : chan_(std::move(chan)), pidfd_(std::move(pidfd)), pid_(pid)
+	{
+	}
+	UniqueFd chan_;
+	UniqueFd pidfd_; // the guardian's process
+	pid_t pid_ = 0;
+};
+
+} // namespace amdcr
