@@ -63,19 +63,20 @@ Status check_one_dump(const std::vector<BoundImage> &images, size_t *differing)
 	return ok_status();
 }
 
-Status check_binding_file(const std::optional<DumpBinding> &b, int id, const std::string &name)
+Status check_file_id(uint32_t dumped_for, int id, const std::string &name)
 {
-	if (b && b->file_id != static_cast<uint32_t>(id))
+	if (dumped_for != static_cast<uint32_t>(id))
 		return make_error(EINVAL,
 				  "%s: the image was dumped for CRIU file id %u, not for file %d that it is read "
 				  "as (renamed, or copied from another file or checkpoint)",
-				  name.c_str(), b->file_id, id);
+				  name.c_str(), dumped_for, id);
 	return ok_status();
 }
 
-} // namespace amdcr
-
-namespace amdcr {
+Status check_binding_file(const std::optional<DumpBinding> &b, int id, const std::string &name)
+{
+	return b ? check_file_id(b->file_id, id, name) : ok_status();
+}
 
 void to_binding_entry(const DumpBinding &b, ::DumpBinding *e)
 {

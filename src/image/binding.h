@@ -50,5 +50,8 @@ Status check_one_dump(const std::vector<BoundImage> &images, size_t *differing =
 // An image read as file `id` whose binding names another file is refused:
 // renamed, or copied over another file's image.
 Status check_binding_file(const std::optional<DumpBinding> &b, int id, const std::string &name);
+// The same for an image that names the file it was dumped for otherwise
+// (criu-dev's criu_render_node.id).
+Status check_file_id(uint32_t dumped_for, int id, const std::string &name);
 
 } // namespace amdcr

@@ -330,9 +330,7 @@ Result<RenderNodeImage> read_render_image(const ImageDir &dir, int id, Verify ve
 	if (img->gpu_id_only)
 		img->id = static_cast<uint32_t>(id);
 	// criu-dev's images name their file too (criu_render_node.id).
-	const std::optional<DumpBinding> named =
-		img->binding ? img->binding : std::optional<DumpBinding>(DumpBinding{{}, img->id});
-	if (auto st = check_binding_file(named, id, render_image_name(id)); !st)
+	if (auto st = check_file_id(img->binding ? img->binding->file_id : img->id, id, render_image_name(id)); !st)
 		return std::move(st).error();
 	return img;
 }
