@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
-// Synthetic KFD topologies for the mapping tests, written as the kernel
-// would list them: GPU -> CPU and XGMI links under io_links, PCIe peer
+// Synthetic KFD topologies for the mapping and remap tests, written as the
+// kernel would list them: GPU -> CPU and XGMI links under io_links, PCIe peer
 // links (large BAR) under p2p_links, io_links_count equal to the number of
 // io_links written. Peer links can instead go to io_links (PeerLinks::Io),
 // where upstream's test topologies put them, to show that both lists count.
@@ -57,6 +57,42 @@ inline TopologyNode machine_gpu(uint32_t node_id, uint32_t gpu_id, uint32_t devi
 	return g;
 }
 
+// A GPU of an older kind (an MI100-like shape) with render minor `minor`.
+inline TopologyNode mi100_gpu(uint32_t node_id, uint32_t gpu_id, uint32_t minor)
+{
+	TopologyNode g;
+	g.node_id = node_id;
+	g.gpu_id = gpu_id;
+	g.is_gpu = true;
+	g.simd_count = 416;
+	g.mem_banks_count = 1;
+	g.caches_count = 193;
+	g.max_waves_per_simd = 8;
+	g.lds_size_in_kb = 64;
+	g.num_gws = 64;
+	g.wave_front_size = 64;
+	g.array_count = 8;
+	g.simd_arrays_per_engine = 1;
+	g.cu_per_simd_array = 16;
+	g.simd_per_cu = 4;
+	g.max_slots_scratch_cu = 32;
+	g.vendor_id = 4098;
+	g.device_id = 29711;
+	g.drm_render_minor = minor;
+	g.num_sdma_engines = 2;
+	g.num_sdma_xgmi_engines = 3;
+	g.num_sdma_queues_per_engine = 8;
+	g.num_cp_queues = 24;
+	g.fw_version = 78;
+	g.capability = 1008312960;
+	g.sdma_fw_version = 8;
+	g.vram_public = true;
+	g.vram_size = 64ull << 30;
+	return g;
+}
+
+using NodeTweak = std::function<void(TopologyNode &)>;
+
 class Machine {
 public:
 	Machine &cpu(uint32_t node_id)
@@ -68,13 +104,23 @@ public:
 		return *this;
 	}
 	Machine &gpu(uint32_t node_id, uint32_t gpu_id, uint32_t device_id = kDefaultKind,
-		     const std::function<void(TopologyNode &)> &tweak = {})
+		     const NodeTweak &tweak = {})
 	{
 		TopologyNode g = machine_gpu(node_id, gpu_id, device_id);
 		if (tweak)
 			tweak(g);
 		nodes_.push_back(g);
 		return *this;
+	}
+	// The GPU `g` (any shape), tweaked, with its PCIe links to and from
+	// `cpu_node`.
+	Machine &gpu_on(uint32_t cpu_node, TopologyNode g, const NodeTweak &tweak = {})
+	{
+		if (tweak)
+			tweak(g);
+		const uint32_t node_id = g.node_id;
+		nodes_.push_back(std::move(g));
+		return on_cpu(node_id, cpu_node);
 	}
 	// The GPU's PCIe link to its CPU, and the CPU's back to it if `back`.
 	Machine &on_cpu(uint32_t gpu, uint32_t cpu, bool back = true)
@@ -93,6 +139,8 @@ public:
 					find(a).io_links.push_back({kIoLinkTypeXgmi, b});
 		return *this;
 	}
+	// XGMI links both ways between `a` and `b`.
+	Machine &xgmi(uint32_t a, uint32_t b) { return hive({a, b}); }
 	// PCIe peer links from `from` to each of `to` (one direction).
 	Machine &p2p(uint32_t from, std::initializer_list<uint32_t> to)
 	{

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../common/assert_ok.h"
+#include "machine_builder.h"
 #include "overlay_fs.h"
 #include "topology/device_entries.h"
 #include "topology/mapping.h"
@@ -102,82 +103,7 @@ void assert_valid(const MappingInput &in, const GpuMap &m, size_t expected)
 }
 
 // ---- synthetic topologies ----------------------------------------------------
-
-TopologyNode base_gpu(uint32_t node_id, uint32_t gpu_id, uint32_t minor)
-{
-	TopologyNode g;
-	g.node_id = node_id;
-	g.gpu_id = gpu_id;
-	g.is_gpu = true;
-	g.simd_count = 416;
-	g.mem_banks_count = 1;
-	g.caches_count = 193;
-	g.io_links_count = 4; // fixed, whatever links the test adds
-	g.max_waves_per_simd = 8;
-	g.lds_size_in_kb = 64;
-	g.num_gws = 64;
-	g.wave_front_size = 64;
-	g.array_count = 8;
-	g.simd_arrays_per_engine = 1;
-	g.cu_per_simd_array = 16;
-	g.simd_per_cu = 4;
-	g.max_slots_scratch_cu = 32;
-	g.vendor_id = 4098;
-	g.device_id = 29711;
-	g.drm_render_minor = minor;
-	g.num_sdma_engines = 2;
-	g.num_sdma_xgmi_engines = 3;
-	g.num_sdma_queues_per_engine = 8;
-	g.num_cp_queues = 24;
-	g.fw_version = 78;
-	g.capability = 1008312960;
-	g.sdma_fw_version = 8;
-	g.vram_public = true;
-	g.vram_size = 64ull << 30;
-	return g;
-}
-
-class Builder {
-public:
-	Builder &cpu(uint32_t node_id)
-	{
-		TopologyNode c;
-		c.node_id = node_id;
-		c.cpu_cores_count = 32;
-		nodes_.push_back(c);
-		return *this;
-	}
-	// A GPU with a bidirectional PCIe link to `cpu_node`.
-	Builder &gpu(uint32_t node_id, uint32_t gpu_id, uint32_t minor, uint32_t cpu_node,
-		     const std::function<void(TopologyNode &)> &tweak = {})
-	{
-		TopologyNode g = base_gpu(node_id, gpu_id, minor);
-		if (tweak)
-			tweak(g);
-		g.io_links.push_back({kIoLinkTypePcie, cpu_node});
-		nodes_.push_back(g);
-		find(cpu_node).io_links.push_back({kIoLinkTypePcie, node_id});
-		return *this;
-	}
-	Builder &xgmi(uint32_t a, uint32_t b)
-	{
-		find(a).io_links.push_back({kIoLinkTypeXgmi, b});
-		find(b).io_links.push_back({kIoLinkTypeXgmi, a});
-		return *this;
-	}
-	Topology build() const { return Topology(nodes_); }
-
-private:
-	TopologyNode &find(uint32_t node_id)
-	{
-		for (auto &n : nodes_)
-			if (n.node_id == node_id)
-				return n;
-		cr_assert_fail("no node %u", node_id);
-		return nodes_.front();
-	}
-	std::vector<TopologyNode> nodes_;
-};
+// Machines of MI100-like GPUs (machine_builder.h), each GPU on a CPU by PCIe.
 
 MappingInput input(const Topology &src, const Topology &dst, Config config = {})
 {
@@ -299,8 +225,8 @@ struct SwitchCase {
 
 void check_switch(const SwitchCase &c)
 {
-	Topology src = Builder().cpu(0).gpu(1, 111, 128, 0, c.make_src_bigger).build();
-	Topology dst = Builder().cpu(0).gpu(1, 222, 129, 0).build();
+	Topology src = Machine().cpu(0).gpu_on(0, mi100_gpu(1, 111, 128), c.make_src_bigger).build();
+	Topology dst = Machine().cpu(0).gpu_on(0, mi100_gpu(1, 222, 129)).build();
 	const std::string msg = map_fails(input(src, dst));
 	cr_assert(has(msg, "checkpointed gpu 0x006f"), "%s", msg.c_str());
 	cr_assert(has(msg, "on gpu 0x00de"), "%s", msg.c_str());
@@ -356,11 +282,10 @@ Test(mapping_checks, capability_must_be_equal)
 
 Test(mapping_checks, larger_local_values_are_fine)
 {
-	Topology src = Builder().cpu(0).gpu(1, 111, 128, 0).build();
-	Topology dst = Builder()
+	Topology src = Machine().cpu(0).gpu_on(0, mi100_gpu(1, 111, 128)).build();
+	Topology dst = Machine()
 			       .cpu(0)
-			       .gpu(1, 222, 128, 0,
-				    [](TopologyNode &g) {
+			       .gpu_on(0, mi100_gpu(1, 222, 128), [](TopologyNode &g) {
 					    g.vram_size *= 2;
 					    g.num_gws += 1;
 					    g.caches_count += 1;
@@ -387,8 +312,8 @@ Test(mapping_checks, shape_properties_cannot_be_relaxed)
 	for (Check c : kAllChecks)
 		all_off = all_off.with(c, false);
 	for (const auto &c : cases) {
-		Topology src = Builder().cpu(0).gpu(1, 111, 128, 0).build();
-		Topology dst = Builder().cpu(0).gpu(1, 111, 128, 0, c.tweak).build();
+		Topology src = Machine().cpu(0).gpu_on(0, mi100_gpu(1, 111, 128)).build();
+		Topology dst = Machine().cpu(0).gpu_on(0, mi100_gpu(1, 111, 128), c.tweak).build();
 		const std::string msg = map_fails(input(src, dst, all_off));
 		cr_assert(has(msg, std::string(c.name) + ": checkpointed"), "%s", msg.c_str());
 		cr_assert(has(msg, "!= local"), "%s", msg.c_str());
@@ -398,12 +323,11 @@ Test(mapping_checks, shape_properties_cannot_be_relaxed)
 
 Test(mapping_checks, every_candidate_and_reason_listed)
 {
-	Topology src = Builder().cpu(0).gpu(1, 111, 128, 0).build();
-	Topology dst = Builder()
+	Topology src = Machine().cpu(0).gpu_on(0, mi100_gpu(1, 111, 128)).build();
+	Topology dst = Machine()
 			       .cpu(0)
-			       .gpu(1, 201, 128, 0, [](TopologyNode &g) { g.vram_size /= 2; })
-			       .gpu(2, 202, 129, 0,
-				    [](TopologyNode &g) {
+			       .gpu_on(0, mi100_gpu(1, 201, 128), [](TopologyNode &g) { g.vram_size /= 2; })
+			       .gpu_on(0, mi100_gpu(2, 202, 129), [](TopologyNode &g) {
 					    g.device_id = 1;
 					    g.fw_version = 1;
 				    })
@@ -427,21 +351,21 @@ Test(mapping_links, hive_to_hive)
 {
 	// Checkpointed: hives {1,2} and {3,4}. Local: hives {5,8} and {6,7}
 	// with gpu_ids that give no hint.
-	Topology src = Builder()
+	Topology src = Machine()
 			       .cpu(0)
-			       .gpu(1, 11, 128, 0)
-			       .gpu(2, 12, 129, 0)
-			       .gpu(3, 13, 130, 0)
-			       .gpu(4, 14, 131, 0)
+			       .gpu_on(0, mi100_gpu(1, 11, 128))
+			       .gpu_on(0, mi100_gpu(2, 12, 129))
+			       .gpu_on(0, mi100_gpu(3, 13, 130))
+			       .gpu_on(0, mi100_gpu(4, 14, 131))
 			       .xgmi(1, 2)
 			       .xgmi(3, 4)
 			       .build();
-	Topology dst = Builder()
+	Topology dst = Machine()
 			       .cpu(0)
-			       .gpu(5, 51, 128, 0)
-			       .gpu(6, 52, 129, 0)
-			       .gpu(7, 53, 130, 0)
-			       .gpu(8, 54, 131, 0)
+			       .gpu_on(0, mi100_gpu(5, 51, 128))
+			       .gpu_on(0, mi100_gpu(6, 52, 129))
+			       .gpu_on(0, mi100_gpu(7, 53, 130))
+			       .gpu_on(0, mi100_gpu(8, 54, 131))
 			       .xgmi(5, 8)
 			       .xgmi(6, 7)
 			       .build();
@@ -455,8 +379,17 @@ Test(mapping_links, hive_to_hive)
 
 Test(mapping_links, hive_needs_hive)
 {
-	Topology src = Builder().cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0).xgmi(1, 2).build();
-	Topology dst = Builder().cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0).build();
+	Topology src = Machine()
+		       .cpu(0)
+		       .gpu_on(0, mi100_gpu(1, 11, 128))
+		       .gpu_on(0, mi100_gpu(2, 12, 129))
+		       .xgmi(1, 2)
+		       .build();
+	Topology dst = Machine()
+		       .cpu(0)
+		       .gpu_on(0, mi100_gpu(1, 11, 128))
+		       .gpu_on(0, mi100_gpu(2, 12, 129))
+		       .build();
 	Config all_off;
 	for (Check c : kAllChecks)
 		all_off = all_off.with(c, false);
@@ -467,8 +400,8 @@ Test(mapping_links, hive_needs_hive)
 
 Test(mapping_links, one_way_xgmi_is_not_a_hive_but_is_kept)
 {
-	Builder b;
-	b.cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0);
+	Machine b;
+	b.cpu(0).gpu_on(0, mi100_gpu(1, 11, 128)).gpu_on(0, mi100_gpu(2, 12, 129));
 	Topology src = b.build();
 	// Add only one direction by hand.
 	std::vector<TopologyNode> nodes = src.nodes();
@@ -479,18 +412,36 @@ Test(mapping_links, one_way_xgmi_is_not_a_hive_but_is_kept)
 	cr_assert_eq(one_way.peer_link(11, 12), kIoLinkTypeXgmi);
 	cr_assert_eq(one_way.peer_link(12, 11), 0u);
 	// The one direction the process had must be there; a full hive has it.
-	Topology none = Builder().cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0).build();
+	Topology none = Machine()
+			.cpu(0)
+			.gpu_on(0, mi100_gpu(1, 11, 128))
+			.gpu_on(0, mi100_gpu(2, 12, 129))
+			.build();
 	const std::string msg = map_fails(input(one_way, none));
 	cr_assert(has(msg, "by XGMI"), "%s", msg.c_str());
-	Topology hive = Builder().cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0).xgmi(1, 2).build();
+	Topology hive = Machine()
+			.cpu(0)
+			.gpu_on(0, mi100_gpu(1, 11, 128))
+			.gpu_on(0, mi100_gpu(2, 12, 129))
+			.xgmi(1, 2)
+			.build();
 	MappingInput in = input(one_way, hive);
 	assert_valid(in, map_ok(in), 2);
 }
 
 Test(mapping_links, numa_shared_cpu_stays_shared)
 {
-	Topology src = Builder().cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0).build();
-	Topology dst = Builder().cpu(0).cpu(1).gpu(2, 11, 128, 0).gpu(3, 12, 129, 1).build();
+	Topology src = Machine()
+		       .cpu(0)
+		       .gpu_on(0, mi100_gpu(1, 11, 128))
+		       .gpu_on(0, mi100_gpu(2, 12, 129))
+		       .build();
+	Topology dst = Machine()
+		       .cpu(0)
+		       .cpu(1)
+		       .gpu_on(0, mi100_gpu(2, 11, 128))
+		       .gpu_on(1, mi100_gpu(3, 12, 129))
+		       .build();
 	const std::string msg = map_fails(input(src, dst));
 	cr_assert(has(msg, "KFD_NUMA_CHECK=0"), "%s", msg.c_str());
 	cr_assert(has(msg, "cannot map checkpointed gpu 0x000"), "%s", msg.c_str());
@@ -500,8 +451,17 @@ Test(mapping_links, numa_shared_cpu_stays_shared)
 
 Test(mapping_links, numa_distinct_cpus_stay_distinct)
 {
-	Topology src = Builder().cpu(0).cpu(1).gpu(2, 11, 128, 0).gpu(3, 12, 129, 1).build();
-	Topology dst = Builder().cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0).build();
+	Topology src = Machine()
+		       .cpu(0)
+		       .cpu(1)
+		       .gpu_on(0, mi100_gpu(2, 11, 128))
+		       .gpu_on(1, mi100_gpu(3, 12, 129))
+		       .build();
+	Topology dst = Machine()
+		       .cpu(0)
+		       .gpu_on(0, mi100_gpu(1, 11, 128))
+		       .gpu_on(0, mi100_gpu(2, 12, 129))
+		       .build();
 	const std::string msg = map_fails(input(src, dst));
 	cr_assert(has(msg, "KFD_NUMA_CHECK=0"), "%s", msg.c_str());
 	MappingInput relaxed = input(src, dst, Config{}.with(Check::Numa, false));
@@ -510,8 +470,8 @@ Test(mapping_links, numa_distinct_cpus_stay_distinct)
 
 Test(mapping_links, gpu_without_cpu_link_cannot_replace_one_with)
 {
-	Topology src = Builder().cpu(0).gpu(1, 11, 128, 0).build();
-	TopologyNode lone = base_gpu(1, 11, 128);
+	Topology src = Machine().cpu(0).gpu_on(0, mi100_gpu(1, 11, 128)).build();
+	TopologyNode lone = mi100_gpu(1, 11, 128);
 	TopologyNode cpu;
 	cpu.node_id = 0;
 	cpu.cpu_cores_count = 4;
@@ -526,13 +486,25 @@ Test(mapping_search, same_gpu_id_preferred_then_same_minor)
 {
 	// Local GPUs carry the checkpointed gpu_ids with the minors swapped:
 	// the gpu_id wins.
-	Topology src = Builder().cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0).build();
-	Topology dst = Builder().cpu(0).gpu(1, 12, 128, 0).gpu(2, 11, 129, 0).build();
+	Topology src = Machine()
+		       .cpu(0)
+		       .gpu_on(0, mi100_gpu(1, 11, 128))
+		       .gpu_on(0, mi100_gpu(2, 12, 129))
+		       .build();
+	Topology dst = Machine()
+		       .cpu(0)
+		       .gpu_on(0, mi100_gpu(1, 12, 128))
+		       .gpu_on(0, mi100_gpu(2, 11, 129))
+		       .build();
 	GpuMap m = map_ok(input(src, dst));
 	cr_assert_eq(local_gpu_id(m, 11), 11u);
 	cr_assert_eq(local_gpu_id(m, 12), 12u);
 	// Without gpu_id matches, the same render minor is preferred.
-	Topology dst2 = Builder().cpu(0).gpu(1, 31, 129, 0).gpu(2, 32, 128, 0).build();
+	Topology dst2 = Machine()
+			.cpu(0)
+			.gpu_on(0, mi100_gpu(1, 31, 129))
+			.gpu_on(0, mi100_gpu(2, 32, 128))
+			.build();
 	GpuMap m2 = map_ok(input(src, dst2));
 	cr_assert_eq(local_gpu_id(m2, 11), 32u);
 	cr_assert_eq(local_gpu_id(m2, 12), 31u);
@@ -544,8 +516,20 @@ Test(mapping_search, backtracks_over_identity_choice_numa)
 	// Local: 11 is alone on CPU 5, 21 and 22 share CPU 6. Every GPU has
 	// three candidates; the preferred first choice (11 -> 11, same gpu_id)
 	// leaves 12 no GPU sharing 11's CPU: a dead end the search must undo.
-	Topology src = Builder().cpu(0).cpu(1).gpu(2, 11, 128, 0).gpu(3, 12, 129, 0).gpu(4, 13, 130, 1).build();
-	Topology dst = Builder().cpu(5).cpu(6).gpu(7, 11, 128, 5).gpu(8, 21, 129, 6).gpu(9, 22, 130, 6).build();
+	Topology src = Machine()
+		       .cpu(0)
+		       .cpu(1)
+		       .gpu_on(0, mi100_gpu(2, 11, 128))
+		       .gpu_on(0, mi100_gpu(3, 12, 129))
+		       .gpu_on(1, mi100_gpu(4, 13, 130))
+		       .build();
+	Topology dst = Machine()
+		       .cpu(5)
+		       .cpu(6)
+		       .gpu_on(5, mi100_gpu(7, 11, 128))
+		       .gpu_on(6, mi100_gpu(8, 21, 129))
+		       .gpu_on(6, mi100_gpu(9, 22, 130))
+		       .build();
 	MappingInput in = input(src, dst);
 	GpuMap m = map_ok(in);
 	assert_valid(in, m, 3);
@@ -558,9 +542,21 @@ Test(mapping_search, backtracks_over_identity_choice_hive)
 	// Checkpointed: hive {11,12} plus 13 alone. Local: 11 alone plus hive
 	// {21,22}. Mapping 11 -> 11 first leaves 12 no XGMI peer.
 	Topology src =
-		Builder().cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0).gpu(3, 13, 130, 0).xgmi(1, 2).build();
+		Machine()
+		.cpu(0)
+		.gpu_on(0, mi100_gpu(1, 11, 128))
+		.gpu_on(0, mi100_gpu(2, 12, 129))
+		.gpu_on(0, mi100_gpu(3, 13, 130))
+		.xgmi(1, 2)
+		.build();
 	Topology dst =
-		Builder().cpu(0).gpu(1, 11, 128, 0).gpu(2, 21, 129, 0).gpu(3, 22, 130, 0).xgmi(2, 3).build();
+		Machine()
+		.cpu(0)
+		.gpu_on(0, mi100_gpu(1, 11, 128))
+		.gpu_on(0, mi100_gpu(2, 21, 129))
+		.gpu_on(0, mi100_gpu(3, 22, 130))
+		.xgmi(2, 3)
+		.build();
 	MappingInput in = input(src, dst);
 	GpuMap m = map_ok(in);
 	assert_valid(in, m, 3);
@@ -572,8 +568,8 @@ Test(mapping_search, backtracks_over_cpu_choice)
 	// Checkpointed GPU 11 links to CPUs 0 and 1, GPU 12 to CPU 1 only.
 	// Locally 21 links to CPUs 5 and 6 (listed 5 first), 22 to CPU 5 only.
 	// Placing 11 -> 21 with CPU 1 -> 5 is wrong unless CPU 0 -> 6.
-	Builder s;
-	s.cpu(0).cpu(1).gpu(2, 11, 128, 0).gpu(3, 12, 129, 1);
+	Machine s;
+	s.cpu(0).cpu(1).gpu_on(0, mi100_gpu(2, 11, 128)).gpu_on(1, mi100_gpu(3, 12, 129));
 	Topology src0 = s.build();
 	std::vector<TopologyNode> sn = src0.nodes();
 	for (auto &n : sn) {
@@ -583,8 +579,8 @@ Test(mapping_search, backtracks_over_cpu_choice)
 			n.io_links.push_back({kIoLinkTypePcie, 2});
 	}
 	Topology src(sn);
-	Builder d;
-	d.cpu(5).cpu(6).gpu(7, 21, 128, 6).gpu(8, 22, 129, 5);
+	Machine d;
+	d.cpu(5).cpu(6).gpu_on(6, mi100_gpu(7, 21, 128)).gpu_on(5, mi100_gpu(8, 22, 129));
 	Topology dst0 = d.build();
 	std::vector<TopologyNode> dn = dst0.nodes();
 	for (auto &n : dn) {
@@ -604,11 +600,15 @@ Test(mapping_search, backtracks_over_cpu_choice)
 Test(mapping_search, two_gpus_compete_for_one)
 {
 	// Both checkpointed GPUs need the large local GPU.
-	Topology src = Builder().cpu(0).gpu(1, 11, 128, 0).gpu(2, 12, 129, 0).build();
-	Topology dst = Builder()
+	Topology src = Machine()
+		       .cpu(0)
+		       .gpu_on(0, mi100_gpu(1, 11, 128))
+		       .gpu_on(0, mi100_gpu(2, 12, 129))
+		       .build();
+	Topology dst = Machine()
 			       .cpu(0)
-			       .gpu(1, 21, 128, 0)
-			       .gpu(2, 22, 129, 0, [](TopologyNode &g) { g.vram_size /= 2; })
+			       .gpu_on(0, mi100_gpu(1, 21, 128))
+			       .gpu_on(0, mi100_gpu(2, 22, 129), [](TopologyNode &g) { g.vram_size /= 2; })
 			       .build();
 	const std::string msg = map_fails(input(src, dst));
 	cr_assert(has(msg, "already taken by checkpointed gpu 0x"), "%s", msg.c_str());
@@ -619,12 +619,12 @@ Test(mapping_search, no_mapping_for_large_symmetric_case_is_reported)
 {
 	// 8 identical checkpointed GPUs in one hive; locally two hives of 4:
 	// no mapping, and the search must say so (not loop).
-	Builder s, d;
+	Machine s, d;
 	s.cpu(0);
 	d.cpu(0);
 	for (uint32_t i = 1; i <= 8; i++) {
-		s.gpu(i, 100 + i, 127 + i, 0);
-		d.gpu(i, 200 + i, 127 + i, 0);
+		s.gpu_on(0, mi100_gpu(i, 100 + i, 127 + i));
+		d.gpu_on(0, mi100_gpu(i, 200 + i, 127 + i));
 	}
 	for (uint32_t a = 1; a <= 8; a++)
 		for (uint32_t b = a + 1; b <= 8; b++) {
