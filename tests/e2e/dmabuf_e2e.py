@@ -51,6 +51,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from testcommon import pattern  # noqa: E402
+
 ROLES = ("exporter", "importer", "holder")
 SIZE = 1 << 20
 BOUND = 64 << 10  # KFD_MAX_BUFFER_SIZE: the 1 MiB BO is copied in many passes
@@ -63,19 +66,6 @@ class Failed(Exception):
 def check(cond, msg):
     if not cond:
         raise Failed(msg)
-
-
-def word(seed, i):
-    """tests/e2e/pattern.cpp's word."""
-    m = (1 << 64) - 1
-    x = (seed * 0x9E3779B97F4A7C15 + i * 0xD6E8FEB86659FD93) & m
-    x ^= x >> 32
-    x = (x * 0xD6E8FEB86659FD93) & m
-    return x ^ (x >> 29)
-
-
-def pattern(seed, size):
-    return struct.pack("<%dQ" % (size // 8), *(word(seed, i) for i in range(size // 8)))
 
 
 class Bins:

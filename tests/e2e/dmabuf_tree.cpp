@@ -40,6 +40,7 @@
 #include <string>
 
 #include "gpu_workload.h"
+#include "testcommon/pattern.h"
 
 namespace {
 
@@ -155,7 +156,7 @@ bool map_bo(amdgpu_bo_handle bo, uint64_t size, uint64_t va, void **cpu, std::st
 
 std::string check(const char *what, const void *p, uint64_t size, uint64_t seed)
 {
-	const int64_t bad = e2e::check_pattern(p, size, seed);
+	const int64_t bad = testcommon::check_pattern(p, size, seed);
 	if (bad < 0)
 		return "";
 	char msg[160];
@@ -194,7 +195,7 @@ int run_bo_role(int role, int sock_a, int sock_b, uint64_t size)
 	if (!map_bo(bo, size, kVa[role], &cpu, &why))
 		return finish(role, why);
 	if (role == 0) {
-		e2e::fill_pattern(cpu, size, 1);
+		testcommon::fill_pattern(cpu, size, 1);
 		uint32_t fd = 0;
 		if (amdgpu_bo_export(bo, amdgpu_bo_handle_type_dma_buf_fd, &fd) != 0)
 			return finish(role, "amdgpu_bo_export failed");
@@ -220,7 +221,7 @@ int run_bo_role(int role, int sock_a, int sock_b, uint64_t size)
 	if (role == 0) {
 		wait_for(g_dir + "/seen1.importer");
 		wait_for(g_dir + "/seen1.holder");
-		e2e::fill_pattern(cpu, size, 2);
+		testcommon::fill_pattern(cpu, size, 2);
 		touch(g_dir + "/phase2");
 	} else {
 		touch(g_dir + "/seen1.importer");

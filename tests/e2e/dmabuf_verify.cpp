@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "gpu_workload.h"
+#include "testcommon/pattern.h"
 
 namespace {
 
@@ -59,7 +60,7 @@ const char *const kRoles[3] = {"exporter", "importer", "holder"};
 
 bool pattern_ok(const void *p, uint64_t size, uint64_t seed)
 {
-	const int64_t bad = e2e::check_pattern(p, size, seed);
+	const int64_t bad = testcommon::check_pattern(p, size, seed);
 	if (bad >= 0)
 		std::printf("dmabuf_verify: byte %" PRId64 " differs from seed %" PRIu64 "'s pattern\n", bad, seed);
 	return bad < 0;

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "gpu_workload.h"
+#include "testcommon/pattern.h"
 
 namespace {
 
@@ -238,7 +239,7 @@ int main(int argc, char **argv)
 			if (zero)
 				std::memset(addr, 0, size);
 			else
-				e2e::fill_pattern(addr, size, seed);
+				testcommon::fill_pattern(addr, size, seed);
 			m.bos.push_back({node, static_cast<uint32_t>(props.DrmRenderMinor), true, false,
 					 reinterpret_cast<uint64_t>(addr), size, zero ? 0 : size, seed});
 			seed++;
@@ -257,7 +258,7 @@ int main(int argc, char **argv)
 			if (zero)
 				std::memset(addr, 0, size);
 			else
-				e2e::fill_pattern(addr, size, seed);
+				testcommon::fill_pattern(addr, size, seed);
 			m.bos.push_back({node, static_cast<uint32_t>(props.DrmRenderMinor), true, true,
 					 reinterpret_cast<uint64_t>(addr), size, zero ? 0 : size, seed});
 			seed++;
@@ -276,7 +277,7 @@ int main(int argc, char **argv)
 		HSAuint64 gpuva = 0;
 		if (HSAKMT_STATUS s = hsaKmtMapMemoryToGPU(addr, size, &gpuva); s != HSAKMT_STATUS_SUCCESS)
 			die("hsaKmtMapMemoryToGPU(system)", s);
-		e2e::fill_pattern(addr, size, seed);
+		testcommon::fill_pattern(addr, size, seed);
 		m.bos.push_back({0, 0, false, false, reinterpret_cast<uint64_t>(addr), size, size, seed});
 		seed++;
 	}

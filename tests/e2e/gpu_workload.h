@@ -31,12 +31,6 @@ struct Manifest {
 	std::vector<ManifestBo> bos;
 };
 
-// Deterministic content: the byte at offset `off` of a BO with `seed`.
-// Filled and checked 8 bytes at a time.
-void fill_pattern(void *dst, uint64_t len, uint64_t seed);
-// Offset of the first byte that differs, or -1 when all `len` bytes match.
-int64_t check_pattern(const void *src, uint64_t len, uint64_t seed);
-
 bool write_manifest(const std::string &path, const Manifest &m);
 bool read_manifest(const std::string &path, Manifest *m);
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gpu_workload.h"
+#include "testcommon/pattern.h"
 #include "image/image_dir.h"
 #include "image/image_names.h"
 #include "image/image_set.h"
@@ -124,7 +125,7 @@ int main(int argc, char **argv)
 				fnv = tmp;
 				if (check) {
 					const e2e::ManifestBo &m = *wanted[b.addr];
-					const int64_t at = e2e::check_pattern(whole.data(), std::min(m.fill, b.size), m.seed);
+					const int64_t at = testcommon::check_pattern(whole.data(), std::min(m.fill, b.size), m.seed);
 					if (at >= 0) {
 						std::fprintf(stderr, "img-check: BO %#llx: pattern differs at offset %lld\n",
 							     static_cast<unsigned long long>(b.addr), static_cast<long long>(at));

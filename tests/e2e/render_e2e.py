@@ -41,6 +41,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from testcommon import pattern  # noqa: E402
+
 BOUND = 64 << 10
 
 
@@ -51,18 +54,6 @@ class Failed(Exception):
 def check(cond, msg):
     if not cond:
         raise Failed(msg)
-
-
-def word(seed, i):
-    m = (1 << 64) - 1
-    x = (seed * 0x9e3779b97f4a7c15 + i) & m
-    x ^= x >> 31
-    x = (x * 0xbf58476d1ce4e5b9) & m
-    return x ^ (x >> 29)
-
-
-def pattern(seed, size):
-    return struct.pack("<%dQ" % (size // 8), *(word(seed, i) for i in range(size // 8)))
 
 
 class Bins:

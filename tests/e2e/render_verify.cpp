@@ -36,6 +36,8 @@
 #include <string>
 #include <vector>
 
+#include "testcommon/pattern.h"
+
 namespace {
 
 // The kernel's uapi (include/uapi/drm/amdgpu_drm.h), written here from the
@@ -59,14 +61,6 @@ struct VmEntry {
 constexpr unsigned long kListHandles = 0xC0106459ul; // _IOWR('d', 0x59, 16)
 constexpr unsigned long kGemOp = 0xC0186450ul;	     // _IOWR('d', 0x50, 24)
 constexpr uint32_t kGetMappingInfo = 2;
-
-uint64_t word(uint64_t seed, uint64_t i) // as the workload's
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + i;
-	x ^= x >> 31;
-	x *= 0xbf58476d1ce4e5b9ull;
-	return x ^ (x >> 29);
-}
 
 struct Gem {
 	uint32_t handle;
@@ -208,12 +202,10 @@ void check_file(int fd, const std::vector<Gem> &gems)
 			fail(bo + m);
 		}
 		if (g.cpu) {
-			const auto *w = reinterpret_cast<const uint64_t *>(uintptr_t(g.cpu));
-			for (uint64_t i = 0; i < g.size / 8; i++)
-				if (w[i] != word(g.seed, i)) {
-					fail(bo + ": word " + std::to_string(i) + " through its CPU mapping differs");
-					break;
-				}
+			const int64_t at = testcommon::check_pattern(reinterpret_cast<const void *>(uintptr_t(g.cpu)),
+								     g.size & ~uint64_t(7), g.seed);
+			if (at >= 0)
+				fail(bo + ": word " + std::to_string(at / 8) + " through its CPU mapping differs");
 		}
 	}
 }

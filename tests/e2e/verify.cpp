@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "gpu_workload.h"
+#include "testcommon/pattern.h"
 
 namespace {
 
@@ -99,7 +100,7 @@ extern "C" __attribute__((visibility("default"))) int verify_gpu_state(const cha
 		bool all = true;
 		for (const auto &b : manifests[i].bos)
 			all = all && mapped(maps, b.addr, b.fill);
-		bool pattern = all && e2e::check_pattern(reinterpret_cast<const void *>(manifests[i].bos[0].addr),
+		bool pattern = all && testcommon::check_pattern(reinterpret_cast<const void *>(manifests[i].bos[0].addr),
 							 manifests[i].bos[0].fill, manifests[i].bos[0].seed) < 0;
 		if (pattern) {
 			mine = &manifests[i];
@@ -114,7 +115,7 @@ extern "C" __attribute__((visibility("default"))) int verify_gpu_state(const cha
 	}
 	int bad = 0;
 	for (const auto &b : mine->bos) {
-		const int64_t at = e2e::check_pattern(reinterpret_cast<const void *>(b.addr), b.fill, b.seed);
+		const int64_t at = testcommon::check_pattern(reinterpret_cast<const void *>(b.addr), b.fill, b.seed);
 		if (at >= 0) {
 			std::fprintf(stderr, "verify[%d]: BO at %#llx (%llu bytes, %s): first bad byte at offset %lld\n",
 				     getpid(), static_cast<unsigned long long>(b.addr),

@@ -33,6 +33,8 @@
 #include <string>
 #include <vector>
 
+#include "testcommon/pattern.h"
+
 namespace {
 
 int g_failures = 0;
@@ -159,17 +161,6 @@ bool wait_done(const Signal &sig, const char *what)
 	return false;
 }
 
-void fill(uint8_t *p, size_t n, uint64_t seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-	for (size_t i = 0; i < n; ++i) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		p[i] = uint8_t(x);
-	}
-}
-
 bool same(const uint8_t *a, const uint8_t *b, size_t n, const std::string &what)
 {
 	for (size_t i = 0; i < n; ++i)
@@ -197,7 +188,7 @@ void round_trip(const Machine &m, const Gpu &g, size_t n, uint64_t seed)
 	allow(m, src.p);
 	allow(m, dst.p);
 	allow(m, vram.p);
-	fill(src.bytes(), n, seed);
+	testcommon::fill_pattern(src.bytes(), n, seed);
 	std::memset(dst.p, 0, n);
 	Signal up, down;
 	CHECK_HSA(hsa_amd_memory_async_copy(vram.p, g.agent, src.p, m.cpu, n, 0, nullptr, up.s));
@@ -219,7 +210,7 @@ void in_flight(const Machine &m, const Gpu &g, size_t n, int count, uint64_t see
 		allow(m, src.back()->p);
 		allow(m, dst.back()->p);
 		allow(m, vram.back()->p);
-		fill(src.back()->bytes(), n, seed + uint64_t(i));
+		testcommon::fill_pattern(src.back()->bytes(), n, seed + uint64_t(i));
 		std::memset(dst.back()->p, 0, n);
 		up.push_back(std::make_unique<Signal>());
 		down.push_back(std::make_unique<Signal>());
@@ -246,7 +237,7 @@ void peer(const Machine &m, const Gpu &a, const Gpu &b, size_t n, uint64_t seed)
 	allow(m, dst.p);
 	allow(m, va.p);
 	allow(m, vb.p);
-	fill(src.bytes(), n, seed);
+	testcommon::fill_pattern(src.bytes(), n, seed);
 	std::memset(dst.p, 0, n);
 	Signal s1, s2, s3;
 	CHECK_HSA(hsa_amd_memory_async_copy(va.p, a.agent, src.p, m.cpu, n, 0, nullptr, s1.s));

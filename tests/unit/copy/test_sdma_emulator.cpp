@@ -25,6 +25,7 @@
 #include "copy/transfer.h"
 #include "device/amdgpu.h"
 #include "fakes.h"
+#include "testcommon/pattern.h"
 
 using namespace amdcr;
 
@@ -52,9 +53,10 @@ TestBo make_bo(const Device &dev, uint64_t alloc, uint64_t copy, uint32_t domain
 	{
 		auto cpu = CpuMapping::map(*bo);
 		cr_assert_ok(cpu);
-		auto *p = static_cast<uint8_t *>(cpu->ptr());
-		for (uint64_t i = 0; i < alloc; ++i)
-			p[i] = seed ? static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 12)) & 0xff) : 0;
+		if (seed)
+			testcommon::fill_pattern(cpu->ptr(), alloc, seed);
+		else
+			std::memset(cpu->ptr(), 0, alloc);
 	}
 	auto fd = bo->export_dmabuf();
 	cr_assert_ok(fd);

@@ -16,6 +16,7 @@
 #include "copy/gpu_copy.h"
 #include "copy/transfer.h"
 #include "fakes.h"
+#include "testcommon/pattern.h"
 
 using namespace amdcr;
 using namespace amdcr::test;
@@ -29,13 +30,7 @@ uint64_t page() { return static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)); }
 // Deterministic, position- and buffer-dependent contents.
 void fill(std::vector<uint8_t> &v, uint32_t seed)
 {
-	uint32_t x = seed * 2654435761u + 1;
-	for (auto &b : v) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		b = static_cast<uint8_t>(x);
-	}
+	testcommon::fill_pattern(v.data(), v.size(), seed);
 }
 
 struct Bos {

@@ -27,6 +27,7 @@
 #include "copy/transfer.h"
 #include "device/kfd.h"
 #include "../copy/fakes.h"
+#include "testcommon/pattern.h"
 
 using namespace amdcr;
 
@@ -61,12 +62,6 @@ UniqueFd open_render(int minor)
 {
 	const std::string path = "/dev/dri/renderD" + std::to_string(minor);
 	return UniqueFd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
-}
-
-void fill(uint8_t *p, uint64_t n, uint32_t seed)
-{
-	for (uint64_t i = 0; i < n; ++i)
-		p[i] = static_cast<uint8_t>((i * 2654435761u + seed * 977 + (i >> 11)) & 0xff);
 }
 
 // Dumps the BOs with the given dma-bufs on render node `minor`.
@@ -226,7 +221,7 @@ Test(kfd_emulator, checkpoint_dump_restore_resume)
 		cr_assert_eq(hsaKmtAllocMemory(node, size, f, &addr), HSAKMT_STATUS_SUCCESS);
 		HSAuint64 gpuva = 0;
 		cr_assert_eq(hsaKmtMapMemoryToGPU(addr, size, &gpuva), HSAKMT_STATUS_SUCCESS);
-		fill(static_cast<uint8_t *>(addr), size, seed++);
+		testcommon::fill_pattern(addr, size, seed++);
 		const auto *p = static_cast<const uint8_t *>(addr);
 		expect.insert(expect.end(), p, p + size);
 		addrs.push_back(addr);

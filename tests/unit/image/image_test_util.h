@@ -18,6 +18,7 @@
 #include "image/image_dir.h"
 #include "image/kfd_image.h"
 #include "image/render_image.h"
+#include "testcommon/pattern.h"
 
 namespace amdcr::test {
 
@@ -119,20 +120,6 @@ inline std::vector<uint8_t> framed(const std::vector<uint8_t> &payload)
 	return out;
 }
 
-// Deterministic pseudo-random bytes (xorshift), different per seed.
-inline std::vector<uint8_t> pattern(size_t len, uint64_t seed)
-{
-	std::vector<uint8_t> out(len);
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-	for (auto &b : out) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		b = static_cast<uint8_t>(x >> 24);
-	}
-	return out;
-}
-
 inline KfdDevice sample_gpu(uint32_t node_id, uint32_t gpu_id, uint32_t minor)
 {
 	KfdDevice d;
@@ -190,7 +177,7 @@ inline KfdImage sample_kfd_image(size_t priv_size = 4096)
 	img.num_of_objects = 7;
 	img.shared_mem_size = 4096;
 	img.shared_mem_magic = 0x4b464454;
-	img.priv_data = pattern(priv_size, 99);
+	img.priv_data = testcommon::pattern_bytes(priv_size, 99);
 	return img;
 }
 

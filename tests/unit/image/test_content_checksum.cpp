@@ -98,7 +98,7 @@ Test(content_checksum, chunks_are_bo_relative_and_piece_independent)
 	uint64_t total = 0;
 	for (auto s : sizes)
 		total += s;
-	const auto data = test::pattern(total, 7);
+	const auto data = testcommon::pattern_bytes(total, 7);
 	const uint32_t chunk = 4096;
 	const auto a = sums_of(data, sizes, data.size(), chunk);
 	// Any cut of the stream gives the same checksums.
@@ -119,7 +119,7 @@ Test(content_checksum, take_before_the_end_is_an_error)
 	VecSink out;
 	const std::vector<uint64_t> sizes = {8192};
 	ChecksummingSink sink(out, sizes, 4096);
-	const auto data = test::pattern(4096, 1);
+	const auto data = testcommon::pattern_bytes(4096, 1);
 	cr_assert_ok(sink.write(data.data(), data.size()));
 	cr_assert_not(sink.take().ok());
 	// More than the BOs hold is refused too.
@@ -130,7 +130,7 @@ Test(content_checksum, take_before_the_end_is_an_error)
 Test(content_checksum, a_damaged_list_is_refused)
 {
 	const std::vector<uint64_t> sizes = {3 * 4096};
-	const auto data = test::pattern(sizes[0], 2);
+	const auto data = testcommon::pattern_bytes(sizes[0], 2);
 	auto sums = sums_of(data, sizes, 4096, 4096);
 	cr_assert_ok(check_bo_checksum(sums[0], sizes[0]));
 	cr_assert_not(check_bo_checksum(sums[0], sizes[0] + 4096).ok(), "chunk count not checked");
@@ -149,7 +149,7 @@ Test(content_checksum, every_flipped_byte_is_located)
 	uint64_t total = 0;
 	for (auto s : sizes)
 		total += s;
-	const auto good = test::pattern(total, 3);
+	const auto good = testcommon::pattern_bytes(total, 3);
 	const auto sums = sums_of(good, sizes, 4096, chunk);
 	cr_assert_ok(read_verified(good, sizes, sums, 3000));
 	for (uint64_t i = 0; i < total; i += 97) {
@@ -173,7 +173,7 @@ Test(content_checksum, every_flipped_byte_is_located)
 Test(content_checksum, bos_without_checksums_and_skips_pass_unchecked)
 {
 	const std::vector<uint64_t> sizes = {8192, 8192};
-	auto data = test::pattern(16384, 4);
+	auto data = testcommon::pattern_bytes(16384, 4);
 	const auto sums = sums_of(data, sizes, 4096, 4096);
 	data[100] ^= 1; // in BO 0, which has no checksum below
 	VecSource in(data);

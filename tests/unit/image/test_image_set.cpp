@@ -19,7 +19,7 @@ void write_pages(const ImageDir &dir, const std::string &name, uint64_t size)
 {
 	auto w = PagesWriter::create(dir, name, size);
 	cr_assert(w.ok());
-	const auto data = test::pattern(size, size);
+	const auto data = testcommon::pattern_bytes(size, size);
 	cr_assert(w->write(data.data(), data.size()).ok());
 	cr_assert(w->commit().ok());
 }

@@ -116,8 +116,8 @@ Test(image_stream, dump_then_restore_through_pipes_writes_nothing_to_the_directo
 {
 	reset();
 	TempDir tmp;
-	const auto bos = test::pattern((3 << 20) + 123, 7); // far beyond a pipe's 64 KiB
-	const auto meta = test::pattern(5000, 9);
+	const auto bos = testcommon::pattern_bytes((3 << 20) + 123, 7); // far beyond a pipe's 64 KiB
+	const auto meta = testcommon::pattern_bytes(5000, 9);
 	const std::string pages = kfd_pages_image_name(4, 0xbeef);
 	{
 		ImageDir dir = streamed_dir(tmp, ImageStreamer::Mode::Capture);
@@ -181,7 +181,7 @@ Test(image_stream, truncated_and_overlong_streams_are_errors_naming_the_file)
 {
 	reset();
 	TempDir tmp;
-	const auto data = test::pattern(300000, 3);
+	const auto data = testcommon::pattern_bytes(300000, 3);
 	fake.files["short.img"] = framed(data, data.size() + 10);
 	auto longer = data;
 	longer.push_back(0xee);

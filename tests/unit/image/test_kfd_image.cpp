@@ -158,7 +158,7 @@ Test(kfd_image, garbage_bytes)
 	TempDir tmp;
 	// A correctly framed payload that is no criu_kfd message.
 	cr_assert(test::write_raw(tmp.file(kfd_image_name(kId)),
-				  test::framed(test::pattern(1000, 5))));
+				  test::framed(testcommon::pattern_bytes(1000, 5))));
 	expect_rejected(tmp, "not a valid criu_kfd");
 }
 

@@ -20,8 +20,8 @@ Test(pages_file, write_then_read_sequentially)
 	TempDir tmp;
 	auto dir = ImageDir::open(tmp.path());
 	cr_assert(dir.ok());
-	const auto a = test::pattern(3 << 20, 1);
-	const auto b = test::pattern(4096, 2);
+	const auto a = testcommon::pattern_bytes(3 << 20, 1);
+	const auto b = testcommon::pattern_bytes(4096, 2);
 	{
 		auto w = PagesWriter::create(*dir, kfd_pages_image_name(5, 0xbeef), a.size() + b.size());
 		cr_assert(w.ok());
@@ -56,7 +56,7 @@ Test(pages_file, random_access_and_skip)
 	TempDir tmp;
 	auto dir = ImageDir::open(tmp.path());
 	cr_assert(dir.ok());
-	const auto data = test::pattern(10000, 3);
+	const auto data = testcommon::pattern_bytes(10000, 3);
 	auto w = PagesWriter::create(*dir, "p.img", data.size());
 	cr_assert(w.ok());
 	cr_assert(w->write(data.data(), data.size()).ok());
@@ -147,7 +147,7 @@ Test(pages_file, reader_checks_framing)
 	TempDir tmp;
 	auto dir = ImageDir::open(tmp.path());
 	cr_assert(dir.ok());
-	auto bytes = test::framed(test::pattern(100, 4));
+	auto bytes = test::framed(testcommon::pattern_bytes(100, 4));
 	bytes.resize(90);
 	cr_assert(test::write_raw(tmp.file("t.img"), bytes));
 	auto r = PagesReader::open(*dir, "t.img");
@@ -170,7 +170,7 @@ Test(pages_file, write_error_names_the_file_and_leaves_nothing)
 	::signal(SIGXFSZ, SIG_IGN);
 	struct rlimit lim = {64 << 10, 64 << 10};
 	cr_assert_eq(::setrlimit(RLIMIT_FSIZE, &lim), 0);
-	const auto data = test::pattern(1 << 20, 6);
+	const auto data = testcommon::pattern_bytes(1 << 20, 6);
 	{
 		// At create (the file gets its final length up front, where
 		// the filesystem reserves space) or at the write.
@@ -196,7 +196,7 @@ Test(pages_file, one_writer_per_gpu_in_parallel)
 	std::vector<std::thread> threads;
 	for (uint32_t g = 0; g < kGpus; g++)
 		threads.emplace_back([&, g] {
-			const auto data = test::pattern(256 << 10, g);
+			const auto data = testcommon::pattern_bytes(256 << 10, g);
 			auto w = PagesWriter::create(*dir, kfd_pages_image_name(9, 0x1000 + g), data.size());
 			if (!w)
 				return;
@@ -213,7 +213,7 @@ Test(pages_file, one_writer_per_gpu_in_parallel)
 		cr_assert(r.ok());
 		std::vector<uint8_t> got(r->payload_size());
 		cr_assert(r->read(got.data(), got.size()).ok());
-		cr_assert(got == test::pattern(256 << 10, g));
+		cr_assert(got == testcommon::pattern_bytes(256 << 10, g));
 	}
 	cr_assert_eq(tmp.names().size(), kGpus);
 }
@@ -236,9 +236,9 @@ Test(pages_file, zero_runs_become_holes_and_read_back_as_zeros)
 	auto dir = ImageDir::open(tmp.path());
 	cr_assert(dir.ok());
 	// data | 8 MiB of zeros | one odd page of data | 4 MiB of trailing zeros
-	std::vector<uint8_t> all = test::pattern(1 << 20, 5);
+	std::vector<uint8_t> all = testcommon::pattern_bytes(1 << 20, 5);
 	all.resize(all.size() + (8 << 20), 0);
-	const auto mid = test::pattern(4096 + 8, 6);
+	const auto mid = testcommon::pattern_bytes(4096 + 8, 6);
 	all.insert(all.end(), mid.begin(), mid.end());
 	all.resize(all.size() + (4 << 20), 0);
 	{

@@ -33,7 +33,7 @@ Test(pages_series, writes_each_part_to_its_file_and_reads_back_the_same_stream)
 	TempDir tmp;
 	auto dir = ImageDir::open(tmp.path());
 	cr_assert_ok(dir);
-	const auto bytes = test::pattern(12288 + 7000, 9);
+	const auto bytes = testcommon::pattern_bytes(12288 + 7000, 9);
 	{
 		PagesSeriesWriter w(*dir, three_parts());
 		for (size_t off = 0; off < bytes.size(); off += 5000)
@@ -69,7 +69,7 @@ Test(pages_series, refuses_bytes_past_the_last_part_and_an_unfinished_part)
 	TempDir tmp;
 	auto dir = ImageDir::open(tmp.path());
 	cr_assert_ok(dir);
-	const auto bytes = test::pattern(20000, 3);
+	const auto bytes = testcommon::pattern_bytes(20000, 3);
 	{
 		PagesSeriesWriter w(*dir, three_parts());
 		auto st = w.write(bytes.data(), bytes.size());

@@ -124,7 +124,7 @@ Test(render_image, garbage_and_truncation)
 {
 	TempDir tmp;
 	cr_assert(test::write_raw(tmp.file(render_image_name(kId)),
-				  test::framed(test::pattern(300, 1))));
+				  test::framed(testcommon::pattern_bytes(300, 1))));
 	expect_rejected(tmp, "not a valid criu_render_node");
 	auto payload = pack_render_image(test::sample_render_image());
 	cr_assert(payload.ok());

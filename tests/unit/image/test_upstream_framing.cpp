@@ -293,7 +293,7 @@ Test(upstream_framing, pages_file_is_header_then_raw_bos_in_table_order)
 	auto dir = ImageDir::open(tmp.path());
 	cr_assert(dir.ok());
 	// Upstream writes the VRAM/GTT BOs of one GPU back to back.
-	const Bytes bo0 = test::pattern(0x2000, 10), bo1 = test::pattern(0x1000, 11);
+	const Bytes bo0 = testcommon::pattern_bytes(0x2000, 10), bo1 = testcommon::pattern_bytes(0x1000, 11);
 	Bytes payload = bo0;
 	payload.insert(payload.end(), bo1.begin(), bo1.end());
 	cr_assert(test::write_raw(tmp.file("amdgpu-pages-3-00ab.img"), upstream_file(payload)));

@@ -5,49 +5,6 @@
 #include "gpu_workload.h"
 
 namespace e2e {
-namespace {
-
-inline uint64_t word(uint64_t seed, uint64_t index)
-{
-	uint64_t x = seed * 0x9E3779B97F4A7C15ull + index * 0xD6E8FEB86659FD93ull;
-	x ^= x >> 32;
-	x *= 0xD6E8FEB86659FD93ull;
-	x ^= x >> 29;
-	return x;
-}
-
-} // namespace
-
-void fill_pattern(void *dst, uint64_t len, uint64_t seed)
-{
-	auto *p = static_cast<unsigned char *>(dst);
-	const uint64_t words = len / 8;
-	for (uint64_t i = 0; i < words; i++) {
-		const uint64_t w = word(seed, i);
-		std::memcpy(p + i * 8, &w, 8);
-	}
-	const uint64_t w = word(seed, words);
-	std::memcpy(p + words * 8, &w, len % 8);
-}
-
-int64_t check_pattern(const void *src, uint64_t len, uint64_t seed)
-{
-	const auto *p = static_cast<const unsigned char *>(src);
-	const uint64_t words = len / 8;
-	for (uint64_t i = 0; i < words; i++) {
-		const uint64_t w = word(seed, i);
-		if (std::memcmp(p + i * 8, &w, 8) != 0) {
-			for (uint64_t b = 0; b < 8; b++)
-				if (p[i * 8 + b] != reinterpret_cast<const unsigned char *>(&w)[b])
-					return static_cast<int64_t>(i * 8 + b);
-		}
-	}
-	const uint64_t w = word(seed, words);
-	for (uint64_t b = 0; b < len % 8; b++)
-		if (p[words * 8 + b] != reinterpret_cast<const unsigned char *>(&w)[b])
-			return static_cast<int64_t>(words * 8 + b);
-	return -1;
-}
 
 bool write_manifest(const std::string &path, const Manifest &m)
 {
