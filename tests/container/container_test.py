@@ -36,7 +36,9 @@ container's org.criu.config annotation. Steps:
    restores onto the container's two GPUs.
 
 CASE all: steps 1, 2. CASE subset: 1, 3 (the first machine, then the subset
-machines). CASE full: 1, 2, 3. MACHINES and CASES below name them.
+machines). CASE full: 1, 2, 3. MACHINES and CASES below name them. CASE
+killed: only phase_killed (a checkpoint killed during its GPU copy, on the
+first machine with slow SDMA).
 
 Exit: 0 pass, 1 fail, 77 NOT RUN (not root, podman or runc missing or not
 working, CRIU not listed / not usable, sanitizer build).
@@ -561,6 +563,7 @@ def phase_killed(args, rc, emu, work):
     resumed the container's process, podman still reports the container
     running, and the workload completes its next SDMA user-queue copy, fence
     and event wait."""
+    sys.path.insert(0, args.realcriu_lib)
     import realcriu
     realcriu.become_subreaper()  # what the kill orphans comes to us
     pm, pid, wl, before = start_container(rc, emu, work, [128, 129], ["--user-queue"],
