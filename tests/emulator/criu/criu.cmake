@@ -129,8 +129,10 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
     kfdemu_realcriu_test(${_ver} dump_killed_${_m} dump-killed ${_m})
     kfdemu_realcriu_test(${_ver} restore_killed_${_m} restore-killed ${_m})
   endforeach()
-  kfdemu_realcriu_test(${_ver} dump_termed_MI100 dump-termed MI100)
-  kfdemu_realcriu_test(${_ver} dump_timeout_2xMI210 dump-timeout 2xMI210)
+  foreach(_m MI100 2xMI210)
+    kfdemu_realcriu_test(${_ver} dump_termed_${_m} dump-termed ${_m})
+    kfdemu_realcriu_test(${_ver} dump_timeout_${_m} dump-timeout ${_m})
+  endforeach()
   # A parent and a child: killed during the child's copy, after the
   # parent's (criu-dev: the parent still paused, after its copy).
   kfdemu_realcriu_test(${_ver} dump_killed_tree_2xMI210 dump-killed-tree 2xMI210)
