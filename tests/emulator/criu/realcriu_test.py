@@ -1555,6 +1555,7 @@ def render_killed(run):
     tmps = temp_files(run.images)
     rc = kill_criu(p, "dump-killed")
     log(f"criu dump ended with {rc} during the render node's copy; temporary files then: {tmps}; guardian {g[0]}")
+    expect(tmps, "no temporary file when CRIU was killed: nothing for the guardian to remove", False)
     expect(wait_for(lambda: not temp_files(run.images), 2.0),
            f"temporary files left in the image directory: {temp_files(run.images)}", False)
     expect(wait_for(lambda: not guardians(), 2.0), f"guardian processes left 2 s after: {guardians()}", False)
