@@ -172,6 +172,25 @@ Result<ImageDir> DumpSession::image_dir() const
 	return dir;
 }
 
+void DumpSession::start_guardian()
+{
+	if (guardian_ || guardian_failed_)
+		return;
+	std::optional<int> dir_fd;
+	if (auto dir = session_image_dir(env_); dir && !dir->streaming())
+		dir_fd = dir->fd();
+	auto g = Guardian::start(Guardian::Stage::Dump, dir_fd.value_or(-1));
+	if (!g) {
+		guardian_failed_ = true;
+		log_warn("no guardian: if CRIU is killed during this dump, paused GPU queues stay paused and "
+			 "temporary files stay: %s",
+			 g.error().message().c_str());
+		return;
+	}
+	guardian_.emplace(std::move(*g));
+	log_debug("guardian started (pid %d)", static_cast<int>(guardian_->pid()));
+}
+
 void DumpSession::tell_guardian_temp_files(ImageDir &dir) const
 {
 	if (!guardian_ || dir.streaming())

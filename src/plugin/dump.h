@@ -10,10 +10,12 @@
 // (exit) unpauses them; the destructor does too, so a session can never
 // leave a process paused.
 //
-// A killed CRIU (no exit hook runs): the first pause starts a Guardian
-// (plugin/guardian.h), which is told every paused and unpaused process and
-// every temporary file; if CRIU's process ends before finish(), it
-// unpauses the processes still paused and removes those files.
+// A killed CRIU (no exit hook runs): the first GPU file of the dump (a
+// /dev/kfd file before its pause, an AMD render node, a dma-buf of an AMD
+// GPU) starts a Guardian (plugin/guardian.h), which is told every paused
+// and unpaused process and every temporary file; if CRIU's process ends
+// before finish(), it unpauses the processes still paused and removes
+// those files. A dump without AMD GPU state never starts one.
 //
 // Nothing half-written: every image file a dump writes is listed in
 // created_ before it is written; when a hook of ours fails, and when the
@@ -92,9 +94,12 @@ private:
 	Result<ImageDir> image_dir() const;
 	// From now on `dir` tells the guardian (if any) its temporary files.
 	void tell_guardian_temp_files(ImageDir &dir) const;
-	// Paused process `p` under the guardian's watch (sets p.host_pid),
-	// the guardian started first if need be. Not watched (logged) when it
-	// cannot be: the dump goes on.
+	// Starts the guardian unless it runs: called by each GPU file's dump
+	// before it pauses anything or creates any file. When it cannot start
+	// (logged) the dump goes on without one.
+	void start_guardian();
+	// Paused process `p` under the guardian's watch (sets p.host_pid).
+	// Not watched (logged) when it cannot be: the dump goes on.
 	void guard(Paused &p);
 	void claim();
 	// The binding of this dump's image for CRIU file `id`: the dump's
@@ -124,8 +129,9 @@ private:
 	};
 	std::map<std::pair<uint64_t, uint64_t>, SeenBo> shared_bos_;
 	bool claimed_ = false;
-	// Started at the first pause (plugin/guardian.h); finish() ends it.
+	// Started by the first GPU file (start_guardian); finish() ends it.
 	std::optional<Guardian> guardian_;
+	bool guardian_failed_ = false; // start_guardian() does not try again
 };
 
 } // namespace amdcr

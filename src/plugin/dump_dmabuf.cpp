@@ -130,6 +130,7 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 		}
 	}
 	*ours = true;
+	start_guardian();
 	auto images = image_dir();
 	if (!images)
 		return std::move(images).error();

@@ -91,23 +91,14 @@ std::optional<pid_t> dumped_process(uint32_t ns_pid)
 void DumpSession::guard(Paused &p)
 {
 	const uint32_t pid = p.pid;
+	if (!guardian_) {
+		log_debug("pid %u: no guardian watches it", pid);
+		return;
+	}
 	const auto host = dumped_process(pid);
 	if (!host) {
 		log_debug("pid %u: no process traced by us has that pid; no guardian watches it", pid);
 		return;
-	}
-	if (!guardian_) {
-		std::optional<int> dir_fd;
-		if (auto dir = session_image_dir(env_); dir && !dir->streaming())
-			dir_fd = dir->fd();
-		auto g = Guardian::start(Guardian::Stage::Dump, dir_fd.value_or(-1));
-		if (!g) {
-			log_warn("pid %u: if CRIU is killed now its GPU queues stay paused: %s", pid,
-				 g.error().message().c_str());
-			return;
-		}
-		guardian_.emplace(std::move(*g));
-		log_debug("guardian started (pid %d)", static_cast<int>(guardian_->pid()));
 	}
 	if (auto st = guardian_->paused(p.kfd, *host); !st) {
 		log_warn("pid %u: if CRIU is killed now its GPU queues stay paused: %s", pid,
@@ -122,6 +113,7 @@ Status DumpSession::dump_kfd(int fd, int id)
 {
 	if (auto st = check_kfd_criu_support(env_.paths); !st)
 		return st;
+	start_guardian();
 	auto images = image_dir();
 	if (!images)
 		return std::move(images).error();
@@ -140,7 +132,6 @@ Status DumpSession::dump_kfd(int fd, int id)
 	log_debug("pid %u: GPU queues paused (%u GPUs, %u BOs, %u objects)", info->pid, info->num_devices,
 		 info->num_bos, info->num_objects);
 	guard(paused_.back());
-	tell_guardian_temp_files(*images);
 
 	const Topology *topo = topology();
 	if (!topo)

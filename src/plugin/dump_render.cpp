@@ -54,6 +54,7 @@ Result<DrmBo> describe_bo(int fd, const GemBoInfo &h, uint32_t minor)
 
 Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 {
+	start_guardian();
 	auto images = image_dir();
 	if (!images)
 		return std::move(images).error();

@@ -9,10 +9,10 @@
 // in another process.
 //
 // One Guardian per session (DumpSession, RestoreSession own it), started on
-// first need: by a dump right before it pauses its first process (never on a
-// machine or dump without KFD state), by a restore in init(RESTORE) when the
-// checkpoint has GPU state to restore. It is told, over a SOCK_SEQPACKET
-// socket pair:
+// first need: by a dump at its first GPU file (a /dev/kfd file before its
+// pause, an AMD render node, an AMD GPU's dma-buf; never on a machine or dump
+// without AMD GPU state), by a restore in init(RESTORE) when the checkpoint
+// has GPU state to restore. It is told, over a SOCK_SEQPACKET socket pair:
 //   dump:    each paused process (an fd of the target's own /dev/kfd file
 //            and a pidfd of it), each process unpaused again, and the name
 //            of every temporary image file before it is created;

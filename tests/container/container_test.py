@@ -36,7 +36,9 @@ container's org.criu.config annotation. Steps:
    restores onto the container's two GPUs.
 
 CASE all: steps 1, 2. CASE subset: 1, 3 (the first machine, then the subset
-machines). CASE full: 1, 2, 3. MACHINES and CASES below name them.
+machines). CASE full: 1, 2, 3. MACHINES and CASES below name them. CASE
+killed: only phase_killed (a checkpoint killed during its GPU copy, on the
+first machine with slow SDMA).
 
 Exit: 0 pass, 1 fail, 77 NOT RUN (not root, podman or runc missing or not
 working, CRIU not listed / not usable, sanitizer build).
@@ -45,6 +47,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -89,6 +92,7 @@ CASES = {
     "all": ["second"],
     "subset": ["missing", "bigger"],
     "full": ["second", "missing", "bigger"],
+    "killed": [],  # its own first phase (phase_killed), no later machine
 }
 # The render node the "missing" machine's restore must name.
 MISSING_NODE = "/dev/dri/renderD130"
@@ -308,8 +312,10 @@ def plugin_lines(storage, what):
     return lines
 
 
-def phase_first(args, rc, emu, work):
-    minors = [128, 129]
+def start_container(rc, emu, work, minors, flags=(), env=()):
+    """The workload (with `flags`, and `env` NAME=VALUE settings) as the
+    init of container "gpu" on this machine, given `minors`' render nodes.
+    Returns (Podman, its host pid, its directory, its snapshot)."""
     pm = Podman(work, os.path.join(work, "storage"))
     wl = os.path.join(work, "wl")
     os.makedirs(wl)
@@ -326,15 +332,23 @@ def phase_first(args, rc, emu, work):
            "-v", f"{root}:{root}", "-v", f"{wl}:{wl}", "-v", f"{libdir}:{libdir}:ro",
            "-e", "LD_PRELOAD=/kfdemu/libkfdemu_shim.so", "-e", f"KFDEMU_ROOT={root}",
            "-e", f"KFDEMU_SOCKET={os.environ['KFDEMU_SOCKET']}"]
+    for e in env:
+        cmd += ["-e", e]
     for d in device_nodes(work, 1, minors):
         cmd += ["--device", d]
-    pm.run(*cmd, "localhost/kfdemu-workload:1", "/kfdemu/workload", wl)
+    pm.run(*cmd, "localhost/kfdemu-workload:1", "/kfdemu/workload", *flags, wl)
     ready = os.path.join(wl, "ready")
     if not rc.wait_for(lambda: os.path.exists(ready), 60, "the workload in the container"):
         log(pm.run("logs", "gpu", check=False).stdout[-3000:])
         raise Failure("the workload did not get ready")
     pid = pm.pid("gpu")
-    before = snapshot(rc, emu, pid)
+    return pm, pid, wl, snapshot(rc, emu, pid)
+
+
+def phase_first(args, rc, emu, work):
+    minors = [128, 129]
+    pm, pid, wl, before = start_container(rc, emu, work, minors)
+    ready = os.path.join(wl, "ready")
     gpus_seen = sorted({b["actual_gpu_id"] for b in before["bos"]})
     log(f"container init {pid} (pid {open(ready).readline().strip()} inside): {len(before['bos'])} BOs on GPUs "
         f"{[hex(g) for g in gpus_seen]}, {len(before['vmas'])} device mappings, "
@@ -490,6 +504,121 @@ def phase_restore(args, rc, emu, work, expected):
     shutil.rmtree(storage)
 
 
+def descendants(pid):
+    """`pid` and every process below it, parents first."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop(0)
+        out.append(p)
+        todo += sorted(kids.get(p, []))
+    return out
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "(gone)"
+
+
+def guardians_in(rc, directory):
+    """The guardian processes (comm amdgpu-guard) holding `directory`
+    open: a dump's guardian keeps its image directory."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and comm(d) == rc.GUARDIAN_COMM:
+            try:
+                fds = os.listdir(f"/proc/{d}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    if os.readlink(f"/proc/{d}/fd/{fd}") == directory:
+                        out.append(int(d))
+                        break
+                except OSError:
+                    pass
+    return out
+
+
+def phase_killed(args, rc, emu, work):
+    """CASE killed: `podman container checkpoint` of the GPU container
+    (workload --user-queue, 256 MiB of VRAM per GPU, slow SDMA) run under
+    `timeout -s KILL` (podman 4.3's checkpoint has no --timeout), which
+    expires (SIGALRM, its timer's signal) while the plugin copies the first
+    GPU's VRAM: timeout SIGKILLs its process group (podman, runc and runc's
+    criu; what is left of the tree is SIGKILLed too, and said). Then:
+    within 1 s of CRIU's end the container's queues are active, within 2 s
+    no temporary file and no guardian is left, the guardian's log says it
+    resumed the container's process, podman still reports the container
+    running, and the workload completes its next SDMA user-queue copy, fence
+    and event wait."""
+    sys.path.insert(0, args.realcriu_lib)
+    import realcriu
+    realcriu.become_subreaper()  # what the kill orphans comes to us
+    pm, pid, wl, before = start_container(rc, emu, work, [128, 129], ["--user-queue"],
+                                          [f"KFDEMU_WORKLOAD_VRAM_MIB={rc.KILL_VRAM_MIB}"])
+    ckpt = os.path.join(pm.run("inspect", "--format", "{{.StaticDir}}", "gpu").stdout.strip(), "checkpoint")
+    log(f"container init {pid}: {len(before['bos'])} BOs; CRIU's images go to {ckpt}")
+    temps = lambda: sorted(n for n in (os.listdir(ckpt) if os.path.isdir(ckpt) else [])
+                           if n.startswith(".amdgpu-") and ".tmp-" in n)
+    out = open(os.path.join(work, "checkpoint-killed.log"), "w")
+    p = subprocess.Popen(["timeout", "-s", "KILL", str(PODMAN_TIMEOUT)] + pm.base +
+                         ["container", "checkpoint", "--keep", "gpu"],
+                         env=pm.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    out.close()
+    copying = lambda: any(n.startswith(".amdgpu-pages-") for n in temps()) or p.poll() is not None
+    rc.expect(rc.wait_for(copying, 60, "the plugin's copy"), "the checkpoint's GPU copy never started")
+    rc.expect(p.poll() is None, f"the checkpoint ended ({p.returncode}) before its copy could be interrupted")
+    q = emu.ctl("queues", pid)
+    rc.expect(q.get("state") == "paused", f"the container's queues are not paused during the copy: {q}")
+    tree = descendants(p.pid)
+    named = {t: comm(t) for t in tree}
+    criu = [t for t, c in named.items() if c == "criu"]
+    g = guardians_in(rc, ckpt)
+    rc.expect(len(criu) == 1 and len(g) == 1, f"during the copy: processes {named}, guardians {g}")
+    tmps = temps()
+    groups = {t: os.getpgid(t) for t in tree if os.path.exists(f"/proc/{t}")}
+    os.kill(p.pid, signal.SIGALRM)  # timeout's timer expires
+    rc.expect(rc.wait_for(lambda: p.poll() is not None, 10), "timeout did not end after its timer's signal")
+    left = [t for t in tree if rc.alive(t)]
+    if left:
+        log(f"outside timeout's process group, SIGKILLed too: {[(t, named[t]) for t in left]}")
+        for t in left:
+            os.kill(t, signal.SIGKILL)
+    rc.expect(rc.wait_for(lambda: not rc.alive(criu[0]), 5), f"CRIU {criu[0]} still runs")
+    t0 = time.monotonic()
+    log(f"checkpoint killed (timeout exit {p.returncode}) during the copy: processes {named}, process groups "
+        f"{groups}; temporary files then {tmps}; guardian {g[0]}")
+    running = rc.wait_for(lambda: rc.queues_running(emu, pid), 1.0)
+    took = time.monotonic() - t0
+    rc.expect(running, f"the container's queues are not running 1 s after CRIU's end: {emu.ctl('queues', pid)}, "
+              f"{emu.process(pid)}; guardian log {rc.guardian_log(ckpt)!r}")
+    log(f"queues of {pid} active {took:.3f} s after CRIU ended")
+    rc.expect(rc.wait_for(lambda: not temps(), 2.0), f"temporary files left in {ckpt}: {temps()}")
+    rc.expect(rc.wait_for(lambda: not guardians_in(rc, ckpt), 2.0),
+              f"guardian processes left 2 s after: {guardians_in(rc, ckpt)}")
+    said = rc.guardian_log(ckpt)
+    log(f"guardian log:\n{said.rstrip()}")
+    rc.expect(f"pid {pid}: GPU queues resumed (UNPAUSE)" in said, f"the guardian's log does not say it unpaused {pid}")
+    for t in tmps:
+        rc.expect(f"removed the temporary file {t}" in said, f"the guardian's log does not name {t}")
+    state = pm.run("inspect", "--format", "{{.State.Status}}", "gpu", timeout=60).stdout.strip()
+    rc.expect(state == "running" and rc.alive(pid), f"the container is {state} (init {pid} alive: {rc.alive(pid)})")
+    v = rc.verdict(wl, pid)
+    rc.expect(v == "OK", f"the container's workload after the killed checkpoint: {v}")
+
+
 class Failure(Exception):
     pass
 
@@ -502,6 +631,8 @@ def inside(args):
     emu = rc.Emu(args.kfd_emu)
     if args.phase == "first":
         phase_first(args, rc, emu, args.work)
+    elif args.phase == "killed":
+        phase_killed(args, rc, emu, args.work)
     else:
         phase_restore(args, rc, emu, args.work, MACHINES[args.phase][1])
 
@@ -612,8 +743,13 @@ def main():
         write_four_mi210(os.path.join(work, FOUR_MI210))
         me = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--work", work]
         emu = [args.kfd_emu, "--root", root]
-        log(f"first machine: {' '.join(FIRST)}")
-        rc = subprocess.run(emu + FIRST + ["--"] + me + ["--phase", "first"]).returncode
+        first, phase = FIRST, "first"
+        if args.case == "killed":
+            sys.path.insert(0, args.emu_criu_lib)
+            import realcriu_test
+            first, phase = FIRST[:1] + [realcriu_test.slow_machine(work, MACHINE)] + FIRST[2:], "killed"
+        log(f"first machine: {' '.join(first)}")
+        rc = subprocess.run(emu + first + ["--"] + me + ["--phase", phase]).returncode
         for name in CASES[args.case]:
             if rc != 0:
                 break

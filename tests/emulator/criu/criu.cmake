@@ -129,11 +129,25 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
     kfdemu_realcriu_test(${_ver} dump_killed_${_m} dump-killed ${_m})
     kfdemu_realcriu_test(${_ver} restore_killed_${_m} restore-killed ${_m})
   endforeach()
-  kfdemu_realcriu_test(${_ver} dump_termed_MI100 dump-termed MI100)
-  kfdemu_realcriu_test(${_ver} dump_timeout_2xMI210 dump-timeout 2xMI210)
+  foreach(_m MI100 2xMI210)
+    kfdemu_realcriu_test(${_ver} dump_termed_${_m} dump-termed ${_m})
+    kfdemu_realcriu_test(${_ver} dump_timeout_${_m} dump-timeout ${_m})
+  endforeach()
   # A parent and a child: killed during the child's copy, after the
   # parent's (criu-dev: the parent still paused, after its copy).
   kfdemu_realcriu_test(${_ver} dump_killed_tree_2xMI210 dump-killed-tree 2xMI210)
+  # The other points CRIU can be killed at, each held there by a `stall`
+  # fault on CRIU's next KFD call (it never happens): a dump after the
+  # pause, before any copy (CHECKPOINT), and after the copy and the KFD
+  # image, before the unpause (UNPAUSE); a restore after its copy, before
+  # RESUME. And a dump with no KFD (a render node's GEM BOs) killed during
+  # its copy: the guardian removes its temporary file.
+  foreach(_m MI100 2xMI210)
+    kfdemu_realcriu_test(${_ver} dump_killed_paused_${_m} dump-killed-paused ${_m})
+    kfdemu_realcriu_test(${_ver} dump_killed_copied_${_m} dump-killed-copied ${_m})
+    kfdemu_realcriu_test(${_ver} restore_killed_copied_${_m} restore-killed-copied ${_m})
+  endforeach()
+  kfdemu_realcriu_test(${_ver} render_killed_MI100 render-killed MI100)
   # Interop with upstream's plugin built from the same CRIU sources
   # (scripts/build-criu.sh's upstream-plugins.txt): upstream's dumps and
   # ours restores, and the reverse; every BO on the GPU it was dumped from.

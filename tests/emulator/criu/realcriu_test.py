@@ -126,6 +126,26 @@ restore-killed  a good dump (no guardian left after it), then CRIU's restore
                 GPU memory was only partly copied), the model holds no
                 process, nothing of ours runs, no guardian is left, and the
                 guardian's log says it killed the task.
+dump-killed-paused, dump-killed-copied
+                dump-killed at other points, on the usual machine: CRIU is
+                held by a `stall` fault (`kfd-emu ctl faults CALL:stall`: the
+                call blocks without effect until CRIU has ended, as if CRIU
+                had been killed right before it) at its CHECKPOINT (the
+                process paused, no file of ours yet) or at its UNPAUSE (the
+                KFD image and one pages file per GPU complete; under
+                criu-dev after every task was dumped), then SIGKILLed: the
+                checks of dump-killed.
+restore-killed-copied  a good dump, then CRIU's restore held at its RESUME
+                (every BO already holds its dumped contents, the process
+                restored and evicted) and SIGKILLed: the checks of
+                restore-killed.
+render-killed   a process with a render node and no /dev/kfd (workload
+                --render, its GEM BOs KFDEMU_WORKLOAD_VRAM_MIB=256 large, the
+                slow machine), CRIU SIGKILLed while an amdgpu-drm-pages file
+                is written (nothing is paused): exactly one guardian ran,
+                within 2 s no temporary file and no guardian is left, the
+                guardian's log names each file it removed, and the process
+                completes its GEM SDMA copies.
 broken-vma-map  the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a
                 page (KFDEMU_ADAPTER_BREAK_VMA_MAP=1): passes only if the
                 dump succeeds and the restore or the restored process fails.
@@ -346,7 +366,9 @@ def daemon_connections(pid):
 WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd-gem"], "stream": ["--kfd-gem"],
                   "queue-state": ["--queue-state"],
                   "dump-killed": ["--user-queue"], "dump-termed": ["--user-queue"], "dump-timeout": ["--user-queue"],
-                  "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"]}
+                  "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"],
+                  "dump-killed-paused": ["--user-queue"], "dump-killed-copied": ["--user-queue"],
+                  "restore-killed-copied": ["--user-queue"], "render-killed": ["--render"]}
 
 
 def queue_sig(q):
@@ -1264,7 +1286,8 @@ def mixed_case(run, a, b, what, change, outcome):
 # CRIU killed half-way: the plugin's guardian (plugin/guardian.h)
 # --------------------------------------------------------------------------
 
-KILL_SCENARIOS = ("dump-killed", "dump-termed", "dump-timeout", "restore-killed", "dump-killed-tree")
+KILL_SCENARIOS = ("dump-killed", "dump-termed", "dump-timeout", "restore-killed", "dump-killed-tree",
+                  "render-killed")
 KILL_SDMA_GBPS = 0.2  # per engine, as bench/bench.py bench_machine() writes it
 KILL_VRAM_MIB = 256   # per GPU: about 1.3 s of copy at that rate
 GUARDIAN_COMM = "amdgpu-guard"
@@ -1369,13 +1392,23 @@ def dump_killed(run, how):
     paused = [pid for pid in pids if run.emu.ctl("queues", pid).get("state") == "paused"]
     expect(pids[-1] in paused, f"queues of {pids[-1]} not paused during its copy: {run.emu.ctl('queues', pids[-1])}",
            False)
+    after_dump_killed(run, procs, p, how, paused, "during the copy")
+
+
+def after_dump_killed(run, procs, p, how, paused, when):
+    """Kills `p` (criu dump of `procs`, `paused` of them paused now) as
+    `how` says, then: within 1 s every process's queues are active, within
+    2 s no temporary file and no guardian is left, the guardian's log says
+    what it did, and each process completes its next GPU work."""
+    pids = [pid for _, pid in procs]
     g = guardians()
     expect(len(g) == 1, f"guardian processes during the dump: {g} (want exactly one)", False)
     tmps = temp_files(run.images)
+    images = sorted(n for n in os.listdir(run.images) if OURS.fullmatch(n))
     rc = kill_criu(p, how)
     t0 = time.monotonic()
-    log(f"criu dump ({how}) ended with {rc} during the copy; paused then: {paused}; KFD images then: "
-        f"{kfd_images()}; temporary files then: {tmps}; guardian {g[0]}")
+    log(f"criu dump ({how}) ended with {rc} {when}; paused then: {paused}; our images then: "
+        f"{images}; temporary files then: {tmps}; guardian {g[0]}")
     running = wait_for(lambda: all(queues_running(run.emu, pid) for pid in pids), 1.0)
     took = time.monotonic() - t0
     if not running:
@@ -1415,9 +1448,17 @@ def restore_killed(run):
     expect(p.poll() is None, f"criu restore ended ({p.returncode}) before its copy could be interrupted")
     g = guardians()
     expect(len(g) == 1, f"guardian processes during the restore: {g} (want exactly one)")
+    after_restore_killed(run, pid, p, g, "during the copy")
+
+
+def after_restore_killed(run, pid, p, g, when):
+    """SIGKILLs `p` (criu restore of `pid`; `g` the guardian), then: within
+    2 s the restored task is gone, nothing of ours runs, the model holds no
+    process, no guardian is left, and the guardian's log says it killed
+    the task."""
     p.send_signal(signal.SIGKILL)
     rc = p.wait(timeout=30)
-    log(f"criu restore ended with {rc} during the copy; guardian {g[0]}")
+    log(f"criu restore ended with {rc} {when}; guardian {g[0]}")
     expect(wait_for(lambda: not alive(pid), 2.0), f"the restored task {pid} still runs 2 s after CRIU was killed")
     left = [k for k in reap_children() if k not in guardians()]
     expect(not left, f"processes left after the killed restore: {left}")
@@ -1427,6 +1468,105 @@ def restore_killed(run):
     said = guardian_log(run.images)
     log(f"guardian log:\n{said.rstrip()}")
     expect(f"pid {pid}: killed (SIGKILL)" in said, "the guardian's log does not say it killed the task")
+
+
+# CRIU killed where a `stall` fault holds it (`kfd-emu ctl faults
+# CALL:stall`: the call blocks without effect until CRIU has ended, as if
+# CRIU had been killed right before making it). Scenario -> the call.
+STALL_SCENARIOS = {
+    "dump-killed-paused": "CRIU_OP:CHECKPOINT",  # paused, nothing copied or written yet
+    "dump-killed-copied": "CRIU_OP:UNPAUSE",  # copied and written, not yet unpaused
+    "restore-killed-copied": "CRIU_OP:RESUME",  # restored and copied, not yet resumed
+}
+
+
+def stall_criu(run, p, call):
+    """Waits until CRIU (`p`) is held in `call` (the model counts the
+    stall)."""
+    stalled = lambda: run.emu.ctl("counters")["stalls"] >= 1 or p.poll() is not None
+    expect(wait_for(stalled, 60, f"CRIU at {call}"), f"CRIU never reached {call}", False)
+    expect(p.poll() is None, f"CRIU ended ({p.returncode}) before it reached {call}", False)
+
+
+def dump_killed_at(run, scenario):
+    """dump-killed-paused, dump-killed-copied: one process (1 or 2 GPUs),
+    CRIU SIGKILLed after the pause and before any copy (no file of ours
+    exists yet), or after the copy and the KFD image, before the unpause
+    (every file of ours complete); then as dump-killed."""
+    call = STALL_SCENARIOS[scenario]
+    procs = run.start()
+    (_, pid), = procs
+    run.emu.faults(f"{call}:stall")
+    p = criu_popen(run, "dump", ["-t", str(pid)], "dump.log")
+    stall_criu(run, p, call)
+    q = run.emu.ctl("queues", pid)
+    expect(q.get("state") == "paused", f"queues of {pid} not paused at {call}: {q}", False)
+    ours = sorted(n for n in os.listdir(run.images) if OURS.fullmatch(n))
+    gpus = len((run.emu.process(pid) or {}).get("devices", []))
+    if scenario == "dump-killed-paused":
+        expect(not ours and not temp_files(run.images), f"files of ours before the copy: {ours}", False)
+    else:
+        kfd = [n for n in ours if re.fullmatch(r"amdgpu-kfd-\d+\.img", n)]
+        pages = [n for n in ours if n.startswith("amdgpu-pages-")]
+        expect(len(kfd) == 1 and len(pages) == gpus and not temp_files(run.images),
+               f"at the unpause: want one KFD image and {gpus} pages file(s), no temporary file; "
+               f"have {ours}, {temp_files(run.images)}", False)
+    after_dump_killed(run, procs, p, "dump-killed", [pid], f"at {call}")
+
+
+def restore_killed_at(run):
+    """restore-killed-copied: a good dump, then CRIU's restore SIGKILLed
+    after the GPU copy (every BO holds its dumped contents), before RESUME;
+    then as restore-killed."""
+    procs = run.start()
+    (_, pid), = procs
+    dumped = {b["va"]: b["checksum"] for b in run.emu.ctl("bos", pid)["bos"]}
+    run.dump([pid])
+    expect(not guardians(), f"guardian processes left after the dump: {guardians()}", False)
+    call = STALL_SCENARIOS["restore-killed-copied"]
+    run.emu.faults(f"{call}:stall")
+    pidfile = os.path.join(run.work, "restored.pid")
+    p = criu_popen(run, "restore", ["-d", "--pidfile", pidfile], "restore.log")
+    stall_criu(run, p, call)
+    now = {b["va"]: b["checksum"] for b in run.emu.ctl("bos", pid)["bos"]}
+    expect(now == dumped, f"at {call}, BOs of {pid} (va: checksum) {now} != dumped {dumped}")
+    proc = run.emu.process(pid) or {}
+    expect(proc.get("restored") and proc.get("evicted"), f"at {call}, the model's process {pid}: {proc}")
+    g = guardians()
+    expect(len(g) == 1, f"guardian processes during the restore: {g} (want exactly one)")
+    after_restore_killed(run, pid, p, g, f"at {call}")
+
+
+def render_killed(run):
+    """render-killed: a process with a render node and no /dev/kfd (its GEM
+    BOs KFDEMU_WORKLOAD_VRAM_MIB large), CRIU SIGKILLed while one of its
+    amdgpu-drm-pages files is written (nothing paused: no KFD): within 2 s
+    no temporary file and no guardian is left, the guardian's log names
+    each file it removed, and the process completes its GEM SDMA copies."""
+    procs = run.start()
+    (d, pid), = procs
+    p = criu_popen(run, "dump", ["-t", str(pid)], "dump.log")
+    copying = lambda: any(n.startswith(".amdgpu-drm-pages-") for n in temp_files(run.images)) or \
+        p.poll() is not None
+    expect(wait_for(copying, 60, "the render node's copy"), "the render node's copy never started", False)
+    expect(p.poll() is None, f"criu dump ended ({p.returncode}) before its copy could be interrupted", False)
+    g = guardians()
+    expect(len(g) == 1, f"guardian processes during the dump: {g} (want exactly one)", False)
+    tmps = temp_files(run.images)
+    rc = kill_criu(p, "dump-killed")
+    log(f"criu dump ended with {rc} during the render node's copy; temporary files then: {tmps}; guardian {g[0]}")
+    expect(tmps, "no temporary file when CRIU was killed: nothing for the guardian to remove", False)
+    expect(wait_for(lambda: not temp_files(run.images), 2.0),
+           f"temporary files left in the image directory: {temp_files(run.images)}", False)
+    expect(wait_for(lambda: not guardians(), 2.0), f"guardian processes left 2 s after: {guardians()}", False)
+    said = guardian_log(run.images)
+    log(f"guardian log:\n{said.rstrip()}")
+    for t in tmps:
+        expect(f"removed the temporary file {t}" in said, f"the guardian's log does not name {t}", False)
+    expect("UNPAUSE" not in said, "the guardian unpaused something in a dump without KFD", False)
+    v = verdict(d, pid)
+    expect(v == "OK", f"workload {pid} after CRIU was killed: {v}", False)
+    run.wl.wait(timeout=30)
 
 
 def inside(args, criu):
@@ -1475,6 +1615,12 @@ def inside(args, criu):
             dump_killed(run, args.scenario)
         elif args.scenario == "restore-killed":
             restore_killed(run)
+        elif args.scenario in ("dump-killed-paused", "dump-killed-copied"):
+            dump_killed_at(run, args.scenario)
+        elif args.scenario == "restore-killed-copied":
+            restore_killed_at(run)
+        elif args.scenario == "render-killed":
+            render_killed(run)
         else:
             raise Failure(f"unknown scenario {args.scenario}")
     finally:
@@ -1542,7 +1688,7 @@ def main():
                              "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
-                             *KILL_SCENARIOS])
+                             *KILL_SCENARIOS, *STALL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                        "streamer", "streamer.py"),

@@ -34,7 +34,9 @@
 // --render: a process with no /dev/kfd at all: the first render node
 // opened with libdrm_amdgpu, the RenderSet's GEM BOs (GEM_CREATE, GEM_VA,
 // SDMA CS, CPU mappings), checked after the restore; DIR/render lists them
-// (RenderSet::describe) before DIR/ready appears.
+// (RenderSet::describe) before DIR/ready appears. Its CPU-invisible VRAM
+// BO is 2 MiB + 4 KiB ($KFDEMU_WORKLOAD_VRAM_MIB MiB + 4 KiB when set),
+// its GTT BO 1 MiB more.
 // --second-file (with --render): a second open file of the same render
 // node holding a GTT BO of its own, made through the raw uapi (libdrm_amdgpu
 // keeps one device per node, so it cannot fill a second file): its handle
@@ -74,6 +76,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -379,15 +382,19 @@ struct RenderSet {
 	uint64_t va2 = 0;
 	uint64_t seed_gtt = 0, seed_vram = 0, seed_vcpu = 0;
 
-	bool setup(amdgpu_device_handle dev, uint64_t seed, std::string *err)
+	static constexpr uint64_t kVramBytes = (2 << 20) + 4096;
+
+	// `vram_bytes`: the CPU-invisible VRAM BO's size (the GTT BO, which
+	// fills it, is 1 MiB larger, rounded down to whole MiB).
+	bool setup(amdgpu_device_handle dev, uint64_t seed, std::string *err, uint64_t vram_bytes = kVramBytes)
 	{
 		seed_gtt = seed;
 		seed_vram = seed + 1;
 		seed_vcpu = seed + 2;
-		gtt = new GemBo(dev, 3 << 20, err);
+		gtt = new GemBo(dev, ((vram_bytes >> 20) + 1) << 20, err);
 		if (!gtt->ok())
 			return *err = "GTT GEM BO: " + *err, false;
-		vram = new GemBo(dev, (2 << 20) + 4096, err, AMDGPU_GEM_DOMAIN_VRAM, AMDGPU_GEM_CREATE_NO_CPU_ACCESS, false);
+		vram = new GemBo(dev, vram_bytes, err, AMDGPU_GEM_DOMAIN_VRAM, AMDGPU_GEM_CREATE_NO_CPU_ACCESS, false);
 		if (!vram->ok())
 			return *err = "VRAM GEM BO: " + *err, false;
 		vcpu = new GemBo(dev, 64 << 10, err, AMDGPU_GEM_DOMAIN_VRAM, AMDGPU_GEM_CREATE_CPU_ACCESS_REQUIRED);
@@ -531,6 +538,19 @@ struct SecondFile {
 	}
 };
 
+// $KFDEMU_WORKLOAD_VRAM_MIB, when set.
+std::optional<uint64_t> vram_mib_env()
+{
+	const char *mib = std::getenv("KFDEMU_WORKLOAD_VRAM_MIB");
+	if (!mib || !*mib)
+		return std::nullopt;
+	char *end = nullptr;
+	const unsigned long long n = std::strtoull(mib, &end, 10);
+	if (*end || n == 0 || n > (1ull << 20))
+		finish(std::string("FAIL: KFDEMU_WORKLOAD_VRAM_MIB=") + mib + ": not a size in MiB");
+	return n;
+}
+
 // --render: a process with a render node and no /dev/kfd.
 [[noreturn]] void run_render(bool second)
 {
@@ -545,7 +565,9 @@ struct SecondFile {
 	if (int r = amdgpu_device_initialize(fd, &major, &minor, &dev); r)
 		finish(status("FAIL: amdgpu_device_initialize", r));
 	RenderSet set;
-	if (!set.setup(dev, 0x7e4d + uint64_t(getpid()) * 16, &err))
+	const auto mib = vram_mib_env();
+	const uint64_t vram = mib ? (*mib << 20) + 4096 : RenderSet::kVramBytes;
+	if (!set.setup(dev, 0x7e4d + uint64_t(getpid()) * 16, &err, vram))
 		finish("FAIL: " + err);
 	set.describe(fd, g_dir + "/render");
 	SecondFile two;
@@ -720,14 +742,7 @@ struct UserQueue {
 	std::vector<uint32_t> gpus;
 	std::vector<int> minors;
 	uint64_t seed = 0x5eed + uint64_t(getpid()) * 16;
-	uint64_t vram_bytes = 2 << 20;
-	if (const char *mib = std::getenv("KFDEMU_WORKLOAD_VRAM_MIB"); mib && *mib) {
-		char *end = nullptr;
-		const unsigned long long n = std::strtoull(mib, &end, 10);
-		if (*end || n == 0 || n > (1ull << 20))
-			finish(std::string("FAIL: KFDEMU_WORKLOAD_VRAM_MIB=") + mib + ": not a size in MiB");
-		vram_bytes = n << 20;
-	}
+	const uint64_t vram_bytes = vram_mib_env().value_or(2) << 20;
 	for (uint32_t node = 0; node < sys.NumNodes; node++) {
 		HsaNodeProperties props{};
 		if (hsaKmtGetNodeProperties(node, &props) != HSAKMT_STATUS_SUCCESS)

@@ -110,7 +110,12 @@ struct FaultRule {
 	std::string target;
 	uint32_t nth = 1;		// the Nth matching call (1-based) fails
 	int err = 5;			// positive errno to fail with (EIO default)
-	enum class Action { Fail, Hang } action = Action::Fail; // Hang: sdma only
+	// Hang: sdma only. Stall: an ioctl (not sdma) blocks without any effect
+	// until the calling process has ended, as if it had been killed right
+	// before it entered the call (a kernel ioctl never runs for a caller
+	// that never made it); after kStallLimitMs it fails with `err`.
+	enum class Action { Fail, Hang, Stall } action = Action::Fail;
+	static constexpr int kStallLimitMs = 60000;
 };
 
 // ---------------------------------------------------------------------------
@@ -186,6 +191,15 @@ public:
 	// Whether process `pid` is alive in the caller's pid namespace
 	// (CRIU RESUME looks up by pid).
 	virtual bool process_exists(pid_t pid) = 0;
+
+	// Blocks until the calling process has ended, `ms` milliseconds at
+	// most: true when it ended (a `stall` fault). Called without the
+	// model's lock. Default: no way to watch the caller, false at once.
+	virtual bool wait_caller_gone(int ms)
+	{
+		(void)ms;
+		return false;
+	}
 
 	// Whether the caller's device cgroup denies the GPU with render minor
 	// `minor`. A caller in a container (a mount namespace other than the

@@ -498,7 +498,7 @@ void ModelImpl::count(const std::string &name)
 	++ioctl_counts_[name];
 }
 
-int ModelImpl::check_fault(const std::string &name)
+int ModelImpl::check_fault(const std::string &name, bool *stall)
 {
 	for (auto &r : rules_) {
 		if (r.rule.target == "sdma")
@@ -507,10 +507,26 @@ int ModelImpl::check_fault(const std::string &name)
 						       name.rfind("CRIU_OP:", 0) != 0);
 		if (!match)
 			continue;
-		if (++r.seen == r.rule.nth)
+		if (++r.seen == r.rule.nth) {
+			if (stall)
+				*stall = r.rule.action == FaultRule::Action::Stall;
 			return -(r.rule.err ? r.rule.err : EIO);
+		}
 	}
 	return 0;
+}
+
+int ModelImpl::ioctl_fault(Lock &lk, Caller &c, const std::string &name)
+{
+	bool stall = false;
+	const int e = check_fault(name, &stall);
+	if (!stall)
+		return e;
+	++counters_->stalls;
+	lk.unlock();
+	const bool gone = c.wait_caller_gone(FaultRule::kStallLimitMs);
+	lk.lock();
+	return gone ? -EINTR : e;
 }
 
 int ModelImpl::check_fault_sdma(bool *hang)
@@ -557,7 +573,7 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 	const char *nm = kfd ? kfd_name(nr) : drm_name(nr);
 	std::string name = nm ? nm : (kfd ? "AMDKFD_IOC_UNKNOWN" : "DRM_IOCTL_UNKNOWN");
 	count(name);
-	if (int e = check_fault(name))
+	if (int e = ioctl_fault(lk, c, name))
 		return e;
 	if (kfd) {
 		// kfd_ioctl(): table range, then the caller, then the capability;
@@ -596,7 +612,7 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 			std::memcpy(&op, buf + offsetof(abi::kfd::CriuArgs, op), sizeof op);
 			std::string sub = criu_name(op);
 			count(sub);
-			if (int e = check_fault(sub))
+			if (int e = ioctl_fault(lk, c, sub))
 				return e;
 		}
 		r = kfd_ioctl(lk, c, f, nr, buf, usize, arg);
@@ -885,7 +901,8 @@ std::string ModelImpl::do_introspect(std::string_view query)
 		}
 		o << "},\"sdma_jobs\":" << counters_->sdma_jobs.load() << ",\"sdma_failed\":"
 		  << counters_->sdma_failed.load() << ",\"sdma_bytes\":" << counters_->sdma_bytes.load()
-		  << ",\"vm_faults\":" << counters_->vm_faults.load() << ",\"faults\":[";
+		  << ",\"vm_faults\":" << counters_->vm_faults.load() << ",\"stalls\":" << counters_->stalls.load()
+		  << ",\"faults\":[";
 		{
 			std::lock_guard fl(counters_->mu);
 			for (size_t i = 0; i < counters_->faults.size(); ++i)

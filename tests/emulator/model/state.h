@@ -301,6 +301,7 @@ private:
 
 struct Counters {
 	std::atomic<uint64_t> sdma_jobs{0}, sdma_failed{0}, sdma_bytes{0}, vm_faults{0};
+	std::atomic<uint64_t> stalls{0}; // calls a `stall` fault has held (begun)
 	std::mutex mu;
 	std::vector<std::string> faults; // JSON objects, most recent last (bounded)
 	void vm_fault(uint32_t gpu_id, uint64_t va, const char *why);
@@ -470,7 +471,12 @@ private:
 	friend struct RenderOps;
 
 	// fault injection: -errno if the call must fail
-	int check_fault(const std::string &name);
+	// 0, or the -errno a fault rule gives call `name`; *stall (when not
+	// null) tells a rule that stalls the call instead.
+	int check_fault(const std::string &name, bool *stall = nullptr);
+	// check_fault for caller `c`'s ioctl `name`, a stall carried out:
+	// `lk` released until `c` has ended (-EINTR, nothing done).
+	int ioctl_fault(Lock &lk, Caller &c, const std::string &name);
 	int check_fault_sdma(bool *hang);
 	void count(const std::string &name);
 

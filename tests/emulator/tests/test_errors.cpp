@@ -4,7 +4,9 @@
 // wrong sizes and numbers, bad pointers, handles and gpu ids, double free,
 // calls from a process that does not own the context, CRIU_OP without the
 // capability, bad mmap offsets. Every expectation is the kernel's errno
-// (see ../../shared/reference/kfd-amdgpu-interfaces.md §2, §4).
+// (see ../../shared/reference/kfd-amdgpu-interfaces.md §2, §4). Then the
+// emulator's own run-time fault rules (errno, and a stall that holds a call
+// until its caller has been killed).
 //
 // Usage (under kfd-emu): test_errors --machine NAME
 #include "check.h"
@@ -20,6 +22,8 @@
 #include <unistd.h>
 #include <xf86drm.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 
 using namespace kfdemu;
@@ -383,6 +387,47 @@ void test_runtime_faults(const Setup &s)
 	CHECK_EQ(xioctl(s.kfd, AMDKFD_IOC_GET_VERSION, &v), 0);
 }
 
+// `ctl counters`' "stalls".
+uint64_t stalls()
+{
+	const std::string c = introspect("counters");
+	const size_t at = c.find("\"stalls\":");
+	return at == std::string::npos ? ~0ull : std::strtoull(c.c_str() + at + 9, nullptr, 10);
+}
+
+// A `stall` rule holds the call until its caller has ended; the rule fires
+// once, and the daemon answers everyone else meanwhile.
+void test_stall_fault(const Setup &s)
+{
+	const uint64_t before = stalls();
+	CHECK_EQ(set_faults("AMDKFD_IOC_GET_VERSION:stall"), 0);
+	const pid_t child = ::fork();
+	if (child == 0) {
+		const int kfd = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
+		kfd_ioctl_get_version_args v{};
+		(void)::ioctl(kfd, AMDKFD_IOC_GET_VERSION, &v);
+		_exit(3); // the stall never lets it get here
+	}
+	bool held = false;
+	for (int i = 0; i < 500 && !held; i++) {
+		held = stalls() == before + 1;
+		if (!held)
+			::usleep(10000);
+	}
+	CHECK(held);
+	::usleep(100000);
+	int status = 0;
+	CHECK_EQ(::waitpid(child, &status, WNOHANG), 0); // still in the call
+	kfd_ioctl_get_version_args v{};
+	CHECK_EQ(xioctl(s.kfd, AMDKFD_IOC_GET_VERSION, &v), 0); // the rule fired once
+	::kill(child, SIGKILL);
+	CHECK_EQ(::waitpid(child, &status, 0), child);
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	CHECK_EQ(set_faults(""), 0);
+	CHECK_EQ(xioctl(s.kfd, AMDKFD_IOC_GET_VERSION, &v), 0);
+	CHECK_EQ(stalls(), before + 1);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -407,5 +452,6 @@ int main(int argc, char **argv)
 	run("/dev/kfd mmap offsets", [&] { test_kfd_mmap(s); });
 	run("render node: unknown ioctls, handles, VA, PRIME, ctx, userptr, mmap", [&] { test_render(s); });
 	run("fault rules changed at run time", [&] { test_runtime_faults(s); });
+	run("a stall holds the call until its caller ends", [&] { test_stall_fault(s); });
 	return summary();
 }

@@ -247,6 +247,9 @@ void test_fault_specs()
 		CHECK_EQ((*r)[2].target, std::string("open:/dev/kfd"));
 		CHECK_EQ((*r)[2].err, 13);
 	}
+	r = parse_faults("CRIU_OP:UNPAUSE:stall", &err);
+	CHECK(r && r->size() == 1 && (*r)[0].target == "CRIU_OP:UNPAUSE" &&
+	      (*r)[0].action == FaultRule::Action::Stall && (*r)[0].nth == 1);
 	CHECK(!parse_faults("sdma:nth=0", &err));
 	CHECK(!parse_faults("x:errno=EWHAT", &err));
 	CHECK(!parse_faults("nth=3", &err));

@@ -284,6 +284,19 @@ public:
 			return pid;
 		}
 	}
+	bool wait_caller_gone(int ms) override
+	{
+		const int pidfd = sys_pidfd_open(id_.tgid);
+		if (pidfd < 0)
+			return errno == ESRCH;
+		pollfd p{pidfd, POLLIN, 0};
+		int r;
+		do {
+			r = ::poll(&p, 1, ms);
+		} while (r < 0 && errno == EINTR);
+		::close(pidfd);
+		return r > 0;
+	}
 	bool process_exists(pid_t pid) override
 	{
 		if (pid <= 0)

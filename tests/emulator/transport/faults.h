@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
 // Fault specifications, as given to --fault, KFDEMU_FAULTS and
-// `kfd-emu ctl faults`:  TARGET[:nth=N][:errno=NAME|NUMBER][:hang]
+// `kfd-emu ctl faults`:  TARGET[:nth=N][:errno=NAME|NUMBER][:hang|:stall]
 // several separated by ',' or ';'. TARGET may itself contain ':'
 // ("CRIU_OP:CHECKPOINT"). Examples:
 //   AMDKFD_IOC_CRIU_OP:nth=1:errno=EIO
 //   sdma:nth=2:hang
+//   CRIU_OP:UNPAUSE:stall
 #pragma once
 
 #include "../model/interface.h"
