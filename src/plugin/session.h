@@ -18,7 +18,8 @@ namespace amdcr {
 struct SessionEnv {
 	Config config;
 	SystemPaths paths;
-	// The image directory fd (borrowed). Unset: ask CRIU at first use.
+	// The image directory fd (borrowed). Unset: CRIU's, asked for at each
+	// use (session_image_dir).
 	std::optional<int> image_dir_fd;
 	// The loading CRIU calls DUMP_DEVICES_LATE (criu-dev's 15-hook ABI).
 	// false (CRIU 4.0-4.2.1): a process's GPU queues are resumed as soon
