@@ -8,7 +8,7 @@
 // on. No code of the plugin runs after CRIU's SIGKILL, so this has to live
 // in another process.
 //
-// One Guardian per session (DumpSession, RestoreSession own it), started on
+// One Guardian per session (DumpSession, RestoreFabric own it), started on
 // first need: by a dump right before it pauses its first process (never on a
 // machine or dump without KFD state), by a restore in init(RESTORE) when the
 // checkpoint has GPU state to restore. It is told, over a SOCK_SEQPACKET
