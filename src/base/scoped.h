@@ -29,9 +29,10 @@ public:
 	bool valid() const { return v_ != Traits::invalid(); }
 	explicit operator bool() const { return valid(); }
 	[[nodiscard]] T release() { return std::exchange(v_, Traits::invalid()); }
+	// Frees the handle held, unless it is `v` itself (as UniqueFd::reset).
 	void reset(T v = Traits::invalid())
 	{
-		if (valid())
+		if (valid() && v_ != v)
 			Traits::free(v_);
 		v_ = v;
 	}
@@ -40,23 +41,17 @@ private:
 	T v_;
 };
 
-// Runs a callable at scope exit unless dismissed.
+// Runs a callable at scope exit.
 template <typename F>
 class ScopeExit {
 public:
 	explicit ScopeExit(F f) : f_(std::move(f)) {}
 	ScopeExit(const ScopeExit &) = delete;
 	ScopeExit &operator=(const ScopeExit &) = delete;
-	~ScopeExit()
-	{
-		if (armed_)
-			f_();
-	}
-	void dismiss() { armed_ = false; }
+	~ScopeExit() { f_(); }
 
 private:
 	F f_;
-	bool armed_ = true;
 };
 
 } // namespace amdcr

@@ -351,15 +351,6 @@ double CopyTotals::seconds() const
 
 Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir &images,
 						  const std::vector<GpuCopyJob> &jobs,
-						  uint64_t max_buffer_size)
-{
-	CopySettings settings;
-	settings.max_buffer_size = max_buffer_size;
-	return run_gpu_copies(dir, images, jobs, settings);
-}
-
-Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir &images,
-						  const std::vector<GpuCopyJob> &jobs,
 						  const CopySettings &settings)
 {
 	const size_t with_buffers = static_cast<size_t>(

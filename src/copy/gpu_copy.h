@@ -122,10 +122,6 @@ struct CopySettings {
 Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir &images,
 						  const std::vector<GpuCopyJob> &jobs,
 						  const CopySettings &settings);
-// The defaults of CopySettings but the bound.
-Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir &images,
-						  const std::vector<GpuCopyJob> &jobs,
-						  uint64_t max_buffer_size);
 
 // Removes the pages files `jobs` name (a dump that failed after they were
 // written); missing files are not an error, and a streamed image (no

@@ -9,7 +9,7 @@
 // so that together they stay within the one bound.
 //
 // The gate is a futex word in memory that every process of the restore
-// shares (the StageTotals page: an anonymous MAP_SHARED page made before
+// shares (the plugin's copy stage: an anonymous MAP_SHARED page made before
 // CRIU forks the tasks, which inherit it), so it holds only atomics. A
 // process that dies holding it is not waited for forever: CRIU ends the
 // whole restore when a task dies, and a waiter that is told to stop

@@ -18,18 +18,19 @@
 namespace amdcr {
 namespace {
 
-// The one ioctl call of this file: 0 or errno (drmIoctl retries EINTR and
-// EAGAIN). Does not log.
+// The one ioctl call of this file: 0 or -errno, as Kfd::ioctl (drmIoctl
+// retries EINTR and EAGAIN). Does not log.
 int gem_ioctl(int fd, unsigned long request, void *arg)
 {
-	return drmIoctl(fd, request, arg) == 0 ? 0 : (errno ? errno : EIO);
+	return drmIoctl(fd, request, arg) == 0 ? 0 : -(errno ? errno : EIO);
 }
 
-// The error of a checkpoint ioctl that failed with `err`: on a kernel
-// without it (EINVAL: unknown DRM ioctl number or GEM_OP op; ENOTTY) it
-// says so and names the kernel that added it.
-Error checkpoint_ioctl_error(int err, const std::string &what)
+// The error of a checkpoint ioctl that failed with `ret` (-errno): on a
+// kernel without it (EINVAL: unknown DRM ioctl number or GEM_OP op; ENOTTY)
+// it says so and names the kernel that added it.
+Error checkpoint_ioctl_error(int ret, const std::string &what)
 {
+	const int err = -ret;
 	if (err == EINVAL || err == ENOTTY)
 		return make_error(err,
 				  "%s: %s; the running kernel appears not to provide this ioctl (added in "
@@ -192,7 +193,7 @@ void GemHandle::reset()
 		args.handle = handle_;
 		if (int err = gem_ioctl(fd_, DRM_IOCTL_GEM_CLOSE, &args))
 			log_warn("DRM_IOCTL_GEM_CLOSE(render fd %d, handle %u) failed: %s", fd_, handle_,
-				 std::strerror(err));
+				 std::strerror(-err));
 	}
 	fd_ = -1;
 	handle_ = 0;

@@ -38,7 +38,6 @@ struct DeviceNumbers {
 	std::optional<unsigned int> drm_major;	 // major of /dev/dri/renderD128
 
 	static DeviceNumbers probe(const SystemPaths &paths);
-	bool has_kfd() const { return kfd.has_value(); }
 };
 
 enum class DeviceFile { Kfd, Render, Other };

@@ -2,9 +2,10 @@
 //
 // Pages files: the contents of BOs, in upstream's framing (8-byte size
 // header, then the raw bytes). A KFD pages file (amdgpu-pages-<id>-<gpu>.img)
-// holds the VRAM/GTT BOs of one GPU concatenated in BO-table order. (DRM
-// pages files, one render-node BO each, are upstream's; this plugin does
-// not write them yet.)
+// holds the VRAM/GTT BOs of one GPU concatenated in BO-table order; a DRM
+// pages file (amdgpu-drm-pages-<id>-<minor>-<index>.img, upstream's
+// layout) holds one render-node BO (read and written as a series,
+// pages_series.h).
 //
 // PagesWriter is the copy engine's ByteSink on dump, PagesReader its
 // ByteSource on restore. Both do large I/O straight on the fd (no stdio).

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
-// A series of pages files read or written as one byte stream: the render
-// node's BOs, each in its own amdgpu-drm-pages file (upstream's layout),
+// A series of pages files read or written as one byte stream: a copy job's
+// BOs that have a file each (GpuCopyJob::bo_files: a render node's BOs, a
+// shared BO, each in its own amdgpu-drm-pages file, upstream's layout),
 // copied by one pipelined transfer whose stream is their concatenation.
 //
 // Each file is a PagesFile (pages_file.h framing). The writer creates a file
-// when the stream reaches it and commits it as soon as it is full, so at
-// most one is open; the reader opens each in turn and requires its payload
-// to be exactly its part's size.
+// when the stream reaches it and commits it when the stream goes on past
+// its end (the last ones, and empty ones, in finish()), so at most one is
+// open; the reader opens each in turn and requires its payload to be
+// exactly its part's size.
 #pragma once
 
 #include <cstdint>

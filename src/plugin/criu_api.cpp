@@ -102,9 +102,9 @@ bool add_inventory_plugin(const char *name)
 
 bool consume_inventory_entry(const char *name)
 {
-	// CRIU 4.0-4.2: bool check_and_remove_inventory_plugin(const char *name, size_t n);
-	// newer CRIU drops `n`. Passing both is correct for either on x86-64
-	// SysV (an extra integer argument is ignored by the callee).
+	// bool check_and_remove_inventory_plugin(const char *name, size_t n),
+	// in CRIU 4.x and criu-dev alike: it compares the first `n` bytes, so
+	// `n` counts the terminating NUL too and only the exact name matches.
 	using Fn = bool(const char *, size_t);
 	auto *fn = lookup<Fn>("check_and_remove_inventory_plugin");
 	if (!fn)

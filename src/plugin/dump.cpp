@@ -10,20 +10,21 @@
 
 #include "base/log.h"
 #include "copy/gpu_copy.h"
+#include "device/hsakmt_shm.h"
 #include "image/image_names.h"
 #include "image/kfd_image.h"
 #include "image/render_image.h"
 #include "plugin/criu_api.h"
-#include "plugin/hsakmt_shm.h"
+#include "plugin/summary.h"
 #include "topology/device_entries.h"
 
 namespace amdcr {
 
 DumpSession::DumpSession(SessionEnv env) : env_(std::move(env)), devs_(DeviceNumbers::probe(env_.paths))
 {
-	auto t = StageTotals::create();
+	auto t = SharedMemory<CopyStage>::create("the dump's copy totals");
 	if (t)
-		totals_.emplace(std::move(*t));
+		stage_.emplace(std::move(*t));
 	else
 		log_debug("no summary line for this dump: %s", t.error().message().c_str());
 }
@@ -240,8 +241,8 @@ void DumpSession::finish(int ret)
 	}
 	if (ret != 0)
 		discard_created("the dump failed");
-	else if (totals_ && totals_->any())
-		log_notice("%s", totals_->line(true, env_.config).c_str());
+	else if (stage_ && (*stage_)->totals.files > 0)
+		log_notice("%s", summary_line((*stage_)->totals, true, env_.config).c_str());
 	if (guardian_) {
 		if (auto st = guardian_->finish(); !st)
 			log_warn("%s", st.error().message().c_str());

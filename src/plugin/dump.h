@@ -32,13 +32,13 @@
 #include <utility>
 #include <vector>
 
+#include "base/shared_memory.h"
 #include "device/kfd.h"
 #include "image/binding.h"
 #include "image/image_dir.h"
 #include "image/render_image.h"
 #include "plugin/guardian.h"
 #include "plugin/session.h"
-#include "plugin/summary.h"
 #include "topology/topology.h"
 
 namespace amdcr {
@@ -110,10 +110,10 @@ private:
 
 	// Where this dump's copies add up (nullptr when it could not be
 	// mapped: then there is no summary line).
-	const StageTotals *stage() const { return totals_ ? &*totals_ : nullptr; }
+	CopyStage *stage() const { return stage_ ? stage_->get() : nullptr; }
 
 	SessionEnv env_;
-	std::optional<StageTotals> totals_;
+	std::optional<SharedMemory<CopyStage>> stage_;
 	DeviceNumbers devs_;
 	std::optional<Result<Topology>> topo_;
 	std::vector<Paused> paused_;

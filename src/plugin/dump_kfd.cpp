@@ -18,9 +18,10 @@
 
 #include "base/log.h"
 #include "copy/gpu_copy.h"
+#include "device/hsakmt_shm.h"
 #include "image/image_names.h"
 #include "image/kfd_image.h"
-#include "plugin/hsakmt_shm.h"
+#include "plugin/summary.h"
 #include "topology/device_entries.h"
 
 namespace amdcr {
@@ -84,6 +85,70 @@ std::optional<pid_t> dumped_process(uint32_t ns_pid)
 			return static_cast<pid_t>(std::atol(e->d_name));
 	}
 	return std::nullopt;
+}
+
+// The GPUs of checkpoint `ck` (of CRIU file `id`) as devices of `img`, in
+// the order `topo`'s nodes directory lists them (after the CPUs already
+// there), and the copy job of each.
+Result<std::vector<GpuCopyJob>> add_gpus(const SessionEnv &env, const Topology &topo, const KfdCheckpoint &ck, int id,
+					 KfdImage &img)
+{
+	std::vector<GpuCopyJob> jobs;
+	for (const auto &b : ck.devices) {
+		const TopologyNode *gpu = topo.gpu(b.actual_gpu_id);
+		if (!gpu || !gpu->accessible)
+			return make_error(ENODEV,
+					  "the driver reports gpu 0x%04x (user id 0x%04x), which the KFD "
+					  "topology does not list as accessible",
+					  b.actual_gpu_id, b.user_gpu_id);
+		img.devices.push_back(device_from_node(topo, *gpu, b.user_gpu_id));
+		GpuCopyJob job;
+		job.image_gpu_id = b.user_gpu_id;
+		job.render_path = env.paths.render_path(gpu->drm_render_minor);
+		job.pages_file = kfd_pages_image_name(id, b.user_gpu_id);
+		job.checksums = env.config.verify;
+		jobs.push_back(std::move(job));
+	}
+	// In the order the nodes directory lists them, as upstream's plugin
+	// writes them: its restore takes the first compatible local GPU in
+	// that listing for each entry, so on the machine of the dump each GPU
+	// keeps its identity only when the entries come in this order (node
+	// order swapped 2 GPUs where readdir lists them in reverse). Our
+	// restore does not depend on the order.
+	auto listed = [&topo](const KfdDevice &d) {
+		const TopologyNode *n = topo.node(d.node_id);
+		return n ? n->listing_index : UINT32_MAX;
+	};
+	std::stable_sort(img.devices.begin(), img.devices.end(),
+			 [&](const KfdDevice &a, const KfdDevice &b) { return listed(a) < listed(b); });
+	return jobs;
+}
+
+// The BOs of checkpoint `ck` into `img`'s BO table, those with contents
+// into the job of their GPU; for each job, the BO table index of each of
+// its BOs.
+Result<std::vector<std::vector<size_t>>> add_bos(const KfdCheckpoint &ck, std::vector<GpuCopyJob> &jobs, KfdImage &img)
+{
+	std::vector<std::vector<size_t>> job_bo_index(jobs.size());
+	for (size_t i = 0; i < ck.bos.size(); i++) {
+		const KfdBoBucket &b = ck.bos[i];
+		KfdBo bo{b.addr, b.size, b.offset, b.alloc_flags, b.gpu_id, kNoGemHandle, std::nullopt};
+		if (bo.has_contents()) {
+			auto job = std::find_if(jobs.begin(), jobs.end(), [&](const GpuCopyJob &j) {
+				return j.image_gpu_id == b.gpu_id;
+			});
+			if (job == jobs.end())
+				return make_error(EINVAL, "BO %zu at 0x%llx is on gpu 0x%04x, which has no device bucket",
+						  i, static_cast<unsigned long long>(b.addr), b.gpu_id);
+			if (!b.dmabuf.valid())
+				return make_error(EINVAL, "BO %zu at 0x%llx: the driver gave no dma-buf for it",
+						  i, static_cast<unsigned long long>(b.addr));
+			job->bos.push_back({b.dmabuf.get(), b.size});
+			job_bo_index[static_cast<size_t>(job - jobs.begin())].push_back(i);
+		}
+		img.bos.push_back(bo);
+	}
+	return job_bo_index;
 }
 
 } // namespace
@@ -150,55 +215,12 @@ Status DumpSession::dump_kfd(int fd, int id)
 	for (const TopologyNode *cpu : topo->cpus())
 		img.devices.push_back(device_from_node(*topo, *cpu, 0));
 
-	std::vector<GpuCopyJob> jobs;
-	for (const auto &b : ck->devices) {
-		const TopologyNode *gpu = topo->gpu(b.actual_gpu_id);
-		if (!gpu || !gpu->accessible)
-			return make_error(ENODEV,
-					  "the driver reports gpu 0x%04x (user id 0x%04x), which the KFD "
-					  "topology does not list as accessible",
-					  b.actual_gpu_id, b.user_gpu_id);
-		img.devices.push_back(device_from_node(*topo, *gpu, b.user_gpu_id));
-		GpuCopyJob job;
-		job.image_gpu_id = b.user_gpu_id;
-		job.render_path = env_.paths.render_path(gpu->drm_render_minor);
-		job.pages_file = kfd_pages_image_name(id, b.user_gpu_id);
-		job.checksums = env_.config.verify;
-		jobs.push_back(std::move(job));
-	}
-	// In the order the nodes directory lists them, as upstream's plugin
-	// writes them: its restore takes the first compatible local GPU in
-	// that listing for each entry, so on the machine of the dump each GPU
-	// keeps its identity only when the entries come in this order (node
-	// order swapped 2 GPUs where readdir lists them in reverse). Our
-	// restore does not depend on the order.
-	auto listed = [topo](const KfdDevice &d) {
-		const TopologyNode *n = topo->node(d.node_id);
-		return n ? n->listing_index : UINT32_MAX;
-	};
-	std::stable_sort(img.devices.begin(), img.devices.end(),
-			 [&](const KfdDevice &a, const KfdDevice &b) { return listed(a) < listed(b); });
-
-	// For each job, the BO table index of each of its BOs.
-	std::vector<std::vector<size_t>> job_bo_index(jobs.size());
-	for (size_t i = 0; i < ck->bos.size(); i++) {
-		const KfdBoBucket &b = ck->bos[i];
-		KfdBo bo{b.addr, b.size, b.offset, b.alloc_flags, b.gpu_id, kNoGemHandle, std::nullopt};
-		if (bo.has_contents()) {
-			auto job = std::find_if(jobs.begin(), jobs.end(), [&](const GpuCopyJob &j) {
-				return j.image_gpu_id == b.gpu_id;
-			});
-			if (job == jobs.end())
-				return make_error(EINVAL, "BO %zu at 0x%llx is on gpu 0x%04x, which has no device bucket",
-						  i, static_cast<unsigned long long>(b.addr), b.gpu_id);
-			if (!b.dmabuf.valid())
-				return make_error(EINVAL, "BO %zu at 0x%llx: the driver gave no dma-buf for it",
-						  i, static_cast<unsigned long long>(b.addr));
-			job->bos.push_back({b.dmabuf.get(), b.size});
-			job_bo_index[static_cast<size_t>(job - jobs.begin())].push_back(i);
-		}
-		img.bos.push_back(bo);
-	}
+	auto jobs = add_gpus(env_, *topo, *ck, id, img);
+	if (!jobs)
+		return std::move(jobs).error();
+	auto job_bo_index = add_bos(*ck, *jobs, img);
+	if (!job_bo_index)
+		return std::move(job_bo_index).error();
 
 	auto shm = read_hsakmt_shm(env_.paths.shm_dir);
 	if (!shm)
@@ -213,20 +235,20 @@ Status DumpSession::dump_kfd(int fd, int id)
 	// Contents first, metadata last: a KFD image under its final name
 	// implies its pages files are complete. The files are the session's
 	// from the start: a dump that fails later removes them (finish()).
-	for (const auto &j : jobs)
+	for (const auto &j : *jobs)
 		created_.push_back(j.pages_file);
-	auto copied = run_gpu_copies(Direction::GpuToFile, *images, jobs, copy_settings(env_, stage()));
+	auto copied = run_gpu_copies(Direction::GpuToFile, *images, *jobs, copy_settings(env_, stage()));
 	if (!copied)
 		return std::move(copied).error();
-	for (size_t j = 0; j < jobs.size(); j++) {
+	for (size_t j = 0; j < jobs->size(); j++) {
 		auto &sums = (*copied)[j].checksums;
-		if (!jobs[j].checksums)
+		if (!(*jobs)[j].checksums)
 			continue; // KFD_VERIFY=0: the image says nothing of its contents
-		if (sums.size() != job_bo_index[j].size())
-			return make_error(EIO, "gpu 0x%04x: %zu checksums for %zu BOs", jobs[j].image_gpu_id,
-					  sums.size(), job_bo_index[j].size());
+		if (sums.size() != (*job_bo_index)[j].size())
+			return make_error(EIO, "gpu 0x%04x: %zu checksums for %zu BOs", (*jobs)[j].image_gpu_id,
+					  sums.size(), (*job_bo_index)[j].size());
 		for (size_t k = 0; k < sums.size(); k++)
-			img.bos[job_bo_index[j][k]].checksum = std::move(sums[k]);
+			img.bos[(*job_bo_index)[j][k]].checksum = std::move(sums[k]);
 	}
 	created_.push_back(name);
 	auto binding = binding_for(id);
@@ -237,8 +259,8 @@ Status DumpSession::dump_kfd(int fd, int id)
 		return st;
 	log_debug("pid %u: wrote %s (%zu devices, %zu BOs)", info->pid, name.c_str(), img.devices.size(),
 		  img.bos.size());
-	if (totals_)
-		totals_->add_file(img.bos.size());
+	if (stage_)
+		count_file((*stage_)->totals, img.bos.size());
 	if (!env_.dump_devices_late)
 		return unpause_all(); // no later hook will (CRIU 4.0-4.2.1)
 	return ok_status();

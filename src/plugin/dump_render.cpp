@@ -14,6 +14,7 @@
 #include "device/system.h"
 #include "image/image_names.h"
 #include "image/render_image.h"
+#include "plugin/summary.h"
 
 namespace amdcr {
 namespace {
@@ -141,8 +142,8 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 		return st;
 	log_gpu(LogLevel::Debug, gpu.gpu_id, "render node %u: wrote %s (%zu BOs, %zu with contents)", minor,
 		name.c_str(), img.bos.size(), job.bos.size());
-	if (totals_)
-		totals_->add_file(img.bos.size(), gpu.gpu_id);
+	if (stage_)
+		count_file((*stage_)->totals, img.bos.size(), gpu.gpu_id);
 	return ok_status();
 }
 

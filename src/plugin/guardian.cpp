@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "base/socket_fds.h"
+
 namespace amdcr {
 
 namespace {
@@ -135,34 +137,15 @@ pid_t pidfd_pid(int pidfd)
 bool GuardianProcess::receive(int flags)
 {
 	Wire w;
-	iovec iov{&w, sizeof(w)};
-	alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
-	msghdr msg{};
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = control;
-	msg.msg_controllen = sizeof(control);
-	ssize_t n;
-	do {
-		n = ::recvmsg(chan_.get(), &msg, flags | MSG_CMSG_CLOEXEC);
-	} while (n < 0 && errno == EINTR);
-	if (n == 0 || (n < 0 && errno != EAGAIN)) {
+	auto msg = receive_with_fds(chan_.get(), &w, sizeof(w), kMaxFds, flags);
+	if (!msg && msg.error().code() == EAGAIN)
+		return false;
+	if (!msg || msg->bytes == 0) {
 		plugin_gone_ = true;
 		return false;
 	}
-	if (n < 0)
-		return false;
-	std::vector<UniqueFd> fds;
-	for (cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		const int *p = reinterpret_cast<const int *>(CMSG_DATA(c));
-		for (size_t i = 0; i < count; i++)
-			fds.emplace_back(p[i]);
-	}
-	if (n == static_cast<ssize_t>(sizeof(w)))
-		handle(w, std::move(fds));
+	if (msg->bytes == sizeof(w))
+		handle(w, std::move(msg->fds));
 	return true;
 }
 

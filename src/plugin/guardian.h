@@ -8,7 +8,7 @@
 // on. No code of the plugin runs after CRIU's SIGKILL, so this has to live
 // in another process.
 //
-// One Guardian per session (DumpSession, RestoreSession own it), started on
+// One Guardian per session (DumpSession, RestoreFabric own it), started on
 // first need: by a dump at its first GPU file (a /dev/kfd file before its
 // pause, an AMD render node, an AMD GPU's dma-buf; never on a machine or dump
 // without AMD GPU state), by a restore in init(RESTORE) when the checkpoint

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "base/log.h"
+#include "base/socket_fds.h"
 #include "plugin/criu_api.h"
 
 namespace amdcr {
@@ -88,50 +89,21 @@ Status send_message(int fd, const Header &h, std::span<const int> fds)
 Result<Received> receive_message(int fd)
 {
 	Header h;
-	iovec iov{&h, sizeof(h)};
-	alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * ParallelRestore::kMaxFdsPerMessage) +
-				       CMSG_SPACE(sizeof(ucred))];
-	msghdr msg{};
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = control;
-	msg.msg_controllen = sizeof(control);
-	ssize_t n;
-	do {
-		n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-	} while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return errno_error(errno, "parallel restore: receiving from the tasks");
-	Received r;
-	// The fds first: whatever else is wrong, they are closed.
-	for (cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-		if (c->cmsg_level != SOL_SOCKET)
-			continue;
-		if (c->cmsg_type == SCM_RIGHTS) {
-			const size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			for (size_t i = 0; i < k; i++) {
-				int v;
-				std::memcpy(&v, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-				r.fds.emplace_back(v);
-			}
-		} else if (c->cmsg_type == SCM_CREDENTIALS) {
-			ucred cr{};
-			std::memcpy(&cr, CMSG_DATA(c), sizeof(cr));
-			r.pid = cr.pid;
-		}
-	}
+	auto msg = receive_with_fds(fd, &h, sizeof(h), ParallelRestore::kMaxFdsPerMessage);
+	if (!msg)
+		return std::move(msg).error().context("parallel restore: receiving from the tasks");
+	const size_t n = msg->bytes;
 	if (n == 0)
 		return make_error(EPIPE, "parallel restore: the channel was closed");
-	if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+	if (msg->truncated)
 		return make_error(EPROTO, "parallel restore: a message was truncated");
-	if (n != static_cast<ssize_t>(sizeof(h)) || h.magic != kMagic)
-		return make_error(EPROTO, "parallel restore: a malformed message (%zd bytes)", n);
-	if (r.fds.size() != h.count || h.first > h.total || h.count > h.total - h.first)
+	if (n != sizeof(h) || h.magic != kMagic)
+		return make_error(EPROTO, "parallel restore: a malformed message (%zu bytes)", n);
+	if (msg->fds.size() != h.count || h.first > h.total || h.count > h.total - h.first)
 		return make_error(EPROTO,
 				  "parallel restore: file %d: a message with %zu buffers claims %u (from %u of %u)",
-				  h.file_id, r.fds.size(), h.count, h.first, h.total);
-	r.head = h;
-	return r;
+				  h.file_id, msg->fds.size(), h.count, h.first, h.total);
+	return Received{h, std::move(msg->fds), msg->pid};
 }
 
 const char *kind_name(uint32_t kind)

@@ -36,7 +36,7 @@
 //    The thread's log lines, kept until then (CRIU's print_on_level is not
 //    for two threads at once, base/log.h), are printed here, in order.
 //    A failed or incomplete copy is an error naming the file and the task;
-//    the caller then kills the tasks (see RestoreSession::resume_devices_late)
+//    the caller then kills the tasks (see MainRestore::resume_devices_late)
 //    because CRIU ignores this hook's result.
 #pragma once
 

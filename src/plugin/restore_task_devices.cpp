@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
-// The devices a restored task can reach. prepare() maps the checkpointed
-// GPUs in CRIU's main process, on the host; the task that gets the files
+// In a restored task, at RESTORE_EXT_FILE, before its first GPU file: the
+// devices it can reach. The plan maps the checkpointed GPUs in CRIU's main
+// process, on the host (plugin/restore_plan.h); the task that gets the files
 // may be in a container (its mount namespace, its device cgroup) that has
 // only some of the host's render nodes, e.g. podman's --device list. So in
 // each task, before its first GPU file changes any state, the GPUs of the
@@ -19,7 +20,7 @@
 #include <vector>
 
 #include "base/log.h"
-#include "plugin/restore.h"
+#include "plugin/restore_task.h"
 #include "topology/device_entries.h"
 #include "topology/topology.h"
 
@@ -62,7 +63,7 @@ std::string device_options(const std::vector<MissingNode> &missing)
 
 } // namespace
 
-Status RestoreSession::fit_map_to_task(bool kfd_file)
+Status TaskRestore::fit_map_to_task(bool kfd_file)
 {
 	const pid_t self = ::getpid();
 	if (fitted_pid_ == self)
@@ -115,21 +116,14 @@ Status RestoreSession::fit_map_to_task(bool kfd_file)
 	return ok_status();
 }
 
-Result<GpuMap> RestoreSession::map_for_task() const
+Result<GpuMap> TaskRestore::map_for_task() const
 {
-	std::map<uint32_t, KfdDevice> devices; // by node id, union of images
-	std::set<uint32_t> held;
-	for (const auto &[id, img] : kfd_images_)
-		for (const auto &d : img.devices) {
-			devices.emplace(d.node_id, d);
-			if (d.is_gpu())
-				held.insert(d.gpu_id);
-		}
+	const CheckpointedGpus gpus = CheckpointedGpus::of(kfd_images());
 	// A render node without /dev/kfd is restored onto the GPU with its
-	// checkpointed gpu_id (map_loaded_images): nothing to choose.
+	// checkpointed gpu_id (map_checkpoint): nothing to choose.
 	std::vector<GpuMapEntry> entries;
 	for (const auto &e : map_.entries())
-		if (!held.count(e.checkpointed_gpu_id))
+		if (!gpus.held.count(e.checkpointed_gpu_id))
 			entries.push_back(e);
 	for (const auto &e : entries)
 		if (!open_render_node(env_.paths, e.local_render_minor))
@@ -137,7 +131,7 @@ Result<GpuMap> RestoreSession::map_for_task() const
 					  "gpu 0x%04x has no KFD image, so it is restored onto the GPU with its "
 					  "gpu_id only",
 					  e.checkpointed_gpu_id);
-	if (held.empty())
+	if (gpus.held.empty())
 		return GpuMap(entries);
 
 	// The task's view: a GPU its device cgroup denies reads EPERM in
@@ -145,7 +139,7 @@ Result<GpuMap> RestoreSession::map_for_task() const
 	auto local = parse_topology(env_.paths.sys_root);
 	if (!local)
 		return std::move(local).error().context("the KFD topology as the restored task sees it");
-	auto map = map_held_gpus(devices, held, *local);
+	auto map = map_held_gpus(env_, gpus, *local);
 	if (!map)
 		return std::move(map).error();
 	entries.insert(entries.begin(), map->entries().begin(), map->entries().end());

@@ -10,7 +10,7 @@
 #include "config/config.h"
 #include "copy/gpu_copy.h"
 #include "image/image_dir.h"
-#include "plugin/summary.h"
+#include "copy/staging_gate.h"
 #include "device/system.h"
 
 namespace amdcr {
@@ -18,7 +18,8 @@ namespace amdcr {
 struct SessionEnv {
 	Config config;
 	SystemPaths paths;
-	// The image directory fd (borrowed). Unset: ask CRIU at first use.
+	// The image directory fd (borrowed). Unset: CRIU's, asked for at each
+	// use (session_image_dir).
 	std::optional<int> image_dir_fd;
 	// The loading CRIU calls DUMP_DEVICES_LATE (criu-dev's 15-hook ABI).
 	// false (CRIU 4.0-4.2.1): a process's GPU queues are resumed as soon
@@ -37,12 +38,26 @@ struct SessionEnv {
 // (criu/servicefd.c clone_service_fd).
 Result<ImageDir> session_image_dir(const SessionEnv &env);
 
+// What the copies of one dump or restore share, in every process that takes
+// part: the totals of the summary line (summary.h) and the gate through
+// which the copies take turns (copy/staging_gate.h). A restore's files are
+// restored by the tasks CRIU forks after the plugin's init, and its last
+// hook (exit) runs in CRIU's main process: so the stage is a SharedMemory
+// (base/shared_memory.h) made at init, which the tasks inherit and add to,
+// and which CRIU's process reads at exit. The restored process does not
+// keep it: CRIU's restorer unmaps every mapping that is not in the
+// checkpoint. A dump runs in CRIU's process alone and uses the same.
+struct CopyStage {
+	CopyTotals totals;
+	StagingGate gate;
+};
+
 // How the session's copies run (KFD_MAX_BUFFER_SIZE, KFD_SDMA_TIMEOUT):
 // their results added to `stage`'s totals, taking turns through its gate
 // with the other processes of the dump or restore (`stage` may be nullptr:
 // neither). `cancel` (may be nullptr) stops a wait for the gate; the log
 // lines go to `deferred` when set (a thread beside CRIU's, base/log.h).
-CopySettings copy_settings(const SessionEnv &env, const StageTotals *stage,
-			   const std::atomic<bool> *cancel = nullptr, DeferredLog *deferred = nullptr);
+CopySettings copy_settings(const SessionEnv &env, CopyStage *stage, const std::atomic<bool> *cancel = nullptr,
+			   DeferredLog *deferred = nullptr);
 
 } // namespace amdcr

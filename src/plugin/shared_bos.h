@@ -3,9 +3,9 @@
 // The restore's table of the checkpoint's shared BOs (image/render_image.h
 // SharedBo: a BO that several files hold, in one or several processes).
 //
-// One slot per shared BO id, in anonymous shared memory that the restore
-// session maps in CRIU's main process before CRIU forks the restored tasks,
-// so every task sees the same slots. Whichever task restores a holder of a
+// One slot per shared BO id, in anonymous shared memory that the restore's
+// fabric (plugin/restore_fabric.h) maps in CRIU's main process before CRIU
+// forks the restored tasks, so every task sees the same slots. Whichever task restores a holder of a
 // shared BO first creates the BO, fills it and puts a dma-buf of it into
 // CRIU's fd store (criu::fdstore_add); every other holder, in any task, waits
 // until then and imports the BO from the store. Creating a BO never waits

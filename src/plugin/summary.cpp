@@ -1,11 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "plugin/summary.h"
 
-#include <sys/mman.h>
-
 #include <iterator>
-#include <new>
-#include <utility>
 
 namespace amdcr {
 namespace {
@@ -25,46 +21,19 @@ std::string human_bytes(uint64_t n)
 
 } // namespace
 
-Result<StageTotals> StageTotals::create()
+void count_file(CopyTotals &totals, size_t bo_entries, std::optional<uint32_t> gpu_id)
 {
-	void *p = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-			 -1, 0);
-	if (p == MAP_FAILED)
-		return errno_error(errno, "mmap of the dump/restore totals");
-	return StageTotals(new (p) Shared());
-}
-
-StageTotals::StageTotals(StageTotals &&other) noexcept : shared_(std::exchange(other.shared_, nullptr)) {}
-
-StageTotals &StageTotals::operator=(StageTotals &&other) noexcept
-{
-	if (this != &other) {
-		this->~StageTotals();
-		shared_ = std::exchange(other.shared_, nullptr);
-	}
-	return *this;
-}
-
-StageTotals::~StageTotals()
-{
-	if (!shared_)
-		return;
-	shared_->~Shared();
-	::munmap(shared_, sizeof(Shared));
-}
-
-void StageTotals::add_file(size_t bo_entries, std::optional<uint32_t> gpu_id) const
-{
-	shared_->copies.files++;
-	shared_->copies.bo_entries += bo_entries;
+	totals.files++;
+	totals.bo_entries += bo_entries;
 	if (gpu_id)
-		shared_->copies.add_gpu(*gpu_id);
+		totals.add_gpu(*gpu_id);
 }
 
-std::string StageTotals::line(bool dump, const Config &config) const
+std::string summary_line(const CopyTotals &t, bool dump, const Config &config)
 {
-	const CopyTotals &t = shared_->copies;
 	const uint64_t files = t.files, bytes = t.bytes;
+	if (files == 0)
+		return {};
 	const double secs = t.seconds();
 	const std::string budget =
 		config.max_buffer_size

@@ -1,17 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
-// The restore of BOs that several files hold (image/render_image.h
-// SharedBo, plugin/shared_bos.h): the first holder restored, in whichever
-// task, creates the BO and fills it; the others, render files and bare
-// dma-buf fds alike, take the same BO from it.
-#include "plugin/restore.h"
-
+// In a restored task, at RESTORE_EXT_FILE: BOs that several files hold
+// (image/render_image.h SharedBo, plugin/shared_bos.h). The first holder
+// restored, in whichever task, creates the BO and fills it; the others,
+// render files and bare dma-buf fds alike, take the same BO from it.
 #include <cinttypes>
 
 #include "base/log.h"
-#include "copy/gpu_copy.h"
 #include "device/system.h"
 #include "image/image_names.h"
+#include "plugin/restore_contents.h"
+#include "plugin/restore_task.h"
 
 namespace amdcr {
 namespace {
@@ -24,7 +23,7 @@ struct FilledBo {
 };
 
 Result<FilledBo> create_filled_bo(const SessionEnv &env, const ImageDir &images, const SharedBo &s,
-				  uint32_t minor, int render_fd, const StageTotals *stage)
+				  uint32_t minor, int render_fd, CopyStage *stage)
 {
 	const std::string what = strprintf("shared BO %u", s.id);
 	auto h = GemHandle::create(render_fd, s.size, s.alignment, s.preferred_domains, s.alloc_flags);
@@ -33,44 +32,27 @@ Result<FilledBo> create_filled_bo(const SessionEnv &env, const ImageDir &images,
 	auto dmabuf = gem_export_dmabuf(render_fd, h->get());
 	if (!dmabuf)
 		return std::move(dmabuf).error().context(what);
-	if (s.has_contents()) {
-		GpuCopyJob job;
-		job.image_gpu_id = s.gpu_id;
-		job.render_path = env.paths.render_path(minor);
-		// Its checksums, from whichever holder's entry this is (every
-		// holder carries them; none with KFD_VERIFY=0 at dump or here).
-		std::string file = drm_pages_image_name(static_cast<int>(s.contents_id), s.contents_minor,
-							s.contents_index);
-		job.bos.push_back({dmabuf->get(), s.size, s.checksum ? &*s.checksum : nullptr,
-				   file + ": " + what});
-		job.bo_files.push_back(std::move(file));
-		auto copied = run_gpu_copies(Direction::FileToGpu, images, {job}, copy_settings(env, stage));
-		if (!copied)
-			return std::move(copied).error(); // names the pages file and the BO
-	}
+	if (s.has_contents())
+		if (auto st = fill_from_images(images, {shared_bo_copy_job(env, s, minor, dmabuf->get())},
+					       copy_settings(env, stage));
+		    !st)
+			return std::move(st).error(); // names the pages file and the BO
 	return FilledBo{std::move(*h), std::move(*dmabuf)};
 }
 
 } // namespace
 
-bool RestoreSession::shared_among_files(uint32_t id) const
+Result<UniqueFd> TaskRestore::shared_dmabuf(const ImageDir &images, const SharedBo &s, const GpuMapEntry &m,
+					    int render_fd, const std::string &holder, std::optional<GemHandle> *created)
 {
-	auto it = shared_holders_.find(id);
-	return shared_table_ && it != shared_holders_.end() && it->second > 1;
-}
-
-Result<UniqueFd> RestoreSession::shared_dmabuf(const ImageDir &images, const SharedBo &s, const GpuMapEntry &m,
-					       int render_fd, const std::string &holder,
-					       std::optional<GemHandle> *created)
-{
-	auto taken = shared_table_->take(s.id);
+	auto taken = fabric_.shared_bos()->take(s.id);
 	if (!taken)
 		return std::move(taken).error();
 	if (!taken->claim) {
 		log_debug("shared BO %u: taken from the task that restored it first", s.id);
 		return std::move(taken->dmabuf);
 	}
-	auto bo = create_filled_bo(env_, images, s, m.local_render_minor, render_fd, stage());
+	auto bo = create_filled_bo(env_, images, s, m.local_render_minor, render_fd, fabric_.stage());
 	if (!bo)
 		return std::move(bo).error();
 	if (auto st = taken->claim->publish(bo->dmabuf.get()); !st)
@@ -82,20 +64,17 @@ Result<UniqueFd> RestoreSession::shared_dmabuf(const ImageDir &images, const Sha
 	return std::move(bo->dmabuf);
 }
 
-Status RestoreSession::restore_dmabuf(const ImageDir &images, int id, UniqueFd *out)
+Status TaskRestore::restore_dmabuf(const ImageDir &images, int id, const DmabufImage &img, UniqueFd *out)
 {
 	const std::string name = dmabuf_image_name(id);
-	auto img = read_dmabuf_image(images, id, env_.config.verify ? Verify::On : Verify::Off);
-	if (!img)
-		return std::move(img).error();
-	if (!img->shared)
+	if (!img.shared)
 		return make_error(ENOTSUP,
 				  "%s names its buffer only by GEM handle %u (an image of upstream's plugin); "
 				  "this plugin restores dma-bufs of its own images only",
-				  name.c_str(), img->gem_handle);
+				  name.c_str(), img.gem_handle);
 	if (auto st = fit_map_to_task(false); !st)
 		return st;
-	const SharedBo &s = *img->shared;
+	const SharedBo &s = *img.shared;
 	const GpuMapEntry *m = map_.find_checkpointed(s.gpu_id);
 	if (!m)
 		return make_error(EINVAL, "%s: gpu 0x%04x of shared BO %u has no local GPU", name.c_str(), s.gpu_id,
@@ -106,9 +85,9 @@ Status RestoreSession::restore_dmabuf(const ImageDir &images, int id, UniqueFd *
 	if (!render)
 		return std::move(render).error().context(name);
 	std::optional<GemHandle> created;
-	if (!shared_among_files(s.id)) {
+	if (!plan_.shared_among_files(s.id)) {
 		// The only holder in the checkpoint.
-		auto bo = create_filled_bo(env_, images, s, m->local_render_minor, render->get(), stage());
+		auto bo = create_filled_bo(env_, images, s, m->local_render_minor, render->get(), fabric_.stage());
 		if (!bo)
 			return std::move(bo).error().context(name);
 		created.emplace(std::move(bo->handle));

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "plugin/hsakmt_shm.h"
+#include "device/hsakmt_shm.h"
 
 using namespace amdcr;
 namespace fs = std::filesystem;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "plugin/hsakmt_shm.h"
+#include "device/hsakmt_shm.h"
 
 #include <fcntl.h>
 #include <semaphore.h>

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
-// The restore of a render node file onto its mapped local GPU: each GEM
-// buffer object recreated under its checkpointed handle, mapped at its GPU
-// VAs, its contents streamed back (the one bounded SDMA copy, src/copy),
-// or handed over to CRIU's main process (parallel restore), and its CPU
-// mappings moved to the new mmap offsets (UPDATE_VMA_MAP).
-#include "plugin/restore.h"
+// In a restored task, at RESTORE_EXT_FILE: a render node file, restored
+// onto its mapped local GPU. Each GEM buffer object recreated under its
+// checkpointed handle, mapped at its GPU VAs, its contents copied in
+// (plugin/restore_contents.h) or handed over to CRIU's main process
+// (parallel restore), and its CPU mappings recorded to be moved to the new
+// mmap offsets (UPDATE_VMA_MAP).
+#include "plugin/restore_task.h"
 
 #include <fcntl.h>
 
@@ -18,6 +19,8 @@
 #include "device/system.h"
 #include "image/image_names.h"
 #include "image/render_image.h"
+#include "plugin/restore_contents.h"
+#include "plugin/summary.h"
 
 namespace amdcr {
 
@@ -48,8 +51,8 @@ Result<GemHandle> recreate_bo(int fd, const DrmBo &bo)
 
 } // namespace
 
-Result<GemHandle> RestoreSession::attach_shared_bo(const ImageDir &images, const DrmBo &bo, const GpuMapEntry &m,
-						  int render_fd, const std::string &holder)
+Result<GemHandle> TaskRestore::attach_shared_bo(const ImageDir &images, const DrmBo &bo, const GpuMapEntry &m,
+					       int render_fd, const std::string &holder)
 {
 	std::optional<GemHandle> created;
 	// The file that holds the contents has their checksums in its own BO
@@ -68,22 +71,17 @@ Result<GemHandle> RestoreSession::attach_shared_bo(const ImageDir &images, const
 	return place_bo(render_fd, bo, std::move(*h));
 }
 
-Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *out)
+Status TaskRestore::restore_render(const ImageDir &images, int id, const RenderNodeImage &img, UniqueFd *out)
 {
 	if (auto st = fit_map_to_task(false); !st)
 		return st;
-	// Not read_render_image: with streamed images (criu --stream)
-	// restore_streamed has read it already, and a file is served once.
-	auto img = take_render_image(images, id);
-	if (!img)
-		return std::move(img).error();
 	const std::string name = render_image_name(id);
-	const GpuMapEntry *m = mapping_for_render(*img);
+	const GpuMapEntry *m = mapping_for(img);
 	if (!m)
-		return make_error(EINVAL, "%s: gpu 0x%04x (%s) has no local GPU", name.c_str(), img->gpu_id,
-				  render_node_label(*img).c_str());
-	for (const DrmBo &bo : img->bos)
-		if (bo.is_import && !(bo.shared && shared_among_files(bo.shared->id)))
+		return make_error(EINVAL, "%s: gpu 0x%04x (%s) has no local GPU", name.c_str(), img.gpu_id,
+				  render_node_label(img).c_str());
+	for (const DrmBo &bo : img.bos)
+		if (bo.is_import && !(bo.shared && plan_.shared_among_files(bo.shared->id)))
 			return make_error(ENOTSUP,
 					  "%s: GEM handle %u is an imported dma-buf that names no BO of the "
 					  "checkpoint (an image of upstream's plugin); this plugin restores "
@@ -93,22 +91,22 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 	// driver lets only that file map the process's BOs. A further file of
 	// the same node in this process whose handles or VAs would clash there
 	// gets an open file of its own (render_file_for).
-	auto file = render_file_for(m->local_render_minor, id, *img);
+	auto file = render_file_for(m->local_render_minor, id, img);
 	if (!file)
 		return std::move(file).error();
 	const int render_fd = file->first;
 	const int file_id = file->second;
-	if (auto st = ensure_fd_room(img->bos.size()); !st)
+	if (auto st = ensure_fd_room(img.bos.size()); !st)
 		return st;
 
 	std::vector<GemHandle> created;
 	std::vector<UniqueFd> dmabufs; // open until the copy is done
 	std::vector<VmaUpdate> updates;
 	std::vector<int> contents; // the dma-bufs of the BOs with contents, in image order
-	for (size_t i = 0; i < img->bos.size(); i++) {
-		const DrmBo &bo = img->bos[i];
+	for (size_t i = 0; i < img.bos.size(); i++) {
+		const DrmBo &bo = img.bos[i];
 		// A BO other files hold too: the first holder restored makes it.
-		const bool shared = bo.shared && shared_among_files(bo.shared->id);
+		const bool shared = bo.shared && plan_.shared_among_files(bo.shared->id);
 		Result<GemHandle> h = shared ? attach_shared_bo(images, bo, *m, render_fd, name) : recreate_bo(render_fd, bo);
 		if (!h)
 			return std::move(h).error().context(strprintf("%s: BO %zu", name.c_str(), i));
@@ -116,7 +114,7 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 			auto offset = gem_mmap_offset(render_fd, bo.handle);
 			if (!offset)
 				return std::move(offset).error().context(name);
-			updates.push_back({false, img->drm_render_minor, m->local_render_minor, bo.offset, *offset,
+			updates.push_back({false, img.drm_render_minor, m->local_render_minor, bo.offset, *offset,
 					   file_id});
 		}
 		if (bo.has_contents() && !shared) {
@@ -128,7 +126,7 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 		}
 		created.push_back(std::move(*h));
 	}
-	auto job = render_copy_job(id, *img, *m, contents);
+	auto job = render_copy_job(env_, id, img, *m, plan_, contents);
 	if (!job)
 		return std::move(job).error();
 	if (auto st = copy_contents(images, HandOverKind::Render, id, {*job}, contents); !st)
@@ -141,10 +139,10 @@ Status RestoreSession::restore_render(const ImageDir &images, int id, UniqueFd *
 	for (auto &h : created)
 		(void)h.release();
 	vmas_.insert(vmas_.end(), updates.begin(), updates.end());
-	log_gpu(LogLevel::Debug, img->gpu_id, "render node %s restored as renderD%u (%zu BOs, %zu with contents)",
-		render_node_label(*img).c_str(), m->local_render_minor, img->bos.size(), contents.size());
-	if (totals_)
-		totals_->add_file(img->bos.size(), img->gpu_id);
+	log_gpu(LogLevel::Debug, img.gpu_id, "render node %s restored as renderD%u (%zu BOs, %zu with contents)",
+		render_node_label(img).c_str(), m->local_render_minor, img.bos.size(), contents.size());
+	if (CopyStage *stage = fabric_.stage())
+		count_file(stage->totals, img.bos.size(), img.gpu_id);
 	return ok_status();
 }
 
