@@ -431,6 +431,42 @@ struct KfdProcess {
 
 // ---- the model ----------------------------------------------------------------
 
+// ---- ioctl tables ------------------------------------------------------------
+
+// One ioctl of an emulated driver, as amdkfd's amdkfd_ioctls[] and DRM's
+// drm_ioctls[] / amdgpu_ioctls_kms[] describe theirs: its name (also its
+// counter and fault-target name; null for numbers the model has no name
+// for), the kernel's own copy directions, flags, and its handler, a member
+// of the driver's Ops (KfdOps in kfd.cpp, DrmOps in render.cpp). An entry
+// without a handler is an ioctl the driver has but the model does not
+// emulate: -EINVAL, as the kernel's "no function".
+template <typename Ops> struct IoctlDesc {
+	const char *name = nullptr;
+	unsigned dir = abi::kIocRead | abi::kIocWrite;
+	unsigned flags = 0;
+	long (Ops::*handler)() = nullptr;
+};
+// KFD_IOC_FLAG_CHECKPOINT_RESTORE: needs CAP_CHECKPOINT_RESTORE and may be
+// called by the target's tracer.
+inline constexpr unsigned kIoctlCheckpointRestore = 1;
+// DRM_RENDER_ALLOW: a render node accepts it (the others: -EACCES).
+inline constexpr unsigned kIoctlRenderAllow = 2;
+// DRM_MASTER: only the DRM master may call it, which a render node's
+// client never is (-EACCES).
+inline constexpr unsigned kIoctlMaster = 4;
+// A successful call changes what the model publishes in sysfs.
+inline constexpr unsigned kIoctlPublishes = 8;
+
+struct KfdOps;
+struct DrmOps;
+struct PrivBo; // a BO's record in the emulator's CRIU private data (criu.cpp)
+using KfdIoctlDesc = IoctlDesc<KfdOps>;
+using DrmIoctlDesc = IoctlDesc<DrmOps>;
+// The entry of ioctl number `nr`; null when the driver has none (KFD:
+// -ENOTTY; DRM: -EINVAL).
+const KfdIoctlDesc *kfd_ioctl_desc(unsigned nr);
+const DrmIoctlDesc *drm_ioctl_desc(unsigned nr);
+
 struct FileEntry {
 	FileKind kind = FileKind::Kfd;
 	pid_t kfd_owner = 0;		// Kfd
@@ -467,7 +503,8 @@ private:
 	std::string do_introspect(std::string_view query);
 
 	friend struct KfdOps;
-	friend struct RenderOps;
+	friend struct DrmOps;
+	friend struct Introspection;
 
 	// fault injection: -errno if the call must fail
 	int check_fault(const std::string &name);
@@ -475,8 +512,8 @@ private:
 	void count(const std::string &name);
 
 	// KFD (kfd.cpp)
-	long kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *buf, size_t usize,
-		       uint64_t uarg);
+	// Runs entry `d`'s handler (kfd_ioctl's call through the table).
+	long kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, const KfdIoctlDesc &d, void *buf, uint64_t uarg);
 	KfdProcess &kfd_context(Caller &c);
 	int kfd_mmap(Caller &c, uint64_t offset, uint64_t len, MmapTarget *out);
 	void destroy_process(KfdProcess &p);
@@ -488,11 +525,15 @@ private:
 	long criu_process_info(Caller &c, KfdProcess &p, abi::kfd::CriuArgs &a);
 	long criu_checkpoint(Caller &c, KfdProcess &p, abi::kfd::CriuArgs &a);
 	long criu_restore(Caller &c, KfdProcess &p, abi::kfd::CriuArgs &a);
+	int criu_restore_devices(Caller &c, KfdProcess &p, const abi::kfd::CriuArgs &a,
+				 const std::vector<uint8_t> &priv, size_t &pos);
+	int criu_restore_bo(KfdProcess &p, abi::kfd::CriuBoBucket &b, const PrivBo &pb, std::shared_ptr<Bo> *out);
+	int criu_restore_objects(KfdProcess &p, uint32_t num_objects, const std::vector<uint8_t> &priv, size_t &pos);
 	uint64_t criu_priv_size(const KfdProcess &p) const;
 	uint32_t criu_num_bos(const KfdProcess &p) const;
 	long wait_events(Lock &lk, Caller &c, KfdProcess &p, abi::kfd::WaitEvents &a);
-	// Handlers of their own, as the kernel's kfd_ioctl_<name>: the queue
-	// state (kfd_queue.cpp), the dma-buf query (kfd.cpp).
+	// Handlers in files of their own, which KfdOps calls: the queue state
+	// (kfd_queue.cpp), the dma-buf query (kfd.cpp).
 	long kfd_update_queue(KfdProcess &p, abi::kfd::UpdateQueue &a);
 	long kfd_set_cu_mask(Caller &c, KfdProcess &p, const abi::kfd::SetCuMask &a);
 	long kfd_alloc_queue_gws(KfdProcess &p, abi::kfd::AllocQueueGws &a);
@@ -531,8 +572,9 @@ private:
 	void signal_event_interrupt(KfdProcess &p, uint32_t partial_id, unsigned valid_bits);
 
 	// render (render.cpp)
-	long drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f, unsigned nr,
-		       void *buf, size_t usize, uint64_t uarg, unsigned *out_size);
+	// Runs entry `d`'s handler (drm_ioctl's call through the table).
+	long drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f, const DrmIoctlDesc &d,
+		       void *buf, uint64_t uarg);
 	long drm_info(Caller &c, DrmFile &f, const abi::drm::Info &a);
 	long drm_cs(Caller &c, DrmFile &f, abi::drm::Cs &a);
 	long drm_wait_cs(Lock &lk, DrmFile &f, abi::drm::WaitCs &a);
