@@ -14,7 +14,9 @@
 // process's mapping of its doorbell page, which is a memfd the model also
 // has mapped. One thread per SDMA user queue polls its 64-bit doorbell slot
 // (every 20 us while work arrives, backing off to 1 ms when idle) and, on
-// a change, walks the ring under the model lock. All of the ring, the
+// a change, walks the ring under the model lock. A new queue's slot is set
+// to 0 when it is made, so that its first ring is a change even when the
+// queue destroyed before it on that slot left the same value there. All of the ring, the
 // pointers and the packets' addresses are GPU virtual addresses, resolved
 // through the VM of the process's KFD render file exactly as CS IBs are.
 //
@@ -269,6 +271,14 @@ void ModelImpl::start_user_queue(KfdProcess &p, Queue &q, bool restored)
 	// stale memory) is only written, never read. A restored queue goes on
 	// from the read pointer its process memory was restored with.
 	e->started = !restored;
+	// The hardware takes every doorbell write; the engine sees a change of
+	// the slot's value. A queue destroyed on this slot may have left there
+	// the very value the new queue's first ring writes (the same packets
+	// give the same write pointer), which would then go unseen: a new
+	// queue's slot starts at 0, which no ring with work writes.
+	if (!restored && e->doorbells && e->doorbells->size() >= e->doorbell_off + 8)
+		std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(e->doorbells->data() + e->doorbell_off))
+			.store(0, std::memory_order_release);
 	UserQueueEngine *raw = e.get();
 	e->thread = std::jthread([this, raw](std::stop_token st) { user_queue_thread(st, raw); });
 	q.engine = std::move(e);
