@@ -16,7 +16,10 @@
 // comes back inactive), the GWS flag (restored through the same path as
 // ALLOC_QUEUE_GWS: EINVAL on a GPU without GWS) and, for compute queues
 // only, the CU mask, which KFD keeps in the compute MQD (the SDMA MQD has
-// none: an SDMA queue's mask is not carried, as with KFD).
+// none: an SDMA queue's mask is not carried, as with KFD), and for a CP
+// (PM4) queue the CP's read pointer, also from the MQD: a queue paused with
+// packets pending goes on with them after RESUME. (A control stack holds
+// wave state; without shaders there is none.)
 #include "model/state.h"
 
 #include <cerrno>
@@ -29,7 +32,7 @@ using namespace abi::kfd;
 // The records of the private data (outside the anonymous namespace: the
 // restore's steps, members of ModelImpl, take them).
 constexpr uint32_t kPrivMagic = 0x554d454b; // "KEMU"
-constexpr uint32_t kPrivVersion = 2;
+constexpr uint32_t kPrivVersion = 3;
 constexpr uint32_t kMaxGpus = 16;
 
 struct PrivHeader {
@@ -52,6 +55,10 @@ struct PrivQueue {
 	CreateQueue args;
 	uint32_t user_gpu_id, id;
 	uint32_t gws, cu_mask_bits;
+	// A CP queue's read pointer (dwords, monotonic), which KFD keeps in
+	// the compute MQD (cp_hqd_pq_rptr); 0 for SDMA queues, which go on
+	// from the read pointer in their restored memory.
+	uint64_t mqd_rptr;
 };
 struct PrivEvent {
 	uint32_t id, type, auto_reset, signaled, node_id;
@@ -265,6 +272,7 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 		o.q.id = qid;
 		o.q.gws = q.gws;
 		o.q.cu_mask_bits = static_cast<uint32_t>(saved_cu_mask_words(q) * 32);
+		o.q.mqd_rptr = q.engine && q.engine->cp ? q.engine->rptr : 0;
 		put(priv, o);
 		for (size_t w = 0; w < saved_cu_mask_words(q); ++w)
 			put(priv, q.cu_mask[w]);
@@ -413,7 +421,12 @@ int ModelImpl::criu_restore_objects(KfdProcess &p, uint32_t num_objects, const s
 					return err;
 			}
 			p.queues[q.id] = q;
-			start_user_queue(p, p.queues[q.id], true);
+			Queue &restored = p.queues[q.id];
+			start_user_queue(p, restored, true);
+			if (restored.engine && restored.engine->cp) { // the CP goes on where its MQD says
+				restored.engine->rptr = o.q.mqd_rptr;
+				restored.engine->started = true;
+			}
 		} else if (o.type == kObjEvent) {
 			if (p.events.count(o.e.id))
 				return -EINVAL;

@@ -348,7 +348,8 @@ struct UserQueueEngine {
 	std::shared_ptr<Backing> doorbells;	// the page its doorbell lives in
 	uint64_t doorbell_off = 0;
 	bool started = false;		// rptr known (new queue: 0; restored: loaded from read_pointer_address)
-	uint64_t rptr = 0;		// the engine's read pointer (bytes, monotonic)
+	uint64_t rptr = 0;		// the engine's read pointer (SDMA: bytes, CP: dwords; monotonic)
+	bool cp = false;		// a CP (PM4 compute) queue, not SDMA
 	// Introspection (read under the model lock or atomically):
 	std::atomic<uint64_t> packets{0};
 	std::atomic<bool> hung{false};	// stopped on a bad packet or fault
@@ -459,6 +460,7 @@ inline constexpr unsigned kIoctlPublishes = 8;
 
 struct KfdOps;
 struct DrmOps;
+struct CpStream; // a CP packet source: the ring or an IB (cp_queue.cpp)
 struct PrivBo; // a BO's record in the emulator's CRIU private data (criu.cpp)
 using KfdIoctlDesc = IoctlDesc<KfdOps>;
 using DrmIoctlDesc = IoctlDesc<DrmOps>;
@@ -566,6 +568,15 @@ private:
 	// hang: HW_EXCEPTION events after the reset).
 	Step stop_user_queue(UserQueueEngine &e, KfdProcess &p, uint32_t gpu_id, uint64_t va, bool vm_fault,
 			     const std::string &why);
+	// KFD CP (PM4 compute) user queues (cp_queue.cpp)
+	Step cp_queue_step(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f);
+	// The packet at dword `at` of `s` (ending at `end`), at IB depth
+	// `depth`; *len its length in dwords.
+	Step cp_packet(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f, const CpStream &s, uint64_t at,
+		       uint64_t end, int depth, uint64_t *len);
+	Step cp_end_of_pipe(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f,
+			    const std::vector<uint32_t> &dw, bool release_mem);
+	Step cp_dma_data(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f, const std::vector<uint32_t> &dw);
 	int gpu_read(DrmFile &f, uint64_t va, void *dst, size_t len);
 	int gpu_write(DrmFile &f, uint64_t va, const void *src, size_t len);
 	// kfd_signal_event_interrupt: an interrupt carrying `partial_id`.
