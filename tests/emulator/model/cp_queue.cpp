@@ -28,6 +28,15 @@
 // HW_EXCEPTION events signalled. The read pointer is reported after every
 // packet of the ring. An AQL queue (COMPUTE_AQL) runs nothing: its packets
 // are shader dispatches and barriers of the packet processor, not emulated.
+//
+// The same packets in a CS IB on an amdgpu COMPUTE ring (build_pm4_job)
+// become a job of the ring's in-order runner: WRITE_DATA and the
+// end-of-pipe data as writes (the GPU clock read when the IB is parsed;
+// INT_SEL means nothing to a render node's job), DMA_DATA as a copy or a
+// fill, WAIT_REG_MEM on memory as a poll the job waits in, INDIRECT_BUFFER
+// parsed in place. A packet the CP cannot run hangs the job, which then
+// fails with ETIME (the scheduler's timeout) and blames its context, as an
+// unknown SDMA packet does.
 #include "model/state.h"
 
 #include <algorithm>
@@ -256,6 +265,120 @@ ModelImpl::Step ModelImpl::cp_dma_data(UserQueueEngine &e, KfdProcess &p, const 
 		done += n;
 	}
 	return Step::Again;
+}
+
+int ModelImpl::build_pm4_job(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, SdmaJob *job, int depth)
+{
+	std::vector<uint32_t> dw;
+	if (int e = read_ib(f, ib_va, ib_bytes, &dw))
+		return e;
+	auto hang = [&](uint64_t i, const char *why) {
+		counters_->vm_fault(f.dev->gpu_id, ib_va + i * 4, why);
+		job->error_after_ops = -ETIME;
+		return 0;
+	};
+	// The segments of `bytes` at `va`, to read or to write; false: the
+	// job fails as on a VM fault (ECANCELED).
+	auto segs = [&](uint64_t va, uint64_t bytes, bool write, std::vector<Segment> *out) {
+		return resolve_va(f, va, bytes, write, out) == 0;
+	};
+	auto write_op = [&](uint64_t va, const void *data, uint64_t bytes) {
+		SdmaOp o;
+		o.kind = SdmaOp::Kind::Write;
+		o.bytes = bytes;
+		const auto *b = static_cast<const uint8_t *>(data);
+		o.data.assign(b, b + bytes);
+		if (!segs(va, bytes, true, &o.dst))
+			return false;
+		job->ops.push_back(std::move(o));
+		return true;
+	};
+	for (uint64_t i = 0; i < dw.size();) {
+		const uint32_t hdr = dw[i], type = hdr >> 30, op = (hdr >> 8) & 0xff, count = (hdr >> 16) & 0x3fff;
+		if (type == 2) {
+			++i;
+			continue;
+		}
+		const uint64_t len = type == 3 && op == kNop && count == 0x3fff ? 1 : uint64_t{count} + 2;
+		if (type != 3 || i + len > dw.size())
+			return hang(i, type != 3 ? "unknown cp packet" : "truncated cp packet");
+		const std::vector<uint32_t> p(dw.begin() + long(i), dw.begin() + long(i + len));
+		bool ok = true;
+		switch (op) {
+		case kNop: case kAcquireMem: case kEventWrite:
+			break;
+		case kWriteData: {
+			const uint32_t dst_sel = (p[1] >> 8) & 0xf;
+			if (p.size() < 5 || (dst_sel != 0 && dst_sel != 1 && dst_sel != 2 && dst_sel != 5))
+				return hang(i, "unsupported WRITE_DATA");
+			if (dst_sel != 0)
+				ok = p[1] & (1u << 16) ? write_op(addr64(p, 2), &p.back(), 4)
+						       : write_op(addr64(p, 2), &p[4], (p.size() - 4) * 4);
+			break;
+		}
+		case kReleaseMem: case kEventWriteEop: {
+			const bool rm = op == kReleaseMem;
+			if (p.size() != (rm ? 8u : 6u))
+				return hang(i, "bad end-of-pipe packet length");
+			const uint32_t data_sel = (rm ? p[2] : p[3]) >> 29;
+			const uint64_t va = rm ? addr64(p, 3) : (uint64_t{p[2]} | (uint64_t{p[3] & 0xffff} << 32));
+			const uint64_t v = data_sel >= 3 ? gpu_clock() : addr64(p, rm ? 5 : 4);
+			if (data_sel > 4)
+				return hang(i, "unsupported end-of-pipe DATA_SEL");
+			if (data_sel)
+				ok = write_op(va & ~uint64_t{data_sel == 1 ? 3u : 7u}, &v, data_sel == 1 ? 4 : 8);
+			break;
+		}
+		case kWaitRegMem: {
+			if (p.size() != 7)
+				return hang(i, "bad WAIT_REG_MEM length");
+			if (!((p[1] >> 4) & 1))
+				break; // a register poll passes
+			SdmaOp o;
+			o.kind = SdmaOp::Kind::Poll;
+			o.func = p[1] & 7;
+			o.fill = p[4];
+			o.mask = p[5];
+			o.bytes = 4;
+			ok = segs(addr64(p, 2), 4, false, &o.dst);
+			if (ok)
+				job->ops.push_back(std::move(o));
+			break;
+		}
+		case kIndirectBuffer:
+			if (p.size() != 4 || depth + 1 >= kMaxIbDepth)
+				return hang(i, "bad or too deeply nested INDIRECT_BUFFER");
+			if (int e = build_pm4_job(f, addr64(p, 1) & ~uint64_t{3}, (p[3] & 0xfffff) * 4, job, depth + 1))
+				return e;
+			break;
+		case kDmaData: {
+			if (p.size() != 7)
+				return hang(i, "bad DMA_DATA length");
+			const uint32_t src_sel = (p[1] >> 29) & 3, dst_sel = (p[1] >> 20) & 3, cmd = p[6];
+			if ((cmd & (0xfu << 26)) || (dst_sel != 0 && dst_sel != 3) || (src_sel != 0 && src_sel != 2 && src_sel != 3))
+				return hang(i, "unsupported DMA_DATA");
+			SdmaOp o;
+			o.kind = src_sel == 2 ? SdmaOp::Kind::Fill : SdmaOp::Kind::Copy;
+			o.bytes = cmd & 0x3ffffff;
+			o.fill = p[2];
+			ok = !o.bytes || (segs(addr64(p, 4), o.bytes, true, &o.dst) &&
+					  (src_sel == 2 || segs(addr64(p, 2), o.bytes, false, &o.src)));
+			if (ok && o.bytes)
+				job->ops.push_back(std::move(o));
+			break;
+		}
+		default:
+			return hang(i, "unsupported cp packet");
+		}
+		if (!ok) {
+			job->error_after_ops = -ECANCELED; // a VM fault
+			return 0;
+		}
+		if (job->error_after_ops)
+			return 0;
+		i += len;
+	}
+	return 0;
 }
 
 } // namespace kfdemu::detail

@@ -107,6 +107,8 @@ ModelImpl::ModelImpl(const MachineDesc &machine, std::shared_ptr<ProcessMemory> 
 			uint32_t ne = n.num_sdma_engines ? n.num_sdma_engines : 1;
 			for (uint32_t i = 0; i < ne; ++i)
 				d->engines.push_back(std::make_unique<SdmaEngine>(n.sdma_gbps, pm_, counters_));
+			for (uint32_t i = 0; i < kComputeRings; ++i)
+				d->compute_rings.push_back(std::make_unique<SdmaEngine>(0.0, pm_, counters_));
 			devices_.push_back(std::move(d));
 		}
 		++index;
@@ -128,8 +130,10 @@ ModelImpl::~ModelImpl()
 			}
 			q.engine.reset();
 		}
-	for (auto &d : devices_)
+	for (auto &d : devices_) {
 		d->engines.clear();
+		d->compute_rings.clear();
+	}
 	procs_.clear();
 	files_.clear();
 	exported_.clear();

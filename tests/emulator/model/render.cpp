@@ -107,21 +107,19 @@ int ModelImpl::resolve_va(DrmFile &f, uint64_t va, uint64_t len, bool write, std
 	return 0;
 }
 
-int ModelImpl::build_job(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, SdmaJob *job)
+int ModelImpl::read_ib(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, std::vector<uint32_t> *out)
 {
-	using namespace abi::sdma;
 	std::vector<Segment> ibseg;
-	{
-		// The IB must lie inside one mapping of this VM (else EINVAL).
-		const Mapping *m = f.vm.find(ib_va & kHoleMask);
-		if (!m || !m->bo || (ib_va & kHoleMask) + ib_bytes > m->start + m->size)
-			return -EINVAL;
-		if ((ib_bytes & 3) || ib_bytes > (64u << 20))
-			return -EINVAL;
-		if (resolve_va(f, ib_va, ib_bytes, false, &ibseg))
-			return -EINVAL;
-	}
-	std::vector<uint32_t> dw(ib_bytes / 4);
+	// The IB must lie inside one mapping of this VM (else EINVAL).
+	const Mapping *m = f.vm.find(ib_va & kHoleMask);
+	if (!m || !m->bo || (ib_va & kHoleMask) + ib_bytes > m->start + m->size)
+		return -EINVAL;
+	if ((ib_bytes & 3) || ib_bytes > (64u << 20))
+		return -EINVAL;
+	if (resolve_va(f, ib_va, ib_bytes, false, &ibseg))
+		return -EINVAL;
+	std::vector<uint32_t> &dw = *out;
+	dw.assign(ib_bytes / 4, 0);
 	auto *dst = reinterpret_cast<uint8_t *>(dw.data());
 	for (auto &s : ibseg) {
 		if (s.bo->mem)
@@ -130,6 +128,15 @@ int ModelImpl::build_job(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, SdmaJob 
 			return -EFAULT;
 		dst += s.len;
 	}
+	return 0;
+}
+
+int ModelImpl::build_job(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, SdmaJob *job)
+{
+	using namespace abi::sdma;
+	std::vector<uint32_t> dw;
+	if (int e = read_ib(f, ib_va, ib_bytes, &dw))
+		return e;
 	const bool ai = f.dev->family >= kFamilyAi;
 	// Count field width: 30 bits from SDMA v6 (GC11), 22 bits on VI..NV,
 	// 21 bits on CIK (family < 130).
@@ -282,15 +289,20 @@ long ModelImpl::drm_cs(Caller &c, DrmFile &f, Cs &a)
 	for (auto &ib : ibs)
 		if (ib.ip_type != first.ip_type || ib.ip_instance != first.ip_instance || ib.ring != first.ring)
 			return -EINVAL;
-	// The model executes SDMA only.
-	if (first.ip_type != HW_IP_DMA || first.ip_instance != 0 || first.ring >= f.dev->engines.size())
+	// The model executes the DMA rings' SDMA packets and the COMPUTE
+	// rings' PM4 packets that need no shader (amdgpu_ctx_get_entity: a
+	// ring beyond the IP's: EINVAL; GFX: no ring on these chips).
+	const bool compute = first.ip_type == HW_IP_COMPUTE;
+	auto &rings = compute ? f.dev->compute_rings : f.dev->engines;
+	if ((first.ip_type != HW_IP_DMA && !compute) || first.ip_instance != 0 || first.ring >= rings.size())
 		return -EINVAL;
 
 	SdmaJob job;
 	job.gpu_id = f.dev->gpu_id;
 	job.guilty = ci->second.guilty;
 	for (auto &ib : ibs) {
-		if (int e = build_job(f, ib.va_start, ib.ib_bytes, &job))
+		if (int e = compute ? build_pm4_job(f, ib.va_start, ib.ib_bytes, &job)
+				    : build_job(f, ib.va_start, ib.ib_bytes, &job))
 			return e;
 		if (job.error_after_ops)
 			break;
@@ -323,7 +335,7 @@ long ModelImpl::drm_cs(Caller &c, DrmFile &f, Cs &a)
 		ent.fences.erase(oldest);
 	}
 	(void)deps; // ordering: one engine per ring executes in order
-	f.dev->engines[first.ring]->submit(std::move(job));
+	rings[first.ring]->submit(std::move(job));
 	std::memset(&a, 0, sizeof a);
 	std::memcpy(&a, &seq, 8);
 	return 0;
@@ -532,7 +544,7 @@ HwIpInfo hw_ip_info(const Device &d, uint32_t type)
 		break;
 	case HW_IP_COMPUTE:
 		h.hw_ip_version_major = d.family >= abi::sdma::kFamilyAi ? 9 : 8;
-		h.available_rings = 0xf;
+		h.available_rings = (1u << kComputeRings) - 1;
 		break;
 	case HW_IP_DMA:
 		h.hw_ip_version_major = d.family >= abi::sdma::kFamilyGc11 ? 6 : d.family >= abi::sdma::kFamilyNv ? 5 : d.family >= abi::sdma::kFamilyAi ? 4 : 3;

@@ -247,9 +247,12 @@ struct Segment {
 };
 
 struct SdmaOp {
-	enum class Kind { Copy, Fill, Write } kind = Kind::Copy;
+	// Poll: wait until (the dword at dst & mask) <func> (fill & mask)
+	// holds (a CP WAIT_REG_MEM on memory), re-read until then.
+	enum class Kind { Copy, Fill, Write, Poll } kind = Kind::Copy;
 	std::vector<Segment> src, dst;
 	uint32_t fill = 0;
+	uint32_t mask = 0, func = 0; // Poll
 	std::vector<uint8_t> data;
 	uint64_t bytes = 0;
 };
@@ -282,6 +285,7 @@ public:
 private:
 	void run(std::stop_token st);
 	int execute(const SdmaJob &job, std::stop_token &st);
+	int poll(const SdmaJob &job, const SdmaOp &op, std::stop_token &st);
 	int copy_piece(const Segment &s, const Segment &d, uint64_t n, std::vector<uint8_t> &bounce);
 	void throttle(uint64_t bytes);
 
@@ -318,6 +322,10 @@ struct Device {
 	std::map<uint64_t, std::weak_ptr<Bo>> by_offset;
 	std::shared_ptr<Backing> mmio;	// the MMIO remap page
 	std::vector<std::unique_ptr<SdmaEngine>> engines;
+	// The COMPUTE rings CS submits to (kComputeRings, HW_IP_INFO's
+	// available_rings): in-order job runners of their own
+	// (the engine's job runner, unthrottled), one per ring.
+	std::vector<std::unique_ptr<SdmaEngine>> compute_rings;
 
 	uint64_t alloc_fake_offset(const std::shared_ptr<Bo> &bo);
 	std::shared_ptr<Bo> bo_at_offset(uint64_t off);
@@ -458,6 +466,9 @@ inline constexpr unsigned kIoctlMaster = 4;
 // A successful call changes what the model publishes in sysfs.
 inline constexpr unsigned kIoctlPublishes = 8;
 
+// The amdgpu COMPUTE rings of each GPU (HW_IP_INFO available_rings 0xf).
+inline constexpr uint32_t kComputeRings = 4;
+
 struct KfdOps;
 struct DrmOps;
 struct CpStream; // a CP packet source: the ring or an IB (cp_queue.cpp)
@@ -597,6 +608,11 @@ private:
 	int resolve_va(DrmFile &f, uint64_t va, uint64_t len, bool write, std::vector<Segment> *out);
 	// Parses an IB into a job; returns -errno for submission errors.
 	int build_job(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, SdmaJob *job);
+	// The same for a COMPUTE ring's IB of PM4 packets (cp_queue.cpp), an
+	// IB inside it at `depth` 1.
+	int build_pm4_job(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, SdmaJob *job, int depth = 0);
+	// An IB's dwords (it must lie inside one mapping of the VM).
+	int read_ib(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, std::vector<uint32_t> *dw);
 
 	// BOs (model.cpp)
 	std::shared_ptr<Bo> new_bo(Device &d, BoType type, uint64_t size, int *err);
