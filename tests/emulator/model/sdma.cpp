@@ -136,6 +136,10 @@ int SdmaEngine::poll(const SdmaJob &job, const SdmaOp &op, std::stop_token &st)
 {
 	if (op.dst.size() != 1 || op.dst[0].len != 4)
 		return -ECANCELED;
+	// amdgpu's job timeout (lockup_timeout; 10 s for compute jobs too since
+	// the kernel aligned them): a job still waiting then fails with ETIME,
+	// which blames its context.
+	const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
 	const Segment &d = op.dst[0];
 	for (;;) {
 		uint32_t v = 0;
@@ -153,6 +157,8 @@ int SdmaEngine::poll(const SdmaJob &job, const SdmaOp &op, std::stop_token &st)
 			return 0;
 		if (st.stop_requested())
 			return -ECANCELED;
+		if (std::chrono::steady_clock::now() >= deadline)
+			return -ETIME;
 		std::this_thread::sleep_for(std::chrono::microseconds(100));
 	}
 }
