@@ -64,6 +64,7 @@ struct GpuTemplate {
 	// 0x3c, GC 9.4.3 0x46). None of these chips has a GFX ring.
 	uint32_t pci_revision, external_rev_offset;
 	const char *vbios_version, *product_name;
+	uint32_t power_cap_w; // the board's default power cap, as rocm-smi shows it
 };
 
 const std::vector<GpuTemplate> &templates()
@@ -90,7 +91,7 @@ const std::vector<GpuTemplate> &templates()
 		 34342961152ull,
 		 {{{1, 16, 64, 9}, 120}, {{1, 16, 64, 9}, 64}, {{1, 64, 64, 10}, 32},
 		  {{2, 8192, 128, 9}, 1}},
-		 4096, 1200, 0x01, 0x32, "113-D3431401-100", "Instinct MI100"},
+		 4096, 1200, 0x01, 0x32, "113-D3431401-100", "Instinct MI100", 290},
 		{"MI210", "aldebaran",
 		 {{"simd_count", 416}, {"simd_id_base", 2147487744},
 		  {"max_waves_per_simd", 8}, {"lds_size_in_kb", 64},
@@ -107,7 +108,7 @@ const std::vector<GpuTemplate> &templates()
 		 68702699520ull,
 		 {{{1, 16, 64, 9}, 104}, {{1, 16, 64, 9}, 52}, {{1, 64, 64, 10}, 26},
 		  {{2, 8192, 128, 9}, 1}},
-		 4096, 1600, 0x02, 0x3c, "113-D67301-063", "Instinct MI210"},
+		 4096, 1600, 0x02, 0x3c, "113-D67301-063", "Instinct MI210", 300},
 		{"MI300X", "aqua_vanjaram",
 		 {{"simd_count", 1216}, {"simd_id_base", 2147487744},
 		  {"max_waves_per_simd", 8}, {"lds_size_in_kb", 64},
@@ -123,7 +124,7 @@ const std::vector<GpuTemplate> &templates()
 		  {"max_engine_clk_ccompute", 2100}},
 		 206158430208ull,
 		 {{{1, 32, 128, 9}, 32}, {{2, 4096, 128, 9}, 8}, {{3, 262144, 64, 9}, 1}},
-		 8192, 2525, 0x00, 0x46, "113-M3000100-102", "AMD Instinct MI300X"},
+		 8192, 2525, 0x00, 0x46, "113-M3000100-102", "AMD Instinct MI300X", 750},
 	};
 	return t;
 }
@@ -482,6 +483,7 @@ std::string MachineParser::start_gpu(const std::vector<std::string_view> &w)
 	cur->node.gfx_ring = false;
 	cur->node.vbios_version = t->vbios_version;
 	cur->node.product_name = t->product_name;
+	cur->node.power_cap_w = t->power_cap_w;
 	for (const auto &[c, count] : t->caches)
 		for (uint32_t i = 0; i < count; i++)
 			cur->node.caches.push_back(c);

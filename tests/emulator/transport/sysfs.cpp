@@ -369,6 +369,19 @@ void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::stri
 	const uint64_t mclk = g.mem_banks.empty() ? 0 : g.mem_banks.front().mem_clk_max;
 	const uint64_t vram = g.mem_banks.empty() ? 0 : g.mem_banks.front().size_in_bytes;
 	w.file(d + "vbios_version", g.vbios_version + "\n");
+	// fw_version/: amdgpu's firmware versions as "0x%08x". The model knows
+	// those KFD reports (MEC: the topology's fw_version; SDMA: its
+	// sdma_fw_version), each on both instances; the other blocks' files
+	// are left out (rocm-smi: not supported).
+	auto fw = [&](const char *file, const char *key) {
+		char v[16];
+		std::snprintf(v, sizeof v, "0x%08x\n", static_cast<unsigned>(prop(g, key)));
+		w.file(d + "fw_version/" + file, v);
+	};
+	fw("mec_fw_version", "fw_version");
+	fw("mec2_fw_version", "fw_version");
+	fw("sdma_fw_version", "sdma_fw_version");
+	fw("sdma2_fw_version", "sdma_fw_version");
 	w.file(d + "product_name", g.product_name + "\n");
 	w.file(d + "product_number", "\n");
 	w.file(d + "serial_number", "\n");
@@ -410,9 +423,10 @@ void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::stri
 		w.file(h + n + "_crit", "100000\n");
 		w.file(h + n + "_emergency", "105000\n");
 	}
+	const std::string cap = std::to_string(uint64_t{g.power_cap_w} * 1000000) + "\n"; // microwatts
 	w.file(h + "power1_average", "42000000\n");
-	w.file(h + "power1_cap", "290000000\n", 0644);
-	w.file(h + "power1_cap_max", "290000000\n");
+	w.file(h + "power1_cap", cap, 0644);
+	w.file(h + "power1_cap_max", cap);
 	w.file(h + "power1_cap_min", "0\n");
 	w.file(h + "in0_input", "806\n");
 	w.file(h + "in0_label", "vddgfx\n");
