@@ -4,7 +4,8 @@
 output checked against the machine: `kfd-emu machine` for the per-GPU
 facts the profile resolves (gpu_id, PCI slot, VRAM, ASIC) and, per ASIC,
 what the runtime must make of it (gfx target, marketing name from
-amdgpu.ids, chip id, compute units, clock, VBIOS).
+amdgpu.ids, chip id, compute units, clock, VBIOS, power cap); rocm-smi
+also shows the firmware versions kfd-emu is given.
 
   rocm_tools.py --kfd-emu PATH --machine NAME rocminfo|rocm-smi
 
@@ -20,9 +21,9 @@ import sys
 # know the target and leaves the GPU out.
 EXPECT = {
     "arcturus": dict(gfx="gfx908", marketing="AMD Instinct MI100", chip=0x738C, cu=120,
-                     clock=1502, vbios="113-D3431401-100", series="Instinct MI100"),
+                     clock=1502, vbios="113-D3431401-100", series="Instinct MI100", power=290),
     "aldebaran": dict(gfx="gfx90a", marketing="AMD Instinct MI210", chip=0x740F, cu=104,
-                      clock=1700, vbios="113-D67301-063", series="Instinct MI210"),
+                      clock=1700, vbios="113-D67301-063", series="Instinct MI210", power=300),
     "aqua_vanjaram": None,
 }
 
@@ -143,6 +144,25 @@ def rocm_smi(kfd_emu, machine):
           f"--showpids lists the shell holding /dev/kfd (pid {shell and shell[1]}, listed {listed})")
 
 
+def rocm_smi_firmware(kfd_emu, machine):
+    """The firmware versions kfd-emu was given (--fw-version: MEC and MEC2,
+    --sdma-fw-version: SDMA and SDMA2) and the board's power cap, per GPU."""
+    _, gpus = machine_facts(kfd_emu, machine)
+    p = subprocess.run([kfd_emu, "--machine", machine, "--fw-version", "99", "--sdma-fw-version", "7", "--",
+                        "rocm-smi", "--showfwinfo", "--showmaxpower"], capture_output=True, text=True, timeout=120)
+    sys.stdout.write(p.stdout)
+    out = p.stdout
+    for i, g in enumerate(gpus):
+        tag = f"GPU[{i}]"
+        for block, want in (("MEC", 99), ("MEC2", 99), ("SDMA", 7), ("SDMA2", 7)):
+            m = re.search(rf"^GPU\[{i}\]\s+: {block} firmware version:\s+(\d+)", out, re.M)
+            check(m is not None and int(m[1]) == want, f"{tag} {block} firmware {m and m[1]} == {want}")
+        e = EXPECT.get(g["asic"])
+        if e:
+            m = re.search(rf"^GPU\[{i}\]\s+: Max Graphics Package Power \(W\): ([\d.]+)", out, re.M)
+            check(m is not None and float(m[1]) == e["power"], f"{tag} power cap {m and m[1]} == {e['power']}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kfd-emu", required=True)
@@ -152,7 +172,11 @@ def main():
     if not shutil.which(a.tool):
         print(f"NOT RUN: {a.tool} is not installed (Debian package {a.tool}; scripts/install-deps.sh)")
         return 77
-    (rocminfo if a.tool == "rocminfo" else rocm_smi)(a.kfd_emu, a.machine)
+    if a.tool == "rocminfo":
+        rocminfo(a.kfd_emu, a.machine)
+    else:
+        rocm_smi(a.kfd_emu, a.machine)
+        rocm_smi_firmware(a.kfd_emu, a.machine)
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1

@@ -162,5 +162,9 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # the GWS, an inactive SDMA queue with a packet pending.
   kfdemu_realcriu_test(${_ver} queue_state_MI100 queue-state MI100)
   kfdemu_realcriu_test(${_ver} queue_state_2xMI210 queue-state 2xMI210)
+  # A CP (PM4) compute queue paused with packets pending, which it runs
+  # after the restore.
+  kfdemu_realcriu_test(${_ver} cp_queue_MI100 cp-queue MI100)
+  kfdemu_realcriu_test(${_ver} cp_queue_2xMI210 cp-queue 2xMI210)
 endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree amdgpu-img)

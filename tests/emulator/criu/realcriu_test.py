@@ -364,7 +364,7 @@ def daemon_connections(pid):
 
 # The workload's mode per scenario (see workload.cpp).
 WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd-gem"], "stream": ["--kfd-gem"],
-                  "queue-state": ["--queue-state"],
+                  "queue-state": ["--queue-state"], "cp-queue": ["--cp-queue"],
                   "dump-killed": ["--user-queue"], "dump-termed": ["--user-queue"], "dump-timeout": ["--user-queue"],
                   "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"],
                   "dump-killed-paused": ["--user-queue"], "dump-killed-copied": ["--user-queue"],
@@ -1595,6 +1595,8 @@ def inside(args, criu):
             render_round_trip(run)
         elif args.scenario == "queue-state":
             queue_state_round_trip(run)
+        elif args.scenario == "cp-queue":
+            cp_queue_round_trip(run)
         elif args.scenario.startswith("dmabuf-"):
             dmabuf_round_trip(run, args.scenario.split("-")[1])
         elif args.scenario == "stream":
@@ -1654,6 +1656,36 @@ def queue_state_round_trip(run):
     run.verdicts(procs)
 
 
+def cp_queues(q):
+    """The CP (PM4 compute, type 0) queues and their CP read pointer."""
+    return sorted((x["id"], x["state"], x["engine"]["rptr"], x["engine"]["hung"])
+                  for x in q["queues"] if x["type"] == 0 and "engine" in x)
+
+
+def cp_queue_round_trip(run):
+    """cp-queue: a CP (PM4) compute queue paused with packets pending
+    (workload.cpp --cp-queue): dumped while its CP waits at a WAIT_REG_MEM
+    (after a WRITE_DATA it ran), with a WRITE_DATA and a RELEASE_MEM behind
+    it. Restored, the model has the queue active with its CP still at the
+    WAIT_REG_MEM (read pointer 5 dwords, from the checkpointed MQD); the
+    rest is checked as in roundtrip; the process itself finds nothing more
+    run, sets the flag, and gets the WRITE_DATA, the RELEASE_MEM's event and
+    the read pointer at the end, without the first WRITE_DATA again."""
+    procs = run.start()
+    pid = procs[0][1]
+    before = snapshot(run.emu, pid)
+    cps = cp_queues(before["queues"])
+    log(f"workload {pid}: CP queues (id, state, read pointer, hung) {cps}")
+    expect(cps and all(c[1] == "active" and c[2] == 5 and not c[3] for c in cps),
+           f"the workload has no CP queue waiting at its second packet: {cps}", False)
+    run.dump([pid])
+    run.restore(pid)
+    after = cp_queues(run.emu.ctl("queues", pid))
+    expect(after == cps, f"CP queues after restore {after} != dumped {cps}")
+    check_restored(run.emu, pid, before)
+    run.verdicts(procs)
+
+
 def upstream_plugin(list_file, version):
     """Upstream's amdgpu_plugin.so that scripts/build-criu.sh built from the
     sources of CRIU `version` (its upstream-plugins.txt)."""
@@ -1688,6 +1720,7 @@ def main():
                              "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
+                             "cp-queue",
                              *KILL_SCENARIOS, *STALL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",

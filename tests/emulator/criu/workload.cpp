@@ -4,7 +4,8 @@
 // emulator's realcriu tests (realcriu_test.py). Unmodified libhsakmt 5.2.3
 // and libdrm_amdgpu 2.4.114.
 //
-//   kfdemu_criu_workload [--tree] [--kfd-gem] [--queue-state] [--user-queue] DIR | --render [--second-file] DIR
+//   kfdemu_criu_workload [--tree] [--kfd-gem] [--queue-state] [--user-queue | --cp-queue] DIR
+//   kfdemu_criu_workload --render [--second-file] DIR
 //
 // Setup: on every GPU node a VRAM BO (2 MiB; $KFDEMU_WORKLOAD_VRAM_MIB
 // MiB when set, as the benchmark's side by side with upstream's plugin
@@ -28,6 +29,9 @@
 // --user-queue: the event is not set by the CPU but by a TRAP on a KFD SDMA
 // user queue, after a copy and a fence through it (UserQueue below), which
 // a queue left paused or evicted never runs: the verdict then fails.
+// --cp-queue: the event is set by a RELEASE_MEM on a KFD CP (PM4) compute
+// queue, dumped while it waits at a WAIT_REG_MEM with that packet pending
+// (CpQueue below).
 // --kfd-gem: libhsakmt's render-node file of the first GPU also holds GEM
 // BOs the process made through libdrm_amdgpu (RenderSet below), checked
 // after the restore too.
@@ -729,19 +733,104 @@ struct UserQueue {
 	}
 };
 
-[[noreturn]] void run(bool gem, bool queue_state, bool user_queue)
+// --cp-queue: a KFD CP (PM4) compute queue (HSA_QUEUE_COMPUTE) on the first
+// GPU, paused with packets pending: a WRITE_DATA of kFirst, a WAIT_REG_MEM
+// on a flag in system memory (0 when dumped), then a WRITE_DATA of kDone and
+// a RELEASE_MEM that writes the event's slot and raises the end-of-pipe
+// interrupt with the event's id. Before the dump the CP has run the first
+// WRITE_DATA and waits at the WAIT_REG_MEM (read pointer 5, kDone not
+// written); the process then clears kFirst. After the restore the CP still
+// waits there and kFirst is still clear (a CP that started over would have
+// written it again); once the flag is set it runs the rest: the event comes
+// within 2 s, kDone is written, kFirst stays clear and the read pointer
+// reaches the write pointer.
+struct CpQueue {
+	static constexpr uint64_t kRing = 4096;
+	static constexpr uint32_t kDone = 0xc0de600d, kFirst = 0xf125;
+	static constexpr uint32_t kWaitAt = 5; // dwords: the WAIT_REG_MEM follows the first WRITE_DATA
+	// The ring, then the flag (+kRing) and the WRITE_DATA targets (kDone at
+	// +kRing+4, kFirst at +kRing+8).
+	Bo mem{};
+	HsaQueueResource q{};
+	uint64_t wptr = 0; // dwords
+
+	static uint32_t pm4(uint32_t op, uint32_t dwords) { return (3u << 30) | ((dwords - 2) << 16) | (op << 8); }
+	volatile uint32_t *word(uint64_t off) const
+	{
+		return reinterpret_cast<volatile uint32_t *>(static_cast<char *>(mem.addr) + off);
+	}
+	uint32_t rptr() const { return __atomic_load_n(q.Queue_read_ptr, __ATOMIC_ACQUIRE); }
+	void put(std::initializer_list<uint32_t> dw)
+	{
+		for (uint32_t v : dw)
+			*word((wptr++ * 4) % kRing) = v;
+	}
+	bool setup(uint32_t node, HsaEvent *ev, std::string *err)
+	{
+		if (!alloc_bo(0, kRing + 4096, false, &mem, err))
+			return false;
+		std::memset(mem.addr, 0, mem.size);
+		if (HSAKMT_STATUS s = hsaKmtCreateQueue(node, HSA_QUEUE_COMPUTE, 100, HSA_QUEUE_PRIORITY_NORMAL, mem.addr,
+							 kRing, nullptr, &q);
+		    s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtCreateQueue(COMPUTE)", s), false;
+		const auto flag = uint64_t(uintptr_t(word(kRing))), out = flag + 4;
+		const uint64_t slot = ev->EventData.HWData2;
+		const auto lo = [](uint64_t v) { return uint32_t(v); };
+		const auto hi = [](uint64_t v) { return uint32_t(v >> 32); };
+		put({pm4(0x37, 5), 5u << 8 | 1u << 20, lo(out + 4), hi(out + 4), kFirst});	// WRITE_DATA
+		put({pm4(0x3c, 7), 1u << 4 | 3, lo(flag), hi(flag), 1, 0xffffffff, 4});		// WAIT_REG_MEM ==
+		put({pm4(0x37, 5), 5u << 8 | 1u << 20, lo(out), hi(out), kDone});		// WRITE_DATA
+		put({pm4(0x49, 8), 0x14, 1u << 29 | 2u << 24, lo(slot), hi(slot), ev->EventId, 0, ev->EventId});
+		__atomic_store_n(q.Queue_write_ptr_aql, wptr, __ATOMIC_RELEASE);
+		__atomic_store_n(q.Queue_DoorBell_aql, wptr, __ATOMIC_RELEASE);
+		::usleep(50 * 1000);
+		if (rptr() != kWaitAt || *word(kRing + 4) != 0 || *word(kRing + 8) != kFirst)
+			return *err = "the CP queue did not run its first WRITE_DATA and stop at its WAIT_REG_MEM (read "
+				      "pointer " + std::to_string(rptr()) + ")",
+			       false;
+		*word(kRing + 8) = 0; // a CP that starts over writes it again
+		return true;
+	}
+	bool verify(HsaEvent *ev, std::string *err)
+	{
+		if (*word(kRing + 8) != 0)
+			return *err = "the restored CP queue ran its first WRITE_DATA again: it started over", false;
+		if (rptr() != kWaitAt || *word(kRing + 4) != 0)
+			return *err = "the restored CP queue is not at its WAIT_REG_MEM (read pointer " +
+				      std::to_string(rptr()) + ")",
+			       false;
+		__atomic_store_n(word(kRing), 1u, __ATOMIC_RELEASE);
+		if (HSAKMT_STATUS s = hsaKmtWaitOnEvent(ev, 2000); s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("the CP queue's RELEASE_MEM did not signal the event within 2 s: "
+					     "hsaKmtWaitOnEvent",
+					     s) +
+				      " (read pointer " + std::to_string(rptr()) + " of " + std::to_string(wptr) + ")",
+			       false;
+		if (*word(kRing + 4) != kDone)
+			return *err = "the CP queue's WRITE_DATA was not written", false;
+		if (*word(kRing + 8) != 0)
+			return *err = "the restored CP queue ran its first WRITE_DATA again: it started over", false;
+		if (rptr() != wptr % (kRing / 4))
+			return *err = "the CP queue's read pointer is " + std::to_string(rptr()) + ", not " +
+				      std::to_string(wptr % (kRing / 4)),
+			       false;
+		if (HSAKMT_STATUS s = hsaKmtDestroyQueue(q.QueueId); s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtDestroyQueue(COMPUTE)", s), false;
+		return true;
+	}
+};
+
+// A VRAM BO on every GPU node (2 MiB, or $KFDEMU_WORKLOAD_VRAM_MIB): the
+// nodes, their render minors and the BOs, each with the next seed.
+void gpu_bos(const HsaSystemProperties &sys, std::vector<uint32_t> *gpus_out, std::vector<int> *minors_out,
+	     std::vector<Bo> *bos_out, uint64_t *seed_io)
 {
 	std::string err;
-	if (HSAKMT_STATUS s = hsaKmtOpenKFD(); s != HSAKMT_STATUS_SUCCESS)
-		finish(status("FAIL: hsaKmtOpenKFD", s));
-	HsaSystemProperties sys{};
-	if (HSAKMT_STATUS s = hsaKmtAcquireSystemProperties(&sys); s != HSAKMT_STATUS_SUCCESS)
-		finish(status("FAIL: hsaKmtAcquireSystemProperties", s));
-
-	std::vector<Bo> bos;	// one VRAM BO per GPU (in gpus order), then GTT
-	std::vector<uint32_t> gpus;
-	std::vector<int> minors;
-	uint64_t seed = 0x5eed + uint64_t(getpid()) * 16;
+	std::vector<uint32_t> &gpus = *gpus_out;
+	std::vector<int> &minors = *minors_out;
+	std::vector<Bo> &bos = *bos_out;
+	uint64_t &seed = *seed_io;
 	const uint64_t vram_bytes = vram_mib_env().value_or(2) << 20;
 	for (uint32_t node = 0; node < sys.NumNodes; node++) {
 		HsaNodeProperties props{};
@@ -757,6 +846,28 @@ struct UserQueue {
 		b.seed = seed++;
 		bos.push_back(b);
 	}
+}
+
+// The workload's options beyond DIR.
+struct Modes {
+	bool gem = false, queue_state = false, user_queue = false, cp_queue = false;
+};
+
+[[noreturn]] void run(const Modes &m)
+{
+	const bool gem = m.gem, queue_state = m.queue_state, user_queue = m.user_queue;
+	std::string err;
+	if (HSAKMT_STATUS s = hsaKmtOpenKFD(); s != HSAKMT_STATUS_SUCCESS)
+		finish(status("FAIL: hsaKmtOpenKFD", s));
+	HsaSystemProperties sys{};
+	if (HSAKMT_STATUS s = hsaKmtAcquireSystemProperties(&sys); s != HSAKMT_STATUS_SUCCESS)
+		finish(status("FAIL: hsaKmtAcquireSystemProperties", s));
+
+	std::vector<Bo> bos;	// one VRAM BO per GPU (in gpus order), then GTT
+	std::vector<uint32_t> gpus;
+	std::vector<int> minors;
+	uint64_t seed = 0x5eed + uint64_t(getpid()) * 16;
+	gpu_bos(sys, &gpus, &minors, &bos, &seed);
 	if (gpus.empty())
 		finish("FAIL: no GPU node");
 	Bo gtt{};
@@ -795,6 +906,9 @@ struct UserQueue {
 	UserQueue uq;
 	if (user_queue && !uq.create(gpus[0], gtt.size, &err))
 		finish("FAIL: " + err);
+	CpQueue cq;
+	if (m.cp_queue && !cq.setup(gpus[0], ev, &err))
+		finish("FAIL: " + err);
 
 	// --kfd-gem: GEM BOs of its own on libhsakmt's render-node file too.
 	amdgpu_device_handle gem_dev = nullptr;
@@ -821,7 +935,10 @@ struct UserQueue {
 	for (size_t i = 0; i < gpus.size(); i++)
 		if (!gpu_copies(gpus[i], render_fds[i], bos[i], &err))
 			finish("FAIL: after restore: GPU node " + std::to_string(gpus[i]) + ": " + err);
-	if (user_queue) {
+	if (m.cp_queue) {
+		if (!cq.verify(ev, &err))
+			finish("FAIL: after restore: " + err);
+	} else if (user_queue) {
 		if (!uq.run(gtt, ev, &err))
 			finish("FAIL: after restore: " + err);
 		if (HSAKMT_STATUS s = hsaKmtDestroyQueue(uq.q.QueueId); s != HSAKMT_STATUS_SUCCESS)
@@ -843,7 +960,8 @@ struct UserQueue {
 
 int main(int argc, char **argv)
 {
-	bool tree = false, render = false, gem = false, second = false, queue_state = false, user_queue = false;
+	bool tree = false, render = false, second = false;
+	Modes m;
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		const std::string a = argv[i];
@@ -852,19 +970,23 @@ int main(int argc, char **argv)
 		else if (a == "--render")
 			render = true;
 		else if (a == "--kfd-gem")
-			gem = true;
+			m.gem = true;
 		else if (a == "--second-file")
 			second = true;
 		else if (a == "--queue-state")
-			queue_state = true;
+			m.queue_state = true;
 		else if (a == "--user-queue")
-			user_queue = true;
+			m.user_queue = true;
+		else if (a == "--cp-queue")
+			m.cp_queue = true;
 		else
 			break;
 	}
-	if (argc != i + 1 || (render && (tree || gem || queue_state || user_queue)) || (second && !render)) {
+	if (argc != i + 1 || (render && (tree || m.gem || m.queue_state || m.user_queue || m.cp_queue)) ||
+	    (second && !render) || (m.cp_queue && m.user_queue)) {
 		std::fprintf(stderr,
-			     "usage: %s [--tree] [--kfd-gem] [--queue-state] [--user-queue] DIR | --render [--second-file] DIR\n",
+			     "usage: %s [--tree] [--kfd-gem] [--queue-state] [--user-queue | --cp-queue] DIR | --render "
+			     "[--second-file] DIR\n",
 			     argv[0]);
 		return 2;
 	}
@@ -885,5 +1007,5 @@ int main(int argc, char **argv)
 	}
 	if (render)
 		run_render(second);
-	run(gem, queue_state, user_queue);
+	run(m);
 }

@@ -324,9 +324,10 @@ std::string make_root_at(const std::string &dir)
 	return empty ? "" : "exists and is not empty (is another machine still running there?)";
 }
 
-int run(const Options &o, const MachineDesc &machine)
+// The fault rules of $KFDEMU_FAULTS and --fault, in that order; false
+// (after a message) when one does not parse.
+bool collect_faults(const Options &o, std::vector<FaultRule> *faults)
 {
-	std::vector<FaultRule> faults;
 	std::vector<std::string> specs = o.faults;
 	if (const char *f = std::getenv("KFDEMU_FAULTS"); f && *f)
 		specs.insert(specs.begin(), f);
@@ -335,46 +336,98 @@ int run(const Options &o, const MachineDesc &machine)
 		auto r = parse_faults(spec, &err);
 		if (!r) {
 			std::fprintf(stderr, "kfd-emu: fault '%s': %s\n", spec.c_str(), err.c_str());
-			return 2;
+			return false;
 		}
-		faults.insert(faults.end(), r->begin(), r->end());
+		faults->insert(faults->end(), r->begin(), r->end());
 	}
+	return true;
+}
 
-	std::string tmpl;
+// The machine's root (--root or a new $TMPDIR/kfdemu.*) with its sysfs,
+// mount namespace note and unreadable paths written; "" (after a message,
+// the root removed) on failure.
+std::string make_machine_root(const Options &o, const MachineDesc &machine)
+{
+	std::string root;
 	if (!o.root.empty()) {
 		if (std::string e = make_root_at(o.root); !e.empty()) {
 			std::fprintf(stderr, "kfd-emu: --root %s: %s\n", o.root.c_str(), e.c_str());
-			return 1;
+			return "";
 		}
-		tmpl = o.root;
+		root = o.root;
 	} else {
 		const char *tmp = std::getenv("TMPDIR");
-		tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/kfdemu.XXXXXX";
-		if (!::mkdtemp(tmpl.data())) {
+		root = std::string(tmp && *tmp ? tmp : "/tmp") + "/kfdemu.XXXXXX";
+		if (!::mkdtemp(root.data())) {
 			std::perror("kfd-emu: mkdtemp");
-			return 1;
+			return "";
 		}
 	}
-	const std::string root = tmpl;
+	std::string e = write_sysfs(machine, root);
+	if (!e.empty())
+		e = "sysfs: " + e;
+	if (e.empty())
+		e = write_host_mntns(root);
+	if (e.empty()) {
+		std::vector<std::string> unreadable = o.unreadable;
+		for (auto &p : cgroup_denied_paths(machine))
+			unreadable.push_back(std::move(p));
+		e = write_unreadable(root, unreadable);
+	}
+	if (!e.empty()) {
+		std::fprintf(stderr, "kfd-emu: %s\n", e.c_str());
+		remove_tree(root);
+		return "";
+	}
+	return root;
+}
+
+// The daemon (this process) holds one fd per BO (its memfd), a limit the
+// kernel does not have, and one message of fds more while it sends a CRIU
+// op's dma-bufs: its soft fd limit is lifted as high as the system allows
+// (root may raise the hard limit up to fs.nr_open), else to the hard one.
+// The original limit, for the program; false if it could not be read.
+bool raise_nofile(struct rlimit *orig)
+{
+	if (::getrlimit(RLIMIT_NOFILE, orig) != 0)
+		return false;
+	struct rlimit raised = *orig;
+	raised.rlim_cur = raised.rlim_max = 1 << 20;
+	if (::setrlimit(RLIMIT_NOFILE, &raised) != 0) {
+		raised = *orig;
+		raised.rlim_cur = raised.rlim_max;
+		::setrlimit(RLIMIT_NOFILE, &raised);
+	}
+	return true;
+}
+
+// Forwards the signals in `sigs` to `child` until it ends; its status.
+int wait_program(pid_t child, const sigset_t &sigs)
+{
+	int status = 0;
+	for (;;) {
+		siginfo_t si{};
+		if (sigwaitinfo(&sigs, &si) < 0)
+			continue;
+		if (si.si_signo != SIGCHLD) {
+			::kill(child, si.si_signo);
+			continue;
+		}
+		pid_t w = ::waitpid(child, &status, WNOHANG);
+		if (w == child)
+			return status;
+	}
+}
+
+int run(const Options &o, const MachineDesc &machine)
+{
+	std::vector<FaultRule> faults;
+	if (!collect_faults(o, &faults))
+		return 2;
+	const std::string root = make_machine_root(o, machine);
+	if (root.empty())
+		return 1;
 	const std::string sock = root + "/.kfdemu/socket";
-	if (std::string e = write_sysfs(machine, root); !e.empty()) {
-		std::fprintf(stderr, "kfd-emu: sysfs: %s\n", e.c_str());
-		remove_tree(root);
-		return 1;
-	}
-	if (std::string e = write_host_mntns(root); !e.empty()) {
-		std::fprintf(stderr, "kfd-emu: %s\n", e.c_str());
-		remove_tree(root);
-		return 1;
-	}
-	std::vector<std::string> unreadable = o.unreadable;
-	for (auto &p : cgroup_denied_paths(machine))
-		unreadable.push_back(std::move(p));
-	if (std::string e = write_unreadable(root, unreadable); !e.empty()) {
-		std::fprintf(stderr, "kfd-emu: %s\n", e.c_str());
-		remove_tree(root);
-		return 1;
-	}
 
 	// Signals are handled synchronously by the main thread (and blocked in
 	// every daemon thread, which inherit this mask).
@@ -409,24 +462,8 @@ int run(const Options &o, const MachineDesc &machine)
 	const std::string exe = resolve_program(args[0], env);
 	const std::string exec_err = "kfd-emu: cannot execute " + exe + "\n";
 
-	// The daemon (this process) holds one fd per BO (its memfd), a limit
-	// the kernel does not have, and one message of fds more while it sends
-	// a CRIU op's dma-bufs: lift its soft fd limit to the hard one; the
-	// program starts with the original limit.
 	struct rlimit orig_nofile {};
-	const bool have_nofile = ::getrlimit(RLIMIT_NOFILE, &orig_nofile) == 0;
-	if (have_nofile) {
-		// As high as the system allows (root may raise the hard limit up
-		// to fs.nr_open), else up to the hard limit.
-		struct rlimit raised = orig_nofile;
-		raised.rlim_cur = raised.rlim_max = 1 << 20;
-		if (::setrlimit(RLIMIT_NOFILE, &raised) != 0) {
-			raised = orig_nofile;
-			raised.rlim_cur = raised.rlim_max;
-			::setrlimit(RLIMIT_NOFILE, &raised);
-		}
-	}
-
+	const bool have_nofile = raise_nofile(&orig_nofile);
 	pid_t child = ::fork();
 	if (child < 0) {
 		std::perror("kfd-emu: fork");
@@ -441,20 +478,7 @@ int run(const Options &o, const MachineDesc &machine)
 		(void)!::write(2, exec_err.data(), exec_err.size());
 		::_exit(127);
 	}
-
-	int status = 0;
-	for (;;) {
-		siginfo_t si{};
-		if (sigwaitinfo(&sigs, &si) < 0)
-			continue;
-		if (si.si_signo != SIGCHLD) {
-			::kill(child, si.si_signo);
-			continue;
-		}
-		pid_t w = ::waitpid(child, &status, WNOHANG);
-		if (w == child)
-			break;
-	}
+	const int status = wait_program(child, sigs);
 	// Reap any other children (none expected) without blocking.
 	while (::waitpid(-1, nullptr, WNOHANG) > 0) {
 	}

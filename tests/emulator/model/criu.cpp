@@ -16,7 +16,10 @@
 // comes back inactive), the GWS flag (restored through the same path as
 // ALLOC_QUEUE_GWS: EINVAL on a GPU without GWS) and, for compute queues
 // only, the CU mask, which KFD keeps in the compute MQD (the SDMA MQD has
-// none: an SDMA queue's mask is not carried, as with KFD).
+// none: an SDMA queue's mask is not carried, as with KFD), and for a CP
+// (PM4) queue the CP's read pointer, also from the MQD: a queue paused with
+// packets pending goes on with them after RESUME. (A control stack holds
+// wave state; without shaders there is none.)
 #include "model/state.h"
 
 #include <cerrno>
@@ -26,10 +29,10 @@ namespace kfdemu::detail {
 
 using namespace abi::kfd;
 
-namespace {
-
+// The records of the private data (outside the anonymous namespace: the
+// restore's steps, members of ModelImpl, take them).
 constexpr uint32_t kPrivMagic = 0x554d454b; // "KEMU"
-constexpr uint32_t kPrivVersion = 2;
+constexpr uint32_t kPrivVersion = 3;
 constexpr uint32_t kMaxGpus = 16;
 
 struct PrivHeader {
@@ -52,6 +55,10 @@ struct PrivQueue {
 	CreateQueue args;
 	uint32_t user_gpu_id, id;
 	uint32_t gws, cu_mask_bits;
+	// A CP queue's read pointer (dwords, monotonic), which KFD keeps in
+	// the compute MQD (cp_hqd_pq_rptr); 0 for SDMA queues, which go on
+	// from the read pointer in their restored memory.
+	uint64_t mqd_rptr;
 };
 struct PrivEvent {
 	uint32_t id, type, auto_reset, signaled, node_id;
@@ -66,6 +73,8 @@ struct PrivObject {
 };
 static_assert(sizeof(PrivHeader) == 32 && sizeof(PrivDevice) == 16 && sizeof(PrivBo) == 80);
 static_assert(sizeof(PrivObject) == 128);
+
+namespace {
 
 bool is_compute(const Queue &q) { return q.args.queue_type == QUEUE_COMPUTE || q.args.queue_type == QUEUE_COMPUTE_AQL; }
 
@@ -263,6 +272,7 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 		o.q.id = qid;
 		o.q.gws = q.gws;
 		o.q.cu_mask_bits = static_cast<uint32_t>(saved_cu_mask_words(q) * 32);
+		o.q.mqd_rptr = q.engine && q.engine->cp ? q.engine->rptr : 0;
 		put(priv, o);
 		for (size_t w = 0; w < saved_cu_mask_words(q); ++w)
 			put(priv, q.cu_mask[w]);
@@ -291,30 +301,11 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 	return 0;
 }
 
-long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
+// The device buckets and their private records: each device bound to the
+// render file CRIU restored for it, with its user gpu_id and scratch VA.
+int ModelImpl::criu_restore_devices(Caller &c, KfdProcess &p, const CriuArgs &a, const std::vector<uint8_t> &priv,
+				    size_t &pos)
 {
-	if ((a.num_bos && !a.bos) || !a.devices || !a.priv_data || !a.priv_data_size || !a.num_devices)
-		return -EINVAL;
-	// The blob must hold what the counts announce (and stay reasonable)
-	// before anything is allocated from the counts.
-	if (a.priv_data_size > (256ull << 20) ||
-	    a.priv_data_size < sizeof(PrivHeader) + uint64_t{a.num_devices} * sizeof(PrivDevice) +
-				   uint64_t{a.num_bos} * sizeof(PrivBo) + uint64_t{a.num_objects} * sizeof(PrivObject))
-		return -EINVAL;
-	p.evicted = true; // until RESUME
-	++p.evict_count;
-
-	std::vector<uint8_t> priv(a.priv_data_size);
-	if (c.read(a.priv_data, priv.data(), priv.size()))
-		return -EFAULT;
-	size_t pos = 0;
-	PrivHeader h{};
-	if (!take(priv, pos, &h) || h.magic != kPrivMagic || h.version != kPrivVersion)
-		return -EINVAL;
-	if (h.num_devices != a.num_devices || h.num_bos != a.num_bos || h.num_objects != a.num_objects)
-		return -EINVAL;
-
-	// Devices.
 	if (a.num_devices != p.pdds.size())
 		return -EINVAL;
 	std::vector<CriuDeviceBucket> devs(a.num_devices);
@@ -348,71 +339,73 @@ long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
 				return err;
 		}
 	}
+	return 0;
+}
 
-	// BOs.
-	std::vector<CriuBoBucket> bos(a.num_bos);
-	if (a.num_bos && c.read(a.bos, bos.data(), bos.size() * sizeof(CriuBoBucket)))
-		return -EFAULT;
-	std::vector<std::pair<size_t, std::shared_ptr<Bo>>> exports;
-	for (size_t i = 0; i < bos.size(); ++i) {
-		CriuBoBucket &b = bos[i];
-		PrivBo pb{};
-		if (!take(priv, pos, &pb))
-			return -EINVAL;
-		Pdd *pdd = p.pdd_by_user_id(b.gpu_id);
-		if (!pdd || !pdd->drm)
-			return -EINVAL;
-		if (!(b.alloc_flags & ALLOC_TYPE_MASK) || b.size == 0)
-			return -EINVAL;
-		if (pdd->bos.count(pb.id))
-			return -ENOMEM; // id collision
-		BoType type = b.alloc_flags & ALLOC_VRAM ? BoType::Vram
-			    : b.alloc_flags & ALLOC_GTT ? BoType::Gtt
-			    : b.alloc_flags & ALLOC_USERPTR ? BoType::Userptr
-			    : b.alloc_flags & ALLOC_DOORBELL ? BoType::Doorbell
-							     : BoType::Mmio;
-		int err = 0;
-		auto bo = new_bo(*pdd->dev, type, b.size, &err);
-		if (!bo)
-			return err;
-		bo->kfd = true;
-		bo->kfd_flags = b.alloc_flags;
-		bo->kfd_id = pb.id;
-		bo->va = b.addr;
-		bo->domains = type == BoType::Vram ? abi::drm::DOMAIN_VRAM : abi::drm::DOMAIN_GTT;
-		bo->domain_flags = abi::gem_flags_of_kfd_alloc(b.alloc_flags);
-		bo->alignment = 1; // as ALLOC_MEMORY_OF_GPU
-		if (type == BoType::Userptr) {
-			bo->userptr_tgid = p.tgid;
-			bo->userptr_addr = pb.user_addr;
-			bo->ledger = ledger_;
-			ledger_->add(p.tgid, bo->size, false);
-		} else if (type == BoType::Doorbell) {
-			bo->mem = pdd->doorbells;
-		} else if (type == BoType::Mmio) {
-			bo->mem = pdd->dev->mmio;
-		}
-		bo->fake_offset = pdd->dev->alloc_fake_offset(bo);
-		pdd->drm->kfd_mmap[bo->fake_offset] = bo;
-		pdd->bos[pb.id] = bo;
-		for (uint32_t k = 0; k < pb.n_mapped && k < kMaxGpus; ++k) {
-			Pdd *peer = p.pdd_by_user_id(pb.mapped[k]);
-			if (!peer)
-				return -EINVAL;
-			if (int e = kfd_map_one(p, *pdd, bo, *peer))
-				return e;
-		}
-		b.dmabuf_fd = INVALID_FD;
-		if (type == BoType::Doorbell || type == BoType::Mmio)
-			b.restored_offset = bo_offset(*bo, pdd->dev->gpu_id);
-		else if (type != BoType::Userptr)
-			b.restored_offset = bo->fake_offset;
-		if (type == BoType::Vram || type == BoType::Gtt)
-			exports.emplace_back(i, bo);
+// One BO bucket `b` and its private record: the BO made again at its VA,
+// mapped where it was, and the bucket's restored offset set. *bo is the
+// new BO.
+int ModelImpl::criu_restore_bo(KfdProcess &p, CriuBoBucket &b, const PrivBo &pb, std::shared_ptr<Bo> *out)
+{
+	Pdd *pdd = p.pdd_by_user_id(b.gpu_id);
+	if (!pdd || !pdd->drm)
+		return -EINVAL;
+	if (!(b.alloc_flags & ALLOC_TYPE_MASK) || b.size == 0)
+		return -EINVAL;
+	if (pdd->bos.count(pb.id))
+		return -ENOMEM; // id collision
+	BoType type = b.alloc_flags & ALLOC_VRAM ? BoType::Vram
+		    : b.alloc_flags & ALLOC_GTT ? BoType::Gtt
+		    : b.alloc_flags & ALLOC_USERPTR ? BoType::Userptr
+		    : b.alloc_flags & ALLOC_DOORBELL ? BoType::Doorbell
+						     : BoType::Mmio;
+	int err = 0;
+	auto bo = new_bo(*pdd->dev, type, b.size, &err);
+	if (!bo)
+		return err;
+	bo->kfd = true;
+	bo->kfd_flags = b.alloc_flags;
+	bo->kfd_id = pb.id;
+	bo->va = b.addr;
+	bo->domains = type == BoType::Vram ? abi::drm::DOMAIN_VRAM : abi::drm::DOMAIN_GTT;
+	bo->domain_flags = abi::gem_flags_of_kfd_alloc(b.alloc_flags);
+	bo->alignment = 1; // as ALLOC_MEMORY_OF_GPU
+	if (type == BoType::Userptr) {
+		bo->userptr_tgid = p.tgid;
+		bo->userptr_addr = pb.user_addr;
+		bo->ledger = ledger_;
+		ledger_->add(p.tgid, bo->size, false);
+	} else if (type == BoType::Doorbell) {
+		bo->mem = pdd->doorbells;
+	} else if (type == BoType::Mmio) {
+		bo->mem = pdd->dev->mmio;
 	}
+	bo->fake_offset = pdd->dev->alloc_fake_offset(bo);
+	pdd->drm->kfd_mmap[bo->fake_offset] = bo;
+	pdd->bos[pb.id] = bo;
+	for (uint32_t k = 0; k < pb.n_mapped && k < kMaxGpus; ++k) {
+		Pdd *peer = p.pdd_by_user_id(pb.mapped[k]);
+		if (!peer)
+			return -EINVAL;
+		if (int e = kfd_map_one(p, *pdd, bo, *peer))
+			return e;
+	}
+	b.dmabuf_fd = INVALID_FD;
+	if (type == BoType::Doorbell || type == BoType::Mmio)
+		b.restored_offset = bo_offset(*bo, pdd->dev->gpu_id);
+	else if (type != BoType::Userptr)
+		b.restored_offset = bo->fake_offset;
+	*out = bo;
+	return 0;
+}
 
-	// Objects.
-	for (uint32_t i = 0; i < a.num_objects; ++i) {
+// The objects' private records: queues (started again, an SDMA queue from
+// the read pointer in its restored memory once the process is resumed) and
+// events.
+int ModelImpl::criu_restore_objects(KfdProcess &p, uint32_t num_objects, const std::vector<uint8_t> &priv,
+				    size_t &pos)
+{
+	for (uint32_t i = 0; i < num_objects; ++i) {
 		PrivObject o{};
 		if (!take(priv, pos, &o))
 			return -EINVAL;
@@ -428,9 +421,12 @@ long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
 					return err;
 			}
 			p.queues[q.id] = q;
-			// An SDMA queue resumes from the read pointer in its
-			// (restored) memory once the process is resumed.
-			start_user_queue(p, p.queues[q.id], true);
+			Queue &restored = p.queues[q.id];
+			start_user_queue(p, restored, true);
+			if (restored.engine && restored.engine->cp) { // the CP goes on where its MQD says
+				restored.engine->rptr = o.q.mqd_rptr;
+				restored.engine->started = true;
+			}
 		} else if (o.type == kObjEvent) {
 			if (p.events.count(o.e.id))
 				return -EINVAL;
@@ -445,6 +441,50 @@ long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
 			return -EINVAL;
 		}
 	}
+	return 0;
+}
+
+long ModelImpl::criu_restore(Caller &c, KfdProcess &p, CriuArgs &a)
+{
+	if ((a.num_bos && !a.bos) || !a.devices || !a.priv_data || !a.priv_data_size || !a.num_devices)
+		return -EINVAL;
+	// The blob must hold what the counts announce (and stay reasonable)
+	// before anything is allocated from the counts.
+	if (a.priv_data_size > (256ull << 20) ||
+	    a.priv_data_size < sizeof(PrivHeader) + uint64_t{a.num_devices} * sizeof(PrivDevice) +
+				   uint64_t{a.num_bos} * sizeof(PrivBo) + uint64_t{a.num_objects} * sizeof(PrivObject))
+		return -EINVAL;
+	p.evicted = true; // until RESUME
+	++p.evict_count;
+
+	std::vector<uint8_t> priv(a.priv_data_size);
+	if (c.read(a.priv_data, priv.data(), priv.size()))
+		return -EFAULT;
+	size_t pos = 0;
+	PrivHeader h{};
+	if (!take(priv, pos, &h) || h.magic != kPrivMagic || h.version != kPrivVersion)
+		return -EINVAL;
+	if (h.num_devices != a.num_devices || h.num_bos != a.num_bos || h.num_objects != a.num_objects)
+		return -EINVAL;
+	if (int e = criu_restore_devices(c, p, a, priv, pos))
+		return e;
+
+	std::vector<CriuBoBucket> bos(a.num_bos);
+	if (a.num_bos && c.read(a.bos, bos.data(), bos.size() * sizeof(CriuBoBucket)))
+		return -EFAULT;
+	std::vector<std::pair<size_t, std::shared_ptr<Bo>>> exports;
+	for (size_t i = 0; i < bos.size(); ++i) {
+		PrivBo pb{};
+		if (!take(priv, pos, &pb))
+			return -EINVAL;
+		std::shared_ptr<Bo> bo;
+		if (int e = criu_restore_bo(p, bos[i], pb, &bo))
+			return e;
+		if (bo->type == BoType::Vram || bo->type == BoType::Gtt)
+			exports.emplace_back(i, bo);
+	}
+	if (int e = criu_restore_objects(p, a.num_objects, priv, pos))
+		return e;
 	if (pos != a.priv_data_size)
 		return -EINVAL;
 	p.xnack = static_cast<int32_t>(h.xnack);

@@ -74,6 +74,7 @@ struct NodeDesc {
 	bool gfx_ring = true;		// false on compute-only chips (MI100/MI200/MI300)
 	std::string vbios_version;	// sysfs vbios_version (rocm-smi needs one)
 	std::string product_name;	// sysfs product_name (from the board's FRU)
+	uint32_t power_cap_w = 0;	// the board's power cap (hwmon power1_cap, _cap_max); 0: none
 	std::string pci_slot;		// "0000:03:00.0"
 	uint32_t num_sdma_engines = 2;
 	double sdma_gbps = 0;		// per-engine bandwidth model; 0 = unthrottled

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -130,454 +131,586 @@ int ModelImpl::kfd_unmap_one(KfdProcess &p, const std::shared_ptr<Bo> &bo, Pdd &
 	return 0;
 }
 
-long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *buf, size_t usize,
-			    uint64_t uarg)
-{
-	(void)usize;
-	// The caller and capability checks are done by the chokepoint.
-	auto pit = procs_.find(f.kfd_owner);
-	if (nr == CRIU_OP)
-		return criu_op(c, f, as<CriuArgs>(buf));
-	if (pit == procs_.end())
-		return -ESRCH; // the owner's context is gone
-	KfdProcess &p = *pit->second;
+// ---- the ioctl handlers, one per ioctl as kfd_chardev.c's kfd_ioctl_<name> ----
 
-	switch (nr) {
-	case GET_VERSION: {
-		auto &a = as<GetVersion>(buf);
-		a.major_version = 1;
-		a.minor_version = machine_.kfd_minor_version;
+// What one KFD ioctl works on (kfd_ioctl's file, process and argument
+// copy): the model with its lock held, the caller, the /dev/kfd file, its
+// owner's context (null only for CRIU_OP, whose target may have none yet),
+// the argument struct and the user address it came from.
+struct KfdOps {
+	ModelImpl &m;
+	ModelImpl::Lock &lk;
+	Caller &c;
+	FileEntry &f;
+	KfdProcess *p;
+	void *buf;
+	uint64_t uarg;
+
+	template <typename T> T &arg() { return *static_cast<T *>(buf); }
+	// The legacy and the new aperture queries' one entry for device i.
+	ProcessDeviceApertures apertures(uint32_t i) const;
+
+	long get_version();
+	long create_queue();
+	long destroy_queue();
+	long set_memory_policy();
+	long get_clock_counters();
+	long get_process_apertures();
+	long update_queue() { return m.kfd_update_queue(*p, arg<UpdateQueue>()); }
+	long create_event();
+	long destroy_event();
+	long set_event();
+	long reset_event();
+	long wait_events() { return m.wait_events(lk, c, *p, arg<WaitEvents>()); }
+	long deprecated() { return -EPERM; } // the debugger ioctls 0x0D-0x10
+	long set_scratch_backing_va();
+	long get_tile_config();
+	long set_trap_handler();
+	long get_process_apertures_new();
+	long acquire_vm();
+	long alloc_memory_of_gpu();
+	long free_memory_of_gpu();
+	long map_memory_to_gpu() { return map_or_unmap(true); }
+	long unmap_memory_from_gpu() { return map_or_unmap(false); }
+	long map_or_unmap(bool map);
+	long set_cu_mask() { return m.kfd_set_cu_mask(c, *p, arg<SetCuMask>()); }
+	long get_dmabuf_info() { return m.kfd_get_dmabuf_info(c, *p, arg<GetDmabufInfo>()); }
+	long import_dmabuf();
+	long alloc_queue_gws() { return m.kfd_alloc_queue_gws(*p, arg<AllocQueueGws>()); }
+	long set_xnack_mode();
+	long criu_op() { return m.criu_op(c, f, arg<CriuArgs>()); }
+	long available_memory();
+	long export_dmabuf();
+	long runtime_enable() { return 0; }
+};
+
+long KfdOps::get_version()
+{
+	auto &a = arg<GetVersion>();
+	a.major_version = 1;
+	a.minor_version = m.machine_.kfd_minor_version;
+	return 0;
+}
+
+ProcessDeviceApertures KfdOps::apertures(uint32_t i) const
+{
+	ProcessDeviceApertures ap{};
+	ap.lds_base = 1ull << 48;
+	ap.lds_limit = ap.lds_base | 0xffffffffull;
+	ap.scratch_base = 2ull << 48;
+	ap.scratch_limit = ap.scratch_base | 0xffffffffull;
+	ap.gpuvm_base = kGpuvmBase;
+	ap.gpuvm_limit = kGpuvmLimit;
+	ap.gpu_id = p->pdds[i].user_gpu_id;
+	return ap;
+}
+
+long KfdOps::get_process_apertures_new()
+{
+	auto &a = arg<GetProcessAperturesNew>();
+	if (a.num_of_nodes == 0) {
+		a.num_of_nodes = static_cast<uint32_t>(p->pdds.size());
 		return 0;
 	}
-	case GET_PROCESS_APERTURES_NEW: {
-		auto &a = as<GetProcessAperturesNew>(buf);
-		if (a.num_of_nodes == 0) {
-			a.num_of_nodes = static_cast<uint32_t>(p.pdds.size());
-			return 0;
-		}
-		uint32_t n = std::min<uint32_t>(a.num_of_nodes, static_cast<uint32_t>(p.pdds.size()));
-		std::vector<ProcessDeviceApertures> ap(n);
-		for (uint32_t i = 0; i < n; ++i) {
-			ap[i].lds_base = 1ull << 48;
-			ap[i].lds_limit = ap[i].lds_base | 0xffffffffull;
-			ap[i].scratch_base = 2ull << 48;
-			ap[i].scratch_limit = ap[i].scratch_base | 0xffffffffull;
-			ap[i].gpuvm_base = kGpuvmBase;
-			ap[i].gpuvm_limit = kGpuvmLimit;
-			ap[i].gpu_id = p.pdds[i].user_gpu_id;
-		}
-		if (c.write(a.kfd_process_device_apertures_ptr, ap.data(), n * sizeof(ProcessDeviceApertures)))
-			return -EFAULT;
-		a.num_of_nodes = n;
-		return 0;
+	uint32_t n = std::min<uint32_t>(a.num_of_nodes, static_cast<uint32_t>(p->pdds.size()));
+	std::vector<ProcessDeviceApertures> ap(n);
+	for (uint32_t i = 0; i < n; ++i)
+		ap[i] = apertures(i);
+	if (c.write(a.kfd_process_device_apertures_ptr, ap.data(), n * sizeof(ProcessDeviceApertures)))
+		return -EFAULT;
+	a.num_of_nodes = n;
+	return 0;
+}
+
+long KfdOps::get_process_apertures()
+{
+	// Legacy: 7 entries of 56 bytes, then the u32 count.
+	auto *base = static_cast<uint8_t *>(buf);
+	uint32_t n = std::min<uint32_t>(7, static_cast<uint32_t>(p->pdds.size()));
+	for (uint32_t i = 0; i < n; ++i) {
+		ProcessDeviceApertures ap = apertures(i);
+		std::memcpy(base + i * sizeof ap, &ap, sizeof ap);
 	}
-	case GET_PROCESS_APERTURES: {
-		// Legacy: 8 entries of 56 bytes after nothing else, plus u32 count.
-		auto *base = static_cast<uint8_t *>(buf);
-		uint32_t n = std::min<uint32_t>(7, static_cast<uint32_t>(p.pdds.size()));
-		for (uint32_t i = 0; i < n; ++i) {
-			ProcessDeviceApertures ap{};
-			ap.lds_base = 1ull << 48;
-			ap.lds_limit = ap.lds_base | 0xffffffffull;
-			ap.scratch_base = 2ull << 48;
-			ap.scratch_limit = ap.scratch_base | 0xffffffffull;
-			ap.gpuvm_base = kGpuvmBase;
-			ap.gpuvm_limit = kGpuvmLimit;
-			ap.gpu_id = p.pdds[i].user_gpu_id;
-			std::memcpy(base + i * sizeof ap, &ap, sizeof ap);
-		}
-		std::memcpy(base + 7 * sizeof(ProcessDeviceApertures), &n, sizeof n);
-		return 0;
-	}
-	case ACQUIRE_VM: {
-		auto &a = as<AcquireVm>(buf);
-		Pdd *pdd;
-		if (int e = find_pdd(p, a.gpu_id, &pdd))
-			return e;
-		auto key = c.resolve_fd(static_cast<int>(a.drm_fd));
-		if (!key)
-			return -EINVAL;
-		auto fe = files_.find(*key);
-		if (fe == files_.end() || fe->second.kind != FileKind::Render)
-			return -EINVAL;
-		if (pdd->drm == fe->second.drm)
-			return 0;
-		return bind_drm(p, *pdd, fe->second.drm);
-	}
-	case ALLOC_MEMORY_OF_GPU: {
-		auto &a = as<AllocMemoryOfGpu>(buf);
-		Pdd *pdd;
-		if (int e = find_pdd(p, a.gpu_id, &pdd))
-			return e;
-		if (a.size == 0)
-			return -EINVAL;
-		// Kernel order: gpu_id, small-BAR PUBLIC, bind (VM), then the
-		// doorbell/MMIO sizes. The type is the first of VRAM, GTT,
-		// USERPTR, DOORBELL, MMIO_REMAP set; none is EINVAL.
-		Device &d = *pdd->dev;
-		if ((a.flags & ALLOC_VRAM) && (a.flags & ALLOC_PUBLIC) && !d.node->large_bar)
-			return -EINVAL;
-		if (!pdd->drm)
-			return -ENODEV;
-		if (!(a.flags & ALLOC_TYPE_MASK))
-			return -EINVAL;
-		BoType type = type_of_flags(a.flags);
-		if (type == BoType::Doorbell && a.size != d.doorbell_slice())
-			return -EINVAL;
-		if (type == BoType::Mmio && a.size != kPage)
-			return -EINVAL;
-		uint64_t size = type == BoType::Userptr ? a.size : page_align(a.size);
-		if (type == BoType::Userptr && ((a.mmap_offset & (kPage - 1)) || (a.size & (kPage - 1))))
-			return -EINVAL;
-		uint32_t kid = 0;
-		while (pdd->bos.count(kid))
-			++kid;
-		int err = 0;
-		std::shared_ptr<Bo> bo = new_bo(d, type, size, &err);
-		if (!bo)
-			return err;
-		bo->kfd = true;
-		bo->kfd_flags = a.flags;
-		bo->kfd_id = kid;
-		bo->va = a.va_addr;
-		bo->domains = type == BoType::Vram ? abi::drm::DOMAIN_VRAM : abi::drm::DOMAIN_GTT;
-		bo->domain_flags = abi::gem_flags_of_kfd_alloc(a.flags);
-		bo->alignment = 1; // amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu: byte alignment 1, one page
-		if (type == BoType::Userptr) {
-			bo->userptr_tgid = p.tgid;
-			bo->userptr_addr = a.mmap_offset;
-			bo->ledger = ledger_;
-			ledger_->add(p.tgid, size, false);
-		} else if (type == BoType::Doorbell) {
-			if (!pdd->doorbells)
-				pdd->doorbells = Backing::create(d.doorbell_slice(), "kfdemu-doorbell", &err);
-			bo->mem = pdd->doorbells;
-		} else if (type == BoType::Mmio) {
-			bo->mem = d.mmio;
-		}
-		bo->fake_offset = d.alloc_fake_offset(bo);
-		pdd->drm->kfd_mmap[bo->fake_offset] = bo;
-		pdd->bos[kid] = bo;
-		a.handle = (static_cast<uint64_t>(a.gpu_id) << 32) | kid;
-		if (type == BoType::Mmio)
-			a.mmap_offset = MMAP_TYPE_MMIO | mmap_gpu_id(a.gpu_id);
-		else if (type != BoType::Userptr)
-			a.mmap_offset = bo->fake_offset;
-		return 0;
-	}
-	case FREE_MEMORY_OF_GPU: {
-		auto &a = as<FreeMemoryOfGpu>(buf);
-		Pdd *pdd;
-		std::shared_ptr<Bo> *bo;
-		if (int e = find_bo(p, a.handle, &pdd, &bo))
-			return e;
-		if (p.event_page == *bo)
-			return -EPERM;
-		auto m = p.mapped_on.find(bo->get());
-		if (m != p.mapped_on.end() && !m->second.empty())
-			return -EBUSY;
-		std::shared_ptr<Bo> hold = *bo; // freed after unlock? small: fine here
-		free_kfd_bo(p, *pdd, static_cast<uint32_t>(a.handle));
-		return 0;
-	}
-	case MAP_MEMORY_TO_GPU:
-	case UNMAP_MEMORY_FROM_GPU: {
-		auto &a = as<MapMemoryToGpu>(buf);
-		if (a.n_devices == 0 || a.n_success > a.n_devices)
-			return -EINVAL;
-		if (a.n_devices > 4096)
-			return -EINVAL;
-		std::vector<uint32_t> ids(a.n_devices);
-		if (c.read(a.device_ids_array_ptr, ids.data(), ids.size() * 4))
-			return -EFAULT;
-		Pdd *owner;
-		std::shared_ptr<Bo> *found;
-		if (int e = find_bo(p, a.handle, &owner, &found, -ENOMEM))
-			return e;
-		std::shared_ptr<Bo> bo = *found;
-		for (uint32_t i = a.n_success; i < a.n_devices; ++i) {
-			Pdd *peer;
-			if (int e = find_pdd(p, ids[i], &peer))
-				return e;
-			int e = nr == MAP_MEMORY_TO_GPU ? kfd_map_one(p, *owner, bo, *peer)
-							 : kfd_unmap_one(p, bo, *peer);
-			if (e)
-				return e;
-			a.n_success = i + 1;
-		}
-		return 0;
-	}
-	case CREATE_QUEUE: {
-		auto &a = as<CreateQueue>(buf);
-		if (a.queue_type > QUEUE_SDMA_XGMI)
-			return -524; // ENOTSUPP
-		// Bits 8-15 of the percentage are the PM4 target XCC.
-		if ((a.queue_percentage & 0xff) > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
-			return -EINVAL;
-		if (a.ring_size && (a.ring_size & (a.ring_size - 1)))
-			return -EINVAL;
-		uint8_t probe;
-		if (a.ring_base_address && c.read(a.ring_base_address, &probe, 1))
-			return -EFAULT;
-		if ((a.read_pointer_address && c.read(a.read_pointer_address, &probe, 1)) ||
-		    (a.write_pointer_address && c.read(a.write_pointer_address, &probe, 1)))
-			return -EFAULT;
-		Pdd *pdd;
-		if (int e = find_pdd(p, a.gpu_id, &pdd, -ESRCH)) // kfd_bind_process_to_device failed
-			return e;
-		uint32_t qid = 0;
-		while (p.queues.count(qid))
-			++qid;
-		if (qid >= MAX_QUEUES_PER_PROCESS)
-			return -ENOMEM;
-		int err = 0;
-		if (!pdd->doorbells)
-			pdd->doorbells = Backing::create(pdd->dev->doorbell_slice(), "kfdemu-doorbell", &err);
-		if (!pdd->doorbells)
-			return err;
-		Queue q;
-		q.id = qid;
-		q.user_gpu_id = a.gpu_id;
-		q.args = a;
-		a.queue_id = qid;
-		a.doorbell_offset = MMAP_TYPE_DOORBELL | mmap_gpu_id(a.gpu_id);
-		if (pdd->dev->family >= abi::sdma::kFamilyAi)
-			a.doorbell_offset |= (static_cast<uint64_t>(qid) * 8) & (pdd->dev->doorbell_slice() - 1);
-		q.args.queue_id = qid;
-		q.args.doorbell_offset = a.doorbell_offset;
-		p.queues[qid] = q;
-		start_user_queue(p, p.queues[qid], false); // SDMA queues get an engine
-		return 0;
-	}
-	case DESTROY_QUEUE: {
-		auto &a = as<DestroyQueue>(buf);
-		if (!p.queues.erase(a.queue_id))
-			return -EINVAL;
-		return 0;
-	}
-	case UPDATE_QUEUE:
-		return kfd_update_queue(p, as<UpdateQueue>(buf));
-	case SET_CU_MASK:
-		return kfd_set_cu_mask(c, p, as<SetCuMask>(buf));
-	case ALLOC_QUEUE_GWS:
-		return kfd_alloc_queue_gws(p, as<AllocQueueGws>(buf));
-	case SET_MEMORY_POLICY: {
-		auto &a = as<SetMemoryPolicy>(buf);
-		if (a.default_policy > 1 || a.alternate_policy > 1)
-			return -EINVAL;
-		Pdd *pdd;
-		if (int e = find_pdd(p, a.gpu_id, &pdd, -ESRCH))
-			return e;
-		pdd->default_policy = a.default_policy;
-		pdd->alt_policy = a.alternate_policy;
-		pdd->alt_base = a.alternate_aperture_base;
-		pdd->alt_size = a.alternate_aperture_size;
-		return 0;
-	}
-	case GET_CLOCK_COUNTERS: {
-		auto &a = as<GetClockCounters>(buf);
-		// An unknown gpu_id is not an error: the GPU counter reads 0.
-		a.gpu_clock_counter = p.pdd_by_user_id(a.gpu_id) ? now_ns(CLOCK_MONOTONIC_RAW) / 10 : 0; // 100 MHz
-		a.cpu_clock_counter = now_ns(CLOCK_MONOTONIC_RAW);
-		a.system_clock_counter = now_ns(CLOCK_BOOTTIME);
-		a.system_clock_freq = 1000000000ull;
-		return 0;
-	}
-	case SET_SCRATCH_BACKING_VA: {
-		auto &a = as<SetScratchBackingVa>(buf);
-		Pdd *pdd;
-		if (int e = find_pdd(p, a.gpu_id, &pdd))
-			return e;
-		pdd->scratch_va = a.va_addr;
-		return 0;
-	}
-	case GET_TILE_CONFIG: {
-		auto &a = as<GetTileConfig>(buf);
-		Pdd *pdd;
-		if (int e = find_pdd(p, a.gpu_id, &pdd))
-			return e;
-		a.gb_addr_config = static_cast<uint32_t>(pdd->dev->node->property("gb_addr_config", 0x26010042));
-		a.num_banks = 0;
-		a.num_ranks = 0;
-		a.num_tile_configs = 0; // GFX9+ has no tile mode tables
-		a.num_macro_tile_configs = 0;
-		return 0;
-	}
-	case SET_TRAP_HANDLER: {
-		auto &a = as<SetTrapHandler>(buf);
-		Pdd *pdd;
-		if (int e = find_pdd(p, a.gpu_id, &pdd, -ESRCH))
-			return e;
-		pdd->tba = a.tba_addr;
-		pdd->tma = a.tma_addr;
-		return 0;
-	}
-	case SET_XNACK_MODE: {
-		auto &a = as<SetXnackMode>(buf);
-		if (a.xnack_enabled < 0) {
-			a.xnack_enabled = p.xnack;
-			return 0;
-		}
-		if (!p.queues.empty())
-			return -EBUSY;
-		p.xnack = a.xnack_enabled ? 1 : 0;
-		return 0;
-	}
-	case AVAILABLE_MEMORY: {
-		auto &a = as<AvailableMemory>(buf);
-		Pdd *pdd;
-		if (int e = find_pdd(p, a.gpu_id, &pdd))
-			return e;
-		uint64_t used = *pdd->dev->vram_used;
-		a.available = pdd->dev->vram_size > used ? pdd->dev->vram_size - used : 0;
-		return 0;
-	}
-	case CREATE_EVENT: {
-		auto &a = as<CreateEvent>(buf);
-		if (a.event_type > EVENT_MEMORY)
-			return -EINVAL;
-		if (a.event_page_offset && !p.event_page) {
-			Pdd *pdd;
-			std::shared_ptr<Bo> *bo;
-			if (int e = find_bo(p, a.event_page_offset, &pdd, &bo))
-				return e;
-			p.event_page = *bo;
-			p.event_page_handle = a.event_page_offset;
-		}
-		Event ev;
-		ev.type = a.event_type;
-		ev.auto_reset = a.auto_reset != 0;
-		ev.node_id = a.node_id;
-		uint32_t eid;
-		if (a.event_type == EVENT_SIGNAL || a.event_type == EVENT_DEBUG) {
-			eid = 0;
-			while (eid < SIGNAL_EVENT_LIMIT && p.events.count(eid))
-				++eid;
-			if (eid >= SIGNAL_EVENT_LIMIT)
-				return -ENOSPC;
-			if (!p.event_page && !p.event_mem) {
-				int err = 0;
-				p.event_mem = Backing::create(SIGNAL_EVENT_LIMIT * 8, "kfdemu-events", &err);
-				if (!p.event_mem)
-					return err;
-			}
-			// The kernel marks a new event's slot as unsignaled.
-			const auto &mem = p.event_page ? p.event_page->mem : p.event_mem;
-			if (mem && (uint64_t{eid} + 1) * 8 <= mem->size()) {
-				uint64_t unsignaled = ~0ull;
-				std::memcpy(mem->data() + uint64_t{eid} * 8, &unsignaled, 8);
-			}
-			a.event_trigger_data = eid;
-			a.event_slot_index = eid;
-			a.event_page_offset = MMAP_TYPE_EVENTS;
-		} else {
-			eid = FIRST_NONSIGNAL_EVENT_ID;
-			while (p.events.count(eid))
-				++eid;
-			a.event_trigger_data = eid;
-			a.event_slot_index = 0;
-			a.event_page_offset = 0;
-		}
-		ev.id = eid;
-		a.event_id = eid;
-		p.events[eid] = ev;
-		return 0;
-	}
-	case DESTROY_EVENT: {
-		auto &a = as<EventId>(buf);
-		if (!p.events.erase(a.event_id))
-			return -EINVAL;
-		events_cv_.notify_all();
-		return 0;
-	}
-	case SET_EVENT:
-	case RESET_EVENT: {
-		auto &a = as<EventId>(buf);
-		auto it = p.events.find(a.event_id);
-		if (it == p.events.end())
-			return -EINVAL;
-		if (nr == RESET_EVENT)
-			it->second.signaled = false;
-		if (nr == SET_EVENT) {
-			it->second.set();
-			++p.event_generation;
-			events_cv_.notify_all();
-		}
-		return 0;
-	}
-	case WAIT_EVENTS:
-		return wait_events(lk, c, p, as<WaitEvents>(buf));
-	case EXPORT_DMABUF: {
-		auto &a = as<ExportDmabuf>(buf);
-		Pdd *pdd;
-		std::shared_ptr<Bo> *bo;
-		if (int e = find_bo(p, a.handle, &pdd, &bo))
-			return e;
-		if (!(*bo)->mem || (*bo)->type == BoType::Doorbell || (*bo)->type == BoType::Mmio)
-			return -EINVAL;
-		if (a.flags & ~(abi::drm::CLOEXEC | abi::drm::RDWR))
-			return -EINVAL;
-		// dmabuf_fd is written by the transport once the fd is installed.
-		export_dmabuf(c, *bo, a.flags & abi::drm::CLOEXEC,
-			      uarg + offsetof(ExportDmabuf, dmabuf_fd), false);
-		return 0;
-	}
-	case GET_DMABUF_INFO:
-		return kfd_get_dmabuf_info(c, p, as<GetDmabufInfo>(buf));
-	case IMPORT_DMABUF: {
-		auto &a = as<ImportDmabuf>(buf);
-		Pdd *pdd;
-		if (int e = find_pdd(p, a.gpu_id, &pdd, -ENODEV))
-			return e;
-		auto key = c.resolve_fd(static_cast<int>(a.dmabuf_fd));
-		if (!key)
-			return -EINVAL;
-		auto src = dmabuf_bo(*key);
-		if (!src)
-			return -EINVAL;
-		std::shared_ptr<Bo> bo;
-		if (src->dev == pdd->dev) {
-			bo = src; // same device: the same BO
-		} else {
-			bo = std::make_shared<Bo>();
-			bo->dev = pdd->dev;
-			bo->type = BoType::Gtt;
-			bo->size = src->size;
-			bo->mem = src->mem;
-			bo->import_of = src;
-			bo->domains = abi::drm::DOMAIN_GTT;
-			bo->fake_offset = pdd->dev->alloc_fake_offset(bo);
-		}
-		// A KFD BO object of its own that shares the memory.
-		auto kb = std::make_shared<Bo>();
-		kb->dev = pdd->dev;
-		kb->type = bo->type;
-		kb->size = bo->size;
-		kb->mem = bo->mem;
-		kb->import_of = bo->import_of ? bo->import_of : bo;
-		kb->kfd = true;
-		kb->kfd_flags = (bo->type == BoType::Vram ? ALLOC_VRAM : ALLOC_GTT) | ALLOC_WRITABLE;
-		kb->va = a.va_addr;
-		kb->fake_offset = bo->fake_offset;
-		uint32_t kid = 0;
-		while (pdd->bos.count(kid))
-			++kid;
-		kb->kfd_id = kid;
-		pdd->bos[kid] = kb;
-		a.handle = (static_cast<uint64_t>(a.gpu_id) << 32) | kid;
-		return 0;
-	}
-	case RUNTIME_ENABLE:
-		return 0;
-	case 0x0D: case 0x0E: case 0x0F: case 0x10:
-		return -EPERM; // deprecated debugger ioctls
-	case SMI_EVENTS:
-	case SVM:
-	case GET_QUEUE_WAVE_STATE:
-	case DBG_TRAP:
-	default:
+	std::memcpy(base + 7 * sizeof(ProcessDeviceApertures), &n, sizeof n);
+	return 0;
+}
+
+long KfdOps::acquire_vm()
+{
+	auto &a = arg<AcquireVm>();
+	Pdd *pdd;
+	if (int e = find_pdd(*p, a.gpu_id, &pdd))
+		return e;
+	auto key = c.resolve_fd(static_cast<int>(a.drm_fd));
+	if (!key)
 		return -EINVAL;
+	auto fe = m.files_.find(*key);
+	if (fe == m.files_.end() || fe->second.kind != FileKind::Render)
+		return -EINVAL;
+	if (pdd->drm == fe->second.drm)
+		return 0;
+	return m.bind_drm(*p, *pdd, fe->second.drm);
+}
+
+long KfdOps::alloc_memory_of_gpu()
+{
+	auto &a = arg<AllocMemoryOfGpu>();
+	Pdd *pdd;
+	if (int e = find_pdd(*p, a.gpu_id, &pdd))
+		return e;
+	if (a.size == 0)
+		return -EINVAL;
+	// Kernel order: gpu_id, small-BAR PUBLIC, bind (VM), then the
+	// doorbell/MMIO sizes. The type is the first of VRAM, GTT,
+	// USERPTR, DOORBELL, MMIO_REMAP set; none is EINVAL.
+	Device &d = *pdd->dev;
+	if ((a.flags & ALLOC_VRAM) && (a.flags & ALLOC_PUBLIC) && !d.node->large_bar)
+		return -EINVAL;
+	if (!pdd->drm)
+		return -ENODEV;
+	if (!(a.flags & ALLOC_TYPE_MASK))
+		return -EINVAL;
+	BoType type = type_of_flags(a.flags);
+	if (type == BoType::Doorbell && a.size != d.doorbell_slice())
+		return -EINVAL;
+	if (type == BoType::Mmio && a.size != kPage)
+		return -EINVAL;
+	uint64_t size = type == BoType::Userptr ? a.size : page_align(a.size);
+	if (type == BoType::Userptr && ((a.mmap_offset & (kPage - 1)) || (a.size & (kPage - 1))))
+		return -EINVAL;
+	uint32_t kid = 0;
+	while (pdd->bos.count(kid))
+		++kid;
+	int err = 0;
+	std::shared_ptr<Bo> bo = m.new_bo(d, type, size, &err);
+	if (!bo)
+		return err;
+	bo->kfd = true;
+	bo->kfd_flags = a.flags;
+	bo->kfd_id = kid;
+	bo->va = a.va_addr;
+	bo->domains = type == BoType::Vram ? abi::drm::DOMAIN_VRAM : abi::drm::DOMAIN_GTT;
+	bo->domain_flags = abi::gem_flags_of_kfd_alloc(a.flags);
+	bo->alignment = 1; // amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu: byte alignment 1, one page
+	if (type == BoType::Userptr) {
+		bo->userptr_tgid = p->tgid;
+		bo->userptr_addr = a.mmap_offset;
+		bo->ledger = m.ledger_;
+		m.ledger_->add(p->tgid, size, false);
+	} else if (type == BoType::Doorbell) {
+		if (!pdd->doorbells)
+			pdd->doorbells = Backing::create(d.doorbell_slice(), "kfdemu-doorbell", &err);
+		bo->mem = pdd->doorbells;
+	} else if (type == BoType::Mmio) {
+		bo->mem = d.mmio;
 	}
+	bo->fake_offset = d.alloc_fake_offset(bo);
+	pdd->drm->kfd_mmap[bo->fake_offset] = bo;
+	pdd->bos[kid] = bo;
+	a.handle = (static_cast<uint64_t>(a.gpu_id) << 32) | kid;
+	if (type == BoType::Mmio)
+		a.mmap_offset = MMAP_TYPE_MMIO | mmap_gpu_id(a.gpu_id);
+	else if (type != BoType::Userptr)
+		a.mmap_offset = bo->fake_offset;
+	return 0;
+}
+
+long KfdOps::free_memory_of_gpu()
+{
+	auto &a = arg<FreeMemoryOfGpu>();
+	Pdd *pdd;
+	std::shared_ptr<Bo> *bo;
+	if (int e = find_bo(*p, a.handle, &pdd, &bo))
+		return e;
+	if (p->event_page == *bo)
+		return -EPERM;
+	auto mapped = p->mapped_on.find(bo->get());
+	if (mapped != p->mapped_on.end() && !mapped->second.empty())
+		return -EBUSY;
+	m.free_kfd_bo(*p, *pdd, static_cast<uint32_t>(a.handle));
+	return 0;
+}
+
+long KfdOps::map_or_unmap(bool map)
+{
+	auto &a = arg<MapMemoryToGpu>();
+	if (a.n_devices == 0 || a.n_success > a.n_devices)
+		return -EINVAL;
+	if (a.n_devices > 4096)
+		return -EINVAL;
+	std::vector<uint32_t> ids(a.n_devices);
+	if (c.read(a.device_ids_array_ptr, ids.data(), ids.size() * 4))
+		return -EFAULT;
+	Pdd *owner;
+	std::shared_ptr<Bo> *found;
+	if (int e = find_bo(*p, a.handle, &owner, &found, -ENOMEM))
+		return e;
+	std::shared_ptr<Bo> bo = *found;
+	for (uint32_t i = a.n_success; i < a.n_devices; ++i) {
+		Pdd *peer;
+		if (int e = find_pdd(*p, ids[i], &peer))
+			return e;
+		int e = map ? m.kfd_map_one(*p, *owner, bo, *peer) : m.kfd_unmap_one(*p, bo, *peer);
+		if (e)
+			return e;
+		a.n_success = i + 1;
+	}
+	return 0;
+}
+
+long KfdOps::create_queue()
+{
+	auto &a = arg<CreateQueue>();
+	if (a.queue_type > QUEUE_SDMA_XGMI)
+		return -524; // ENOTSUPP
+	// Bits 8-15 of the percentage are the PM4 target XCC.
+	if ((a.queue_percentage & 0xff) > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
+		return -EINVAL;
+	if (a.ring_size && (a.ring_size & (a.ring_size - 1)))
+		return -EINVAL;
+	uint8_t probe;
+	if (a.ring_base_address && c.read(a.ring_base_address, &probe, 1))
+		return -EFAULT;
+	if ((a.read_pointer_address && c.read(a.read_pointer_address, &probe, 1)) ||
+	    (a.write_pointer_address && c.read(a.write_pointer_address, &probe, 1)))
+		return -EFAULT;
+	Pdd *pdd;
+	if (int e = find_pdd(*p, a.gpu_id, &pdd, -ESRCH)) // kfd_bind_process_to_device failed
+		return e;
+	uint32_t qid = 0;
+	while (p->queues.count(qid))
+		++qid;
+	if (qid >= MAX_QUEUES_PER_PROCESS)
+		return -ENOMEM;
+	int err = 0;
+	if (!pdd->doorbells)
+		pdd->doorbells = Backing::create(pdd->dev->doorbell_slice(), "kfdemu-doorbell", &err);
+	if (!pdd->doorbells)
+		return err;
+	Queue q;
+	q.id = qid;
+	q.user_gpu_id = a.gpu_id;
+	q.args = a;
+	a.queue_id = qid;
+	a.doorbell_offset = MMAP_TYPE_DOORBELL | mmap_gpu_id(a.gpu_id);
+	if (pdd->dev->family >= abi::sdma::kFamilyAi)
+		a.doorbell_offset |= (static_cast<uint64_t>(qid) * 8) & (pdd->dev->doorbell_slice() - 1);
+	q.args.queue_id = qid;
+	q.args.doorbell_offset = a.doorbell_offset;
+	p->queues[qid] = q;
+	m.start_user_queue(*p, p->queues[qid], false); // SDMA queues get an engine
+	return 0;
+}
+
+long KfdOps::destroy_queue()
+{
+	if (!p->queues.erase(arg<DestroyQueue>().queue_id))
+		return -EINVAL;
+	return 0;
+}
+
+long KfdOps::set_memory_policy()
+{
+	auto &a = arg<SetMemoryPolicy>();
+	if (a.default_policy > 1 || a.alternate_policy > 1)
+		return -EINVAL;
+	Pdd *pdd;
+	if (int e = find_pdd(*p, a.gpu_id, &pdd, -ESRCH))
+		return e;
+	pdd->default_policy = a.default_policy;
+	pdd->alt_policy = a.alternate_policy;
+	pdd->alt_base = a.alternate_aperture_base;
+	pdd->alt_size = a.alternate_aperture_size;
+	return 0;
+}
+
+long KfdOps::get_clock_counters()
+{
+	auto &a = arg<GetClockCounters>();
+	// An unknown gpu_id is not an error: the GPU counter reads 0.
+	a.gpu_clock_counter = p->pdd_by_user_id(a.gpu_id) ? now_ns(CLOCK_MONOTONIC_RAW) / 10 : 0; // 100 MHz
+	a.cpu_clock_counter = now_ns(CLOCK_MONOTONIC_RAW);
+	a.system_clock_counter = now_ns(CLOCK_BOOTTIME);
+	a.system_clock_freq = 1000000000ull;
+	return 0;
+}
+
+long KfdOps::set_scratch_backing_va()
+{
+	auto &a = arg<SetScratchBackingVa>();
+	Pdd *pdd;
+	if (int e = find_pdd(*p, a.gpu_id, &pdd))
+		return e;
+	pdd->scratch_va = a.va_addr;
+	return 0;
+}
+
+long KfdOps::get_tile_config()
+{
+	auto &a = arg<GetTileConfig>();
+	Pdd *pdd;
+	if (int e = find_pdd(*p, a.gpu_id, &pdd))
+		return e;
+	a.gb_addr_config = static_cast<uint32_t>(pdd->dev->node->property("gb_addr_config", 0x26010042));
+	a.num_banks = 0;
+	a.num_ranks = 0;
+	a.num_tile_configs = 0; // GFX9+ has no tile mode tables
+	a.num_macro_tile_configs = 0;
+	return 0;
+}
+
+long KfdOps::set_trap_handler()
+{
+	auto &a = arg<SetTrapHandler>();
+	Pdd *pdd;
+	if (int e = find_pdd(*p, a.gpu_id, &pdd, -ESRCH))
+		return e;
+	pdd->tba = a.tba_addr;
+	pdd->tma = a.tma_addr;
+	return 0;
+}
+
+long KfdOps::set_xnack_mode()
+{
+	auto &a = arg<SetXnackMode>();
+	if (a.xnack_enabled < 0) {
+		a.xnack_enabled = p->xnack;
+		return 0;
+	}
+	if (!p->queues.empty())
+		return -EBUSY;
+	p->xnack = a.xnack_enabled ? 1 : 0;
+	return 0;
+}
+
+long KfdOps::available_memory()
+{
+	auto &a = arg<AvailableMemory>();
+	Pdd *pdd;
+	if (int e = find_pdd(*p, a.gpu_id, &pdd))
+		return e;
+	uint64_t used = *pdd->dev->vram_used;
+	a.available = pdd->dev->vram_size > used ? pdd->dev->vram_size - used : 0;
+	return 0;
+}
+
+long KfdOps::create_event()
+{
+	auto &a = arg<CreateEvent>();
+	if (a.event_type > EVENT_MEMORY)
+		return -EINVAL;
+	if (a.event_page_offset && !p->event_page) {
+		Pdd *pdd;
+		std::shared_ptr<Bo> *bo;
+		if (int e = find_bo(*p, a.event_page_offset, &pdd, &bo))
+			return e;
+		p->event_page = *bo;
+		p->event_page_handle = a.event_page_offset;
+	}
+	Event ev;
+	ev.type = a.event_type;
+	ev.auto_reset = a.auto_reset != 0;
+	ev.node_id = a.node_id;
+	uint32_t eid;
+	if (a.event_type == EVENT_SIGNAL || a.event_type == EVENT_DEBUG) {
+		eid = 0;
+		while (eid < SIGNAL_EVENT_LIMIT && p->events.count(eid))
+			++eid;
+		if (eid >= SIGNAL_EVENT_LIMIT)
+			return -ENOSPC;
+		if (!p->event_page && !p->event_mem) {
+			int err = 0;
+			p->event_mem = Backing::create(SIGNAL_EVENT_LIMIT * 8, "kfdemu-events", &err);
+			if (!p->event_mem)
+				return err;
+		}
+		// The kernel marks a new event's slot as unsignaled.
+		const auto &mem = p->event_page ? p->event_page->mem : p->event_mem;
+		if (mem && (uint64_t{eid} + 1) * 8 <= mem->size()) {
+			uint64_t unsignaled = ~0ull;
+			std::memcpy(mem->data() + uint64_t{eid} * 8, &unsignaled, 8);
+		}
+		a.event_trigger_data = eid;
+		a.event_slot_index = eid;
+		a.event_page_offset = MMAP_TYPE_EVENTS;
+	} else {
+		eid = FIRST_NONSIGNAL_EVENT_ID;
+		while (p->events.count(eid))
+			++eid;
+		a.event_trigger_data = eid;
+		a.event_slot_index = 0;
+		a.event_page_offset = 0;
+	}
+	ev.id = eid;
+	a.event_id = eid;
+	p->events[eid] = ev;
+	return 0;
+}
+
+long KfdOps::destroy_event()
+{
+	if (!p->events.erase(arg<EventId>().event_id))
+		return -EINVAL;
+	m.events_cv_.notify_all();
+	return 0;
+}
+
+long KfdOps::set_event()
+{
+	auto it = p->events.find(arg<EventId>().event_id);
+	if (it == p->events.end())
+		return -EINVAL;
+	it->second.set();
+	++p->event_generation;
+	m.events_cv_.notify_all();
+	return 0;
+}
+
+long KfdOps::reset_event()
+{
+	auto it = p->events.find(arg<EventId>().event_id);
+	if (it == p->events.end())
+		return -EINVAL;
+	it->second.signaled = false;
+	return 0;
+}
+
+long KfdOps::export_dmabuf()
+{
+	auto &a = arg<ExportDmabuf>();
+	Pdd *pdd;
+	std::shared_ptr<Bo> *bo;
+	if (int e = find_bo(*p, a.handle, &pdd, &bo))
+		return e;
+	if (!(*bo)->mem || (*bo)->type == BoType::Doorbell || (*bo)->type == BoType::Mmio)
+		return -EINVAL;
+	if (a.flags & ~(abi::drm::CLOEXEC | abi::drm::RDWR))
+		return -EINVAL;
+	// dmabuf_fd is written by the transport once the fd is installed.
+	m.export_dmabuf(c, *bo, a.flags & abi::drm::CLOEXEC, uarg + offsetof(ExportDmabuf, dmabuf_fd), false);
+	return 0;
+}
+
+long KfdOps::import_dmabuf()
+{
+	auto &a = arg<ImportDmabuf>();
+	Pdd *pdd;
+	if (int e = find_pdd(*p, a.gpu_id, &pdd, -ENODEV))
+		return e;
+	auto key = c.resolve_fd(static_cast<int>(a.dmabuf_fd));
+	if (!key)
+		return -EINVAL;
+	auto src = m.dmabuf_bo(*key);
+	if (!src)
+		return -EINVAL;
+	std::shared_ptr<Bo> bo;
+	if (src->dev == pdd->dev) {
+		bo = src; // same device: the same BO
+	} else {
+		bo = std::make_shared<Bo>();
+		bo->dev = pdd->dev;
+		bo->type = BoType::Gtt;
+		bo->size = src->size;
+		bo->mem = src->mem;
+		bo->import_of = src;
+		bo->domains = abi::drm::DOMAIN_GTT;
+		bo->fake_offset = pdd->dev->alloc_fake_offset(bo);
+	}
+	// A KFD BO object of its own that shares the memory.
+	auto kb = std::make_shared<Bo>();
+	kb->dev = pdd->dev;
+	kb->type = bo->type;
+	kb->size = bo->size;
+	kb->mem = bo->mem;
+	kb->import_of = bo->import_of ? bo->import_of : bo;
+	kb->kfd = true;
+	kb->kfd_flags = (bo->type == BoType::Vram ? ALLOC_VRAM : ALLOC_GTT) | ALLOC_WRITABLE;
+	kb->va = a.va_addr;
+	kb->fake_offset = bo->fake_offset;
+	uint32_t kid = 0;
+	while (pdd->bos.count(kid))
+		++kid;
+	kb->kfd_id = kid;
+	pdd->bos[kid] = kb;
+	a.handle = (static_cast<uint64_t>(a.gpu_id) << 32) | kid;
+	return 0;
+}
+
+namespace {
+
+// amdkfd_ioctls[]: every number below COMMAND_END. The kernel's own copy
+// directions; the flags: CRIU_OP's KFD_IOC_FLAG_CHECKPOINT_RESTORE, and
+// which calls change what the model publishes in sysfs. The ioctls the
+// model does not emulate (SMI_EVENTS, SVM, GET_QUEUE_WAVE_STATE, DBG_TRAP)
+// have no handler: -EINVAL.
+constexpr auto kKfdIoctls = [] {
+	std::array<KfdIoctlDesc, COMMAND_END> t{};
+	constexpr unsigned R = abi::kIocRead, W = abi::kIocWrite, RW = R | W;
+	constexpr unsigned pub = kIoctlPublishes;
+	auto def = [&](unsigned nr, const char *name, unsigned dir, long (KfdOps::*h)(), unsigned flags = 0) {
+		t[nr] = KfdIoctlDesc{name, dir, flags, h};
+	};
+	def(GET_VERSION, "AMDKFD_IOC_GET_VERSION", R, &KfdOps::get_version);
+	def(CREATE_QUEUE, "AMDKFD_IOC_CREATE_QUEUE", RW, &KfdOps::create_queue, pub);
+	def(DESTROY_QUEUE, "AMDKFD_IOC_DESTROY_QUEUE", RW, &KfdOps::destroy_queue, pub);
+	def(SET_MEMORY_POLICY, "AMDKFD_IOC_SET_MEMORY_POLICY", W, &KfdOps::set_memory_policy);
+	def(GET_CLOCK_COUNTERS, "AMDKFD_IOC_GET_CLOCK_COUNTERS", RW, &KfdOps::get_clock_counters);
+	def(GET_PROCESS_APERTURES, "AMDKFD_IOC_GET_PROCESS_APERTURES", R, &KfdOps::get_process_apertures);
+	def(UPDATE_QUEUE, "AMDKFD_IOC_UPDATE_QUEUE", W, &KfdOps::update_queue, pub);
+	def(CREATE_EVENT, "AMDKFD_IOC_CREATE_EVENT", RW, &KfdOps::create_event);
+	def(DESTROY_EVENT, "AMDKFD_IOC_DESTROY_EVENT", W, &KfdOps::destroy_event);
+	def(SET_EVENT, "AMDKFD_IOC_SET_EVENT", W, &KfdOps::set_event);
+	def(RESET_EVENT, "AMDKFD_IOC_RESET_EVENT", W, &KfdOps::reset_event);
+	def(WAIT_EVENTS, "AMDKFD_IOC_WAIT_EVENTS", RW, &KfdOps::wait_events);
+	for (unsigned nr = 0x0D; nr <= 0x10; ++nr)
+		def(nr, nullptr, W, &KfdOps::deprecated); // DBG_{REGISTER,UNREGISTER,ADDRESS_WATCH,WAVE_CONTROL}
+	def(SET_SCRATCH_BACKING_VA, "AMDKFD_IOC_SET_SCRATCH_BACKING_VA", RW, &KfdOps::set_scratch_backing_va);
+	def(GET_TILE_CONFIG, "AMDKFD_IOC_GET_TILE_CONFIG", RW, &KfdOps::get_tile_config);
+	def(SET_TRAP_HANDLER, "AMDKFD_IOC_SET_TRAP_HANDLER", W, &KfdOps::set_trap_handler);
+	def(GET_PROCESS_APERTURES_NEW, "AMDKFD_IOC_GET_PROCESS_APERTURES_NEW", RW,
+	    &KfdOps::get_process_apertures_new);
+	def(ACQUIRE_VM, "AMDKFD_IOC_ACQUIRE_VM", W, &KfdOps::acquire_vm, pub);
+	def(ALLOC_MEMORY_OF_GPU, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", RW, &KfdOps::alloc_memory_of_gpu, pub);
+	def(FREE_MEMORY_OF_GPU, "AMDKFD_IOC_FREE_MEMORY_OF_GPU", W, &KfdOps::free_memory_of_gpu, pub);
+	def(MAP_MEMORY_TO_GPU, "AMDKFD_IOC_MAP_MEMORY_TO_GPU", RW, &KfdOps::map_memory_to_gpu);
+	def(UNMAP_MEMORY_FROM_GPU, "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU", RW, &KfdOps::unmap_memory_from_gpu);
+	def(SET_CU_MASK, "AMDKFD_IOC_SET_CU_MASK", W, &KfdOps::set_cu_mask);
+	def(GET_QUEUE_WAVE_STATE, "AMDKFD_IOC_GET_QUEUE_WAVE_STATE", RW, nullptr);
+	def(GET_DMABUF_INFO, "AMDKFD_IOC_GET_DMABUF_INFO", RW, &KfdOps::get_dmabuf_info);
+	def(IMPORT_DMABUF, "AMDKFD_IOC_IMPORT_DMABUF", RW, &KfdOps::import_dmabuf, pub);
+	def(ALLOC_QUEUE_GWS, "AMDKFD_IOC_ALLOC_QUEUE_GWS", RW, &KfdOps::alloc_queue_gws);
+	def(SMI_EVENTS, "AMDKFD_IOC_SMI_EVENTS", RW, nullptr);
+	def(SVM, "AMDKFD_IOC_SVM", RW, nullptr);
+	def(SET_XNACK_MODE, "AMDKFD_IOC_SET_XNACK_MODE", RW, &KfdOps::set_xnack_mode);
+	def(CRIU_OP, "AMDKFD_IOC_CRIU_OP", RW, &KfdOps::criu_op, kIoctlCheckpointRestore | pub);
+	def(AVAILABLE_MEMORY, "AMDKFD_IOC_AVAILABLE_MEMORY", RW, &KfdOps::available_memory);
+	def(EXPORT_DMABUF, "AMDKFD_IOC_EXPORT_DMABUF", RW, &KfdOps::export_dmabuf);
+	def(RUNTIME_ENABLE, "AMDKFD_IOC_RUNTIME_ENABLE", RW, &KfdOps::runtime_enable);
+	def(DBG_TRAP, "AMDKFD_IOC_DBG_TRAP", RW, nullptr);
+	return t;
+}();
+
+} // namespace
+
+const KfdIoctlDesc *kfd_ioctl_desc(unsigned nr)
+{
+	if (nr == 0 || nr >= kKfdIoctls.size())
+		return nullptr;
+	return &kKfdIoctls[nr];
+}
+
+long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, const KfdIoctlDesc &d, void *buf, uint64_t uarg)
+{
+	// The caller and capability checks are done by the chokepoint. CRIU_OP
+	// finds its target itself; every other call needs the owner's context.
+	auto pit = procs_.find(f.kfd_owner);
+	KfdProcess *p = pit == procs_.end() ? nullptr : pit->second.get();
+	if (!p && !(d.flags & kIoctlCheckpointRestore))
+		return -ESRCH; // the owner's context is gone
+	if (!d.handler)
+		return -EINVAL;
+	KfdOps ops{*this, lk, c, f, p, buf, uarg};
+	return (ops.*d.handler)();
 }
 
 // kfd_ioctl_get_dmabuf_info + amdgpu_amdkfd_get_dmabuf_info: any amdgpu

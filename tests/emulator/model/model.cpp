@@ -29,93 +29,6 @@ namespace detail {
 
 namespace {
 
-const char *kfd_name(unsigned nr)
-{
-	using namespace abi::kfd;
-	switch (nr) {
-	case GET_VERSION: return "AMDKFD_IOC_GET_VERSION";
-	case CREATE_QUEUE: return "AMDKFD_IOC_CREATE_QUEUE";
-	case DESTROY_QUEUE: return "AMDKFD_IOC_DESTROY_QUEUE";
-	case SET_MEMORY_POLICY: return "AMDKFD_IOC_SET_MEMORY_POLICY";
-	case GET_CLOCK_COUNTERS: return "AMDKFD_IOC_GET_CLOCK_COUNTERS";
-	case GET_PROCESS_APERTURES: return "AMDKFD_IOC_GET_PROCESS_APERTURES";
-	case UPDATE_QUEUE: return "AMDKFD_IOC_UPDATE_QUEUE";
-	case CREATE_EVENT: return "AMDKFD_IOC_CREATE_EVENT";
-	case DESTROY_EVENT: return "AMDKFD_IOC_DESTROY_EVENT";
-	case SET_EVENT: return "AMDKFD_IOC_SET_EVENT";
-	case RESET_EVENT: return "AMDKFD_IOC_RESET_EVENT";
-	case WAIT_EVENTS: return "AMDKFD_IOC_WAIT_EVENTS";
-	case SET_SCRATCH_BACKING_VA: return "AMDKFD_IOC_SET_SCRATCH_BACKING_VA";
-	case GET_TILE_CONFIG: return "AMDKFD_IOC_GET_TILE_CONFIG";
-	case SET_TRAP_HANDLER: return "AMDKFD_IOC_SET_TRAP_HANDLER";
-	case GET_PROCESS_APERTURES_NEW: return "AMDKFD_IOC_GET_PROCESS_APERTURES_NEW";
-	case ACQUIRE_VM: return "AMDKFD_IOC_ACQUIRE_VM";
-	case ALLOC_MEMORY_OF_GPU: return "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU";
-	case FREE_MEMORY_OF_GPU: return "AMDKFD_IOC_FREE_MEMORY_OF_GPU";
-	case MAP_MEMORY_TO_GPU: return "AMDKFD_IOC_MAP_MEMORY_TO_GPU";
-	case UNMAP_MEMORY_FROM_GPU: return "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU";
-	case SET_CU_MASK: return "AMDKFD_IOC_SET_CU_MASK";
-	case GET_QUEUE_WAVE_STATE: return "AMDKFD_IOC_GET_QUEUE_WAVE_STATE";
-	case GET_DMABUF_INFO: return "AMDKFD_IOC_GET_DMABUF_INFO";
-	case IMPORT_DMABUF: return "AMDKFD_IOC_IMPORT_DMABUF";
-	case ALLOC_QUEUE_GWS: return "AMDKFD_IOC_ALLOC_QUEUE_GWS";
-	case SMI_EVENTS: return "AMDKFD_IOC_SMI_EVENTS";
-	case SVM: return "AMDKFD_IOC_SVM";
-	case SET_XNACK_MODE: return "AMDKFD_IOC_SET_XNACK_MODE";
-	case CRIU_OP: return "AMDKFD_IOC_CRIU_OP";
-	case AVAILABLE_MEMORY: return "AMDKFD_IOC_AVAILABLE_MEMORY";
-	case EXPORT_DMABUF: return "AMDKFD_IOC_EXPORT_DMABUF";
-	case RUNTIME_ENABLE: return "AMDKFD_IOC_RUNTIME_ENABLE";
-	case DBG_TRAP: return "AMDKFD_IOC_DBG_TRAP";
-	default: return nullptr;
-	}
-}
-
-const char *drm_name(unsigned nr)
-{
-	using namespace abi::drm;
-	if (nr >= kCommandBase && nr < kCommandEnd) {
-		switch (nr - kCommandBase) {
-		case GEM_CREATE: return "DRM_IOCTL_AMDGPU_GEM_CREATE";
-		case GEM_MMAP: return "DRM_IOCTL_AMDGPU_GEM_MMAP";
-		case CTX: return "DRM_IOCTL_AMDGPU_CTX";
-		case BO_LIST: return "DRM_IOCTL_AMDGPU_BO_LIST";
-		case CS: return "DRM_IOCTL_AMDGPU_CS";
-		case INFO: return "DRM_IOCTL_AMDGPU_INFO";
-		case GEM_METADATA: return "DRM_IOCTL_AMDGPU_GEM_METADATA";
-		case GEM_WAIT_IDLE: return "DRM_IOCTL_AMDGPU_GEM_WAIT_IDLE";
-		case GEM_VA: return "DRM_IOCTL_AMDGPU_GEM_VA";
-		case WAIT_CS: return "DRM_IOCTL_AMDGPU_WAIT_CS";
-		case GEM_OP: return "DRM_IOCTL_AMDGPU_GEM_OP";
-		case GEM_USERPTR: return "DRM_IOCTL_AMDGPU_GEM_USERPTR";
-		case WAIT_FENCES: return "DRM_IOCTL_AMDGPU_WAIT_FENCES";
-		case VM: return "DRM_IOCTL_AMDGPU_VM";
-		case FENCE_TO_HANDLE: return "DRM_IOCTL_AMDGPU_FENCE_TO_HANDLE";
-		case SCHED: return "DRM_IOCTL_AMDGPU_SCHED";
-		case GEM_LIST_HANDLES: return "DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES";
-		default: return nullptr;
-		}
-	}
-	switch (nr) {
-	case VERSION: return "DRM_IOCTL_VERSION";
-	case GET_UNIQUE: return "DRM_IOCTL_GET_UNIQUE";
-	case GET_MAGIC: return "DRM_IOCTL_GET_MAGIC";
-	case GET_CLIENT: return "DRM_IOCTL_GET_CLIENT";
-	case GET_STATS: return "DRM_IOCTL_GET_STATS";
-	case SET_VERSION: return "DRM_IOCTL_SET_VERSION";
-	case GEM_CLOSE: return "DRM_IOCTL_GEM_CLOSE";
-	case GEM_FLINK: return "DRM_IOCTL_GEM_FLINK";
-	case GEM_OPEN: return "DRM_IOCTL_GEM_OPEN";
-	case GET_CAP: return "DRM_IOCTL_GET_CAP";
-	case SET_CLIENT_CAP: return "DRM_IOCTL_SET_CLIENT_CAP";
-	case AUTH_MAGIC: return "DRM_IOCTL_AUTH_MAGIC";
-	case PRIME_HANDLE_TO_FD: return "DRM_IOCTL_PRIME_HANDLE_TO_FD";
-	case PRIME_FD_TO_HANDLE: return "DRM_IOCTL_PRIME_FD_TO_HANDLE";
-	case GEM_CHANGE_HANDLE: return "DRM_IOCTL_GEM_CHANGE_HANDLE";
-	default: return nullptr;
-	}
-}
-
 const char *criu_name(uint32_t op)
 {
 	switch (op) {
@@ -137,48 +50,6 @@ std::optional<FileKey> key_of(int fd)
 }
 
 constexpr size_t kArgBuf = 1024; // larger than any argument struct
-
-unsigned kfd_kernel_dir(unsigned nr)
-{
-	using namespace abi::kfd;
-	switch (nr) {
-	case GET_VERSION:
-	case GET_PROCESS_APERTURES:
-		return abi::kIocRead;
-	case SET_MEMORY_POLICY: case UPDATE_QUEUE: case DESTROY_EVENT: case SET_EVENT:
-	case RESET_EVENT: case 0x0D: case 0x0E: case 0x0F: case 0x10: case SET_TRAP_HANDLER:
-	case ACQUIRE_VM: case FREE_MEMORY_OF_GPU: case SET_CU_MASK:
-		return abi::kIocWrite;
-	default:
-		return abi::kIocRead | abi::kIocWrite;
-	}
-}
-
-unsigned drm_kernel_dir(unsigned nr)
-{
-	using namespace abi::drm;
-	if (nr >= kCommandBase && nr < kCommandEnd) {
-		unsigned d = nr - kCommandBase;
-		if (d == INFO || d == GEM_VA || d == SCHED)
-			return abi::kIocWrite;
-	}
-	if (nr == GEM_CLOSE)
-		return abi::kIocWrite;
-	return abi::kIocRead | abi::kIocWrite;
-}
-
-// Core ioctls a render node refuses (no DRM_RENDER_ALLOW).
-bool drm_render_denied(unsigned nr)
-{
-	using namespace abi::drm;
-	switch (nr) {
-	case GET_UNIQUE: case GET_MAGIC: case GET_CLIENT: case GET_STATS: case SET_VERSION:
-	case GEM_FLINK: case GEM_OPEN: case SET_CLIENT_CAP: case AUTH_MAGIC:
-		return true;
-	default:
-		return false;
-	}
-}
 
 } // namespace
 
@@ -236,6 +107,8 @@ ModelImpl::ModelImpl(const MachineDesc &machine, std::shared_ptr<ProcessMemory> 
 			uint32_t ne = n.num_sdma_engines ? n.num_sdma_engines : 1;
 			for (uint32_t i = 0; i < ne; ++i)
 				d->engines.push_back(std::make_unique<SdmaEngine>(n.sdma_gbps, pm_, counters_));
+			for (uint32_t i = 0; i < kComputeRings; ++i)
+				d->compute_rings.push_back(std::make_unique<SdmaEngine>(0.0, pm_, counters_));
 			devices_.push_back(std::move(d));
 		}
 		++index;
@@ -257,8 +130,10 @@ ModelImpl::~ModelImpl()
 			}
 			q.engine.reset();
 		}
-	for (auto &d : devices_)
+	for (auto &d : devices_) {
 		d->engines.clear();
+		d->compute_rings.clear();
+	}
 	procs_.clear();
 	files_.clear();
 	exported_.clear();
@@ -567,34 +442,40 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 	}
 	unsigned nr = abi::ioc_nr(cmd);
 	size_t usize = abi::ioc_size(cmd);
-	unsigned dir = abi::ioc_dir(cmd);
 	FileEntry &f = it->second;
 	const bool kfd = f.kind == FileKind::Kfd;
-	const char *nm = kfd ? kfd_name(nr) : drm_name(nr);
+	const KfdIoctlDesc *kd = kfd ? kfd_ioctl_desc(nr) : nullptr;
+	const DrmIoctlDesc *dd = kfd ? nullptr : drm_ioctl_desc(nr);
+	const char *nm = kd ? kd->name : dd ? dd->name : nullptr;
 	std::string name = nm ? nm : (kfd ? "AMDKFD_IOC_UNKNOWN" : "DRM_IOCTL_UNKNOWN");
 	count(name);
 	if (int e = ioctl_fault(lk, c, name))
 		return e;
+	// The kernel's own definition decides the copy directions (for DRM,
+	// those of both the caller's cmd and the kernel's).
+	unsigned dir;
+	unsigned flags;
 	if (kfd) {
-		// kfd_ioctl(): table range, then the caller, then the capability;
-		// the kernel's own definition decides the copy directions.
-		if (nr == 0 || nr >= abi::kfd::COMMAND_END)
+		// kfd_ioctl(): table range, then the caller, then the capability.
+		if (!kd)
 			return -ENOTTY;
-		dir = kfd_kernel_dir(nr);
+		dir = kd->dir;
+		flags = kd->flags;
 		const CallerIdentity &id = c.identity();
-		bool tracer = nr == abi::kfd::CRIU_OP && id.tgid != f.kfd_owner && c.is_tracer_of(f.kfd_owner);
+		const bool cr = flags & kIoctlCheckpointRestore;
+		bool tracer = cr && id.tgid != f.kfd_owner && c.is_tracer_of(f.kfd_owner);
 		if (id.tgid != f.kfd_owner && !tracer)
 			return -EBADF;
-		if (nr == abi::kfd::CRIU_OP && !id.cap_checkpoint_restore)
+		if (cr && !id.cap_checkpoint_restore)
 			return -EACCES;
 	} else {
-		// drm_ioctl(): unknown -> EINVAL, not render-allowed -> EACCES; the
-		// directions are those of both the caller's cmd and the kernel's.
-		if (!nm)
+		// drm_ioctl(): unknown -> EINVAL, not render-allowed -> EACCES.
+		if (!dd)
 			return -EINVAL;
-		if (drm_render_denied(nr))
+		if (!(dd->flags & kIoctlRenderAllow))
 			return -EACCES;
-		dir &= drm_kernel_dir(nr);
+		dir = abi::ioc_dir(cmd) & dd->dir;
+		flags = dd->flags;
 	}
 
 	alignas(16) uint8_t buf[kArgBuf] = {};
@@ -604,7 +485,6 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 		return -EFAULT;
 
 	long r;
-	unsigned out_size = static_cast<unsigned>(usize);
 	if (kfd) {
 		// The CRIU sub-op is a fault target of its own.
 		if (nr == abi::kfd::CRIU_OP) {
@@ -615,23 +495,19 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 			if (int e = ioctl_fault(lk, c, sub))
 				return e;
 		}
-		r = kfd_ioctl(lk, c, f, nr, buf, usize, arg);
-		using namespace abi::kfd;
-		if (r >= 0 && !sysfs_root_.empty() &&
-		    (nr == ACQUIRE_VM || nr == ALLOC_MEMORY_OF_GPU || nr == FREE_MEMORY_OF_GPU ||
-		     nr == CREATE_QUEUE || nr == DESTROY_QUEUE || nr == UPDATE_QUEUE || nr == IMPORT_DMABUF ||
-		     nr == CRIU_OP)) {
+		r = kfd_ioctl(lk, c, f, *kd, buf, arg);
+		if (r >= 0 && (flags & kIoctlPublishes) && !sysfs_root_.empty()) {
 			if (auto pit = procs_.find(f.kfd_owner); pit != procs_.end())
 				publish_process(*pit->second);
 			publish_devices();
 		}
 	} else {
 		std::shared_ptr<DrmFile> drm = f.drm; // may outlive the entry across waits
-		r = drm_ioctl(lk, c, drm, nr, buf, usize, arg, &out_size);
-		if (r >= 0 && (nr == abi::drm::GEM_CLOSE || nr == abi::drm::kCommandBase + abi::drm::GEM_CREATE))
+		r = drm_ioctl(lk, c, drm, *dd, buf, arg);
+		if (r >= 0 && (flags & kIoctlPublishes))
 			publish_devices();
 	}
-	if ((dir & abi::kIocRead) && out_size && c.write(arg, buf, out_size) != 0)
+	if ((dir & abi::kIocRead) && usize && c.write(arg, buf, usize) != 0)
 		return -EFAULT;
 	return r;
 }
@@ -654,315 +530,6 @@ int ModelImpl::do_mmap(Caller &c, FileKey file, uint64_t offset, uint64_t len, i
 	if (it->second.kind == FileKind::Kfd)
 		return kfd_mmap(c, offset, len, out);
 	return render_mmap(*it->second.drm, offset, len, out);
-}
-
-// ---- introspection ----------------------------------------------------------
-
-namespace {
-
-uint64_t fnv_pow(uint64_t n)
-{
-	uint64_t r = 1, b = 0x100000001b3ull;
-	while (n) {
-		if (n & 1)
-			r *= b;
-		b *= b;
-		n >>= 1;
-	}
-	return r;
-}
-
-constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull, kFnvPrime = 0x100000001b3ull;
-
-void fnv(uint64_t &h, const uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n; ++i) {
-		h ^= p[i];
-		h *= kFnvPrime;
-	}
-}
-
-// FNV-1a 64 over a memfd-backed BO, skipping holes (xor 0 = multiply only).
-uint64_t checksum_backing(const Backing &m, uint64_t size)
-{
-	uint64_t h = kFnvBasis, pos = 0;
-	while (pos < size) {
-		off_t data = ::lseek(m.fd(), static_cast<off_t>(pos), SEEK_DATA);
-		uint64_t dstart = data < 0 ? size : std::min<uint64_t>(static_cast<uint64_t>(data), size);
-		if (dstart > pos) {
-			h *= fnv_pow(dstart - pos);
-			pos = dstart;
-			continue;
-		}
-		off_t hole = ::lseek(m.fd(), static_cast<off_t>(pos), SEEK_HOLE);
-		uint64_t dend = hole < 0 ? size : std::min<uint64_t>(static_cast<uint64_t>(hole), size);
-		if (dend <= pos)
-			dend = size;
-		fnv(h, m.data() + pos, dend - pos);
-		pos = dend;
-	}
-	return h;
-}
-
-} // namespace
-
-static std::string hex64(uint64_t v)
-{
-	char b[24];
-	std::snprintf(b, sizeof b, "\"0x%016" PRIx64 "\"", v);
-	return b;
-}
-
-static const char *type_name(BoType t)
-{
-	switch (t) {
-	case BoType::Vram: return "vram";
-	case BoType::Gtt: return "gtt";
-	case BoType::Userptr: return "userptr";
-	case BoType::Doorbell: return "doorbell";
-	case BoType::Mmio: return "mmio";
-	case BoType::Cpu: return "cpu";
-	}
-	return "?";
-}
-
-std::string ModelImpl::do_introspect(std::string_view query)
-{
-	std::istringstream in{std::string(query)};
-	std::string cmd;
-	in >> cmd;
-	std::lock_guard lk(mu_);
-	std::ostringstream o;
-	const bool nosum = query.find(" nosum") != std::string_view::npos;
-	auto bo_checksum = [&](const Bo &bo) -> uint64_t {
-		if (nosum)
-			return 0;
-		if (bo.mem)
-			return checksum_backing(*bo.mem, bo.size);
-		uint64_t h = kFnvBasis;
-		std::vector<uint8_t> tmp(1 << 20);
-		for (uint64_t pos = 0; pos < bo.size;) {
-			size_t n = static_cast<size_t>(std::min<uint64_t>(tmp.size(), bo.size - pos));
-			if (pm_->read(bo.userptr_tgid, bo.userptr_addr + pos, tmp.data(), n) != 0)
-				return 0;
-			fnv(h, tmp.data(), n);
-			pos += n;
-		}
-		return h;
-	};
-	auto kfd_offset = [&](const Pdd &pdd, const Bo &bo) -> uint64_t {
-		if (bo.type == BoType::Doorbell)
-			return abi::kfd::MMAP_TYPE_DOORBELL | abi::kfd::mmap_gpu_id(pdd.dev->gpu_id);
-		if (bo.type == BoType::Mmio)
-			return abi::kfd::MMAP_TYPE_MMIO | abi::kfd::mmap_gpu_id(pdd.dev->gpu_id);
-		return bo.fake_offset;
-	};
-	if (cmd == "processes") {
-		o << "{\"processes\":[";
-		bool first = true;
-		for (auto &[pid, p] : procs_) {
-			o << (first ? "" : ",") << "{\"pid\":" << pid << ",\"paused\":" << (p->queues_paused ? "true" : "false")
-			  << ",\"evicted\":" << (p->evicted ? "true" : "false")
-			  << ",\"evict_count\":" << p->evict_count
-			  << ",\"restored\":" << (p->restored ? "true" : "false")
-			  << ",\"queues\":" << p->queues.size() << ",\"events\":" << p->events.size()
-			  << ",\"xnack\":" << p->xnack << ",\"devices\":[";
-			for (size_t i = 0; i < p->pdds.size(); ++i)
-				o << (i ? "," : "") << "{\"user_gpu_id\":" << p->pdds[i].user_gpu_id
-				  << ",\"gpu_id\":" << p->pdds[i].dev->gpu_id
-				  << ",\"bound\":" << (p->pdds[i].drm ? "true" : "false")
-				  << ",\"bos\":" << p->pdds[i].bos.size() << "}";
-			o << "]}";
-			first = false;
-		}
-		o << "]}";
-		return o.str();
-	}
-	if (cmd == "bos" || cmd == "queues" || cmd == "events" || cmd == "bo-bytes") {
-		pid_t pid = 0;
-		in >> pid;
-		auto it = procs_.find(pid);
-		if (it == procs_.end())
-			return "{\"error\":\"no such process\"}";
-		KfdProcess &p = *it->second;
-		auto state = [&] {
-			return p.queues_paused ? "paused" : p.evict_count > 0 ? "evicted" : "active";
-		};
-		if (cmd == "bos") {
-			o << "{\"pid\":" << pid << ",\"bos\":[";
-			bool first = true;
-			for (auto &pdd : p.pdds)
-				for (auto &[id, bo] : pdd.bos) {
-					uint64_t handle = (static_cast<uint64_t>(pdd.user_gpu_id) << 32) | id;
-					o << (first ? "" : ",") << "{\"handle\":" << handle << ",\"id\":" << id
-					  << ",\"gpu_id\":" << pdd.user_gpu_id << ",\"actual_gpu_id\":" << pdd.dev->gpu_id
-					  << ",\"type\":\"" << type_name(bo->type) << "\",\"va\":" << bo->va
-					  << ",\"size\":" << bo->size << ",\"flags\":" << bo->kfd_flags
-					  << ",\"mmap_offset\":" << kfd_offset(pdd, *bo)
-					  << ",\"checksum\":" << hex64(bo_checksum(*bo)) << ",\"mapped_on\":[";
-					auto m = p.mapped_on.find(bo.get());
-					bool f2 = true;
-					if (m != p.mapped_on.end())
-						for (size_t idx : m->second) {
-							o << (f2 ? "" : ",") << p.pdds[idx].user_gpu_id;
-							f2 = false;
-						}
-					o << "]";
-					if (bo->is_userptr())
-						o << ",\"userptr\":" << bo->userptr_addr;
-					o << "}";
-					first = false;
-				}
-			o << "]}";
-			return o.str();
-		}
-		if (cmd == "queues") {
-			o << "{\"pid\":" << pid << ",\"state\":\"" << state() << "\",\"queues\":[";
-			bool first = true;
-			for (auto &[id, q] : p.queues) {
-				// A queue's own state: the process's while it is paused or
-				// evicted, else "inactive" for a queue without a ring.
-				const std::string qs = p.queues_paused || p.evict_count > 0 || q.active() ? state() : "inactive";
-				o << (first ? "" : ",") << "{\"id\":" << id << ",\"gpu_id\":" << q.user_gpu_id
-				  << ",\"type\":" << q.args.queue_type << ",\"ring_base\":" << q.args.ring_base_address
-				  << ",\"ring_size\":" << q.args.ring_size << ",\"priority\":" << q.args.queue_priority
-				  << ",\"percentage\":" << (q.args.queue_percentage & 0xff) << ",\"state\":\"" << qs << "\""
-				  << ",\"gws\":" << (q.gws ? "true" : "false") << ",\"cu_mask\":[";
-				for (size_t w = 0; w < q.cu_mask.size(); ++w)
-					o << (w ? "," : "") << q.cu_mask[w];
-				o << "]";
-				if (q.engine) {
-					o << ",\"engine\":{\"rptr\":" << q.engine->rptr << ",\"packets\":" << q.engine->packets
-					  << ",\"hung\":" << (q.engine->hung ? "true" : "false");
-					if (q.engine->hung)
-						o << ",\"why\":" << json_str(q.engine->why);
-					o << "}";
-				}
-				o << "}";
-				first = false;
-			}
-			o << "]}";
-			return o.str();
-		}
-		if (cmd == "events") {
-			o << "{\"pid\":" << pid << ",\"events\":[";
-			bool first = true;
-			for (auto &[id, e] : p.events) {
-				o << (first ? "" : ",") << "{\"id\":" << id << ",\"type\":" << e.type
-				  << ",\"auto_reset\":" << (e.auto_reset ? "true" : "false")
-				  << ",\"signaled\":" << (e.signaled ? "true" : "false") << "}";
-				first = false;
-			}
-			o << "]}";
-			return o.str();
-		}
-		// bo-bytes <pid> <handle-or-va> <offset> <len>
-		uint64_t key = 0, off = 0, len = 0;
-		std::string ks;
-		in >> ks >> off >> len;
-		key = std::strtoull(ks.c_str(), nullptr, 0);
-		const Bo *found = nullptr;
-		uint64_t base_off = 0;
-		for (auto &pdd : p.pdds)
-			for (auto &[id, bo] : pdd.bos)
-				if (((static_cast<uint64_t>(pdd.user_gpu_id) << 32) | id) == key)
-					found = bo.get();
-		if (!found)
-			for (auto &pdd : p.pdds)
-				for (auto &[id, bo] : pdd.bos)
-					if (!found && bo->va <= key && key < bo->va + bo->size) {
-						found = bo.get();
-						base_off = key - bo->va;
-					}
-		if (!found)
-			return "{\"error\":\"no such bo\"}";
-		off += base_off;
-		if (len > 65536 || off > found->size || len > found->size - off)
-			return "{\"error\":\"range\"}";
-		std::vector<uint8_t> tmp(len);
-		if (found->mem)
-			std::memcpy(tmp.data(), found->mem->data() + off, len);
-		else if (pm_->read(found->userptr_tgid, found->userptr_addr + off, tmp.data(), len) != 0)
-			return "{\"error\":\"fault\"}";
-		std::string hex;
-		static const char *dig = "0123456789abcdef";
-		for (uint8_t b : tmp) {
-			hex += dig[b >> 4];
-			hex += dig[b & 15];
-		}
-		return "{\"bytes\":\"" + hex + "\"}";
-	}
-	if (cmd == "counters") {
-		o << "{\"ioctls\":{";
-		bool first = true;
-		for (auto &[n, v] : ioctl_counts_) {
-			o << (first ? "" : ",") << json_str(n) << ":" << v;
-			first = false;
-		}
-		o << "},\"sdma_jobs\":" << counters_->sdma_jobs.load() << ",\"sdma_failed\":"
-		  << counters_->sdma_failed.load() << ",\"sdma_bytes\":" << counters_->sdma_bytes.load()
-		  << ",\"vm_faults\":" << counters_->vm_faults.load() << ",\"stalls\":" << counters_->stalls.load()
-		  << ",\"faults\":[";
-		{
-			std::lock_guard fl(counters_->mu);
-			for (size_t i = 0; i < counters_->faults.size(); ++i)
-				o << (i ? "," : "") << counters_->faults[i];
-		}
-		o << "]}";
-		return o.str();
-	}
-	if (cmd == "userptr") {
-		// userptr <pid>: that process's; userptr gem-all: the GEM
-		// userptr BOs of all processes together
-		std::string arg;
-		in >> arg;
-		const bool all = arg == "gem-all";
-		const pid_t pid = all ? 0 : static_cast<pid_t>(std::strtol(arg.c_str(), nullptr, 10));
-		auto [cur, peak] = all ? ledger_->gem_all() : ledger_->get(pid);
-		o << "{\"pid\":" << pid << ",\"current\":" << cur << ",\"peak\":" << peak << "}";
-		return o.str();
-	}
-	if (cmd == "files") {
-		// files [<pid>] [nosum]: render files opened by / kfd files of pid
-		std::string arg;
-		in >> arg;
-		pid_t only = arg.empty() || arg == "nosum" ? 0 : static_cast<pid_t>(std::strtol(arg.c_str(), nullptr, 10));
-		o << "{\"files\":[";
-		bool first = true;
-		for (auto &[k, f] : files_) {
-			if (only && (f.kind == FileKind::Kfd ? f.kfd_owner : f.drm->opener) != only)
-				continue;
-			o << (first ? "" : ",") << "{\"dev\":" << k.dev << ",\"ino\":" << k.ino;
-			if (f.kind == FileKind::Kfd) {
-				o << ",\"kind\":\"kfd\",\"owner\":" << f.kfd_owner << "}";
-			} else {
-				DrmFile &d = *f.drm;
-				o << ",\"kind\":\"render\",\"minor\":" << d.dev->minor << ",\"opener\":" << d.opener
-				  << ",\"compute_vm\":" << (d.compute_vm ? "true" : "false") << ",\"handles\":[";
-				bool f2 = true;
-				for (auto &[h, bo] : d.handles()) {
-					o << (f2 ? "" : ",") << "{\"handle\":" << h << ",\"size\":" << bo->size
-					  << ",\"offset\":" << bo->fake_offset << ",\"type\":\"" << type_name(bo->type)
-					  << "\",\"checksum\":" << hex64(bo_checksum(*bo)) << "}";
-					f2 = false;
-				}
-				o << "],\"mappings\":[";
-				f2 = true;
-				for (auto &[s, m] : d.vm.all()) {
-					o << (f2 ? "" : ",") << "{\"va\":" << m.start << ",\"size\":" << m.size
-					  << ",\"offset\":" << m.offset << ",\"flags\":" << m.flags
-					  << ",\"handle\":" << d.handle_of(m.bo.get()) << ",\"kfd\":" << (m.bo->kfd ? "true" : "false")
-					  << "}";
-					f2 = false;
-				}
-				o << "]}";
-			}
-			first = false;
-		}
-		o << "]}";
-		return o.str();
-	}
-	return "{\"error\":\"unknown query\"}";
 }
 
 // ---- entry points: no exception crosses the Model interface ---------------

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <exception>
+#include <thread>
 
 namespace kfdemu::detail {
 
@@ -130,6 +132,37 @@ int SdmaEngine::copy_piece(const Segment &s, const Segment &d, uint64_t n, std::
 	return pm_->write(d.bo->userptr_tgid, d.bo->userptr_addr + d.off, bounce.data(), n);
 }
 
+int SdmaEngine::poll(const SdmaJob &job, const SdmaOp &op, std::stop_token &st)
+{
+	if (op.dst.size() != 1 || op.dst[0].len != 4)
+		return -ECANCELED;
+	// amdgpu's job timeout (lockup_timeout; 10 s for compute jobs too since
+	// the kernel aligned them): a job still waiting then fails with ETIME,
+	// which blames its context.
+	const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	const Segment &d = op.dst[0];
+	for (;;) {
+		uint32_t v = 0;
+		if (d.bo->mem)
+			std::memcpy(&v, d.bo->mem->data() + d.off, 4);
+		else if (pm_->read(d.bo->userptr_tgid, d.bo->userptr_addr + d.off, &v, 4)) {
+			counters_->vm_fault(job.gpu_id, 0, "userptr memory not accessible");
+			return -ECANCELED;
+		}
+		const uint32_t a = v & op.mask, b = op.fill & op.mask;
+		const bool ok = op.func == 0 || (op.func == 1 && a < b) || (op.func == 2 && a <= b) ||
+				(op.func == 3 && a == b) || (op.func == 4 && a != b) || (op.func == 5 && a >= b) ||
+				(op.func == 6 && a > b);
+		if (ok)
+			return 0;
+		if (st.stop_requested())
+			return -ECANCELED;
+		if (std::chrono::steady_clock::now() >= deadline)
+			return -ETIME;
+		std::this_thread::sleep_for(std::chrono::microseconds(100));
+	}
+}
+
 int SdmaEngine::execute(const SdmaJob &job, std::stop_token &st)
 {
 	std::vector<uint8_t> bounce;
@@ -160,6 +193,11 @@ int SdmaEngine::execute(const SdmaJob &job, std::stop_token &st)
 					dof = 0;
 				}
 			}
+			continue;
+		}
+		if (op.kind == SdmaOp::Kind::Poll) {
+			if (int e = poll(job, op, st))
+				return e;
 			continue;
 		}
 		// Fill / Write: produce the bytes, then store them segment by segment.

@@ -247,9 +247,12 @@ struct Segment {
 };
 
 struct SdmaOp {
-	enum class Kind { Copy, Fill, Write } kind = Kind::Copy;
+	// Poll: wait until (the dword at dst & mask) <func> (fill & mask)
+	// holds (a CP WAIT_REG_MEM on memory), re-read until then.
+	enum class Kind { Copy, Fill, Write, Poll } kind = Kind::Copy;
 	std::vector<Segment> src, dst;
 	uint32_t fill = 0;
+	uint32_t mask = 0, func = 0; // Poll
 	std::vector<uint8_t> data;
 	uint64_t bytes = 0;
 };
@@ -282,6 +285,7 @@ public:
 private:
 	void run(std::stop_token st);
 	int execute(const SdmaJob &job, std::stop_token &st);
+	int poll(const SdmaJob &job, const SdmaOp &op, std::stop_token &st);
 	int copy_piece(const Segment &s, const Segment &d, uint64_t n, std::vector<uint8_t> &bounce);
 	void throttle(uint64_t bytes);
 
@@ -319,6 +323,10 @@ struct Device {
 	std::map<uint64_t, std::weak_ptr<Bo>> by_offset;
 	std::shared_ptr<Backing> mmio;	// the MMIO remap page
 	std::vector<std::unique_ptr<SdmaEngine>> engines;
+	// The COMPUTE rings CS submits to (kComputeRings, HW_IP_INFO's
+	// available_rings): in-order job runners of their own
+	// (the engine's job runner, unthrottled), one per ring.
+	std::vector<std::unique_ptr<SdmaEngine>> compute_rings;
 
 	uint64_t alloc_fake_offset(const std::shared_ptr<Bo> &bo);
 	std::shared_ptr<Bo> bo_at_offset(uint64_t off);
@@ -349,7 +357,8 @@ struct UserQueueEngine {
 	std::shared_ptr<Backing> doorbells;	// the page its doorbell lives in
 	uint64_t doorbell_off = 0;
 	bool started = false;		// rptr known (new queue: 0; restored: loaded from read_pointer_address)
-	uint64_t rptr = 0;		// the engine's read pointer (bytes, monotonic)
+	uint64_t rptr = 0;		// the engine's read pointer (SDMA: bytes, CP: dwords; monotonic)
+	bool cp = false;		// a CP (PM4 compute) queue, not SDMA
 	// Introspection (read under the model lock or atomically):
 	std::atomic<uint64_t> packets{0};
 	std::atomic<bool> hung{false};	// stopped on a bad packet or fault
@@ -432,6 +441,46 @@ struct KfdProcess {
 
 // ---- the model ----------------------------------------------------------------
 
+// ---- ioctl tables ------------------------------------------------------------
+
+// One ioctl of an emulated driver, as amdkfd's amdkfd_ioctls[] and DRM's
+// drm_ioctls[] / amdgpu_ioctls_kms[] describe theirs: its name (also its
+// counter and fault-target name; null for numbers the model has no name
+// for), the kernel's own copy directions, flags, and its handler, a member
+// of the driver's Ops (KfdOps in kfd.cpp, DrmOps in render.cpp). An entry
+// without a handler is an ioctl the driver has but the model does not
+// emulate: -EINVAL, as the kernel's "no function".
+template <typename Ops> struct IoctlDesc {
+	const char *name = nullptr;
+	unsigned dir = abi::kIocRead | abi::kIocWrite;
+	unsigned flags = 0;
+	long (Ops::*handler)() = nullptr;
+};
+// KFD_IOC_FLAG_CHECKPOINT_RESTORE: needs CAP_CHECKPOINT_RESTORE and may be
+// called by the target's tracer.
+inline constexpr unsigned kIoctlCheckpointRestore = 1;
+// DRM_RENDER_ALLOW: a render node accepts it (the others: -EACCES).
+inline constexpr unsigned kIoctlRenderAllow = 2;
+// DRM_MASTER: only the DRM master may call it, which a render node's
+// client never is (-EACCES).
+inline constexpr unsigned kIoctlMaster = 4;
+// A successful call changes what the model publishes in sysfs.
+inline constexpr unsigned kIoctlPublishes = 8;
+
+// The amdgpu COMPUTE rings of each GPU (HW_IP_INFO available_rings 0xf).
+inline constexpr uint32_t kComputeRings = 4;
+
+struct KfdOps;
+struct DrmOps;
+struct CpStream; // a CP packet source: the ring or an IB (cp_queue.cpp)
+struct PrivBo; // a BO's record in the emulator's CRIU private data (criu.cpp)
+using KfdIoctlDesc = IoctlDesc<KfdOps>;
+using DrmIoctlDesc = IoctlDesc<DrmOps>;
+// The entry of ioctl number `nr`; null when the driver has none (KFD:
+// -ENOTTY; DRM: -EINVAL).
+const KfdIoctlDesc *kfd_ioctl_desc(unsigned nr);
+const DrmIoctlDesc *drm_ioctl_desc(unsigned nr);
+
 struct FileEntry {
 	FileKind kind = FileKind::Kfd;
 	pid_t kfd_owner = 0;		// Kfd
@@ -468,7 +517,8 @@ private:
 	std::string do_introspect(std::string_view query);
 
 	friend struct KfdOps;
-	friend struct RenderOps;
+	friend struct DrmOps;
+	friend struct Introspection;
 
 	// fault injection: -errno if the call must fail
 	// 0, or the -errno a fault rule gives call `name`; *stall (when not
@@ -481,8 +531,8 @@ private:
 	void count(const std::string &name);
 
 	// KFD (kfd.cpp)
-	long kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, unsigned nr, void *buf, size_t usize,
-		       uint64_t uarg);
+	// Runs entry `d`'s handler (kfd_ioctl's call through the table).
+	long kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, const KfdIoctlDesc &d, void *buf, uint64_t uarg);
 	KfdProcess &kfd_context(Caller &c);
 	int kfd_mmap(Caller &c, uint64_t offset, uint64_t len, MmapTarget *out);
 	void destroy_process(KfdProcess &p);
@@ -494,11 +544,15 @@ private:
 	long criu_process_info(Caller &c, KfdProcess &p, abi::kfd::CriuArgs &a);
 	long criu_checkpoint(Caller &c, KfdProcess &p, abi::kfd::CriuArgs &a);
 	long criu_restore(Caller &c, KfdProcess &p, abi::kfd::CriuArgs &a);
+	int criu_restore_devices(Caller &c, KfdProcess &p, const abi::kfd::CriuArgs &a,
+				 const std::vector<uint8_t> &priv, size_t &pos);
+	int criu_restore_bo(KfdProcess &p, abi::kfd::CriuBoBucket &b, const PrivBo &pb, std::shared_ptr<Bo> *out);
+	int criu_restore_objects(KfdProcess &p, uint32_t num_objects, const std::vector<uint8_t> &priv, size_t &pos);
 	uint64_t criu_priv_size(const KfdProcess &p) const;
 	uint32_t criu_num_bos(const KfdProcess &p) const;
 	long wait_events(Lock &lk, Caller &c, KfdProcess &p, abi::kfd::WaitEvents &a);
-	// Handlers of their own, as the kernel's kfd_ioctl_<name>: the queue
-	// state (kfd_queue.cpp), the dma-buf query (kfd.cpp).
+	// Handlers in files of their own, which KfdOps calls: the queue state
+	// (kfd_queue.cpp), the dma-buf query (kfd.cpp).
 	long kfd_update_queue(KfdProcess &p, abi::kfd::UpdateQueue &a);
 	long kfd_set_cu_mask(Caller &c, KfdProcess &p, const abi::kfd::SetCuMask &a);
 	long kfd_alloc_queue_gws(KfdProcess &p, abi::kfd::AllocQueueGws &a);
@@ -531,14 +585,24 @@ private:
 	// hang: HW_EXCEPTION events after the reset).
 	Step stop_user_queue(UserQueueEngine &e, KfdProcess &p, uint32_t gpu_id, uint64_t va, bool vm_fault,
 			     const std::string &why);
+	// KFD CP (PM4 compute) user queues (cp_queue.cpp)
+	Step cp_queue_step(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f);
+	// The packet at dword `at` of `s` (ending at `end`), at IB depth
+	// `depth`; *len its length in dwords.
+	Step cp_packet(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f, const CpStream &s, uint64_t at,
+		       uint64_t end, int depth, uint64_t *len);
+	Step cp_end_of_pipe(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f,
+			    const std::vector<uint32_t> &dw, bool release_mem);
+	Step cp_dma_data(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f, const std::vector<uint32_t> &dw);
 	int gpu_read(DrmFile &f, uint64_t va, void *dst, size_t len);
 	int gpu_write(DrmFile &f, uint64_t va, const void *src, size_t len);
 	// kfd_signal_event_interrupt: an interrupt carrying `partial_id`.
 	void signal_event_interrupt(KfdProcess &p, uint32_t partial_id, unsigned valid_bits);
 
 	// render (render.cpp)
-	long drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f, unsigned nr,
-		       void *buf, size_t usize, uint64_t uarg, unsigned *out_size);
+	// Runs entry `d`'s handler (drm_ioctl's call through the table).
+	long drm_ioctl(Lock &lk, Caller &c, const std::shared_ptr<DrmFile> &f, const DrmIoctlDesc &d,
+		       void *buf, uint64_t uarg);
 	long drm_info(Caller &c, DrmFile &f, const abi::drm::Info &a);
 	long drm_cs(Caller &c, DrmFile &f, abi::drm::Cs &a);
 	long drm_wait_cs(Lock &lk, DrmFile &f, abi::drm::WaitCs &a);
@@ -550,6 +614,11 @@ private:
 	int resolve_va(DrmFile &f, uint64_t va, uint64_t len, bool write, std::vector<Segment> *out);
 	// Parses an IB into a job; returns -errno for submission errors.
 	int build_job(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, SdmaJob *job);
+	// The same for a COMPUTE ring's IB of PM4 packets (cp_queue.cpp), an
+	// IB inside it at `depth` 1.
+	int build_pm4_job(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, SdmaJob *job, int depth = 0);
+	// An IB's dwords (it must lie inside one mapping of the VM).
+	int read_ib(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, std::vector<uint32_t> *dw);
 
 	// BOs (model.cpp)
 	std::shared_ptr<Bo> new_bo(Device &d, BoType type, uint64_t size, int *err);

@@ -14,7 +14,9 @@
 // process's mapping of its doorbell page, which is a memfd the model also
 // has mapped. One thread per SDMA user queue polls its 64-bit doorbell slot
 // (every 20 us while work arrives, backing off to 1 ms when idle) and, on
-// a change, walks the ring under the model lock. All of the ring, the
+// a change, walks the ring under the model lock. A new queue's slot is set
+// to 0 when it is made, so that its first ring is a change even when the
+// queue destroyed before it on that slot left the same value there. All of the ring, the
 // pointers and the packets' addresses are GPU virtual addresses, resolved
 // through the VM of the process's KFD render file exactly as CS IBs are.
 //
@@ -253,7 +255,8 @@ void ModelImpl::signal_event_interrupt(KfdProcess &p, uint32_t partial_id, unsig
 
 void ModelImpl::start_user_queue(KfdProcess &p, Queue &q, bool restored)
 {
-	if (q.args.queue_type != QUEUE_SDMA && q.args.queue_type != QUEUE_SDMA_XGMI)
+	const bool cp = q.args.queue_type == QUEUE_COMPUTE; // PM4 (cp_queue.cpp); AQL queues run nothing
+	if (q.args.queue_type != QUEUE_SDMA && q.args.queue_type != QUEUE_SDMA_XGMI && !cp)
 		return;
 	Pdd *pdd = p.pdd_by_user_id(q.user_gpu_id);
 	if (!pdd || pdd->dev->family < abi::sdma::kFamilyAi || pdd->dev->engines.empty())
@@ -261,6 +264,7 @@ void ModelImpl::start_user_queue(KfdProcess &p, Queue &q, bool restored)
 	auto e = std::make_shared<UserQueueEngine>();
 	e->tgid = p.tgid;
 	e->qid = q.id;
+	e->cp = cp;
 	e->engine = q.id % pdd->dev->engines.size();
 	e->doorbells = pdd->doorbells;
 	e->doorbell_off = (q.id * 8ull) & (pdd->dev->doorbell_slice() - 1);
@@ -269,6 +273,14 @@ void ModelImpl::start_user_queue(KfdProcess &p, Queue &q, bool restored)
 	// stale memory) is only written, never read. A restored queue goes on
 	// from the read pointer its process memory was restored with.
 	e->started = !restored;
+	// The hardware takes every doorbell write; the engine sees a change of
+	// the slot's value. A queue destroyed on this slot may have left there
+	// the very value the new queue's first ring writes (the same packets
+	// give the same write pointer), which would then go unseen: a new
+	// queue's slot starts at 0, which no ring with work writes.
+	if (!restored && e->doorbells && e->doorbells->size() >= e->doorbell_off + 8)
+		std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(e->doorbells->data() + e->doorbell_off))
+			.store(0, std::memory_order_release);
 	UserQueueEngine *raw = e.get();
 	e->thread = std::jthread([this, raw](std::stop_token st) { user_queue_thread(st, raw); });
 	q.engine = std::move(e);
@@ -352,12 +364,17 @@ std::shared_ptr<Backing> ModelImpl::user_queue_doorbells(UserQueueEngine &e)
 ModelImpl::Step ModelImpl::stop_user_queue(UserQueueEngine &e, KfdProcess &p, uint32_t user_gpu_id, uint64_t va,
 					   bool vm_fault, const std::string &why)
 {
+	// A process that has died (its exit not yet reported to the model)
+	// faults on nothing: its memory is gone, and so is the queue.
+	uint8_t probe;
+	if (pm_->read(e.tgid, va, &probe, 1) == -ESRCH)
+		return Step::Idle;
 	if (!vm_fault) // resolve_va has recorded a VM fault itself
 		counters_->vm_fault(user_gpu_id, va, why.c_str());
 	e.why = why;
 	e.hung = true;
-	std::fprintf(stderr, "kfd-emu: SDMA queue %u of process %d on GPU 0x%x stopped at 0x%llx (read pointer %llu): %s\n",
-		     e.qid, int(e.tgid), user_gpu_id, static_cast<unsigned long long>(va),
+	std::fprintf(stderr, "kfd-emu: %s queue %u of process %d on GPU 0x%x stopped at 0x%llx (read pointer %llu): %s\n",
+		     e.cp ? "CP" : "SDMA", e.qid, int(e.tgid), user_gpu_id, static_cast<unsigned long long>(va),
 		     static_cast<unsigned long long>(e.rptr), why.c_str());
 	// What the process is told (kfd_events.c): a VM fault signals its
 	// MEMORY events with kfd_hsa_memory_exception_data {failure
@@ -411,6 +428,8 @@ ModelImpl::Step ModelImpl::user_queue_step(UserQueueEngine &e)
 	if (p.evict_count > 0 || !queue.active())
 		return Step::Blocked;
 	DrmFile &f = *pdd->drm;
+	if (e.cp)
+		return cp_queue_step(e, p, queue, f);
 	if (!e.started) {
 		if (gpu_read(f, q.read_pointer_address, &e.rptr, 8))
 			return stop_user_queue(e, p, gpu, q.read_pointer_address, true, "read pointer not readable");

@@ -231,6 +231,79 @@ struct Image {
 
 // --- dump -----------------------------------------------------------------------
 
+// KFD's rules for ending a dump's pause of `child`, paused through its
+// file `kfd` by this (tracer) thread: neither changes its state.
+void check_pause_rules(int kfd, pid_t child)
+{
+	// KFD's rules for ending that pause. RESUME (by pid, from any process's
+	// own /dev/kfd) is for restored processes only: -EINVAL, still paused.
+	{
+		int own = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
+		kfd_ioctl_criu_args r{};
+		r.op = KFD_CRIU_OP_RESUME;
+		r.pid = uint32_t(child);
+		CHECK_EQ(kioctl(own, AMDKFD_IOC_CRIU_OP, &r), -EINVAL);
+		::close(own);
+		CHECK_EQ(queue_state(child), std::string("paused"));
+	}
+	// UNPAUSE through the target's file from another thread of the tracer's
+	// process: only the tracer thread itself may (ptrace_parent == current).
+	{
+		int r = 0;
+		std::thread other([&] {
+			kfd_ioctl_criu_args u{};
+			u.op = KFD_CRIU_OP_UNPAUSE;
+			r = kioctl(kfd, AMDKFD_IOC_CRIU_OP, &u);
+		});
+		other.join();
+		CHECK_EQ(r, -EBADF);
+		CHECK_EQ(queue_state(child), std::string("paused"));
+	}
+}
+
+// The checkpointed BOs' contents: each dma-buf (closed, its bucket's fd
+// cleared) or, for a userptr BO, the process memory CRIU would dump.
+void read_bo_contents(const std::vector<const NodeDesc *> &gpus, const ChildInfo &info, pid_t child, Image *img)
+{
+	img->contents.resize(img->bos.size());
+	img->userptr_addr.resize(img->bos.size());
+	for (size_t i = 0; i < img->bos.size(); i++) {
+		auto &b = img->bos[i];
+		size_t g = 0;
+		while (g < gpus.size() && gpus[g]->gpu_id != b.gpu_id)
+			g++;
+		const int kind = b.alloc_flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM ? 0
+				 : b.alloc_flags & KFD_IOC_ALLOC_MEM_FLAGS_GTT ? 1 : 2;
+		CHECK(g < gpus.size());
+		CHECK_EQ(b.addr, gpu_va(g, kind));
+		if (kind == 2) {
+			CHECK_EQ(b.dmabuf_fd, KFD_INVALID_FD);
+			img->userptr_addr[i] = info.userptr[g];
+			img->contents[i].resize(b.size);
+			// CRIU would dump this as process memory.
+			iovec local{img->contents[i].data(), b.size}, remote{reinterpret_cast<void *>(info.userptr[g]), b.size};
+			CHECK_EQ(::process_vm_readv(child, &local, 1, &remote, 1, 0), ssize_t(b.size));
+			CHECK(has_pattern(img->contents[i].data(), b.size, b.addr));
+			continue;
+		}
+		if (!CHECK(b.dmabuf_fd != KFD_INVALID_FD))
+			continue;
+		const int fd = int(b.dmabuf_fd);
+		char link[64] = {};
+		CHECK(::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), link, sizeof link - 1) > 0 &&
+		      std::string(link).starts_with("/dmabuf:"));
+		CHECK(!(::fcntl(fd, F_GETFD) & FD_CLOEXEC));
+		void *p = ::mmap(nullptr, b.size, PROT_READ, MAP_SHARED, fd, 0);
+		if (CHECK(p != MAP_FAILED)) {
+			CHECK(has_pattern(p, b.size, b.addr));
+			img->contents[i].assign(static_cast<char *>(p), static_cast<char *>(p) + b.size);
+			::munmap(p, b.size);
+		}
+		::close(fd);
+		b.dmabuf_fd = 0;
+	}
+}
+
 bool dump(const MachineDesc &m, const std::string &image_path, Image *img, pid_t *child_out)
 {
 	const auto gpus = gpu_nodes(m);
@@ -275,30 +348,7 @@ bool dump(const MachineDesc &m, const std::string &image_path, Image *img, pid_t
 	CHECK(args.priv_data_size > 0);
 	CHECK_EQ(queue_state(child), std::string("paused"));
 
-	// KFD's rules for ending that pause. RESUME (by pid, from any process's
-	// own /dev/kfd) is for restored processes only: -EINVAL, still paused.
-	{
-		int own = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
-		kfd_ioctl_criu_args r{};
-		r.op = KFD_CRIU_OP_RESUME;
-		r.pid = uint32_t(child);
-		CHECK_EQ(kioctl(own, AMDKFD_IOC_CRIU_OP, &r), -EINVAL);
-		::close(own);
-		CHECK_EQ(queue_state(child), std::string("paused"));
-	}
-	// UNPAUSE through the target's file from another thread of the tracer's
-	// process: only the tracer thread itself may (ptrace_parent == current).
-	{
-		int r = 0;
-		std::thread other([&] {
-			kfd_ioctl_criu_args u{};
-			u.op = KFD_CRIU_OP_UNPAUSE;
-			r = kioctl(kfd, AMDKFD_IOC_CRIU_OP, &u);
-		});
-		other.join();
-		CHECK_EQ(r, -EBADF);
-		CHECK_EQ(queue_state(child), std::string("paused"));
-	}
+	check_pause_rules(kfd, child);
 
 	img->num_devices = args.num_devices;
 	img->num_bos = args.num_bos;
@@ -317,43 +367,7 @@ bool dump(const MachineDesc &m, const std::string &image_path, Image *img, pid_t
 		CHECK_EQ(img->devices[g].user_gpu_id, gpus[g]->gpu_id);
 		CHECK_EQ(img->devices[g].actual_gpu_id, gpus[g]->gpu_id);
 	}
-	img->contents.resize(img->bos.size());
-	img->userptr_addr.resize(img->bos.size());
-	for (size_t i = 0; i < img->bos.size(); i++) {
-		auto &b = img->bos[i];
-		size_t g = 0;
-		while (g < gpus.size() && gpus[g]->gpu_id != b.gpu_id)
-			g++;
-		const int kind = b.alloc_flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM ? 0
-				 : b.alloc_flags & KFD_IOC_ALLOC_MEM_FLAGS_GTT ? 1 : 2;
-		CHECK(g < gpus.size());
-		CHECK_EQ(b.addr, gpu_va(g, kind));
-		if (kind == 2) {
-			CHECK_EQ(b.dmabuf_fd, KFD_INVALID_FD);
-			img->userptr_addr[i] = info.userptr[g];
-			img->contents[i].resize(b.size);
-			// CRIU would dump this as process memory.
-			iovec local{img->contents[i].data(), b.size}, remote{reinterpret_cast<void *>(info.userptr[g]), b.size};
-			CHECK_EQ(::process_vm_readv(child, &local, 1, &remote, 1, 0), ssize_t(b.size));
-			CHECK(has_pattern(img->contents[i].data(), b.size, b.addr));
-			continue;
-		}
-		if (!CHECK(b.dmabuf_fd != KFD_INVALID_FD))
-			continue;
-		const int fd = int(b.dmabuf_fd);
-		char link[64] = {};
-		CHECK(::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), link, sizeof link - 1) > 0 &&
-		      std::string(link).starts_with("/dmabuf:"));
-		CHECK(!(::fcntl(fd, F_GETFD) & FD_CLOEXEC));
-		void *p = ::mmap(nullptr, b.size, PROT_READ, MAP_SHARED, fd, 0);
-		if (CHECK(p != MAP_FAILED)) {
-			CHECK(has_pattern(p, b.size, b.addr));
-			img->contents[i].assign(static_cast<char *>(p), static_cast<char *>(p) + b.size);
-			::munmap(p, b.size);
-		}
-		::close(fd);
-		b.dmabuf_fd = 0;
-	}
+	read_bo_contents(gpus, info, child, img);
 
 	args = {};
 	args.op = KFD_CRIU_OP_UNPAUSE;

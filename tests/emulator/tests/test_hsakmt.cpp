@@ -10,6 +10,7 @@
 
 #include <hsakmt.h>
 
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -179,6 +180,103 @@ void test_queue(const Gpu &g)
 	CHECK_OK(hsaKmtFreeMemory(ptrs, 4096));
 }
 
+// System memory for the GPU: allocated, mapped, freed at the end.
+struct SysMem {
+	void *addr = nullptr;
+	size_t size = 0;
+	explicit SysMem(size_t n) : size(n)
+	{
+		HsaMemFlags f{};
+		f.ui32.HostAccess = 1;
+		f.ui32.ExecuteAccess = 1;
+		f.ui32.PageSize = HSA_PAGE_SIZE_4KB;
+		uint64_t alt = 0;
+		if (!CHECK_OK(hsaKmtAllocMemory(0, size, f, &addr)) || !addr ||
+		    !CHECK_OK(hsaKmtMapMemoryToGPU(addr, size, &alt))) {
+			addr = nullptr;
+			return;
+		}
+		std::memset(addr, 0, size);
+	}
+	~SysMem()
+	{
+		if (!addr)
+			return;
+		CHECK_OK(hsaKmtUnmapMemoryToGPU(addr));
+		CHECK_OK(hsaKmtFreeMemory(addr, size));
+	}
+	SysMem(const SysMem &) = delete;
+	SysMem &operator=(const SysMem &) = delete;
+	uint64_t va(size_t off = 0) const { return uint64_t(uintptr_t(addr)) + off; }
+	template <typename T> volatile T *at(size_t off) const
+	{
+		return reinterpret_cast<volatile T *>(static_cast<char *>(addr) + off);
+	}
+};
+
+// One round of the loop below: a new event and a new SDMA queue on a new
+// ring, a COPY_LINEAR of `src` to `dst`, a FENCE of `round`, a TIMESTAMP,
+// then a FENCE into the event's slot and a TRAP; the event must come, the
+// fence, timestamp and copy must be there; queue and event destroyed.
+void sdma_round(const Gpu &g, uint32_t round, const SysMem &src, const SysMem &dst, const SysMem &out)
+{
+	constexpr uint32_t kOpCopy = 1, kOpFence = 5, kOpTrap = 6, kOpTimestamp = 13, kGlobal = 2 << 8;
+	constexpr size_t kRing = 16 << 10;
+	HsaEventDescriptor d{};
+	d.EventType = HSA_EVENTTYPE_SIGNAL;
+	d.NodeId = g.node;
+	HsaEvent *ev = nullptr;
+	if (!CHECK_OK(hsaKmtCreateEvent(&d, false, false, &ev)) || !ev)
+		return;
+	SysMem ring(kRing);
+	HsaQueueResource q{};
+	if (ring.addr && CHECK_OK(hsaKmtCreateQueue(g.node, HSA_QUEUE_SDMA, 100, HSA_QUEUE_PRIORITY_NORMAL,
+						     ring.addr, kRing, nullptr, &q))) {
+		uint64_t wptr = 0;
+		auto put = [&](std::initializer_list<uint32_t> dw) {
+			for (uint32_t v : dw) {
+				*ring.at<uint32_t>(wptr % kRing) = v;
+				wptr += 4;
+			}
+		};
+		const uint64_t s = src.va(), t = dst.va(), fence = out.va(), ts = out.va(8);
+		const uint64_t slot = ev->EventData.HWData2;
+		put({kOpCopy, uint32_t(src.size - 1), 0, uint32_t(s), uint32_t(s >> 32), uint32_t(t), uint32_t(t >> 32)});
+		put({kOpFence, uint32_t(fence), uint32_t(fence >> 32), round});
+		put({kOpTimestamp | kGlobal, uint32_t(ts), uint32_t(ts >> 32)});
+		put({kOpFence, uint32_t(slot), uint32_t(slot >> 32), ev->EventId});
+		put({kOpTrap, ev->EventId});
+		__atomic_store_n(q.Queue_write_ptr_aql, wptr, __ATOMIC_RELEASE);
+		__atomic_store_n(q.Queue_DoorBell_aql, wptr, __ATOMIC_RELEASE);
+		if (!CHECK_OK(hsaKmtWaitOnEvent(ev, 2000)))
+			std::fprintf(stderr, "  round %u: read pointer %llu of %llu, fence %u\n", round,
+				     (unsigned long long)__atomic_load_n(q.Queue_read_ptr_aql, __ATOMIC_ACQUIRE),
+				     (unsigned long long)wptr, *out.at<uint32_t>(0));
+		CHECK_EQ(*out.at<uint32_t>(0), round);
+		CHECK(*out.at<uint64_t>(8) != 0);
+		CHECK(std::memcmp(src.addr, dst.addr, src.size) == 0);
+		CHECK_EQ(__atomic_load_n(q.Queue_read_ptr_aql, __ATOMIC_ACQUIRE), wptr);
+		CHECK_OK(hsaKmtDestroyQueue(q.QueueId));
+	}
+	CHECK_OK(hsaKmtDestroyEvent(ev));
+}
+
+// Queues and events created and destroyed in a loop, each with a copy,
+// fence, timestamp and trap: no submission is lost (a new queue's doorbell
+// slot and its read and write pointers may hold what the last one left).
+void test_sdma_loop(const Gpu &g)
+{
+	SysMem src(4096), dst(4096), out(4096);
+	if (!src.addr || !dst.addr || !out.addr)
+		return;
+	for (uint32_t round = 1; round <= 24; round++) {
+		for (size_t i = 0; i < src.size / 4; i++)
+			*src.at<uint32_t>(i * 4) = round * 0x10001u + uint32_t(i);
+		*out.at<uint64_t>(8) = 0;
+		sdma_round(g, round, src, dst, out);
+	}
+}
+
 void test_event(const Gpu &g)
 {
 	HsaEventDescriptor d{};
@@ -227,6 +325,9 @@ int main(int argc, char **argv)
 		run(("system memory alloc and GPU map" + id).c_str(), [&] { test_system(g); });
 		run(("AQL queue create/destroy" + id).c_str(), [&] { test_queue(g); });
 		run(("signal event" + id).c_str(), [&] { test_event(g); });
+		if (g.desc->family >= 141) // SDMA user queues: family AI on
+			run(("SDMA queues and events made and destroyed in a loop" + id).c_str(),
+			    [&] { test_sdma_loop(g); });
 	}
 	run("hsaKmtCloseKFD", [] { CHECK_OK(hsaKmtCloseKFD()); });
 	return summary();

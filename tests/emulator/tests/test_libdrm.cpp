@@ -4,7 +4,8 @@
 // device initialisation without aliasing, GTT and userptr BOs, dma-buf
 // export/import (same device and across GPUs), SDMA linear copies through
 // amdgpu_cs_submit on the DMA IP from 1 byte to beyond one packet's
-// maximum at odd sizes and unaligned offsets, fence waits, contents checked.
+// maximum at odd sizes and unaligned offsets, fence waits, contents checked;
+// PM4 packets through amdgpu_cs_submit on the COMPUTE IP.
 //
 // Usage (under kfd-emu): test_libdrm --machine NAME [overrides]
 #include "libdrm_client.h"
@@ -203,6 +204,88 @@ void test_vmas(Dev &d)
 	CHECK(!has(::getpid(), start, start + 4096));
 }
 
+uint32_t pm4(uint32_t op, uint32_t dwords) { return (3u << 30) | ((dwords - 2) << 16) | (op << 8); }
+
+// The amdgpu COMPUTE ring takes CS of PM4 packets that need no shader: an IB
+// with a WAIT_REG_MEM on a word the CPU sets after the submission, then
+// WRITE_DATA, DMA_DATA (a copy and a fill), a nested IB with a RELEASE_MEM
+// of 64-bit data; the fence is not signalled before the word is set, then
+// is, and every write is there. A ring beyond the four, and the GFX IP
+// (none on these chips), are EINVAL.
+void test_compute_ring(Dev &d)
+{
+	Mapped buf = gtt(d.dev, 1 << 20);
+	if (!buf.ok)
+		return;
+	auto *w = static_cast<uint32_t *>(buf.cpu);
+	std::memset(w, 0, 1 << 20);
+	const uint64_t va = buf.va;
+	auto at = [&](uint64_t dword) { return va + dword * 4; };
+	constexpr uint64_t kFlag = 0, kOut = 16, kSrc = 1024, kDst = 32768, kIb = 65536, kIb2 = 66560;
+	for (uint32_t i = 0; i < 16384; i++)
+		w[kSrc + i] = i * 2654435761u;
+	uint32_t n = 0;
+	auto put = [&](uint64_t base, std::initializer_list<uint32_t> dw) {
+		for (uint32_t v : dw)
+			w[base + n++] = v;
+	};
+	put(kIb2, {pm4(0x49, 8), 0x14, 2u << 29, uint32_t(at(kOut + 4)), uint32_t(at(kOut + 4) >> 32), 0xdeadbeef, 0x1234,
+		   0});
+	const uint32_t ib2_dw = n;
+	n = 0;
+	put(kIb, {pm4(0x3c, 7), 1u << 4 | 3, uint32_t(at(kFlag)), uint32_t(at(kFlag) >> 32), 1, 0xffffffff, 4});
+	put(kIb, {pm4(0x37, 5), 5u << 8, uint32_t(at(kOut)), uint32_t(at(kOut) >> 32), 0x5157});
+	put(kIb, {pm4(0x50, 7), 0, uint32_t(at(kSrc)), uint32_t(at(kSrc) >> 32), uint32_t(at(kDst)),
+		  uint32_t(at(kDst) >> 32), 65536});
+	put(kIb, {pm4(0x50, 7), 2u << 29, 0xa5a5a5a5u, 0, uint32_t(at(kOut + 8)), uint32_t(at(kOut + 8) >> 32), 8});
+	put(kIb, {pm4(0x3f, 4), uint32_t(at(kIb2)), uint32_t(at(kIb2) >> 32), ib2_dw | 1u << 23});
+	amdgpu_bo_list_handle list = nullptr;
+	amdgpu_context_handle ctx = nullptr;
+	if (CHECK_EQ(amdgpu_bo_list_create(d.dev, 1, &buf.bo, nullptr, &list), 0) &&
+	    CHECK_EQ(amdgpu_cs_ctx_create(d.dev, &ctx), 0)) {
+		amdgpu_cs_ib_info ibi{};
+		ibi.ib_mc_address = at(kIb);
+		ibi.size = n;
+		amdgpu_cs_request req{};
+		req.ip_type = AMDGPU_HW_IP_COMPUTE;
+		req.resources = list;
+		req.number_of_ibs = 1;
+		req.ibs = &ibi;
+		req.ring = 4;
+		CHECK_EQ(amdgpu_cs_submit(ctx, 0, &req, 1), -EINVAL);
+		req.ip_type = AMDGPU_HW_IP_GFX;
+		req.ring = 0;
+		CHECK_EQ(amdgpu_cs_submit(ctx, 0, &req, 1), -EINVAL);
+		req.ip_type = AMDGPU_HW_IP_COMPUTE;
+		req.ring = 3;
+		CHECK_EQ(amdgpu_cs_submit(ctx, 0, &req, 1), 0);
+		amdgpu_cs_fence f{};
+		f.context = ctx;
+		f.ip_type = AMDGPU_HW_IP_COMPUTE;
+		f.ring = 3;
+		f.fence = req.seq_no;
+		uint32_t expired = 1;
+		CHECK_EQ(amdgpu_cs_query_fence_status(&f, 50 * 1000 * 1000, 0, &expired), 0);
+		CHECK_EQ(expired, 0u); // waiting at the WAIT_REG_MEM
+		CHECK_EQ(w[kOut], 0u);
+		__atomic_store_n(&w[kFlag], 1u, __ATOMIC_RELEASE);
+		CHECK_EQ(amdgpu_cs_query_fence_status(&f, AMDGPU_TIMEOUT_INFINITE, 0, &expired), 0);
+		CHECK_EQ(expired, 1u);
+		CHECK_EQ(w[kOut], 0x5157u);
+		CHECK(std::memcmp(&w[kSrc], &w[kDst], 65536) == 0);
+		CHECK_EQ(w[kOut + 8], 0xa5a5a5a5u);
+		CHECK_EQ(w[kOut + 9], 0xa5a5a5a5u);
+		CHECK_EQ(w[kOut + 10], 0u);
+		CHECK_EQ(w[kOut + 4], 0xdeadbeefu);
+		CHECK_EQ(w[kOut + 5], 0x1234u);
+	}
+	if (ctx)
+		amdgpu_cs_ctx_free(ctx);
+	if (list)
+		amdgpu_bo_list_destroy(list);
+	buf.release(true);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -227,6 +310,9 @@ int main(int argc, char **argv)
 		    [&] { test_dmabuf(devs); });
 	if (devs[0].dev)
 		run("device mappings recorded for the CRIU host (vmas)", [&] { test_vmas(devs[0]); });
+	if (devs[0].dev)
+		run("COMPUTE ring CS of PM4 packets (WAIT_REG_MEM, WRITE_DATA, DMA_DATA, IB, RELEASE_MEM)",
+		    [&] { test_compute_ring(devs[0]); });
 	run("deinitialize", [&] {
 		for (auto &d : devs) {
 			if (d.dev)

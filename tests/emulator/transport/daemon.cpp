@@ -837,6 +837,268 @@ int64_t Daemon::settle(uint32_t client_ino, uint64_t timeout_ms)
 	}
 }
 
+// ---------------------------------------------------------------------------
+// One connection: requests read, handled by kind, replies sent.
+// ---------------------------------------------------------------------------
+
+// One request being served and the reply it makes: the header, the JSON or
+// text payload, and fds attached without entries (mmap's target).
+struct Daemon::Call {
+	pid_t tgid;
+	const wire::Request &rq;
+	const std::string &payload;
+	CallerImpl &caller;
+	FileKey key;
+	wire::Reply rp{};
+	std::string out;
+	std::vector<int> extra_fds;
+};
+
+void Daemon::set_busy(int conn, bool busy)
+{
+	std::lock_guard lk(conns_mu_);
+	conns_[conn].busy = busy;
+	if (!busy)
+		conns_cv_.notify_all();
+}
+
+bool Daemon::read_request(int conn, wire::Request *rq, std::string *payload)
+{
+	// Wait for a request without taking it, then mark the call in
+	// progress before reading it: Op::Settle sees either unread bytes or
+	// a busy connection, never neither.
+	char peek;
+	ssize_t pn;
+	do
+		pn = ::recv(conn, &peek, 1, MSG_PEEK);
+	while (pn < 0 && errno == EINTR);
+	if (pn <= 0)
+		return false;
+	set_busy(conn, true);
+	if (wire::recv_all(conn, rq, sizeof *rq))
+		return false;
+	if (rq->sock_ino) {
+		std::lock_guard lk(conns_mu_);
+		conns_[conn].client_ino = rq->sock_ino;
+	}
+	payload->assign(rq->len, '\0');
+	return !(rq->len && wire::recv_all(conn, payload->data(), rq->len));
+}
+
+void Daemon::on_open(Call &call)
+{
+	const wire::Request &rq = call.rq;
+	call.caller.set_open_access(int(rq.a[2] & O_ACCMODE));
+	if (rq.op == wire::Op::OpenKfd)
+		call.rp.result = call.caller.container_cgroup_denies(kKfdMajor, 0)
+					 ? -EPERM
+					 : model_.open_kfd(call.caller, rq.a[0] != 0);
+	else
+		call.rp.result = call.caller.container_cgroup_denies(kDrmMajor, unsigned(rq.a[0]))
+					 ? -EPERM
+					 : model_.open_render(call.caller, uint32_t(rq.a[0]), rq.a[1] != 0);
+}
+
+void Daemon::on_ioctl(Call &call)
+{
+	if (!model_.describe(call.key))
+		call.rp.result = wire::kNotEmulated;
+	else
+		call.rp.result = model_.ioctl(call.caller, call.key, call.rq.a[0], call.rq.a[1]);
+}
+
+void Daemon::on_mmap(Call &call)
+{
+	if (!model_.describe(call.key)) {
+		call.rp.result = wire::kNotEmulated;
+		return;
+	}
+	const wire::Request &rq = call.rq;
+	MmapTarget t;
+	call.rp.result = model_.mmap(call.caller, call.key, rq.a[0], rq.a[1], int(rq.a[2]), &t);
+	if (call.rp.result != 0)
+		return;
+	int fd = ::fcntl(t.fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		call.rp.result = -errno;
+	else
+		call.extra_fds.push_back(fd);
+	call.rp.aux[0] = t.offset;
+	struct stat tst;
+	call.rp.aux[1] = ::fstat(t.fd, &tst) == 0 ? uint64_t(tst.st_ino) : 0;
+}
+
+void Daemon::on_vma_add(Call &call)
+{
+	const wire::Request &rq = call.rq;
+	auto fi = model_.describe(call.key);
+	if (fi)
+		vma_add(call.tgid, rq.a[0], rq.a[1], path_of(*fi), rq.a[2], int(rq.a[3]), rq.a[4]);
+	call.rp.result = fi ? 0 : -ENOENT;
+}
+
+void Daemon::on_describe(Call &call)
+{
+	auto fi = model_.describe(call.key);
+	if (!fi) {
+		call.rp.result = wire::kNotEmulated;
+		return;
+	}
+	call.rp.result = int64_t(fi->kind);
+	call.rp.aux[0] = fi->render_minor;
+	call.rp.aux[1] = fi->size;
+}
+
+void Daemon::on_introspect(Call &call)
+{
+	if (auto local = introspect_local(call.payload))
+		call.out = *local;
+	else
+		call.out = model_.introspect(call.payload);
+}
+
+void Daemon::on_set_faults(Call &call)
+{
+	std::string err;
+	auto rules = parse_faults(call.payload, &err);
+	if (!rules) {
+		call.rp.result = -EINVAL;
+		call.out = err;
+	} else {
+		model_.set_faults(std::move(*rules));
+	}
+}
+
+void Daemon::dispatch(Call &call)
+{
+	// A model failure must not take the daemon (and every client) down:
+	// it becomes this call's error.
+	try {
+		switch (call.rq.op) {
+		case wire::Op::OpenKfd:
+		case wire::Op::OpenRender: on_open(call); break;
+		case wire::Op::Ioctl: on_ioctl(call); break;
+		case wire::Op::Mmap: on_mmap(call); break;
+		case wire::Op::VmaAdd: on_vma_add(call); break;
+		case wire::Op::VmaRemove: vma_remove(call.tgid, call.rq.a[0], call.rq.a[1]); break;
+		case wire::Op::Describe: on_describe(call); break;
+		case wire::Op::Introspect: on_introspect(call); break;
+		case wire::Op::Settle: call.rp.result = settle(uint32_t(call.rq.a[0]), call.rq.a[1]); break;
+		case wire::Op::SetFaults: on_set_faults(call); break;
+		default: call.rp.result = -ENOSYS; break;
+		}
+	} catch (const std::bad_alloc &) {
+		call.rp.result = -ENOMEM;
+	} catch (...) {
+		call.rp.result = -EIO;
+	}
+}
+
+// The fds a reply carries: the caller's installs (reserved, opened one
+// message's worth at a time, see Reservation) then the extra fds.
+struct Daemon::ReplyFds {
+	Daemon &d;
+	std::vector<CallerImpl::Pending> pend;
+	std::vector<int> &extra;
+	std::vector<int> batch;
+
+	size_t total() const { return pend.size() + extra.size(); }
+	// Opens entries [from, from + n) into `batch`; -errno (and nothing
+	// left open or reserved in that range) on failure.
+	int open_batch(size_t from, size_t n)
+	{
+		batch.clear();
+		for (size_t i = from; i < from + n; i++) {
+			if (i >= pend.size()) {
+				batch.push_back(extra[i - pend.size()]);
+				continue;
+			}
+			const int fd = d.open_reserved(pend[i].fd);
+			if (fd < 0) {
+				close_batch();
+				for (size_t j = i; j < pend.size(); j++)
+					d.drop_reserved(pend[j].fd);
+				return fd;
+			}
+			batch.push_back(fd);
+		}
+		return 0;
+	}
+	void close_batch()
+	{
+		for (int f : batch)
+			::close(f);
+		batch.clear();
+	}
+	// Drops the reservations and closes the extra fds from entry `from` on
+	// (none of them sent).
+	void abandon_from(size_t from)
+	{
+		for (size_t j = from; j < pend.size(); j++)
+			d.drop_reserved(pend[j].fd);
+		for (size_t j = std::max(from, pend.size()); j < total(); j++)
+			::close(extra[j - pend.size()]);
+	}
+};
+
+int Daemon::send_reply(int conn, Call &call)
+{
+	// The kernel fails the call when an fd cannot be installed.
+	wire::Reply &rp = call.rp;
+	if (rp.result >= 0 && rp.result != wire::kNotEmulated && call.caller.failed_install() < 0)
+		rp.result = call.caller.failed_install();
+	ReplyFds fds{*this, call.caller.take(), call.extra_fds, {}};
+	if (rp.result < 0 && rp.result != wire::kNotEmulated) {
+		for (auto &p : fds.pend)
+			drop_reserved(p.fd);
+		fds.pend.clear();
+	}
+	std::vector<wire::FdEntry> entries;
+	for (auto &p : fds.pend)
+		entries.push_back({p.patch, p.flags, 0});
+	entries.resize(fds.total(), wire::FdEntry{0, 0, 0});
+	// The first batch is opened before the header goes out, so failing to
+	// open it still fails the call.
+	size_t first = std::min<size_t>(entries.size(), wire::kMaxFdsPerMsg);
+	if (int e = fds.open_batch(0, first); e < 0) {
+		for (int fd : call.extra_fds)
+			::close(fd);
+		rp.result = e;
+		entries.clear();
+		first = 0;
+		fds.pend.clear();
+		call.extra_fds.clear();
+	}
+	rp.nfds = uint32_t(entries.size());
+	rp.len = uint32_t(call.out.size());
+	std::string msg(reinterpret_cast<const char *>(&rp), sizeof rp);
+	msg.append(reinterpret_cast<const char *>(entries.data()), entries.size() * sizeof(wire::FdEntry));
+	msg += call.out;
+	int err = wire::send_all(conn, msg.data(), msg.size(), fds.batch.data(), unsigned(first));
+	fds.close_batch();
+	if (err)
+		fds.abandon_from(first);
+	for (size_t i = first; !err && i < entries.size(); i += wire::kMaxFdsPerMsg) {
+		const size_t k = std::min<size_t>(entries.size() - i, wire::kMaxFdsPerMsg);
+		// A failure here, after the header, ends the connection: the
+		// client's call fails with EIO (a lost reply).
+		err = fds.open_batch(i, k);
+		if (!err) {
+			char b = 0;
+			err = wire::send_all(conn, &b, 1, fds.batch.data(), unsigned(k));
+			fds.close_batch();
+		} else {
+			// open_batch stopped at a reserved entry: the extra fds of
+			// this batch (after every reserved one) were not taken into it.
+			for (size_t j = std::max(i, fds.pend.size()); j < i + k; j++)
+				::close(call.extra_fds[j - fds.pend.size()]);
+		}
+		if (err)
+			fds.abandon_from(i + k);
+	}
+	return err;
+}
+
 void Daemon::serve(int conn, pid_t tgid)
 {
 	{
@@ -856,230 +1118,26 @@ void Daemon::serve(int conn, pid_t tgid)
 			d.conns_cv_.notify_all();
 		}
 	} unregister{*this, conn};
-	// The call in progress ends (for Op::Settle) once its reply is written.
-	auto done = [&] {
-		std::lock_guard lk(conns_mu_);
-		conns_[conn].busy = false;
-		conns_cv_.notify_all();
-	};
 	std::string payload;
 	for (;;) {
-		// Wait for a request without taking it, then mark the call in
-		// progress before reading it: Op::Settle sees either unread
-		// bytes or a busy connection, never neither.
-		char peek;
-		ssize_t pn;
-		do
-			pn = ::recv(conn, &peek, 1, MSG_PEEK);
-		while (pn < 0 && errno == EINTR);
-		if (pn <= 0)
-			break;
-		{
-			std::lock_guard lk(conns_mu_);
-			conns_[conn].busy = true;
-		}
 		wire::Request rq{};
-		if (wire::recv_all(conn, &rq, sizeof rq))
-			break;
-		if (rq.sock_ino) {
-			std::lock_guard lk(conns_mu_);
-			conns_[conn].client_ino = rq.sock_ino;
-		}
-		payload.assign(rq.len, '\0');
-		if (rq.len && wire::recv_all(conn, payload.data(), rq.len))
+		if (!read_request(conn, &rq, &payload))
 			break;
 		if (rq.op == wire::Op::Echo) {
 			if (wire::send_all(conn, payload.data(), payload.size()))
 				break;
-			done();
+			set_busy(conn, false);
 			continue;
 		}
-
 		check_image(tgid, rq.image, rq.flags & wire::kReqFreshImage);
 		CallerImpl caller(*this, tgid, rq.tid);
-		wire::Reply rp{};
-		std::string out;
-		std::vector<int> extra_fds;	// fds attached without entries (mmap)
-		const FileKey key{dev_t(rq.dev), ino_t(rq.ino)};
-		// A model failure must not take the daemon (and every client)
-		// down: it becomes this call's error.
-		try {
-			switch (rq.op) {
-			case wire::Op::OpenKfd:
-				caller.set_open_access(int(rq.a[2] & O_ACCMODE));
-				rp.result = caller.container_cgroup_denies(kKfdMajor, 0)
-						    ? -EPERM
-						    : model_.open_kfd(caller, rq.a[0] != 0);
-				break;
-			case wire::Op::OpenRender:
-				caller.set_open_access(int(rq.a[2] & O_ACCMODE));
-				rp.result = caller.container_cgroup_denies(kDrmMajor, unsigned(rq.a[0]))
-						    ? -EPERM
-						    : model_.open_render(caller, uint32_t(rq.a[0]), rq.a[1] != 0);
-				break;
-			case wire::Op::Ioctl:
-				if (!model_.describe(key))
-					rp.result = wire::kNotEmulated;
-				else
-					rp.result = model_.ioctl(caller, key, rq.a[0], rq.a[1]);
-				break;
-			case wire::Op::Mmap: {
-				if (!model_.describe(key)) {
-					rp.result = wire::kNotEmulated;
-					break;
-				}
-				MmapTarget t;
-				rp.result = model_.mmap(caller, key, rq.a[0], rq.a[1], int(rq.a[2]), &t);
-				if (rp.result == 0) {
-					int fd = ::fcntl(t.fd, F_DUPFD_CLOEXEC, 0);
-					if (fd < 0)
-						rp.result = -errno;
-					else
-						extra_fds.push_back(fd);
-					rp.aux[0] = t.offset;
-					struct stat tst;
-					rp.aux[1] = ::fstat(t.fd, &tst) == 0 ? uint64_t(tst.st_ino) : 0;
-				}
-				break;
-			}
-			case wire::Op::VmaAdd: {
-				auto fi = model_.describe(key);
-				if (fi)
-					vma_add(tgid, rq.a[0], rq.a[1], path_of(*fi), rq.a[2], int(rq.a[3]), rq.a[4]);
-				rp.result = fi ? 0 : -ENOENT;
-				break;
-			}
-			case wire::Op::VmaRemove:
-				vma_remove(tgid, rq.a[0], rq.a[1]);
-				break;
-			case wire::Op::Describe: {
-				auto fi = model_.describe(key);
-				if (!fi) {
-					rp.result = wire::kNotEmulated;
-					break;
-				}
-				rp.result = int64_t(fi->kind);
-				rp.aux[0] = fi->render_minor;
-				rp.aux[1] = fi->size;
-				break;
-			}
-			case wire::Op::Introspect:
-				if (auto local = introspect_local(payload))
-					out = *local;
-				else
-					out = model_.introspect(payload);
-				break;
-			case wire::Op::Settle:
-				rp.result = settle(uint32_t(rq.a[0]), rq.a[1]);
-				break;
-			case wire::Op::SetFaults: {
-				std::string err;
-				auto rules = parse_faults(payload, &err);
-				if (!rules) {
-					rp.result = -EINVAL;
-					out = err;
-				} else {
-					model_.set_faults(std::move(*rules));
-				}
-				break;
-			}
-			default:
-				rp.result = -ENOSYS;
-				break;
-			}
-		} catch (const std::bad_alloc &) {
-			rp.result = -ENOMEM;
-		} catch (...) {
-			rp.result = -EIO;
-		}
-		// The kernel fails the call when an fd cannot be installed.
-		if (rp.result >= 0 && rp.result != wire::kNotEmulated && caller.failed_install() < 0)
-			rp.result = caller.failed_install();
-		std::vector<CallerImpl::Pending> pend = caller.take();
-		if (rp.result < 0 && rp.result != wire::kNotEmulated) {
-			for (auto &p : pend)
-				drop_reserved(p.fd);
-			pend.clear();
-		}
-		// The client descriptions are opened one message's worth at a
-		// time (see Reservation): fds[i] is open only while its batch
-		// is being sent. The first batch is opened before the header
-		// goes out, so failing to open it still fails the call.
-		std::vector<wire::FdEntry> entries;
-		for (auto &p : pend)
-			entries.push_back({p.patch, p.flags, 0});
-		for (size_t i = 0; i < extra_fds.size(); i++)
-			entries.push_back({0, 0, 0});
-		const size_t total = entries.size();
-		std::vector<int> batch;
-		// Opens entries [from, from + n) into `batch`; -errno (and
-		// nothing left open or reserved in that range) on failure.
-		auto open_batch = [&](size_t from, size_t n) -> int {
-			batch.clear();
-			for (size_t i = from; i < from + n; i++) {
-				if (i >= pend.size()) {
-					batch.push_back(extra_fds[i - pend.size()]);
-					continue;
-				}
-				const int fd = open_reserved(pend[i].fd);
-				if (fd < 0) {
-					for (int f : batch)
-						::close(f);
-					batch.clear();
-					for (size_t j = i; j < pend.size(); j++)
-						drop_reserved(pend[j].fd);
-					return fd;
-				}
-				batch.push_back(fd);
-			}
-			return 0;
-		};
-		size_t first = std::min<size_t>(total, wire::kMaxFdsPerMsg);
-		if (int e = open_batch(0, first); e < 0) {
-			for (int fd : extra_fds)
-				::close(fd);
-			rp.result = e;
-			entries.clear();
-			first = 0;
-			pend.clear();
-			extra_fds.clear();
-		}
-		rp.nfds = uint32_t(entries.size());
-		rp.len = uint32_t(out.size());
-		std::string msg(reinterpret_cast<const char *>(&rp), sizeof rp);
-		msg.append(reinterpret_cast<const char *>(entries.data()),
-			   entries.size() * sizeof(wire::FdEntry));
-		msg += out;
-		int err = wire::send_all(conn, msg.data(), msg.size(), batch.data(), unsigned(first));
-		for (int fd : batch)
-			::close(fd);
-		for (size_t i = first; !err && i < entries.size(); i += wire::kMaxFdsPerMsg) {
-			const size_t k = std::min<size_t>(entries.size() - i, wire::kMaxFdsPerMsg);
-			// A failure here, after the header, ends the connection:
-			// the client's call fails with EIO (a lost reply).
-			err = open_batch(i, k);
-			if (!err) {
-				char b = 0;
-				err = wire::send_all(conn, &b, 1, batch.data(), unsigned(k));
-				for (int fd : batch)
-					::close(fd);
-			} else {
-				// open_batch stopped at a reserved entry: the extra
-				// fds of this batch (after every reserved one) were
-				// not taken into it.
-				for (size_t j = std::max(i, pend.size()); j < i + k; j++)
-					::close(extra_fds[j - pend.size()]);
-			}
-			if (err) {
-				for (size_t j = i + k; j < pend.size(); j++)
-					drop_reserved(pend[j].fd);
-				for (size_t j = std::max(i + k, pend.size()); j < entries.size(); j++)
-					::close(extra_fds[j - pend.size()]);
-			}
-		}
-		if (err)
+		Call call{tgid, rq, payload, caller, FileKey{dev_t(rq.dev), ino_t(rq.ino)}, {}, {}, {}};
+		dispatch(call);
+		// The call in progress ends (for Op::Settle) once its reply is
+		// written.
+		if (send_reply(conn, call))
 			break;
-		done();
+		set_busy(conn, false);
 	}
 }
 

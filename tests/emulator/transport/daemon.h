@@ -23,6 +23,11 @@
 
 namespace kfdemu {
 
+namespace wire {
+struct Request;
+}
+class CallerImpl;
+
 // process_vm_readv/writev on any client process.
 class ProcMemory final : public ProcessMemory {
 public:
@@ -106,7 +111,30 @@ private:
 	};
 
 	void accept_loop();
+	// A client connection's thread: its requests, one at a time, until
+	// it closes.
 	void serve(int conn, pid_t tgid);
+	// The next request and its payload; false when the connection ends.
+	// The connection is marked busy once a request is there.
+	bool read_request(int conn, wire::Request *rq, std::string *payload);
+	// A call in progress on `conn` (for Op::Settle); false: its reply
+	// is written.
+	void set_busy(int conn, bool busy);
+	// The request being served and its reply (daemon.cpp).
+	struct Call;
+	// The handler of each kind of message (wire::Op).
+	void dispatch(Call &call);
+	void on_open(Call &call);
+	void on_ioctl(Call &call);
+	void on_mmap(Call &call);
+	void on_vma_add(Call &call);
+	void on_describe(Call &call);
+	void on_introspect(Call &call);
+	void on_set_faults(Call &call);
+	// Sends the reply with the fds it installs; nonzero when the
+	// connection is to end.
+	struct ReplyFds;
+	int send_reply(int conn, Call &call);
 	// Op::Settle: 0, -ETIMEDOUT (a call still in progress after
 	// timeout_ms) or -ENOENT (no connection has, or had during the
 	// call, that client inode).

@@ -64,6 +64,7 @@ struct GpuTemplate {
 	// 0x3c, GC 9.4.3 0x46). None of these chips has a GFX ring.
 	uint32_t pci_revision, external_rev_offset;
 	const char *vbios_version, *product_name;
+	uint32_t power_cap_w; // the board's default power cap, as rocm-smi shows it
 };
 
 const std::vector<GpuTemplate> &templates()
@@ -90,7 +91,7 @@ const std::vector<GpuTemplate> &templates()
 		 34342961152ull,
 		 {{{1, 16, 64, 9}, 120}, {{1, 16, 64, 9}, 64}, {{1, 64, 64, 10}, 32},
 		  {{2, 8192, 128, 9}, 1}},
-		 4096, 1200, 0x01, 0x32, "113-D3431401-100", "Instinct MI100"},
+		 4096, 1200, 0x01, 0x32, "113-D3431401-100", "Instinct MI100", 290},
 		{"MI210", "aldebaran",
 		 {{"simd_count", 416}, {"simd_id_base", 2147487744},
 		  {"max_waves_per_simd", 8}, {"lds_size_in_kb", 64},
@@ -107,7 +108,7 @@ const std::vector<GpuTemplate> &templates()
 		 68702699520ull,
 		 {{{1, 16, 64, 9}, 104}, {{1, 16, 64, 9}, 52}, {{1, 64, 64, 10}, 26},
 		  {{2, 8192, 128, 9}, 1}},
-		 4096, 1600, 0x02, 0x3c, "113-D67301-063", "Instinct MI210"},
+		 4096, 1600, 0x02, 0x3c, "113-D67301-063", "Instinct MI210", 300},
 		{"MI300X", "aqua_vanjaram",
 		 {{"simd_count", 1216}, {"simd_id_base", 2147487744},
 		  {"max_waves_per_simd", 8}, {"lds_size_in_kb", 64},
@@ -123,7 +124,7 @@ const std::vector<GpuTemplate> &templates()
 		  {"max_engine_clk_ccompute", 2100}},
 		 206158430208ull,
 		 {{{1, 32, 128, 9}, 32}, {{2, 4096, 128, 9}, 8}, {{3, 262144, 64, 9}, 1}},
-		 8192, 2525, 0x00, 0x46, "113-M3000100-102", "AMD Instinct MI300X"},
+		 8192, 2525, 0x00, 0x46, "113-M3000100-102", "AMD Instinct MI300X", 750},
 	};
 	return t;
 }
@@ -405,209 +406,248 @@ bool parse_size_list(std::string_view s, std::vector<uint64_t> *out)
 	return !out->empty();
 }
 
-std::optional<MachineDesc> parse_machine(std::string_view text, std::string *error)
-{
+namespace {
+
+// A machine file being read: the blocks so far and the one being filled.
+// Each step returns "" or what is wrong with the line.
+struct MachineParser {
 	std::string name = "custom";
 	uint32_t kfd_minor = 14;
 	std::vector<Building> cpus, gpus;
 	Building *cur = nullptr;
 	bool cur_gpu = false;
-	int lineno = 0;
 
-	auto fail = [&](const std::string &what) {
-		*error = "line " + std::to_string(lineno) + ": " + what;
-		return std::nullopt;
-	};
+	std::string line(const std::vector<std::string_view> &w);
+	std::string start_gpu(const std::vector<std::string_view> &w);
+	// The keys with their own syntax inside a block; nullopt: not one.
+	std::optional<std::string> block_key(const std::vector<std::string_view> &w);
+	std::string value_key(std::string_view key, std::string_view value);
+	std::string number_key(std::string_view key, uint64_t v);
+};
 
-	while (!text.empty()) {
+std::string MachineParser::line(const std::vector<std::string_view> &w)
+{
+	const std::string_view key = w[0];
+	uint64_t v = 0;
+	if (key == "machine") {
+		if (w.size() != 2)
+			return "usage: machine <name>";
+		name = std::string(w[1]);
+		return "";
+	}
+	if (key == "kfd_minor_version") {
+		if (w.size() != 2 || !parse_u64(w[1], &v))
+			return "usage: kfd_minor_version <n>";
+		kfd_minor = uint32_t(v);
+		return "";
+	}
+	if (key == "cpu") {
+		cpus.emplace_back();
+		cur = &cpus.back();
+		cur_gpu = false;
+		cur->props["cpu_cores_count"] = 16;
+		cur->props["max_engine_clk_ccompute"] = 3000;
+		return "";
+	}
+	if (key == "gpu")
+		return start_gpu(w);
+	if (!cur)
+		return "'" + std::string(key) + "' outside a cpu/gpu block";
+	if (auto r = block_key(w))
+		return *r;
+	if (w.size() != 2)
+		return "usage: " + std::string(key) + " <value>";
+	return value_key(key, w[1]);
+}
+
+std::string MachineParser::start_gpu(const std::vector<std::string_view> &w)
+{
+	if (w.size() != 2)
+		return "usage: gpu <template: MI100|MI210|MI300X>";
+	const GpuTemplate *t = nullptr;
+	for (const auto &x : templates())
+		if (w[1] == x.tmpl)
+			t = &x;
+	if (!t)
+		return "unknown gpu template '" + std::string(w[1]) + "'";
+	gpus.emplace_back();
+	cur = &gpus.back();
+	cur_gpu = true;
+	cur->props = t->props;
+	cur->node.name = t->asic;
+	cur->mem = t->vram;
+	cur->mem_width = t->mem_width;
+	cur->mem_clk = t->mem_clk;
+	cur->node.pci_revision = t->pci_revision;
+	cur->external_rev_offset = t->external_rev_offset;
+	cur->node.gfx_ring = false;
+	cur->node.vbios_version = t->vbios_version;
+	cur->node.product_name = t->product_name;
+	cur->node.power_cap_w = t->power_cap_w;
+	for (const auto &[c, count] : t->caches)
+		for (uint32_t i = 0; i < count; i++)
+			cur->node.caches.push_back(c);
+	return "";
+}
+
+std::optional<std::string> MachineParser::block_key(const std::vector<std::string_view> &w)
+{
+	const std::string_view key = w[0];
+	uint64_t v = 0;
+	auto need = [&](size_t n) { return w.size() == n; };
+	if (key == "cache") {
+		// cache <level> <size_kb> <line_size> <type> [count]
+		uint64_t lv, sz, ln, ty, cnt = 1;
+		if ((w.size() != 5 && w.size() != 6) || !parse_u64(w[1], &lv) || !parse_u64(w[2], &sz) ||
+		    !parse_u64(w[3], &ln) || !parse_u64(w[4], &ty) || (w.size() == 6 && !parse_u64(w[5], &cnt)))
+			return "usage: cache <level> <size_kb> <line_size> <type> [count]";
+		if (!cur->caches_set) {
+			cur->node.caches.clear();
+			cur->caches_set = true;
+		}
+		for (uint64_t i = 0; i < cnt; i++)
+			cur->node.caches.push_back({uint32_t(lv), uint32_t(sz), uint32_t(ln), uint32_t(ty)});
+		return "";
+	}
+	if (key == "link") {
+		// link <type> <node_to> [weight [min_bw max_bw]]
+		uint64_t ty, to, wt = 20, mn = 0, mx = 0;
+		if ((w.size() != 3 && w.size() != 4 && w.size() != 6) || !parse_u64(w[1], &ty) ||
+		    !parse_u64(w[2], &to) || (w.size() >= 4 && !parse_u64(w[3], &wt)) ||
+		    (w.size() == 6 && (!parse_u64(w[4], &mn) || !parse_u64(w[5], &mx))))
+			return "usage: link <type> <node_to> [weight [min_bw max_bw]]";
+		cur->extra_links.push_back({uint32_t(ty), uint32_t(to), uint32_t(wt), uint32_t(mn), uint32_t(mx)});
+		return "";
+	}
+	if (key == "p2p") {
+		// p2p <type> <node_to> [weight]: a nodes/N/p2p_links entry
+		uint64_t ty, to, wt = 40;
+		if ((w.size() != 3 && w.size() != 4) || !cur_gpu || !parse_u64(w[1], &ty) || !parse_u64(w[2], &to) ||
+		    (w.size() == 4 && !parse_u64(w[3], &wt)))
+			return "usage (gpu): p2p <type> <node_to> [weight]";
+		cur->p2p_links.push_back({uint32_t(ty), uint32_t(to), uint32_t(wt), 0, 0});
+		return "";
+	}
+	if (key == "no_caches") {
+		cur->node.caches.clear();
+		cur->caches_set = true;
+		return "";
+	}
+	if (key == "pci_slot") {
+		if (!need(2) || !cur_gpu)
+			return "usage (gpu): pci_slot dddd:bb:dd.f";
+		unsigned dom, bus, dev, fn;
+		std::string s(w[1]);
+		if (std::sscanf(s.c_str(), "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4)
+			return "bad pci slot";
+		cur->node.pci_slot = s;
+		cur->location = (bus << 8) | (dev << 3) | fn;
+		cur->location_set = true;
+		cur->props["domain"] = dom;
+		return "";
+	}
+	if (key == "prop") {
+		if (!need(3) || !parse_u64(w[2], &v))
+			return "usage: prop <key> <number>";
+		cur->props[std::string(w[1])] = v;
+		return "";
+	}
+	if (key == "sdma_gbps") {
+		double d;
+		if (!need(2) || !parse_double(w[1], &d) || d < 0)
+			return "usage: sdma_gbps <GB/s>";
+		cur->node.sdma_gbps = d;
+		return "";
+	}
+	if (key == "vram_resident") {
+		if (!need(2) || !parse_u64(w[1], &v) || v > 1)
+			return "usage: vram_resident 0|1";
+		cur->node.vram_resident = v == 1;
+		return "";
+	}
+	return std::nullopt;
+}
+
+std::string MachineParser::value_key(std::string_view key, std::string_view value)
+{
+	uint64_t v = 0;
+	if (key == "memory" || key == "vram") {
+		if (!parse_size(value, &v))
+			return "bad size";
+		cur->mem = v;
+		return "";
+	}
+	if (key == "numa" || key == "hive") {
+		if (!parse_u64(value, &v) || !cur_gpu)
+			return std::string(key) + " is a gpu key taking a number";
+		if (key == "numa")
+			cur->numa = int(v);
+		else
+			cur->hive = int64_t(v);
+		return "";
+	}
+	if (!parse_u64(value, &v))
+		return "'" + std::string(value) + "' is not a number";
+	return number_key(key, v);
+}
+
+std::string MachineParser::number_key(std::string_view key, uint64_t v)
+{
+	if (key == "cores")
+		cur->props["cpu_cores_count"] = v;
+	else if (key == "gpu_id" && cur_gpu)
+		cur->node.gpu_id = uint32_t(v);
+	else if ((key == "render_minor" || key == "drm_render_minor") && cur_gpu)
+		cur->node.drm_render_minor = uint32_t(v);
+	else if (key == "card" && cur_gpu) {
+		cur->node.card_index = uint32_t(v);
+		cur->card_set = true;
+	} else if (key == "family" && cur_gpu)
+		cur->node.family = uint32_t(v);
+	else if (key == "pci_revision" && cur_gpu && v <= 0xff)
+		cur->node.pci_revision = uint32_t(v);
+	else if (key == "rev_id" && cur_gpu)
+		cur->node.rev_id = uint32_t(v);
+	else if (key == "large_bar" && cur_gpu)
+		cur->node.large_bar = v != 0;
+	else if (key == "mem_width")
+		cur->mem_width = uint32_t(v);
+	else if (key == "mem_clk_max")
+		cur->mem_clk = uint32_t(v);
+	else if (key == "location_id" && cur_gpu) {
+		cur->location = uint32_t(v);
+		cur->location_set = true;
+	} else if (key == "num_sdma_engines") {
+		cur->props["num_sdma_engines"] = v;
+		cur->node.num_sdma_engines = uint32_t(v);
+	} else if (find_key(key) && key != "mem_banks_count" && key != "caches_count" && key != "io_links_count" &&
+		   key != "p2p_links_count" && key != "drm_render_minor")
+		cur->props[std::string(key)] = v;
+	else
+		return "unknown key '" + std::string(key) + "'";
+	return "";
+}
+
+} // namespace
+
+std::optional<MachineDesc> parse_machine(std::string_view text, std::string *error)
+{
+	MachineParser mp;
+	for (int lineno = 1; !text.empty(); lineno++) {
 		size_t nl = text.find('\n');
 		std::string_view line = text.substr(0, nl);
 		text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-		lineno++;
 		if (auto hash = line.find('#'); hash != std::string_view::npos)
 			line = line.substr(0, hash);
 		auto w = split_ws(line);
 		if (w.empty())
 			continue;
-		const std::string_view key = w[0];
-		uint64_t v = 0;
-
-		if (key == "machine") {
-			if (w.size() != 2)
-				return fail("usage: machine <name>");
-			name = std::string(w[1]);
-			continue;
+		if (std::string e = mp.line(w); !e.empty()) {
+			*error = "line " + std::to_string(lineno) + ": " + e;
+			return std::nullopt;
 		}
-		if (key == "kfd_minor_version") {
-			if (w.size() != 2 || !parse_u64(w[1], &v))
-				return fail("usage: kfd_minor_version <n>");
-			kfd_minor = uint32_t(v);
-			continue;
-		}
-		if (key == "cpu") {
-			cpus.emplace_back();
-			cur = &cpus.back();
-			cur_gpu = false;
-			cur->props["cpu_cores_count"] = 16;
-			cur->props["max_engine_clk_ccompute"] = 3000;
-			continue;
-		}
-		if (key == "gpu") {
-			if (w.size() != 2)
-				return fail("usage: gpu <template: MI100|MI210|MI300X>");
-			const GpuTemplate *t = nullptr;
-			for (const auto &x : templates())
-				if (w[1] == x.tmpl)
-					t = &x;
-			if (!t)
-				return fail("unknown gpu template '" + std::string(w[1]) + "'");
-			gpus.emplace_back();
-			cur = &gpus.back();
-			cur_gpu = true;
-			cur->props = t->props;
-			cur->node.name = t->asic;
-			cur->mem = t->vram;
-			cur->mem_width = t->mem_width;
-			cur->mem_clk = t->mem_clk;
-			cur->node.pci_revision = t->pci_revision;
-			cur->external_rev_offset = t->external_rev_offset;
-			cur->node.gfx_ring = false;
-			cur->node.vbios_version = t->vbios_version;
-			cur->node.product_name = t->product_name;
-			for (const auto &[c, count] : t->caches)
-				for (uint32_t i = 0; i < count; i++)
-					cur->node.caches.push_back(c);
-			continue;
-		}
-		if (!cur)
-			return fail("'" + std::string(key) + "' outside a cpu/gpu block");
-
-		auto need = [&](size_t n) { return w.size() == n; };
-		if (key == "cache") {
-			// cache <level> <size_kb> <line_size> <type> [count]
-			uint64_t lv, sz, ln, ty, cnt = 1;
-			if ((w.size() != 5 && w.size() != 6) || !parse_u64(w[1], &lv) ||
-			    !parse_u64(w[2], &sz) || !parse_u64(w[3], &ln) ||
-			    !parse_u64(w[4], &ty) || (w.size() == 6 && !parse_u64(w[5], &cnt)))
-				return fail("usage: cache <level> <size_kb> <line_size> <type> [count]");
-			if (!cur->caches_set) {
-				cur->node.caches.clear();
-				cur->caches_set = true;
-			}
-			for (uint64_t i = 0; i < cnt; i++)
-				cur->node.caches.push_back({uint32_t(lv), uint32_t(sz), uint32_t(ln), uint32_t(ty)});
-			continue;
-		}
-		if (key == "link") {
-			// link <type> <node_to> [weight [min_bw max_bw]]
-			uint64_t ty, to, wt = 20, mn = 0, mx = 0;
-			if ((w.size() != 3 && w.size() != 4 && w.size() != 6) || !parse_u64(w[1], &ty) ||
-			    !parse_u64(w[2], &to) || (w.size() >= 4 && !parse_u64(w[3], &wt)) ||
-			    (w.size() == 6 && (!parse_u64(w[4], &mn) || !parse_u64(w[5], &mx))))
-				return fail("usage: link <type> <node_to> [weight [min_bw max_bw]]");
-			cur->extra_links.push_back({uint32_t(ty), uint32_t(to), uint32_t(wt), uint32_t(mn), uint32_t(mx)});
-			continue;
-		}
-		if (key == "p2p") {
-			// p2p <type> <node_to> [weight]: a nodes/N/p2p_links entry
-			uint64_t ty, to, wt = 40;
-			if ((w.size() != 3 && w.size() != 4) || !cur_gpu || !parse_u64(w[1], &ty) ||
-			    !parse_u64(w[2], &to) || (w.size() == 4 && !parse_u64(w[3], &wt)))
-				return fail("usage (gpu): p2p <type> <node_to> [weight]");
-			cur->p2p_links.push_back({uint32_t(ty), uint32_t(to), uint32_t(wt), 0, 0});
-			continue;
-		}
-		if (key == "no_caches") {
-			cur->node.caches.clear();
-			cur->caches_set = true;
-			continue;
-		}
-		if (key == "pci_slot") {
-			if (!need(2) || !cur_gpu)
-				return fail("usage (gpu): pci_slot dddd:bb:dd.f");
-			unsigned dom, bus, dev, fn;
-			std::string s(w[1]);
-			if (std::sscanf(s.c_str(), "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4)
-				return fail("bad pci slot");
-			cur->node.pci_slot = s;
-			cur->location = (bus << 8) | (dev << 3) | fn;
-			cur->location_set = true;
-			cur->props["domain"] = dom;
-			continue;
-		}
-		if (key == "prop") {
-			if (!need(3) || !parse_u64(w[2], &v))
-				return fail("usage: prop <key> <number>");
-			cur->props[std::string(w[1])] = v;
-			continue;
-		}
-		if (key == "sdma_gbps") {
-			double d;
-			if (!need(2) || !parse_double(w[1], &d) || d < 0)
-				return fail("usage: sdma_gbps <GB/s>");
-			cur->node.sdma_gbps = d;
-			continue;
-		}
-		if (key == "vram_resident") {
-			if (!need(2) || !parse_u64(w[1], &v) || v > 1)
-				return fail("usage: vram_resident 0|1");
-			cur->node.vram_resident = v == 1;
-			continue;
-		}
-		if (!need(2))
-			return fail("usage: " + std::string(key) + " <value>");
-		if (key == "memory" || key == "vram") {
-			if (!parse_size(w[1], &v))
-				return fail("bad size");
-			cur->mem = v;
-			continue;
-		}
-		if (key == "numa" || key == "hive") {
-			if (!parse_u64(w[1], &v) || !cur_gpu)
-				return fail(std::string(key) + " is a gpu key taking a number");
-			if (key == "numa")
-				cur->numa = int(v);
-			else
-				cur->hive = int64_t(v);
-			continue;
-		}
-		if (!parse_u64(w[1], &v))
-			return fail("'" + std::string(w[1]) + "' is not a number");
-		if (key == "cores")
-			cur->props["cpu_cores_count"] = v;
-		else if (key == "gpu_id" && cur_gpu)
-			cur->node.gpu_id = uint32_t(v);
-		else if ((key == "render_minor" || key == "drm_render_minor") && cur_gpu)
-			cur->node.drm_render_minor = uint32_t(v);
-		else if (key == "card" && cur_gpu) {
-			cur->node.card_index = uint32_t(v);
-			cur->card_set = true;
-		} else if (key == "family" && cur_gpu)
-			cur->node.family = uint32_t(v);
-		else if (key == "pci_revision" && cur_gpu && v <= 0xff)
-			cur->node.pci_revision = uint32_t(v);
-		else if (key == "rev_id" && cur_gpu)
-			cur->node.rev_id = uint32_t(v);
-		else if (key == "large_bar" && cur_gpu)
-			cur->node.large_bar = v != 0;
-		else if (key == "mem_width")
-			cur->mem_width = uint32_t(v);
-		else if (key == "mem_clk_max")
-			cur->mem_clk = uint32_t(v);
-		else if (key == "location_id" && cur_gpu) {
-			cur->location = uint32_t(v);
-			cur->location_set = true;
-		} else if (key == "num_sdma_engines") {
-			cur->props["num_sdma_engines"] = v;
-			cur->node.num_sdma_engines = uint32_t(v);
-		} else if (find_key(key) && key != "mem_banks_count" && key != "caches_count" &&
-			   key != "io_links_count" && key != "p2p_links_count" &&
-			   key != "drm_render_minor")
-			cur->props[std::string(key)] = v;
-		else
-			return fail("unknown key '" + std::string(key) + "'");
 	}
-	return finish(std::move(name), kfd_minor, cpus, gpus, error);
+	return finish(std::move(mp.name), mp.kfd_minor, mp.cpus, mp.gpus, error);
 }
 
 std::optional<MachineDesc> load_machine(std::string_view name_or_path,

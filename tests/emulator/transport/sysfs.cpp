@@ -369,6 +369,19 @@ void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::stri
 	const uint64_t mclk = g.mem_banks.empty() ? 0 : g.mem_banks.front().mem_clk_max;
 	const uint64_t vram = g.mem_banks.empty() ? 0 : g.mem_banks.front().size_in_bytes;
 	w.file(d + "vbios_version", g.vbios_version + "\n");
+	// fw_version/: amdgpu's firmware versions as "0x%08x". The model knows
+	// those KFD reports (MEC: the topology's fw_version; SDMA: its
+	// sdma_fw_version), each on both instances; the other blocks' files
+	// are left out (rocm-smi: not supported).
+	auto fw = [&](const char *file, const char *key) {
+		char v[16];
+		std::snprintf(v, sizeof v, "0x%08x\n", static_cast<unsigned>(prop(g, key)));
+		w.file(d + "fw_version/" + file, v);
+	};
+	fw("mec_fw_version", "fw_version");
+	fw("mec2_fw_version", "fw_version");
+	fw("sdma_fw_version", "sdma_fw_version");
+	fw("sdma2_fw_version", "sdma_fw_version");
 	w.file(d + "product_name", g.product_name + "\n");
 	w.file(d + "product_number", "\n");
 	w.file(d + "serial_number", "\n");
@@ -410,9 +423,10 @@ void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::stri
 		w.file(h + n + "_crit", "100000\n");
 		w.file(h + n + "_emergency", "105000\n");
 	}
+	const std::string cap = std::to_string(uint64_t{g.power_cap_w} * 1000000) + "\n"; // microwatts
 	w.file(h + "power1_average", "42000000\n");
-	w.file(h + "power1_cap", "290000000\n", 0644);
-	w.file(h + "power1_cap_max", "290000000\n");
+	w.file(h + "power1_cap", cap, 0644);
+	w.file(h + "power1_cap_max", cap);
 	w.file(h + "power1_cap_min", "0\n");
 	w.file(h + "in0_input", "806\n");
 	w.file(h + "in0_label", "vddgfx\n");
@@ -470,6 +484,135 @@ std::string properties_text(const NodeDesc &n)
 	return s;
 }
 
+namespace {
+
+// /sys/devices/virtual/kfd/kfd/topology/nodes/<i>: node `n`'s properties,
+// memory banks, caches and links.
+void write_topology_node(Writer &w, const std::string &topo, size_t i, const NodeDesc &n)
+{
+	const std::string nd = topo + "/nodes/" + std::to_string(i);
+	w.file(nd + "/gpu_id", std::to_string(n.gpu_id) + "\n");
+	w.file(nd + "/name", n.name + "\n");
+	w.file(nd + "/properties", properties_text(n));
+	w.dir(nd + "/mem_banks");
+	w.dir(nd + "/caches");
+	w.dir(nd + "/io_links");
+	w.dir(nd + "/p2p_links");
+	for (size_t b = 0; b < n.mem_banks.size(); b++) {
+		const auto &mb = n.mem_banks[b];
+		w.file(nd + "/mem_banks/" + std::to_string(b) + "/properties",
+		       kv("heap_type", mb.heap_type) + kv("size_in_bytes", mb.size_in_bytes) +
+			       kv("flags", 0) + kv("width", mb.width) +
+			       kv("mem_clk_max", mb.mem_clk_max));
+	}
+	const uint64_t simd_base = prop(n, "simd_id_base");
+	for (size_t c = 0; c < n.caches.size(); c++) {
+		const auto &cd = n.caches[c];
+		// One sibling bit per compute unit sharing the cache;
+		// printed as the kernel does, a comma list.
+		std::string sib;
+		for (int b = 0; b < 16; b++)
+			sib += std::string(b ? "," : "") + (b == 0 ? "1" : "0");
+		w.file(nd + "/caches/" + std::to_string(c) + "/properties",
+		       kv("processor_id_low", n.is_gpu ? simd_base + c : 0) +
+			       kv("level", cd.level) + kv("size", cd.size_kb) +
+			       kv("cache_line_size", cd.cache_line_size) +
+			       kv("cache_lines_per_tag", 1) + kv("association", 16) +
+			       kv("latency", 1) + kv("type", cd.type) +
+			       "sibling_map " + sib + "\n");
+	}
+	// io_links/<l> and p2p_links/<l> share the kernel's key list.
+	for (const auto &[dir, links] : {std::pair{"/io_links/", &n.io_links},
+					 std::pair{"/p2p_links/", &n.p2p_links}})
+		for (size_t l = 0; l < links->size(); l++) {
+			const auto &ln = (*links)[l];
+			w.file(nd + dir + std::to_string(l) + "/properties",
+			       kv("type", ln.type) + kv("version_major", 0) +
+				       kv("version_minor", 0) + kv("node_from", i) +
+				       kv("node_to", ln.node_to) + kv("weight", ln.weight) +
+				       kv("min_latency", 0) + kv("max_latency", 0) +
+				       kv("min_bandwidth", ln.min_bandwidth) +
+				       kv("max_bandwidth", ln.max_bandwidth) +
+				       kv("recommended_transfer_size", 0) + kv("flags", 1));
+		}
+}
+
+// /dev/kfd, its sysfs device and the KFD topology.
+void write_kfd(Writer &w, const MachineDesc &m)
+{
+	const std::string kfd = "/sys/devices/virtual/kfd/kfd";
+	w.file(kfd.substr(1) + "/dev", std::to_string(kKfdMajor) + ":0\n");
+	w.file(kfd.substr(1) + "/uevent",
+	       "MAJOR=" + std::to_string(kKfdMajor) + "\nMINOR=0\nDEVNAME=kfd\n");
+	w.link("sys/class/kfd/kfd", rel_link("/sys/class/kfd", kfd));
+	w.link("sys/dev/char/" + std::to_string(kKfdMajor) + ":0",
+	       rel_link("/sys/dev/char", kfd));
+	w.file("dev/kfd", "");
+	// One directory per process with a KFD context, kept by the model.
+	w.dir(kfd.substr(1) + "/proc");
+
+	const std::string topo = kfd.substr(1) + "/topology";
+	w.file(topo + "/generation_id", "1\n");
+	w.file(topo + "/system_properties",
+	       "platform_oem 0\nplatform_id 0\nplatform_rev 0\n");
+	for (size_t i = 0; i < m.nodes.size(); i++)
+		write_topology_node(w, topo, i, m.nodes[i]);
+}
+
+// GPU number `index`'s PCI device directory, its DRM minors and their
+// device nodes.
+void write_gpu_device(Writer &w, const NodeDesc *g, size_t index)
+{
+	const std::string pci = "/sys/devices/pci0000:00/" + g->pci_slot;
+	const std::string card = "card" + std::to_string(g->card_index);
+	const std::string rend = "renderD" + std::to_string(g->drm_render_minor);
+	const uint32_t dev_id = g->pci_device_id;
+	w.file(pci.substr(1) + "/vendor", hex(0x1002, 4));
+	w.file(pci.substr(1) + "/device", hex(dev_id, 4));
+	w.file(pci.substr(1) + "/subsystem_vendor", hex(0x1002, 4));
+	w.file(pci.substr(1) + "/subsystem_device", hex(0x0c34, 4));
+	w.file(pci.substr(1) + "/revision", hex(g->pci_revision, 2));
+	w.file(pci.substr(1) + "/class", hex(0x038000, 6));
+	char ue[512];
+	std::snprintf(ue, sizeof ue,
+		      "DRIVER=amdgpu\nPCI_CLASS=38000\nPCI_ID=1002:%04X\n"
+		      "PCI_SUBSYS_ID=1002:0C34\nPCI_SLOT_NAME=%s\n"
+		      "MODALIAS=pci:v00001002d0000%04Xsv00001002sd00000C34bc03sc80i00\n",
+		      dev_id, g->pci_slot.c_str(), dev_id);
+	w.file(pci.substr(1) + "/uevent", ue);
+	// 64 bytes of PCI configuration space header.
+	std::string cfg(64, '\0');
+	cfg[0] = 0x02; cfg[1] = 0x10;
+	cfg[2] = char(dev_id & 0xff); cfg[3] = char(dev_id >> 8);
+	cfg[8] = char(g->pci_revision); cfg[10] = char(0x80); cfg[11] = 0x03;
+	cfg[44] = 0x02; cfg[45] = 0x10; cfg[46] = 0x34; cfg[47] = 0x0c;
+	w.file(pci.substr(1) + "/config", cfg);
+	for (const char *f : {"remove", "rescan", "reset"}) // hot-plug and reset: not emulated
+		w.file(pci.substr(1) + "/" + f, "", 0200);
+	write_smi_files(w, *g, index, pci);
+	w.link(pci.substr(1) + "/subsystem", rel_link(pci, "/sys/bus/pci"));
+	w.link(pci.substr(1) + "/driver", rel_link(pci, "/sys/bus/pci/drivers/amdgpu"));
+	w.dir("sys/bus/pci/drivers/amdgpu");
+	w.link("sys/bus/pci/devices/" + g->pci_slot,
+	       rel_link("/sys/bus/pci/devices", pci));
+	for (const auto &[node, minor] :
+	     {std::pair{card, g->card_index}, std::pair{rend, g->drm_render_minor}}) {
+		const std::string nd = pci + "/drm/" + node;
+		w.file(nd.substr(1) + "/dev", std::to_string(kDrmMajor) + ":" + std::to_string(minor) + "\n");
+		w.file(nd.substr(1) + "/uevent",
+		       "MAJOR=" + std::to_string(kDrmMajor) + "\nMINOR=" + std::to_string(minor) +
+			       "\nDEVNAME=dri/" + node + "\nDEVTYPE=drm_minor\n");
+		w.link(nd.substr(1) + "/device", "../..");
+		w.link(nd.substr(1) + "/subsystem", rel_link(nd, "/sys/class/drm"));
+		w.link("sys/dev/char/" + std::to_string(kDrmMajor) + ":" + std::to_string(minor),
+		       rel_link("/sys/dev/char", nd));
+		w.link("sys/class/drm/" + node, rel_link("/sys/class/drm", nd));
+		w.file("dev/dri/" + node, "");
+	}
+}
+
+} // namespace
+
 std::string write_sysfs(const MachineDesc &m, const std::string &root)
 {
 	Writer w(root);
@@ -489,71 +632,8 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 	w.dir(".kfdemu");
 	w.dir("dev");
 
-	if (!gpus.empty()) {
-		const std::string kfd = "/sys/devices/virtual/kfd/kfd";
-		w.file(kfd.substr(1) + "/dev", std::to_string(kKfdMajor) + ":0\n");
-		w.file(kfd.substr(1) + "/uevent",
-		       "MAJOR=" + std::to_string(kKfdMajor) + "\nMINOR=0\nDEVNAME=kfd\n");
-		w.link("sys/class/kfd/kfd", rel_link("/sys/class/kfd", kfd));
-		w.link("sys/dev/char/" + std::to_string(kKfdMajor) + ":0",
-		       rel_link("/sys/dev/char", kfd));
-		w.file("dev/kfd", "");
-		// One directory per process with a KFD context, kept by the model.
-		w.dir(kfd.substr(1) + "/proc");
-
-		const std::string topo = kfd.substr(1) + "/topology";
-		w.file(topo + "/generation_id", "1\n");
-		w.file(topo + "/system_properties",
-		       "platform_oem 0\nplatform_id 0\nplatform_rev 0\n");
-		for (size_t i = 0; i < m.nodes.size(); i++) {
-			const NodeDesc &n = m.nodes[i];
-			const std::string nd = topo + "/nodes/" + std::to_string(i);
-			w.file(nd + "/gpu_id", std::to_string(n.gpu_id) + "\n");
-			w.file(nd + "/name", n.name + "\n");
-			w.file(nd + "/properties", properties_text(n));
-			w.dir(nd + "/mem_banks");
-			w.dir(nd + "/caches");
-			w.dir(nd + "/io_links");
-			w.dir(nd + "/p2p_links");
-			for (size_t b = 0; b < n.mem_banks.size(); b++) {
-				const auto &mb = n.mem_banks[b];
-				w.file(nd + "/mem_banks/" + std::to_string(b) + "/properties",
-				       kv("heap_type", mb.heap_type) + kv("size_in_bytes", mb.size_in_bytes) +
-					       kv("flags", 0) + kv("width", mb.width) +
-					       kv("mem_clk_max", mb.mem_clk_max));
-			}
-			const uint64_t simd_base = prop(n, "simd_id_base");
-			for (size_t c = 0; c < n.caches.size(); c++) {
-				const auto &cd = n.caches[c];
-				// One sibling bit per compute unit sharing the cache;
-				// printed as the kernel does, a comma list.
-				std::string sib;
-				for (int b = 0; b < 16; b++)
-					sib += std::string(b ? "," : "") + (b == 0 ? "1" : "0");
-				w.file(nd + "/caches/" + std::to_string(c) + "/properties",
-				       kv("processor_id_low", n.is_gpu ? simd_base + c : 0) +
-					       kv("level", cd.level) + kv("size", cd.size_kb) +
-					       kv("cache_line_size", cd.cache_line_size) +
-					       kv("cache_lines_per_tag", 1) + kv("association", 16) +
-					       kv("latency", 1) + kv("type", cd.type) +
-					       "sibling_map " + sib + "\n");
-			}
-			// io_links/<l> and p2p_links/<l> share the kernel's key list.
-			for (const auto &[dir, links] : {std::pair{"/io_links/", &n.io_links},
-							 std::pair{"/p2p_links/", &n.p2p_links}})
-				for (size_t l = 0; l < links->size(); l++) {
-					const auto &ln = (*links)[l];
-					w.file(nd + dir + std::to_string(l) + "/properties",
-					       kv("type", ln.type) + kv("version_major", 0) +
-						       kv("version_minor", 0) + kv("node_from", i) +
-						       kv("node_to", ln.node_to) + kv("weight", ln.weight) +
-						       kv("min_latency", 0) + kv("max_latency", 0) +
-						       kv("min_bandwidth", ln.min_bandwidth) +
-						       kv("max_bandwidth", ln.max_bandwidth) +
-						       kv("recommended_transfer_size", 0) + kv("flags", 1));
-				}
-		}
-	}
+	if (!gpus.empty())
+		write_kfd(w, m);
 
 	// The CPUs, NUMA nodes and /proc/cpuinfo (libhsakmt walks node<N>/cpu*
 	// for CPU caches, libnuma counts the nodes), all generated.
@@ -573,54 +653,8 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 	if (!gpus.empty())
 		for (const char *f : {"bind", "unbind", "new_id", "remove_id", "uevent"})
 			w.file(std::string("sys/bus/pci/drivers/amdgpu/") + f, "", 0200);
-	for (const NodeDesc *g : gpus) {
-		const std::string pci = "/sys/devices/pci0000:00/" + g->pci_slot;
-		const std::string card = "card" + std::to_string(g->card_index);
-		const std::string rend = "renderD" + std::to_string(g->drm_render_minor);
-		const uint32_t dev_id = g->pci_device_id;
-		w.file(pci.substr(1) + "/vendor", hex(0x1002, 4));
-		w.file(pci.substr(1) + "/device", hex(dev_id, 4));
-		w.file(pci.substr(1) + "/subsystem_vendor", hex(0x1002, 4));
-		w.file(pci.substr(1) + "/subsystem_device", hex(0x0c34, 4));
-		w.file(pci.substr(1) + "/revision", hex(g->pci_revision, 2));
-		w.file(pci.substr(1) + "/class", hex(0x038000, 6));
-		char ue[512];
-		std::snprintf(ue, sizeof ue,
-			      "DRIVER=amdgpu\nPCI_CLASS=38000\nPCI_ID=1002:%04X\n"
-			      "PCI_SUBSYS_ID=1002:0C34\nPCI_SLOT_NAME=%s\n"
-			      "MODALIAS=pci:v00001002d0000%04Xsv00001002sd00000C34bc03sc80i00\n",
-			      dev_id, g->pci_slot.c_str(), dev_id);
-		w.file(pci.substr(1) + "/uevent", ue);
-		// 64 bytes of PCI configuration space header.
-		std::string cfg(64, '\0');
-		cfg[0] = 0x02; cfg[1] = 0x10;
-		cfg[2] = char(dev_id & 0xff); cfg[3] = char(dev_id >> 8);
-		cfg[8] = char(g->pci_revision); cfg[10] = char(0x80); cfg[11] = 0x03;
-		cfg[44] = 0x02; cfg[45] = 0x10; cfg[46] = 0x34; cfg[47] = 0x0c;
-		w.file(pci.substr(1) + "/config", cfg);
-		for (const char *f : {"remove", "rescan", "reset"}) // hot-plug and reset: not emulated
-			w.file(pci.substr(1) + "/" + f, "", 0200);
-		write_smi_files(w, *g, size_t(std::find(gpus.begin(), gpus.end(), g) - gpus.begin()), pci);
-		w.link(pci.substr(1) + "/subsystem", rel_link(pci, "/sys/bus/pci"));
-		w.link(pci.substr(1) + "/driver", rel_link(pci, "/sys/bus/pci/drivers/amdgpu"));
-		w.dir("sys/bus/pci/drivers/amdgpu");
-		w.link("sys/bus/pci/devices/" + g->pci_slot,
-		       rel_link("/sys/bus/pci/devices", pci));
-		for (const auto &[node, minor] :
-		     {std::pair{card, g->card_index}, std::pair{rend, g->drm_render_minor}}) {
-			const std::string nd = pci + "/drm/" + node;
-			w.file(nd.substr(1) + "/dev", std::to_string(kDrmMajor) + ":" + std::to_string(minor) + "\n");
-			w.file(nd.substr(1) + "/uevent",
-			       "MAJOR=" + std::to_string(kDrmMajor) + "\nMINOR=" + std::to_string(minor) +
-				       "\nDEVNAME=dri/" + node + "\nDEVTYPE=drm_minor\n");
-			w.link(nd.substr(1) + "/device", "../..");
-			w.link(nd.substr(1) + "/subsystem", rel_link(nd, "/sys/class/drm"));
-			w.link("sys/dev/char/" + std::to_string(kDrmMajor) + ":" + std::to_string(minor),
-			       rel_link("/sys/dev/char", nd));
-			w.link("sys/class/drm/" + node, rel_link("/sys/class/drm", nd));
-			w.file("dev/dri/" + node, "");
-		}
-	}
+	for (size_t i = 0; i < gpus.size(); i++)
+		write_gpu_device(w, gpus[i], i);
 	w.file(kRedirectsFile, redirects);
 	return w.error();
 }

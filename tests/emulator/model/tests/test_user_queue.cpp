@@ -470,3 +470,46 @@ Test(user_queue, a_vm_fault_signals_the_memory_event)
 	cr_assert_eq(gpu, G0);
 	cr_assert_eq(app.h->rptr, 0u);
 }
+
+// A queue destroyed and made again on the same doorbell slot, its first
+// ring writing the value the last one's left there (the same packets, the
+// same write pointer): the hardware takes the write, so must the model.
+Test(user_queue, a_new_queue_on_a_reused_slot_sees_its_first_doorbell)
+{
+	App app;
+	std::vector<uint32_t> fence;
+	pkt_fence(fence, addr(&app.h->flag), 1);
+	app.put(fence);
+	app.ring_doorbell();
+	cr_assert(app.wait_rptr(app.wptr), "the first queue runs its FENCE");
+	const uint64_t last = app.wptr;
+
+	DestroyQueue d{app.qid, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, DESTROY_QUEUE, &d, abi::kIocWrite), 0);
+	std::memset(app.h->ring, 0, kRing);
+	app.h->rptr = app.h->wptr = 0;
+	app.h->flag = 0;
+	CreateQueue q{};
+	q.ring_base_address = addr(app.h->ring);
+	q.ring_size = kRing;
+	q.read_pointer_address = addr(&app.h->rptr);
+	q.write_pointer_address = addr(&app.h->wptr);
+	q.gpu_id = G0;
+	q.queue_type = QUEUE_SDMA;
+	q.queue_percentage = 100;
+	q.queue_priority = 15;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q), 0);
+	cr_assert_eq(q.queue_id, app.qid, "the same queue id, so the same doorbell slot");
+	// The new engine has looked at its slot (and found nothing to do)
+	// before the ring.
+	std::this_thread::sleep_for(std::chrono::milliseconds(20));
+	app.wptr = 0;
+	fence.clear();
+	pkt_fence(fence, addr(&app.h->flag), 2);
+	app.put(fence);
+	cr_assert_eq(app.wptr, last);
+	app.ring_doorbell();
+	cr_assert(app.wait_rptr(app.wptr), "the new queue runs its FENCE (read pointer %lu of %lu)",
+		  (unsigned long)app.h->rptr, (unsigned long)app.wptr);
+	cr_assert_eq(std::atomic_ref<uint32_t>(app.h->flag).load(), 2u);
+}
