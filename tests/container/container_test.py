@@ -244,7 +244,9 @@ def device_nodes(work, machine, minors):
 def check_restored(rc, emu, pid, before, gpus, minors, what):
     """The restored init against its dumped snapshot (realcriu_test's
     snapshot, under another host pid: the container's pid namespace keeps
-    its own): the fd table by realcriu_test's check, then the BOs, device
+    its own): the fd table by realcriu_test's check (whose daemon
+    connections are none here: the container's sockets are in its network
+    namespace, which `ss` on the host does not list), then the BOs, device
     mappings and queues."""
     now = rc.check_fds(pid, before, minors, what)
     after = {b["va"]: b for b in emu.ctl("bos", pid)["bos"]}
