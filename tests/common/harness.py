@@ -7,6 +7,8 @@ A harness ends with one of three verdicts, as CTest reads exit codes:
 needs is absent, and the reason is printed; never counted as a pass).
 
   NotRun, Failed            the two ways a check ends a test early
+  check(cond, what)         Failed(what) unless cond
+  require_built(paths..)    NotRun naming the first path that does not exist
   not_run()                 NotRun inside it: "NOT RUN: reason", exit 77
   main_guard(fn)            fn() to its verdict: PASS, FAIL (exit 1), NOT RUN
   run_phase(fn)             a phase the harness runs of itself inside an
@@ -46,6 +48,19 @@ class NotRun(Exception):
 
 class Failed(Exception):
     """A check or a step failed."""
+
+
+def check(cond, what):
+    if not cond:
+        raise Failed(what)
+
+
+def require_built(*paths):
+    """NotRun unless every one of `paths` (the build's programs and
+    libraries a test runs) exists."""
+    for p in paths:
+        if not os.path.exists(p):
+            raise NotRun(f"{p} is not built")
 
 
 @contextlib.contextmanager
