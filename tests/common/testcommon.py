@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
-"""What the Python tests share: the one test data pattern (the same bytes as
-tests/common/testcommon/pattern.h writes and checks).
+"""The one test data pattern of the Python tests (the same bytes as
+tests/common/testcommon/pattern.h writes and checks); harness.py beside it
+has what every Python harness shares besides.
 
 Import it with tests/common on sys.path:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))

@@ -50,8 +50,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import harness  # noqa: E402
+from harness import Failed, NotRun, log  # noqa: E402
 
 PODMAN_TIMEOUT = 180
 MACHINE = "2xMI210"
@@ -100,14 +103,6 @@ MISSING_NODE = "/dev/dri/renderD130"
 DATA_FILES = ["/usr/share/libdrm/amdgpu.ids"]
 
 
-def log(msg):
-    print(msg, flush=True)
-
-
-class NotRun(Exception):
-    pass
-
-
 # --------------------------------------------------------------------------
 # Outside the machines: the container image, podman's configuration
 # --------------------------------------------------------------------------
@@ -144,6 +139,14 @@ def make_rootfs(args, rootfs):
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.copy2(os.path.realpath(f), dst)
     os.chmod(os.path.join(rootfs, "tmp"), 0o1777)
+
+
+def rootfs_tar(args, work):
+    """The container image's file system (make_rootfs) as WORK/rootfs.tar."""
+    rootfs = os.path.join(work, "rootfs")
+    make_rootfs(args, rootfs)
+    subprocess.run(["tar", "-C", rootfs, "-cf", os.path.join(work, "rootfs.tar"), "."], check=True)
+    shutil.rmtree(rootfs)
 
 
 def write_plugin_dir(args, libdir):
@@ -210,9 +213,9 @@ class Podman:
             r = subprocess.run(self.base + list(a), env=self.env, capture_output=True, text=True,
                                timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise Failure(f"podman {' '.join(a[:2])}: no end within {timeout}s")
+            raise Failed(f"podman {' '.join(a[:2])}: no end within {timeout}s")
         if check and r.returncode != 0:
-            raise Failure(f"podman {' '.join(a)}: exit {r.returncode}: {r.stderr.strip()[-2000:]}")
+            raise Failed(f"podman {' '.join(a)}: exit {r.returncode}: {r.stderr.strip()[-2000:]}")
         log(f"podman {' '.join(a[:2])}: exit {r.returncode} after {time.monotonic() - t0:.1f}s")
         return r
 
@@ -238,28 +241,14 @@ def device_nodes(work, machine, minors):
     return [f"{host}:{inside}" for inside, (host, _) in nodes.items()]
 
 
-def snapshot(rc, emu, pid):
-    return {"pid": pid, "fds": {str(k): v for k, v in rc.fd_table(pid).items()},
-            "bos": emu.ctl("bos", pid)["bos"], "vmas": emu.ctl("vmas", pid)["vmas"],
-            "queues": emu.ctl("queues", pid)}
-
-
 def check_restored(rc, emu, pid, before, gpus, minors, what):
-    """The restored init against its dumped snapshot (under another host
-    pid: the container's pid namespace keeps its own)."""
-    now = rc.fd_table(pid)
-    then = {int(k): v for k, v in before["fds"].items()}
-    rc.expect(sorted(now) == sorted(then),
-              f"{what}: fd numbers {sorted(now)} != dumped {sorted(then)}; extra "
-              f"{ {k: now[k] for k in now.keys() - then.keys()} }, missing "
-              f"{ {k: then[k] for k in then.keys() - now.keys()} }")
-    for fd, target in then.items():
-        kind = target.split(":", 1)[0] + ":" if target.split(":", 1)[0] in ("socket", "pipe", "anon_inode") else None
-        if kind:
-            rc.expect(now[fd].startswith(kind), f"{what}: fd {fd} is {now[fd]}, was {target}")
-        else:
-            want = rc.render_path(target, minors)
-            rc.expect(now[fd] == want, f"{what}: fd {fd} is {now[fd]}, want {want} (dumped: {target})")
+    """The restored init against its dumped snapshot (realcriu_test's
+    snapshot, under another host pid: the container's pid namespace keeps
+    its own): the fd table by realcriu_test's check (whose daemon
+    connections are none here: the container's sockets are in its network
+    namespace, which `ss` on the host does not list), then the BOs, device
+    mappings and queues."""
+    now = rc.check_fds(pid, before, minors, what)
     after = {b["va"]: b for b in emu.ctl("bos", pid)["bos"]}
     for b in before["bos"]:
         a = after.get(b["va"])
@@ -340,9 +329,9 @@ def start_container(rc, emu, work, minors, flags=(), env=()):
     ready = os.path.join(wl, "ready")
     if not rc.wait_for(lambda: os.path.exists(ready), 60, "the workload in the container"):
         log(pm.run("logs", "gpu", check=False).stdout[-3000:])
-        raise Failure("the workload did not get ready")
+        raise Failed("the workload did not get ready")
     pid = pm.pid("gpu")
-    return pm, pid, wl, snapshot(rc, emu, pid)
+    return pm, pid, wl, rc.snapshot(emu, pid)
 
 
 def phase_first(args, rc, emu, work):
@@ -370,7 +359,7 @@ def phase_first(args, rc, emu, work):
                   not any("no guardian watches it" in l for l in plugin_dump),
                   f"no guardian watched the container's process: {plugin_dump}")
         pm.run("container", "restore", "--keep", "gpu")
-    except Failure:
+    except Failed:
         show_criu_logs(rc, os.path.join(work, "storage"))
         raise
     check_restored(rc, emu, pm.pid("gpu"), before, {}, {}, "restored in place")
@@ -398,7 +387,7 @@ def restore_import(args, rc, emu, pm, storage, st, archive, expected, what):
             os.unlink(os.path.join(st["wl"], name))
     try:
         pm.run("container", "restore", "--keep", "--import", archive)
-    except Failure:
+    except Failed:
         show_criu_logs(rc, storage)
         raise
     for line in plugin_lines(storage, "restoring onto"):
@@ -465,7 +454,7 @@ def edit_dev_images(ckpt, renames):
         shutil.rmtree(d)
         edited_images += 1
     if not edited_images:
-        raise Failure(f"no /dev tmpfs image in {ckpt} holds dri/renderD{sorted(renames)}")
+        raise Failed(f"no /dev tmpfs image in {ckpt} holds dri/renderD{sorted(renames)}")
 
 
 def phase_restore(args, rc, emu, work, expected):
@@ -563,9 +552,7 @@ def phase_killed(args, rc, emu, work):
     resumed the container's process, podman still reports the container
     running, and the workload completes its next SDMA user-queue copy, fence
     and event wait."""
-    sys.path.insert(0, args.realcriu_lib)
-    import realcriu
-    realcriu.become_subreaper()  # what the kill orphans comes to us
+    harness.become_subreaper()  # what the kill orphans comes to us
     pm, pid, wl, before = start_container(rc, emu, work, [128, 129], ["--user-queue"],
                                           [f"KFDEMU_WORKLOAD_VRAM_MIB={rc.KILL_VRAM_MIB}"])
     ckpt = os.path.join(pm.run("inspect", "--format", "{{.StaticDir}}", "gpu").stdout.strip(), "checkpoint")
@@ -619,16 +606,16 @@ def phase_killed(args, rc, emu, work):
     rc.expect(v == "OK", f"the container's workload after the killed checkpoint: {v}")
 
 
-class Failure(Exception):
-    pass
+def machine_helpers(args):
+    """Inside a machine: realcriu_test's helpers (its checks raise its
+    Failure, a harness.Failed) and `kfd-emu ctl` of this machine."""
+    sys.path.insert(0, args.emu_criu_lib)
+    import realcriu_test as rc
+    return rc, rc.Emu(args.kfd_emu)
 
 
 def inside(args):
-    sys.path.insert(0, args.emu_criu_lib)
-    import realcriu_test as rc
-    global Failure
-    Failure = rc.Failure
-    emu = rc.Emu(args.kfd_emu)
+    rc, emu = machine_helpers(args)
     if args.phase == "first":
         phase_first(args, rc, emu, args.work)
     elif args.phase == "killed":
@@ -656,21 +643,19 @@ def podman_cleanup(work):
                 log(f"cleanup of {storage}: {e}")
 
 
-def require_host(args, engine, tools, script=None):
-    """What every container test needs, or exit 77 (NOT RUN and why): no
-    sanitizer build, root, each (command, Debian package) of `tools`
-    installed and answering --version, busybox-static, the CRIU of
-    args.criu / args.criu_version usable, a private mount namespace. Then,
-    once, re-executes `script` (this file by default) in that namespace
-    (`unshare -m`): the engine's mounts, and anything a failure leaves
-    mounted, end with the test. Returns the CRIU binary."""
+def require_host(args, tools, script=None):
+    """What every container test needs, or exit 77 (NOT RUN and why): the
+    CRIU of args.criu / args.criu_version usable (as root) in a build
+    without sanitizers (realcriu.require_criu), each (command, Debian
+    package) of `tools` installed and answering --version, busybox-static,
+    a private mount namespace. Then, once, re-executes `script` (this file
+    by default) in that namespace (`unshare -m`): the engine's mounts, and
+    anything a failure leaves mounted, end with the test. Returns the CRIU
+    binary."""
     sys.path.insert(0, args.realcriu_lib)
     import realcriu
-    try:
-        if args.sanitized.upper() not in ("", "OFF", "0", "FALSE", "NO"):
-            raise NotRun(f"sanitizer build ({args.sanitized}): CRIU cannot load a sanitized plugin")
-        if os.geteuid() != 0:
-            raise NotRun(f"not root: {engine} checkpoint/restore needs root")
+    with harness.not_run():
+        criu = realcriu.require_criu(args)
         for tool, pkg in tools + [("busybox", "busybox-static")]:
             if not shutil.which(tool):
                 raise NotRun(f"{tool} is not installed (Debian {pkg}; scripts/install-deps.sh installs it)")
@@ -678,18 +663,13 @@ def require_host(args, engine, tools, script=None):
             r = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60)
             if r.returncode != 0:
                 raise NotRun(f"{tool} --version does not run: {(r.stderr or r.stdout).strip()[-300:]}")
-        criu = args.criu or realcriu.find_criu(args.criu_list, args.criu_version)
-        realcriu.require_usable(criu)
         if not args.private_ns:
             r = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
             if r.returncode != 0:
                 raise NotRun(f"unshare -m is not permitted here: {r.stderr.decode().strip()}")
-    except (realcriu.NotRun, NotRun) as e:
-        log(f"NOT RUN: {e}")
-        sys.exit(77)
     if not args.private_ns:
-        os.execvp("unshare", ["unshare", "-m", "--propagation", "private", sys.executable,
-                              os.path.abspath(script or __file__)] + sys.argv[1:] + ["--private-ns"])
+        os.execvp("unshare", ["unshare", "-m", "--propagation", "private"] +
+                  harness.self_command(script or __file__, "--private-ns"))
     return criu
 
 
@@ -712,6 +692,34 @@ def add_common_args(ap):
     ap.add_argument("--private-ns", action="store_true", help=argparse.SUPPRESS)
 
 
+def run_machines(args, work, criu):
+    """The container image, runc's criu and podman's configuration, then
+    the case's machines one after the other, each running this script's
+    phase (--phase) inside it; True when each phase passed."""
+    root = os.path.join(work, "machine")
+    rootfs_tar(args, work)
+    write_criu_side(args, work, root, criu)
+    write_podman_conf(work)
+    write_four_mi210(os.path.join(work, FOUR_MI210))
+    me = harness.self_command(__file__, "--work", work)
+    emu = [args.kfd_emu, "--root", root]
+    first, phase = FIRST, "first"
+    if args.case == "killed":
+        sys.path.insert(0, args.emu_criu_lib)
+        import realcriu_test
+        first, phase = FIRST[:1] + [realcriu_test.slow_machine(work, MACHINE)] + FIRST[2:], "killed"
+    log(f"first machine: {' '.join(first)}")
+    rc = subprocess.run(emu + first + ["--"] + me + ["--phase", phase]).returncode
+    for name in CASES[args.case]:
+        if rc != 0:
+            break
+        machine = MACHINES[name][0]
+        machine = [os.path.join(work, m) if m == FOUR_MI210 else m for m in machine]
+        log(f"machine {name}: {' '.join(machine)}")
+        rc = subprocess.run(emu + machine + ["--"] + me + ["--phase", name]).returncode
+    return rc == 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     add_common_args(ap)
@@ -719,54 +727,12 @@ def main():
     args = ap.parse_args()
 
     if args.phase:
-        try:
-            inside(args)
-        except Failure as e:
-            log(f"step failed: {e}")
-            sys.exit(2)
-        sys.exit(0)
+        harness.run_phase(lambda: inside(args))
 
-    criu = require_host(args, "podman", [("podman", "podman"), ("runc", "runc")])
-
-    work = tempfile.mkdtemp(prefix="kfdemu-container.")
-    os.chmod(work, 0o755)
-    root = os.path.join(work, "machine")
+    criu = require_host(args, [("podman", "podman"), ("runc", "runc")])
+    work = harness.work_dir("kfdemu-container.")
     log(f"CRIU {criu}, case {args.case}, work {work}")
-    ok = False
-    try:
-        rootfs = os.path.join(work, "rootfs")
-        make_rootfs(args, rootfs)
-        subprocess.run(["tar", "-C", rootfs, "-cf", os.path.join(work, "rootfs.tar"), "."], check=True)
-        shutil.rmtree(rootfs)
-        write_criu_side(args, work, root, criu)
-        write_podman_conf(work)
-        write_four_mi210(os.path.join(work, FOUR_MI210))
-        me = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--work", work]
-        emu = [args.kfd_emu, "--root", root]
-        first, phase = FIRST, "first"
-        if args.case == "killed":
-            sys.path.insert(0, args.emu_criu_lib)
-            import realcriu_test
-            first, phase = FIRST[:1] + [realcriu_test.slow_machine(work, MACHINE)] + FIRST[2:], "killed"
-        log(f"first machine: {' '.join(first)}")
-        rc = subprocess.run(emu + first + ["--"] + me + ["--phase", phase]).returncode
-        for name in CASES[args.case]:
-            if rc != 0:
-                break
-            machine = MACHINES[name][0]
-            machine = [os.path.join(work, m) if m == FOUR_MI210 else m for m in machine]
-            log(f"machine {name}: {' '.join(machine)}")
-            rc = subprocess.run(emu + machine + ["--"] + me + ["--phase", name]).returncode
-        ok = rc == 0
-    except NotRun as e:
-        log(f"NOT RUN: {e}")
-        sys.exit(77)
-    finally:
-        podman_cleanup(work)
-    log("PASS" if ok else "FAIL")
-    sys.path.insert(0, args.realcriu_lib)
-    import realcriu
-    realcriu.finish(ok, work, args.keep)
+    harness.conclude(lambda: run_machines(args, work, criu), work, args.keep, lambda: podman_cleanup(work))
 
 
 if __name__ == "__main__":

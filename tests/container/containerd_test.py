@@ -61,11 +61,13 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import container_test as ct  # noqa: E402  (the podman test's helpers)
+import harness  # noqa: E402
+from harness import Failed, NotRun, log  # noqa: E402
 
 CTR_TIMEOUT = 180
 IMAGE = "localhost/kfdemu-workload:1"
@@ -89,14 +91,6 @@ RUNC_CONF = "/etc/criu/runc.conf"
 # The containerd content of a checkpoint (containerd 1.6's media types).
 MT_CRIU = "application/vnd.containerd.container.criu.checkpoint.criu.tar"
 MT_SPEC = "application/vnd.containerd.container.checkpoint.config.v1+proto"
-
-log = ct.log
-NotRun = ct.NotRun
-
-
-class Failure(Exception):
-    pass
-
 
 # --------------------------------------------------------------------------
 # The node's environment: /run, /etc and /dev of the private mount namespace
@@ -248,7 +242,7 @@ class Containerd:
                 log(f"containerd {self.proc.pid} serving {self.sock}")
                 return
             time.sleep(0.2)
-        raise Failure(f"containerd did not start: {self.tail()}")
+        raise Failed(f"containerd did not start: {self.tail()}")
 
     def tail(self, n=3000):
         try:
@@ -264,9 +258,9 @@ class Containerd:
             r = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout,
                                stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            raise Failure(f"ctr {' '.join(a[:2])}: no end within {timeout}s")
+            raise Failed(f"ctr {' '.join(a[:2])}: no end within {timeout}s")
         if check and r.returncode != 0:
-            raise Failure(f"ctr {' '.join(a)}: exit {r.returncode}: {(r.stderr or r.stdout).strip()[-2000:]}")
+            raise Failed(f"ctr {' '.join(a)}: exit {r.returncode}: {(r.stderr or r.stdout).strip()[-2000:]}")
         if not quiet:
             log(f"ctr {' '.join(a[:3])}: exit {r.returncode} after {time.monotonic() - t0:.1f}s")
         return r
@@ -277,7 +271,7 @@ class Containerd:
             f = line.split()
             if f and f[0] == name:
                 return int(f[1])
-        raise Failure(f"no task of container {name}")
+        raise Failed(f"no task of container {name}")
 
     def remove(self, name):
         """Container `name` killed (SIGKILL) and removed, its task first."""
@@ -302,7 +296,7 @@ class Containerd:
                 r = self.ctr("containers", "ls", "-q", check=False, quiet=True, timeout=60)
                 for name in r.stdout.split():
                     self.remove(name)
-        except Failure as e:
+        except Failed as e:
             log(f"cleanup: {e}")
         self.proc.terminate()
         try:
@@ -427,7 +421,7 @@ def pb_any_decode(data):
     while i < len(data):
         key, i = pb_varint(data, i)
         if key & 7 != 2:
-            raise Failure(f"checkpoint spec: unexpected protobuf wire type {key & 7}")
+            raise Failed(f"checkpoint spec: unexpected protobuf wire type {key & 7}")
         n, i = pb_varint(data, i)
         fields[key >> 3] = data[i:i + n]
         i += n
@@ -490,7 +484,7 @@ def restore(rc, emu, node, st, work, name, ref, expected, what):
     criu_log = set_criu_log(work, name)
     try:
         node.ctr("containers", "restore", "--live", name, ref)
-    except Failure:
+    except Failed:
         show_criu_log(rc, criu_log)
         raise
     for line in plugin_lines(criu_log, "restoring onto"):
@@ -528,9 +522,9 @@ def phase_first(args, rc, emu, work, node):
     node.ctr(*cmd, IMAGE, "gpu", "/kfdemu/workload", wl)
     ready = os.path.join(wl, "ready")
     if not rc.wait_for(lambda: os.path.exists(ready), 60, "the workload in the container"):
-        raise Failure(f"the workload did not get ready: {open(os.path.join(work, 'gpu.out')).read()[-2000:]}")
+        raise Failed(f"the workload did not get ready: {open(os.path.join(work, 'gpu.out')).read()[-2000:]}")
     pid = node.pid("gpu")
-    before = ct.snapshot(rc, emu, pid)
+    before = rc.snapshot(emu, pid)
     log(f"container init {pid}: {len(before['bos'])} BOs on GPUs "
         f"{sorted(hex(g) for g in {b['actual_gpu_id'] for b in before['bos']})}, "
         f"{len(before['vmas'])} device mappings, {len(before['queues']['queues'])} queue(s), device cgroup "
@@ -541,7 +535,7 @@ def phase_first(args, rc, emu, work, node):
     criu_log = set_criu_log(work, "checkpoint")
     try:
         node.ctr("containers", "checkpoint", "--task", "gpu", CHECKPOINT)
-    except Failure:
+    except Failed:
         show_criu_log(rc, criu_log)
         raise
     rc.expect(plugin_lines(criu_log), f"the dump log has no line of amdgpu_plugin: was it loaded through "
@@ -615,15 +609,10 @@ def phase_second(args, rc, emu, work, node):
 
 
 def inside(args):
-    sys.path.insert(0, args.emu_criu_lib)
-    import realcriu_test as rc
-    global Failure
-    Failure = rc.Failure
-    ct.Failure = rc.Failure
+    rc, emu = ct.machine_helpers(args)
+    harness.become_subreaper()
     sys.path.insert(0, args.realcriu_lib)
     import realcriu
-    realcriu.become_subreaper()
-    emu = rc.Emu(args.kfd_emu)
     node = Containerd(args.work, os.path.join(args.work, f"containerd-{args.phase}"))
     try:
         {"first": phase_first, "second": phase_second}[args.phase](args, rc, emu, args.work, node)
@@ -634,56 +623,43 @@ def inside(args):
             realcriu.end_process(pid)
 
 
+def run_nodes(args, work, criu):
+    """The node's private mounts, the container image, runc's criu, then
+    the two nodes one after the other, each running this script's phase
+    (--phase) inside its machine; True when both passed."""
+    root = os.path.join(work, "machine")
+    private_mounts(work)
+    ct.rootfs_tar(args, work)
+    oci_archive(os.path.join(work, "rootfs.tar"), os.path.join(work, "image.tar"), IMAGE)
+    ct.write_criu_side(args, work, root, criu)
+    four = os.path.join(work, ct.FOUR_MI210)
+    ct.write_four_mi210(four)
+    me = harness.self_command(__file__, "--work", work)
+    emu = [args.kfd_emu, "--root", root]
+    rc = 1
+    for name, machine, minors in (("first", FIRST, FIRST_MINORS),
+                                  ("second", ["--machine", four] + SECOND, SECOND_MINORS)):
+        log(f"node {name}: {' '.join(machine)}")
+        device_nodes(minors)
+        rc = subprocess.run(emu + machine + ["--"] + me + ["--phase", name]).returncode
+        if rc != 0:
+            break
+    return rc == 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ct.add_common_args(ap)
     args = ap.parse_args()
 
     if args.phase:
-        try:
-            inside(args)
-        except Failure as e:
-            log(f"step failed: {e}")
-            sys.exit(2)
-        sys.exit(0)
+        harness.run_phase(lambda: inside(args))
 
-    criu = ct.require_host(args, "containerd", [("containerd", "containerd"), ("ctr", "containerd"),
-                                                ("runc", "runc")], script=__file__)
-    work = tempfile.mkdtemp(prefix="kfdemu-containerd.")
-    os.chmod(work, 0o755)
-    root = os.path.join(work, "machine")
+    criu = ct.require_host(args, [("containerd", "containerd"), ("ctr", "containerd"), ("runc", "runc")],
+                           script=__file__)
+    work = harness.work_dir("kfdemu-containerd.")
     log(f"CRIU {criu}, work {work}")
-    ok = False
-    try:
-        private_mounts(work)
-        rootfs = os.path.join(work, "rootfs")
-        ct.make_rootfs(args, rootfs)
-        subprocess.run(["tar", "-C", rootfs, "-cf", os.path.join(work, "rootfs.tar"), "."], check=True)
-        shutil.rmtree(rootfs)
-        oci_archive(os.path.join(work, "rootfs.tar"), os.path.join(work, "image.tar"), IMAGE)
-        ct.write_criu_side(args, work, root, criu)
-        four = os.path.join(work, ct.FOUR_MI210)
-        ct.write_four_mi210(four)
-        me = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--work", work]
-        emu = [args.kfd_emu, "--root", root]
-        rc = 1
-        for name, machine, minors in (("first", FIRST, FIRST_MINORS),
-                                      ("second", ["--machine", four] + SECOND, SECOND_MINORS)):
-            log(f"node {name}: {' '.join(machine)}")
-            device_nodes(minors)
-            rc = subprocess.run(emu + machine + ["--"] + me + ["--phase", name]).returncode
-            if rc != 0:
-                break
-        ok = rc == 0
-    except NotRun as e:
-        log(f"NOT RUN: {e}")
-        sys.exit(77)
-    finally:
-        remove_cgroups(work)
-    log("PASS" if ok else "FAIL")
-    sys.path.insert(0, args.realcriu_lib)
-    import realcriu
-    realcriu.finish(ok, work, args.keep)
+    harness.conclude(lambda: run_nodes(args, work, criu), work, args.keep, lambda: remove_cgroups(work))
 
 
 if __name__ == "__main__":

@@ -44,28 +44,19 @@ ORDER fault: the restore with `kfd-emu ctl faults
 import argparse
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import harness  # noqa: E402
+from harness import check  # noqa: E402
 from testcommon import pattern  # noqa: E402
 
 ROLES = ("exporter", "importer", "holder")
 SIZE = 1 << 20
 BOUND = 64 << 10  # KFD_MAX_BUFFER_SIZE: the 1 MiB BO is copied in many passes
-
-
-class Failed(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Failed(msg)
 
 
 class Bins:
@@ -246,26 +237,14 @@ def main():
     a = ap.parse_args()
     bins = Bins(a.bin_dir)
     if a.inner:
-        try:
-            inner(bins, a.root, a.order, a.work)
-        except Failed as e:
-            print("FAILED: %s" % e)
-            return 1
-        return 0
-    for b in (bins.emu, bins.host, bins.plugin, bins.workload, bins.verify, bins.img):
-        if not os.path.exists(b):
-            print("NOT RUN: %s is not built" % b)
-            return 77
-    work = tempfile.mkdtemp(prefix="amdcr-dmabuf-e2e-")
-    r = subprocess.run([bins.emu, "--machine", "MI100", "--", sys.executable, os.path.abspath(__file__),
-                        "--bin-dir", a.bin_dir, "--inner", "--work", work, a.root, a.order], timeout=900)
-    if r.returncode == 0:
-        shutil.rmtree(work, ignore_errors=True)
-        print("e2e dmabuf (%s root, %s restore): passed" % (a.root, a.order))
-        return 0
-    print("e2e dmabuf (%s root, %s restore): FAILED (work directory kept: %s)" % (a.root, a.order, work))
-    return 1
+        harness.run_phase(lambda: inner(bins, a.root, a.order, a.work))
+    with harness.not_run():
+        harness.require_built(bins.emu, bins.host, bins.plugin, bins.workload, bins.verify, bins.img)
+    work = harness.work_dir("amdcr-dmabuf-e2e-")
+    r = subprocess.run([bins.emu, "--machine", "MI100", "--"] + harness.self_command(__file__, "--inner", "--work", work),
+                       timeout=900)
+    harness.finish(r.returncode == 0, work, why=f": e2e dmabuf ({a.root} root, {a.order} restore)")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -26,6 +26,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import Failed, check, log  # noqa: E402,F401  (integrity.py uses e2e.Failed, e2e.check)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIG_VRAM = "4K,12K,1M+4K,7M+12K,33M+4K,1G+36K"   # per GPU: 4 KiB .. over 1 GiB, odd sizes
 SMALL_VRAM = "4K,12K,1M+4K,5M+12K"
@@ -41,19 +44,6 @@ class Bins:
         self.workload = os.path.join(d, "tests/e2e/gpu-workload")
         self.verify = os.path.join(d, "tests/e2e/libgpu_verify.so")
         self.img_check = os.path.join(d, "tests/e2e/img-check")
-
-
-class Failed(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Failed(msg)
-
-
-def log(msg):
-    print(msg, flush=True)
 
 
 # --------------------------------------------------------------------------

@@ -34,26 +34,17 @@ import argparse
 import json
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import harness  # noqa: E402
+from harness import check  # noqa: E402
 from testcommon import pattern  # noqa: E402
 
 BOUND = 64 << 10
-
-
-class Failed(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise Failed(msg)
 
 
 class Bins:
@@ -186,26 +177,14 @@ def main():
     a = ap.parse_args()
     bins = Bins(a.bin_dir)
     if a.inner:
-        try:
-            inner(bins, a.scenario, a.work)
-        except Failed as e:
-            print("FAILED: %s" % e)
-            return 1
-        return 0
-    for b in (bins.emu, bins.host, bins.plugin, bins.workload, bins.verify):
-        if not os.path.exists(b):
-            print("NOT RUN: %s is not built" % b)
-            return 77
-    work = tempfile.mkdtemp(prefix="amdcr-render-e2e-")
-    r = subprocess.run([bins.emu, "--machine", "MI100", "--", sys.executable, os.path.abspath(__file__),
-                        "--bin-dir", a.bin_dir, "--inner", "--work", work, a.scenario], timeout=900)
-    if r.returncode == 0:
-        shutil.rmtree(work, ignore_errors=True)
-        print("e2e render %s: passed" % a.scenario)
-        return 0
-    print("e2e render %s: FAILED (work directory kept: %s)" % (a.scenario, work))
-    return 1
+        harness.run_phase(lambda: inner(bins, a.scenario, a.work))
+    with harness.not_run():
+        harness.require_built(bins.emu, bins.host, bins.plugin, bins.workload, bins.verify)
+    work = harness.work_dir("amdcr-render-e2e-")
+    r = subprocess.run([bins.emu, "--machine", "MI100", "--"] + harness.self_command(__file__, "--inner", "--work", work),
+                       timeout=900)
+    harness.finish(r.returncode == 0, work, why=f": e2e render {a.scenario}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

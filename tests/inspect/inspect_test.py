@@ -26,16 +26,14 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+from harness import Failed  # noqa: E402
 SRC = os.path.dirname(os.path.dirname(HERE))
 SCHEMA = os.path.join(SRC, "src/inspect/amdgpu-img-show.schema.json")
 VRAM = "4K,1M+4K,3M"   # per GPU; 3 MiB spans three 1 MiB chunks
 OTHER_VRAM = "4K,1M+4K"
 GTT = "8K"
 PASSED = []
-
-
-class Failed(Exception):
-    pass
 
 
 def ok(cond, msg):

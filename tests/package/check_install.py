@@ -24,8 +24,10 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "realcriu"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import harness  # noqa: E402
 import realcriu as rc  # noqa: E402
-from realcriu import Failed, log  # noqa: E402
+from harness import Failed, log  # noqa: E402
 
 # Everything a package built from this tree contains (paths under the prefix).
 INSTALLED = [
@@ -75,7 +77,7 @@ def case_criu(root, a, work):
     criu = rc.find_criu(a.criu_list, a.criu_version)
     rc.require_usable(criu)
     hooks = rc.criu_hook_count(criu)
-    rc.become_subreaper()
+    harness.become_subreaper()
     libdir = os.path.dirname(os.path.join(root, PLUGIN))
     pid, _ = rc.start_counter(os.path.join(a.bins, "realcriu-counter"), work)
     c = rc.Criu(criu, libdir, work)
@@ -122,4 +124,4 @@ def main():
 
 
 if __name__ == "__main__":
-    rc.main_guard(main)
+    harness.main_guard(main)

@@ -7,6 +7,9 @@ can be another):
   find_criu(list_file, version)    the binary scripts/build-criu.sh listed
   criu_hook_count(criu)            the hook slots that CRIU binary has
   require_usable(criu)             NOT RUN (exit 77) unless CRIU can run here
+  require_criu(args)               the CRIU a harness runs (--criu, or the one
+                                   listed for --criu-version), usable, in a
+                                   build without sanitizers
   make_libdir(dir, plugins)        a plugin directory CRIU loads in our order
   Criu(...).dump(pid) / .restore() criu dump / restore -v4 with a plugin dir
   plugin_lines(log)                CRIU's 'Plugin "X" (version V hooks N)'
@@ -15,6 +18,10 @@ can be another):
   read_witness(path)               what the witness plugin received
   start_counter(counter, work)     the GPU-less counter, counting
   witness_problems(...)            missing and unexpected witness events
+  end_process(pid)                 SIGTERM, SIGKILL, reaped
+
+The verdicts (NotRun, Failed) and the end of a harness's main() are
+tests/common/harness.py's, which every harness shares.
 
 Facts used (CRIU 4.2.1 and criu-dev sources): CRIU loads every *.so of its
 plugin directory in readdir order (criu/plugin.c cr_plugin_init) and logs
@@ -26,7 +33,6 @@ restored task's lines carry "<pid>: ". Messages that a plugin prints through
 print_on_level() carry no level in the log, hence the level tap
 (log_tap.c).
 """
-import ctypes
 import os
 import re
 import shutil
@@ -35,35 +41,13 @@ import subprocess
 import sys
 import time
 
-NOT_RUN = 77
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from harness import Failed, NotRun  # noqa: E402
 
 STAGE_DUMP = 0
 STAGE_RESTORE = 2
 
 WITNESS = "realcriu_witness"
-
-
-class NotRun(Exception):
-    """Something the test needs is absent: report NOT RUN, never pass."""
-
-
-class Failed(Exception):
-    pass
-
-
-def log(msg):
-    print(msg, flush=True)
-
-
-def finish(ok, work, keep=False):
-    """The end of a harness's run: its work directory removed after a pass
-    (unless `keep`), named after a failure ("work directory kept: DIR", which
-    bench.py reads); exits 0 on a pass, 1 on a failure."""
-    if ok and not keep:
-        shutil.rmtree(work, ignore_errors=True)
-    else:
-        log(f"work directory kept: {work}")
-    sys.exit(0 if ok else 1)
 
 
 # --------------------------------------------------------------------------
@@ -117,6 +101,18 @@ def require_usable(criu):
     if r.returncode != 0:
         tail = (r.stdout + r.stderr).strip().splitlines()[-3:]
         raise NotRun(f"`{criu} check` fails on this machine: {' | '.join(tail)}")
+
+
+def require_criu(args):
+    """The CRIU binary a harness runs: args.criu, or the one listed for
+    args.criu_version in args.criu_list; NOT RUN in a sanitizer build
+    (args.sanitized, the build's AMDCR_SANITIZE) and unless CRIU is usable
+    here (require_usable)."""
+    if args.sanitized.upper() not in ("", "OFF", "0", "FALSE", "NO"):
+        raise NotRun(f"sanitizer build ({args.sanitized}): CRIU cannot load a sanitized plugin")
+    criu = args.criu or find_criu(args.criu_list, args.criu_version)
+    require_usable(criu)
+    return criu
 
 
 # --------------------------------------------------------------------------
@@ -197,19 +193,10 @@ class Criu:
 
     def restore(self, images, pidfile, log_name="restore.log", extra=()):
         """criu restore -d: CRIU exits once the tasks run; they become
-        children of the nearest subreaper (see become_subreaper)."""
+        children of the nearest subreaper (harness.become_subreaper)."""
         return self._run([self.criu, "restore", "-D", images, "--shell-job", "-v4",
                           "-o", os.path.join(self.work, log_name), "--libdir", self.libdir,
                           "-d", "--pidfile", pidfile, *extra], log_name)
-
-
-def become_subreaper():
-    """Restored tasks (criu restore -d) are reparented to us, so that we can
-    wait for them."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    PR_SET_CHILD_SUBREAPER = 36
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise Failed(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
 
 
 def end_process(pid, timeout=5.0):
@@ -362,16 +349,3 @@ def start_counter(counter, work):
         raise Failed("the counter did not start counting")
     return p.pid, out
 
-
-def main_guard(fn):
-    """Runs fn(); maps NotRun to 'NOT RUN: reason' + exit 77 and Failed to
-    'FAIL: reason' + exit 1."""
-    try:
-        fn()
-    except NotRun as e:
-        log(f"NOT RUN: {e}")
-        sys.exit(NOT_RUN)
-    except Failed as e:
-        log(f"FAIL: {e}")
-        sys.exit(1)
-    log("PASS")

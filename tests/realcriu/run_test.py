@@ -33,9 +33,12 @@ Exit 0 pass, 1 fail, 77 NOT RUN (no CRIU, not root, CRIU unusable here).
 import argparse
 import os
 import shutil
+import sys
 
-import realcriu as rc
-from realcriu import Failed, log
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import harness  # noqa: E402
+import realcriu as rc  # noqa: E402
+from harness import Failed, log  # noqa: E402
 
 PLUGIN = "amdgpu_plugin"
 GREEDY = "realcriu_greedy"
@@ -99,7 +102,7 @@ def round_trip(s, plugins, extra_env=None):
     witness = {ph: os.path.join(s.work, f"witness-{ph}.txt") for ph in ("dump", "restore")}
     images = os.path.join(s.work, "images")
     pidfile = os.path.join(s.work, "restored.pid")
-    rc.become_subreaper()
+    harness.become_subreaper()
 
     pid, counts_path = rc.start_counter(s.counter, s.work)
     env = dict(extra_env or {}, REALCRIU_LOG_TAP=tap["dump"], REALCRIU_WITNESS_LOG=witness["dump"])
@@ -206,7 +209,7 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("case", choices=sorted(CASES))
     a = ap.parse_args()
-    rc.main_guard(lambda: CASES[a.case](Setup(a)))
+    harness.main_guard(lambda: CASES[a.case](Setup(a)))
 
 
 if __name__ == "__main__":

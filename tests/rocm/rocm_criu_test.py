@@ -64,7 +64,9 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
 sys.path.insert(0, os.path.join(HERE, "..", "emulator", "criu"))
+import harness  # noqa: E402
 import realcriu_test as rc  # noqa: E402  (the real-CRIU harness' helpers)
 
 from realcriu_test import Failure, expect, log, wait_for, alive, show_log, plugin_errors  # noqa: E402
@@ -411,9 +413,7 @@ def host_restore_fault(args, work):
 # --------------------------------------------------------------------------
 
 def inside(args):
-    sys.path.insert(0, args.realcriu_lib)
-    import realcriu
-    realcriu.become_subreaper()
+    harness.become_subreaper()
     if args.scenario == "host-dump-fault":
         return host_dump_fault(args, args.work)
     if args.scenario == "host-restore-fault":
@@ -462,42 +462,26 @@ def main():
     args.workload = args.hsa_copy  # what realcriu_test's Run expects
 
     if args.phase:
-        try:
-            inside(args)
-        except Failure as e:
-            log(f"step failed: {e}")
-            sys.exit(2)
-        except subprocess.SubprocessError as e:
-            log(f"step failed: {e}")
-            sys.exit(2)
-        sys.exit(0)
+        harness.run_phase(lambda: inside(args))
 
     sys.path.insert(0, args.realcriu_lib)
     import realcriu
     host = args.scenario.startswith("host-")
-    try:
+    with harness.not_run():
         if not os.path.exists(args.hsa_copy):
-            raise realcriu.NotRun(f"{args.hsa_copy} was not built (libhsa-runtime-dev missing)")
+            raise harness.NotRun(f"{args.hsa_copy} was not built (libhsa-runtime-dev missing)")
         if host:
             if not os.path.exists(args.host) or not os.path.exists(args.plugin):
-                raise realcriu.NotRun(f"criu-host ({args.host}) or the plugin ({args.plugin}) was not built")
+                raise harness.NotRun(f"criu-host ({args.host}) or the plugin ({args.plugin}) was not built")
             criu = ""
         else:
-            if args.sanitized.upper() not in ("", "OFF", "0", "FALSE", "NO"):
-                raise realcriu.NotRun(f"sanitizer build ({args.sanitized}): CRIU cannot load a sanitized plugin")
-            criu = args.criu or realcriu.find_criu(args.criu_list, args.criu_version)
-            realcriu.require_usable(criu)
+            criu = realcriu.require_criu(args)
             if args.scenario == "other" and args.machine not in rc.OTHER_MACHINE:
-                raise realcriu.NotRun(f"no second machine defined for {args.machine}")
-    except realcriu.NotRun as e:
-        log(f"NOT RUN: {e}")
-        sys.exit(77)
+                raise harness.NotRun(f"no second machine defined for {args.machine}")
 
-    work = tempfile.mkdtemp(prefix="rocm-criu.")
-    os.chmod(work, 0o755)
+    work = harness.work_dir("rocm-criu.")
     log(f"{'criu-host' if host else 'CRIU ' + criu}, machine {args.machine}, scenario {args.scenario}, work {work}")
-    me = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--work", work] + \
-        (["--criu", criu] if criu else [])
+    me = harness.self_command(__file__, "--work", work, *(["--criu", criu] if criu else []))
     t0 = time.monotonic()
     if args.scenario == "other":
         root = tempfile.mkdtemp(prefix="rocm-criu-root.")
@@ -511,9 +495,7 @@ def main():
         shutil.rmtree(root, ignore_errors=True)
     else:
         code = subprocess.run([args.kfd_emu, "--machine", args.machine, "--"] + me + ["--phase", "all"]).returncode
-    ok = code == 0
-    log(f"{'PASS' if ok else 'FAIL'} after {time.monotonic() - t0:.1f}s")
-    realcriu.finish(ok, work, args.keep)
+    harness.finish(code == 0, work, args.keep, f" after {time.monotonic() - t0:.1f}s")
 
 
 if __name__ == "__main__":

@@ -197,6 +197,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
+import harness  # noqa: E402
+from harness import log  # noqa: E402
+
 CRIU_TIMEOUT = 120
 STREAM_BOUND = 256 << 10  # KFD_MAX_BUFFER_SIZE of the stream scenario
 
@@ -236,16 +240,9 @@ OTHER_MACHINE = {
 REFUSING_MACHINE = "8xMI300X"
 
 
-def log(msg):
-    print(msg, flush=True)
-
-
-class NotRun(Exception):
-    pass
-
-
-class Failure(Exception):
-    """A failed step; `after_dump`: the dump had succeeded."""
+class Failure(harness.Failed):
+    """A failed step; `after_dump`: the dump had succeeded (the phase exits
+    3, not harness.STEP_FAILED)."""
 
     def __init__(self, what, after_dump=False):
         super().__init__(what)
@@ -1571,9 +1568,7 @@ def render_killed(run):
 
 def inside(args, criu):
     """Runs in a kfd-emu: the scenario, or one phase of other-machine."""
-    sys.path.insert(0, args.realcriu_lib)
-    import realcriu
-    realcriu.become_subreaper()
+    harness.become_subreaper()
     work = args.work
     if args.scenario in KILL_SCENARIOS:
         os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(KILL_VRAM_MIB)
@@ -1745,37 +1740,23 @@ def main():
     args = ap.parse_args()
 
     if args.phase:
-        try:
-            inside(args, args.criu)
-        except Failure as e:
-            log(f"step failed: {e}")
-            sys.exit(3 if e.after_dump else 2)
-        except subprocess.SubprocessError as e:
-            log(f"step failed: {e}")
-            sys.exit(2)
-        sys.exit(0)
+        harness.run_phase(lambda: inside(args, args.criu), 
+                          lambda e: 3 if getattr(e, "after_dump", False) else harness.STEP_FAILED)
 
     sys.path.insert(0, args.realcriu_lib)
     import realcriu
-    try:
-        if args.sanitized.upper() not in ("", "OFF", "0", "FALSE", "NO"):
-            raise realcriu.NotRun(f"sanitizer build ({args.sanitized}): CRIU cannot load a sanitized plugin")
-        criu = args.criu or realcriu.find_criu(args.criu_list, args.criu_version)
-        realcriu.require_usable(criu)
+    with harness.not_run():
+        criu = realcriu.require_criu(args)
         if args.scenario == "other-machine" and args.machine not in OTHER_MACHINE:
-            raise realcriu.NotRun(f"no second machine defined for {args.machine}")
+            raise harness.NotRun(f"no second machine defined for {args.machine}")
         if args.interop:
             if args.scenario not in ("roundtrip", "tree"):
                 raise SystemExit(f"--interop takes the scenarios roundtrip and tree, not {args.scenario}")
             args.upstream_so = upstream_plugin(args.upstream_list, args.criu_version)
-    except realcriu.NotRun as e:
-        log(f"NOT RUN: {e}")
-        sys.exit(77)
 
-    work = tempfile.mkdtemp(prefix="kfdemu-realcriu.")
-    os.chmod(work, 0o755)
+    work = harness.work_dir("kfdemu-realcriu.")
     log(f"CRIU {criu}, machine {args.machine}, scenario {args.scenario}, work {work}")
-    me = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--criu", criu, "--work", work]
+    me = harness.self_command(__file__, "--criu", criu, "--work", work)
     if args.interop:
         me += ["--upstream-so", args.upstream_so]
         log(f"interop: upstream's plugin {args.upstream_so} {args.interop.split('-')[1]}s, ours the other step")
@@ -1799,20 +1780,20 @@ def main():
         machine = slow_machine(work, args.machine) if args.scenario in KILL_SCENARIOS else args.machine
         rc = subprocess.run([args.kfd_emu, "--machine", machine, "--"] + me + ["--phase", "all"]).returncode
 
+    why = ""
     if args.scenario == "broken-vma-map":
         # Only a failure after a good dump counts: the restore or the
         # restored process must be what the wrong offsets broke.
         if rc == 0:
-            log("FAIL: the round trip succeeded although UPDATE_VMA_MAP answered wrong offsets")
+            why = ": the round trip succeeded although UPDATE_VMA_MAP answered wrong offsets"
         elif rc != 3:
-            log("FAIL: the round trip failed before the restore, so the wrong offsets were not tested")
+            why = ": the round trip failed before the restore, so the wrong offsets were not tested"
         else:
-            log("PASS: the falsified UPDATE_VMA_MAP answers made the restore fail")
+            why = ": the falsified UPDATE_VMA_MAP answers made the restore fail"
         ok = rc == 3
     else:
         ok = rc == 0
-        log("PASS" if ok else "FAIL")
-    realcriu.finish(ok, work, args.keep)
+    harness.finish(ok, work, args.keep, why)
 
 
 if __name__ == "__main__":

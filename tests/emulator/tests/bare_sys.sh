@@ -14,25 +14,14 @@
 # COMMAND's (or a broken premise, reported as a failure).
 set -u
 
-if [ "${1:-}" != "--inner" ]; then
-  if ! command -v unshare >/dev/null; then
-    echo "NOT RUN: unshare(1) is not installed (util-linux)"
-    exit 77
-  fi
-  if ! err=$(unshare -m --propagation private true 2>&1); then
-    echo "NOT RUN: unshare -m is not permitted here: $err"
-    exit 77
-  fi
-  base=$(mktemp -d "${TMPDIR:-/tmp}/bare-sys.XXXXXX") || exit 1
-  unshare -m --propagation private "$0" --inner "$base" "$@"
-  rc=$?
-  rmdir "$base" 2>/dev/null
-  exit $rc
-fi
+. "$(dirname "$0")/private_mount_ns.sh"
+enter_private_mount_ns "$0" "$@"
+shift
 
-base=$2
-shift 2
-# The copies live on a tmpfs of this namespace: they vanish with it.
+# The copies live on a tmpfs of this namespace, mounted on a directory that
+# is removed when the command has ended (the bind mounts keep the tmpfs).
+base=$(mktemp -d "${TMPDIR:-/tmp}/bare-sys.XXXXXX") || exit 1
+trap 'umount "$base" 2>/dev/null; rmdir "$base" 2>/dev/null' EXIT
 if ! err=$(mount -t tmpfs tmpfs "$base" 2>&1); then
   echo "NOT RUN: mount is not permitted in the namespace: $err"
   exit 77

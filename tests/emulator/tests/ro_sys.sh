@@ -14,17 +14,8 @@
 # COMMAND's (or a broken premise, reported as a failure).
 set -u
 
-if [ "${1:-}" != "--inner" ]; then
-  if ! command -v unshare >/dev/null; then
-    echo "NOT RUN: unshare(1) is not installed (util-linux)"
-    exit 77
-  fi
-  if ! err=$(unshare -m --propagation private true 2>&1); then
-    echo "NOT RUN: unshare -m is not permitted here: $err"
-    exit 77
-  fi
-  exec unshare -m --propagation private "$0" --inner "$@"
-fi
+. "$(dirname "$0")/private_mount_ns.sh"
+enter_private_mount_ns "$0" "$@"
 shift
 
 if ! err=$(mount --bind /sys /sys 2>&1 && mount -o remount,bind,ro /sys 2>&1); then

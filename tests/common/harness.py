@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""What every Python test harness shares: its verdicts and the end of its
+main().
+
+A harness ends with one of three verdicts, as CTest reads exit codes:
+0 PASS, 1 FAIL, 77 NOT RUN (CTest's SKIP_RETURN_CODE: something the test
+needs is absent, and the reason is printed; never counted as a pass).
+
+  NotRun, Failed            the two ways a check ends a test early
+  check(cond, what)         Failed(what) unless cond
+  require_built(paths..)    NotRun naming the first path that does not exist
+  not_run()                 NotRun inside it: "NOT RUN: reason", exit 77
+  main_guard(fn)            fn() to its verdict: PASS, FAIL (exit 1), NOT RUN
+  run_phase(fn)             a phase the harness runs of itself inside an
+                            emulated machine (--phase): exit 0, or
+                            STEP_FAILED with "step failed: reason"
+  work_dir(prefix)          the run's work directory
+  self_command(script, ..)  the command that runs this harness again
+  finish(ok, work, keep)    "PASS"/"FAIL", the work directory removed or
+                            kept ("work directory kept: DIR"), the exit
+  conclude(body, work, ..)  ok = body() (NOT RUN inside it too), a cleanup
+                            whatever happened, then finish
+  become_subreaper()        restored and orphaned tasks become our children
+
+Import it with tests/common on sys.path:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+"""
+import contextlib
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+NOT_RUN = 77
+# The exit of a phase that failed a step (the outer run reports FAIL).
+STEP_FAILED = 2
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+class NotRun(Exception):
+    """Something the test needs is absent: report NOT RUN, never pass."""
+
+
+class Failed(Exception):
+    """A check or a step failed."""
+
+
+def check(cond, what):
+    if not cond:
+        raise Failed(what)
+
+
+def require_built(*paths):
+    """NotRun unless every one of `paths` (the build's programs and
+    libraries a test runs) exists."""
+    for p in paths:
+        if not os.path.exists(p):
+            raise NotRun(f"{p} is not built")
+
+
+@contextlib.contextmanager
+def not_run():
+    """A NotRun raised inside ends the harness: 'NOT RUN: reason', exit 77."""
+    try:
+        yield
+    except NotRun as e:
+        log(f"NOT RUN: {e}")
+        sys.exit(NOT_RUN)
+
+
+def main_guard(fn):
+    """Runs fn(); maps NotRun to 'NOT RUN: reason' + exit 77 and Failed to
+    'FAIL: reason' + exit 1; prints PASS when fn returns."""
+    with not_run():
+        try:
+            fn()
+        except Failed as e:
+            log(f"FAIL: {e}")
+            sys.exit(1)
+    log("PASS")
+
+
+def run_phase(fn, step_exit=lambda e: STEP_FAILED):
+    """Runs fn(), a phase inside an emulated machine, and exits: 0 when it
+    returns; on a Failed `e`, step_exit(e) (STEP_FAILED unless the harness
+    tells failures apart), on a subprocess error (a timeout) STEP_FAILED,
+    each after 'step failed: reason'."""
+    try:
+        fn()
+    except Failed as e:
+        log(f"step failed: {e}")
+        sys.exit(step_exit(e))
+    except subprocess.SubprocessError as e:
+        log(f"step failed: {e}")
+        sys.exit(STEP_FAILED)
+    sys.exit(0)
+
+
+def work_dir(prefix):
+    """A new work directory, readable by the tasks a test runs as others."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(work, 0o755)
+    return work
+
+
+def self_command(script, *extra):
+    """The command that runs `script` (the harness's __file__) again with
+    this run's arguments and `extra` ones."""
+    return [sys.executable, os.path.abspath(script)] + sys.argv[1:] + list(extra)
+
+
+def finish(ok, work, keep=False, why=""):
+    """The end of a harness's run: "PASS" or "FAIL" (followed by `why`),
+    its work directory removed after a pass (unless `keep`), named after a
+    failure ("work directory kept: DIR", which bench.py reads); exits 0 on
+    a pass, 1 on a failure."""
+    log(("PASS" if ok else "FAIL") + why)
+    if ok and not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        log(f"work directory kept: {work}")
+    sys.exit(0 if ok else 1)
+
+
+def conclude(body, work, keep=False, cleanup=None):
+    """The end of a harness's main() whose run may still find something
+    absent: ok = body(), a NotRun inside it reported (exit 77); cleanup()
+    after it whatever happened; then finish(ok, work, keep)."""
+    ok = False
+    with not_run():
+        try:
+            ok = body()
+        finally:
+            if cleanup:
+                cleanup()
+    finish(ok, work, keep)
+
+
+def become_subreaper():
+    """Restored tasks (criu restore -d) and the orphans of a killed process
+    tree are reparented to us, so that we can wait for them."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_CHILD_SUBREAPER = 36
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise Failed(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
