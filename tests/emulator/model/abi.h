@@ -134,7 +134,21 @@ struct CriuBoBucket {
 struct AvailableMemory { uint64_t available; uint32_t gpu_id, pad; };
 struct ExportDmabuf { uint64_t handle; uint32_t flags, dmabuf_fd; };
 struct RuntimeEnable { uint64_t r_debug; uint32_t mode_mask, capabilities_mask; };
+// AMDKFD_IOC_SVM: kfd_ioctl_svm_args, followed by nattr attributes (the
+// caller's cmd carries their size: _IOC_SIZE = 24 + 8 * nattr).
+struct SvmArgs { uint64_t start_addr, size; uint32_t op, nattr; };
+struct SvmAttribute { uint32_t type, value; };
+inline constexpr uint32_t SVM_OP_SET_ATTR = 0, SVM_OP_GET_ATTR = 1;
+inline constexpr uint32_t SVM_ATTR_PREFERRED_LOC = 0, SVM_ATTR_PREFETCH_LOC = 1, SVM_ATTR_ACCESS = 2,
+			  SVM_ATTR_ACCESS_IN_PLACE = 3, SVM_ATTR_NO_ACCESS = 4, SVM_ATTR_SET_FLAGS = 5,
+			  SVM_ATTR_CLR_FLAGS = 6, SVM_ATTR_GRANULARITY = 7;
+inline constexpr uint32_t SVM_LOCATION_SYSMEM = 0, SVM_LOCATION_UNDEFINED = 0xffffffff;
+inline constexpr uint32_t SVM_FLAG_HOST_ACCESS = 0x1, SVM_FLAG_COHERENT = 0x2, SVM_FLAG_GPU_RO = 0x8,
+			  SVM_FLAG_GPU_EXEC = 0x10, SVM_FLAG_GPU_ALWAYS_MAPPED = 0x40;
+// AMDKFD_IOC_SMI_EVENTS: kfd_ioctl_smi_events_args.
+struct SmiEvents { uint32_t gpuid, anon_fd; };
 
+static_assert(sizeof(SvmArgs) == 24 && sizeof(SvmAttribute) == 8 && sizeof(SmiEvents) == 8);
 static_assert(sizeof(CreateQueue) == 88 && sizeof(CreateEvent) == 32 && sizeof(WaitEvents) == 24);
 static_assert(sizeof(EventData) == 48 && sizeof(ProcessDeviceApertures) == 56);
 static_assert(sizeof(AllocMemoryOfGpu) == 40 && sizeof(MapMemoryToGpu) == 24);

@@ -6,10 +6,19 @@
 //   header   PrivHeader
 //   devices  num_devices x PrivDevice
 //   bos      num_bos x PrivBo
-//   objects  num_objects x PrivObject (queues, then events); a queue's
-//            object is followed by its CU mask words (PrivQueue::cu_mask_bits
-//            / 32 of them), as KFD follows each queue's record with its MQD
+//   objects  num_objects x PrivObject (queues, events, then SVM ranges); a
+//            queue's object is followed by its CU mask words
+//            (PrivQueue::cu_mask_bits / 32 of them), as KFD follows each
+//            queue's record with its MQD, an SVM range's by its nattr
+//            attributes
 // so priv_data_size == what CHECKPOINT writes == what RESTORE consumes.
+//
+// SVM ranges are saved as KFD's kfd_criu_checkpoint_svm saves them: each
+// range's GET_ATTR view of PREFERRED_LOC, PREFETCH_LOC, SET_FLAGS,
+// GRANULARITY and ACCESS per device (by user gpu_id). RESTORE keeps them;
+// RESUME, when the process's memory is back, sets them again
+// (svm_criu_resume in svm.cpp), a range prefetched to a GPU going back to
+// that GPU's VRAM.
 //
 // A queue is saved as KFD's kfd_criu_queue_priv_data saves it: its
 // properties (the ring, its size and the percentage, so an inactive queue
@@ -32,7 +41,7 @@ using namespace abi::kfd;
 // The records of the private data (outside the anonymous namespace: the
 // restore's steps, members of ModelImpl, take them).
 constexpr uint32_t kPrivMagic = 0x554d454b; // "KEMU"
-constexpr uint32_t kPrivVersion = 3;
+constexpr uint32_t kPrivVersion = 4; // 4: SVM ranges
 constexpr uint32_t kMaxGpus = 16;
 
 struct PrivHeader {
@@ -48,7 +57,7 @@ struct PrivBo {
 	uint32_t id, n_mapped;
 	uint32_t mapped[kMaxGpus];
 };
-constexpr uint32_t kObjQueue = 0, kObjEvent = 1;
+constexpr uint32_t kObjQueue = 0, kObjEvent = 1, kObjSvmRange = 2;
 // (Named outside the union: clang refuses types declared in an anonymous
 // union under -Werror.)
 struct PrivQueue {
@@ -63,11 +72,18 @@ struct PrivQueue {
 struct PrivEvent {
 	uint32_t id, type, auto_reset, signaled, node_id;
 };
+// kfd_criu_svm_range_priv_data's fields (in bytes here); nattr attributes
+// follow the object.
+struct PrivSvm {
+	uint64_t start_addr, size;
+	uint32_t nattr;
+};
 struct PrivObject {
 	uint32_t type, pad;
 	union {
 		PrivQueue q;
 		PrivEvent e;
+		PrivSvm s;
 		uint8_t raw[120];
 	};
 };
@@ -94,6 +110,14 @@ template <typename T> bool take(const std::vector<uint8_t> &v, size_t &pos, T *t
 	std::memcpy(t, v.data() + pos, sizeof(T));
 	pos += sizeof(T);
 	return true;
+}
+
+// The attributes saved per SVM range: 4 common ones and ACCESS per device.
+size_t svm_nattr(const KfdProcess &p) { return 4 + p.pdds.size(); }
+
+uint32_t num_objects(const KfdProcess &p)
+{
+	return static_cast<uint32_t>(p.queues.size() + p.events.size() + p.svm.size());
 }
 
 bool excluded(const Bo &bo) { return bo.va && bo.va <= kGpuvmBase; }
@@ -150,7 +174,7 @@ uint64_t ModelImpl::criu_priv_size(const KfdProcess &p) const
 	for (const auto &[qid, q] : p.queues)
 		masks += saved_cu_mask_words(q) * sizeof(uint32_t);
 	return sizeof(PrivHeader) + p.pdds.size() * sizeof(PrivDevice) + criu_num_bos(p) * sizeof(PrivBo) +
-	       (p.queues.size() + p.events.size()) * sizeof(PrivObject) + masks;
+	       num_objects(p) * sizeof(PrivObject) + masks + p.svm.size() * svm_nattr(p) * sizeof(SvmAttribute);
 }
 
 long ModelImpl::criu_op(Caller &c, FileEntry &f, CriuArgs &a)
@@ -170,6 +194,8 @@ long ModelImpl::criu_op(Caller &c, FileEntry &f, CriuArgs &a)
 		KfdProcess &p = *it->second;
 		if (!p.restored || !p.evicted)
 			return -EINVAL;
+		if (int e = svm_criu_resume(p))
+			return e;
 		if (p.evict_count > 0)
 			--p.evict_count;
 		p.evicted = false;
@@ -206,7 +232,7 @@ long ModelImpl::criu_process_info(Caller &c, KfdProcess &p, CriuArgs &a)
 	a.pid = static_cast<uint32_t>(c.own_ns_pid(p.tgid));
 	a.num_devices = static_cast<uint32_t>(p.pdds.size());
 	a.num_bos = criu_num_bos(p);
-	a.num_objects = static_cast<uint32_t>(p.queues.size() + p.events.size());
+	a.num_objects = num_objects(p);
 	a.priv_data_size = criu_priv_size(p);
 	return 0;
 }
@@ -220,7 +246,7 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 	if (!p.queues_paused)
 		return -EINVAL;
 	if (a.num_devices != p.pdds.size() || a.num_bos != criu_num_bos(p) ||
-	    a.num_objects != p.queues.size() + p.events.size() || a.priv_data_size != criu_priv_size(p))
+	    a.num_objects != num_objects(p) || a.priv_data_size != criu_priv_size(p))
 		return -EINVAL;
 
 	std::vector<uint8_t> priv;
@@ -286,6 +312,22 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 		o.e.signaled = e.signaled;
 		o.e.node_id = e.node_id;
 		put(priv, o);
+	}
+	for (auto &[start, r] : p.svm) {
+		std::vector<SvmAttribute> attrs{{SVM_ATTR_PREFERRED_LOC, 0}, {SVM_ATTR_PREFETCH_LOC, 0},
+						{SVM_ATTR_SET_FLAGS, 0}, {SVM_ATTR_GRANULARITY, 0}};
+		for (auto &pdd : p.pdds)
+			attrs.push_back({SVM_ATTR_ACCESS, pdd.user_gpu_id});
+		if (int e = svm_get_attr(p, r.start, r.npages(), attrs, false))
+			return e;
+		PrivObject o{};
+		o.type = kObjSvmRange;
+		o.s.start_addr = r.start * kPage;
+		o.s.size = r.npages() * kPage;
+		o.s.nattr = static_cast<uint32_t>(attrs.size());
+		put(priv, o);
+		for (auto &at : attrs)
+			put(priv, at);
 	}
 	if (priv.size() != a.priv_data_size)
 		return -EINVAL; // internal inconsistency
@@ -400,8 +442,8 @@ int ModelImpl::criu_restore_bo(KfdProcess &p, CriuBoBucket &b, const PrivBo &pb,
 }
 
 // The objects' private records: queues (started again, an SDMA queue from
-// the read pointer in its restored memory once the process is resumed) and
-// events.
+// the read pointer in its restored memory once the process is resumed),
+// events and SVM ranges (set again at RESUME).
 int ModelImpl::criu_restore_objects(KfdProcess &p, uint32_t num_objects, const std::vector<uint8_t> &priv,
 				    size_t &pos)
 {
@@ -437,6 +479,16 @@ int ModelImpl::criu_restore_objects(KfdProcess &p, uint32_t num_objects, const s
 			e.signaled = o.e.signaled;
 			e.node_id = o.e.node_id;
 			p.events[e.id] = e;
+		} else if (o.type == kObjSvmRange) {
+			// Kept for RESUME (kfd_criu_restore_svm): the same number
+			// of attributes as this process has devices to save.
+			if (o.s.nattr != svm_nattr(p) || !o.s.size || (o.s.start_addr | o.s.size) % kPage)
+				return -EINVAL;
+			SvmSaved sv{o.s.start_addr / kPage, o.s.size / kPage, std::vector<SvmAttribute>(o.s.nattr)};
+			for (auto &at : sv.attrs)
+				if (!take(priv, pos, &at))
+					return -EINVAL;
+			p.svm_restored.push_back(std::move(sv));
 		} else {
 			return -EINVAL;
 		}

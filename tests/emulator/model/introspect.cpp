@@ -102,6 +102,7 @@ struct Introspection {
 	std::string counters();
 	std::string userptr();
 	std::string files();
+	std::string svm();
 	void render_file(const DrmFile &d);
 };
 
@@ -219,6 +220,37 @@ std::string Introspection::queues()
 			o << "}";
 		}
 		o << "}";
+		first = false;
+	}
+	o << "]}";
+	return o.str();
+}
+
+// "svm <pid>": the process's SVM ranges (bytes), their attributes, the
+// user gpu_ids that may access them (in place), and where they are:
+// "vram_gpu_id" (the actual id of the GPU whose VRAM holds the range) or 0.
+std::string Introspection::svm()
+{
+	pid_t pid = 0;
+	KfdProcess *p = process(pid);
+	if (!p)
+		return "{\"error\":\"no such process\"}";
+	auto ids = [&](uint64_t bits) {
+		std::string s = "[";
+		for (size_t i = 0; i < p->pdds.size() && i < 64; ++i)
+			if ((bits >> i) & 1)
+				s += (s.size() > 1 ? "," : "") + std::to_string(p->pdds[i].user_gpu_id);
+		return s + "]";
+	};
+	o << "{\"pid\":" << pid << ",\"pending_restore\":" << p->svm_restored.size() << ",\"ranges\":[";
+	bool first = true;
+	for (const auto &[start, r] : p->svm) {
+		const Device *d = r.vram.device();
+		o << (first ? "" : ",") << "{\"start\":" << r.start * kPage << ",\"size\":" << r.npages() * kPage
+		  << ",\"preferred_loc\":" << r.preferred_loc << ",\"prefetch_loc\":" << r.prefetch_loc
+		  << ",\"flags\":" << r.flags << ",\"granularity\":" << r.granularity << ",\"access\":" << ids(r.access)
+		  << ",\"access_in_place\":" << ids(r.aip) << ",\"mapped\":" << json_bool(r.mapped_to_gpu)
+		  << ",\"vram_gpu_id\":" << (d ? d->gpu_id : 0) << "}";
 		first = false;
 	}
 	o << "]}";
@@ -369,6 +401,7 @@ std::string ModelImpl::do_introspect(std::string_view query)
 		{"queues", &Introspection::queues},	  {"events", &Introspection::events},
 		{"bo-bytes", &Introspection::bo_bytes},	  {"counters", &Introspection::counters},
 		{"userptr", &Introspection::userptr},	  {"files", &Introspection::files},
+		{"svm", &Introspection::svm},
 	};
 	std::istringstream in{std::string(query)};
 	std::string cmd;

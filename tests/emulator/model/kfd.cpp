@@ -145,6 +145,7 @@ struct KfdOps {
 	KfdProcess *p;
 	void *buf;
 	uint64_t uarg;
+	size_t usize; // the caller's cmd's argument size
 
 	template <typename T> T &arg() { return *static_cast<T *>(buf); }
 	// The legacy and the new aperture queries' one entry for device i.
@@ -182,6 +183,8 @@ struct KfdOps {
 	long available_memory();
 	long export_dmabuf();
 	long runtime_enable() { return 0; }
+	long svm() { return m.kfd_svm(c, *p, buf, uarg, usize); }
+	long smi_events() { return m.kfd_smi_events(c, *p, arg<SmiEvents>(), uarg); }
 };
 
 long KfdOps::get_version()
@@ -260,6 +263,10 @@ long KfdOps::alloc_memory_of_gpu()
 		return e;
 	if (a.size == 0)
 		return -EINVAL;
+	// A VA (or a userptr's CPU address) inside an SVM range: EADDRINUSE.
+	if (m.svm_overlaps(*p, a.va_addr / kPage, (a.va_addr + a.size - 1) / kPage) ||
+	    ((a.flags & ALLOC_USERPTR) && m.svm_overlaps(*p, a.mmap_offset / kPage, (a.mmap_offset + a.size - 1) / kPage)))
+		return -EADDRINUSE;
 	// Kernel order: gpu_id, small-BAR PUBLIC, bind (VM), then the
 	// doorbell/MMIO sizes. The type is the first of VRAM, GTT,
 	// USERPTR, DOORBELL, MMIO_REMAP set; none is EINVAL.
@@ -641,8 +648,8 @@ namespace {
 // amdkfd_ioctls[]: every number below COMMAND_END. The kernel's own copy
 // directions; the flags: CRIU_OP's KFD_IOC_FLAG_CHECKPOINT_RESTORE, and
 // which calls change what the model publishes in sysfs. The ioctls the
-// model does not emulate (SMI_EVENTS, SVM, GET_QUEUE_WAVE_STATE, DBG_TRAP)
-// have no handler: -EINVAL.
+// model does not emulate (GET_QUEUE_WAVE_STATE, DBG_TRAP) have no handler:
+// -EINVAL.
 constexpr auto kKfdIoctls = [] {
 	std::array<KfdIoctlDesc, COMMAND_END> t{};
 	constexpr unsigned R = abi::kIocRead, W = abi::kIocWrite, RW = R | W;
@@ -679,8 +686,8 @@ constexpr auto kKfdIoctls = [] {
 	def(GET_DMABUF_INFO, "AMDKFD_IOC_GET_DMABUF_INFO", RW, &KfdOps::get_dmabuf_info);
 	def(IMPORT_DMABUF, "AMDKFD_IOC_IMPORT_DMABUF", RW, &KfdOps::import_dmabuf, pub);
 	def(ALLOC_QUEUE_GWS, "AMDKFD_IOC_ALLOC_QUEUE_GWS", RW, &KfdOps::alloc_queue_gws);
-	def(SMI_EVENTS, "AMDKFD_IOC_SMI_EVENTS", RW, nullptr);
-	def(SVM, "AMDKFD_IOC_SVM", RW, nullptr);
+	def(SMI_EVENTS, "AMDKFD_IOC_SMI_EVENTS", RW, &KfdOps::smi_events);
+	def(SVM, "AMDKFD_IOC_SVM", RW, &KfdOps::svm, pub);
 	def(SET_XNACK_MODE, "AMDKFD_IOC_SET_XNACK_MODE", RW, &KfdOps::set_xnack_mode);
 	def(CRIU_OP, "AMDKFD_IOC_CRIU_OP", RW, &KfdOps::criu_op, kIoctlCheckpointRestore | pub);
 	def(AVAILABLE_MEMORY, "AMDKFD_IOC_AVAILABLE_MEMORY", RW, &KfdOps::available_memory);
@@ -699,7 +706,8 @@ const KfdIoctlDesc *kfd_ioctl_desc(unsigned nr)
 	return &kKfdIoctls[nr];
 }
 
-long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, const KfdIoctlDesc &d, void *buf, uint64_t uarg)
+long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, const KfdIoctlDesc &d, void *buf, uint64_t uarg,
+			  size_t usize)
 {
 	// The caller and capability checks are done by the chokepoint. CRIU_OP
 	// finds its target itself; every other call needs the owner's context.
@@ -709,7 +717,7 @@ long ModelImpl::kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, const KfdIoctlDesc 
 		return -ESRCH; // the owner's context is gone
 	if (!d.handler)
 		return -EINVAL;
-	KfdOps ops{*this, lk, c, f, p, buf, uarg};
+	KfdOps ops{*this, lk, c, f, p, buf, uarg, usize};
 	return (ops.*d.handler)();
 }
 

@@ -49,7 +49,6 @@ std::optional<FileKey> key_of(int fd)
 	return FileKey{st.st_dev, st.st_ino};
 }
 
-constexpr size_t kArgBuf = 1024; // larger than any argument struct
 
 } // namespace
 
@@ -479,6 +478,7 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 	}
 
 	alignas(16) uint8_t buf[kArgBuf] = {};
+	const size_t full_size = usize; // AMDKFD_IOC_SVM's attributes may reach beyond kArgBuf
 	if (usize > kArgBuf)
 		usize = kArgBuf; // larger than any struct: the tail is ignored
 	if ((dir & abi::kIocWrite) && usize && c.read(arg, buf, usize) != 0)
@@ -495,7 +495,7 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 			if (int e = ioctl_fault(lk, c, sub))
 				return e;
 		}
-		r = kfd_ioctl(lk, c, f, *kd, buf, arg);
+		r = kfd_ioctl(lk, c, f, *kd, buf, arg, full_size);
 		if (r >= 0 && (flags & kIoctlPublishes) && !sysfs_root_.empty()) {
 			if (auto pit = procs_.find(f.kfd_owner); pit != procs_.end())
 				publish_process(*pit->second);

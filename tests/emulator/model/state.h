@@ -43,6 +43,9 @@
 namespace kfdemu::detail {
 
 constexpr uint64_t kPage = 4096;
+// The ioctl chokepoint's argument buffer: larger than any argument struct
+// (the SVM ioctl's attributes beyond it are copied by its handler).
+constexpr size_t kArgBuf = 1024;
 constexpr uint64_t page_align(uint64_t v) { return (v + kPage - 1) & ~(kPage - 1); }
 
 // GPU virtual address layout (GFX9+, 48-bit VM).
@@ -408,6 +411,51 @@ struct Event {
 	std::array<uint8_t, 32> exception{};
 };
 
+// VRAM an SVM range holds on one GPU (svm.cpp): added to the device's
+// accounting when made, taken off when released or destroyed; split() moves
+// part of it to a new charge (a range split in two keeps the total).
+class VramCharge {
+public:
+	VramCharge() = default;
+	VramCharge(Device &d, uint64_t bytes);
+	VramCharge(VramCharge &&o) noexcept;
+	VramCharge &operator=(VramCharge &&o) noexcept;
+	VramCharge(const VramCharge &) = delete;
+	VramCharge &operator=(const VramCharge &) = delete;
+	~VramCharge() { release(); }
+	VramCharge split(uint64_t bytes);
+	void release();
+	Device *device() const { return bytes_ ? dev_ : nullptr; }
+
+private:
+	Device *dev_ = nullptr; // for its gpu_id only; the accounting is used_
+	std::shared_ptr<std::atomic<uint64_t>> used_;
+	uint64_t bytes_ = 0;
+};
+
+// An SVM range (kfd_svm.c's svm_range): pages [start, last], its
+// attributes, which GPUs (pdd indices) may access it (in place), and where
+// it is: system memory, or the VRAM `vram` charges (a prefetch to a GPU).
+struct SvmRange {
+	uint64_t start = 0, last = 0;
+	uint32_t preferred_loc = abi::kfd::SVM_LOCATION_UNDEFINED;
+	uint32_t prefetch_loc = abi::kfd::SVM_LOCATION_UNDEFINED;
+	uint32_t flags = abi::kfd::SVM_FLAG_HOST_ACCESS | abi::kfd::SVM_FLAG_COHERENT;
+	uint32_t granularity = 9;
+	uint64_t access = 0, aip = 0; // bit i: pdds[i]
+	bool mapped_to_gpu = false;
+	VramCharge vram;
+	uint64_t npages() const { return last - start + 1; }
+};
+
+// An SVM range a CRIU RESTORE read, set again at RESUME (KFD's
+// criu_svm_metadata): start and size in pages, the attributes GET_ATTR gave
+// at CHECKPOINT.
+struct SvmSaved {
+	uint64_t start = 0, npages = 0;
+	std::vector<abi::kfd::SvmAttribute> attrs;
+};
+
 struct KfdProcess {
 	pid_t tgid = 0;
 	std::vector<Pdd> pdds;	// one per GPU, machine order
@@ -429,6 +477,11 @@ struct KfdProcess {
 	std::map<const Bo *, std::set<size_t>> mapped_on;
 	uint64_t event_generation = 0;
 	uint32_t pasid = 0;
+	std::map<uint64_t, SvmRange> svm;	// by start page; never overlapping
+	std::vector<SvmSaved> svm_restored;	// RESTORE .. RESUME
+	// SMI_EVENTS fds: the client's end (kept until the transport has sent
+	// it) and the other end of each socket pair.
+	std::vector<Fd> smi_clients, smi_peers;
 
 	// The queue of this process that holds the GWS of GPU `user_gpu_id`
 	// (the kernel's qpd.num_gws != 0), or null.
@@ -532,7 +585,7 @@ private:
 
 	// KFD (kfd.cpp)
 	// Runs entry `d`'s handler (kfd_ioctl's call through the table).
-	long kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, const KfdIoctlDesc &d, void *buf, uint64_t uarg);
+	long kfd_ioctl(Lock &lk, Caller &c, FileEntry &f, const KfdIoctlDesc &d, void *buf, uint64_t uarg, size_t usize);
 	KfdProcess &kfd_context(Caller &c);
 	int kfd_mmap(Caller &c, uint64_t offset, uint64_t len, MmapTarget *out);
 	void destroy_process(KfdProcess &p);
@@ -557,6 +610,20 @@ private:
 	long kfd_set_cu_mask(Caller &c, KfdProcess &p, const abi::kfd::SetCuMask &a);
 	long kfd_alloc_queue_gws(KfdProcess &p, abi::kfd::AllocQueueGws &a);
 	long kfd_get_dmabuf_info(Caller &c, KfdProcess &p, abi::kfd::GetDmabufInfo &a);
+	// SVM (svm.cpp): the ioctl (its attributes follow the args at uarg,
+	// `usize` bytes in all per the caller's cmd; the first ones also in
+	// buf, which the chokepoint copies back), SET_ATTR/GET_ATTR on pages,
+	// and CRIU's part: saved ranges set again at RESUME.
+	long kfd_svm(Caller &c, KfdProcess &p, void *buf, uint64_t uarg, size_t usize);
+	int svm_set_attr(KfdProcess &p, uint64_t start, uint64_t npages, const std::vector<abi::kfd::SvmAttribute> &attrs);
+	// (check_memory false: CRIU's CHECKPOINT of the process's own ranges)
+	int svm_get_attr(KfdProcess &p, uint64_t start, uint64_t npages, std::vector<abi::kfd::SvmAttribute> &attrs,
+			 bool check_memory = true);
+	int svm_criu_resume(KfdProcess &p);
+	// Whether pages [start, last] overlap an SVM range of p (ALLOC_MEMORY_OF_GPU's EADDRINUSE).
+	static bool svm_overlaps(const KfdProcess &p, uint64_t start, uint64_t last);
+	// SMI_EVENTS (svm.cpp as well, the other ioctl of kfd_svm's era).
+	long kfd_smi_events(Caller &c, KfdProcess &p, abi::kfd::SmiEvents &a, uint64_t uarg);
 
 	// sysfs the kernel keeps current (published.cpp); mu_ held
 	void publish_process(const KfdProcess &p);
