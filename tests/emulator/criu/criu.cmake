@@ -166,5 +166,8 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # after the restore.
   kfdemu_realcriu_test(${_ver} cp_queue_MI100 cp-queue MI100)
   kfdemu_realcriu_test(${_ver} cp_queue_2xMI210 cp-queue 2xMI210)
+  # SVM ranges made through libhsakmt, in system memory and in VRAM.
+  kfdemu_realcriu_test(${_ver} svm_MI100 svm MI100)
+  kfdemu_realcriu_test(${_ver} svm_2xMI210 svm 2xMI210)
 endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree amdgpu-img)

@@ -361,7 +361,7 @@ def daemon_connections(pid):
 
 # The workload's mode per scenario (see workload.cpp).
 WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd-gem"], "stream": ["--kfd-gem"],
-                  "queue-state": ["--queue-state"], "cp-queue": ["--cp-queue"],
+                  "queue-state": ["--queue-state"], "cp-queue": ["--cp-queue"], "svm": ["--svm"],
                   "dump-killed": ["--user-queue"], "dump-termed": ["--user-queue"], "dump-timeout": ["--user-queue"],
                   "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"],
                   "dump-killed-paused": ["--user-queue"], "dump-killed-copied": ["--user-queue"],
@@ -1592,6 +1592,8 @@ def inside(args, criu):
             queue_state_round_trip(run)
         elif args.scenario == "cp-queue":
             cp_queue_round_trip(run)
+        elif args.scenario == "svm":
+            svm_round_trip(run)
         elif args.scenario.startswith("dmabuf-"):
             dmabuf_round_trip(run, args.scenario.split("-")[1])
         elif args.scenario == "stream":
@@ -1647,6 +1649,33 @@ def queue_state_round_trip(run):
     run.restore(pid)
     after = queue_states(run.emu.ctl("queues", pid))
     expect(after == states, f"queue state after restore {after} != dumped {states}")
+    check_restored(run.emu, pid, before)
+    run.verdicts(procs)
+
+
+def svm_ranges(emu, pid):
+    """The process's SVM ranges in the model (`ctl svm`), the GPU whose VRAM
+    holds each as a flag (a restore on another machine may renumber it)."""
+    return [{**r, "vram_gpu_id": r["vram_gpu_id"] != 0} for r in emu.ctl("svm", pid)["ranges"]]
+
+
+def svm_round_trip(run):
+    """svm: SVM ranges made through libhsakmt (workload.cpp --svm), one in
+    VRAM, three split from one in system memory. Restored (KFD CRIU carries
+    them; RESUME sets them again), the model has the same ranges with the
+    same attributes and the VRAM one in VRAM again; the process finds the
+    same hsaKmtSVMGetAttr answers; the rest is checked as in roundtrip."""
+    procs = run.start()
+    pid = procs[0][1]
+    before = snapshot(run.emu, pid)
+    ranges = svm_ranges(run.emu, pid)
+    log(f"workload {pid}: SVM ranges {ranges}")
+    expect(len(ranges) == 4 and sum(r["vram_gpu_id"] for r in ranges) == 1,
+           f"the workload has not 4 SVM ranges, one in VRAM: {ranges}", False)
+    run.dump([pid])
+    run.restore(pid)
+    after = svm_ranges(run.emu, pid)
+    expect(after == ranges, f"SVM ranges after restore {after} != dumped {ranges}")
     check_restored(run.emu, pid, before)
     run.verdicts(procs)
 
@@ -1715,7 +1744,7 @@ def main():
                              "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
-                             "cp-queue",
+                             "cp-queue", "svm",
                              *KILL_SCENARIOS, *STALL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",

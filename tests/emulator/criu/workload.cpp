@@ -4,7 +4,7 @@
 // emulator's realcriu tests (realcriu_test.py). Unmodified libhsakmt 5.2.3
 // and libdrm_amdgpu 2.4.114.
 //
-//   kfdemu_criu_workload [--tree] [--kfd-gem] [--queue-state] [--user-queue | --cp-queue] DIR
+//   kfdemu_criu_workload [--tree] [--kfd-gem] [--queue-state] [--svm] [--user-queue | --cp-queue] DIR
 //   kfdemu_criu_workload --render [--second-file] DIR
 //
 // Setup: on every GPU node a VRAM BO (2 MiB; $KFDEMU_WORKLOAD_VRAM_MIB
@@ -55,6 +55,13 @@
 // ring (doorbell rung). After the restore the GWS is still held (given
 // back: accepted), the FENCE has not run, and once hsaKmtUpdateQueue gives
 // the ring back it does.
+// --svm: SVM ranges made through libhsakmt's hsaKmtSVMSetAttr (SvmState
+// below) on two anonymous regions of the process: one in system memory
+// with access for the first GPU, flags and a granularity, whose middle part
+// gets other ones (so it is three ranges), and one prefetched to the first
+// GPU's VRAM. hsaKmtSVMGetAttr's answers for them before DIR/ready must be
+// its answers after the restore; the regions' bytes are checked, and the
+// VRAM range is then prefetched back to system memory.
 // --tree: the process first forks a child that does all of the above in
 // DIR/child (its own KFD context and BOs); the parent's verdict also
 // requires the child to have exited 0 (it waits for it after its own
@@ -664,6 +671,104 @@ struct QueueState {
 	}
 };
 
+// --svm (see the header).
+struct SvmState {
+	static constexpr size_t kSize = 256 << 10, kPart = 64 << 10;
+	void *sys = nullptr, *vram = nullptr;
+	uint32_t node = 0;
+	std::vector<std::vector<HSA_SVM_ATTRIBUTE>> dumped; // per probe, before the dump
+
+	static void *region(std::string *err)
+	{
+		void *p = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return *err = "mmap", nullptr;
+		return p;
+	}
+	static bool set(void *at, size_t size, std::vector<HSA_SVM_ATTRIBUTE> attrs, std::string *err)
+	{
+		if (HSAKMT_STATUS s = hsaKmtSVMSetAttr(at, size, static_cast<unsigned>(attrs.size()), attrs.data());
+		    s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtSVMSetAttr", s), false;
+		return true;
+	}
+	// The views compared: all of the system-memory region (three ranges),
+	// its middle part, the VRAM region.
+	std::vector<std::pair<void *, size_t>> probes() const
+	{
+		return {{sys, kSize}, {static_cast<char *>(sys) + kPart, kPart}, {vram, kSize}};
+	}
+	bool query(std::vector<std::vector<HSA_SVM_ATTRIBUTE>> *out, std::string *err) const
+	{
+		out->clear();
+		for (auto [at, size] : probes()) {
+			std::vector<HSA_SVM_ATTRIBUTE> q{{HSA_SVM_ATTR_PREFERRED_LOC, 0}, {HSA_SVM_ATTR_PREFETCH_LOC, 0},
+							 {HSA_SVM_ATTR_SET_FLAGS, 0},	   {HSA_SVM_ATTR_CLR_FLAGS, 0},
+							 {HSA_SVM_ATTR_GRANULARITY, 0},	   {HSA_SVM_ATTR_ACCESS, node}};
+			if (HSAKMT_STATUS s = hsaKmtSVMGetAttr(at, size, static_cast<unsigned>(q.size()), q.data());
+			    s != HSAKMT_STATUS_SUCCESS)
+				return *err = status("hsaKmtSVMGetAttr", s), false;
+			out->push_back(q);
+		}
+		return true;
+	}
+	static std::string show(const std::vector<HSA_SVM_ATTRIBUTE> &v)
+	{
+		std::string s;
+		for (const auto &a : v)
+			s += " " + std::to_string(a.type) + ":" + std::to_string(a.value);
+		return s;
+	}
+
+	bool setup(uint32_t gpu_node, uint64_t seed, std::string *err)
+	{
+		node = gpu_node;
+		if (!(sys = region(err)) || !(vram = region(err)))
+			return false;
+		fill(sys, kSize, seed);
+		fill(vram, kSize, seed + 1);
+		if (!set(sys, kSize,
+			 {{HSA_SVM_ATTR_ACCESS, node},
+			  {HSA_SVM_ATTR_PREFERRED_LOC, 0},
+			  {HSA_SVM_ATTR_SET_FLAGS, HSA_SVM_FLAG_GPU_EXEC},
+			  {HSA_SVM_ATTR_CLR_FLAGS, HSA_SVM_FLAG_COHERENT},
+			  {HSA_SVM_ATTR_GRANULARITY, 4}},
+			 err) ||
+		    !set(static_cast<char *>(sys) + kPart, kPart,
+			 {{HSA_SVM_ATTR_GRANULARITY, 2}, {HSA_SVM_ATTR_SET_FLAGS, HSA_SVM_FLAG_GPU_RO}}, err) ||
+		    !set(vram, kSize,
+			 {{HSA_SVM_ATTR_ACCESS, node}, {HSA_SVM_ATTR_PREFERRED_LOC, node}, {HSA_SVM_ATTR_PREFETCH_LOC, node}},
+			 err))
+			return false;
+		if (!query(&dumped, err))
+			return false;
+		// What was set must be what GET_ATTR says, or the comparison after
+		// the restore proves little.
+		if (dumped[2][1].value != node || dumped[2][0].value != node || dumped[1][4].value != 2 ||
+		    !(dumped[1][2].value & HSA_SVM_FLAG_GPU_RO) || dumped[0][4].value != 2 ||
+		    dumped[0][5].type != HSA_SVM_ATTR_ACCESS)
+			return *err = "GET_ATTR does not show what was set:" + show(dumped[0]) + " |" + show(dumped[1]) +
+				      " |" + show(dumped[2]),
+			       false;
+		return true;
+	}
+
+	bool verify(uint64_t seed, std::string *err) const
+	{
+		std::vector<std::vector<HSA_SVM_ATTRIBUTE>> now;
+		if (!query(&now, err))
+			return false;
+		for (size_t i = 0; i < now.size(); i++)
+			if (show(now[i]) != show(dumped[i]))
+				return *err = "SVM attributes of probe " + std::to_string(i) + " are" + show(now[i]) +
+					      ", dumped" + show(dumped[i]),
+				       false;
+		if (check(sys, kSize, seed) >= 0 || check(vram, kSize, seed + 1) >= 0)
+			return *err = "an SVM region's bytes differ", false;
+		return set(vram, kSize, {{HSA_SVM_ATTR_PREFETCH_LOC, 0}}, err);
+	}
+};
+
 // --user-queue: an SDMA user queue of KFD (HSA_QUEUE_SDMA) on the first
 // GPU, which runs only while the process's queues are neither paused nor
 // evicted (unlike libdrm_amdgpu's CS above). After DIR/go one COPY_LINEAR
@@ -850,7 +955,7 @@ void gpu_bos(const HsaSystemProperties &sys, std::vector<uint32_t> *gpus_out, st
 
 // The workload's options beyond DIR.
 struct Modes {
-	bool gem = false, queue_state = false, user_queue = false, cp_queue = false;
+	bool gem = false, queue_state = false, user_queue = false, cp_queue = false, svm = false;
 };
 
 [[noreturn]] void run(const Modes &m)
@@ -902,6 +1007,11 @@ struct Modes {
 	QueueState qs;
 	if (queue_state && !qs.setup(gpus[0], q.QueueId, &err))
 		finish("FAIL: queue state: " + err);
+	SvmState svm;
+	const uint64_t svm_seed = seed;
+	seed += 2;
+	if (m.svm && !svm.setup(gpus[0], svm_seed, &err))
+		finish("FAIL: SVM: " + err);
 
 	UserQueue uq;
 	if (user_queue && !uq.create(gpus[0], gtt.size, &err))
@@ -951,6 +1061,8 @@ struct Modes {
 	}
 	if (queue_state && !qs.verify(q.QueueId, &err))
 		finish("FAIL: after restore: queue state: " + err);
+	if (m.svm && !svm.verify(svm_seed, &err))
+		finish("FAIL: after restore: SVM: " + err);
 	if (HSAKMT_STATUS s = hsaKmtDestroyQueue(q.QueueId); s != HSAKMT_STATUS_SUCCESS)
 		finish(status("FAIL: after restore: hsaKmtDestroyQueue", s));
 	finish("OK");
@@ -979,13 +1091,15 @@ int main(int argc, char **argv)
 			m.user_queue = true;
 		else if (a == "--cp-queue")
 			m.cp_queue = true;
+		else if (a == "--svm")
+			m.svm = true;
 		else
 			break;
 	}
-	if (argc != i + 1 || (render && (tree || m.gem || m.queue_state || m.user_queue || m.cp_queue)) ||
+	if (argc != i + 1 || (render && (tree || m.gem || m.queue_state || m.user_queue || m.cp_queue || m.svm)) ||
 	    (second && !render) || (m.cp_queue && m.user_queue)) {
 		std::fprintf(stderr,
-			     "usage: %s [--tree] [--kfd-gem] [--queue-state] [--user-queue | --cp-queue] DIR | --render "
+			     "usage: %s [--tree] [--kfd-gem] [--queue-state] [--svm] [--user-queue | --cp-queue] DIR | --render "
 			     "[--second-file] DIR\n",
 			     argv[0]);
 		return 2;
