@@ -25,6 +25,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 using namespace kfdemu;
 using namespace kfdemu::test;
@@ -428,6 +429,55 @@ void test_stall_fault(const Setup &s)
 	CHECK_EQ(stalls(), before + 1);
 }
 
+// AMDKFD_IOC_SVM with its attributes in the cmd's size (as libhsakmt
+// issues it), more of them than the emulator's argument buffer holds; and
+// SMI_EVENTS' fd, installed in this process by the transport.
+void test_svm_smi(const Setup &s)
+{
+	constexpr size_t kPages = 2, kAttrs = 300;
+	void *mem = ::mmap(nullptr, kPages * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(mem != MAP_FAILED);
+	if (mem == MAP_FAILED)
+		return;
+	std::vector<uint8_t> buf(sizeof(kfd_ioctl_svm_args) + kAttrs * sizeof(kfd_ioctl_svm_attribute));
+	auto *a = reinterpret_cast<kfd_ioctl_svm_args *>(buf.data());
+	auto svm = [&](uint32_t op, uint32_t nattr, size_t size) {
+		a->start_addr = reinterpret_cast<uint64_t>(mem);
+		a->size = kPages * 4096;
+		a->op = op;
+		a->nattr = nattr;
+		const unsigned long cmd = _IOC(_IOC_READ | _IOC_WRITE, 'K', _IOC_NR(AMDKFD_IOC_SVM), size);
+		const int r = ::ioctl(s.kfd, cmd, buf.data());
+		return r < 0 ? -errno : r;
+	};
+	a->attrs[0] = {KFD_IOCTL_SVM_ATTR_ACCESS, s.gpu};
+	CHECK_EQ(svm(KFD_IOCTL_SVM_OP_SET_ATTR, 1, sizeof(kfd_ioctl_svm_args)), -EINVAL); // cmd without the attribute
+	CHECK_EQ(svm(KFD_IOCTL_SVM_OP_SET_ATTR, 1, sizeof(kfd_ioctl_svm_args) + 8), 0);
+	CHECK_EQ(svm(9, 1, sizeof(kfd_ioctl_svm_args) + 8), EINVAL); // svm_ioctl's positive EINVAL
+	for (size_t i = 0; i < kAttrs; i++)
+		a->attrs[i] = {i % 2 ? KFD_IOCTL_SVM_ATTR_GRANULARITY : KFD_IOCTL_SVM_ATTR_ACCESS, s.gpu};
+	CHECK_EQ(svm(KFD_IOCTL_SVM_OP_GET_ATTR, kAttrs, buf.size()), 0);
+	size_t wrong = 0;
+	for (size_t i = 0; i < kAttrs; i++)
+		wrong += i % 2 ? a->attrs[i].value != 9 : a->attrs[i].type != KFD_IOCTL_SVM_ATTR_ACCESS;
+	CHECK_EQ(wrong, size_t{0});
+	::munmap(mem, kPages * 4096);
+
+	kfd_ioctl_smi_events_args e{0xdead, 0};
+	CHECK_EQ(xioctl(s.kfd, AMDKFD_IOC_SMI_EVENTS, &e), -EINVAL);
+	e = {s.gpu, 0};
+	CHECK_EQ(xioctl(s.kfd, AMDKFD_IOC_SMI_EVENTS, &e), 0);
+	const int fd = static_cast<int>(e.anon_fd);
+	CHECK(fd > 2);
+	CHECK_EQ(::fcntl(fd, F_GETFD) & FD_CLOEXEC, 0); // anon_inode_getfd(O_RDWR): not close-on-exec
+	char ev[64];
+	CHECK_EQ(::read(fd, ev, sizeof ev), ssize_t{-1});
+	CHECK_EQ(errno, EAGAIN);
+	const uint64_t mask = 1;
+	CHECK_EQ(::write(fd, &mask, sizeof mask), ssize_t{sizeof mask});
+	CHECK_EQ(::close(fd), 0);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -451,6 +501,7 @@ int main(int argc, char **argv)
 	run("calls from a process that does not own the context", [&] { test_non_owner(s); });
 	run("/dev/kfd mmap offsets", [&] { test_kfd_mmap(s); });
 	run("render node: unknown ioctls, handles, VA, PRIME, ctx, userptr, mmap", [&] { test_render(s); });
+	run("SVM attributes beyond the argument buffer, SMI_EVENTS fd", [&] { test_svm_smi(s); });
 	run("fault rules changed at run time", [&] { test_runtime_faults(s); });
 	run("a stall holds the call until its caller ends", [&] { test_stall_fault(s); });
 	return summary();
