@@ -678,12 +678,19 @@ struct SvmState {
 	uint32_t node = 0;
 	std::vector<std::vector<HSA_SVM_ATTRIBUTE>> dumped; // per probe, before the dump
 
+	// kSize bytes at a multiple of kSize: never across a boundary at which
+	// SET_ATTR cuts new ranges (1/32 of the smallest VRAM, 2 MiB at least),
+	// so each region starts as one range.
 	static void *region(std::string *err)
 	{
-		void *p = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *p = ::mmap(nullptr, 2 * kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
 			return *err = "mmap", nullptr;
-		return p;
+		const uintptr_t a = reinterpret_cast<uintptr_t>(p), at = (a + kSize - 1) / kSize * kSize;
+		if (at > a)
+			::munmap(p, at - a);
+		::munmap(reinterpret_cast<void *>(at + kSize), a + kSize - at);
+		return reinterpret_cast<void *>(at);
 	}
 	static bool set(void *at, size_t size, std::vector<HSA_SVM_ATTRIBUTE> attrs, std::string *err)
 	{

@@ -89,10 +89,11 @@ void VramCharge::release()
 
 namespace {
 
-// kfd_process_gpuidx_from_gpuid: the pdd index of user gpu_id, or -1.
+// kfd_process_gpuidx_from_gpuid: the pdd index of user gpu_id, or -1
+// (also beyond the 64 GPUs a range's access bits can name).
 int gpuidx(const KfdProcess &p, uint32_t gpu_id)
 {
-	for (size_t i = 0; i < p.pdds.size(); ++i)
+	for (size_t i = 0; i < p.pdds.size() && i < 64; ++i)
 		if (p.pdds[i].user_gpu_id == gpu_id)
 			return static_cast<int>(i);
 	return -1;

@@ -42,11 +42,14 @@ struct App {
 	FakeCaller c;
 	int kfd = -1;
 	static constexpr uint64_t pages = 16;
+	// 2 MiB aligned: the 16 pages never cross the boundary at which SET_ATTR
+	// cuts new ranges (2 MiB on the smallest VRAM).
+	static constexpr size_t kAlign = 2 << 20;
 	uint8_t *mem = nullptr;
 
 	explicit App(MachineDesc machine = make_machine({G0, G1}), pid_t pid = 1000) : rig(std::move(machine)), c(pid)
 	{
-		mem = static_cast<uint8_t *>(aligned_alloc(kPg, pages * kPg));
+		mem = static_cast<uint8_t *>(aligned_alloc(kAlign, kAlign));
 		std::memset(mem, 0x5a, pages * kPg);
 		kfd = rig.open_kfd(c);
 		const int r0 = rig.open_render(c, 128), r1 = rig.open_render(c, 129);
