@@ -35,7 +35,7 @@ if(NOT KFDEMU_CRIU_HSAKMT_LIB OR NOT Python3_Interpreter_FOUND OR NOT TARGET amd
 endif()
 
 add_executable(kfdemu_criu_workload ${KFDEMU_DIR}/criu/workload.cpp)
-target_link_libraries(kfdemu_criu_workload PRIVATE ${KFDEMU_CRIU_HSAKMT_LIB} PkgConfig::LIBDRM_AMDGPU PkgConfig::LIBDRM)
+target_link_libraries(kfdemu_criu_workload PRIVATE ${KFDEMU_CRIU_HSAKMT_LIB} PkgConfig::LIBDRM_AMDGPU PkgConfig::LIBDRM amdcr_testcommon)
 amdcr_warnings(kfdemu_criu_workload)
 
 # The CRIU versions: cmake/RealCriu.cmake (AMDCR_CRIU_VERSIONS).

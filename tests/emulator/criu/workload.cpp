@@ -84,6 +84,8 @@
 #include <string>
 #include <vector>
 
+#include "testcommon/pattern.h"
+
 namespace {
 
 struct Bo {
@@ -92,29 +94,12 @@ struct Bo {
 	uint64_t seed;
 };
 
-uint64_t word(uint64_t seed, uint64_t i)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + i;
-	x ^= x >> 31;
-	x *= 0xbf58476d1ce4e5b9ull;
-	return x ^ (x >> 29);
-}
-
-void fill(void *addr, uint64_t size, uint64_t seed)
-{
-	auto *w = static_cast<uint64_t *>(addr);
-	for (uint64_t i = 0; i < size / 8; i++)
-		w[i] = word(seed, i);
-}
-
-// Index of the first wrong word, or -1.
+// Index of the first word of `addr` that differs from seed's pattern
+// (tests/common), or -1.
 int64_t check(const void *addr, uint64_t size, uint64_t seed)
 {
-	const auto *w = static_cast<const uint64_t *>(addr);
-	for (uint64_t i = 0; i < size / 8; i++)
-		if (w[i] != word(seed, i))
-			return int64_t(i);
-	return -1;
+	const int64_t at = testcommon::check_pattern(addr, size & ~uint64_t(7), seed);
+	return at < 0 ? -1 : at / 8;
 }
 
 std::string g_dir;
@@ -355,7 +340,7 @@ bool gpu_copies(uint32_t node, int render_fd, const Bo &vram, std::string *err)
 		else if (!alloc_bo(node, vram.size, true, &fresh, err))
 			*err = "new KFD VRAM BO: " + *err;
 		else {
-			fill(gtt.cpu, gtt.size, 4242 + node);
+			testcommon::fill_pattern(gtt.cpu, gtt.size, 4242 + node);
 			if (!sdma_copy(dev, {gtt.bo}, gtt.va, uint64_t(uintptr_t(fresh.addr)), fresh.size, err))
 				*err = "SDMA copy into the new KFD BO: " + *err;
 			else if (int64_t at2 = check(fresh.addr, fresh.size, 4242 + node); at2 >= 0)
@@ -410,11 +395,11 @@ struct RenderSet {
 			return *err = status("amdgpu_va_range_alloc", r), false;
 		if (int r = amdgpu_bo_va_op(vcpu->bo, 0, vcpu->size, va2, 0, AMDGPU_VA_OP_MAP); r)
 			return *err = status("amdgpu_bo_va_op(MAP, second VA)", r), false;
-		fill(gtt->cpu, vram->size, seed_vram);
+		testcommon::fill_pattern(gtt->cpu, vram->size, seed_vram);
 		if (!sdma_copy(dev, {gtt->bo, vram->bo}, gtt->va, vram->va, vram->size, err))
 			return *err = "SDMA fill of the VRAM GEM BO: " + *err, false;
-		fill(gtt->cpu, gtt->size, seed_gtt);
-		fill(vcpu->cpu, vcpu->size, seed_vcpu);
+		testcommon::fill_pattern(gtt->cpu, gtt->size, seed_gtt);
+		testcommon::fill_pattern(vcpu->cpu, vcpu->size, seed_vcpu);
 		return true;
 	}
 
@@ -528,7 +513,7 @@ struct SecondFile {
 		map.map_size = size;
 		if (::ioctl(fd, DRM_IOCTL_AMDGPU_GEM_VA, &map))
 			return *err = std::string("GEM_VA on the second file: ") + std::strerror(errno), false;
-		fill(cpu, size, seed);
+		testcommon::fill_pattern(cpu, size, seed);
 		return true;
 	}
 	void describe(const std::string &path) const
@@ -876,7 +861,7 @@ struct Modes {
 	gtt.seed = seed++;
 	bos.push_back(gtt);
 	for (const auto &b : bos)
-		fill(b.addr, b.size, b.seed);
+		testcommon::fill_pattern(b.addr, b.size, b.seed);
 	std::vector<int> render_fds;
 	for (int m : minors) {
 		int fd = find_render_fd(m);
