@@ -236,6 +236,11 @@ Status RestoreSession::load_and_map()
 		bound.push_back({kfd_image_name(id), img->binding});
 		if (auto st = validate_kfd_image_set(*images, id, *img); !st)
 			return st;
+		auto chain = resolve_chain_pages(*images, id, *img, env_.config.verify ? Verify::On : Verify::Off);
+		if (!chain)
+			return std::move(chain).error();
+		if (!chain->empty())
+			kfd_chains_.emplace(id, std::move(*chain));
 		for (const auto &d : img->devices) {
 			devices.emplace(d.node_id, d);
 			if (d.is_gpu())
@@ -731,6 +736,8 @@ Result<std::vector<GpuCopyJob>> RestoreSession::kfd_copy_jobs(int id, std::span<
 		job.image_gpu_id = d.gpu_id;
 		job.render_path = env_.paths.render_path(m->local_render_minor);
 		job.pages_file = kfd_pages_image_name(id, d.gpu_id);
+		if (auto c = kfd_chains_.find(id); c != kfd_chains_.end())
+			job.chain = &c->second.at(d.gpu_id); // an incremental checkpoint
 		jobs.push_back(std::move(job));
 	}
 	size_t k = 0;

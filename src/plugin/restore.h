@@ -217,6 +217,9 @@ private:
 	std::optional<StageTotals> totals_;
 	State state_ = State::Unprepared;
 	std::map<int, KfdImage> kfd_images_; // by CRIU file id
+	// The KFD images that are links of a chain: where each GPU's bytes are
+	// (image/kfd_chain.h), resolved with the images.
+	std::map<int, std::map<uint32_t, ChainPages>> kfd_chains_;
 	// CRIU's files.img and pstree.img facts (init); none for streamed
 	// images and checkpoints without them.
 	std::optional<CriuCheckpointFacts> criu_facts_;

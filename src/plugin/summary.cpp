@@ -80,6 +80,15 @@ std::string StageTotals::line(bool dump, const Config &config) const
 		human_bytes(bytes).c_str(), secs,
 		secs > 0 ? static_cast<double>(bytes) / secs / 1e9 : 0.0,
 		static_cast<unsigned long long>(t.peak_staging.load()), budget.c_str());
+	if (dump && t.incremental_gpus.load() > 0)
+		s += strprintf(", incremental on %llu GPU%s: %llu bytes (%s) written, %llu bytes (%s) taken from the "
+			       "parent checkpoint (chunks hashed on each GPU's copy thread)",
+			       static_cast<unsigned long long>(t.incremental_gpus.load()),
+			       t.incremental_gpus.load() == 1 ? "" : "s",
+			       static_cast<unsigned long long>(t.written_bytes.load()),
+			       human_bytes(t.written_bytes.load()).c_str(),
+			       static_cast<unsigned long long>(t.parent_bytes.load()),
+			       human_bytes(t.parent_bytes.load()).c_str());
 	if (!dump)
 		s += config.verify ? strprintf(", checksums matched for %llu bytes",
 					       static_cast<unsigned long long>(t.verified_bytes.load()))
