@@ -148,5 +148,11 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # the GWS, an inactive SDMA queue with a packet pending.
   kfdemu_realcriu_test(${_ver} queue_state_MI100 queue-state MI100)
   kfdemu_realcriu_test(${_ver} queue_state_2xMI210 queue-state 2xMI210)
+  # Incremental checkpoints: three periodic dumps --leave-running, each
+  # after the first against the previous one (--prev-images-dir), while the
+  # process rewrites a MiB of each GPU's VRAM through the GPU between them
+  # and checks its GPUs after each; then a restore from the chain of three.
+  kfdemu_realcriu_test(${_ver} periodic_MI100 periodic MI100)
+  kfdemu_realcriu_test(${_ver} periodic_2xMI210 periodic 2xMI210)
 endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree amdgpu-img)

@@ -346,7 +346,8 @@ def daemon_connections(pid):
 WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd-gem"], "stream": ["--kfd-gem"],
                   "queue-state": ["--queue-state"],
                   "dump-killed": ["--user-queue"], "dump-termed": ["--user-queue"], "dump-timeout": ["--user-queue"],
-                  "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"]}
+                  "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"],
+                  "periodic": ["--periodic", "3"]}
 
 
 def queue_sig(q):
@@ -1437,6 +1438,8 @@ def inside(args, criu):
     work = args.work
     if args.scenario in KILL_SCENARIOS:
         os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(KILL_VRAM_MIB)
+    if args.scenario == "periodic":
+        os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(PERIODIC_VRAM_MIB)
     run = Run(args, criu, work)
     try:
         if args.interop:
@@ -1475,10 +1478,157 @@ def inside(args, criu):
             dump_killed(run, args.scenario)
         elif args.scenario == "restore-killed":
             restore_killed(run)
+        elif args.scenario == "periodic":
+            periodic_incremental(run)
         else:
             raise Failure(f"unknown scenario {args.scenario}")
     finally:
         run.cleanup()
+
+
+# --------------------------------------------------------------------------
+# Incremental checkpoints (issue 29)
+# --------------------------------------------------------------------------
+
+PERIODIC_DUMPS = 3
+PERIODIC_VRAM_MIB = 16  # per GPU; the workload rewrites 1 MiB of it between dumps
+SUMMARY_DUMP = re.compile(r"amdgpu_plugin: dump: .*?\((\d+) with contents\), (\d+) bytes")
+SUMMARY_INCREMENTAL = re.compile(r"incremental on (\d+) GPUs?: (\d+) bytes \([^)]*\) written, (\d+) bytes "
+                                 r"\([^)]*\) taken from the parent checkpoint")
+SUMMARY_RESTORE = re.compile(r"amdgpu_plugin: restore: .*checksums matched for (\d+) bytes")
+
+
+def tracks_memory(criu):
+    """Whether this kernel lets CRIU track memory (soft-dirty): --track-mem
+    and pre-dump need it."""
+    return subprocess.run([criu, "check", "--feature", "mem_dirty_track"], capture_output=True).returncode == 0
+
+
+def pages_payload(images):
+    """Payload bytes of the KFD pages files in `images` (their 8-byte
+    headers left out)."""
+    return sum(os.path.getsize(f) - 8 for f in glob.glob(os.path.join(images, "amdgpu-pages-*.img")))
+
+
+def periodic_dump(run, pid, k, track):
+    """The k-th `criu dump --leave-running` of the periodic scenario, into
+    WORK/ckpt-k with --prev-images-dir ../ckpt-(k-1) after the first;
+    returns (bytes of the BOs, bytes written, bytes from the parent)."""
+    run.images = os.path.join(run.work, f"ckpt-{k}")
+    os.makedirs(run.images, exist_ok=True)
+    extra = ["-t", str(pid), "--leave-running"]
+    if k > 1 and track:
+        extra += track + ["--prev-images-dir", f"../ckpt-{k - 1}"]
+    elif k > 1:
+        gpu_only_parent(run.work, k)
+    rc = run.criu_run("dump", extra, "dump.log")
+    log_path = os.path.join(run.images, "dump.log")
+    if rc != 0:
+        show_log(log_path)
+        raise Failure(f"criu dump {k} failed ({rc})", False)
+    text = open(log_path, errors="replace").read()
+    total = SUMMARY_DUMP.search(text)
+    expect(total is not None, f"dump {k}: no summary line in {log_path}", False)
+    total = int(total.group(2))
+    incr = SUMMARY_INCREMENTAL.search(text)
+    written = pages_payload(run.images)
+    if k == 1:
+        expect(incr is None, f"dump 1 (no parent) says it is incremental: {incr and incr.group(0)}", False)
+        expect(written == total, f"dump 1 wrote {written} bytes of pages, its BOs hold {total}", False)
+        log(f"dump 1: complete, {total} bytes")
+        return total, written, 0
+    expect(incr is not None, f"dump {k}: no incremental clause in its summary line", False)
+    said_written, said_parent = int(incr.group(2)), int(incr.group(3))
+    expect(said_written == written, f"dump {k}: the summary says {said_written} bytes written, its pages files "
+           f"hold {written}", False)
+    expect(said_written + said_parent == total, f"dump {k}: {said_written} written + {said_parent} from the "
+           f"parent != {total} bytes of BOs", False)
+    log(f"dump {k}: {written} of {total} bytes written, {said_parent} taken from ../ckpt-{k - 1}")
+    return total, written, said_parent
+
+
+def gpu_only_parent(work, k):
+    """Without memory tracking CRIU refuses a parent with CPU pages (its
+    pid-reuse check needs the parent inventory's uptime, which only
+    --track-mem writes): WORK/ckpt-k gets a `parent` link to
+    WORK/ckpt-(k-1).gpu, which holds (hard links to) the plugin's files of
+    ckpt-(k-1) and its own parent link, so CRIU sees no parent pages and
+    the plugin the chain it would see under --prev-images-dir."""
+    prev, gdir = os.path.join(work, f"ckpt-{k - 1}"), os.path.join(work, f"ckpt-{k - 1}.gpu")
+    os.makedirs(gdir, exist_ok=True)
+    for f in glob.glob(os.path.join(prev, "amdgpu-*.img")):
+        os.link(f, os.path.join(gdir, os.path.basename(f)))
+    if k > 2:
+        os.symlink(f"../ckpt-{k - 2}.gpu", os.path.join(gdir, "parent"))
+    os.symlink(f"../ckpt-{k - 1}.gpu", os.path.join(work, f"ckpt-{k}", "parent"))
+
+
+def periodic_step(run, k):
+    """Lets the workload check its memory and GPUs after dump k (and
+    rewrite a MiB of each VRAM BO through its GPU, but after the last)."""
+    open(os.path.join(run.work, f"step{k}"), "w").close()
+    done = os.path.join(run.work, f"step{k}.done")
+    result = os.path.join(run.work, "result")
+    wait_for(lambda: os.path.exists(done) or os.path.exists(result), 60, f"step {k} of the workload")
+    if not os.path.exists(done):
+        show_log(os.path.join(run.work, "workload.log"))
+        why = open(result).read().strip() if os.path.exists(result) else "no answer within 60 s"
+        raise Failure(f"after dump {k} (--leave-running): the workload says {why}", False)
+
+
+def periodic_incremental(run):
+    """periodic: criu dump --leave-running three times, each after the
+    first with --track-mem --prev-images-dir ../ckpt-(k-1) where the kernel
+    tracks memory (else with a parent link to the previous dump's GPU files,
+    gpu_only_parent), while the workload checks its BOs and GPUs after each dump and
+    rewrites 1 MiB of each GPU's 16 MiB VRAM BO through the GPU between
+    dumps. Checked: after every dump the process runs (not paused, queues
+    active, no guardian left) and its GPU work succeeds; the first dump is
+    complete; each later one is incremental, its pages files hold exactly
+    the bytes its summary says it wrote, written + taken from the parent =
+    the BOs' bytes, at least the rewritten MiB per GPU and at most one more
+    MiB per GPU written. Then the process is killed and restored from the
+    last checkpoint (a chain of three): every byte's checksum matched (the
+    summary line), and the restored process checks every BO's contents
+    with its patches and its GPUs."""
+    procs = run.start()
+    pid = procs[0][1]
+    before = snapshot(run.emu, pid)
+    with open(os.path.join(run.work, "ready")) as f:
+        gpus = len(f.read().split("\n")[1:-1]) - 1  # a VRAM BO per GPU, then the GTT BO
+    track = ["--track-mem"] if tracks_memory(run.criu) else []
+    if not track:
+        log("this kernel does not track memory (criu check --feature mem_dirty_track), so CRIU refuses "
+            "--prev-images-dir: each dump's parent link is made by the test, to the previous dump's GPU files "
+            "only (gpu_only_parent)")
+    totals = []
+    for k in range(1, PERIODIC_DUMPS + 1):
+        totals.append(periodic_dump(run, pid, k, track))
+        expect(alive(pid), f"dump {k} (--leave-running): process {pid} is gone", False)
+        check_running(run.emu, pid, before, f"after dump {k} (--leave-running)")
+        expect(not guardians(), f"guardian processes left after dump {k}: {guardians()}", False)
+        periodic_step(run, k)
+    mib = 1 << 20
+    full = totals[0][0]
+    for k, (total, written, _) in enumerate(totals[1:], start=2):
+        expect(total == full, f"dump {k}: {total} bytes of BOs, dump 1 had {full}", False)
+        expect(gpus * mib <= written <= 2 * gpus * mib,
+               f"dump {k}: wrote {written} bytes; the workload rewrote {gpus} MiB ({gpus} GPU(s)) since dump "
+               f"{k - 1}", False)
+    run.wl.kill()
+    run.wl.wait()
+    run.wl = None
+    expect(wait_for(lambda: not reap_children() and not os.path.exists(f"/proc/{pid}"), 10, "the workload to go"),
+           f"process {pid} still exists", False)
+    run.images = os.path.join(run.work, f"ckpt-{PERIODIC_DUMPS}")
+    run.restore(pid)
+    text = open(os.path.join(run.images, "restore.log"), errors="replace").read()
+    m = SUMMARY_RESTORE.search(text)
+    expect(m is not None and int(m.group(1)) == full,
+           f"restore: checksums matched for {m and m.group(1)} bytes, the BOs hold {full}")
+    log(f"restore from a chain of {PERIODIC_DUMPS}: checksums matched for {full} bytes")
+    expect(not guardians(), f"guardian processes left after the restore: {guardians()}")
+    run.verdicts(procs)
 
 
 def queue_states(q):
@@ -1542,7 +1692,7 @@ def main():
                              "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
-                             *KILL_SCENARIOS])
+                             "periodic", *KILL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                        "streamer", "streamer.py"),
