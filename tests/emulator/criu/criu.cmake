@@ -152,7 +152,8 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # after the first against the previous one (--prev-images-dir), while the
   # process rewrites a MiB of each GPU's VRAM through the GPU between them
   # and checks its GPUs after each; then a restore from the chain of three.
-  kfdemu_realcriu_test(${_ver} periodic_MI100 periodic MI100)
-  kfdemu_realcriu_test(${_ver} periodic_2xMI210 periodic 2xMI210)
+  # amdgpu-img verify follows the chain, flatten makes it one checkpoint.
+  kfdemu_realcriu_test(${_ver} periodic_MI100 periodic MI100 --amdgpu-img $<TARGET_FILE:amdgpu-img>)
+  kfdemu_realcriu_test(${_ver} periodic_2xMI210 periodic 2xMI210 --amdgpu-img $<TARGET_FILE:amdgpu-img>)
 endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree amdgpu-img)

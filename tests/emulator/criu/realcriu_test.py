@@ -1629,6 +1629,47 @@ def periodic_incremental(run):
     log(f"restore from a chain of {PERIODIC_DUMPS}: checksums matched for {full} bytes")
     expect(not guardians(), f"guardian processes left after the restore: {guardians()}")
     run.verdicts(procs)
+    inspect_chain(run, full)
+
+
+def amdgpu_img(run, *args):
+    out = subprocess.run([run.args.amdgpu_img, *args], capture_output=True, text=True)
+    log(f"amdgpu-img {' '.join(args)}: exit {out.returncode}")
+    return out
+
+
+def inspect_chain(run, full):
+    """amdgpu-img on the chain of the periodic scenario: verify reads every
+    GPU byte of the last checkpoint through its parents; flatten writes a
+    complete checkpoint (no parent in its KFD image, pages files of all the
+    BOs' bytes) that verify passes; a damaged byte of the first checkpoint,
+    still taken from it by the last, fails verify and flatten of the last."""
+    last = os.path.join(run.work, f"ckpt-{PERIODIC_DUMPS}")
+    v = amdgpu_img(run, "verify", "-v", last)
+    expect(v.returncode == 0 and "with its parents" in v.stdout, f"verify of the chain: {v.stdout}{v.stderr}")
+    flat = os.path.join(run.work, "flat")
+    f = amdgpu_img(run, "flatten", last, flat)
+    expect(f.returncode == 0, f"flatten: {f.stdout}{f.stderr}")
+    expect(pages_payload(flat) == full, f"flattened pages files hold {pages_payload(flat)} bytes, the BOs {full}")
+    v = amdgpu_img(run, "verify", flat)
+    expect(v.returncode == 0, f"verify of the flattened checkpoint: {v.stdout}{v.stderr}")
+    j = json.loads(amdgpu_img(run, "show", "--json", flat).stdout)
+    expect(all("parent" not in k for k in j["kfd"]), "the flattened KFD image names a parent")
+    first = sorted(glob.glob(os.path.join(run.work, "ckpt-1", "amdgpu-pages-*.img")))
+    first = [p for p in first if os.path.getsize(p) > 8][0]
+    with open(first, "r+b") as fh:  # a byte of the last MiB of the first BO: no dump rewrote it
+        fh.seek(8 + (PERIODIC_VRAM_MIB - 1) * (1 << 20) + 12345)
+        b = fh.read(1)
+        fh.seek(-1, os.SEEK_CUR)
+        fh.write(bytes([b[0] ^ 0xff]))
+    v = amdgpu_img(run, "verify", last)
+    expect(v.returncode == 1 and "do not match their checksum" in v.stdout,
+           f"verify of the chain with a damaged parent: {v.stdout}{v.stderr}")
+    f = amdgpu_img(run, "flatten", last, flat + "-2")
+    expect(f.returncode != 0 and "do not match their checksum" in f.stderr,
+           f"flatten of the chain with a damaged parent: {f.stdout}{f.stderr}")
+    log("amdgpu-img: verify follows the chain, flatten writes a complete checkpoint; a damaged parent byte is "
+        "found by both")
 
 
 def queue_states(q):
