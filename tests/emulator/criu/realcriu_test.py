@@ -130,6 +130,13 @@ broken-vma-map  the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a
                 page (KFDEMU_ADAPTER_BREAK_VMA_MAP=1): passes only if the
                 dump succeeds and the restore or the restored process fails.
 
+periodic        three `criu dump --leave-running`, each after the first
+                incremental against the previous one, while the process
+                rewrites a MiB of each GPU's VRAM between them; then a
+                restore from the chain of three (periodic_incremental);
+                with --interop upstream-restore, the chain is flattened
+                (amdgpu-img flatten) and upstream's plugin restores it.
+
 --interop upstream-dump | upstream-restore  (with roundtrip or tree)
                 upstream's amdgpu_plugin.so, built from the same CRIU's
                 sources (--upstream-list, scripts/build-criu.sh), dumps and
@@ -1442,7 +1449,9 @@ def inside(args, criu):
         os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(PERIODIC_VRAM_MIB)
     run = Run(args, criu, work)
     try:
-        if args.interop:
+        if args.scenario == "periodic":
+            periodic_incremental(run)
+        elif args.interop:
             interop_round_trip(run)
         elif args.phase == "dump":
             other_machine_dump(run, os.path.join(work, "state.json"))
@@ -1621,6 +1630,16 @@ def periodic_incremental(run):
     expect(wait_for(lambda: not reap_children() and not os.path.exists(f"/proc/{pid}"), 10, "the workload to go"),
            f"process {pid} still exists", False)
     run.images = os.path.join(run.work, f"ckpt-{PERIODIC_DUMPS}")
+    if run.args.interop == "upstream-restore":
+        # The chain flattened, then restored by upstream's plugin.
+        flat = os.path.join(run.work, "flat")
+        f = amdgpu_img(run, "flatten", run.images, flat)
+        expect(f.returncode == 0, f"flatten: {f.stdout}{f.stderr}")
+        run.images = flat
+        run.restore(pid)
+        log(f"upstream's plugin restored the flattened chain of {PERIODIC_DUMPS}")
+        run.verdicts(procs)
+        return
     run.restore(pid)
     text = open(os.path.join(run.images, "restore.log"), errors="replace").read()
     m = SUMMARY_RESTORE.search(text)
@@ -1777,8 +1796,10 @@ def main():
         if args.scenario == "other-machine" and args.machine not in OTHER_MACHINE:
             raise realcriu.NotRun(f"no second machine defined for {args.machine}")
         if args.interop:
-            if args.scenario not in ("roundtrip", "tree"):
-                raise SystemExit(f"--interop takes the scenarios roundtrip and tree, not {args.scenario}")
+            if args.scenario not in ("roundtrip", "tree", "periodic") or \
+                    (args.scenario == "periodic" and args.interop != "upstream-restore"):
+                raise SystemExit(f"--interop takes the scenarios roundtrip and tree (and periodic with "
+                                 f"upstream-restore), not {args.scenario}")
             args.upstream_so = upstream_plugin(args.upstream_list, args.criu_version)
     except realcriu.NotRun as e:
         log(f"NOT RUN: {e}")
