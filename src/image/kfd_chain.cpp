@@ -296,6 +296,20 @@ Status ChainSource::read(void *buf, size_t len)
 	return ok_status();
 }
 
+std::string ChainSource::locate(uint64_t offset) const
+{
+	uint64_t at = 0;
+	for (const PagesSegment &s : pages_->segments) {
+		if (offset < at + s.length) {
+			const ChainPages::File &f = pages_->files[s.file];
+			return strprintf("%s at payload offset 0x%" PRIx64, join(f.dir, f.name.c_str()).c_str(),
+					 s.offset + (offset - at));
+		}
+		at += s.length;
+	}
+	return {};
+}
+
 Status ChainSource::skip(uint64_t len)
 {
 	if (len > remaining())

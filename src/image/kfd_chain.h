@@ -113,6 +113,8 @@ public:
 	Status read(void *buf, size_t len) override;
 	Status skip(uint64_t len) override;
 	uint64_t remaining() const override { return pages_->total - pos_; }
+	// "parent/parent/amdgpu-pages-5-1111.img at payload offset 0x..."
+	std::string locate(uint64_t offset) const override;
 
 private:
 	Result<const PagesReader *> reader(uint32_t file);

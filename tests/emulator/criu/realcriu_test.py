@@ -1682,8 +1682,9 @@ def inspect_chain(run, full):
         fh.seek(-1, os.SEEK_CUR)
         fh.write(bytes([b[0] ^ 0xff]))
     v = amdgpu_img(run, "verify", last)
-    expect(v.returncode == 1 and "do not match their checksum" in v.stdout,
-           f"verify of the chain with a damaged parent: {v.stdout}{v.stderr}")
+    expect(v.returncode == 1 and "do not match their checksum" in v.stdout and
+           f"parent/parent/{os.path.basename(first)} at payload offset" in v.stdout,
+           f"verify of the chain with a damaged parent (naming the file of ckpt-1): {v.stdout}{v.stderr}")
     f = amdgpu_img(run, "flatten", last, flat + "-2")
     expect(f.returncode != 0 and "do not match their checksum" in f.stderr,
            f"flatten of the chain with a damaged parent: {f.stdout}{f.stderr}")

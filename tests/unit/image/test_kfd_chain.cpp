@@ -455,5 +455,5 @@ Test(kfd_chain, damaged_parent_chunk_fails_its_checksum)
 	auto raw = test::read_raw(pages);
 	raw[kImageHeaderSize + 100 * kChunk + 5] ^= 0xff;
 	cr_assert(test::write_raw(pages, raw));
-	expect_refused(t.root() + "/c3", {"BO 0", "KFD_VERIFY"});
+	expect_refused(t.root() + "/c3", {"BO 0", "parent/parent/" + kfd_pages_image_name(5, 0x1111) + " at payload offset 0x64000", "KFD_VERIFY"});
 }
