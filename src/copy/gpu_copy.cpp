@@ -78,6 +78,7 @@ struct JobOut {
 	uint64_t verified_bytes = 0;	   // restore
 	uint64_t written_bytes = 0;	   // dump
 	uint64_t parent_bytes = 0;	   // dump, incremental
+	unsigned hash_threads = 0;	   // dump, incremental
 	std::vector<std::optional<FromParent>> from_parent; // dump, incremental
 };
 
@@ -130,6 +131,7 @@ Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCo
 		out.from_parent = std::move(d->from_parent);
 		out.written_bytes = d->written_bytes;
 		out.parent_bytes = d->parent_bytes;
+		out.hash_threads = d->hash_threads;
 		return out;
 	}
 	if (sink) {
@@ -360,6 +362,7 @@ void add_totals(CopyTotals &t, const std::vector<GpuCopyResult> &out, uint64_t t
 		t.written_bytes += r.written_bytes;
 		t.parent_bytes += r.parent_bytes;
 		t.incremental_gpus += r.incremental ? 1 : 0;
+		atomic_max(t.hash_threads, r.hash_threads);
 		staging += r.stats.peak_staging_bytes;
 	}
 	atomic_max(t.peak_staging, staging);
@@ -460,7 +463,7 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 		}
 		out.push_back({jobs[i].image_gpu_id, r->stats, seconds[i], std::move(r->checksums),
 			       r->verified_bytes, r->written_bytes, r->parent_bytes,
-			       !jobs[i].parent_checksums.empty(), std::move(r->from_parent)});
+			       !jobs[i].parent_checksums.empty(), r->hash_threads, std::move(r->from_parent)});
 	}
 	log_job_lines(dir, out, settings.log);
 	if (settings.totals)

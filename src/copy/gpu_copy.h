@@ -66,6 +66,7 @@ struct GpuCopyResult {
 	uint64_t written_bytes = 0;
 	uint64_t parent_bytes = 0;
 	bool incremental = false; // compared with a parent (GpuCopyJob::parent_checksums)
+	unsigned hash_threads = 0; // incremental: the most threads a write's chunks were hashed on
 	std::vector<std::optional<FromParent>> from_parent{};
 };
 
@@ -84,6 +85,7 @@ struct CopyTotals {
 	std::atomic<uint64_t> written_bytes{0};	 // dump: bytes written to pages files
 	std::atomic<uint64_t> parent_bytes{0};	 // dump: bytes left in the parent checkpoint
 	std::atomic<uint64_t> incremental_gpus{0}; // dump: copy jobs compared with a parent
+	std::atomic<uint64_t> hash_threads{0};	    // dump: the most threads one GPU's chunks were hashed on
 	std::atomic<uint64_t> peak_staging{0};	 // the most staging one run_gpu_copies used
 	std::atomic<uint64_t> first_ns{UINT64_MAX}; // CLOCK_MONOTONIC: first copy began
 	std::atomic<uint64_t> last_ns{0};	    // last copy ended

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "image/from_parent.h"
 
+#include <algorithm>
 #include <cinttypes>
+#include <thread>
 
 namespace amdcr {
 
@@ -55,9 +57,16 @@ std::vector<ChunkWalker::Bo> walker_bos(const std::vector<DeltaSink::Bo> &bos, u
 
 } // namespace
 
-DeltaSink::DeltaSink(ByteSink &inner, std::vector<Bo> bos, uint32_t chunk_bytes)
+DeltaSink::DeltaSink(ByteSink &inner, std::vector<Bo> bos, uint32_t chunk_bytes, unsigned hash_threads)
 	: inner_(inner), bos_(std::move(bos)), chunk_bytes_(chunk_bytes), walker_(walker_bos(bos_, chunk_bytes))
 {
+	const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+	hash_threads_ = hash_threads ? hash_threads : std::min(kMaxHashThreads, cores);
+	uint64_t at = 0;
+	for (const auto &b : bos_) {
+		bo_start_.push_back(at);
+		at += b.size;
+	}
 	out_.checksums.resize(bos_.size());
 	out_.from_parent.resize(bos_.size());
 	for (size_t i = 0; i < bos_.size(); i++) {
@@ -92,11 +101,64 @@ Status DeltaSink::chunk_done(const ChunkWalker::Chunk &c, const uint8_t *buf, ui
 	return inner_.write(buf + (c.stream_offset - buf_start), static_cast<size_t>(c.bytes));
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> DeltaSink::whole_chunks(uint64_t start, uint64_t len)
+{
+	std::vector<std::pair<uint64_t, uint64_t>> out;
+	const uint64_t end = start + len;
+	while (bo_cursor_ < bos_.size() && bo_start_[bo_cursor_] + bos_[bo_cursor_].size <= start)
+		bo_cursor_++;
+	for (size_t bo = bo_cursor_; bo < bos_.size() && bo_start_[bo] < end; bo++) {
+		const uint64_t bs = bo_start_[bo], be = bs + bos_[bo].size;
+		const uint64_t from = std::max(start, bs) - bs;
+		for (uint64_t cs = bs + (from + chunk_bytes_ - 1) / chunk_bytes_ * chunk_bytes_; cs < std::min(be, end);) {
+			const uint64_t ce = std::min(cs + chunk_bytes_, be);
+			if (ce > end)
+				break;
+			out.emplace_back(cs, ce - cs);
+			cs = ce;
+		}
+	}
+	return out;
+}
+
+std::vector<uint64_t> DeltaSink::hash(const uint8_t *buf, uint64_t start,
+				      const std::vector<std::pair<uint64_t, uint64_t>> &chunks)
+{
+	std::vector<uint64_t> sums(chunks.size());
+	auto run = [&](size_t from, size_t to) {
+		for (size_t i = from; i < to; i++)
+			sums[i] = checksum64(buf + (chunks[i].first - start), static_cast<size_t>(chunks[i].second));
+	};
+	const size_t threads = std::min<size_t>(hash_threads_, chunks.size());
+	if (threads <= 1) {
+		run(0, chunks.size());
+		return sums;
+	}
+	const size_t per = (chunks.size() + threads - 1) / threads;
+	{
+		std::vector<std::jthread> helpers;
+		for (size_t t = 1; t < threads && t * per < chunks.size(); t++)
+			helpers.emplace_back(run, t * per, std::min(chunks.size(), (t + 1) * per));
+		out_.hash_threads = std::max<unsigned>(out_.hash_threads, static_cast<unsigned>(helpers.size() + 1));
+		run(0, std::min(per, chunks.size()));
+	} // joined
+	return sums;
+}
+
 Status DeltaSink::write(const void *buf, size_t len)
 {
 	const auto *p = static_cast<const uint8_t *>(buf);
 	const uint64_t start = walker_.position();
-	auto st = walker_.feed(p, len, [&](const ChunkWalker::Chunk &c) { return chunk_done(c, p, start); });
+	const auto chunks = whole_chunks(start, len);
+	const auto sums = hash(p, start, chunks);
+	size_t next = 0; // the walker meets the whole chunks in order
+	auto whole = [&](const uint8_t *q, size_t n, uint64_t at) {
+		if (next < chunks.size() && chunks[next].first == at && chunks[next].second == n)
+			return sums[next++];
+		return checksum64(q, n);
+	};
+	auto st = walker_.feed(
+		p, len, [&](const ChunkWalker::Chunk &c) { return chunk_done(c, p, start); }, whole);
 	if (!st)
 		return st;
 	const uint64_t end = start + len;

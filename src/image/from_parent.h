@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -45,10 +46,17 @@ Status check_from_parent(const FromParent &f, uint64_t size);
 // them without `f`).
 uint64_t stored_bytes(uint64_t size, const std::optional<FromParent> &f);
 
+// Up to this many threads hash the chunks of one write (one GPU's staging
+// half) of a DeltaSink, and never more than the machine has cores.
+inline constexpr unsigned kMaxHashThreads = 8;
+
 // Dump: hashes every chunk of the BOs passing through (in order, as
 // ChecksummingSink) and forwards to `inner` only the chunks of a BO that has
 // no parent checksums, or whose checksum differs from the parent's. Holds
-// back at most one chunk (the one a write leaves unfinished).
+// back at most one chunk (the one a write leaves unfinished). The chunks
+// lying whole in one write are hashed on up to `hash_threads` threads
+// (that write's caller and threads started for it, joined before it
+// returns), so that hashing keeps up with the DMA engine.
 class DeltaSink final : public ByteSink {
 public:
 	struct Bo {
@@ -62,15 +70,24 @@ public:
 		std::vector<std::optional<FromParent>> from_parent; // per BO; nullopt: none
 		uint64_t written_bytes = 0;		     // forwarded to `inner`
 		uint64_t parent_bytes = 0;		     // left in the parent
+		unsigned hash_threads = 1;		     // the most threads one write hashed on
 	};
 
-	DeltaSink(ByteSink &inner, std::vector<Bo> bos, uint32_t chunk_bytes = kChecksumChunkBytes);
+	// `hash_threads` 0: min(kMaxHashThreads, the machine's cores).
+	DeltaSink(ByteSink &inner, std::vector<Bo> bos, uint32_t chunk_bytes = kChecksumChunkBytes,
+		  unsigned hash_threads = 0);
 	Status write(const void *buf, size_t len) override;
 	// Once every BO byte has passed; EINVAL before.
 	Result<Out> take();
 
 private:
 	Status chunk_done(const ChunkWalker::Chunk &c, const uint8_t *buf, uint64_t buf_start);
+	// The chunks lying whole in the stream bytes [start, start + len), as
+	// (stream offset, length), in order.
+	std::vector<std::pair<uint64_t, uint64_t>> whole_chunks(uint64_t start, uint64_t len);
+	// Their checksums, on up to hash_threads_ threads.
+	std::vector<uint64_t> hash(const uint8_t *buf, uint64_t start,
+				   const std::vector<std::pair<uint64_t, uint64_t>> &chunks);
 
 	ByteSink &inner_;
 	std::vector<Bo> bos_;
@@ -79,6 +96,9 @@ private:
 	Out out_;
 	std::vector<uint8_t> carry_; // the unfinished chunk's bytes of earlier writes
 	uint64_t done_to_ = 0;	     // stream offset: every chunk before it is handled
+	std::vector<uint64_t> bo_start_; // stream offset of each BO's first byte
+	size_t bo_cursor_ = 0;		 // no BO before it has bytes left
+	unsigned hash_threads_ = 1;
 };
 
 } // namespace amdcr

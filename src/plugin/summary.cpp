@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <iterator>
 #include <new>
 #include <utility>
@@ -82,13 +83,15 @@ std::string StageTotals::line(bool dump, const Config &config) const
 		static_cast<unsigned long long>(t.peak_staging.load()), budget.c_str());
 	if (dump && t.incremental_gpus.load() > 0)
 		s += strprintf(", incremental on %llu GPU%s: %llu bytes (%s) written, %llu bytes (%s) taken from the "
-			       "parent checkpoint (chunks hashed on each GPU's copy thread)",
+			       "parent checkpoint, chunks hashed on up to %llu thread%s per GPU (at most %u)",
 			       static_cast<unsigned long long>(t.incremental_gpus.load()),
 			       t.incremental_gpus.load() == 1 ? "" : "s",
 			       static_cast<unsigned long long>(t.written_bytes.load()),
 			       human_bytes(t.written_bytes.load()).c_str(),
 			       static_cast<unsigned long long>(t.parent_bytes.load()),
-			       human_bytes(t.parent_bytes.load()).c_str());
+			       human_bytes(t.parent_bytes.load()).c_str(),
+			       static_cast<unsigned long long>(std::max<uint64_t>(1, t.hash_threads.load())),
+			       t.hash_threads.load() > 1 ? "s" : "", kMaxHashThreads);
 	if (!dump)
 		s += config.verify ? strprintf(", checksums matched for %llu bytes",
 					       static_cast<unsigned long long>(t.verified_bytes.load()))

@@ -1503,7 +1503,8 @@ PERIODIC_DUMPS = 3
 PERIODIC_VRAM_MIB = 16  # per GPU; the workload rewrites 1 MiB of it between dumps
 SUMMARY_DUMP = re.compile(r"amdgpu_plugin: dump: .*?\((\d+) with contents\), (\d+) bytes")
 SUMMARY_INCREMENTAL = re.compile(r"incremental on (\d+) GPUs?: (\d+) bytes \([^)]*\) written, (\d+) bytes "
-                                 r"\([^)]*\) taken from the parent checkpoint")
+                                 r"\([^)]*\) taken from the parent checkpoint, chunks hashed on up to (\d+) "
+                                 r"threads? per GPU \(at most (\d+)\)")
 SUMMARY_RESTORE = re.compile(r"amdgpu_plugin: restore: .*checksums matched for (\d+) bytes")
 
 
@@ -1548,11 +1549,15 @@ def periodic_dump(run, pid, k, track):
         return total, written, 0
     expect(incr is not None, f"dump {k}: no incremental clause in its summary line", False)
     said_written, said_parent = int(incr.group(2)), int(incr.group(3))
+    threads, cap = int(incr.group(4)), int(incr.group(5))
+    expect(1 <= threads <= min(cap, os.cpu_count()), f"dump {k}: chunks hashed on {threads} threads per GPU, "
+           f"at most {cap} and {os.cpu_count()} cores", False)
     expect(said_written == written, f"dump {k}: the summary says {said_written} bytes written, its pages files "
            f"hold {written}", False)
     expect(said_written + said_parent == total, f"dump {k}: {said_written} written + {said_parent} from the "
            f"parent != {total} bytes of BOs", False)
-    log(f"dump {k}: {written} of {total} bytes written, {said_parent} taken from ../ckpt-{k - 1}")
+    log(f"dump {k}: {written} of {total} bytes written, {said_parent} taken from ../ckpt-{k - 1}, chunks hashed "
+        f"on up to {threads} thread(s) per GPU")
     return total, written, said_parent
 
 

@@ -228,6 +228,55 @@ Test(kfd_chain, delta_sink_writes_only_chunks_that_differ)
 	cr_assert(d->checksums[0] == (*want)[0]);
 }
 
+Test(kfd_chain, delta_sink_hashes_whole_chunks_on_several_threads)
+{
+	// Three BOs (the middle one not a chunk multiple) in writes of 9.5
+	// chunks: whole chunks hashed on 4 threads, the rest on the way.
+	const std::vector<uint64_t> sizes{40 * kChunk, 13 * kChunk + 5, 30 * kChunk};
+	std::vector<uint8_t> a;
+	for (size_t i = 0; i < sizes.size(); i++) {
+		auto b = test::pattern(sizes[i], 30 + i);
+		a.insert(a.end(), b.begin(), b.end());
+	}
+	struct Vec final : ByteSink {
+		std::vector<uint8_t> bytes;
+		Status write(const void *buf, size_t len) override
+		{
+			const auto *p = static_cast<const uint8_t *>(buf);
+			bytes.insert(bytes.end(), p, p + len);
+			return ok_status();
+		}
+	};
+	Vec full;
+	ChecksummingSink sums(full, sizes, kChunk);
+	cr_assert_ok(sums.write(a.data(), a.size()));
+	auto base = sums.take();
+	cr_assert_ok(base);
+	auto b = a;
+	b[5 * kChunk] ^= 1;		       // BO 0 chunk 5
+	b[40 * kChunk + 13 * kChunk + 1] ^= 1; // BO 1's short last chunk
+	std::vector<DeltaSink::Bo> bos;
+	for (size_t i = 0; i < sizes.size(); i++)
+		bos.push_back({sizes[i], &(*base)[i]});
+	Vec out;
+	DeltaSink delta(out, bos, kChunk, 4);
+	const size_t step = 9 * kChunk + kChunk / 2;
+	for (size_t at = 0; at < b.size(); at += step)
+		cr_assert_ok(delta.write(b.data() + at, std::min(step, b.size() - at)));
+	auto d = delta.take();
+	cr_assert_ok(d);
+	cr_assert_eq(d->hash_threads, 4u);
+	cr_assert_eq(d->written_bytes, kChunk + 5);
+	cr_assert_eq(out.bytes.size(), kChunk + 5);
+	Vec again;
+	ChecksummingSink want(again, sizes, kChunk);
+	cr_assert_ok(want.write(b.data(), b.size()));
+	auto w = want.take();
+	cr_assert_ok(w);
+	for (size_t i = 0; i < sizes.size(); i++)
+		cr_assert(d->checksums[i] == (*w)[i], "BO %zu", i);
+}
+
 Test(kfd_chain, delta_sink_without_parent_writes_everything)
 {
 	const auto a = test::pattern(5 * kChunk, 2);
