@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <system_error>
 #include <thread>
 
 namespace amdcr {
@@ -137,8 +138,14 @@ std::vector<uint64_t> DeltaSink::hash(const uint8_t *buf, uint64_t start,
 	const size_t per = (chunks.size() + threads - 1) / threads;
 	{
 		std::vector<std::jthread> helpers;
-		for (size_t t = 1; t < threads && t * per < chunks.size(); t++)
-			helpers.emplace_back(run, t * per, std::min(chunks.size(), (t + 1) * per));
+		for (size_t t = 1; t < threads && t * per < chunks.size(); t++) {
+			try {
+				helpers.emplace_back(run, t * per, std::min(chunks.size(), (t + 1) * per));
+			} catch (const std::system_error &) {
+				run(t * per, chunks.size()); // no thread to be had: the rest here
+				break;
+			}
+		}
 		out_.hash_threads = std::max<unsigned>(out_.hash_threads, static_cast<unsigned>(helpers.size() + 1));
 		run(0, std::min(per, chunks.size()));
 	} // joined
