@@ -72,11 +72,11 @@ struct Memory {
 	{
 		for (size_t i = 0; i < img.bos.size(); i++)
 			if (img.bos[i].has_contents())
-				contents[i] = test::pattern(img.bos[i].size, 10 + i);
+				contents[i] = testcommon::pattern_bytes(img.bos[i].size, 10 + i);
 	}
 	void change_chunk(size_t bo, size_t k, uint8_t seed)
 	{
-		auto fresh = test::pattern(kChunk, seed);
+		auto fresh = testcommon::pattern_bytes(kChunk, seed);
 		std::copy(fresh.begin(), fresh.end(), contents[bo].begin() + static_cast<long>(k * kChunk));
 	}
 };
@@ -184,7 +184,7 @@ Result<std::map<size_t, std::vector<uint8_t>>> restore(const std::string &path, 
 
 Test(kfd_chain, delta_sink_writes_only_chunks_that_differ)
 {
-	const auto a = test::pattern(10 * kChunk + 100, 1);
+	const auto a = testcommon::pattern_bytes(10 * kChunk + 100, 1);
 	std::vector<uint64_t> sizes{a.size()};
 	struct Vec final : ByteSink {
 		std::vector<uint8_t> bytes;
@@ -235,7 +235,7 @@ Test(kfd_chain, delta_sink_hashes_whole_chunks_on_several_threads)
 	const std::vector<uint64_t> sizes{40 * kChunk, 13 * kChunk + 5, 30 * kChunk};
 	std::vector<uint8_t> a;
 	for (size_t i = 0; i < sizes.size(); i++) {
-		auto b = test::pattern(sizes[i], 30 + i);
+		auto b = testcommon::pattern_bytes(sizes[i], 30 + i);
 		a.insert(a.end(), b.begin(), b.end());
 	}
 	struct Vec final : ByteSink {
@@ -279,7 +279,7 @@ Test(kfd_chain, delta_sink_hashes_whole_chunks_on_several_threads)
 
 Test(kfd_chain, delta_sink_without_parent_writes_everything)
 {
-	const auto a = test::pattern(5 * kChunk, 2);
+	const auto a = testcommon::pattern_bytes(5 * kChunk, 2);
 	struct Count final : ByteSink {
 		uint64_t n = 0;
 		Status write(const void *, size_t len) override
@@ -342,7 +342,7 @@ Test(kfd_chain, open_ended_pages_file_gets_its_size_at_commit)
 	cr_assert_ok(dir);
 	auto w = PagesWriter::create_open_ended(*dir, "p.img", 1 << 20);
 	cr_assert_ok(w);
-	const auto a = test::pattern(5000, 4);
+	const auto a = testcommon::pattern_bytes(5000, 4);
 	cr_assert_ok(w->write(a.data(), a.size()));
 	cr_assert_ok(w->commit());
 	auto r = PagesReader::open(*dir, "p.img");
@@ -394,7 +394,7 @@ Test(kfd_chain, new_and_resized_bos_are_written_whole)
 	m.img.bos[0].size = 0x100000; // resized: another BO across dumps
 	m.contents[0].resize(0x100000);
 	m.img.bos.push_back({0x7f0000600000, 2 * kChunk, 0x6000, kKfdAllocVram, 0x2222, 6});
-	m.contents[m.img.bos.size() - 1] = test::pattern(2 * kChunk, 77);
+	m.contents[m.img.bos.size() - 1] = testcommon::pattern_bytes(2 * kChunk, 77);
 	const Dumped d = dump(t.ckpt("c2", "c1"), 5, m);
 	cr_assert_eq(d.written, 0x100000 + 2 * kChunk);
 	cr_assert_eq(d.parent, 0x1000u + 0x3000u, "BO 1 and BO 3 unchanged");
