@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "base/result.h"
 
@@ -34,6 +35,10 @@ public:
 	virtual Status skip(uint64_t len) = 0;
 	// Bytes not yet read.
 	virtual uint64_t remaining() const = 0;
+	// Where the byte at `offset` (from the stream's start) is, for
+	// messages, when the stream spans several files ("<file> at payload
+	// offset 0x..."); empty when it is one file's payload.
+	virtual std::string locate(uint64_t /*offset*/) const { return {}; }
 };
 
 } // namespace amdcr

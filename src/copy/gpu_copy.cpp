@@ -76,6 +76,10 @@ struct JobOut {
 	TransferStats stats;
 	std::vector<BoChecksum> checksums; // dump
 	uint64_t verified_bytes = 0;	   // restore
+	uint64_t written_bytes = 0;	   // dump
+	uint64_t parent_bytes = 0;	   // dump, incremental
+	unsigned hash_threads = 0;	   // dump, incremental
+	std::vector<std::optional<FromParent>> from_parent; // dump, incremental
 };
 
 // A GPU without buffers: an empty pages file at dump, nothing at restore.
@@ -104,6 +108,30 @@ Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCo
 		if (!stats)
 			return std::move(stats).error();
 		out.stats = *stats;
+		out.written_bytes = stats->bytes;
+		return out;
+	}
+	if (sink && !job.parent_checksums.empty()) {
+		if (job.parent_checksums.size() != job.bos.size())
+			return make_error(EINVAL, "%zu parent checksums for %zu BOs", job.parent_checksums.size(),
+					  job.bos.size());
+		std::vector<DeltaSink::Bo> bos;
+		for (size_t i = 0; i < job.bos.size(); i++)
+			bos.push_back({job.bos[i].size, job.parent_checksums[i]});
+		DeltaSink delta(*sink, std::move(bos));
+		CountingSink counted(delta, moved);
+		auto stats = transfer_to_file(engine, bufs, counted, bound);
+		if (!stats)
+			return std::move(stats).error();
+		auto d = delta.take();
+		if (!d)
+			return std::move(d).error();
+		out.stats = *stats;
+		out.checksums = std::move(d->checksums);
+		out.from_parent = std::move(d->from_parent);
+		out.written_bytes = d->written_bytes;
+		out.parent_bytes = d->parent_bytes;
+		out.hash_threads = d->hash_threads;
 		return out;
 	}
 	if (sink) {
@@ -120,6 +148,7 @@ Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCo
 			return std::move(c).error();
 		out.stats = *stats;
 		out.checksums = std::move(*c);
+		out.written_bytes = stats->bytes;
 		return out;
 	}
 	std::vector<VerifyingSource::Bo> bos;
@@ -187,7 +216,9 @@ Result<JobOut> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &
 		return run_series(dir, images, job, **engine, bufs, bound, moved);
 	const uint64_t bytes = job_bytes(job);
 	if (dir == Direction::GpuToFile) {
-		auto pages = PagesWriter::create(images, job.pages_file, bytes);
+		auto pages = job.parent_checksums.empty()
+				     ? PagesWriter::create(images, job.pages_file, bytes)
+				     : PagesWriter::create_open_ended(images, job.pages_file, bytes);
 		if (!pages)
 			return std::move(pages).error();
 		auto out = transfer_checked(**engine, bufs, job, &*pages, nullptr, bound, moved);
@@ -197,7 +228,17 @@ Result<JobOut> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &
 			return std::move(st).error();
 		return out;
 	}
-
+	if (job.chain) { // a chain's link: each byte from the checkpoint holding it
+		if (job.chain->total != bytes)
+			return make_error(EINVAL, "%s: the chain holds %llu bytes, the BO table needs %llu",
+					  job.pages_file.c_str(), static_cast<unsigned long long>(job.chain->total),
+					  static_cast<unsigned long long>(bytes));
+		ChainSource chain(images, *job.chain);
+		auto out = transfer_checked(**engine, bufs, job, nullptr, &chain, bound, moved);
+		if (!out)
+			return std::move(out).error().context(job.pages_file);
+		return out;
+	}
 	auto pages = PagesReader::open(images, job.pages_file);
 	if (!pages)
 		return std::move(pages).error();
@@ -318,6 +359,10 @@ void add_totals(CopyTotals &t, const std::vector<GpuCopyResult> &out, uint64_t t
 		t.copied_bos += r.stats.bos;
 		t.bytes += r.stats.bytes;
 		t.verified_bytes += r.verified_bytes;
+		t.written_bytes += r.written_bytes;
+		t.parent_bytes += r.parent_bytes;
+		t.incremental_gpus += r.incremental ? 1 : 0;
+		atomic_max(t.hash_threads, r.hash_threads);
 		staging += r.stats.peak_staging_bytes;
 	}
 	atomic_max(t.peak_staging, staging);
@@ -408,7 +453,8 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 				strprintf("gpu 0x%04x", jobs[i].image_gpu_id));
 		}
 		out.push_back({jobs[i].image_gpu_id, r->stats, seconds[i], std::move(r->checksums),
-			       r->verified_bytes});
+			       r->verified_bytes, r->written_bytes, r->parent_bytes,
+			       !jobs[i].parent_checksums.empty(), r->hash_threads, std::move(r->from_parent)});
 	}
 	log_job_lines(dir, out, settings.log);
 	if (settings.totals)

@@ -16,7 +16,9 @@
 #include "copy/staging_gate.h"
 #include "copy/transfer.h"
 #include "image/content_checksum.h"
+#include "image/from_parent.h"
 #include "image/image_dir.h"
+#include "image/kfd_chain.h"
 
 namespace amdcr {
 
@@ -40,6 +42,14 @@ struct GpuCopyJob {
 	std::vector<std::string> bo_files;
 	// Dump: compute the BOs' checksums (KFD_VERIFY=0: no).
 	bool checksums = true;
+	// Dump, incremental (one pages_file, checksums on): per BO, the parent
+	// checkpoint's checksums of the same BO (nullptr: written whole). When
+	// not empty, the pages file holds only the chunks whose checksum
+	// differs from the parent's (image/from_parent.h, DeltaSink).
+	std::vector<const BoChecksum *> parent_checksums{};
+	// Restore of a chain's link: where the job's bytes are (instead of all
+	// in pages_file); must outlive the run.
+	const ChainPages *chain = nullptr;
 };
 
 struct GpuCopyResult {
@@ -51,6 +61,13 @@ struct GpuCopyResult {
 	std::vector<BoChecksum> checksums{};
 	// Restore: bytes whose checksums were compared and matched.
 	uint64_t verified_bytes = 0;
+	// Dump: bytes written to the pages file, and bytes left in the parent
+	// checkpoint (incremental: per BO, its chunks there).
+	uint64_t written_bytes = 0;
+	uint64_t parent_bytes = 0;
+	bool incremental = false; // compared with a parent (GpuCopyJob::parent_checksums)
+	unsigned hash_threads = 0; // incremental: the most threads a write's chunks were hashed on
+	std::vector<std::optional<FromParent>> from_parent{};
 };
 
 // What all of a dump's or a restore's copies did, for its one summary line
@@ -65,6 +82,10 @@ struct CopyTotals {
 	std::atomic<uint64_t> copied_bos{0};  // BOs whose contents were copied
 	std::atomic<uint64_t> bytes{0};	      // their bytes
 	std::atomic<uint64_t> verified_bytes{0}; // restore: bytes whose checksums matched
+	std::atomic<uint64_t> written_bytes{0};	 // dump: bytes written to pages files
+	std::atomic<uint64_t> parent_bytes{0};	 // dump: bytes left in the parent checkpoint
+	std::atomic<uint64_t> incremental_gpus{0}; // dump: copy jobs compared with a parent
+	std::atomic<uint64_t> hash_threads{0};	    // dump: the most threads one GPU's chunks were hashed on
 	std::atomic<uint64_t> peak_staging{0};	 // the most staging one run_gpu_copies used
 	std::atomic<uint64_t> first_ns{UINT64_MAX}; // CLOCK_MONOTONIC: first copy began
 	std::atomic<uint64_t> last_ns{0};	    // last copy ended

@@ -72,8 +72,16 @@ public:
 
 	// Hashes the next `len` bytes; `done(const Chunk &)` -> Status is called
 	// for each chunk they complete. More bytes than the BOs hold is EINVAL.
+	// `whole(p, n, stream_offset)` -> uint64_t gives the checksum of a chunk
+	// lying whole in these bytes (a caller that hashed them beforehand, on
+	// other threads); checksum64 by default.
 	template <typename Done>
-	Status feed(const uint8_t *p, size_t len, Done &&done);
+	Status feed(const uint8_t *p, size_t len, Done &&done)
+	{
+		return feed(p, len, done, [](const uint8_t *q, size_t n, uint64_t) { return checksum64(q, n); });
+	}
+	template <typename Done, typename Whole>
+	Status feed(const uint8_t *p, size_t len, Done &&done, Whole &&whole);
 	// Passes over `len` bytes without hashing: the chunks they touch are
 	// reported incomplete.
 	template <typename Done>
@@ -149,8 +157,8 @@ private:
 
 // ---- ChunkWalker's templates ----------------------------------------------
 
-template <typename Done>
-Status ChunkWalker::feed(const uint8_t *p, size_t len, Done &&done)
+template <typename Done, typename Whole>
+Status ChunkWalker::feed(const uint8_t *p, size_t len, Done &&done, Whole &&whole)
 {
 	while (len > 0) {
 		if (!settle())
@@ -162,7 +170,7 @@ Status ChunkWalker::feed(const uint8_t *p, size_t len, Done &&done)
 		uint64_t sum = 0;
 		const bool whole_chunk = !partial_used_ && off_ == chunk_start && off_ + take == end;
 		if (whole_chunk) {
-			sum = checksum64(p, take); // the common case: one call, no state
+			sum = whole(p, take, stream_); // the common case: one call, no state
 		} else {
 			partial_.update(p, take);
 			partial_used_ = true;

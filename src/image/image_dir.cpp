@@ -58,6 +58,17 @@ Result<ImageDir> ImageDir::open(const std::string &path, Sync sync)
 	return ImageDir(raw, std::move(*fd), sync);
 }
 
+Result<ImageDir> ImageDir::open_sub(const ImageDir &dir, const std::string &rel)
+{
+	if (dir.streaming())
+		return not_when_streaming("open", rel);
+	auto fd = open_at(dir.fd(), rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!fd)
+		return std::move(fd).error().context("image directory " + rel);
+	const int raw = fd->get();
+	return ImageDir(raw, std::move(*fd), dir.sync());
+}
+
 Result<AtomicFile> ImageDir::create(const std::string &name) const
 {
 	if (name.empty() || name.find('/') != std::string::npos)

@@ -66,6 +66,9 @@ public:
 	static ImageDir borrow(int dirfd, Sync sync = Sync::None);
 	// Opens `path` as a directory; owns the fd.
 	static Result<ImageDir> open(const std::string &path, Sync sync = Sync::None);
+	// Opens the directory `rel` (relative to `dir`, symlinks followed: a
+	// checkpoint's `parent` link); owns the fd. Not when streaming.
+	static Result<ImageDir> open_sub(const ImageDir &dir, const std::string &rel);
 
 	ImageDir(ImageDir &&) noexcept = default;
 	ImageDir &operator=(ImageDir &&) noexcept = default;

@@ -2,6 +2,7 @@
 #include "base/drm.h"
 #include "image/kfd_image.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <memory>
@@ -82,7 +83,7 @@ Result<uint64_t> KfdImage::pages_size(uint32_t gpu_id) const
 		if (total + bo.size < total)
 			return make_error(EOVERFLOW, "gpu 0x%04x: BO sizes overflow 64 bits at BO %zu",
 					  gpu_id, i);
-		total += bo.size;
+		total += stored_bytes(bo.size, bo.from_parent);
 	}
 	return total;
 }
@@ -129,6 +130,13 @@ Status validate_kfd_image(const KfdImage &img, const std::string &name)
 		if (bo.checksum)
 			if (auto st = check_bo_checksum(*bo.checksum, bo.size); !st)
 				return std::move(st).error().context(strprintf("%s: BO %zu", n, i));
+		if (!bo.from_parent)
+			continue;
+		if (!bo.has_contents() || !img.parent)
+			return make_error(EINVAL, "%s: BO %zu: chunks in a parent checkpoint, but %s", n, i,
+					  img.parent ? "the BO has no contents" : "the image names no parent");
+		if (auto st = check_from_parent(*bo.from_parent, bo.size); !st)
+			return std::move(st).error().context(strprintf("%s: BO %zu", n, i));
 	}
 	for (uint32_t gpu : gpu_ids) {
 		auto total = img.pages_size(gpu);
@@ -179,6 +187,7 @@ Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
 	std::vector<KfdBoEntry> bos(img.bos.size());
 	std::vector<KfdBoEntry *> bo_ptrs(img.bos.size());
 	std::vector<::BoChecksum> sums(img.bos.size());
+	std::vector<::BoFromParent> from_parent(img.bos.size());
 	for (size_t i = 0; i < img.bos.size(); i++) {
 		kfd_bo_entry__init(&bos[i]);
 		copy_bo_fields(bos[i], img.bos[i]);
@@ -190,6 +199,13 @@ Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
 			sums[i].chunks = const_cast<uint64_t *>(c->chunks.data());
 			sums[i].whole = c->whole;
 			bos[i].checksum = &sums[i];
+		}
+		if (const auto &f = img.bos[i].from_parent) {
+			bo_from_parent__init(&from_parent[i]);
+			from_parent[i].chunk_size = f->chunk_bytes;
+			from_parent[i].in_parent.len = f->in_parent.size();
+			from_parent[i].in_parent.data = const_cast<uint8_t *>(f->in_parent.data());
+			bos[i].from_parent = &from_parent[i];
 		}
 		bo_ptrs[i] = &bos[i];
 	}
@@ -213,6 +229,14 @@ Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
 	if (img.binding) {
 		to_binding_entry(*img.binding, &binding);
 		msg.binding = &binding;
+	}
+	::ChainParent parent;
+	if (img.parent) {
+		chain_parent__init(&parent);
+		parent.dump_id.len = img.parent->dump_id.size();
+		parent.dump_id.data = const_cast<uint8_t *>(img.parent->dump_id.data());
+		parent.file_id = img.parent->file_id;
+		msg.parent = &parent;
 	}
 
 	std::vector<uint8_t> out(criu_kfd__get_packed_size(&msg));
@@ -276,6 +300,9 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 			img.bos[i].handle = kNoGemHandle;
 		if (const ::BoChecksum *c = msg->bo_entries[i]->checksum; c && verify == Verify::On)
 			img.bos[i].checksum = BoChecksum{c->chunk_size, {c->chunks, c->chunks + c->n_chunks}, c->whole};
+		if (const ::BoFromParent *f = msg->bo_entries[i]->from_parent)
+			img.bos[i].from_parent =
+				FromParent{f->chunk_size, {f->in_parent.data, f->in_parent.data + f->in_parent.len}};
 	}
 	img.num_of_objects = msg->num_of_objects;
 	img.shared_mem_size = msg->shared_mem_size;
@@ -285,6 +312,15 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 	if (!binding)
 		return std::move(binding).error();
 	img.binding = *binding;
+	if (const ::ChainParent *p = msg->parent) {
+		ChainParent cp;
+		if (p->dump_id.len != cp.dump_id.size())
+			return make_error(EINVAL, "%s: the parent's dump id has %zu bytes, not %zu", n,
+					  p->dump_id.len, cp.dump_id.size());
+		std::copy(p->dump_id.data, p->dump_id.data + p->dump_id.len, cp.dump_id.begin());
+		cp.file_id = p->file_id;
+		img.parent = cp;
+	}
 
 	auto st = validate_kfd_image(img, name);
 	if (!st)

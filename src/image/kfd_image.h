@@ -18,6 +18,7 @@
 #include "image/binding.h"
 #include "image/content_checksum.h"
 #include "image/framing.h"
+#include "image/from_parent.h"
 #include "image/node_properties.h"
 #include "image/image_dir.h"
 
@@ -70,12 +71,23 @@ struct KfdBo {
 	// every BO with contents has them in this plugin's images, none in
 	// upstream's.
 	std::optional<BoChecksum> checksum{};
+	// This project's field 160: the chunks of its contents that are in the
+	// parent checkpoint (an incremental dump); none without it.
+	std::optional<FromParent> from_parent{};
 
 	// VRAM and GTT BOs have their contents in the pages file.
 	bool has_contents() const { return (alloc_flags & (kKfdAllocVram | kKfdAllocGtt)) != 0; }
 	// Doorbell and MMIO pages: mapped through /dev/kfd, no contents.
 	bool maps_through_kfd() const { return (alloc_flags & (kKfdAllocDoorbell | kKfdAllocMmioRemap)) != 0; }
 	bool operator==(const KfdBo &) const = default;
+};
+
+// The parent of a chain's link: the dump that wrote it, and its KFD image
+// of the same process.
+struct ChainParent {
+	DumpId dump_id{};
+	uint32_t file_id = 0;
+	bool operator==(const ChainParent &) const = default;
 };
 
 struct KfdImage {
@@ -93,13 +105,17 @@ struct KfdImage {
 	// This plugin's images: the dump and CRIU file it belongs to
 	// (image/binding.h); upstream's have none.
 	std::optional<DumpBinding> binding;
+	// This project's field 160: the parent checkpoint when the image is a
+	// link of a chain (proto/criu-amdgpu.proto's top comment).
+	std::optional<ChainParent> parent;
 
 	uint32_t gpu_count() const;
 	uint32_t cpu_count() const;
 	// The device entry of `gpu_id`, or nullptr.
 	const KfdDevice *find_gpu(uint32_t gpu_id) const;
-	// Sum of the sizes of gpu_id's VRAM/GTT BOs: its pages file's payload.
-	// Errors on overflow.
+	// Sum of the bytes of gpu_id's VRAM/GTT BOs that this checkpoint holds
+	// (all of their sizes but for the chunks in the parent): its pages
+	// file's payload. Errors on overflow.
 	Result<uint64_t> pages_size(uint32_t gpu_id) const;
 
 	bool operator==(const KfdImage &) const = default;

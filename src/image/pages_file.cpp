@@ -43,6 +43,19 @@ Result<PagesWriter> PagesWriter::create(const ImageDir &dir, const std::string &
 	return PagesWriter(std::move(*file), payload_size, reserved);
 }
 
+Result<PagesWriter> PagesWriter::create_open_ended(const ImageDir &dir, const std::string &name,
+						  uint64_t max_payload)
+{
+	if (dir.streaming())
+		return make_error(ESPIPE, "%s: a pages file of unknown size cannot be streamed", name.c_str());
+	auto w = create(dir, name, 0); // the header's size is written at commit
+	if (!w)
+		return w;
+	w->payload_size_ = max_payload;
+	w->open_ended_ = true;
+	return w;
+}
+
 namespace {
 
 bool all_zero(const uint8_t *p, size_t n)
@@ -119,6 +132,13 @@ Status PagesWriter::write(const void *buf, size_t len)
 
 Status PagesWriter::commit()
 {
+	if (open_ended_) {
+		uint8_t header[kImageHeaderSize];
+		encode_image_header(written_, header);
+		if (auto st = pwrite_full(file_.fd(), header, sizeof(header), 0); !st)
+			return std::move(st).error().context(name());
+		payload_size_ = written_;
+	}
 	if (written_ != payload_size_)
 		return make_error(EINVAL, "%s: %" PRIu64 " of the declared %" PRIu64 " bytes written",
 				  name().c_str(), written_, payload_size_);

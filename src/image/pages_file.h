@@ -44,6 +44,12 @@ public:
 	// bytes; the size goes into the header first.
 	static Result<PagesWriter> create(const ImageDir &dir, const std::string &name,
 					  uint64_t payload_size);
+	// Starts `name` for at most `max_payload` bytes, the size unknown yet
+	// (an incremental dump's pages file: only the chunks that changed);
+	// commit() puts the size written into the header. Not streamed (the
+	// header is rewritten in place): ESPIPE.
+	static Result<PagesWriter> create_open_ended(const ImageDir &dir, const std::string &name,
+						     uint64_t max_payload);
 
 	PagesWriter(PagesWriter &&) noexcept = default;
 	PagesWriter &operator=(PagesWriter &&) noexcept = default;
@@ -51,7 +57,8 @@ public:
 
 	// Appends; more than the declared size in total is EINVAL.
 	Status write(const void *buf, size_t len) override;
-	// Requires exactly the declared size written, then renames into place.
+	// Requires exactly the declared size written (open-ended: writes the
+	// size written into the header), then renames into place.
 	Status commit();
 	// Payload bytes left as holes so far.
 	uint64_t hole_bytes() const { return hole_bytes_; }
@@ -76,6 +83,7 @@ private:
 	uint64_t pending_zeros_ = 0; // the last bytes accepted, not yet in the file
 	uint64_t hole_bytes_ = 0;
 	bool reserved_ = false; // fallocate reserved the payload: holes are punched
+	bool open_ended_ = false; // payload_size_ is a maximum (create_open_ended)
 };
 
 class PagesReader final : public ByteSource {

@@ -62,7 +62,9 @@ Result<Checkpoint> load_checkpoint(const std::string &path);
 
 // For each BO of `img` (the KFD image of file id `id`), in BO-table order:
 // where its contents are, or nullopt for a BO without contents (doorbell,
-// MMIO, userptr). A GPU's VRAM/GTT BOs follow each other in its pages file.
+// MMIO, userptr). A GPU's VRAM/GTT BOs follow each other in its pages file
+// (in a chain's link, only their chunks not in the parent: the offset is
+// that of the BO's first chunk stored in this checkpoint).
 std::vector<std::optional<PagesLocation>> kfd_pages_layout(const KfdImage &img, int id);
 
 // For each BO of the render node image `img` of file id `id`: its

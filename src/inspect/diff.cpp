@@ -279,6 +279,13 @@ Result<std::vector<std::string>> diff_checkpoints(const Checkpoint &a, const Che
 	if (opt.chunk_bytes == 0 || opt.chunk_bytes > kMaxDiffChunk)
 		return make_error(EINVAL, "chunk size %" PRIu64 " outside 1..%" PRIu64, opt.chunk_bytes,
 				  kMaxDiffChunk);
+	for (const Checkpoint *ck : {&a, &b})
+		for (const auto &l : ck->kfd)
+			if (l.image && l.image->parent)
+				return make_error(EINVAL,
+						  "%s/%s is an incremental checkpoint (its parent holds some of its "
+						  "chunks): diff compares complete checkpoints; amdgpu-img flatten it first",
+						  ck->path.c_str(), l.file.c_str());
 	return Differ(a, b, opt).run();
 }
 

@@ -73,6 +73,11 @@ void text_kfd(std::string &o, const Loaded<KfdImage> &l)
 		       img.num_of_objects, img.priv_data.size(),
 		       format_size(img.shared_mem_size).c_str(), img.shared_mem_magic,
 		       seal_text(l.integrity));
+	if (img.parent)
+		o += strprintf("  incremental: the chunks not in this checkpoint are in its parent checkpoint "
+			       "(the 'parent' link), %s of dump %s\n",
+			       kfd_image_name(static_cast<int>(img.parent->file_id)).c_str(),
+			       dump_id_text(img.parent->dump_id).c_str());
 	for (const KfdDevice &d : img.devices)
 		text_device(o, d);
 	const auto where = kfd_pages_layout(img, l.id);
@@ -88,6 +93,8 @@ void text_kfd(std::string &o, const Loaded<KfdImage> &l)
 		if (b.checksum)
 			o += strprintf(" checksum 0x%016" PRIx64 " (%zu chunks)", b.checksum->whole,
 				       b.checksum->chunks.size());
+		if (b.from_parent)
+			o += strprintf(" %s of it in the parent", format_size(b.size - stored_bytes(b.size, b.from_parent)).c_str());
 		o += "\n";
 	}
 }
@@ -195,6 +202,9 @@ void json_kfd(JsonWriter &j, const Loaded<KfdImage> &l)
 	j.field("shared_mem_magic", img.shared_mem_magic);
 	j.field("priv_data_size", static_cast<uint64_t>(img.priv_data.size()));
 	j.field("integrity", integrity_name(l.integrity));
+	if (img.parent)
+		j.key("parent").begin_object().field("dump_id", dump_id_text(img.parent->dump_id))
+			.field("file_id", img.parent->file_id).end_object();
 	j.key("devices").begin_array();
 	for (const KfdDevice &d : img.devices)
 		json_device(j, d);
@@ -215,6 +225,8 @@ void json_kfd(JsonWriter &j, const Loaded<KfdImage> &l)
 			j.value(b.handle);
 		json_location(j, where[i]);
 		json_checksum(j, b.checksum);
+		if (b.from_parent)
+			j.field("bytes_in_parent", b.size - stored_bytes(b.size, b.from_parent));
 		j.end_object();
 	}
 	j.end_array().end_object();

@@ -11,6 +11,7 @@
 #include "image/content_checksum.h"
 #include "image/image_names.h"
 #include "image/image_set.h"
+#include "image/kfd_chain.h"
 #include "image/pages_file.h"
 
 namespace amdcr::inspect {
@@ -155,7 +156,51 @@ private:
 		}
 		if (l.integrity == Integrity::Verified)
 			r_.sealed++;
+		if (img.parent) {
+			chain(l, pages);
+			return;
+		}
 		with_pages(l, validate_kfd_image_set(ck_.dir, l.id, img), pages);
+	}
+
+	// A link of a chain (image/kfd_chain.h): the chain resolved as the
+	// restore resolves it, then each GPU's bytes read from the checkpoints
+	// holding them, through the newest image's checksums.
+	void chain(const Loaded<KfdImage> &l, const std::vector<std::string> &pages)
+	{
+		for (const auto &p : pages)
+			checked_.insert(p);
+		const KfdImage &img = *l.image;
+		Status st = validate_kfd_image_set(ck_.dir, l.id, img);
+		auto resolved = st ? resolve_chain_pages(ck_.dir, l.id, img) : Result<std::map<uint32_t, ChainPages>>(st.error());
+		if (!resolved) {
+			problem(l.file, resolved.error());
+			failed_ids_.insert(l.id);
+			return;
+		}
+		r_.good.push_back(l.file);
+		for (const auto &[gpu, where] : *resolved) {
+			const std::string file = kfd_pages_image_name(l.id, gpu);
+			ChainSource source(ck_.dir, where);
+			VerifyingSource checked(source, checked_bos_[file]);
+			if (read_all(file, checked))
+				r_.good.push_back(file + strprintf(" (with its parents: %zu bytes)",
+								   static_cast<size_t>(where.total)));
+			r_.bytes_checksummed += checked.verified_bytes();
+		}
+	}
+
+	bool read_all(const std::string &file, ByteSource &source)
+	{
+		while (source.remaining() > 0) {
+			const size_t n = static_cast<size_t>(std::min<uint64_t>(source.remaining(), buf_.size()));
+			if (auto st = source.read(buf_.data(), n); !st) {
+				problem(file, st.error());
+				return false;
+			}
+			r_.bytes_read += n;
+		}
+		return true;
 	}
 
 	// A dma-buf image, and the pages file of its BO when it wrote the

@@ -36,6 +36,8 @@
 #include "device/kfd.h"
 #include "image/binding.h"
 #include "image/image_dir.h"
+#include "image/kfd_chain.h"
+#include "image/kfd_image.h"
 #include "image/render_image.h"
 #include "plugin/guardian.h"
 #include "plugin/session.h"
@@ -70,6 +72,17 @@ private:
 	};
 
 	Status dump_kfd(int fd, int id);
+	// An incremental dump: when the images directory has a parent
+	// checkpoint with a KFD image of `pid` of ours, each job's BOs are
+	// matched with its BOs (image/kfd_chain.h, same_bo), whose checksums
+	// the jobs compare with (GpuCopyJob::parent_checksums; `prev` holds
+	// them); returns the parent to name in the image. nullopt: a complete
+	// dump (no parent, upstream's, KFD_VERIFY=0; a parent that cannot be
+	// read is logged as a warning).
+	Result<std::optional<ChainParent>> compare_with_parent(const ImageDir &images, uint32_t pid, const KfdImage &img,
+							       const std::vector<std::vector<size_t>> &job_bo_index,
+							       std::vector<GpuCopyJob> &jobs,
+							       std::optional<ParentKfdImage> &prev) const;
 	Status dump_render(int fd, int id, const TopologyNode &gpu);
 	// A bare dma-buf fd (dump_dmabuf.cpp): amdgpu-dmabuf_<id>.img naming
 	// its BO, and the BO's contents when no file dumped before held it.

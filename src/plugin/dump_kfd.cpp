@@ -20,6 +20,7 @@
 #include "copy/gpu_copy.h"
 #include "device/hsakmt_shm.h"
 #include "image/image_names.h"
+#include "image/kfd_chain.h"
 #include "image/kfd_image.h"
 #include "plugin/summary.h"
 #include "topology/device_entries.h"
@@ -174,6 +175,36 @@ void DumpSession::guard(Paused &p)
 	log_debug("pid %u: the guardian watches it (pid %d here)", pid, static_cast<int>(*host));
 }
 
+Result<std::optional<ChainParent>> DumpSession::compare_with_parent(const ImageDir &images, uint32_t pid,
+								  const KfdImage &img,
+								  const std::vector<std::vector<size_t>> &job_bo_index,
+								  std::vector<GpuCopyJob> &jobs,
+								  std::optional<ParentKfdImage> &prev) const
+{
+	if (!env_.config.verify)
+		return std::optional<ChainParent>(); // no checksums to compare: written whole
+	std::string why;
+	auto found = find_parent_kfd_image(images, pid, &why);
+	if (!found) {
+		log_warn("pid %u: every byte is written, the parent checkpoint is not used: %s", pid,
+			 found.error().message().c_str());
+		return std::optional<ChainParent>();
+	}
+	if (!*found) {
+		log_debug("pid %u: a complete dump: %s", pid, why.c_str());
+		return std::optional<ChainParent>();
+	}
+	prev = std::move(**found); // holds the checksums the jobs point to
+	for (size_t j = 0; j < jobs.size(); j++)
+		for (size_t i : job_bo_index[j]) {
+			const KfdBo *same = same_bo(prev->img, img.bos[i]);
+			jobs[j].parent_checksums.push_back(same && same->checksum ? &*same->checksum : nullptr);
+		}
+	log_debug("pid %u: incremental dump: compared with %s of the parent checkpoint", pid,
+		  kfd_image_name(prev->id).c_str());
+	return std::optional<ChainParent>(ChainParent{prev->img.binding->dump_id, static_cast<uint32_t>(prev->id)});
+}
+
 Status DumpSession::dump_kfd(int fd, int id)
 {
 	if (auto st = check_kfd_criu_support(env_.paths); !st)
@@ -232,6 +263,11 @@ Status DumpSession::dump_kfd(int fd, int id)
 	if (auto st = validate_kfd_image(img, name); !st)
 		return st;
 
+	std::optional<ParentKfdImage> prev;
+	auto parent = compare_with_parent(*images, info->pid, img, *job_bo_index, *jobs, prev);
+	if (!parent)
+		return std::move(parent).error();
+
 	// Contents first, metadata last: a KFD image under its final name
 	// implies its pages files are complete. The files are the session's
 	// from the start: a dump that fails later removes them (finish()).
@@ -249,6 +285,12 @@ Status DumpSession::dump_kfd(int fd, int id)
 					  sums.size(), (*job_bo_index)[j].size());
 		for (size_t k = 0; k < sums.size(); k++)
 			img.bos[(*job_bo_index)[j][k]].checksum = std::move(sums[k]);
+		const auto &from = (*copied)[j].from_parent;
+		for (size_t k = 0; k < from.size() && k < (*job_bo_index)[j].size(); k++)
+			if (from[k]) {
+				img.bos[(*job_bo_index)[j][k]].from_parent = from[k];
+				img.parent = *parent; // a link of a chain only when a chunk is in the parent
+			}
 	}
 	created_.push_back(name);
 	auto binding = binding_for(id);

@@ -10,7 +10,7 @@
 namespace amdcr {
 
 Result<std::vector<GpuCopyJob>> kfd_copy_jobs(const SessionEnv &env, int id, const KfdImage &img, const GpuMap &map,
-					      std::span<const int> dmabufs)
+					      const KfdChainPages *chain, std::span<const int> dmabufs)
 {
 	std::vector<GpuCopyJob> jobs;
 	for (const auto &d : img.devices) {
@@ -23,6 +23,8 @@ Result<std::vector<GpuCopyJob>> kfd_copy_jobs(const SessionEnv &env, int id, con
 		job.image_gpu_id = d.gpu_id;
 		job.render_path = env.paths.render_path(m->local_render_minor);
 		job.pages_file = kfd_pages_image_name(id, d.gpu_id);
+		if (chain)
+			job.chain = &chain->at(d.gpu_id);
 		jobs.push_back(std::move(job));
 	}
 	size_t k = 0;

@@ -28,9 +28,10 @@ namespace amdcr {
 
 // The copy jobs of KFD image `img` (CRIU file `id`) onto the GPUs `map`
 // gives, one per GPU: the buffers with contents take `dmabufs` (borrowed),
-// in image order, and are read from the GPU's pages file.
+// in image order, and are read from the GPU's pages file, or where `chain`
+// (not null for a link of an incremental checkpoint) says each chunk is.
 Result<std::vector<GpuCopyJob>> kfd_copy_jobs(const SessionEnv &env, int id, const KfdImage &img, const GpuMap &map,
-					      std::span<const int> dmabufs);
+					      const KfdChainPages *chain, std::span<const int> dmabufs);
 // The copy job of render image `img` (CRIU file `id`, on local GPU `m`):
 // its buffers with contents, each from its own DRM pages file, but those
 // `plan` says several files share (their first holder fills them).

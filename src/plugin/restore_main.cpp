@@ -64,7 +64,7 @@ Status MainRestore::copy_handed_over(const HandOver &h, const std::atomic<bool> 
 		const KfdImage *img = plan_.kfd_image(h.file_id);
 		if (!img)
 			return make_error(EINVAL, "file %d is not a KFD file of this checkpoint", h.file_id);
-		auto j = kfd_copy_jobs(env_, h.file_id, *img, plan_.gpu_map(), fds);
+		auto j = kfd_copy_jobs(env_, h.file_id, *img, plan_.gpu_map(), plan_.kfd_chain(h.file_id), fds);
 		if (!j)
 			return std::move(j).error();
 		jobs = std::move(*j);

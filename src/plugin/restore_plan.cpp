@@ -184,6 +184,11 @@ Status RestorePlan::load_images(const SessionEnv &env, const ImageDir &images, I
 		bound.push_back({kfd_image_name(id), img->binding});
 		if (auto st = validate_kfd_image_set(images, id, *img); !st)
 			return st;
+		auto chain = resolve_chain_pages(images, id, *img, verify_of(env.config));
+		if (!chain)
+			return std::move(chain).error();
+		if (!chain->empty())
+			kfd_chains_.emplace(id, std::move(*chain));
 		kfd_images_.emplace(id, std::move(*img));
 	}
 	for (int id : ids.render) {
@@ -221,6 +226,12 @@ const KfdImage *RestorePlan::kfd_image(int id) const
 {
 	auto it = kfd_images_.find(id);
 	return it == kfd_images_.end() ? nullptr : &it->second;
+}
+
+const KfdChainPages *RestorePlan::kfd_chain(int id) const
+{
+	auto it = kfd_chains_.find(id);
+	return it == kfd_chains_.end() ? nullptr : &it->second;
 }
 
 const RenderNodeImage *RestorePlan::render_image(int id) const

@@ -28,6 +28,7 @@
 #include "base/result.h"
 #include "image/criu_images.h"
 #include "image/image_dir.h"
+#include "image/kfd_chain.h"
 #include "image/kfd_image.h"
 #include "image/render_image.h"
 #include "plugin/session.h"
@@ -37,6 +38,9 @@
 namespace amdcr {
 
 using KfdImages = std::map<int, KfdImage>; // by CRIU file id
+// Where each GPU's bytes of a KFD image that is a link of a chain are
+// (image/kfd_chain.h), by gpu_id.
+using KfdChainPages = std::map<uint32_t, ChainPages>;
 
 class RestorePlan {
 public:
@@ -50,6 +54,9 @@ public:
 	bool streamed() const { return streamed_; }
 	const KfdImages &kfd_images() const { return kfd_images_; }
 	const KfdImage *kfd_image(int id) const;
+	// nullptr unless KFD image `id` is a link of a chain (an incremental
+	// checkpoint), resolved and checked at init.
+	const KfdChainPages *kfd_chain(int id) const;
 	// Its render minor resolved from the KFD images (resolve_render_minor).
 	const RenderNodeImage *render_image(int id) const;
 	const DmabufImage *dmabuf_image(int id) const;
@@ -74,6 +81,7 @@ private:
 	bool streamed_ = false;
 	bool bound_to_criu_ = false;
 	KfdImages kfd_images_;
+	std::map<int, KfdChainPages> kfd_chains_; // by CRIU file id
 	std::map<int, RenderNodeImage> render_images_; // by CRIU file id
 	std::map<int, DmabufImage> dmabuf_images_;     // by CRIU file id
 	GpuMap map_;

@@ -98,7 +98,7 @@ Status TaskRestore::restore_kfd(const ImageDir &images, int id, const KfdImage &
 	auto dmabufs = note_restored_bos(img, *restored); // of the BOs with contents, in image order
 	if (!dmabufs)
 		return std::move(dmabufs).error();
-	auto jobs = kfd_copy_jobs(env_, id, img, map_, *dmabufs);
+	auto jobs = kfd_copy_jobs(env_, id, img, map_, plan_.kfd_chain(id), *dmabufs);
 	if (!jobs)
 		return std::move(jobs).error();
 	if (auto st = copy_contents(images, HandOverKind::Kfd, id, *jobs, *dmabufs); !st)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "plugin/summary.h"
 
+#include <algorithm>
 #include <iterator>
 
 namespace amdcr {
@@ -49,6 +50,17 @@ std::string summary_line(const CopyTotals &t, bool dump, const Config &config)
 		human_bytes(bytes).c_str(), secs,
 		secs > 0 ? static_cast<double>(bytes) / secs / 1e9 : 0.0,
 		static_cast<unsigned long long>(t.peak_staging.load()), budget.c_str());
+	if (dump && t.incremental_gpus.load() > 0)
+		s += strprintf(", incremental on %llu GPU%s: %llu bytes (%s) written, %llu bytes (%s) taken from the "
+			       "parent checkpoint, chunks hashed on up to %llu thread%s per GPU (at most %u)",
+			       static_cast<unsigned long long>(t.incremental_gpus.load()),
+			       t.incremental_gpus.load() == 1 ? "" : "s",
+			       static_cast<unsigned long long>(t.written_bytes.load()),
+			       human_bytes(t.written_bytes.load()).c_str(),
+			       static_cast<unsigned long long>(t.parent_bytes.load()),
+			       human_bytes(t.parent_bytes.load()).c_str(),
+			       static_cast<unsigned long long>(std::max<uint64_t>(1, t.hash_threads.load())),
+			       t.hash_threads.load() > 1 ? "s" : "", kMaxHashThreads);
 	if (!dump)
 		s += config.verify ? strprintf(", checksums matched for %llu bytes",
 					       static_cast<unsigned long long>(t.verified_bytes.load()))

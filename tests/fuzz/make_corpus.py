@@ -18,7 +18,9 @@ the plugin. Seeds (each small, well under run.sh's -max_len):
   topology      the sysfs topology trees of the emulator's machines (MI100,
                 2xMI210, 8xMI300X with its caches dropped), fuzz_topology's format
   config        KFD_* settings
-Inputs that once crashed a target are added by hand (crash-<what>) and kept.
+Inputs that once crashed a target are added by hand (crash-<what>) and kept,
+as is kfd_image/emu-2xMI210-chain (emu-2xMI210 with the incremental
+checkpoint fields set: a parent, a BO's chunk in it), made by hand.
 """
 import argparse
 import glob

@@ -6,6 +6,7 @@
 //   amdgpu-img show [--json] DIR
 //   amdgpu-img verify [-v] DIR
 //   amdgpu-img diff [--chunk SIZE] DIR1 DIR2
+//   amdgpu-img flatten SRC DST
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -15,6 +16,7 @@
 #include "config/config.h"
 #include "inspect/checkpoint.h"
 #include "inspect/diff.h"
+#include "inspect/flatten.h"
 #include "inspect/show.h"
 #include "inspect/verify.h"
 
@@ -35,6 +37,7 @@ constexpr const char *kUsage =
 	"usage: amdgpu-img show [--json] DIR\n"
 	"       amdgpu-img verify [-v|--verbose] DIR\n"
 	"       amdgpu-img diff [--chunk SIZE] DIR1 DIR2\n"
+	"       amdgpu-img flatten SRC DST\n"
 	"Inspects checkpoints of CRIU's amdgpu plugin. See amdgpu-img(1).\n";
 
 int usage(const char *why)
@@ -141,6 +144,22 @@ int cmd_diff(const std::vector<std::string> &args)
 	return lines->empty() ? kOk : kFound;
 }
 
+int cmd_flatten(const std::vector<std::string> &args)
+{
+	if (args.size() != 2 || args[0].starts_with("-") || args[1].starts_with("-"))
+		return usage("flatten takes two directories");
+	auto r = flatten_checkpoint(args[0], args[1]);
+	if (!r) {
+		std::fprintf(stderr, "amdgpu-img: flatten: %s\n", r.error().message().c_str());
+		return kTrouble;
+	}
+	print(strprintf("%s: %zu files written, %zu KFD image%s flattened, %llu bytes taken from parent checkpoints%s\n",
+			args[1].c_str(), r->files, r->chains, r->chains == 1 ? "" : "s",
+			static_cast<unsigned long long>(r->from_parents),
+			r->parent_link.empty() ? "" : ("; parent link kept for CRIU's own images: " + r->parent_link).c_str()));
+	return kOk;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -159,5 +178,7 @@ int main(int argc, char **argv)
 		return cmd_verify(args);
 	if (cmd == "diff")
 		return cmd_diff(args);
+	if (cmd == "flatten")
+		return cmd_flatten(args);
 	return usage(("unknown command " + std::string(cmd)).c_str());
 }

@@ -35,7 +35,7 @@ if(NOT KFDEMU_CRIU_HSAKMT_LIB OR NOT Python3_Interpreter_FOUND OR NOT TARGET amd
 endif()
 
 add_executable(kfdemu_criu_workload ${KFDEMU_DIR}/criu/workload.cpp)
-target_link_libraries(kfdemu_criu_workload PRIVATE ${KFDEMU_CRIU_HSAKMT_LIB} PkgConfig::LIBDRM_AMDGPU PkgConfig::LIBDRM)
+target_link_libraries(kfdemu_criu_workload PRIVATE ${KFDEMU_CRIU_HSAKMT_LIB} PkgConfig::LIBDRM_AMDGPU PkgConfig::LIBDRM amdcr_testcommon)
 amdcr_warnings(kfdemu_criu_workload)
 
 # The CRIU versions: cmake/RealCriu.cmake (AMDCR_CRIU_VERSIONS).
@@ -169,5 +169,18 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # SVM ranges made through libhsakmt, in system memory and in VRAM.
   kfdemu_realcriu_test(${_ver} svm_MI100 svm MI100)
   kfdemu_realcriu_test(${_ver} svm_2xMI210 svm 2xMI210)
+  # Incremental checkpoints: three periodic dumps --leave-running, each
+  # after the first against the previous one (--prev-images-dir), while the
+  # process rewrites a MiB of each GPU's VRAM through the GPU between them
+  # and checks its GPUs after each; then a restore from the chain of three.
+  # amdgpu-img verify follows the chain, flatten makes it one checkpoint.
+  kfdemu_realcriu_test(${_ver} periodic_MI100 periodic MI100 --amdgpu-img $<TARGET_FILE:amdgpu-img>)
+  kfdemu_realcriu_test(${_ver} periodic_2xMI210 periodic 2xMI210 --amdgpu-img $<TARGET_FILE:amdgpu-img>)
+  # The chain flattened and restored by upstream's plugin (one GPU: criu-dev's
+  # upstream parallel restore of one process on 2+ GPUs leaves BOs unfilled,
+  # the known upstream defect the interop tests name).
+  kfdemu_realcriu_test(${_ver} interop_upstream_restore_periodic_MI100 periodic MI100
+    --amdgpu-img $<TARGET_FILE:amdgpu-img>
+    --interop upstream-restore --upstream-list ${CMAKE_BINARY_DIR}/realcriu/upstream-plugins.txt)
 endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree amdgpu-img)

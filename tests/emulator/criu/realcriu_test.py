@@ -150,6 +150,13 @@ broken-vma-map  the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a
                 page (KFDEMU_ADAPTER_BREAK_VMA_MAP=1): passes only if the
                 dump succeeds and the restore or the restored process fails.
 
+periodic        three `criu dump --leave-running`, each after the first
+                incremental against the previous one, while the process
+                rewrites a MiB of each GPU's VRAM between them; then a
+                restore from the chain of three (periodic_incremental);
+                with --interop upstream-restore, the chain is flattened
+                (amdgpu-img flatten) and upstream's plugin restores it.
+
 --interop upstream-dump | upstream-restore  (with roundtrip or tree)
                 upstream's amdgpu_plugin.so, built from the same CRIU's
                 sources (--upstream-list, scripts/build-criu.sh), dumps and
@@ -365,7 +372,8 @@ WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd
                   "dump-killed": ["--user-queue"], "dump-termed": ["--user-queue"], "dump-timeout": ["--user-queue"],
                   "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"],
                   "dump-killed-paused": ["--user-queue"], "dump-killed-copied": ["--user-queue"],
-                  "restore-killed-copied": ["--user-queue"], "render-killed": ["--render"]}
+                  "restore-killed-copied": ["--user-queue"], "render-killed": ["--render"],
+                  "periodic": ["--periodic", "3"]}
 
 
 def queue_sig(q):
@@ -1572,9 +1580,13 @@ def inside(args, criu):
     work = args.work
     if args.scenario in KILL_SCENARIOS:
         os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(KILL_VRAM_MIB)
+    if args.scenario == "periodic":
+        os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(PERIODIC_VRAM_MIB)
     run = Run(args, criu, work)
     try:
-        if args.interop:
+        if args.scenario == "periodic":
+            periodic_incremental(run)
+        elif args.interop:
             interop_round_trip(run)
         elif args.phase == "dump":
             other_machine_dump(run, os.path.join(work, "state.json"))
@@ -1620,10 +1632,214 @@ def inside(args, criu):
             restore_killed_at(run)
         elif args.scenario == "render-killed":
             render_killed(run)
+        elif args.scenario == "periodic":
+            periodic_incremental(run)
         else:
             raise Failure(f"unknown scenario {args.scenario}")
     finally:
         run.cleanup()
+
+
+# --------------------------------------------------------------------------
+# Incremental checkpoints (issue 29)
+# --------------------------------------------------------------------------
+
+PERIODIC_DUMPS = 3
+PERIODIC_VRAM_MIB = 16  # per GPU; the workload rewrites 1 MiB of it between dumps
+SUMMARY_DUMP = re.compile(r"amdgpu_plugin: dump: .*?\((\d+) with contents\), (\d+) bytes")
+SUMMARY_INCREMENTAL = re.compile(r"incremental on (\d+) GPUs?: (\d+) bytes \([^)]*\) written, (\d+) bytes "
+                                 r"\([^)]*\) taken from the parent checkpoint, chunks hashed on up to (\d+) "
+                                 r"threads? per GPU \(at most (\d+)\)")
+SUMMARY_RESTORE = re.compile(r"amdgpu_plugin: restore: .*checksums matched for (\d+) bytes")
+
+
+def tracks_memory(criu):
+    """Whether this kernel lets CRIU track memory (soft-dirty): --track-mem
+    and pre-dump need it."""
+    return subprocess.run([criu, "check", "--feature", "mem_dirty_track"], capture_output=True).returncode == 0
+
+
+def pages_payload(images):
+    """Payload bytes of the KFD pages files in `images` (their 8-byte
+    headers left out)."""
+    return sum(os.path.getsize(f) - 8 for f in glob.glob(os.path.join(images, "amdgpu-pages-*.img")))
+
+
+def periodic_dump(run, pid, k, track):
+    """The k-th `criu dump --leave-running` of the periodic scenario, into
+    WORK/ckpt-k with --prev-images-dir ../ckpt-(k-1) after the first;
+    returns (bytes of the BOs, bytes written, bytes from the parent)."""
+    run.images = os.path.join(run.work, f"ckpt-{k}")
+    os.makedirs(run.images, exist_ok=True)
+    extra = ["-t", str(pid), "--leave-running"]
+    if k > 1 and track:
+        extra += track + ["--prev-images-dir", f"../ckpt-{k - 1}"]
+    elif k > 1:
+        gpu_only_parent(run.work, k)
+    rc = run.criu_run("dump", extra, "dump.log")
+    log_path = os.path.join(run.images, "dump.log")
+    if rc != 0:
+        show_log(log_path)
+        raise Failure(f"criu dump {k} failed ({rc})", False)
+    text = open(log_path, errors="replace").read()
+    total = SUMMARY_DUMP.search(text)
+    expect(total is not None, f"dump {k}: no summary line in {log_path}", False)
+    total = int(total.group(2))
+    incr = SUMMARY_INCREMENTAL.search(text)
+    written = pages_payload(run.images)
+    if k == 1:
+        expect(incr is None, f"dump 1 (no parent) says it is incremental: {incr and incr.group(0)}", False)
+        expect(written == total, f"dump 1 wrote {written} bytes of pages, its BOs hold {total}", False)
+        log(f"dump 1: complete, {total} bytes")
+        return total, written, 0
+    expect(incr is not None, f"dump {k}: no incremental clause in its summary line", False)
+    said_written, said_parent = int(incr.group(2)), int(incr.group(3))
+    threads, cap = int(incr.group(4)), int(incr.group(5))
+    expect(1 <= threads <= min(cap, os.cpu_count()), f"dump {k}: chunks hashed on {threads} threads per GPU, "
+           f"at most {cap} and {os.cpu_count()} cores", False)
+    expect(said_written == written, f"dump {k}: the summary says {said_written} bytes written, its pages files "
+           f"hold {written}", False)
+    expect(said_written + said_parent == total, f"dump {k}: {said_written} written + {said_parent} from the "
+           f"parent != {total} bytes of BOs", False)
+    log(f"dump {k}: {written} of {total} bytes written, {said_parent} taken from ../ckpt-{k - 1}, chunks hashed "
+        f"on up to {threads} thread(s) per GPU")
+    return total, written, said_parent
+
+
+def gpu_only_parent(work, k):
+    """Without memory tracking CRIU refuses a parent with CPU pages (its
+    pid-reuse check needs the parent inventory's uptime, which only
+    --track-mem writes): WORK/ckpt-k gets a `parent` link to
+    WORK/ckpt-(k-1).gpu, which holds (hard links to) the plugin's files of
+    ckpt-(k-1) and its own parent link, so CRIU sees no parent pages and
+    the plugin the chain it would see under --prev-images-dir."""
+    prev, gdir = os.path.join(work, f"ckpt-{k - 1}"), os.path.join(work, f"ckpt-{k - 1}.gpu")
+    os.makedirs(gdir, exist_ok=True)
+    for f in glob.glob(os.path.join(prev, "amdgpu-*.img")):
+        os.link(f, os.path.join(gdir, os.path.basename(f)))
+    if k > 2:
+        os.symlink(f"../ckpt-{k - 2}.gpu", os.path.join(gdir, "parent"))
+    os.symlink(f"../ckpt-{k - 1}.gpu", os.path.join(work, f"ckpt-{k}", "parent"))
+
+
+def periodic_step(run, k):
+    """Lets the workload check its memory and GPUs after dump k (and
+    rewrite a MiB of each VRAM BO through its GPU, but after the last)."""
+    open(os.path.join(run.work, f"step{k}"), "w").close()
+    done = os.path.join(run.work, f"step{k}.done")
+    result = os.path.join(run.work, "result")
+    wait_for(lambda: os.path.exists(done) or os.path.exists(result), 60, f"step {k} of the workload")
+    if not os.path.exists(done):
+        show_log(os.path.join(run.work, "workload.log"))
+        why = open(result).read().strip() if os.path.exists(result) else "no answer within 60 s"
+        raise Failure(f"after dump {k} (--leave-running): the workload says {why}", False)
+
+
+def periodic_incremental(run):
+    """periodic: criu dump --leave-running three times, each after the
+    first with --track-mem --prev-images-dir ../ckpt-(k-1) where the kernel
+    tracks memory (else with a parent link to the previous dump's GPU files,
+    gpu_only_parent), while the workload checks its BOs and GPUs after each dump and
+    rewrites 1 MiB of each GPU's 16 MiB VRAM BO through the GPU between
+    dumps. Checked: after every dump the process runs (not paused, queues
+    active, no guardian left) and its GPU work succeeds; the first dump is
+    complete; each later one is incremental, its pages files hold exactly
+    the bytes its summary says it wrote, written + taken from the parent =
+    the BOs' bytes, at least the rewritten MiB per GPU and at most one more
+    MiB per GPU written. Then the process is killed and restored from the
+    last checkpoint (a chain of three): every byte's checksum matched (the
+    summary line), and the restored process checks every BO's contents
+    with its patches and its GPUs."""
+    procs = run.start()
+    pid = procs[0][1]
+    before = snapshot(run.emu, pid)
+    with open(os.path.join(run.work, "ready")) as f:
+        gpus = len(f.read().split("\n")[1:-1]) - 1  # a VRAM BO per GPU, then the GTT BO
+    track = ["--track-mem"] if tracks_memory(run.criu) else []
+    if not track:
+        log("this kernel does not track memory (criu check --feature mem_dirty_track), so CRIU refuses "
+            "--prev-images-dir: each dump's parent link is made by the test, to the previous dump's GPU files "
+            "only (gpu_only_parent)")
+    totals = []
+    for k in range(1, PERIODIC_DUMPS + 1):
+        totals.append(periodic_dump(run, pid, k, track))
+        expect(alive(pid), f"dump {k} (--leave-running): process {pid} is gone", False)
+        check_running(run.emu, pid, before, f"after dump {k} (--leave-running)")
+        expect(not guardians(), f"guardian processes left after dump {k}: {guardians()}", False)
+        periodic_step(run, k)
+    mib = 1 << 20
+    full = totals[0][0]
+    for k, (total, written, _) in enumerate(totals[1:], start=2):
+        expect(total == full, f"dump {k}: {total} bytes of BOs, dump 1 had {full}", False)
+        expect(gpus * mib <= written <= 2 * gpus * mib,
+               f"dump {k}: wrote {written} bytes; the workload rewrote {gpus} MiB ({gpus} GPU(s)) since dump "
+               f"{k - 1}", False)
+    run.wl.kill()
+    run.wl.wait()
+    run.wl = None
+    expect(wait_for(lambda: not reap_children() and not os.path.exists(f"/proc/{pid}"), 10, "the workload to go"),
+           f"process {pid} still exists", False)
+    run.images = os.path.join(run.work, f"ckpt-{PERIODIC_DUMPS}")
+    if run.args.interop == "upstream-restore":
+        # The chain flattened, then restored by upstream's plugin.
+        flat = os.path.join(run.work, "flat")
+        f = amdgpu_img(run, "flatten", run.images, flat)
+        expect(f.returncode == 0, f"flatten: {f.stdout}{f.stderr}")
+        run.images = flat
+        run.restore(pid)
+        log(f"upstream's plugin restored the flattened chain of {PERIODIC_DUMPS}")
+        run.verdicts(procs)
+        return
+    run.restore(pid)
+    text = open(os.path.join(run.images, "restore.log"), errors="replace").read()
+    m = SUMMARY_RESTORE.search(text)
+    expect(m is not None and int(m.group(1)) == full,
+           f"restore: checksums matched for {m and m.group(1)} bytes, the BOs hold {full}")
+    log(f"restore from a chain of {PERIODIC_DUMPS}: checksums matched for {full} bytes")
+    expect(not guardians(), f"guardian processes left after the restore: {guardians()}")
+    run.verdicts(procs)
+    inspect_chain(run, full)
+
+
+def amdgpu_img(run, *args):
+    out = subprocess.run([run.args.amdgpu_img, *args], capture_output=True, text=True)
+    log(f"amdgpu-img {' '.join(args)}: exit {out.returncode}")
+    return out
+
+
+def inspect_chain(run, full):
+    """amdgpu-img on the chain of the periodic scenario: verify reads every
+    GPU byte of the last checkpoint through its parents; flatten writes a
+    complete checkpoint (no parent in its KFD image, pages files of all the
+    BOs' bytes) that verify passes; a damaged byte of the first checkpoint,
+    still taken from it by the last, fails verify and flatten of the last."""
+    last = os.path.join(run.work, f"ckpt-{PERIODIC_DUMPS}")
+    v = amdgpu_img(run, "verify", "-v", last)
+    expect(v.returncode == 0 and "with its parents" in v.stdout, f"verify of the chain: {v.stdout}{v.stderr}")
+    flat = os.path.join(run.work, "flat")
+    f = amdgpu_img(run, "flatten", last, flat)
+    expect(f.returncode == 0, f"flatten: {f.stdout}{f.stderr}")
+    expect(pages_payload(flat) == full, f"flattened pages files hold {pages_payload(flat)} bytes, the BOs {full}")
+    v = amdgpu_img(run, "verify", flat)
+    expect(v.returncode == 0, f"verify of the flattened checkpoint: {v.stdout}{v.stderr}")
+    j = json.loads(amdgpu_img(run, "show", "--json", flat).stdout)
+    expect(all("parent" not in k for k in j["kfd"]), "the flattened KFD image names a parent")
+    first = sorted(glob.glob(os.path.join(run.work, "ckpt-1", "amdgpu-pages-*.img")))
+    first = [p for p in first if os.path.getsize(p) > 8][0]
+    with open(first, "r+b") as fh:  # a byte of the last MiB of the first BO: no dump rewrote it
+        fh.seek(8 + (PERIODIC_VRAM_MIB - 1) * (1 << 20) + 12345)
+        b = fh.read(1)
+        fh.seek(-1, os.SEEK_CUR)
+        fh.write(bytes([b[0] ^ 0xff]))
+    v = amdgpu_img(run, "verify", last)
+    expect(v.returncode == 1 and "do not match their checksum" in v.stdout and
+           f"parent/parent/{os.path.basename(first)} at payload offset" in v.stdout,
+           f"verify of the chain with a damaged parent (naming the file of ckpt-1): {v.stdout}{v.stderr}")
+    f = amdgpu_img(run, "flatten", last, flat + "-2")
+    expect(f.returncode != 0 and "do not match their checksum" in f.stderr,
+           f"flatten of the chain with a damaged parent: {f.stdout}{f.stderr}")
+    log("amdgpu-img: verify follows the chain, flatten writes a complete checkpoint; a damaged parent byte is "
+        "found by both")
 
 
 def queue_states(q):
@@ -1744,7 +1960,7 @@ def main():
                              "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
-                             "cp-queue", "svm",
+                             "cp-queue", "svm", "periodic",
                              *KILL_SCENARIOS, *STALL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
@@ -1779,8 +1995,10 @@ def main():
         if args.scenario == "other-machine" and args.machine not in OTHER_MACHINE:
             raise harness.NotRun(f"no second machine defined for {args.machine}")
         if args.interop:
-            if args.scenario not in ("roundtrip", "tree"):
-                raise SystemExit(f"--interop takes the scenarios roundtrip and tree, not {args.scenario}")
+            if args.scenario not in ("roundtrip", "tree", "periodic") or \
+                    (args.scenario == "periodic" and args.interop != "upstream-restore"):
+                raise SystemExit(f"--interop takes the scenarios roundtrip and tree (and periodic with "
+                                 f"upstream-restore), not {args.scenario}")
             args.upstream_so = upstream_plugin(args.upstream_list, args.criu_version)
 
     work = harness.work_dir("kfdemu-realcriu.")

@@ -4,7 +4,7 @@
 // emulator's realcriu tests (realcriu_test.py). Unmodified libhsakmt 5.2.3
 // and libdrm_amdgpu 2.4.114.
 //
-//   kfdemu_criu_workload [--tree] [--kfd-gem] [--queue-state] [--svm] [--user-queue | --cp-queue] DIR
+//   kfdemu_criu_workload [--tree] [--kfd-gem] [--queue-state] [--svm] [--user-queue | --cp-queue] [--periodic N] DIR
 //   kfdemu_criu_workload --render [--second-file] DIR
 //
 // Setup: on every GPU node a VRAM BO (2 MiB; $KFDEMU_WORKLOAD_VRAM_MIB
@@ -62,6 +62,15 @@
 // GPU's VRAM. hsaKmtSVMGetAttr's answers for them before DIR/ready must be
 // its answers after the restore; the regions' bytes are checked, and the
 // VRAM range is then prefetched back to system memory.
+// --periodic N: for the periodic incremental dumps (criu dump
+// --leave-running N times): after DIR/ready, for k = 1..N it waits for
+// DIR/step<k> (written after the k-th dump, which left it running), checks
+// every BO's contents and its GPUs as after a restore (the SDMA checks
+// above), then, for k < N, rewrites MiB 3k % n of each VRAM BO (n MiB)
+// with a new pattern through the GPU (an SDMA copy from a GEM GTT BO), and
+// writes DIR/step<k>.done ("OK", or the verdict "FAIL: ..." in DIR/result).
+// The BOs' expected contents then include those patches; after the N
+// steps it waits for DIR/go as usual (the restore from the last dump).
 // --tree: the process first forks a child that does all of the above in
 // DIR/child (its own KFD context and BOs); the parent's verdict also
 // requires the child to have exited 0 (it waits for it after its own
@@ -91,35 +100,49 @@
 #include <string>
 #include <vector>
 
+#include "testcommon/pattern.h"
+
 namespace {
+
+// Bytes [off, off + len) of a BO rewritten with pattern `seed` (--periodic).
+struct Patch {
+	uint64_t off, len, seed;
+};
 
 struct Bo {
 	void *addr;
 	uint64_t size;
 	uint64_t seed;
+	std::vector<Patch> patches{}; // later ones over earlier ones
 };
 
-uint64_t word(uint64_t seed, uint64_t i)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + i;
-	x ^= x >> 31;
-	x *= 0xbf58476d1ce4e5b9ull;
-	return x ^ (x >> 29);
-}
-
-void fill(void *addr, uint64_t size, uint64_t seed)
-{
-	auto *w = static_cast<uint64_t *>(addr);
-	for (uint64_t i = 0; i < size / 8; i++)
-		w[i] = word(seed, i);
-}
-
-// Index of the first wrong word, or -1.
+// Index of the first word of `addr` that differs from seed's pattern
+// (tests/common), or -1.
 int64_t check(const void *addr, uint64_t size, uint64_t seed)
 {
+	const int64_t at = testcommon::check_pattern(addr, size & ~uint64_t(7), seed);
+	return at < 0 ? -1 : at / 8;
+}
+
+// The seed of word i of `b` (its own, or the last patch's over it).
+uint64_t seed_at(const Bo &b, uint64_t i)
+{
+	uint64_t s = b.seed;
+	for (const auto &p : b.patches)
+		if (i * 8 >= p.off && i * 8 < p.off + p.len)
+			s = p.seed;
+	return s;
+}
+
+// Index of the first word at `addr` that is not `b`'s expected contents,
+// or -1.
+int64_t check_bo(const void *addr, const Bo &b)
+{
+	if (b.patches.empty())
+		return check(addr, b.size, b.seed);
 	const auto *w = static_cast<const uint64_t *>(addr);
-	for (uint64_t i = 0; i < size / 8; i++)
-		if (w[i] != word(seed, i))
+	for (uint64_t i = 0; i < b.size / 8; i++)
+		if (w[i] != testcommon::pattern_word(seed_at(b, i), i))
 			return int64_t(i);
 	return -1;
 }
@@ -357,12 +380,12 @@ bool gpu_copies(uint32_t node, int render_fd, const Bo &vram, std::string *err)
 		else if (std::memset(gtt.cpu, 0, gtt.size), !sdma_copy(dev, {gtt.bo}, uint64_t(uintptr_t(vram.addr)),
 									 gtt.va, vram.size, err))
 			*err = "SDMA copy of the VRAM BO: " + *err;
-		else if (int64_t at = check(gtt.cpu, gtt.size, vram.seed); at >= 0)
+		else if (int64_t at = check_bo(gtt.cpu, vram); at >= 0)
 			*err = "SDMA copy of the VRAM BO: word " + std::to_string(at) + " differs from the pattern";
 		else if (!alloc_bo(node, vram.size, true, &fresh, err))
 			*err = "new KFD VRAM BO: " + *err;
 		else {
-			fill(gtt.cpu, gtt.size, 4242 + node);
+			testcommon::fill_pattern(gtt.cpu, gtt.size, 4242 + node);
 			if (!sdma_copy(dev, {gtt.bo}, gtt.va, uint64_t(uintptr_t(fresh.addr)), fresh.size, err))
 				*err = "SDMA copy into the new KFD BO: " + *err;
 			else if (int64_t at2 = check(fresh.addr, fresh.size, 4242 + node); at2 >= 0)
@@ -417,11 +440,11 @@ struct RenderSet {
 			return *err = status("amdgpu_va_range_alloc", r), false;
 		if (int r = amdgpu_bo_va_op(vcpu->bo, 0, vcpu->size, va2, 0, AMDGPU_VA_OP_MAP); r)
 			return *err = status("amdgpu_bo_va_op(MAP, second VA)", r), false;
-		fill(gtt->cpu, vram->size, seed_vram);
+		testcommon::fill_pattern(gtt->cpu, vram->size, seed_vram);
 		if (!sdma_copy(dev, {gtt->bo, vram->bo}, gtt->va, vram->va, vram->size, err))
 			return *err = "SDMA fill of the VRAM GEM BO: " + *err, false;
-		fill(gtt->cpu, gtt->size, seed_gtt);
-		fill(vcpu->cpu, vcpu->size, seed_vcpu);
+		testcommon::fill_pattern(gtt->cpu, gtt->size, seed_gtt);
+		testcommon::fill_pattern(vcpu->cpu, vcpu->size, seed_vcpu);
 		return true;
 	}
 
@@ -477,6 +500,30 @@ struct RenderSet {
 		       copy_out(dev, vcpu->bo, va2, vcpu->size, seed_vcpu, "the second VA of the VRAM GEM BO", err);
 	}
 };
+
+// --periodic: bytes [off, off + len) of `vram` rewritten with pattern
+// `seed` by the GPU (SDMA from a GEM GTT BO filled by the CPU).
+bool gpu_patch(int render_fd, Bo &vram, uint64_t off, uint64_t len, uint64_t seed, std::string *err)
+{
+	uint32_t major = 0, minor = 0;
+	amdgpu_device_handle dev = nullptr;
+	if (int r = amdgpu_device_initialize(render_fd, &major, &minor, &dev); r)
+		return *err = status("amdgpu_device_initialize", r), false;
+	bool ok = false;
+	{
+		GemBo gtt(dev, len, err);
+		if (gtt.ok()) {
+			auto *w = static_cast<uint64_t *>(gtt.cpu);
+			for (uint64_t j = 0; j < len / 8; j++)
+				w[j] = testcommon::pattern_word(seed, off / 8 + j);
+			ok = sdma_copy(dev, {gtt.bo}, gtt.va, uint64_t(uintptr_t(vram.addr)) + off, len, err);
+		}
+	}
+	amdgpu_device_deinitialize(dev);
+	if (ok)
+		vram.patches.push_back({off, len, seed});
+	return ok;
+}
 
 void write_ready(const std::vector<Bo> &bos)
 {
@@ -535,7 +582,7 @@ struct SecondFile {
 		map.map_size = size;
 		if (::ioctl(fd, DRM_IOCTL_AMDGPU_GEM_VA, &map))
 			return *err = std::string("GEM_VA on the second file: ") + std::strerror(errno), false;
-		fill(cpu, size, seed);
+		testcommon::fill_pattern(cpu, size, seed);
 		return true;
 	}
 	void describe(const std::string &path) const
@@ -732,8 +779,8 @@ struct SvmState {
 		node = gpu_node;
 		if (!(sys = region(err)) || !(vram = region(err)))
 			return false;
-		fill(sys, kSize, seed);
-		fill(vram, kSize, seed + 1);
+		testcommon::fill_pattern(sys, kSize, seed);
+		testcommon::fill_pattern(vram, kSize, seed + 1);
 		if (!set(sys, kSize,
 			 {{HSA_SVM_ATTR_ACCESS, node},
 			  {HSA_SVM_ATTR_PREFERRED_LOC, 0},
@@ -933,6 +980,56 @@ struct CpQueue {
 	}
 };
 
+void write_file(const std::string &name, const char *text)
+{
+	const std::string tmp = g_dir + "/" + name + ".tmp";
+	if (FILE *f = std::fopen(tmp.c_str(), "w")) {
+		std::fprintf(f, "%s\n", text);
+		std::fclose(f);
+		std::rename(tmp.c_str(), (g_dir + "/" + name).c_str());
+	}
+}
+
+// Every BO's contents through its mapping, and each GPU's SDMA checks.
+bool check_all(const std::vector<Bo> &bos, const std::vector<uint32_t> &gpus, const std::vector<int> &render_fds,
+	       std::string *err)
+{
+	for (const auto &b : bos)
+		if (int64_t at = check_bo(b.addr, b); at >= 0) {
+			char msg[160];
+			std::snprintf(msg, sizeof msg, "BO at %p (%" PRIu64 " bytes): word %" PRId64 " differs", b.addr,
+				      b.size, at);
+			return *err = msg, false;
+		}
+	for (size_t i = 0; i < gpus.size(); i++)
+		if (!gpu_copies(gpus[i], render_fds[i], bos[i], err))
+			return *err = "GPU node " + std::to_string(gpus[i]) + ": " + *err, false;
+	return true;
+}
+
+// --periodic (see the header): `bos` holds the VRAM BOs first, one per GPU.
+void periodic_steps(int steps, std::vector<Bo> &bos, const std::vector<uint32_t> &gpus,
+		    const std::vector<int> &render_fds)
+{
+	std::string err;
+	for (int k = 1; k <= steps; k++) {
+		const std::string step = g_dir + "/step" + std::to_string(k);
+		while (access(step.c_str(), F_OK) != 0)
+			usleep(10000);
+		if (!check_all(bos, gpus, render_fds, &err))
+			finish("FAIL: after dump " + std::to_string(k) + " (--leave-running): " + err);
+		for (size_t i = 0; k < steps && i < gpus.size(); i++) {
+			const uint64_t mibs = bos[i].size >> 20;
+			const uint64_t off = (mibs ? (3ull * k) % mibs : 0) << 20;
+			const uint64_t len = std::min<uint64_t>(1 << 20, bos[i].size);
+			if (!gpu_patch(render_fds[i], bos[i], off, len, 0xc0de0000 + k * 16 + i, &err))
+				finish("FAIL: step " + std::to_string(k) + ": GPU node " + std::to_string(gpus[i]) +
+				       ": rewriting a MiB of its VRAM BO: " + err);
+		}
+		write_file("step" + std::to_string(k) + ".done", "OK");
+	}
+}
+
 // A VRAM BO on every GPU node (2 MiB, or $KFDEMU_WORKLOAD_VRAM_MIB): the
 // nodes, their render minors and the BOs, each with the next seed.
 void gpu_bos(const HsaSystemProperties &sys, std::vector<uint32_t> *gpus_out, std::vector<int> *minors_out,
@@ -963,6 +1060,7 @@ void gpu_bos(const HsaSystemProperties &sys, std::vector<uint32_t> *gpus_out, st
 // The workload's options beyond DIR.
 struct Modes {
 	bool gem = false, queue_state = false, user_queue = false, cp_queue = false, svm = false;
+	int periodic = 0; // --periodic N
 };
 
 [[noreturn]] void run(const Modes &m)
@@ -988,7 +1086,7 @@ struct Modes {
 	gtt.seed = seed++;
 	bos.push_back(gtt);
 	for (const auto &b : bos)
-		fill(b.addr, b.size, b.seed);
+		testcommon::fill_pattern(b.addr, b.size, b.seed);
 	std::vector<int> render_fds;
 	for (int m : minors) {
 		int fd = find_render_fd(m);
@@ -1038,20 +1136,13 @@ struct Modes {
 			finish("FAIL: GEM BOs: " + err);
 	}
 	write_ready(bos);
+	periodic_steps(m.periodic, bos, gpus, render_fds);
 	wait_for_go(); // dumped and restored in here
 	if (gem && !gem_set.verify(gem_dev, &err))
 		finish("FAIL: after restore: GEM BOs: " + err);
 
-	for (const auto &b : bos)
-		if (int64_t at = check(b.addr, b.size, b.seed); at >= 0) {
-			char msg[160];
-			std::snprintf(msg, sizeof msg, "FAIL: BO at %p (%" PRIu64 " bytes): word %" PRId64 " differs",
-				      b.addr, b.size, at);
-			finish(msg);
-		}
-	for (size_t i = 0; i < gpus.size(); i++)
-		if (!gpu_copies(gpus[i], render_fds[i], bos[i], &err))
-			finish("FAIL: after restore: GPU node " + std::to_string(gpus[i]) + ": " + err);
+	if (!check_all(bos, gpus, render_fds, &err))
+		finish("FAIL: after restore: " + err);
 	if (m.cp_queue) {
 		if (!cq.verify(ev, &err))
 			finish("FAIL: after restore: " + err);
@@ -1100,13 +1191,16 @@ int main(int argc, char **argv)
 			m.cp_queue = true;
 		else if (a == "--svm")
 			m.svm = true;
+		else if (a == "--periodic" && i + 1 < argc)
+			m.periodic = std::atoi(argv[++i]);
 		else
 			break;
 	}
-	if (argc != i + 1 || (render && (tree || m.gem || m.queue_state || m.user_queue || m.cp_queue || m.svm)) ||
-	    (second && !render) || (m.cp_queue && m.user_queue)) {
+	if (argc != i + 1 ||
+	    (render && (tree || m.gem || m.queue_state || m.user_queue || m.cp_queue || m.svm || m.periodic)) ||
+	    (second && !render) || (m.cp_queue && m.user_queue) || m.periodic < 0) {
 		std::fprintf(stderr,
-			     "usage: %s [--tree] [--kfd-gem] [--queue-state] [--svm] [--user-queue | --cp-queue] DIR | --render "
+			     "usage: %s [--tree] [--kfd-gem] [--queue-state] [--svm] [--user-queue | --cp-queue] [--periodic N] DIR | --render "
 			     "[--second-file] DIR\n",
 			     argv[0]);
 		return 2;

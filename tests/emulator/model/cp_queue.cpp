@@ -37,6 +37,7 @@
 // parsed in place. A packet the CP cannot run hangs the job, which then
 // fails with ETIME (the scheduler's timeout) and blames its context, as an
 // unknown SDMA packet does.
+#include "model/packet_common.h"
 #include "model/state.h"
 
 #include <algorithm>
@@ -56,27 +57,6 @@ constexpr uint32_t kNop = 0x10, kWriteData = 0x37, kWaitRegMem = 0x3c, kIndirect
 		   kAcquireMem = 0x58;
 constexpr int kPacketsPerHold = 64;
 constexpr int kMaxIbDepth = 2; // IB1 and IB2
-
-uint64_t gpu_clock()
-{
-	timespec ts{};
-	clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-	return (static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec)) / 10;
-}
-
-bool compare(uint32_t func, uint32_t value, uint32_t ref)
-{
-	switch (func) {
-	case 0: return true;
-	case 1: return value < ref;
-	case 2: return value <= ref;
-	case 3: return value == ref;
-	case 4: return value != ref;
-	case 5: return value >= ref;
-	case 6: return value > ref;
-	default: return false;
-	}
-}
 
 uint64_t addr64(const std::vector<uint32_t> &dw, size_t k) { return uint64_t{dw[k]} | (uint64_t{dw[k + 1]} << 32); }
 
@@ -180,7 +160,7 @@ ModelImpl::Step ModelImpl::cp_packet(UserQueueEngine &e, KfdProcess &p, const Qu
 		uint32_t v;
 		if (gpu_read(f, addr64(dw, 2), &v, 4))
 			return fault(addr64(dw, 2));
-		return compare(dw[1] & 7, v & dw[5], dw[4] & dw[5]) ? Step::Again : Step::Blocked;
+		return poll_satisfied(dw[1] & 7, v & dw[5], dw[4] & dw[5]) ? Step::Again : Step::Blocked;
 	}
 	case kReleaseMem:
 	case kEventWriteEop:

@@ -50,6 +50,7 @@
 // PROCESS_INFO) takes effect at a packet boundary, as the hardware's
 // preemption does; copies are split into packets of at most 4 MiB by their
 // issuers (ROCr's kMaxSingleCopySize).
+#include "model/packet_common.h"
 #include "model/state.h"
 
 #include <algorithm>
@@ -75,27 +76,6 @@ constexpr auto kBusyPoll = std::chrono::microseconds(20);
 constexpr auto kIdlePoll = std::chrono::milliseconds(1);
 // Packets walked per lock hold: others get the lock in between.
 constexpr int kPacketsPerHold = 64;
-
-uint64_t gpu_clock()
-{
-	timespec ts{};
-	clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-	return (static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec)) / 10;
-}
-
-bool poll_satisfied(uint32_t func, uint32_t value, uint32_t ref)
-{
-	switch (func) {
-	case 0: return true;
-	case 1: return value < ref;
-	case 2: return value <= ref;
-	case 3: return value == ref;
-	case 4: return value != ref;
-	case 5: return value >= ref;
-	case 6: return value > ref;
-	default: return false;
-	}
-}
 
 // A packet's length in dwords from its header (WRITE_LINEAR: without its
 // data); 0 for a packet this engine does not have.

@@ -145,16 +145,5 @@ inline void *pages(uint64_t size)
 	return p;
 }
 
-inline void fill(void *p, uint64_t n, uint32_t seed)
-{
-	auto *b = static_cast<unsigned char *>(p);
-	uint32_t x = seed | 1;
-	for (uint64_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		b[i] = static_cast<unsigned char>(x);
-	}
-}
 
 } // namespace kfdemu::test

@@ -34,6 +34,8 @@
 #include <thread>
 #include <vector>
 
+#include "testcommon/pattern.h"
+
 #ifndef KFDEMU_LAUNCHER
 #error "KFDEMU_LAUNCHER must name the built kfd-emu"
 #endif
@@ -57,22 +59,6 @@ int kioctl(int fd, unsigned long req, void *arg)
 uint64_t gpu_va(size_t gpu, int kind)
 {
 	return 0x100000000ull * (gpu + 1) + uint64_t(kind) * 0x10000000ull;
-}
-
-void pattern(void *p, uint64_t n, uint64_t seed)
-{
-	auto *w = static_cast<uint64_t *>(p);
-	for (uint64_t i = 0; i < n / 8; i++)
-		w[i] = seed * 0x9e3779b97f4a7c15ull + i;
-}
-
-bool has_pattern(const void *p, uint64_t n, uint64_t seed)
-{
-	const auto *w = static_cast<const uint64_t *>(p);
-	for (uint64_t i = 0; i < n / 8; i++)
-		if (w[i] != seed * 0x9e3779b97f4a7c15ull + i)
-			return false;
-	return true;
 }
 
 std::string queue_state(pid_t pid)
@@ -173,7 +159,7 @@ struct Image {
 		if (!ok)
 			break;
 		info.userptr[g] = uint64_t(uintptr_t(user));
-		pattern(user, kUserSize, gpu_va(g, 2));
+		testcommon::fill_pattern(user, kUserSize, gpu_va(g, 2));
 		const struct {
 			uint64_t size;
 			uint32_t flags;
@@ -203,7 +189,7 @@ struct Image {
 						 off_t(a.mmap_offset));
 				ok = p != MAP_FAILED;
 				if (ok) {
-					pattern(p, a.size, a.va_addr);
+					testcommon::fill_pattern(p, a.size, a.va_addr);
 					::munmap(p, a.size);
 				}
 			}
@@ -283,7 +269,7 @@ void read_bo_contents(const std::vector<const NodeDesc *> &gpus, const ChildInfo
 			// CRIU would dump this as process memory.
 			iovec local{img->contents[i].data(), b.size}, remote{reinterpret_cast<void *>(info.userptr[g]), b.size};
 			CHECK_EQ(::process_vm_readv(child, &local, 1, &remote, 1, 0), ssize_t(b.size));
-			CHECK(has_pattern(img->contents[i].data(), b.size, b.addr));
+			CHECK(testcommon::check_pattern(img->contents[i].data(), b.size, b.addr) < 0);
 			continue;
 		}
 		if (!CHECK(b.dmabuf_fd != KFD_INVALID_FD))
@@ -295,7 +281,7 @@ void read_bo_contents(const std::vector<const NodeDesc *> &gpus, const ChildInfo
 		CHECK(!(::fcntl(fd, F_GETFD) & FD_CLOEXEC));
 		void *p = ::mmap(nullptr, b.size, PROT_READ, MAP_SHARED, fd, 0);
 		if (CHECK(p != MAP_FAILED)) {
-			CHECK(has_pattern(p, b.size, b.addr));
+			CHECK(testcommon::check_pattern(p, b.size, b.addr) < 0);
 			img->contents[i].assign(static_cast<char *>(p), static_cast<char *>(p) + b.size);
 			::munmap(p, b.size);
 		}
@@ -459,7 +445,7 @@ struct RestoreResult {
 		CHECK(bos[i].restored_offset != 0);
 		void *p = ::mmap(nullptr, bos[i].size, PROT_READ, MAP_SHARED, rfds[g], off_t(bos[i].restored_offset));
 		if (CHECK(p != MAP_FAILED)) {
-			CHECK(has_pattern(p, bos[i].size, bos[i].addr));
+			CHECK(testcommon::check_pattern(p, bos[i].size, bos[i].addr) < 0);
 			::munmap(p, bos[i].size);
 		}
 	}

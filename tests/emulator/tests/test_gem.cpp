@@ -18,6 +18,7 @@
 // second process of the sharing case).
 #include "gem_uapi.h"
 #include "libdrm_client.h"
+#include "testcommon/pattern.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -378,7 +379,7 @@ void test_mmap_offsets(Dev &d)
 	void *cpu = nullptr;
 	if (!a || !b || !hidden || !up || !CHECK_EQ(amdgpu_bo_cpu_map(a, &cpu), 0))
 		return;
-	fill(cpu, 3 * kPage, 11);
+	testcommon::fill_pattern(cpu, 3 * kPage, 11);
 	const int64_t oa = mmap_offset(d.fd, kms_handle(a)), ob = mmap_offset(d.fd, kms_handle(b));
 	CHECK(oa > 0 && ob > 0 && oa != ob);
 	CHECK_EQ(oa % int64_t(kPage), 0);
@@ -406,7 +407,7 @@ void test_change_handle(Dev &d)
 	void *cpu = nullptr;
 	if (!x || !y || !CHECK_EQ(amdgpu_bo_cpu_map(x, &cpu), 0))
 		return;
-	fill(cpu, size, 2024);
+	testcommon::fill_pattern(cpu, size, 2024);
 	const uint32_t hx = kms_handle(x), hy = kms_handle(y);
 	const uint64_t va = kVaBase + (2ull << 30);
 	CHECK_EQ(amdgpu_bo_va_op_raw(d.dev, x, 0, size, va, AMDGPU_VM_PAGE_READABLE | AMDGPU_VM_PAGE_WRITEABLE,
@@ -606,7 +607,7 @@ void test_share_with_process(std::vector<Dev> &devs)
 	void *cpu = nullptr;
 	if (!bo || !CHECK_EQ(amdgpu_bo_cpu_map(bo, &cpu), 0))
 		return;
-	fill(cpu, size, 777);
+	testcommon::fill_pattern(cpu, size, 777);
 	uint32_t dmabuf = 0;
 	CHECK_EQ(amdgpu_bo_export(bo, amdgpu_bo_handle_type_dma_buf_fd, &dmabuf), 0);
 	int sv[2];
@@ -633,7 +634,7 @@ void test_share_with_process(std::vector<Dev> &devs)
 	CHECK(recv_fd(sv[0], &done, 1, nullptr) && done == 'w');
 	// The importer wrote 2 pages of its pattern at write_at through the GPU.
 	std::vector<unsigned char> want(2 * kPage);
-	fill(want.data(), want.size(), msg.write_seed);
+	testcommon::fill_pattern(want.data(), want.size(), msg.write_seed);
 	CHECK(same_bytes(static_cast<unsigned char *>(cpu) + msg.write_at, want.data(), want.size()));
 	char bye = 'q';
 	CHECK(send_fd(sv[0], &bye, 1, -1));
@@ -685,7 +686,7 @@ int child_main(int sock, const std::vector<uint32_t> &minors)
 		// The same BO: the device's one fake offset, the exporter's bytes.
 		CHECK_EQ(mmap_offset(d.fd, h), int64_t(msg.mmap_offset));
 		std::vector<unsigned char> want(msg.size);
-		fill(want.data(), want.size(), msg.seed);
+		testcommon::fill_pattern(want.data(), want.size(), msg.seed);
 		{
 			View v(d.fd, mmap_offset(d.fd, h), msg.size);
 			CHECK(v.ok() && same_bytes(v.bytes(), want.data(), msg.size));
@@ -700,7 +701,7 @@ int child_main(int sock, const std::vector<uint32_t> &minors)
 			std::memset(mine.cpu, 0, msg.size);
 			if (sdma_copy(d, {in.bo, mine.bo}, in.va, mine.va, msg.size))
 				CHECK(same_bytes(mine.cpu, want.data(), msg.size));
-			fill(mine.cpu, 2 * kPage, msg.write_seed);
+			testcommon::fill_pattern(mine.cpu, 2 * kPage, msg.write_seed);
 			CHECK(sdma_copy(d, {in.bo, mine.bo}, mine.va, in.va + msg.write_at, 2 * kPage));
 		}
 		mine.release(true);
@@ -722,7 +723,7 @@ int child_main(int sock, const std::vector<uint32_t> &minors)
 				CHECK_EQ(e->size, msg.size);
 			}
 			std::vector<unsigned char> want(msg.size);
-			fill(want.data(), want.size(), msg.seed);
+			testcommon::fill_pattern(want.data(), want.size(), msg.seed);
 			View v(p.fd, mmap_offset(p.fd, h), kPage);
 			CHECK(v.ok() && same_bytes(v.bytes(), want.data(), kPage));
 			drm_gem_close cl{h, 0};

@@ -9,6 +9,7 @@
 //
 // Usage (under kfd-emu): test_libdrm --machine NAME [overrides]
 #include "libdrm_client.h"
+#include "testcommon/pattern.h"
 
 #include <amdgpu.h>
 #include <amdgpu_drm.h>
@@ -77,7 +78,7 @@ void test_copies(Dev &d)
 	const Case cases[] = {{1, 0, 0}, {3, 1, 5}, {4096, 0, 0}, {4097, 3, 7},
 			      {65535, 4093, 11}, {kMaxPacket, 0, 0}, {kMaxPacket + 4099, 5, 1}};
 	for (const auto &c : cases) {
-		fill(src.cpu, kBufSize, uint32_t(c.n));
+		testcommon::fill_pattern(src.cpu, kBufSize, uint32_t(c.n));
 		std::memset(host, 0xee, kBufSize);
 		if (!sdma_copy(d, {src.bo, dst.bo}, src.va + c.src_off, dst.va + c.dst_off, c.n))
 			continue;
@@ -93,7 +94,7 @@ void test_copies(Dev &d)
 			CHECK_EQ(t[-1], 0xee);
 	}
 	// The other direction: user pages to GTT.
-	fill(host, kBufSize, 77);
+	testcommon::fill_pattern(host, kBufSize, 77);
 	std::memset(src.cpu, 0, kBufSize);
 	if (sdma_copy(d, {src.bo, dst.bo}, dst.va + 9, src.va + 2, 12345))
 		CHECK(std::memcmp(static_cast<char *>(host) + 9, static_cast<char *>(src.cpu) + 2, 12345) == 0);
@@ -108,7 +109,7 @@ void test_dmabuf(std::vector<Dev> &devs)
 	Mapped src = gtt(a.dev, 1 << 20);
 	if (!src.ok)
 		return;
-	fill(src.cpu, 1 << 20, 4242);
+	testcommon::fill_pattern(src.cpu, 1 << 20, 4242);
 	uint32_t fd = 0;
 	CHECK_EQ(amdgpu_bo_export(src.bo, amdgpu_bo_handle_type_dma_buf_fd, &fd), 0);
 	char link[64] = {};

@@ -14,7 +14,7 @@ endfunction()
 
 function(kfdemu_test_executable target)
   add_executable(${target} ${ARGN})
-  target_link_libraries(${target} PRIVATE kfdemu_profiles Threads::Threads)
+  target_link_libraries(${target} PRIVATE kfdemu_profiles Threads::Threads amdcr_testcommon)
   target_compile_definitions(${target} PRIVATE KFDEMU_PROFILE_DIR="${KFDEMU_DIR}/profiles")
   amdcr_warnings(${target})
   add_dependencies(${target} kfd-emu)

@@ -57,36 +57,20 @@ inline TopologyNode machine_gpu(uint32_t node_id, uint32_t gpu_id, uint32_t devi
 	return g;
 }
 
-// A GPU of an older kind (an MI100-like shape) with render minor `minor`.
+// A GPU of an older kind (an MI100-like shape) with render minor `minor`:
+// machine_gpu()'s shape where the two kinds differ.
 inline TopologyNode mi100_gpu(uint32_t node_id, uint32_t gpu_id, uint32_t minor)
 {
-	TopologyNode g;
-	g.node_id = node_id;
-	g.gpu_id = gpu_id;
-	g.is_gpu = true;
+	TopologyNode g = machine_gpu(node_id, gpu_id, 29711);
 	g.simd_count = 416;
-	g.mem_banks_count = 1;
 	g.caches_count = 193;
-	g.max_waves_per_simd = 8;
-	g.lds_size_in_kb = 64;
-	g.num_gws = 64;
-	g.wave_front_size = 64;
 	g.array_count = 8;
-	g.simd_arrays_per_engine = 1;
 	g.cu_per_simd_array = 16;
-	g.simd_per_cu = 4;
-	g.max_slots_scratch_cu = 32;
-	g.vendor_id = 4098;
-	g.device_id = 29711;
 	g.drm_render_minor = minor;
-	g.num_sdma_engines = 2;
 	g.num_sdma_xgmi_engines = 3;
-	g.num_sdma_queues_per_engine = 8;
-	g.num_cp_queues = 24;
 	g.fw_version = 78;
 	g.capability = 1008312960;
 	g.sdma_fw_version = 8;
-	g.vram_public = true;
 	g.vram_size = 64ull << 30;
 	return g;
 }

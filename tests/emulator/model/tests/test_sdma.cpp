@@ -8,7 +8,9 @@
 #include <criterion/criterion.h>
 
 #include <chrono>
-#include <random>
+#include <vector>
+
+#include "testcommon/pattern.h"
 
 using namespace kfdemu;
 using namespace kfdemu::testing;
@@ -68,19 +70,12 @@ struct Sdma {
 	uint32_t *ibp = nullptr;
 };
 
-void fill_random(uint8_t *p, size_t n, unsigned seed)
-{
-	std::mt19937 g(seed);
-	for (size_t i = 0; i < n; ++i)
-		p[i] = static_cast<uint8_t>(g());
-}
-
 } // namespace
 
 Test(sdma, copies_byte_exact)
 {
 	Sdma s;
-	fill_random(s.src, kBoSize, 1);
+	testcommon::fill_pattern(s.src, kBoSize, 1);
 	const uint64_t sizes[] = {1, 2, 3, 7, 4095, 4096, 4097, 65537, kMaxPacket, kMaxPacket + 1,
 				  (5ull << 20) + 3};
 	const uint64_t src_off = 13, dst_off = 4093;
@@ -105,7 +100,7 @@ Test(sdma, copies_byte_exact)
 Test(sdma, count_encoding_ai_is_bytes_minus_one)
 {
 	Sdma s;
-	fill_random(s.src, 64, 2);
+	testcommon::fill_pattern(s.src, 64, 2);
 	std::memset(s.dst, 0, 64);
 	// The plugin-style packet: count = bytes (not bytes - 1) moves one more.
 	std::vector<uint32_t> ib;
@@ -125,7 +120,7 @@ Test(sdma, count_encoding_ai_is_bytes_minus_one)
 Test(sdma, count_encoding_pre_ai_is_bytes)
 {
 	Sdma s(135);
-	fill_random(s.src, 64, 3);
+	testcommon::fill_pattern(s.src, 64, 3);
 	std::memset(s.dst, 0, 64);
 	std::vector<uint32_t> ib;
 	pkt_copy(ib, kSrcVa, kDstVa, 9, /*ai=*/false);
@@ -137,7 +132,7 @@ Test(sdma, count_encoding_pre_ai_is_bytes)
 Test(sdma, nops_and_burst_nops)
 {
 	Sdma s;
-	fill_random(s.src, 64, 4);
+	testcommon::fill_pattern(s.src, 64, 4);
 	std::memset(s.dst, 0, 64);
 	// A burst NOP skipping 3 dwords that would be an invalid packet.
 	std::vector<uint32_t> ib = {0x00030000u, 0xdeadbeef, 0xdeadbeef, 0xdeadbeef, 0};
@@ -153,7 +148,7 @@ Test(sdma, copy_across_adjacent_mappings)
 	uint32_t h2 = s.rig.gem_create(s.c, s.fd, 8192);
 	cr_assert_eq(s.rig.gem_va(s.c, s.fd, h2, VA_OP_MAP, kDstVa + kBoSize, 8192), 0);
 	auto *p2 = static_cast<uint8_t *>(s.rig.map(s.c, s.fd, s.rig.gem_mmap_offset(s.c, s.fd, h2), 8192));
-	fill_random(s.src, 8192, 5);
+	testcommon::fill_pattern(s.src, 8192, 5);
 	std::vector<uint32_t> ib;
 	pkt_copy(ib, kSrcVa, kDstVa + kBoSize - 100, 300);
 	cr_assert_eq(s.run(ib), 0);
@@ -180,7 +175,7 @@ Test(sdma, failing_jobs)
 	s.ctx = s.rig.ctx_alloc(s.c, s.fd);
 
 	// Unmapped source: the first packet runs, then the job fails.
-	fill_random(s.src, 64, 6);
+	testcommon::fill_pattern(s.src, 64, 6);
 	ib.clear();
 	pkt_copy(ib, kSrcVa, kDstVa, 8);
 	pkt_copy(ib, 0x700000000ull, kDstVa + 16, 8);
@@ -249,14 +244,14 @@ Test(sdma, userptr_both_ways)
 	GemUserptr u{reinterpret_cast<uint64_t>(host), n, 0xe, 0};
 	cr_assert_eq(s.rig.amdgpu(s.c, s.fd, GEM_USERPTR, &u), 0);
 	cr_assert_eq(s.rig.gem_va(s.c, s.fd, u.handle, VA_OP_MAP, 0x600000000ull, n), 0);
-	fill_random(s.src, n, 7);
+	testcommon::fill_pattern(s.src, n, 7);
 	std::memset(host, 0, n);
 	std::vector<uint32_t> ib;
 	pkt_copy(ib, kSrcVa + 1, 0x600000000ull + 5, n - 10);
 	cr_assert_eq(s.run(ib), 0);
 	cr_assert_eq(std::memcmp(host + 5, s.src + 1, n - 10), 0);
 	cr_assert_eq(host[4], 0);
-	fill_random(host, n, 8);
+	testcommon::fill_pattern(host, n, 8);
 	ib.clear();
 	pkt_copy(ib, 0x600000000ull, kDstVa, n);
 	cr_assert_eq(s.run(ib), 0);
