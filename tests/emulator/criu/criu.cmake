@@ -166,5 +166,9 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # after the restore.
   kfdemu_realcriu_test(${_ver} cp_queue_MI100 cp-queue MI100)
   kfdemu_realcriu_test(${_ver} cp_queue_2xMI210 cp-queue 2xMI210)
+  # A restore onto GPUs whose VRAM another process's GEM BOs fill: the
+  # restore's KFD allocations evict them to GTT.
+  kfdemu_realcriu_test(${_ver} evicting_restore_MI100 evicting-restore MI100)
+  kfdemu_realcriu_test(${_ver} evicting_restore_2xMI210 evicting-restore 2xMI210)
 endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree amdgpu-img)

@@ -167,6 +167,13 @@ broken-vma-map  the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a
                 Error lines of our plugin, or of upstream's that no known
                 defect explains, fail the test.
 
+evicting-restore
+                dumped, then restored while another process's GEM BOs fill
+                every GPU's VRAM: the restore's KFD allocations evict them
+                to GTT (contents kept) instead of failing; the restored
+                process's VRAM BOs are resident and it has no eviction
+                pending; then as roundtrip.
+
 mixed           two dumps of the same program (A, then B: another pid), then
                 restores from copies of A's directory with, in turn: B's KFD
                 image; B's KFD image and pages files; all of B's GPU files;
@@ -1592,6 +1599,8 @@ def inside(args, criu):
             queue_state_round_trip(run)
         elif args.scenario == "cp-queue":
             cp_queue_round_trip(run)
+        elif args.scenario == "evicting-restore":
+            evicting_restore(run)
         elif args.scenario.startswith("dmabuf-"):
             dmabuf_round_trip(run, args.scenario.split("-")[1])
         elif args.scenario == "stream":
@@ -1681,6 +1690,78 @@ def cp_queue_round_trip(run):
     run.verdicts(procs)
 
 
+# The VRAM filler of evicting-restore: a process that creates, on each
+# emulated GPU's render node (minors 128 up, in `ctl counters`' vram order),
+# one GEM BO of VRAM the size of that GPU's VRAM (argv[1:]) through
+# DRM_IOCTL_AMDGPU_GEM_CREATE, writes a pattern into its first and last page
+# through GEM_MMAP and mmap, says "ready" and holds them until stdin ends.
+FILLER = r"""
+import fcntl, mmap, os, struct, sys
+GEM_CREATE, GEM_MMAP, VRAM = 0xC0206440, 0xC0086441, 4
+fds = []
+for i, size in enumerate(map(int, sys.argv[1:])):
+    fd = os.open(f"/dev/dri/renderD{128 + i}", os.O_RDWR)
+    out = fcntl.ioctl(fd, GEM_CREATE, struct.pack("QQQQ", size, 4096, VRAM, 0))
+    handle = struct.unpack_from("I", out)[0]
+    off = struct.unpack("Q", fcntl.ioctl(fd, GEM_MMAP, struct.pack("II", handle, 0)))[0]
+    for at in (0, size - 4096):
+        m = mmap.mmap(fd, 4096, offset=off + at)
+        m[:] = bytes([0x5a ^ i]) * 4096
+        m.close()
+    fds.append(fd)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def evicting_restore(run):
+    """evicting-restore: dumped, then a restore onto GPUs whose VRAM another
+    process's GEM BOs fill (FILLER). CRIU RESTORE's KFD allocations are
+    within KFD's limit, so they evict the filler's BOs to GTT, contents kept,
+    instead of failing. Restored: every VRAM BO of the process resident in
+    VRAM, the process neither paused nor evicted (no VRAM eviction pending:
+    its own BOs were never evicted), each GPU counting the evictions; the
+    rest is checked as in roundtrip, and by the process's own verdict."""
+    procs = run.start()
+    pid = procs[0][1]
+    before = snapshot(run.emu, pid)
+    run.dump([pid])
+    vram = run.emu.ctl("counters")["vram"]
+    expect(all(g["used"] == 0 for g in vram), f"VRAM in use after the dump: {vram}", False)
+    filler = subprocess.Popen([sys.executable, "-c", FILLER] + [str(g["size"]) for g in vram],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        line = filler.stdout.readline().strip()
+        expect(line == "ready", f"the VRAM filler did not start ({line!r}, exit {filler.poll()})", False)
+        gems = run.emu.ctl("files", filler.pid)
+        held = [h for f in gems["files"] for h in f.get("handles", [])]
+        expect(len(held) == len(vram) and all(h["resident"] == "vram" for h in held),
+               f"the filler's BOs are not all in VRAM: {held}", False)
+        log(f"filler {filler.pid}: {len(held)} GEM BO(s) fill the VRAM of {len(vram)} GPU(s)")
+        run.restore(pid)
+        after = run.emu.ctl("files", filler.pid)
+        moved = [h for f in after["files"] for h in f.get("handles", [])]
+        expect(all(h["resident"] == "gtt" and h["evictions"] == 1 for h in moved),
+               f"the filler's BOs were not evicted to GTT by the restore: {moved}")
+        expect(sorted(h["checksum"] for h in moved) == sorted(h["checksum"] for h in held),
+               f"the evicted BOs' contents changed: {held} -> {moved}")
+        counts = run.emu.ctl("counters")["vram"]
+        expect(all(g["evictions"] >= 1 for g in counts), f"a GPU counts no eviction: {counts}")
+        bos = run.emu.ctl("bos", pid)["bos"]
+        expect(all(b["resident"] == "vram" for b in bos if b["type"] == "vram"),
+               f"restored VRAM BOs not in VRAM: {[b for b in bos if b['resident'] != b['type']]}")
+        p = run.emu.process(pid)
+        expect(not p["mem_evicted"] and p["mem_evictions"] == 0 and p["evict_count"] == 0,
+               f"the restored process was evicted: {p}")
+        log(f"restored {pid}: {sum(b['type'] == 'vram' for b in bos)} VRAM BOs resident; the filler's"
+            f" {len(moved)} BO(s) in GTT with their contents; evictions per GPU {[g['evictions'] for g in counts]}")
+        check_restored(run.emu, pid, before)
+        run.verdicts(procs)
+    finally:
+        filler.stdin.close()
+        filler.wait(timeout=30)
+
+
 def upstream_plugin(list_file, version):
     """Upstream's amdgpu_plugin.so that scripts/build-criu.sh built from the
     sources of CRIU `version` (its upstream-plugins.txt)."""
@@ -1715,7 +1796,7 @@ def main():
                              "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
-                             "cp-queue",
+                             "cp-queue", "evicting-restore",
                              *KILL_SCENARIOS, *STALL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
