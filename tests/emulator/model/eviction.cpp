@@ -96,6 +96,11 @@ void ModelImpl::put_in_vram(Device &d, const std::shared_ptr<Bo> &bo)
 	bo->in_vram = true;
 	bo->lru = d.next_lru++;
 	d.vram_lru[bo->lru] = bo;
+	// A freed BO leaves its entry (it may die on an engine thread, without
+	// the lock): dropped here now and then, and by make_vram_room's walk.
+	if (d.vram_lru.size() > 1024 && d.vram_lru.size() % 512 == 0)
+		for (auto it = d.vram_lru.begin(); it != d.vram_lru.end();)
+			it = it->second.expired() ? d.vram_lru.erase(it) : std::next(it);
 	if (bo->evictions)
 		d.bytes_moved += bo->size; // back from GTT
 }
