@@ -170,5 +170,8 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # restore's KFD allocations evict them to GTT.
   kfdemu_realcriu_test(${_ver} evicting_restore_MI100 evicting-restore MI100)
   kfdemu_realcriu_test(${_ver} evicting_restore_2xMI210 evicting-restore 2xMI210)
+  # A dump while another process keeps evicting the process's BOs.
+  kfdemu_realcriu_test(${_ver} evicted_dump_MI100 evicted-dump MI100)
+  kfdemu_realcriu_test(${_ver} evicted_dump_2xMI210 evicted-dump 2xMI210)
 endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree amdgpu-img)
