@@ -1765,8 +1765,8 @@ def evicted_dump(run):
     in the model during the dump). Restored without the filler: every BO
     with its dumped contents and the process neither paused nor evicted,
     as in roundtrip; the process's own verdict. The workload's VRAM BOs
-    are 1 GiB per GPU, so that the dump's copy keeps it paused a while."""
-    os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = "1024"
+    are 256 MiB per GPU, so that the dump's copy keeps it paused a while."""
+    os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = "256"
     procs = run.start()
     pid = procs[0][1]
     before = snapshot(run.emu, pid)
