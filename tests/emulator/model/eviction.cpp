@@ -18,9 +18,10 @@
 //   them.
 // - Evicting a KFD BO signals its process's eviction fence: the process's
 //   queues are evicted (one count of evict_count, as a CRIU pause is one)
-//   and a restore is due after kRestoreDelay. The restore worker then moves
-//   every VRAM BO of the process back to VRAM, evicting others as above;
-//   if they do not fit it tries again after kRestoreBackOff. Then the
+//   and a restore is due after MachineDesc::restore_delay_ms (the kernel's
+//   100 ms). The restore worker then moves every VRAM BO of the process
+//   back to VRAM, evicting others as above; if they do not fit it tries
+//   again after the same delay. Then the
 //   queues run again (unless a CRIU pause still holds them), and
 //   mem_info_vram_used is written again (the ioctls that evict write it
 //   as they return).
@@ -36,9 +37,6 @@ namespace kfdemu::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// kfd_process.c: PROCESS_RESTORE_TIME_MS and PROCESS_BACK_OFF_TIME_MS.
-constexpr auto kRestoreDelay = std::chrono::milliseconds(100);
-constexpr auto kRestoreBackOff = std::chrono::milliseconds(100);
 
 } // namespace
 
@@ -126,7 +124,7 @@ void ModelImpl::evict_bo(const std::shared_ptr<Bo> &bo)
 	++p.evict_count;
 	++p.mem_evictions;
 	++counters_->process_evictions;
-	p.restore_at = Clock::now() + kRestoreDelay;
+	p.restore_at = Clock::now() + std::chrono::milliseconds(machine_.restore_delay_ms);
 	restore_kick_ = true;
 	restore_cv_.notify_all();
 }
@@ -161,7 +159,7 @@ Clock::time_point ModelImpl::restore_due(Clock::time_point now)
 				publish_devices(); // mem_info_vram_used
 				continue;
 			}
-			p->restore_at = now + kRestoreBackOff;
+			p->restore_at = now + std::chrono::milliseconds(machine_.restore_delay_ms);
 		}
 		next = std::min(next, p->restore_at);
 	}

@@ -33,7 +33,7 @@ std::vector<std::string> field_values(const std::string &json, const std::string
 }
 
 struct Source {
-	Rig rig{make_machine({S0, S1})};
+	Rig rig;
 	FakeCaller app{1000};
 	FakeCaller dumper{500, true};
 	int kfd = -1;
@@ -56,7 +56,7 @@ struct Source {
 		return rig.kfd(app, kfd, MAP_MEMORY_TO_GPU, &a);
 	}
 
-	Source()
+	explicit Source(MachineDesc m = make_machine({S0, S1})) : rig(std::move(m))
 	{
 		dumper.traced.insert(1000);
 		kfd = rig.open_kfd(app);
@@ -666,7 +666,9 @@ Test(criu, a_gws_queue_restored_on_a_gpu_without_gws_is_einval)
 // process's GEM BO fills (evicted to GTT for it).
 Test(criu, a_bo_evicted_at_dump_is_checkpointed_as_vram_and_restored_resident)
 {
-	Source s;
+	MachineDesc m = make_machine({S0, S1});
+	m.restore_delay_ms = 10000; // still evicted when the test looks, however loaded the machine
+	Source s(std::move(m));
 	const std::string sum = field_values(s.rig.model->introspect("bos 1000"), "checksum")[0];
 	CriuArgs info = process_info_args();
 	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &info), 0);

@@ -23,6 +23,17 @@ namespace {
 constexpr uint32_t G0 = 0x1111;
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kVram = 64 * kMiB; // the test GPU's VRAM
+// The restore delay of the tests that look at an evicted process (the
+// kernel's is 100 ms): long enough that no loaded machine restores first.
+constexpr uint32_t kDelayMs = 1000;
+
+// One GPU of kVram bytes; processes restored `delay_ms` after an eviction.
+MachineDesc machine(uint32_t delay_ms = 100)
+{
+	MachineDesc m = make_machine({G0}, 141, kVram);
+	m.restore_delay_ms = delay_ms;
+	return m;
+}
 
 bool has(const std::string &json, const std::string &what) { return json.find(what) != std::string::npos; }
 
@@ -121,10 +132,10 @@ struct Proc {
 	}
 };
 
-// Polls `p`'s process record until it contains `what` (at most 3 s).
+// Polls `p`'s process record until it contains `what` (at most 10 s).
 bool wait_for(Proc &p, const std::string &what)
 {
-	const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+	const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
 	while (!has(p.process(), what))
 		if (std::chrono::steady_clock::now() >= end)
 			return false;
@@ -137,7 +148,7 @@ bool wait_for(Proc &p, const std::string &what)
 
 Test(eviction, a_gem_bo_evicts_another_process_kfd_bos_which_a_delayed_restore_brings_back)
 {
-	Rig rig(make_machine({G0}, 141, kVram));
+	Rig rig(machine(kDelayMs));
 	Proc a(rig, 1000), b(rig, 2000);
 	const AllocMemoryOfGpu old1 = a.filled_kfd_vram(16 * kMiB, 0x11);
 	const AllocMemoryOfGpu old2 = a.filled_kfd_vram(16 * kMiB, 0x22);
@@ -171,11 +182,11 @@ Test(eviction, a_gem_bo_evicts_another_process_kfd_bos_which_a_delayed_restore_b
 		  "%s", s.c_str());
 	cr_assert(has(b.process(), "\"evict_count\":0,\"restored\":false,\"mem_evicted\":false,\"mem_evictions\":0"));
 
-	// The restore worker (after 100 ms) validates A's BOs back into VRAM,
+	// The restore worker (after the delay) validates A's BOs back into VRAM,
 	// which evicts the GEM BO (least recently placed then).
 	const auto evicted_at = std::chrono::steady_clock::now();
 	cr_assert(wait_for(a, "\"evict_count\":0"), "%s", a.process().c_str());
-	cr_assert_geq(std::chrono::steady_clock::now() - evicted_at, std::chrono::milliseconds(80),
+	cr_assert_geq(std::chrono::steady_clock::now() - evicted_at, std::chrono::milliseconds(kDelayMs - 100),
 		      "restored after the delay, not at once");
 	s = a.process();
 	cr_assert(has(s, "\"mem_evicted\":false,\"mem_evictions\":1,\"mem_restores\":1"), "%s", s.c_str());
@@ -204,7 +215,7 @@ Test(eviction, a_gem_bo_evicts_another_process_kfd_bos_which_a_delayed_restore_b
 // BO lives in GTT: no ENOMEM, no eviction, the queues run on.
 Test(eviction, a_process_gem_bo_never_evicts_its_own_kfd_bos_and_is_created_in_gtt)
 {
-	Rig rig(make_machine({G0}, 141, kVram));
+	Rig rig(machine());
 	Proc a(rig, 1000);
 	const AllocMemoryOfGpu k = a.filled_kfd_vram(60 * kMiB, 0x5a);
 	long r = 0;
@@ -230,7 +241,7 @@ Test(eviction, a_process_gem_bo_never_evicts_its_own_kfd_bos_and_is_created_in_g
 // evicted to make room, and their contents kept.
 Test(eviction, kfd_allocations_evict_gem_bos_within_kfd_limit_and_fail_past_it)
 {
-	Rig rig(make_machine({G0}, 141, kVram));
+	Rig rig(machine());
 	Proc a(rig, 1000), b(rig, 2000);
 	long r = 0;
 	const uint32_t g = b.rig.gem_create(b.c, b.r, 48 * kMiB, abi::drm::DOMAIN_VRAM, &r);
@@ -263,7 +274,7 @@ Test(eviction, kfd_allocations_evict_gem_bos_within_kfd_limit_and_fail_past_it)
 // again and the GEM BO in GTT.
 Test(eviction, two_evicted_processes_are_each_restored)
 {
-	Rig rig(make_machine({G0}, 141, kVram));
+	Rig rig(machine(kDelayMs));
 	Proc a(rig, 1000), b(rig, 2000), gem(rig, 3000);
 	const AllocMemoryOfGpu ka = a.filled_kfd_vram(28 * kMiB, 0xaa);
 	const AllocMemoryOfGpu kb = b.filled_kfd_vram(28 * kMiB, 0xbb);
