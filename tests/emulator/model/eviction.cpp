@@ -10,7 +10,10 @@
 //   of the calling process (TTM asks amdkfd_fence_check_mm: a KFD process
 //   needs all its BOs resident). Nothing a client can do pins a BO here.
 // - GEM_CREATE of a VRAM-only BO that evicting cannot make room for is
-//   retried with VRAM|GTT (amdgpu_gem_create_ioctl) and lives in GTT.
+//   retried with VRAM|GTT (amdgpu_gem_create_ioctl) and lives in GTT. A
+//   BO created with VRAM|GTT goes to GTT without evicting anything when
+//   VRAM is full (TTM tries every allowed placement's free space before it
+//   evicts).
 // - KFD's allocations (ALLOC_MEMORY_OF_GPU, CRIU RESTORE's BOs) first pass
 //   KFD's own limit, KFD's VRAM bytes against the VRAM size
 //   (amdgpu_amdkfd_reserve_mem_limit), then need the room: ENOMEM without
@@ -55,7 +58,8 @@ int ModelImpl::place_vram_bo(const std::shared_ptr<Bo> &bo, const VramClient &wh
 		put_in_vram(d, bo);
 		return 0;
 	}
-	if (make_vram_room(d, bo->size, who.current))
+	const bool fits = *d.vram_used + bo->size <= d.vram_size;
+	if (fits || (!who.gtt_too && make_vram_room(d, bo->size, who.current)))
 		put_in_vram(d, bo);
 	else
 		++counters_->gem_gtt_fallbacks; // created in GTT

@@ -785,7 +785,7 @@ long DrmOps::gem_create()
 		    : (a.domains & DOMAIN_CPU) ? BoType::Cpu
 					       : BoType::Gtt;
 	int err = 0;
-	auto bo = m.new_bo(*f.dev, type, page_align(a.bo_size), &err, VramClient{c.identity().tgid, false});
+	auto bo = m.new_bo(*f.dev, type, page_align(a.bo_size), &err, VramClient{c.identity().tgid, false, (a.domains & DOMAIN_GTT) != 0});
 	if (!bo)
 		return err;
 	bo->alignment = a.alignment;

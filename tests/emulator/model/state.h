@@ -117,10 +117,12 @@ private:
 struct Device;
 
 // Who asks for a VRAM BO (eviction.cpp): the calling process (TTM never
-// evicts its KFD BOs for it) and whether KFD allocates it.
+// evicts its KFD BOs for it), whether KFD allocates it, and whether GTT is
+// one of its domains too (GEM_CREATE with VRAM|GTT).
 struct VramClient {
 	pid_t current = 0;
 	bool kfd = false;
+	bool gtt_too = false;
 };
 
 enum class BoType { Vram, Gtt, Userptr, Doorbell, Mmio, Cpu };

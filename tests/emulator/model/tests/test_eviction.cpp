@@ -287,3 +287,23 @@ Test(eviction, two_evicted_processes_are_each_restored)
 	cr_assert(has(gem.gem(g), "\"resident\":\"gtt\""), "%s", gem.gem(g).c_str());
 	cr_assert(a.all_bytes(ka.mmap_offset, 28 * kMiB, 0xaa) && b.all_bytes(kb.mmap_offset, 28 * kMiB, 0xbb));
 }
+
+// TTM takes the free space of any allowed placement before it evicts: a
+// VRAM|GTT BO goes to GTT when VRAM is full; a VRAM-only one evicts.
+Test(eviction, a_vram_or_gtt_gem_bo_takes_gtt_before_evicting)
+{
+	Rig rig(machine(kDelayMs));
+	Proc a(rig, 1000), b(rig, 2000);
+	const AllocMemoryOfGpu k = a.filled_kfd_vram(60 * kMiB, 0x5a);
+	long r = 0;
+	const uint32_t both = b.rig.gem_create(b.c, b.r, 8 * kMiB, abi::drm::DOMAIN_VRAM | abi::drm::DOMAIN_GTT, &r);
+	cr_assert_eq(r, 0);
+	cr_assert(has(b.gem(both), "\"type\":\"vram\",\"resident\":\"gtt\",\"evictions\":0"), "%s", b.gem(both).c_str());
+	cr_assert_eq(b.info(abi::drm::INFO_NUM_EVICTIONS), 0);
+	cr_assert(has(a.bo(k.handle), "\"resident\":\"vram\""));
+	const uint32_t only = b.rig.gem_create(b.c, b.r, 8 * kMiB, abi::drm::DOMAIN_VRAM, &r);
+	cr_assert_eq(r, 0);
+	cr_assert(has(b.gem(only), "\"resident\":\"vram\""), "%s", b.gem(only).c_str());
+	cr_assert(has(a.bo(k.handle), "\"resident\":\"gtt\",\"evictions\":1"));
+	cr_assert_eq(b.info(abi::drm::INFO_NUM_EVICTIONS), 1);
+}
