@@ -182,5 +182,12 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   kfdemu_realcriu_test(${_ver} interop_upstream_restore_periodic_MI100 periodic MI100
     --amdgpu-img $<TARGET_FILE:amdgpu-img>
     --interop upstream-restore --upstream-list ${CMAKE_BINARY_DIR}/realcriu/upstream-plugins.txt)
+  # A restore onto GPUs whose VRAM another process's GEM BOs fill: the
+  # restore's KFD allocations evict them to GTT.
+  kfdemu_realcriu_test(${_ver} evicting_restore_MI100 evicting-restore MI100)
+  kfdemu_realcriu_test(${_ver} evicting_restore_2xMI210 evicting-restore 2xMI210)
+  # A dump while another process keeps evicting the process's BOs.
+  kfdemu_realcriu_test(${_ver} evicted_dump_MI100 evicted-dump MI100)
+  kfdemu_realcriu_test(${_ver} evicted_dump_2xMI210 evicted-dump 2xMI210)
 endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree amdgpu-img)

@@ -174,6 +174,18 @@ periodic        three `criu dump --leave-running`, each after the first
                 Error lines of our plugin, or of upstream's that no known
                 defect explains, fail the test.
 
+evicted-dump    dumped while another process's GEM BOs take every GPU's VRAM
+                every 10 ms, so the process's BOs are evicted and restored
+                over and over, also while the dump has it paused (seen in
+                the model); restored as roundtrip.
+
+evicting-restore
+                dumped, then restored while another process's GEM BOs fill
+                every GPU's VRAM: the restore's KFD allocations evict them
+                to GTT (contents kept) instead of failing; the restored
+                process's VRAM BOs are resident and it has no eviction
+                pending; then as roundtrip.
+
 mixed           two dumps of the same program (A, then B: another pid), then
                 restores from copies of A's directory with, in turn: B's KFD
                 image; B's KFD image and pages files; all of B's GPU files;
@@ -202,6 +214,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
@@ -1606,6 +1619,10 @@ def inside(args, criu):
             cp_queue_round_trip(run)
         elif args.scenario == "svm":
             svm_round_trip(run)
+        elif args.scenario == "evicting-restore":
+            evicting_restore(run)
+        elif args.scenario == "evicted-dump":
+            evicted_dump(run)
         elif args.scenario.startswith("dmabuf-"):
             dmabuf_round_trip(run, args.scenario.split("-")[1])
         elif args.scenario == "stream":
@@ -1926,6 +1943,151 @@ def cp_queue_round_trip(run):
     run.verdicts(procs)
 
 
+# The VRAM filler of evicting-restore and evicted-dump: a process that
+# creates, on each emulated GPU's render node (minors 128 up, in `ctl
+# counters`' vram order), one GEM BO of VRAM the size of that GPU's VRAM
+# (argv[2:]) through DRM_IOCTL_AMDGPU_GEM_CREATE. "hold": writes a pattern
+# into each BO's first and last page (GEM_MMAP, mmap), says "ready" and
+# holds them until stdin ends. "thrash:PID": says "ready" after its first
+# round and, until stdin ends or PID is gone, creates them, holds them
+# 5 ms, closes them (DRM_IOCTL_GEM_CLOSE) and waits 5 ms.
+FILLER = r"""
+import fcntl, mmap, os, select, struct, sys, time
+GEM_CREATE, GEM_MMAP, GEM_CLOSE, VRAM = 0xC0206440, 0xC0086441, 0x40086409, 4
+fds = [os.open(f"/dev/dri/renderD{128 + i}", os.O_RDWR) for i in range(len(sys.argv) - 2)]
+def create():
+    out = []
+    for fd, size in zip(fds, map(int, sys.argv[2:])):
+        r = fcntl.ioctl(fd, GEM_CREATE, struct.pack("QQQQ", size, 4096, VRAM, 0))
+        out.append((fd, size, struct.unpack_from("I", r)[0]))
+    return out
+if sys.argv[1] == "hold":
+    for i, (fd, size, handle) in enumerate(create()):
+        off = struct.unpack("Q", fcntl.ioctl(fd, GEM_MMAP, struct.pack("II", handle, 0)))[0]
+        for at in (0, size - 4096):
+            m = mmap.mmap(fd, 4096, offset=off + at)
+            m[:] = bytes([0x5a ^ i]) * 4096
+            m.close()
+    print("ready", flush=True)
+    sys.stdin.read()
+    sys.exit(0)
+first, pid = True, sys.argv[1].split(":")[1]
+while not select.select([sys.stdin], [], [], 0)[0] and os.path.exists(f"/proc/{pid}"):
+    held = create()
+    time.sleep(0.005)
+    for fd, _, handle in held:
+        fcntl.ioctl(fd, GEM_CLOSE, struct.pack("II", handle, 0))
+    if first:
+        print("ready", flush=True)
+        first = False
+    time.sleep(0.005)
+"""
+
+
+def start_filler(run, mode):
+    """FILLER in `mode` over every GPU's VRAM, once it says it is ready."""
+    vram = run.emu.ctl("counters")["vram"]
+    filler = subprocess.Popen([sys.executable, "-c", FILLER, mode] + [str(g["size"]) for g in vram],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = filler.stdout.readline().strip()
+    if line != "ready":
+        filler.kill()
+        filler.wait()
+        raise Failure(f"the VRAM filler ({mode}) did not start ({line!r})")
+    return filler, vram
+
+
+def stop_filler(filler):
+    filler.stdin.close()
+    filler.wait(timeout=30)
+
+
+def evicted_dump(run):
+    """evicted-dump: dumped while another process keeps taking every GPU's
+    VRAM (FILLER thrash: GEM BOs the size of the VRAM, created and closed
+    every 10 ms), so the process's KFD BOs are evicted to GTT and restored
+    (100 ms later) over and over, also while the dump has it paused (seen
+    in the model during the dump). Restored without the filler: every BO
+    with its dumped contents and the process neither paused nor evicted,
+    as in roundtrip; the process's own verdict. The workload's VRAM BOs
+    are 256 MiB per GPU, so that the dump's copy keeps it paused a while."""
+    os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = "256"
+    procs = run.start()
+    pid = procs[0][1]
+    before = snapshot(run.emu, pid)
+    # It ends with the dumped process (Run.dump waits for our children).
+    filler, _ = start_filler(run, f"thrash:{pid}")
+    seen = {"paused_evicted": 0, "samples": 0}
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            p = run.emu.process(pid)
+            if p is not None:
+                seen["samples"] += 1
+                seen["paused_evicted"] += bool(p["paused"] and p["mem_evicted"])
+            time.sleep(0.005)
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        run.dump([pid])
+    finally:
+        done.set()
+        watcher.join()
+        stop_filler(filler)
+    counts = run.emu.ctl("counters")
+    log(f"during the dump: {seen['paused_evicted']} of {seen['samples']} samples saw {pid} paused with its"
+        f" BOs evicted; {counts['process_evictions']} process evictions, {counts['process_restores']} restores")
+    expect(seen["paused_evicted"] >= 1, f"the dump never had {pid} paused with its BOs evicted ({seen})", False)
+    run.restore(pid)
+    check_restored(run.emu, pid, before)
+    run.verdicts(procs)
+
+
+def evicting_restore(run):
+    """evicting-restore: dumped, then a restore onto GPUs whose VRAM another
+    process's GEM BOs fill (FILLER). CRIU RESTORE's KFD allocations are
+    within KFD's limit, so they evict the filler's BOs to GTT, contents kept,
+    instead of failing. Restored: every VRAM BO of the process resident in
+    VRAM, the process neither paused nor evicted (no VRAM eviction pending:
+    its own BOs were never evicted), each GPU counting the evictions; the
+    rest is checked as in roundtrip, and by the process's own verdict."""
+    procs = run.start()
+    pid = procs[0][1]
+    before = snapshot(run.emu, pid)
+    run.dump([pid])
+    vram = run.emu.ctl("counters")["vram"]
+    expect(all(g["used"] == 0 for g in vram), f"VRAM in use after the dump: {vram}", False)
+    filler, vram = start_filler(run, "hold")
+    try:
+        gems = run.emu.ctl("files", filler.pid)
+        held = [h for f in gems["files"] for h in f.get("handles", [])]
+        expect(len(held) == len(vram) and all(h["resident"] == "vram" for h in held),
+               f"the filler's BOs are not all in VRAM: {held}", False)
+        log(f"filler {filler.pid}: {len(held)} GEM BO(s) fill the VRAM of {len(vram)} GPU(s)")
+        run.restore(pid)
+        after = run.emu.ctl("files", filler.pid)
+        moved = [h for f in after["files"] for h in f.get("handles", [])]
+        expect(all(h["resident"] == "gtt" and h["evictions"] == 1 for h in moved),
+               f"the filler's BOs were not evicted to GTT by the restore: {moved}")
+        expect(sorted(h["checksum"] for h in moved) == sorted(h["checksum"] for h in held),
+               f"the evicted BOs' contents changed: {held} -> {moved}")
+        counts = run.emu.ctl("counters")["vram"]
+        expect(all(g["evictions"] >= 1 for g in counts), f"a GPU counts no eviction: {counts}")
+        bos = run.emu.ctl("bos", pid)["bos"]
+        expect(all(b["resident"] == "vram" for b in bos if b["type"] == "vram"),
+               f"restored VRAM BOs not in VRAM: {[b for b in bos if b['resident'] != b['type']]}")
+        p = run.emu.process(pid)
+        expect(not p["mem_evicted"] and p["mem_evictions"] == 0 and p["evict_count"] == 0,
+               f"the restored process was evicted: {p}")
+        log(f"restored {pid}: {sum(b['type'] == 'vram' for b in bos)} VRAM BOs resident; the filler's"
+            f" {len(moved)} BO(s) in GTT with their contents; evictions per GPU {[g['evictions'] for g in counts]}")
+        check_restored(run.emu, pid, before)
+        run.verdicts(procs)
+    finally:
+        stop_filler(filler)
+
+
 def upstream_plugin(list_file, version):
     """Upstream's amdgpu_plugin.so that scripts/build-criu.sh built from the
     sources of CRIU `version` (its upstream-plugins.txt)."""
@@ -1960,7 +2122,7 @@ def main():
                              "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
-                             "cp-queue", "svm", "periodic",
+                             "cp-queue", "svm", "periodic", "evicting-restore", "evicted-dump",
                              *KILL_SCENARIOS, *STALL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",

@@ -402,7 +402,7 @@ int ModelImpl::criu_restore_bo(KfdProcess &p, CriuBoBucket &b, const PrivBo &pb,
 		    : b.alloc_flags & ALLOC_DOORBELL ? BoType::Doorbell
 						     : BoType::Mmio;
 	int err = 0;
-	auto bo = new_bo(*pdd->dev, type, b.size, &err);
+	auto bo = new_bo(*pdd->dev, type, b.size, &err, VramClient{p.tgid, true});
 	if (!bo)
 		return err;
 	bo->kfd = true;

@@ -98,6 +98,13 @@ struct MachineDesc {
 	// GPUs the cgroup denies (so CRIU_OP RESTORE expects exactly as many
 	// devices).
 	std::vector<uint32_t> cgroup_minors;
+	// How long after a VRAM eviction a process's BOs and queues are
+	// restored, and how long a restore that found no room waits to try
+	// again: the kernel's PROCESS_RESTORE_TIME_MS and
+	// PROCESS_BACK_OFF_TIME_MS (100 ms each). Unit tests that look at an
+	// evicted state lengthen it so that a loaded machine cannot restore
+	// before they look.
+	uint32_t restore_delay_ms = 100;
 };
 
 // ---------------------------------------------------------------------------

@@ -81,6 +81,13 @@ const char *type_name(BoType t)
 
 const char *json_bool(bool b) { return b ? "true" : "false"; }
 
+// Where a BO's pages are: a VRAM BO in VRAM or, evicted, in GTT; the
+// others where their type says.
+const char *resident_name(const Bo &bo)
+{
+	return bo.type == BoType::Vram && !bo.in_vram ? "gtt" : type_name(bo.type);
+}
+
 } // namespace
 
 // One introspection query: the model (its lock held), the query's words
@@ -138,7 +145,9 @@ std::string Introspection::processes()
 	for (auto &[pid, p] : m.procs_) {
 		o << (first ? "" : ",") << "{\"pid\":" << pid << ",\"paused\":" << json_bool(p->queues_paused)
 		  << ",\"evicted\":" << json_bool(p->evicted) << ",\"evict_count\":" << p->evict_count
-		  << ",\"restored\":" << json_bool(p->restored) << ",\"queues\":" << p->queues.size()
+		  << ",\"restored\":" << json_bool(p->restored) << ",\"mem_evicted\":" << json_bool(p->mem_evicted)
+		  << ",\"mem_evictions\":" << p->mem_evictions << ",\"mem_restores\":" << p->mem_restores
+		  << ",\"queues\":" << p->queues.size()
 		  << ",\"events\":" << p->events.size() << ",\"xnack\":" << p->xnack << ",\"devices\":[";
 		for (size_t i = 0; i < p->pdds.size(); ++i)
 			o << (i ? "," : "") << "{\"user_gpu_id\":" << p->pdds[i].user_gpu_id
@@ -171,7 +180,8 @@ std::string Introspection::bos()
 			uint64_t handle = (static_cast<uint64_t>(pdd.user_gpu_id) << 32) | id;
 			o << (first ? "" : ",") << "{\"handle\":" << handle << ",\"id\":" << id
 			  << ",\"gpu_id\":" << pdd.user_gpu_id << ",\"actual_gpu_id\":" << pdd.dev->gpu_id
-			  << ",\"type\":\"" << type_name(bo->type) << "\",\"va\":" << bo->va << ",\"size\":" << bo->size
+			  << ",\"type\":\"" << type_name(bo->type) << "\",\"resident\":\"" << resident_name(*bo)
+			  << "\",\"evictions\":" << bo->evictions << ",\"va\":" << bo->va << ",\"size\":" << bo->size
 			  << ",\"flags\":" << bo->kfd_flags << ",\"mmap_offset\":" << kfd_offset(pdd, *bo)
 			  << ",\"checksum\":" << hex64(bo_checksum(*bo)) << ",\"mapped_on\":[";
 			auto mapped = p->mapped_on.find(bo.get());
@@ -328,7 +338,16 @@ std::string Introspection::counters()
 	const Counters &c = *m.counters_;
 	o << "},\"sdma_jobs\":" << c.sdma_jobs.load() << ",\"sdma_failed\":" << c.sdma_failed.load()
 	  << ",\"sdma_bytes\":" << c.sdma_bytes.load() << ",\"vm_faults\":" << c.vm_faults.load() << ",\"stalls\":" << c.stalls.load()
-	  << ",\"faults\":[";
+	  << ",\"bo_restores\":" << c.bo_restores.load() << ",\"process_evictions\":" << c.process_evictions.load()
+	  << ",\"process_restores\":" << c.process_restores.load()
+	  << ",\"gem_gtt_fallbacks\":" << c.gem_gtt_fallbacks.load() << ",\"vram\":[";
+	for (size_t i = 0; i < m.devices_.size(); ++i) {
+		const Device &d = *m.devices_[i];
+		o << (i ? "," : "") << "{\"gpu_id\":" << d.gpu_id << ",\"size\":" << d.vram_size
+		  << ",\"used\":" << d.vram_used->load() << ",\"kfd_used\":" << d.kfd_vram_used->load()
+		  << ",\"evictions\":" << d.num_evictions << ",\"bytes_moved\":" << d.bytes_moved << "}";
+	}
+	o << "],\"faults\":[";
 	{
 		std::lock_guard fl(m.counters_->mu);
 		for (size_t i = 0; i < c.faults.size(); ++i)
@@ -380,7 +399,8 @@ void Introspection::render_file(const DrmFile &d)
 	bool f2 = true;
 	for (auto &[h, bo] : d.handles()) {
 		o << (f2 ? "" : ",") << "{\"handle\":" << h << ",\"size\":" << bo->size << ",\"offset\":" << bo->fake_offset
-		  << ",\"type\":\"" << type_name(bo->type) << "\",\"checksum\":" << hex64(bo_checksum(*bo)) << "}";
+		  << ",\"type\":\"" << type_name(bo->type) << "\",\"resident\":\"" << resident_name(*bo)
+		  << "\",\"evictions\":" << bo->evictions << ",\"checksum\":" << hex64(bo_checksum(*bo)) << "}";
 		f2 = false;
 	}
 	o << "],\"mappings\":[";

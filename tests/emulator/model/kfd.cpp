@@ -289,7 +289,7 @@ long KfdOps::alloc_memory_of_gpu()
 	while (pdd->bos.count(kid))
 		++kid;
 	int err = 0;
-	std::shared_ptr<Bo> bo = m.new_bo(d, type, size, &err);
+	std::shared_ptr<Bo> bo = m.new_bo(d, type, size, &err, VramClient{p->tgid, true});
 	if (!bo)
 		return err;
 	bo->kfd = true;
@@ -496,7 +496,9 @@ long KfdOps::available_memory()
 	Pdd *pdd;
 	if (int e = find_pdd(*p, a.gpu_id, &pdd))
 		return e;
-	uint64_t used = *pdd->dev->vram_used;
+	// amdgpu_amdkfd_get_available_memory: KFD's own VRAM bytes (GEM BOs
+	// do not count: a KFD allocation evicts them).
+	uint64_t used = *pdd->dev->kfd_vram_used;
 	a.available = pdd->dev->vram_size > used ? pdd->dev->vram_size - used : 0;
 	return 0;
 }

@@ -116,8 +116,10 @@ Bo::~Bo()
 {
 	if (type == BoType::Userptr && ledger)
 		ledger->sub(userptr_tgid, size, userptr_gem);
-	if (vram_used)
+	if (vram_used && in_vram)
 		*vram_used -= size;
+	if (kfd_vram_used)
+		*kfd_vram_used -= size;
 }
 
 // ---- Vm -------------------------------------------------------------------

@@ -112,10 +112,15 @@ ModelImpl::ModelImpl(const MachineDesc &machine, std::shared_ptr<ProcessMemory> 
 		}
 		++index;
 	}
+	restore_thread_ = std::jthread([this](std::stop_token st) { restore_worker(st); });
 }
 
 ModelImpl::~ModelImpl()
 {
+	// The restore worker first: it walks procs_ under mu_.
+	restore_thread_.request_stop();
+	if (restore_thread_.joinable())
+		restore_thread_.join();
 	// User queue engines first (they execute on the SDMA engines), then
 	// the engines: their threads hold BO references. Each user queue's
 	// thread is stopped and joined before its queue lets go of it: until
@@ -154,19 +159,17 @@ Device *ModelImpl::device_by_minor(uint32_t minor)
 	return nullptr;
 }
 
-std::shared_ptr<Bo> ModelImpl::new_bo(Device &d, BoType type, uint64_t size, int *err)
+std::shared_ptr<Bo> ModelImpl::new_bo(Device &d, BoType type, uint64_t size, int *err, VramClient who)
 {
 	auto bo = std::make_shared<Bo>();
 	bo->dev = &d;
 	bo->type = type;
 	bo->size = size;
 	if (type == BoType::Vram) {
-		if (*d.vram_used + size > d.vram_size) {
-			*err = -ENOMEM;
+		if (int e = place_vram_bo(bo, who); e != 0) {
+			*err = e;
 			return nullptr;
 		}
-		*d.vram_used += size;
-		bo->vram_used = d.vram_used;
 	}
 	if (type == BoType::Vram || type == BoType::Gtt || type == BoType::Cpu) {
 		bo->mem = Backing::create(size, "kfdemu-bo", err);

@@ -629,9 +629,11 @@ long ModelImpl::drm_info(Caller &c, DrmFile &f, const Info &a)
 		uint64_t used = *d.vram_used;
 		return give(&used, 8);
 	}
-	case INFO_GTT_USAGE:
 	case INFO_NUM_BYTES_MOVED:
-	case INFO_NUM_EVICTIONS: {
+		return give(&d.bytes_moved, 8);
+	case INFO_NUM_EVICTIONS:
+		return give(&d.num_evictions, 8);
+	case INFO_GTT_USAGE: {
 		uint64_t z = 0;
 		return give(&z, 8);
 	}
@@ -783,11 +785,13 @@ long DrmOps::gem_create()
 		    : (a.domains & DOMAIN_CPU) ? BoType::Cpu
 					       : BoType::Gtt;
 	int err = 0;
-	auto bo = m.new_bo(*f.dev, type, page_align(a.bo_size), &err);
+	auto bo = m.new_bo(*f.dev, type, page_align(a.bo_size), &err, VramClient{c.identity().tgid, false, (a.domains & DOMAIN_GTT) != 0});
 	if (!bo)
 		return err;
 	bo->alignment = a.alignment;
 	bo->domains = a.domains;
+	if (type == BoType::Vram && !bo->in_vram)
+		bo->domains |= DOMAIN_GTT; // created by the retry with VRAM|GTT (eviction.cpp)
 	bo->domain_flags = a.domain_flags | CREATE_VRAM_CLEARED | CREATE_ON_EVERY_BO; // "always clear VRAM"
 	bo->fake_offset = f.dev->alloc_fake_offset(bo);
 	uint32_t h = f.lowest_free_handle();

@@ -25,6 +25,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -118,6 +119,15 @@ private:
 
 struct Device;
 
+// Who asks for a VRAM BO (eviction.cpp): the calling process (TTM never
+// evicts its KFD BOs for it), whether KFD allocates it, and whether GTT is
+// one of its domains too (GEM_CREATE with VRAM|GTT).
+struct VramClient {
+	pid_t current = 0;
+	bool kfd = false;
+	bool gtt_too = false;
+};
+
 enum class BoType { Vram, Gtt, Userptr, Doorbell, Mmio, Cpu };
 
 struct Bo {
@@ -139,7 +149,16 @@ struct Bo {
 	std::shared_ptr<UserptrLedger> ledger;
 	uint64_t fake_offset = 0;	// render-node mmap offset on dev
 	std::shared_ptr<Bo> import_of;	// dma-buf import of another device's BO
-	std::shared_ptr<std::atomic<uint64_t>> vram_used; // accounting
+	// VRAM accounting (VRAM BOs): the device's residency counter, which
+	// counts this BO while in_vram, and KFD's own allocation counter
+	// (KFD BOs, wherever they are).
+	std::shared_ptr<std::atomic<uint64_t>> vram_used, kfd_vram_used;
+	// Where a VRAM BO's pages are (eviction.cpp): in VRAM, or moved to GTT
+	// by an eviction (contents kept). `lru` is its key in the device's
+	// vram_lru while in VRAM.
+	std::atomic<bool> in_vram{false};
+	uint64_t lru = 0;
+	uint32_t evictions = 0;		// times moved out of VRAM
 	std::atomic<int> busy{0};	// unfinished SDMA jobs using this BO
 	// GEM metadata (amdgpu_bo_set_metadata): exactly the bytes the client
 	// set, at most 256; the tiling flags are kept apart.
@@ -149,6 +168,7 @@ struct Bo {
 	bool kfd = false;
 	uint32_t kfd_flags = 0, kfd_id = 0;
 	uint64_t va = 0;
+	pid_t kfd_tgid = 0;		// the process whose KFD BO this is
 
 	bool is_userptr() const { return type == BoType::Userptr; }
 	// The BO whose identity a dma-buf of this BO carries.
@@ -309,6 +329,10 @@ private:
 struct Counters {
 	std::atomic<uint64_t> sdma_jobs{0}, sdma_failed{0}, sdma_bytes{0}, vm_faults{0};
 	std::atomic<uint64_t> stalls{0}; // calls a `stall` fault has held (begun)
+	// VRAM eviction (eviction.cpp; a GPU's own counts are in Device): BOs
+	// moved back by a KFD restore, processes whose queues an eviction
+	// stopped and later restored, GEM VRAM BOs created in GTT.
+	std::atomic<uint64_t> bo_restores{0}, process_evictions{0}, process_restores{0}, gem_gtt_fallbacks{0};
 	std::mutex mu;
 	std::vector<std::string> faults; // JSON objects, most recent last (bounded)
 	void vm_fault(uint32_t gpu_id, uint64_t va, const char *why);
@@ -321,7 +345,17 @@ struct Device {
 	uint32_t family = 141;
 	uint64_t vram_size = 0;
 	uint32_t topology_index = 0;
+	// Bytes of VRAM BOs resident in VRAM (what mem_info_vram_used shows),
+	// and of KFD VRAM BOs wherever they are (KFD's limit, AVAILABLE_MEMORY).
 	std::shared_ptr<std::atomic<uint64_t>> vram_used = std::make_shared<std::atomic<uint64_t>>(0);
+	std::shared_ptr<std::atomic<uint64_t>> kfd_vram_used = std::make_shared<std::atomic<uint64_t>>(0);
+	// The BOs resident in VRAM, least recently placed first (TTM's LRU:
+	// placement is the only use the model tracks).
+	std::map<uint64_t, std::weak_ptr<Bo>> vram_lru;
+	uint64_t next_lru = 1;
+	// INFO_NUM_EVICTIONS and INFO_NUM_BYTES_MOVED (adev->num_evictions,
+	// num_bytes_moved): BOs evicted from VRAM, bytes moved either way.
+	uint64_t num_evictions = 0, bytes_moved = 0;
 	uint64_t next_fake_offset = kFakeOffsetStart;
 	std::map<uint64_t, std::weak_ptr<Bo>> by_offset;
 	std::shared_ptr<Backing> mmio;	// the MMIO remap page
@@ -473,6 +507,12 @@ struct KfdProcess {
 	// PROCESS_INFO before UNPAUSE therefore leaves them evicted, as in KFD.
 	int evict_count = 0;
 	bool restored = false;
+	// A memory eviction (eviction.cpp): one of its VRAM BOs was moved to
+	// GTT, its queues evicted (one count of evict_count) until the restore
+	// worker, at restore_at or later, has every VRAM BO back in VRAM.
+	bool mem_evicted = false;
+	std::chrono::steady_clock::time_point restore_at{};
+	uint64_t mem_evictions = 0, mem_restores = 0;
 	// Which BO is mapped on which pdd (index into pdds).
 	std::map<const Bo *, std::set<size_t>> mapped_on;
 	uint64_t event_generation = 0;
@@ -687,8 +727,25 @@ private:
 	// An IB's dwords (it must lie inside one mapping of the VM).
 	int read_ib(DrmFile &f, uint64_t ib_va, uint32_t ib_bytes, std::vector<uint32_t> *dw);
 
-	// BOs (model.cpp)
-	std::shared_ptr<Bo> new_bo(Device &d, BoType type, uint64_t size, int *err);
+	// BOs (model.cpp). A VRAM BO is placed as eviction.cpp says for
+	// `who`.
+	std::shared_ptr<Bo> new_bo(Device &d, BoType type, uint64_t size, int *err, VramClient who = {});
+
+	// VRAM eviction (eviction.cpp); mu_ held
+	// Places VRAM BO `bo` (not yet counted anywhere) for `who`: 0, or
+	// -ENOMEM (KFD's limit, or VRAM that evicting cannot free for KFD).
+	int place_vram_bo(const std::shared_ptr<Bo> &bo, const VramClient &who);
+	// Evicts least recently placed BOs of `d` until `size` bytes are
+	// free; false if the evictable ones do not free enough (nothing is
+	// evicted then).
+	bool make_vram_room(Device &d, uint64_t size, pid_t current);
+	void put_in_vram(Device &d, const std::shared_ptr<Bo> &bo);
+	void evict_bo(const std::shared_ptr<Bo> &bo);
+	// The restore worker's pass: restores each due process; the next
+	// deadline (max() if none).
+	std::chrono::steady_clock::time_point restore_due(std::chrono::steady_clock::time_point now);
+	bool restore_process_bos(KfdProcess &p);
+	void restore_worker(std::stop_token st);
 	std::shared_ptr<Bo> dmabuf_bo(FileKey key); // exporter BO of a dma-buf
 	Device *device_by_id(uint32_t gpu_id);
 	Device *device_by_minor(uint32_t minor);
@@ -714,6 +771,9 @@ private:
 		uint32_t seen = 0;
 	};
 	std::vector<RuleState> rules_;
+	std::condition_variable_any restore_cv_; // an eviction scheduled a restore
+	bool restore_kick_ = false;		 // (under mu_) the worker has not seen it yet
+	std::jthread restore_thread_;		 // last: stopped first (~ModelImpl)
 };
 
 // JSON helpers

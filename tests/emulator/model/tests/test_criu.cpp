@@ -33,7 +33,7 @@ std::vector<std::string> field_values(const std::string &json, const std::string
 }
 
 struct Source {
-	Rig rig{make_machine({S0, S1})};
+	Rig rig;
 	FakeCaller app{1000};
 	FakeCaller dumper{500, true};
 	int kfd = -1;
@@ -56,7 +56,7 @@ struct Source {
 		return rig.kfd(app, kfd, MAP_MEMORY_TO_GPU, &a);
 	}
 
-	Source()
+	explicit Source(MachineDesc m = make_machine({S0, S1})) : rig(std::move(m))
 	{
 		dumper.traced.insert(1000);
 		kfd = rig.open_kfd(app);
@@ -657,4 +657,53 @@ Test(criu, a_gws_queue_restored_on_a_gpu_without_gws_is_einval)
 	Destination d(im, m);
 	CriuArgs a = d.restore_args(im);
 	cr_assert_eq(d.rig.kfd(d.task, d.kfd, CRIU_OP, &a), -EINVAL);
+}
+
+// A VRAM BO evicted to GTT while the dump has the process paused (another
+// process's GEM BO took the VRAM) is checkpointed as KFD does: a VRAM BO
+// (its allocation flags), its contents readable through its dma-buf; the
+// restore creates it in VRAM, on a destination whose VRAM another
+// process's GEM BO fills (evicted to GTT for it).
+Test(criu, a_bo_evicted_at_dump_is_checkpointed_as_vram_and_restored_resident)
+{
+	MachineDesc m = make_machine({S0, S1});
+	m.restore_delay_ms = 10000; // still evicted when the test looks, however loaded the machine
+	Source s(std::move(m));
+	const std::string sum = field_values(s.rig.model->introspect("bos 1000"), "checksum")[0];
+	CriuArgs info = process_info_args();
+	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &info), 0);
+	FakeCaller other(3000);
+	const int r = s.rig.open_render(other, 128);
+	long err = 0;
+	s.rig.gem_create(other, r, 1ull << 30, abi::drm::DOMAIN_VRAM, &err); // all of S0's VRAM
+	cr_assert_eq(err, 0);
+	std::string bos = s.rig.model->introspect("bos 1000 nosum");
+	cr_assert(bos.find("\"type\":\"vram\",\"resident\":\"gtt\",\"evictions\":1") != std::string::npos, "%s",
+		  bos.c_str());
+	Image im(info);
+	CriuArgs a = im.checkpoint_args();
+	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), 0);
+	cr_assert_eq(im.bos[0].alloc_flags, ALLOC_VRAM | ALLOC_WRITABLE, "checkpointed as the VRAM BO it is");
+	cr_assert_eq(im.bos[0].size, 3 * 4096);
+	std::vector<uint8_t> data(3 * 4096);
+	cr_assert_eq(pread(static_cast<int>(im.bos[0].dmabuf_fd), data.data(), data.size(), 0), 3 * 4096);
+	std::mt19937 g(11);
+	cr_assert_eq(data[0], static_cast<uint8_t>(g()), "the evicted BO's contents, through its dma-buf");
+
+	Destination d(im);
+	FakeCaller filler(4000);
+	const int fr = d.rig.open_render(filler, 128);
+	const uint32_t gem = d.rig.gem_create(filler, fr, 1ull << 30, abi::drm::DOMAIN_VRAM, &err);
+	cr_assert_eq(err, 0);
+	CriuArgs ra = d.restore_args(im);
+	cr_assert_eq(d.rig.kfd(d.task, d.kfd, CRIU_OP, &ra), 0, "the restore evicts the GEM BO instead of ENOMEM");
+	cr_assert_eq(pwrite(static_cast<int>(d.bos[0].dmabuf_fd), data.data(), data.size(), 0), 3 * 4096);
+	bos = d.rig.model->introspect("bos 2000");
+	cr_assert(bos.find("\"type\":\"vram\",\"resident\":\"vram\",\"evictions\":0") != std::string::npos, "%s",
+		  bos.c_str());
+	cr_assert(field_values(bos, "checksum")[0] == sum, "%s", bos.c_str());
+	const std::string files = d.rig.model->introspect("files 4000 nosum");
+	cr_assert(files.find("{\"handle\":" + std::to_string(gem) + ",") != std::string::npos &&
+		      files.find("\"resident\":\"gtt\",\"evictions\":1") != std::string::npos,
+		  "%s", files.c_str());
 }

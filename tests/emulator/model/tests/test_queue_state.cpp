@@ -256,3 +256,37 @@ Test(queue_state, alloc_queue_gws_on_a_gpu_without_gws_is_enodev)
 	cr_assert_eq(app.gws(app.new_queue(), 1), -ENODEV);
 	cr_assert_eq(app.gws(99, 1), -EINVAL, "the queue is looked up first");
 }
+
+// A KFD BO evicted from VRAM (eviction.cpp) evicts its process's queues:
+// a packet rung meanwhile runs only once the restore worker has brought
+// the BO back, the restore delay later (1 s here, so that a loaded machine
+// cannot restore before the test looks; the kernel's is 100 ms).
+Test(queue_state, a_vram_eviction_evicts_the_queues_until_the_restore)
+{
+	MachineDesc m = make_machine({G0}, 141, 64ull << 20);
+	m.restore_delay_ms = 1000;
+	App app(std::move(m));
+	app.fence_and_ring(1);
+	cr_assert(app.wait_fence(1));
+	AllocMemoryOfGpu k{1ull << 32, 48ull << 20, 0, 0, G0, ALLOC_VRAM | ALLOC_WRITABLE};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, ALLOC_MEMORY_OF_GPU, &k), 0);
+
+	FakeCaller other(2000);
+	const int r = app.rig.open_render(other, 128);
+	long err = 0;
+	app.rig.gem_create(other, r, 32ull << 20, abi::drm::DOMAIN_VRAM, &err);
+	cr_assert_eq(err, 0);
+	const auto evicted_at = std::chrono::steady_clock::now();
+	cr_assert(has(app.queue_json(app.sdma), "\"state\":\"evicted\""), "%s", app.queue_json(app.sdma).c_str());
+	app.fence_and_ring(2);
+	// Whenever the fence is seen, the process must already be restored.
+	while (app.fence() != 2) {
+		cr_assert_lt(std::chrono::steady_clock::now() - evicted_at, std::chrono::seconds(10), "never ran");
+		std::this_thread::sleep_for(std::chrono::microseconds(200));
+	}
+	const std::string p = app.rig.model->introspect("processes");
+	cr_assert(has(p, "\"evict_count\":0,\"restored\":false,\"mem_evicted\":false,\"mem_evictions\":1,\"mem_restores\":1"),
+		  "the packet ran while evicted: %s", p.c_str());
+	cr_assert_geq(std::chrono::steady_clock::now() - evicted_at, std::chrono::milliseconds(900));
+	cr_assert(has(app.queue_json(app.sdma), "\"state\":\"active\""));
+}
