@@ -462,8 +462,10 @@ public:
 	Device *device() const { return bytes_ ? dev_ : nullptr; }
 
 private:
-	Device *dev_ = nullptr; // for its gpu_id only; the accounting is used_
-	std::shared_ptr<std::atomic<uint64_t>> used_;
+	Device *dev_ = nullptr; // for its gpu_id only; the accounting is used_ and kfd_
+	// The device's residency counter and KFD's allocation counter (an SVM
+	// range in VRAM counts against KFD's limit, as kfd_svm.c reserves it).
+	std::shared_ptr<std::atomic<uint64_t>> used_, kfd_;
 	uint64_t bytes_ = 0;
 };
 

@@ -45,9 +45,14 @@ namespace kfdemu::detail {
 
 using namespace abi::kfd;
 
-VramCharge::VramCharge(Device &d, uint64_t bytes) : dev_(&d), used_(d.vram_used), bytes_(bytes) { *used_ += bytes; }
+VramCharge::VramCharge(Device &d, uint64_t bytes) : dev_(&d), used_(d.vram_used), kfd_(d.kfd_vram_used), bytes_(bytes)
+{
+	*used_ += bytes;
+	*kfd_ += bytes;
+}
 
-VramCharge::VramCharge(VramCharge &&o) noexcept : dev_(o.dev_), used_(std::move(o.used_)), bytes_(o.bytes_)
+VramCharge::VramCharge(VramCharge &&o) noexcept
+	: dev_(o.dev_), used_(std::move(o.used_)), kfd_(std::move(o.kfd_)), bytes_(o.bytes_)
 {
 	o.bytes_ = 0;
 	o.dev_ = nullptr;
@@ -59,6 +64,7 @@ VramCharge &VramCharge::operator=(VramCharge &&o) noexcept
 		release();
 		dev_ = o.dev_;
 		used_ = std::move(o.used_);
+		kfd_ = std::move(o.kfd_);
 		bytes_ = o.bytes_;
 		o.bytes_ = 0;
 		o.dev_ = nullptr;
@@ -73,6 +79,7 @@ VramCharge VramCharge::split(uint64_t bytes)
 		return c;
 	c.dev_ = dev_;
 	c.used_ = used_;
+	c.kfd_ = kfd_;
 	c.bytes_ = std::min(bytes, bytes_);
 	bytes_ -= c.bytes_;
 	return c;
@@ -80,10 +87,13 @@ VramCharge VramCharge::split(uint64_t bytes)
 
 void VramCharge::release()
 {
-	if (used_ && bytes_)
+	if (used_ && bytes_) {
 		*used_ -= bytes_;
+		*kfd_ -= bytes_;
+	}
 	bytes_ = 0;
 	used_.reset();
+	kfd_.reset();
 	dev_ = nullptr;
 }
 
@@ -377,7 +387,9 @@ int ModelImpl::svm_set_attr(KfdProcess &p, uint64_t start, uint64_t npages, cons
 			if (r.vram.device() != &d) {
 				r.vram.release();
 				const uint64_t bytes = r.npages() * kPage;
-				if (*d.vram_used + bytes > d.vram_size) {
+				// amdgpu_amdkfd_reserve_mem_limit, then TTM's room
+				// (eviction.cpp), as for a KFD BO.
+				if (*d.kfd_vram_used + bytes > d.vram_size || !make_vram_room(d, bytes, p.tgid)) {
 					ret = -ENOMEM;
 					continue;
 				}
