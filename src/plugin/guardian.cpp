@@ -316,7 +316,8 @@ void GuardianProcess::unpause(PausedTarget &t)
 // CRIU ended between the plugin's announcement and its confirmation: KFD
 // may or may not have paused the file's owner. UNPAUSE through the file
 // from each candidate in turn: the owner's answers (done, or EINVAL: not
-// paused, CRIU ended before the pause) end the search; EBADF says the
+// paused, CRIU ended before the pause or the plugin had unpaused it
+// without finding its pid) end the search; EBADF says the
 // candidate is not the owner (KFD takes CRIU_OP from another process only
 // from the tracer of the owner's leader thread).
 void GuardianProcess::unpause(PausingTarget &t)
@@ -333,9 +334,7 @@ void GuardianProcess::unpause(PausingTarget &t)
 			return;
 		}
 		if (err == EINVAL && seized) {
-			log("pid %d: its GPU queues were not paused (CRIU ended before it paused them): nothing "
-			    "to resume",
-			    pid);
+			log("pid %d: its GPU queues were not paused when CRIU ended: nothing to resume", pid);
 			return;
 		}
 		if (err == EBADF && seized)
