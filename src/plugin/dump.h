@@ -12,10 +12,11 @@
 //
 // A killed CRIU (no exit hook runs): the first GPU file of the dump (a
 // /dev/kfd file before its pause, an AMD render node, a dma-buf of an AMD
-// GPU) starts a Guardian (plugin/guardian.h), which is told every paused
+// GPU) starts a Guardian (plugin/guardian.h), which is told every /dev/kfd
+// file before its pause (with the processes that may own it), every paused
 // and unpaused process and every temporary file; if CRIU's process ends
-// before finish(), it unpauses the processes still paused and removes
-// those files. A dump without AMD GPU state never starts one.
+// before finish(), it unpauses the processes still paused (or perhaps
+// paused) and removes those files. A dump without AMD GPU state never starts one.
 //
 // Nothing half-written: every image file a dump writes is listed in
 // created_ before it is written; when a hook of ours fails, and when the
@@ -111,6 +112,11 @@ private:
 	// before it pauses anything or creates any file. When it cannot start
 	// (logged) the dump goes on without one.
 	void start_guardian();
+	// Before the pause of `target` (CRIU file `id`): the guardian (if
+	// any) learns the file and the processes that may own it, so that a
+	// CRIU killed before guard() leaves nothing paused. Not told (logged)
+	// when it cannot be: the dump goes on.
+	void announce(const Kfd &target, int id) const;
 	// Paused process `p` under the guardian's watch (sets p.host_pid).
 	// Not watched (logged) when it cannot be: the dump goes on.
 	void guard(Paused &p);

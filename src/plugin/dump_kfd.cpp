@@ -6,6 +6,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -88,6 +90,48 @@ std::optional<pid_t> dumped_process(uint32_t ns_pid)
 	return std::nullopt;
 }
 
+// Whether process `pid` has an fd open on the same file as our fd `fd`.
+bool holds_file(pid_t pid, int fd)
+{
+	const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+	std::unique_ptr<DIR, int (*)(DIR *)> fds(::opendir(dir.c_str()), ::closedir);
+	if (!fds)
+		return false;
+	const pid_t us = ::getpid();
+	while (const dirent *e = ::readdir(fds.get())) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		const long theirs = std::atol(e->d_name);
+		if (::syscall(SYS_kcmp, us, pid, KCMP_FILE, fd, theirs) == 0)
+			return true;
+	}
+	return false;
+}
+
+// The processes (in our pid namespace) that may be the owner of the
+// /dev/kfd file our fd `fd` refers to, the process PROCESS_INFO will pause:
+// those CRIU dumps (traced by CRIU's thread running this hook, as in
+// dumped_process) that hold that file. After a fork several do; KFD pauses
+// the one that opened it, known only from PROCESS_INFO's answer.
+std::vector<pid_t> kfd_file_holders(int fd)
+{
+	const pid_t me = ::gettid(), us = ::getpid();
+	std::vector<pid_t> found;
+	std::unique_ptr<DIR, int (*)(DIR *)> proc(::opendir("/proc"), ::closedir);
+	if (!proc)
+		return found;
+	while (const dirent *e = ::readdir(proc.get())) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		auto st = read_status(e->d_name);
+		if (!st || std::to_string(st->tgid) != e->d_name || (st->tracer != me && st->tracer != us))
+			continue;
+		if (holds_file(st->tgid, fd))
+			found.push_back(st->tgid);
+	}
+	return found;
+}
+
 // The GPUs of checkpoint `ck` (of CRIU file `id`) as devices of `img`, in
 // the order `topo`'s nodes directory lists them (after the CPUs already
 // there), and the copy job of each.
@@ -154,6 +198,27 @@ Result<std::vector<std::vector<size_t>>> add_bos(const KfdCheckpoint &ck, std::v
 
 } // namespace
 
+void DumpSession::announce(const Kfd &target, int id) const
+{
+	if (!guardian_)
+		return;
+	auto holders = kfd_file_holders(target.fd());
+	if (holders.empty()) {
+		log_debug("file %d: no process traced by us holds it; the guardian learns of it after its pause",
+			  id);
+		return;
+	}
+	if (holders.size() > Guardian::kMaxCandidates)
+		holders.resize(Guardian::kMaxCandidates);
+	if (auto st = guardian_->pausing(target, id, holders); !st) {
+		log_warn("file %d: if CRIU is killed during its pause, the GPU queues it pauses stay paused: %s", id,
+			 st.error().message().c_str());
+		return;
+	}
+	log_debug("file %d: the guardian knows it before its pause (%zu candidate processes)", id,
+		  holders.size());
+}
+
 void DumpSession::guard(Paused &p)
 {
 	const uint32_t pid = p.pid;
@@ -166,7 +231,7 @@ void DumpSession::guard(Paused &p)
 		log_debug("pid %u: no process traced by us has that pid; no guardian watches it", pid);
 		return;
 	}
-	if (auto st = guardian_->paused(p.kfd, *host); !st) {
+	if (auto st = guardian_->paused(p.kfd, *host, p.id); !st) {
 		log_warn("pid %u: if CRIU is killed now its GPU queues stay paused: %s", pid,
 			 st.error().message().c_str());
 		return;
@@ -220,6 +285,7 @@ Status DumpSession::dump_kfd(int fd, int id)
 	if (dup_fd < 0)
 		return errno_error(errno, "dup of the /dev/kfd file");
 	Kfd target = Kfd::adopt(UniqueFd(dup_fd));
+	announce(target, id);
 	auto info = target.process_info();
 	if (!info)
 		return std::move(info).error();

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,17 +29,19 @@ namespace amdcr {
 
 namespace {
 
-enum class Kind : uint32_t { Paused = 1, Unpaused, TempFile, Task, Resumed, Finished, Started };
+enum class Kind : uint32_t { Paused = 1, Unpaused, TempFile, Task, Resumed, Finished, Started, Pausing };
 
-// One message; `name` for TempFile, `pid` for the pid kinds. Paused
-// carries (kfd fd, pidfd), Task carries (pidfd).
+// One message; `name` for TempFile, `pid` for the pid kinds, `file` (the
+// CRIU file id) for Pausing and Paused. Paused carries (kfd fd, pidfd),
+// Pausing (kfd fd, a pidfd of each candidate), Task (pidfd).
 struct Wire {
 	uint32_t kind = 0;
 	int32_t pid = 0;
+	int32_t file = 0;
 	char name[256] = {};
 };
 
-constexpr int kMaxFds = 2;
+constexpr int kMaxFds = 1 + static_cast<int>(Guardian::kMaxCandidates);
 
 int sys_pidfd_open(pid_t pid)
 {
@@ -50,7 +53,7 @@ int sys_pidfd_send_signal(int pidfd, int sig)
 	return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
 }
 
-Status send_wire(int chan, const Wire &w, std::initializer_list<int> fds)
+Status send_wire(int chan, const Wire &w, std::span<const int> fds = {})
 {
 	Wire copy = w;
 	iovec iov{&copy, sizeof(copy)};
@@ -86,6 +89,14 @@ struct PausedTarget {
 	UniqueFd pidfd;
 };
 
+// A /dev/kfd file about to be paused: which of the candidates KFD pauses
+// (the file's owner) is not known yet.
+struct PausingTarget {
+	int file = 0;
+	UniqueFd kfd;
+	std::vector<UniqueFd> pidfds;
+};
+
 struct RestoredTask {
 	pid_t pid = 0;
 	UniqueFd pidfd;
@@ -105,6 +116,10 @@ private:
 	void handle(const Wire &w, std::vector<UniqueFd> fds);
 	[[noreturn]] void repair();
 	void unpause(PausedTarget &t);
+	void unpause(PausingTarget &t);
+	// PTRACE_SEIZE of `pid` (alive: `pidfd`), UNPAUSE through `kfd` from
+	// here, detach: 0, or the errno of what failed; *seized tells which.
+	int seize_unpause(pid_t pid, int pidfd, const Kfd &kfd, bool *seized);
 	void detach(pid_t pid);
 	void log(const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -113,6 +128,7 @@ private:
 	pid_t criu_pid_;
 	bool plugin_gone_ = false; // the channel reached EOF without Finished
 	std::vector<PausedTarget> paused_;
+	std::vector<PausingTarget> pausing_;
 	std::vector<std::string> temps_;
 	std::vector<RestoredTask> tasks_;
 };
@@ -153,8 +169,17 @@ void GuardianProcess::handle(const Wire &w, std::vector<UniqueFd> fds)
 {
 	switch (static_cast<Kind>(w.kind)) {
 	case Kind::Paused:
+		std::erase_if(pausing_, [&](const PausingTarget &t) { return t.file == w.file; });
 		if (fds.size() == 2)
 			paused_.push_back({w.pid, std::move(fds[0]), std::move(fds[1])});
+		break;
+	case Kind::Pausing:
+		if (fds.size() >= 2) {
+			PausingTarget t{w.file, std::move(fds[0]), {}};
+			for (size_t i = 1; i < fds.size(); i++)
+				t.pidfds.push_back(std::move(fds[i]));
+			pausing_.push_back(std::move(t));
+		}
 		break;
 	case Kind::Unpaused:
 		std::erase_if(paused_, [&](const PausedTarget &t) { return t.pid == w.pid; });
@@ -248,16 +273,15 @@ void GuardianProcess::detach(pid_t pid)
 	}
 }
 
-void GuardianProcess::unpause(PausedTarget &t)
+int GuardianProcess::seize_unpause(pid_t pid, int pidfd, const Kfd &kfd, bool *seized)
 {
-	if (sys_pidfd_send_signal(t.pidfd.get(), 0) != 0) {
-		log("pid %d: gone (its GPU queues went with it)", t.pid);
-		return;
-	}
+	*seized = false;
+	if (sys_pidfd_send_signal(pidfd, 0) != 0)
+		return ESRCH;
 	// CRIU's ptrace ends with CRIU; allow the kernel a moment (2 s at most).
 	int err = 0;
 	for (int i = 0; i < 2000; i++) {
-		if (::ptrace(PTRACE_SEIZE, t.pid, nullptr, nullptr) == 0) {
+		if (::ptrace(PTRACE_SEIZE, pid, nullptr, nullptr) == 0) {
 			err = 0;
 			break;
 		}
@@ -266,26 +290,71 @@ void GuardianProcess::unpause(PausedTarget &t)
 			break;
 		::usleep(1000);
 	}
-	if (err != 0) {
-		log("pid %d: its GPU queues stay paused: PTRACE_SEIZE: %s", t.pid, std::strerror(err));
-		return;
-	}
-	const Kfd kfd = Kfd::adopt(std::move(t.kfd));
+	if (err != 0)
+		return err;
+	*seized = true;
 	const Status st = kfd.unpause();
-	detach(t.pid);
-	if (st)
+	detach(pid);
+	return st ? 0 : st.error().code();
+}
+
+void GuardianProcess::unpause(PausedTarget &t)
+{
+	const Kfd kfd = Kfd::adopt(std::move(t.kfd));
+	bool seized = false;
+	const int err = seize_unpause(t.pid, t.pidfd.get(), kfd, &seized);
+	if (err == 0)
 		log("pid %d: GPU queues resumed (UNPAUSE)", t.pid);
+	else if (err == ESRCH && !seized)
+		log("pid %d: gone (its GPU queues went with it)", t.pid);
+	else if (!seized)
+		log("pid %d: its GPU queues stay paused: PTRACE_SEIZE: %s", t.pid, std::strerror(err));
 	else
-		log("pid %d: its GPU queues stay paused: %s", t.pid, st.error().message().c_str());
+		log("pid %d: its GPU queues stay paused: KFD CRIU_OP UNPAUSE: %s", t.pid, std::strerror(err));
+}
+
+// CRIU ended between the plugin's announcement and its confirmation: KFD
+// may or may not have paused the file's owner. UNPAUSE through the file
+// from each candidate in turn: the owner's answers (done, or EINVAL: not
+// paused, CRIU ended before the pause or the plugin had unpaused it
+// without finding its pid) end the search; EBADF says the
+// candidate is not the owner (KFD takes CRIU_OP from another process only
+// from the tracer of the owner's leader thread).
+void GuardianProcess::unpause(PausingTarget &t)
+{
+	const Kfd kfd = Kfd::adopt(std::move(t.kfd));
+	for (const auto &pidfd : t.pidfds) {
+		const pid_t pid = pidfd_pid(pidfd.get());
+		if (pid <= 0)
+			continue; // gone
+		bool seized = false;
+		const int err = seize_unpause(pid, pidfd.get(), kfd, &seized);
+		if (err == 0) {
+			log("pid %d: GPU queues resumed (UNPAUSE)", pid);
+			return;
+		}
+		if (err == EINVAL && seized) {
+			log("pid %d: its GPU queues were not paused when CRIU ended: nothing to resume", pid);
+			return;
+		}
+		if (err == EBADF && seized)
+			continue; // shares the file; another process owns it
+		if (err == ESRCH && !seized)
+			continue;
+		log("pid %d: if CRIU paused its GPU queues they stay paused: %s: %s", pid,
+		    seized ? "KFD CRIU_OP UNPAUSE" : "PTRACE_SEIZE", std::strerror(err));
+	}
 }
 
 void GuardianProcess::repair()
 {
 	const char *what = stage_ == Guardian::Stage::Dump ? "dump" : "restore";
-	if (paused_.empty() && temps_.empty() && tasks_.empty())
+	if (paused_.empty() && pausing_.empty() && temps_.empty() && tasks_.empty())
 		_exit(0);
 	log("CRIU (pid %d) ended before the plugin finished its %s", static_cast<int>(criu_pid_), what);
 	for (auto &t : paused_)
+		unpause(t);
+	for (auto &t : pausing_)
 		unpause(t);
 	for (const auto &name : temps_) {
 		if (!dir_.valid())
@@ -349,7 +418,7 @@ void reset_signals()
 	Wire hello;
 	hello.kind = static_cast<uint32_t>(Kind::Started);
 	hello.pid = ::getpid();
-	if (!send_wire(chan, hello, {}))
+	if (!send_wire(chan, hello))
 		_exit(1);
 	GuardianProcess(stage, chan, criu_pidfd, dir_fd, criu_pid).run();
 }
@@ -427,7 +496,28 @@ Result<Guardian> Guardian::start(Stage stage, int image_dir_fd)
 	return Guardian(std::move(ours), std::move(pidfd), *pid);
 }
 
-Status Guardian::paused(const Kfd &target, pid_t pid) const
+Status Guardian::pausing(const Kfd &target, int file, std::span<const pid_t> candidates) const
+{
+	if (candidates.empty() || candidates.size() > kMaxCandidates)
+		return make_error(EINVAL, "guardian: %zu candidate processes (1 to %zu)", candidates.size(),
+				  kMaxCandidates);
+	std::vector<UniqueFd> pidfds;
+	for (pid_t pid : candidates) {
+		pidfds.emplace_back(sys_pidfd_open(pid));
+		if (!pidfds.back())
+			return errno_error(errno, "guardian: pidfd_open of process " + std::to_string(pid));
+	}
+	Wire w;
+	w.kind = static_cast<uint32_t>(Kind::Pausing);
+	w.file = file;
+	int fds[kMaxFds];
+	fds[0] = target.fd();
+	for (size_t i = 0; i < pidfds.size(); i++)
+		fds[i + 1] = pidfds[i].get();
+	return send_wire(chan_.get(), w, std::span<const int>(fds, pidfds.size() + 1));
+}
+
+Status Guardian::paused(const Kfd &target, pid_t pid, int file) const
 {
 	UniqueFd pidfd(sys_pidfd_open(pid));
 	if (!pidfd)
@@ -435,7 +525,9 @@ Status Guardian::paused(const Kfd &target, pid_t pid) const
 	Wire w;
 	w.kind = static_cast<uint32_t>(Kind::Paused);
 	w.pid = pid;
-	return send_wire(chan_.get(), w, {target.fd(), pidfd.get()});
+	w.file = file;
+	const int fds[] = {target.fd(), pidfd.get()};
+	return send_wire(chan_.get(), w, fds);
 }
 
 Status Guardian::unpaused(pid_t pid) const
@@ -443,7 +535,7 @@ Status Guardian::unpaused(pid_t pid) const
 	Wire w;
 	w.kind = static_cast<uint32_t>(Kind::Unpaused);
 	w.pid = pid;
-	return send_wire(chan_.get(), w, {});
+	return send_wire(chan_.get(), w);
 }
 
 Status Guardian::temp_file(std::string_view name) const
@@ -453,7 +545,7 @@ Status Guardian::temp_file(std::string_view name) const
 		return make_error(ENAMETOOLONG, "guardian: file name too long");
 	w.kind = static_cast<uint32_t>(Kind::TempFile);
 	std::copy(name.begin(), name.end(), w.name);
-	return send_wire(chan_.get(), w, {});
+	return send_wire(chan_.get(), w);
 }
 
 Status Guardian::resumed(pid_t pid) const
@@ -461,7 +553,7 @@ Status Guardian::resumed(pid_t pid) const
 	Wire w;
 	w.kind = static_cast<uint32_t>(Kind::Resumed);
 	w.pid = pid;
-	return send_wire(chan_.get(), w, {});
+	return send_wire(chan_.get(), w);
 }
 
 Status Guardian::report_task(int channel)
@@ -471,7 +563,8 @@ Status Guardian::report_task(int channel)
 		return errno_error(errno, "guardian: pidfd_open of the restored task");
 	Wire w;
 	w.kind = static_cast<uint32_t>(Kind::Task);
-	return send_wire(channel, w, {self.get()});
+	const int fd = self.get();
+	return send_wire(channel, w, std::span<const int>(&fd, 1));
 }
 
 Status Guardian::finish()

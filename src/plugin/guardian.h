@@ -13,9 +13,15 @@
 // pause, an AMD render node, an AMD GPU's dma-buf; never on a machine or dump
 // without AMD GPU state), by a restore in init(RESTORE) when the checkpoint
 // has GPU state to restore. It is told, over a SOCK_SEQPACKET socket pair:
-//   dump:    each paused process (an fd of the target's own /dev/kfd file
-//            and a pidfd of it), each process unpaused again, and the name
-//            of every temporary image file before it is created;
+//   dump:    before each /dev/kfd file's pausing PROCESS_INFO, the file (an
+//            fd of it) and a pidfd of each process that may be the one KFD
+//            pauses (the processes CRIU dumps that hold the file: KFD
+//            pauses the file's owner, the process that opened it, which
+//            the plugin learns only from PROCESS_INFO's answer); then each
+//            paused process (the file again and a pidfd of the owner: it
+//            replaces the file's candidates), each process unpaused again,
+//            and the name of every temporary image file before it is
+//            created;
 //   restore: each restored task that is about to hold GPU state (a pidfd,
 //            sent by the task itself through CRIU's fdstore), and each task
 //            whose queues CRIU's main process resumed.
@@ -32,7 +38,13 @@
 //            another process's file only to the tracer of its leader
 //            thread, with CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN, which
 //            the guardian has from CRIU), then PTRACE_INTERRUPT and
-//            PTRACE_DETACH; and it unlinks the temporary files;
+//            PTRACE_DETACH; for each file announced but not confirmed
+//            (CRIU ended in or right after its PROCESS_INFO), the same
+//            with each candidate in turn until KFD answers for the owner:
+//            resumed, or EINVAL (it was not paused: logged as nothing to
+//            resume); EBADF means the candidate only shares the file (it
+//            is not the owner) and the next is tried; and it unlinks the
+//            temporary files;
 //   restore: SIGKILL of every reported task not yet resumed (its GPU memory
 //            may be incomplete; letting it run would be silent corruption).
 // Each action is logged to syslog (LOG_DAEMON, ident "amdgpu_plugin") and
@@ -53,6 +65,8 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
+#include <span>
 #include <string_view>
 
 #include "base/result.h"
@@ -82,9 +96,16 @@ public:
 	// CRIU's process ends (the plugin is going away without finishing).
 	~Guardian() = default;
 
+	// At most this many candidates per announced file.
+	static constexpr size_t kMaxCandidates = 8;
+	// Dump: CRIU file `file`, `target` an fd of a /dev/kfd file, is about
+	// to be paused; one of `candidates` (in CRIU's pid namespace, 1 to
+	// kMaxCandidates) is its owner, the process KFD pauses.
+	Status pausing(const Kfd &target, int file, std::span<const pid_t> candidates) const;
 	// Dump: process `pid` (in CRIU's pid namespace) is paused; `target`
-	// is an fd of its own /dev/kfd file.
-	Status paused(const Kfd &target, pid_t pid) const;
+	// is an fd of its own /dev/kfd file, CRIU file `file` (announced by
+	// pausing(), or not).
+	Status paused(const Kfd &target, pid_t pid, int file) const;
 	Status unpaused(pid_t pid) const;
 	// Dump: image file `name` (in the image directory) is about to be
 	// created; removed if CRIU dies.

@@ -140,9 +140,14 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # fault on CRIU's next KFD call (it never happens): a dump after the
   # pause, before any copy (CHECKPOINT), and after the copy and the KFD
   # image, before the unpause (UNPAUSE); a restore after its copy, before
-  # RESUME. And a dump with no KFD (a render node's GEM BOs) killed during
+  # RESUME. And a `stall-after` on the dump's PROCESS_INFO (it pauses, its
+  # answer never reaches the plugin): the guardian knows the file before
+  # its pause; and a plain `stall` there (nothing paused): the guardian's
+  # UNPAUSE finds nothing to resume and says so. And a dump with no KFD (a render node's GEM BOs) killed during
   # its copy: the guardian removes its temporary file.
   foreach(_m MI100 2xMI210)
+    kfdemu_realcriu_test(${_ver} dump_killed_info_${_m} dump-killed-info ${_m})
+    kfdemu_realcriu_test(${_ver} dump_killed_before_info_${_m} dump-killed-before-info ${_m})
     kfdemu_realcriu_test(${_ver} dump_killed_paused_${_m} dump-killed-paused ${_m})
     kfdemu_realcriu_test(${_ver} dump_killed_copied_${_m} dump-killed-copied ${_m})
     kfdemu_realcriu_test(${_ver} restore_killed_copied_${_m} restore-killed-copied ${_m})

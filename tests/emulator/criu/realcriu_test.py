@@ -126,15 +126,23 @@ restore-killed  a good dump (no guardian left after it), then CRIU's restore
                 GPU memory was only partly copied), the model holds no
                 process, nothing of ours runs, no guardian is left, and the
                 guardian's log says it killed the task.
-dump-killed-paused, dump-killed-copied
+dump-killed-info, dump-killed-paused, dump-killed-copied
                 dump-killed at other points, on the usual machine: CRIU is
                 held by a `stall` fault (`kfd-emu ctl faults CALL:stall`: the
                 call blocks without effect until CRIU has ended, as if CRIU
-                had been killed right before it) at its CHECKPOINT (the
+                had been killed right before it; `CALL:stall-after`: the
+                call takes effect first, as if CRIU had been killed right
+                after it) right after its PROCESS_INFO (the process paused,
+                the plugin has not seen the answer: the guardian knows the
+                file and its candidate owners only), at its CHECKPOINT (the
                 process paused, no file of ours yet) or at its UNPAUSE (the
                 KFD image and one pages file per GPU complete; under
                 criu-dev after every task was dumped), then SIGKILLed: the
                 checks of dump-killed.
+dump-killed-before-info
+                CRIU held by a `stall` at its PROCESS_INFO (nothing paused)
+                and SIGKILLed: the checks of dump-killed, and the guardian's
+                log says it found the process not paused.
 restore-killed-copied  a good dump, then CRIU's restore held at its RESUME
                 (every BO already holds its dumped contents, the process
                 restored and evicted) and SIGKILLed: the checks of
@@ -384,7 +392,9 @@ WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd
                   "queue-state": ["--queue-state"], "cp-queue": ["--cp-queue"], "svm": ["--svm"],
                   "dump-killed": ["--user-queue"], "dump-termed": ["--user-queue"], "dump-timeout": ["--user-queue"],
                   "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"],
-                  "dump-killed-paused": ["--user-queue"], "dump-killed-copied": ["--user-queue"],
+                  "dump-killed-info": ["--user-queue"], "dump-killed-before-info": ["--user-queue"],
+                  "dump-killed-paused": ["--user-queue"],
+                  "dump-killed-copied": ["--user-queue"],
                   "restore-killed-copied": ["--user-queue"], "render-killed": ["--render"],
                   "periodic": ["--periodic", "3"]}
 
@@ -1490,11 +1500,18 @@ def after_restore_killed(run, pid, p, g, when):
 
 # CRIU killed where a `stall` fault holds it (`kfd-emu ctl faults
 # CALL:stall`: the call blocks without effect until CRIU has ended, as if
-# CRIU had been killed right before making it). Scenario -> the call.
+# CRIU had been killed right before making it; `CALL:stall-after`: the call
+# takes effect, then blocks, as if CRIU had been killed right after it
+# returned). Scenario -> the fault.
 STALL_SCENARIOS = {
-    "dump-killed-paused": "CRIU_OP:CHECKPOINT",  # paused, nothing copied or written yet
-    "dump-killed-copied": "CRIU_OP:UNPAUSE",  # copied and written, not yet unpaused
-    "restore-killed-copied": "CRIU_OP:RESUME",  # restored and copied, not yet resumed
+    # paused, before the plugin knows the pid it paused (or tells the
+    # guardian the process is paused)
+    "dump-killed-info": "CRIU_OP:PROCESS_INFO:stall-after",
+    # not paused yet: the guardian's UNPAUSE finds nothing to resume
+    "dump-killed-before-info": "CRIU_OP:PROCESS_INFO:stall",
+    "dump-killed-paused": "CRIU_OP:CHECKPOINT:stall",  # paused, nothing copied or written yet
+    "dump-killed-copied": "CRIU_OP:UNPAUSE:stall",  # copied and written, not yet unpaused
+    "restore-killed-copied": "CRIU_OP:RESUME:stall",  # restored and copied, not yet resumed
 }
 
 
@@ -1507,21 +1524,26 @@ def stall_criu(run, p, call):
 
 
 def dump_killed_at(run, scenario):
-    """dump-killed-paused, dump-killed-copied: one process (1 or 2 GPUs),
-    CRIU SIGKILLed after the pause and before any copy (no file of ours
-    exists yet), or after the copy and the KFD image, before the unpause
-    (every file of ours complete); then as dump-killed."""
+    """dump-killed-info, dump-killed-paused, dump-killed-copied: one process
+    (1 or 2 GPUs), CRIU SIGKILLed right after the pausing PROCESS_INFO (the
+    plugin has not seen its answer), after the pause and before any copy
+    (no file of ours exists yet in either), or after the copy and the KFD
+    image, before the unpause (every file of ours complete); then as
+    dump-killed. dump-killed-before-info: SIGKILLed right before that
+    PROCESS_INFO (nothing paused): the same, and the guardian, told of the
+    file, logs that there was nothing to resume."""
     call = STALL_SCENARIOS[scenario]
     procs = run.start()
     (_, pid), = procs
-    run.emu.faults(f"{call}:stall")
+    run.emu.faults(call)
     p = criu_popen(run, "dump", ["-t", str(pid)], "dump.log")
     stall_criu(run, p, call)
     q = run.emu.ctl("queues", pid)
-    expect(q.get("state") == "paused", f"queues of {pid} not paused at {call}: {q}", False)
+    before = scenario == "dump-killed-before-info"
+    expect((q.get("state") == "paused") != before, f"queues of {pid} at {call}: {q}", False)
     ours = sorted(n for n in os.listdir(run.images) if OURS.fullmatch(n))
     gpus = len((run.emu.process(pid) or {}).get("devices", []))
-    if scenario == "dump-killed-paused":
+    if scenario in ("dump-killed-info", "dump-killed-before-info", "dump-killed-paused"):
         expect(not ours and not temp_files(run.images), f"files of ours before the copy: {ours}", False)
     else:
         kfd = [n for n in ours if re.fullmatch(r"amdgpu-kfd-\d+\.img", n)]
@@ -1529,7 +1551,11 @@ def dump_killed_at(run, scenario):
         expect(len(kfd) == 1 and len(pages) == gpus and not temp_files(run.images),
                f"at the unpause: want one KFD image and {gpus} pages file(s), no temporary file; "
                f"have {ours}, {temp_files(run.images)}", False)
-    after_dump_killed(run, procs, p, "dump-killed", [pid], f"at {call}")
+    after_dump_killed(run, procs, p, "dump-killed", [] if before else [pid], f"at {call}")
+    if before:
+        said = guardian_log(run.images)
+        expect(f"pid {pid}: its GPU queues were not paused when CRIU ended: nothing to resume" in said,
+               f"the guardian's log does not say it found {pid} not paused", False)
 
 
 def restore_killed_at(run):
@@ -1542,7 +1568,7 @@ def restore_killed_at(run):
     run.dump([pid])
     expect(not guardians(), f"guardian processes left after the dump: {guardians()}", False)
     call = STALL_SCENARIOS["restore-killed-copied"]
-    run.emu.faults(f"{call}:stall")
+    run.emu.faults(call)
     pidfile = os.path.join(run.work, "restored.pid")
     p = criu_popen(run, "restore", ["-d", "--pidfile", pidfile], "restore.log")
     stall_criu(run, p, call)
@@ -1643,7 +1669,8 @@ def inside(args, criu):
             dump_killed(run, args.scenario)
         elif args.scenario == "restore-killed":
             restore_killed(run)
-        elif args.scenario in ("dump-killed-paused", "dump-killed-copied"):
+        elif args.scenario in ("dump-killed-info", "dump-killed-before-info", "dump-killed-paused",
+                               "dump-killed-copied"):
             dump_killed_at(run, args.scenario)
         elif args.scenario == "restore-killed-copied":
             restore_killed_at(run)

@@ -122,7 +122,11 @@ struct FaultRule {
 	// until the calling process has ended, as if it had been killed right
 	// before it entered the call (a kernel ioctl never runs for a caller
 	// that never made it); after kStallLimitMs it fails with `err`.
-	enum class Action { Fail, Hang, Stall } action = Action::Fail;
+	// StallAfter: the ioctl takes its effect, then blocks until the caller
+	// has ended, as if it had been killed right after the call returned
+	// (its result never reaches the caller); after kStallLimitMs it
+	// returns its result.
+	enum class Action { Fail, Hang, Stall, StallAfter } action = Action::Fail;
 	static constexpr int kStallLimitMs = 60000;
 };
 

@@ -375,7 +375,7 @@ void ModelImpl::count(const std::string &name)
 	++ioctl_counts_[name];
 }
 
-int ModelImpl::check_fault(const std::string &name, bool *stall)
+int ModelImpl::check_fault(const std::string &name, FaultRule::Action *action)
 {
 	for (auto &r : rules_) {
 		if (r.rule.target == "sdma")
@@ -385,25 +385,38 @@ int ModelImpl::check_fault(const std::string &name, bool *stall)
 		if (!match)
 			continue;
 		if (++r.seen == r.rule.nth) {
-			if (stall)
-				*stall = r.rule.action == FaultRule::Action::Stall;
+			if (action)
+				*action = r.rule.action;
 			return -(r.rule.err ? r.rule.err : EIO);
 		}
 	}
 	return 0;
 }
 
-int ModelImpl::ioctl_fault(Lock &lk, Caller &c, const std::string &name)
+int ModelImpl::ioctl_fault(Lock &lk, Caller &c, const std::string &name, bool *after)
 {
-	bool stall = false;
-	const int e = check_fault(name, &stall);
-	if (!stall)
+	auto action = FaultRule::Action::Fail;
+	const int e = check_fault(name, &action);
+	if (action == FaultRule::Action::StallAfter) {
+		*after = true;
+		return 0;
+	}
+	if (action != FaultRule::Action::Stall)
 		return e;
 	++counters_->stalls;
 	lk.unlock();
 	const bool gone = c.wait_caller_gone(FaultRule::kStallLimitMs);
 	lk.lock();
 	return gone ? -EINTR : e;
+}
+
+long ModelImpl::stall_after(Lock &lk, Caller &c, long r)
+{
+	++counters_->stalls;
+	lk.unlock();
+	const bool gone = c.wait_caller_gone(FaultRule::kStallLimitMs);
+	lk.lock();
+	return gone ? -EINTR : r;
 }
 
 int ModelImpl::check_fault_sdma(bool *hang)
@@ -451,7 +464,8 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 	const char *nm = kd ? kd->name : dd ? dd->name : nullptr;
 	std::string name = nm ? nm : (kfd ? "AMDKFD_IOC_UNKNOWN" : "DRM_IOCTL_UNKNOWN");
 	count(name);
-	if (int e = ioctl_fault(lk, c, name))
+	bool stall_after_call = false;
+	if (int e = ioctl_fault(lk, c, name, &stall_after_call))
 		return e;
 	// The kernel's own definition decides the copy directions (for DRM,
 	// those of both the caller's cmd and the kernel's).
@@ -495,12 +509,13 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 			std::memcpy(&op, buf + offsetof(abi::kfd::CriuArgs, op), sizeof op);
 			std::string sub = criu_name(op);
 			count(sub);
-			if (int e = ioctl_fault(lk, c, sub))
+			if (int e = ioctl_fault(lk, c, sub, &stall_after_call))
 				return e;
 		}
+		const pid_t owner = f.kfd_owner; // `f` may go while a stall waits
 		r = kfd_ioctl(lk, c, f, *kd, buf, arg, full_size);
 		if (r >= 0 && (flags & kIoctlPublishes) && !sysfs_root_.empty()) {
-			if (auto pit = procs_.find(f.kfd_owner); pit != procs_.end())
+			if (auto pit = procs_.find(owner); pit != procs_.end())
 				publish_process(*pit->second);
 			publish_devices();
 		}
@@ -510,6 +525,8 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 		if (r >= 0 && (flags & kIoctlPublishes))
 			publish_devices();
 	}
+	if (stall_after_call)
+		r = stall_after(lk, c, r);
 	if ((dir & abi::kIocRead) && usize && c.write(arg, buf, usize) != 0)
 		return -EFAULT;
 	return r;

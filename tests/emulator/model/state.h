@@ -616,12 +616,17 @@ private:
 	friend struct Introspection;
 
 	// fault injection: -errno if the call must fail
-	// 0, or the -errno a fault rule gives call `name`; *stall (when not
-	// null) tells a rule that stalls the call instead.
-	int check_fault(const std::string &name, bool *stall = nullptr);
+	// 0, or the -errno a fault rule gives call `name`; *action (when not
+	// null) the matching rule's action (Fail when none matched).
+	int check_fault(const std::string &name, FaultRule::Action *action = nullptr);
 	// check_fault for caller `c`'s ioctl `name`, a stall carried out:
-	// `lk` released until `c` has ended (-EINTR, nothing done).
-	int ioctl_fault(Lock &lk, Caller &c, const std::string &name);
+	// `lk` released until `c` has ended (-EINTR, nothing done). A
+	// StallAfter rule sets *after and returns 0: the caller makes the
+	// call, then stall_after().
+	int ioctl_fault(Lock &lk, Caller &c, const std::string &name, bool *after);
+	// After a call that returned `r` under a StallAfter rule: `lk`
+	// released until `c` has ended (-EINTR), at most kStallLimitMs (`r`).
+	long stall_after(Lock &lk, Caller &c, long r);
 	int check_fault_sdma(bool *hang);
 	void count(const std::string &name);
 

@@ -67,6 +67,8 @@ std::optional<std::vector<FaultRule>> parse_faults(std::string_view spec, std::s
 				r.err = int(v);
 			} else if (tok == "hang") {
 				r.action = FaultRule::Action::Hang;
+			} else if (tok == "stall-after") {
+				r.action = FaultRule::Action::StallAfter;
 			} else if (tok == "stall") {
 				r.action = FaultRule::Action::Stall;
 			} else if (tok == "fail") {
