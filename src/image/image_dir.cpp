@@ -254,10 +254,10 @@ Status AtomicFile::commit()
 	return ok_status();
 }
 
-Result<std::vector<int>> ImageDir::ids_with_prefix(const char *prefix) const
+Result<std::vector<std::string>> ImageDir::names() const
 {
 	if (streamer_)
-		return not_when_streaming("list", std::string(prefix) + "*.img");
+		return not_when_streaming("list", "the directory");
 	const int fd = ::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return errno_error(errno, "image directory");
@@ -268,10 +268,24 @@ Result<std::vector<int>> ImageDir::ids_with_prefix(const char *prefix) const
 		return errno_error(e, "image directory");
 	}
 	ScopeExit closer([d] { ::closedir(d); });
+	std::vector<std::string> names;
+	while (const dirent *e = ::readdir(d))
+		if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+			names.emplace_back(e->d_name);
+	std::sort(names.begin(), names.end());
+	return names;
+}
+
+Result<std::vector<int>> ImageDir::ids_with_prefix(const char *prefix) const
+{
+	if (streamer_)
+		return not_when_streaming("list", std::string(prefix) + "*.img");
+	auto names = this->names();
+	if (!names)
+		return std::move(names).error();
 	std::vector<int> ids;
 	const size_t plen = std::strlen(prefix);
-	while (const dirent *e = ::readdir(d)) {
-		const std::string name = e->d_name;
+	for (const std::string &name : *names) {
 		if (name.compare(0, plen, prefix) != 0 || name.size() <= plen + 4 ||
 		    name.compare(name.size() - 4, 4, ".img") != 0)
 			continue;

@@ -24,7 +24,7 @@
 // close), abort() or destruction before commit() closes it early, leaving
 // the streamer a truncated file (CRIU fails that dump anyway); nothing is
 // renamed or unlinked. open_read() yields the pipe's read end. exists(),
-// file_size(), ids_with_prefix() and remove() cannot be answered without
+// file_size(), names(), ids_with_prefix() and remove() cannot be answered without
 // consuming a file, and fail with ENOTSUP naming the stream mode.
 // can_punch_holes() is false: a pipe has no holes, so runs of zeros must be
 // written (AtomicFile::write_zeros does either).
@@ -100,6 +100,8 @@ public:
 	Result<UniqueFd> open_read(const std::string &name) const;
 	// Whether `name` exists (any error but ENOENT is an Error).
 	Result<bool> exists(const std::string &name) const;
+	// The name of every entry of the directory but "." and "..", sorted.
+	Result<std::vector<std::string>> names() const;
 	// The CRIU file ids of the images named <prefix><id>.img, ascending.
 	Result<std::vector<int>> ids_with_prefix(const char *prefix) const;
 	// Size in bytes of `name`, from fstatat.

@@ -1,13 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "inspect/checkpoint.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <memory>
 
 #include "image/image_names.h"
 
@@ -15,28 +13,15 @@ namespace amdcr::inspect {
 
 namespace {
 
-struct DirCloser {
-	void operator()(DIR *d) const { ::closedir(d); }
-};
-
 Result<std::vector<std::string>> list_amdgpu_files(const ImageDir &dir)
 {
-	const int fd = ::openat(dir.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return errno_error(errno, "listing the image directory");
-	std::unique_ptr<DIR, DirCloser> d(::fdopendir(fd));
-	if (!d) {
-		const int e = errno;
-		::close(fd);
-		return errno_error(e, "listing the image directory");
-	}
+	auto all = dir.names();
+	if (!all)
+		return std::move(all).error().context("listing the image directory");
 	std::vector<std::string> names;
-	while (const dirent *e = ::readdir(d.get())) {
-		const std::string_view name = e->d_name;
+	for (std::string &name : *all)
 		if (name.starts_with("amdgpu-") || name.starts_with(".amdgpu-"))
-			names.emplace_back(name);
-	}
-	std::sort(names.begin(), names.end());
+			names.push_back(std::move(name));
 	return names;
 }
 

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "inspect/flatten.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,7 +9,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
-#include <memory>
 #include <set>
 #include <vector>
 
@@ -27,29 +25,18 @@ namespace {
 
 constexpr size_t kCopyBytes = 4 << 20; // the one buffer of a flatten
 
-struct DirCloser {
-	void operator()(DIR *d) const { ::closedir(d); }
-};
-
 // The regular files of `dir`, sorted.
 Result<std::vector<std::string>> regular_files(const ImageDir &dir)
 {
-	const int fd = ::openat(dir.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return errno_error(errno, "listing the image directory");
-	std::unique_ptr<DIR, DirCloser> d(::fdopendir(fd));
-	if (!d) {
-		const int e = errno;
-		::close(fd);
-		return errno_error(e, "listing the image directory");
-	}
+	auto all = dir.names();
+	if (!all)
+		return std::move(all).error().context("listing the image directory");
 	std::vector<std::string> names;
-	while (const dirent *e = ::readdir(d.get())) {
+	for (std::string &name : *all) {
 		struct stat st{};
-		if (::fstatat(dir.fd(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-			names.emplace_back(e->d_name);
+		if (::fstatat(dir.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+			names.push_back(std::move(name));
 	}
-	std::sort(names.begin(), names.end());
 	return names;
 }
 
@@ -60,18 +47,12 @@ Result<ImageDir> empty_destination(const std::string &path)
 	auto dir = ImageDir::open(path);
 	if (!dir)
 		return dir;
-	const int fd = ::openat(dir->fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return errno_error(errno, "listing " + path);
-	std::unique_ptr<DIR, DirCloser> d(::fdopendir(fd));
-	if (!d) {
-		::close(fd);
-		return errno_error(EIO, "listing " + path);
-	}
-	while (const dirent *e = ::readdir(d.get()))
-		if (std::string_view(e->d_name) != "." && std::string_view(e->d_name) != "..")
-			return make_error(EEXIST, "%s: not empty (%s): flatten writes a new checkpoint", path.c_str(),
-					  e->d_name);
+	auto names = dir->names();
+	if (!names)
+		return std::move(names).error().context("listing " + path);
+	if (!names->empty())
+		return make_error(EEXIST, "%s: not empty (%s): flatten writes a new checkpoint", path.c_str(),
+				  names->front().c_str());
 	return dir;
 }
 
