@@ -207,6 +207,15 @@ struct Rig {
 		return drm(c, fd, abi::drm::kCommandBase + nr, arg, dir);
 	}
 
+	// The 64-bit doorbell of a queue CREATE_QUEUE made on `kfd`, its
+	// 8 KiB doorbell page mapped into this process (as libhsakmt does);
+	// nullptr when the page cannot be mapped.
+	volatile uint64_t *map_doorbell(FakeCaller &c, int kfd, uint64_t doorbell_offset)
+	{
+		auto *page = static_cast<uint8_t *>(map(c, kfd, doorbell_offset & ~uint64_t{8191}, 8192));
+		return page ? reinterpret_cast<volatile uint64_t *>(page + (doorbell_offset & 8191)) : nullptr;
+	}
+
 	// Maps `len` bytes of an emulated fd at `offset` into this process.
 	void *map(FakeCaller &c, int fd, uint64_t offset, uint64_t len, int *err = nullptr)
 	{

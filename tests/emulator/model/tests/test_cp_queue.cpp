@@ -82,9 +82,8 @@ struct App {
 		q.queue_priority = 7;
 		cr_assert_eq(rig.kfd(c, kfd, CREATE_QUEUE, &q), 0);
 		qid = q.queue_id;
-		auto *page = static_cast<uint8_t *>(rig.map(c, kfd, q.doorbell_offset & ~uint64_t{8191}, 8192));
-		cr_assert_not_null(page);
-		doorbell = reinterpret_cast<volatile uint64_t *>(page + (q.doorbell_offset & 8191));
+		doorbell = rig.map_doorbell(c, kfd, q.doorbell_offset);
+		cr_assert_not_null(doorbell);
 	}
 	void put(std::initializer_list<uint32_t> dw)
 	{
