@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cinttypes>
 #include <map>
 #include <string>
 #include <vector>
@@ -180,21 +182,33 @@ Result<std::map<size_t, std::vector<uint8_t>>> restore(const std::string &path, 
 	return got;
 }
 
+// A sink in memory that takes bytes back, as an open-ended pages file
+// does; `most` is the most bytes it ever held.
+struct Vec final : ByteSink {
+	std::vector<uint8_t> bytes;
+	size_t most = 0;
+	Status write(const void *buf, size_t len) override
+	{
+		const auto *p = static_cast<const uint8_t *>(buf);
+		bytes.insert(bytes.end(), p, p + len);
+		most = std::max(most, bytes.size());
+		return ok_status();
+	}
+	Status retract(uint64_t len) override
+	{
+		if (len > bytes.size())
+			return make_error(EINVAL, "retract past the start");
+		bytes.resize(bytes.size() - len);
+		return ok_status();
+	}
+};
+
 } // namespace
 
 Test(kfd_chain, delta_sink_writes_only_chunks_that_differ)
 {
 	const auto a = testcommon::pattern_bytes(10 * kChunk + 100, 1);
 	std::vector<uint64_t> sizes{a.size()};
-	struct Vec final : ByteSink {
-		std::vector<uint8_t> bytes;
-		Status write(const void *buf, size_t len) override
-		{
-			const auto *p = static_cast<const uint8_t *>(buf);
-			bytes.insert(bytes.end(), p, p + len);
-			return ok_status();
-		}
-	};
 	Vec full;
 	ChecksummingSink sums(full, sizes, kChunk);
 	cr_assert_ok(sums.write(a.data(), a.size()));
@@ -238,15 +252,6 @@ Test(kfd_chain, delta_sink_hashes_whole_chunks_on_several_threads)
 		auto b = testcommon::pattern_bytes(sizes[i], 30 + i);
 		a.insert(a.end(), b.begin(), b.end());
 	}
-	struct Vec final : ByteSink {
-		std::vector<uint8_t> bytes;
-		Status write(const void *buf, size_t len) override
-		{
-			const auto *p = static_cast<const uint8_t *>(buf);
-			bytes.insert(bytes.end(), p, p + len);
-			return ok_status();
-		}
-	};
 	Vec full;
 	ChecksummingSink sums(full, sizes, kChunk);
 	cr_assert_ok(sums.write(a.data(), a.size()));
@@ -295,6 +300,73 @@ Test(kfd_chain, delta_sink_without_parent_writes_everything)
 	cr_assert_eq(c.n, a.size());
 	cr_assert_eq(d->parent_bytes, 0u);
 	cr_assert(!d->from_parent[0].has_value());
+}
+
+// No bytes are held back for a chunk cut across writes: each write's bytes
+// reach the sink before it returns (the sink holds every byte handed in,
+// less the unchanged chunks taken back), so KFD_MAX_BUFFER_SIZE alone
+// bounds the staging; an unchanged chunk is taken back once complete.
+Test(kfd_chain, delta_sink_forwards_each_write_and_takes_unchanged_chunks_back)
+{
+	const auto a = testcommon::pattern_bytes(6 * kChunk, 5);
+	std::vector<uint64_t> sizes{a.size()};
+	Vec full;
+	ChecksummingSink sums(full, sizes, kChunk);
+	cr_assert_ok(sums.write(a.data(), a.size()));
+	auto base = sums.take();
+	cr_assert_ok(base);
+	auto b = a;
+	b[2 * kChunk + 3] ^= 1; // chunk 2 only
+	Vec out;
+	DeltaSink delta(out, {{b.size(), &(*base)[0]}}, kChunk);
+	const size_t step = kChunk / 3 + 1; // every chunk cut by writes
+	uint64_t given = 0, unchanged_before = 0;
+	for (size_t at = 0; at < b.size(); at += step) {
+		const size_t n = std::min(step, b.size() - at);
+		cr_assert_ok(delta.write(b.data() + at, n));
+		given += n;
+		// Unchanged chunks complete so far (taken back); chunk 2 is kept.
+		const uint64_t complete = given / kChunk;
+		unchanged_before = complete - (complete > 2 ? 1 : 0);
+		cr_assert_eq(out.bytes.size(), given - unchanged_before * kChunk, "after %" PRIu64 " bytes", given);
+	}
+	auto d = delta.take();
+	cr_assert_ok(d);
+	cr_assert_eq(d->written_bytes, kChunk);
+	cr_assert_eq(out.bytes.size(), kChunk);
+	cr_assert(std::equal(out.bytes.begin(), out.bytes.end(), b.begin() + 2 * kChunk));
+}
+
+// An open-ended pages file takes bytes back, held-back zeros and written
+// bytes alike; zeros skipped after a cut read as zeros, not as the bytes
+// cut off.
+Test(kfd_chain, pages_writer_retract_cuts_the_file_back)
+{
+	test::TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert_ok(dir);
+	auto w = PagesWriter::create_open_ended(*dir, "amdgpu-pages-1-1111.img", 1 << 20);
+	cr_assert_ok(w);
+	const std::vector<uint8_t> data(3 * kHoleUnit, 0xab), zeros(2 * kHoleUnit, 0);
+	cr_assert_ok(w->write(data.data(), data.size()));
+	cr_assert_ok(w->write(zeros.data(), kHoleUnit / 2)); // held back
+	cr_assert_ok(w->retract(kHoleUnit / 2 + 2 * kHoleUnit)); // the zeros, then written bytes
+	cr_assert_eq(w->written(), kHoleUnit);
+	cr_assert_ok(w->write(zeros.data(), zeros.size())); // a hole over what was cut
+	const std::vector<uint8_t> tail(100, 0xcd);
+	cr_assert_ok(w->write(tail.data(), tail.size()));
+	cr_assert_not(PagesWriter::create(*dir, "amdgpu-pages-2-1111.img", 10)->retract(1).ok(),
+		      "a pages file of declared size takes nothing back");
+	cr_assert_ok(w->commit());
+	auto r = PagesReader::open(*dir, "amdgpu-pages-1-1111.img");
+	cr_assert_ok(r);
+	cr_assert_eq(r->remaining(), 3 * kHoleUnit + 100);
+	std::vector<uint8_t> got(r->remaining());
+	cr_assert_ok(r->read(got.data(), got.size()));
+	std::vector<uint8_t> want(data.begin(), data.begin() + kHoleUnit);
+	want.insert(want.end(), zeros.begin(), zeros.end());
+	want.insert(want.end(), tail.begin(), tail.end());
+	cr_assert(got == want);
 }
 
 Test(kfd_chain, image_round_trips_its_chain_fields_and_validates_them)
