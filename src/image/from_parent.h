@@ -50,9 +50,10 @@ uint64_t stored_bytes(uint64_t size, const std::optional<FromParent> &f);
 // half) of a DeltaSink, and never more than the machine has cores.
 inline constexpr unsigned kMaxHashThreads = 8;
 
-// Dump: hashes every chunk of the BOs passing through (in order, as
-// ChecksummingSink) and forwards to `inner` only the chunks of a BO that has
-// no parent checksums, or whose checksum differs from the parent's. Holds
+// Dump, complete or incremental: hashes every chunk of the BOs passing
+// through (in order; content_checksum.h) and forwards to `inner` only the
+// chunks of a BO that has no parent checksums (all of a complete dump's),
+// or whose checksum differs from the parent's. Holds
 // back no bytes (KFD_MAX_BUFFER_SIZE bounds the staging): the part of a
 // chunk a write leaves unfinished is forwarded at once, and taken back
 // (`inner.retract`, an open-ended PagesWriter's) when the chunk, once
