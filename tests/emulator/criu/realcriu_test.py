@@ -159,10 +159,11 @@ gem-metadata    roundtrip with a CPU-visible VRAM GEM BO on libhsakmt's
                 37 bytes of data) through libdrm, its dma-buf held open
                 (workload --metadata). The images carry the metadata in the
                 render image's BO and in the dma-buf image's shared BO
-                (amdgpu-img show --json, --amdgpu-img); restored, the
-                process finds it byte for byte through amdgpu_bo_query_info
-                and KFD's GET_DMABUF_INFO (hsaKmtRegisterGraphicsHandleToNodes)
-                and the BO's bytes through its CPU mapping and its dma-buf.
+                (amdgpu-img show, and --json; --amdgpu-img) and amdgpu-img
+                verify passes; restored, the process finds it byte for byte
+                through amdgpu_bo_query_info and KFD's GET_DMABUF_INFO
+                (hsaKmtRegisterGraphicsHandleToNodes) and the BO's bytes
+                through its CPU mapping and its dma-buf.
 broken-vma-map  the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a
                 page (KFDEMU_ADAPTER_BREAK_VMA_MAP=1): passes only if the
                 dump succeeds and the restore or the restored process fails.
@@ -1867,6 +1868,12 @@ def metadata_round_trip(run):
     for where, found in (("render image", render), ("dma-buf image", shared)):
         expect(len(found) == 1 and {k: found[0][k] for k in want} == want,
                f"{where}: want one BO with metadata {want}, have {found}", False)
+    v = amdgpu_img(run, "verify", run.images)
+    expect(v.returncode == 0, f"amdgpu-img verify of the checkpoint with metadata: {v.stdout}{v.stderr}", False)
+    text = amdgpu_img(run, "show", run.images).stdout
+    line = f"metadata 37 bytes flags {want['flags']:#x} tiling {want['tiling_info']:#x}"
+    expect(text.count(line) == 2, f"amdgpu-img show: want '{line}' on the render BO and the dma-buf:\n{text}",
+           False)
 
 
 def amdgpu_img(run, *args):
