@@ -509,18 +509,23 @@ struct RenderSet {
 // dma-buf held open (a bare dma-buf fd: a shared BO in the checkpoint), and
 // what KFD tells a process importing that dma-buf:
 // hsaKmtRegisterGraphicsHandleToNodes' metadata (AMDKFD_IOC_GET_DMABUF_INFO),
-// deregistered again before DIR/ready. verify(): amdgpu_bo_query_info's
-// metadata and a new registration's are byte for byte those read before the
-// dump (which were those set), and the BO's bytes are the pattern through
-// its CPU mapping and through an mmap of the held dma-buf.
+// deregistered again before DIR/ready. And a GTT GEM BO of that file, not
+// exported, whose metadata was set and then set again without data: flags
+// and tiling info without data (the kernel keeps the flags). verify():
+// amdgpu_bo_query_info's metadata of both BOs and a new registration's are
+// byte for byte those read before the dump (which were those set), and the
+// first BO's bytes are the pattern through its CPU mapping and through an
+// mmap of the held dma-buf.
 struct MetadataSet {
 	static constexpr uint64_t kFlags = 0x8000'0000'0000'0123ull, kTiling = 0x0000'3a00'0000'4c05ull;
 	static constexpr uint32_t kDataBytes = 37; // odd: the kernel keeps the exact size
-	GemBo *bo = nullptr;
+	static constexpr uint64_t kPlainFlags = 0x42, kPlainTiling = 0x7;
+	GemBo *bo = nullptr, *plain = nullptr;
 	int dmabuf = -1;
 	uint32_t node = 0;
 	uint64_t seed = 0;
 	amdgpu_bo_metadata gem{}; // amdgpu_bo_query_info's, before the dump
+	amdgpu_bo_metadata plain_gem{};
 	std::vector<uint8_t> kfd; // GET_DMABUF_INFO's, before the dump
 
 	static std::vector<uint8_t> blob()
@@ -531,10 +536,10 @@ struct MetadataSet {
 		return b;
 	}
 
-	bool read_gem(amdgpu_bo_metadata *out, std::string *err) const
+	static bool read_gem(const GemBo *b, amdgpu_bo_metadata *out, std::string *err)
 	{
 		amdgpu_bo_info info{};
-		if (int r = amdgpu_bo_query_info(bo->bo, &info); r)
+		if (int r = amdgpu_bo_query_info(b->bo, &info); r)
 			return *err = status("amdgpu_bo_query_info", r), false;
 		*out = info.metadata;
 		return true;
@@ -578,8 +583,24 @@ struct MetadataSet {
 		if (int r = amdgpu_bo_export(bo->bo, amdgpu_bo_handle_type_dma_buf_fd, &fd); r)
 			return *err = status("amdgpu_bo_export(dma-buf)", r), false;
 		dmabuf = int(fd);
-		if (!read_gem(&gem, err) || !read_kfd(&kfd, err))
+		if (!read_gem(bo, &gem, err) || !read_kfd(&kfd, err))
 			return false;
+		plain = new GemBo(dev, 4096, err);
+		if (!plain->ok())
+			return *err = "GTT GEM BO: " + *err, false;
+		amdgpu_bo_metadata p{};
+		p.flags = kPlainFlags;
+		p.tiling_info = kPlainTiling;
+		p.size_metadata = 1;
+		if (int r = amdgpu_bo_set_metadata(plain->bo, &p); r)
+			return *err = status("amdgpu_bo_set_metadata(GTT BO)", r), false;
+		p.size_metadata = 0;
+		if (int r = amdgpu_bo_set_metadata(plain->bo, &p); r)
+			return *err = status("amdgpu_bo_set_metadata(GTT BO, no data)", r), false;
+		if (!read_gem(plain, &plain_gem, err))
+			return false;
+		if (plain_gem.flags != kPlainFlags || plain_gem.tiling_info != kPlainTiling || plain_gem.size_metadata)
+			return *err = "GTT BO: amdgpu_bo_query_info: not flags and tiling without data", false;
 		if (gem.flags != kFlags || gem.tiling_info != kTiling || gem.size_metadata != kDataBytes ||
 		    std::memcmp(gem.umd_metadata, b.data(), b.size()) != 0)
 			return *err = "amdgpu_bo_query_info: not the metadata just set", false;
@@ -593,7 +614,17 @@ struct MetadataSet {
 	bool verify(std::string *err) const
 	{
 		amdgpu_bo_metadata now{};
-		if (!read_gem(&now, err))
+		if (!read_gem(plain, &now, err))
+			return false;
+		if (now.flags != plain_gem.flags || now.tiling_info != plain_gem.tiling_info || now.size_metadata) {
+			char m[160];
+			std::snprintf(m, sizeof m,
+				      "GTT BO's GEM metadata: flags 0x%" PRIx64 ", tiling 0x%" PRIx64 ", %u bytes; dumped "
+				      "with 0x%" PRIx64 ", 0x%" PRIx64 ", none",
+				      now.flags, now.tiling_info, now.size_metadata, plain_gem.flags, plain_gem.tiling_info);
+			return *err = m, false;
+		}
+		if (!read_gem(bo, &now, err))
 			return false;
 		if (now.flags != gem.flags || now.tiling_info != gem.tiling_info) {
 			char m[160];
