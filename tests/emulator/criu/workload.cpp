@@ -35,8 +35,9 @@
 // --kfd-gem: libhsakmt's render-node file of the first GPU also holds GEM
 // BOs the process made through libdrm_amdgpu (RenderSet below), checked
 // after the restore too.
-// --metadata: a GEM BO with amdgpu metadata and its dma-buf (MetadataSet
-// below), its metadata checked after the restore through libdrm and KFD.
+// --metadata: GEM BOs with amdgpu metadata, one of them with its dma-buf
+// held (MetadataSet below), their metadata checked after the restore
+// through libdrm and KFD.
 // --render: a process with no /dev/kfd at all: the first render node
 // opened with libdrm_amdgpu, the RenderSet's GEM BOs (GEM_CREATE, GEM_VA,
 // SDMA CS, CPU mappings), checked after the restore; DIR/render lists them
