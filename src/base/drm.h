@@ -10,6 +10,7 @@
 #include <sys/ioctl.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace amdcr {
 
@@ -30,6 +31,22 @@ inline constexpr uint32_t kMaxGemHandle = 0x7fffffff;
 // DRM_IOCTL_GEM_CHANGE_HANDLE). Older kernels (and kernels that disable
 // one) fail them with EINVAL: an unknown DRM ioctl number or GEM_OP op.
 inline constexpr const char *kGemCriuKernel = "Linux 6.18";
+
+// A BO's amdgpu metadata (DRM_IOCTL_AMDGPU_GEM_METADATA; Mesa keeps DCC
+// and modifier state of shared buffers there, KFD's GET_DMABUF_INFO hands
+// `data` to an importer). The kernel keeps `data` byte for byte, at most
+// kMaxGemMetadataBytes (the ioctl's data[64] dwords; more is EINVAL).
+// Setting an empty `data` leaves the BO's metadata flags as they were
+// (amdgpu_bo_set_metadata stores flags only with data).
+inline constexpr uint32_t kMaxGemMetadataBytes = 256;
+struct GemMetadata {
+	uint64_t flags = 0;
+	uint64_t tiling_info = 0;
+	std::vector<uint8_t> data;
+	// Whether a BO created afresh (all zero, no data) has other metadata.
+	bool empty() const { return flags == 0 && tiling_info == 0 && data.empty(); }
+	bool operator==(const GemMetadata &) const = default;
+};
 
 namespace uapi {
 

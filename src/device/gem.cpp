@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <cinttypes>
+#include <span>
 #include <utility>
 
 #include "base/drm.h"
@@ -139,6 +140,64 @@ Status gem_va_map(int render_fd, uint32_t handle, uint64_t va, uint64_t size, ui
 						  " at 0x%" PRIx64 ", flags 0x%x)",
 						  render_fd, handle, size, offset, va, flags));
 	return ok_status();
+}
+
+Result<GemMetadata> gem_get_metadata(int render_fd, uint32_t handle)
+{
+	drm_amdgpu_gem_metadata args{};
+	args.handle = handle;
+	args.op = AMDGPU_GEM_METADATA_OP_GET_METADATA;
+	if (int err = gem_ioctl(render_fd, DRM_IOCTL_AMDGPU_GEM_METADATA, &args))
+		return errno_error(err, strprintf("DRM_IOCTL_AMDGPU_GEM_METADATA(GET, render fd %d, handle %u)",
+						  render_fd, handle));
+	if (args.data.data_size_bytes > sizeof args.data.data)
+		return make_error(EIO,
+				  "DRM_IOCTL_AMDGPU_GEM_METADATA(GET, render fd %d, handle %u): %u bytes of "
+				  "metadata, more than the %zu the ioctl carries",
+				  render_fd, handle, args.data.data_size_bytes, sizeof args.data.data);
+	const auto *bytes = reinterpret_cast<const uint8_t *>(args.data.data);
+	return GemMetadata{args.data.flags, args.data.tiling_info,
+			   std::vector<uint8_t>(bytes, bytes + args.data.data_size_bytes)};
+}
+
+namespace {
+
+Status set_metadata_once(int render_fd, uint32_t handle, uint64_t flags, uint64_t tiling,
+			 std::span<const uint8_t> data)
+{
+	drm_amdgpu_gem_metadata args{};
+	static_assert(sizeof args.data.data == kMaxGemMetadataBytes);
+	if (data.size() > sizeof args.data.data)
+		return make_error(EINVAL,
+				  "DRM_IOCTL_AMDGPU_GEM_METADATA(SET, render fd %d, handle %u): %zu bytes of "
+				  "metadata, more than the %u the kernel keeps",
+				  render_fd, handle, data.size(), kMaxGemMetadataBytes);
+	args.handle = handle;
+	args.op = AMDGPU_GEM_METADATA_OP_SET_METADATA;
+	args.data.flags = flags;
+	args.data.tiling_info = tiling;
+	args.data.data_size_bytes = static_cast<uint32_t>(data.size());
+	if (!data.empty())
+		std::memcpy(args.data.data, data.data(), data.size());
+	if (int err = gem_ioctl(render_fd, DRM_IOCTL_AMDGPU_GEM_METADATA, &args))
+		return errno_error(err, strprintf("DRM_IOCTL_AMDGPU_GEM_METADATA(SET, render fd %d, handle %u, "
+						  "flags 0x%" PRIx64 ", tiling 0x%" PRIx64 ", %zu bytes)",
+						  render_fd, handle, flags, tiling, data.size()));
+	return ok_status();
+}
+
+} // namespace
+
+Status gem_set_metadata(int render_fd, uint32_t handle, const GemMetadata &md)
+{
+	// The kernel stores flags only with data: flags without data take a
+	// byte of data first, which the second call drops again.
+	if (md.data.empty() && md.flags != 0) {
+		const uint8_t one = 0;
+		if (auto st = set_metadata_once(render_fd, handle, md.flags, md.tiling_info, {&one, 1}); !st)
+			return st;
+	}
+	return set_metadata_once(render_fd, handle, md.flags, md.tiling_info, md.data);
 }
 
 // ---- GemHandle ----------------------------------------------------------

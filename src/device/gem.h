@@ -5,7 +5,8 @@
 // parameters (DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES), a handle's GPU VA
 // mappings (AMDGPU_GEM_OP_GET_MAPPING_INFO) and CPU mmap offset, a dma-buf
 // of it (PRIME), and the other way: create, move to a given handle
-// (DRM_IOCTL_GEM_CHANGE_HANDLE), map at a VA.
+// (DRM_IOCTL_GEM_CHANGE_HANDLE), map at a VA; and either way a BO's
+// metadata (DRM_IOCTL_AMDGPU_GEM_METADATA).
 //
 // The fd is always the caller's (the target's render file at dump, the
 // restored task's at restore). Errors name the ioctl, the fd and the handle;
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/drm.h"
 #include "base/result.h"
 #include "base/unique_fd.h"
 
@@ -53,6 +55,13 @@ Result<UniqueFd> gem_export_dmabuf(int render_fd, uint32_t handle);
 // lives as long as the handle.
 Status gem_va_map(int render_fd, uint32_t handle, uint64_t va, uint64_t size, uint64_t offset,
 		  uint32_t flags);
+
+// The metadata of the BO behind `handle` (GET_METADATA).
+Result<GemMetadata> gem_get_metadata(int render_fd, uint32_t handle);
+// Gives the BO behind `handle` metadata `md` (SET_METADATA): its tiling
+// info, flags and data as they were, also flags without data (set with one
+// byte of data first, then none). EINVAL for data over kMaxGemMetadataBytes.
+Status gem_set_metadata(int render_fd, uint32_t handle, const GemMetadata &md);
 
 // A GEM handle of a render file that this process created: closed
 // (DRM_IOCTL_GEM_CLOSE, which also removes its VA mappings) on destruction

@@ -42,9 +42,34 @@ std::optional<BoChecksum> from_entry(const ::BoChecksum *e, Verify verify)
 	return BoChecksum{e->chunk_size, {e->chunks, e->chunks + e->n_chunks}, e->whole};
 }
 
-// shared_bo_entry <-> SharedBo: the one list of its fields. `sum` is the
-// storage of the entry's checksum, if any.
-void to_entry(const SharedBo &s, SharedBoEntry *e, ::BoChecksum *sum)
+// bo_metadata <-> GemMetadata. The entry borrows `m`'s data.
+void to_entry(const GemMetadata &m, BoMetadata *e)
+{
+	bo_metadata__init(e);
+	e->flags = m.flags;
+	e->tiling_info = m.tiling_info;
+	e->data.len = m.data.size();
+	e->data.data = const_cast<uint8_t *>(m.data.data());
+}
+
+std::optional<GemMetadata> from_entry(const BoMetadata *e)
+{
+	if (!e)
+		return std::nullopt;
+	return GemMetadata{e->flags, e->tiling_info, {e->data.data, e->data.data + e->data.len}};
+}
+
+Status validate_metadata(const std::optional<GemMetadata> &m, const std::string &where)
+{
+	if (m && m->data.size() > kMaxGemMetadataBytes)
+		return make_error(EINVAL, "%s: %zu bytes of metadata, more than the %u amdgpu keeps", where.c_str(),
+				  m->data.size(), kMaxGemMetadataBytes);
+	return ok_status();
+}
+
+// shared_bo_entry <-> SharedBo: the one list of its fields. `sum` and `md`
+// are the storage of the entry's checksum and metadata, if any.
+void to_entry(const SharedBo &s, SharedBoEntry *e, ::BoChecksum *sum, BoMetadata *md)
 {
 	shared_bo_entry__init(e);
 	e->id = s.id;
@@ -60,6 +85,10 @@ void to_entry(const SharedBo &s, SharedBoEntry *e, ::BoChecksum *sum)
 		to_entry(*s.checksum, sum);
 		e->checksum = sum;
 	}
+	if (s.metadata) {
+		to_entry(*s.metadata, md);
+		e->metadata = md;
+	}
 }
 
 std::optional<SharedBo> from_entry(const SharedBoEntry *e, Verify verify)
@@ -69,7 +98,7 @@ std::optional<SharedBo> from_entry(const SharedBoEntry *e, Verify verify)
 	return SharedBo{e->id,		      e->gpu_id,	 e->size,
 			e->alignment,	      e->preferred_domains, e->alloc_flags,
 			e->contents_id,	      e->contents_minor, e->contents_index,
-			from_entry(e->checksum, verify)};
+			from_entry(e->checksum, verify), from_entry(e->metadata)};
 }
 
 } // namespace
@@ -92,6 +121,8 @@ Status validate_shared_bo(const SharedBo &s, const std::string &where)
 	if (s.checksum)
 		if (auto st = check_bo_checksum(*s.checksum, s.size); !st)
 			return std::move(st).error().context(strprintf("%s: shared BO %u", w, s.id));
+	if (auto st = validate_metadata(s.metadata, strprintf("%s: shared BO %u", w, s.id)); !st)
+		return st;
 	return ok_status();
 }
 
@@ -144,7 +175,12 @@ Status validate_render_image(const RenderNodeImage &img, const std::string &name
 			if (bo.shared->size != bo.size)
 				return make_error(EINVAL, "%s: BO %zu: size 0x%" PRIx64 " but its shared BO %u has 0x%" PRIx64,
 						  n, i, bo.size, bo.shared->id, bo.shared->size);
+			if (bo.shared->metadata != bo.metadata)
+				return make_error(EINVAL, "%s: BO %zu: its metadata and its shared BO %u's differ", n,
+						  i, bo.shared->id);
 		}
+		if (auto st = validate_metadata(bo.metadata, strprintf("%s: BO %zu", n, i)); !st)
+			return st;
 		if (bo.vms.size() > UINT32_MAX)
 			return make_error(EINVAL, "%s: BO %zu: %zu VM entries", n, i, bo.vms.size());
 		for (size_t j = 0; j < bo.vms.size(); j++)
@@ -174,6 +210,7 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
 	std::vector<DrmBoEntry *> bo_ptrs(img.bos.size());
 	std::vector<SharedBoEntry> shared(img.bos.size());
 	std::vector<::BoChecksum> sums(img.bos.size()), shared_sums(img.bos.size());
+	std::vector<BoMetadata> mds(img.bos.size()), shared_mds(img.bos.size());
 
 	size_t vi = 0;
 	for (size_t i = 0; i < img.bos.size(); i++) {
@@ -189,8 +226,12 @@ Result<std::vector<uint8_t>> pack_render_image(const RenderNodeImage &img)
 		e.handle = src.handle;
 		e.is_import = src.is_import ? 1 : 0;
 		if (src.shared) {
-			to_entry(*src.shared, &shared[i], &shared_sums[i]);
+			to_entry(*src.shared, &shared[i], &shared_sums[i], &shared_mds[i]);
 			e.shared = &shared[i];
+		}
+		if (src.metadata) {
+			to_entry(*src.metadata, &mds[i]);
+			e.metadata = &mds[i];
 		}
 		e.num_of_vms = static_cast<uint32_t>(src.vms.size());
 		e.n_vm_entries = src.vms.size();
@@ -304,6 +345,7 @@ Result<RenderNodeImage> unpack_render_image(std::span<const uint8_t> payload, co
 			bo.vms.push_back({v->addr, v->size, v->offset, v->flags});
 		}
 		bo.checksum = from_entry(e->checksum, verify);
+		bo.metadata = from_entry(e->metadata);
 	}
 	auto st = validate_render_image(img, name);
 	if (!st)
@@ -342,8 +384,9 @@ Result<std::vector<uint8_t>> pack_dmabuf_image(const DmabufImage &img)
 	msg.gem_handle = img.gem_handle;
 	SharedBoEntry shared;
 	::BoChecksum shared_sum;
+	BoMetadata shared_md;
 	if (img.shared) {
-		to_entry(*img.shared, &shared, &shared_sum);
+		to_entry(*img.shared, &shared, &shared_sum, &shared_md);
 		msg.shared = &shared;
 	}
 	::DumpBinding binding;

@@ -65,6 +65,9 @@ struct SharedBo {
 	// them) and in a bare dma-buf's that holds them; none with
 	// KFD_VERIFY=0.
 	std::optional<BoChecksum> checksum{};
+	// Its amdgpu metadata (bo_metadata), set by the holder that creates
+	// it at restore; none: a new BO's.
+	std::optional<GemMetadata> metadata{};
 	bool has_contents() const { return gem_domains_have_contents(preferred_domains); }
 	bool operator==(const SharedBo &) const = default;
 };
@@ -85,6 +88,9 @@ struct DrmBo {
 	// (image/content_checksum.h): this plugin's images have them for every
 	// BO with contents (unless dumped with KFD_VERIFY=0), upstream's none.
 	std::optional<BoChecksum> checksum{};
+	// This project's images: its amdgpu metadata (bo_metadata), when it
+	// differs from a new BO's; the same as its shared BO's.
+	std::optional<GemMetadata> metadata{};
 
 	// Whether its contents are in its own amdgpu-drm-pages file (dumped
 	// and restored with this file); an import's are in its shared BO's.

@@ -70,6 +70,21 @@ private:
 			say(where, strprintf("%s %s -> %s", name, hex(x).c_str(), hex(y).c_str()));
 	}
 
+	// A BO's metadata (bo_metadata) on each side: none, or its fields.
+	void metadata(const std::string &where, const std::optional<GemMetadata> &x,
+		      const std::optional<GemMetadata> &y)
+	{
+		if (!x || !y) {
+			if (x || y)
+				say(where, strprintf("metadata %s -> %s", x ? "present" : "none", y ? "present" : "none"));
+			return;
+		}
+		field(where, "metadata flags", x->flags, y->flags);
+		field(where, "metadata tiling_info", x->tiling_info, y->tiling_info);
+		if (x->data != y->data)
+			say(where, strprintf("metadata data differ (%zu -> %zu bytes)", x->data.size(), y->data.size()));
+	}
+
 	// Pairs images of the two sides: same id; then a lone one on each side.
 	template <typename Image, typename Each>
 	Status pair(const std::vector<Loaded<Image>> &as, const std::vector<Loaded<Image>> &bs,
@@ -235,6 +250,7 @@ private:
 			field(at, "is_import", p.is_import, q.is_import);
 			if (p.vms != q.vms)
 				say(at, "VM mappings differ");
+			metadata(at, p.metadata, q.metadata);
 			if (wx[i] && wy[i] && p.size == q.size)
 				if (auto st = contents(at, *wx[i], *wy[i], p.size); !st)
 					return st;
@@ -260,6 +276,8 @@ private:
 	{
 		return pair(a_.dmabuf, b_.dmabuf, false, [&](const std::string &w, const auto &x, const auto &y) {
 			field(w, "gem_handle", x.image->gem_handle, y.image->gem_handle);
+			const auto &sx = x.image->shared, &sy = y.image->shared;
+			metadata(w, sx ? sx->metadata : std::nullopt, sy ? sy->metadata : std::nullopt);
 			return ok_status();
 		});
 	}

@@ -99,6 +99,15 @@ void text_kfd(std::string &o, const Loaded<KfdImage> &l)
 	}
 }
 
+// A BO's metadata in a text line: " metadata N bytes flags F tiling T".
+std::string metadata_text(const std::optional<GemMetadata> &m)
+{
+	if (!m)
+		return "";
+	return strprintf(" metadata %zu bytes flags 0x%" PRIx64 " tiling 0x%" PRIx64, m->data.size(), m->flags,
+			 m->tiling_info);
+}
+
 void text_render(std::string &o, const Loaded<RenderNodeImage> &l)
 {
 	if (!l.image) {
@@ -127,7 +136,7 @@ void text_render(std::string &o, const Loaded<RenderNodeImage> &l)
 		if (b.checksum)
 			o += strprintf(" checksum 0x%016" PRIx64 " (%zu chunks)", b.checksum->whole,
 				       b.checksum->chunks.size());
-		o += "\n";
+		o += metadata_text(b.metadata) + "\n";
 		for (const DrmVm &v : b.vms)
 			o += strprintf("    VM 0x%012" PRIx64 "..0x%012" PRIx64 " from BO offset 0x%" PRIx64
 				       " flags 0x%" PRIx64 "\n",
@@ -173,6 +182,20 @@ void json_checksum(JsonWriter &j, const std::optional<BoChecksum> &c)
 			.field("chunks", static_cast<uint64_t>(c->chunks.size())).end_object();
 	else
 		j.null();
+}
+
+void json_metadata(JsonWriter &j, const std::optional<GemMetadata> &m)
+{
+	j.key("metadata");
+	if (!m) {
+		j.null();
+		return;
+	}
+	std::string hex;
+	for (uint8_t byte : m->data)
+		hex += strprintf("%02x", byte);
+	j.begin_object().field("flags", m->flags).field("tiling_info", m->tiling_info)
+		.field("size", static_cast<uint64_t>(m->data.size())).field("data", hex).end_object();
 }
 
 void json_device(JsonWriter &j, const KfdDevice &d)
@@ -258,6 +281,7 @@ void json_render(JsonWriter &j, const Loaded<RenderNodeImage> &l)
 		j.end_array();
 		json_location(j, where[i]);
 		json_checksum(j, b.checksum);
+		json_metadata(j, b.metadata);
 		j.end_object();
 	}
 	j.end_array().end_object();
@@ -299,6 +323,7 @@ std::string show_text(const Checkpoint &ck)
 			if (b.checksum)
 				o += strprintf(" checksum 0x%016" PRIx64 " (%zu chunks)", b.checksum->whole,
 					       b.checksum->chunks.size());
+			o += metadata_text(b.metadata);
 			o += strprintf(", %s\n", seal_text(l.integrity));
 		} else if (l.image) {
 			o += strprintf("%s: dma-buf of GEM handle %u, %s\n", l.file.c_str(), l.image->gem_handle,
@@ -337,6 +362,7 @@ std::string show_json(const Checkpoint &ck)
 			else
 				j.null();
 			json_checksum(j, shared ? shared->checksum : std::nullopt);
+			json_metadata(j, shared ? shared->metadata : std::nullopt);
 			j.end_object();
 		}
 	j.end_array();

@@ -22,11 +22,13 @@ namespace amdcr {
 namespace {
 
 // The GPU that made the buffer of dma-buf `dmabuf`, and the BO's creation
-// parameters: imported into a render file of our own, the BO is that
-// device's own (not IS_IMPORT) on exactly one GPU. nullopt: none of ours.
+// parameters and metadata: imported into a render file of our own, the BO
+// is that device's own (not IS_IMPORT) on exactly one GPU. nullopt: none
+// of ours.
 struct DmabufOrigin {
 	const TopologyNode *gpu = nullptr;
 	GemBoInfo info;
+	std::optional<GemMetadata> metadata; // none: a new BO's
 };
 
 Result<std::optional<DmabufOrigin>> dmabuf_origin(const SystemPaths &paths, const Topology &topo, int dmabuf)
@@ -41,9 +43,17 @@ Result<std::optional<DmabufOrigin>> dmabuf_origin(const SystemPaths &paths, cons
 		auto list = gem_list_handles(render->get());
 		if (!list)
 			return std::move(list).error();
-		for (const GemBoInfo &info : *list)
-			if (info.handle == h->get() && !info.is_import)
-				return std::optional<DmabufOrigin>(DmabufOrigin{gpu, info});
+		for (const GemBoInfo &info : *list) {
+			if (info.handle != h->get() || info.is_import)
+				continue;
+			auto md = gem_get_metadata(render->get(), info.handle);
+			if (!md)
+				return std::move(md).error();
+			DmabufOrigin origin{gpu, info, std::nullopt};
+			if (!md->empty())
+				origin.metadata = std::move(*md);
+			return std::optional<DmabufOrigin>(std::move(origin));
+		}
 	}
 	return std::optional<DmabufOrigin>();
 }
@@ -115,7 +125,8 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 		bool seen = false;
 		auto shared = share_bo(fd,
 				       SharedBo{0, gpu.gpu_id, info.size, info.alignment_bytes, info.preferred_domains,
-						info.alloc_flags, static_cast<uint32_t>(id), minor, 0},
+						info.alloc_flags, static_cast<uint32_t>(id), minor, 0, std::nullopt,
+						(*origin)->metadata},
 				       0, &seen);
 		if (!shared)
 			return std::move(shared).error().context(name);

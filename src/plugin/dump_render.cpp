@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
 // The dump of a render node file (/dev/dri/renderD<N>): its GEM buffer
-// objects (handle, creation parameters, GPU VA mappings, CPU mmap offset)
+// objects (handle, creation parameters, GPU VA mappings, CPU mmap offset,
+// amdgpu metadata)
 // into amdgpu-renderD-<id>.img, and their contents, each BO into its own
 // amdgpu-drm-pages file, through the one bounded SDMA copy (src/copy).
 #include "plugin/dump.h"
@@ -19,7 +20,7 @@
 namespace amdcr {
 namespace {
 
-// One BO's entry: its properties, VA mappings and mmap offset.
+// One BO's entry: its properties, VA mappings, mmap offset and metadata.
 Result<DrmBo> describe_bo(int fd, const GemBoInfo &h, uint32_t minor)
 {
 	if (h.is_import)
@@ -41,6 +42,11 @@ Result<DrmBo> describe_bo(int fd, const GemBoInfo &h, uint32_t minor)
 		bo.vms.push_back({m.addr, m.size, m.offset, m.pte_flags});
 		bo.addr = m.addr; // upstream records the last mapping's address
 	}
+	auto md = gem_get_metadata(fd, h.handle);
+	if (!md)
+		return std::move(md).error();
+	if (!md->empty())
+		bo.metadata = std::move(*md); // a new BO's is not kept
 	auto offset = gem_mmap_offset(fd, h.handle);
 	if (offset)
 		bo.offset = *offset;
@@ -90,11 +96,14 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 			bool seen = false;
 			auto shared = share_bo(dmabuf->get(),
 					       SharedBo{0, gpu.gpu_id, h.size, h.alignment_bytes, h.preferred_domains,
-							h.alloc_flags, static_cast<uint32_t>(id), minor, index},
+							h.alloc_flags, static_cast<uint32_t>(id), minor, index,
+							std::nullopt, bo->metadata},
 					       h.handle, &seen);
 			if (!shared)
 				return std::move(shared).error().context(strprintf("renderD%u", minor));
 			bo->shared = *shared;
+			// One BO, one metadata: as its first holder read it.
+			bo->metadata = shared->metadata;
 			bo->is_import = seen;
 			if (!seen) {
 				job.bos.push_back({dmabuf->get(), bo->size});

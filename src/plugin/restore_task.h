@@ -58,6 +58,12 @@
 
 namespace amdcr {
 
+// A GEM BO made afresh for a checkpointed one (DRM_IOCTL_AMDGPU_GEM_CREATE)
+// with the checkpointed metadata, if any (GEM_METADATA SET), before anyone
+// else can see it (restore_task_render.cpp).
+Result<GemHandle> create_gem_bo(int render_fd, uint64_t size, uint64_t alignment, uint32_t domains,
+				uint64_t flags, const std::optional<GemMetadata> &metadata);
+
 class TaskRestore {
 public:
 	TaskRestore(const SessionEnv &env, const RestorePlan &plan, RestoreFabric &fabric)

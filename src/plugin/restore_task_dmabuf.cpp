@@ -15,8 +15,9 @@
 namespace amdcr {
 namespace {
 
-// Shared BO `s`, created in `render_fd` (of local render node `minor`) and
-// filled from its pages file through the bounded copy.
+// Shared BO `s`, created in `render_fd` (of local render node `minor`)
+// with its metadata and filled from its pages file through the bounded
+// copy, before any other holder can take it.
 struct FilledBo {
 	GemHandle handle;
 	UniqueFd dmabuf;
@@ -26,7 +27,7 @@ Result<FilledBo> create_filled_bo(const SessionEnv &env, const ImageDir &images,
 				  uint32_t minor, int render_fd, CopyStage *stage)
 {
 	const std::string what = strprintf("shared BO %u", s.id);
-	auto h = GemHandle::create(render_fd, s.size, s.alignment, s.preferred_domains, s.alloc_flags);
+	auto h = create_gem_bo(render_fd, s.size, s.alignment, s.preferred_domains, s.alloc_flags, s.metadata);
 	if (!h)
 		return std::move(h).error().context(what);
 	auto dmabuf = gem_export_dmabuf(render_fd, h->get());

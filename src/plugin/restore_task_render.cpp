@@ -2,10 +2,10 @@
 //
 // In a restored task, at RESTORE_EXT_FILE: a render node file, restored
 // onto its mapped local GPU. Each GEM buffer object recreated under its
-// checkpointed handle, mapped at its GPU VAs, its contents copied in
-// (plugin/restore_contents.h) or handed over to CRIU's main process
-// (parallel restore), and its CPU mappings recorded to be moved to the new
-// mmap offsets (UPDATE_VMA_MAP).
+// checkpointed handle with its metadata, mapped at its GPU VAs, its
+// contents copied in (plugin/restore_contents.h) or handed over to CRIU's
+// main process (parallel restore), and its CPU mappings recorded to be
+// moved to the new mmap offsets (UPDATE_VMA_MAP).
 #include "plugin/restore_task.h"
 
 #include <fcntl.h>
@@ -43,13 +43,24 @@ Result<GemHandle> place_bo(int fd, const DrmBo &bo, GemHandle h)
 // Creates `bo` in `fd`, placed as place_bo does.
 Result<GemHandle> recreate_bo(int fd, const DrmBo &bo)
 {
-	auto h = GemHandle::create(fd, bo.size, bo.alignment, bo.preferred_domains, bo.alloc_flags);
+	auto h = create_gem_bo(fd, bo.size, bo.alignment, bo.preferred_domains, bo.alloc_flags, bo.metadata);
 	if (!h)
 		return std::move(h).error();
 	return place_bo(fd, bo, std::move(*h));
 }
 
 } // namespace
+
+Result<GemHandle> create_gem_bo(int render_fd, uint64_t size, uint64_t alignment, uint32_t domains,
+				uint64_t flags, const std::optional<GemMetadata> &metadata)
+{
+	auto h = GemHandle::create(render_fd, size, alignment, domains, flags);
+	if (!h || !metadata)
+		return h;
+	if (auto st = gem_set_metadata(render_fd, h->get(), *metadata); !st)
+		return std::move(st).error().context("restoring the BO's metadata");
+	return h;
+}
 
 Result<GemHandle> TaskRestore::attach_shared_bo(const ImageDir &images, const DrmBo &bo, const GpuMapEntry &m,
 					       int render_fd, const std::string &holder)

@@ -20,7 +20,9 @@ the plugin. Seeds (each small, well under run.sh's -max_len):
   config        KFD_* settings
 Inputs that once crashed a target are added by hand (crash-<what>) and kept,
 as is kfd_image/emu-2xMI210-chain (emu-2xMI210 with the incremental
-checkpoint fields set: a parent, a BO's chunk in it), made by hand.
+checkpoint fields set: a parent, a BO's chunk in it), made by hand, and
+render_image/emu-metadata-{render,dmabuf} (the render and dma-buf images of
+realcriu_test.py's gem-metadata scenario: a BO with amdgpu metadata).
 """
 import argparse
 import glob

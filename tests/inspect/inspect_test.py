@@ -361,6 +361,30 @@ def t_upstream(a, codecs):
                 f.write(size.to_bytes(8, "little") + bytes(size))
         r = img(a, "verify", d)
         ok(r.returncode == 0, "verify of CRIU %s's images with their pages files: exit 0 (%s)" % (ver, r.stdout.strip()))
+        if ver.startswith("dev"):
+            t_metadata(a, codec, d)
+
+
+def t_metadata(a, codec, up):
+    """This plugin's render image of the same sample (interop-our-codec),
+    whose BO 0 has amdgpu metadata (37 bytes of 0x5a), beside upstream's
+    without: show prints it, diff finds it and nothing else."""
+    ours = os.path.join(os.path.dirname(codec), "interop-our-codec")  # built beside the upstream codecs
+    ok(os.access(ours, os.X_OK), "the plugin's codec %s is built" % ours)
+    d = tempfile.mkdtemp(prefix="amdcr-inspect-md-")
+    for f in os.listdir(up):
+        shutil.copy(os.path.join(up, f), d)
+    ok(run([ours, "write-render", d, "5"]).returncode == 0, "the plugin's codec wrote its render image")
+    doc = json.loads(img(a, "show", "--json", d).stdout)
+    check_schema(doc, "show --json of a render image with metadata")
+    md = [b["metadata"] for b in doc["render"][0]["bos"]]
+    ok(md == [{"flags": 0x8000000000000123, "tiling_info": 0x3a0000004c05, "size": 37, "data": "5a" * 37}, None],
+       "show --json: BO 0's metadata, none on BO 1 (%s)" % md)
+    ok("metadata 37 bytes flags 0x8000000000000123 tiling 0x3a0000004c05" in img(a, "show", d).stdout,
+       "show prints BO 0's metadata")
+    r = img(a, "diff", up, d)
+    ok(r.returncode == 1 and r.stdout == "amdgpu-renderD-5.img: BO 0: metadata none -> present\n",
+       "diff against upstream's image of the same BOs: only the metadata (%r)" % r.stdout)
 
 
 def main():

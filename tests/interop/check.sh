@@ -30,7 +30,7 @@ if [ "$render" = 1 ]; then
 	diff -u "$T/r.by-up" "$T/r.by-our" || fail "the plugin reads upstream's render image differently"
 	"$up" read-render "$T/our/amdgpu-renderD-5.img" >"$T/r2.by-up" || fail "upstream refuses the plugin's render image"
 	diff -u "$T/r.by-up" "$T/r2.by-up" || fail "upstream reads other facts from the plugin's render image"
-	echo "ok - render node image (drm_bo_entry, drm_vm_entry): both ways, same facts"; n=$((n + 1))
+	echo "ok - render node image (drm_bo_entry, drm_vm_entry; ours with a bo_metadata): both ways, same facts"; n=$((n + 1))
 else
 	# This CRIU's plugin writes no handle: the plugin reads "none".
 	[ "$("$ours" read-kfd "$T/up" 3 | grep -c 'handle 0xffffffff$')" = 4 ] ||

@@ -80,6 +80,10 @@ RenderNodeImage sample_render()
 		b.handle = static_cast<uint32_t>(i + 1);
 		b.is_import = i == 1;
 		b.vms.push_back({sample_vm_addr(i), sample_bo_size(i), 0, 0xe});
+		// This plugin's own field (bo_metadata, 180): upstream's code
+		// must read the same facts with it there.
+		if (i == 0)
+			b.metadata = GemMetadata{0x8000000000000123ull, 0x3a0000004c05ull, std::vector<uint8_t>(37, 0x5a)};
 		img.bos.push_back(b);
 	}
 	return img;

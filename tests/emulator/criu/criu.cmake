@@ -171,6 +171,11 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # after the restore.
   kfdemu_realcriu_test(${_ver} cp_queue_MI100 cp-queue MI100)
   kfdemu_realcriu_test(${_ver} cp_queue_2xMI210 cp-queue 2xMI210)
+  # A GEM BO with amdgpu metadata (flags, tiling, 37 bytes of data) and its
+  # dma-buf held open: the metadata is in the images and, restored, the
+  # same through libdrm and KFD's GET_DMABUF_INFO.
+  kfdemu_realcriu_test(${_ver} dmabuf_metadata_MI100 gem-metadata MI100 --amdgpu-img $<TARGET_FILE:amdgpu-img>)
+  kfdemu_realcriu_test(${_ver} dmabuf_metadata_2xMI210 gem-metadata 2xMI210 --amdgpu-img $<TARGET_FILE:amdgpu-img>)
   # SVM ranges made through libhsakmt, in system memory and in VRAM.
   kfdemu_realcriu_test(${_ver} svm_MI100 svm MI100)
   kfdemu_realcriu_test(${_ver} svm_2xMI210 svm 2xMI210)

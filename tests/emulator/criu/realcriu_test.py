@@ -154,6 +154,17 @@ render-killed   a process with a render node and no /dev/kfd (workload
                 within 2 s no temporary file and no guardian is left, the
                 guardian's log names each file it removed, and the process
                 completes its GEM SDMA copies.
+gem-metadata    roundtrip with a CPU-visible VRAM GEM BO on libhsakmt's
+                render-node file given amdgpu metadata (flags, tiling info,
+                37 bytes of data) through libdrm, its dma-buf held open,
+                and a GTT GEM BO with flags and tiling info but no data
+                (workload --metadata). The images carry the metadata in the
+                render image's BOs and in the dma-buf image's shared BO
+                (amdgpu-img show, and --json; --amdgpu-img) and amdgpu-img
+                verify passes; restored, the process finds it byte for byte
+                through amdgpu_bo_query_info and KFD's GET_DMABUF_INFO
+                (hsaKmtRegisterGraphicsHandleToNodes) and the BO's bytes
+                through its CPU mapping and its dma-buf.
 broken-vma-map  the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a
                 page (KFDEMU_ADAPTER_BREAK_VMA_MAP=1): passes only if the
                 dump succeeds and the restore or the restored process fails.
@@ -391,7 +402,7 @@ def daemon_connections(pid):
 
 # The workload's mode per scenario (see workload.cpp).
 WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd-gem"], "stream": ["--kfd-gem"],
-                  "queue-state": ["--queue-state"], "cp-queue": ["--cp-queue"], "svm": ["--svm"],
+                  "queue-state": ["--queue-state"], "cp-queue": ["--cp-queue"], "svm": ["--svm"], "gem-metadata": ["--metadata"],
                   "dump-killed": ["--user-queue"], "dump-termed": ["--user-queue"], "dump-timeout": ["--user-queue"],
                   "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"],
                   "dump-killed-info": ["--user-queue"], "dump-killed-before-info": ["--user-queue"],
@@ -1647,6 +1658,8 @@ def inside(args, criu):
             cp_queue_round_trip(run)
         elif args.scenario == "svm":
             svm_round_trip(run)
+        elif args.scenario == "gem-metadata":
+            metadata_round_trip(run)
         elif args.scenario == "evicting-restore":
             evicting_restore(run)
         elif args.scenario == "evicted-dump":
@@ -1858,6 +1871,27 @@ def periodic_incremental(run):
     expect(not guardians(), f"guardian processes left after the restore: {guardians()}")
     run.verdicts(procs)
     inspect_chain(run, full)
+
+
+def metadata_round_trip(run):
+    """gem-metadata (see the header)."""
+    round_trip(run)
+    j = json.loads(amdgpu_img(run, "show", "--json", run.images).stdout)
+    want = {"flags": 0x8000000000000123, "tiling_info": 0x00003a0000004c05, "size": 37}
+    plain = {"flags": 0x42, "tiling_info": 0x7, "size": 0, "data": ""}
+    pick = lambda found: sorted(({k: m[k] for k in want} for m in found), key=lambda m: m["size"])
+    render = [b["metadata"] for r in j["render"] for b in r["bos"] if b.get("metadata")]
+    shared = [d["metadata"] for d in j["dmabuf"] if d.get("metadata")]
+    log(f"metadata in the images: render BOs {render}, dma-bufs {shared}")
+    expect(pick(render) == [{k: plain[k] for k in want}, want] and plain in render,
+           f"render image: want a BO with metadata {want} and one with {plain}, have {render}", False)
+    expect(pick(shared) == [want], f"dma-bufs: want one with metadata {want}, have {shared}", False)
+    v = amdgpu_img(run, "verify", run.images)
+    expect(v.returncode == 0, f"amdgpu-img verify of the checkpoint with metadata: {v.stdout}{v.stderr}", False)
+    text = amdgpu_img(run, "show", run.images).stdout
+    line = f"metadata 37 bytes flags {want['flags']:#x} tiling {want['tiling_info']:#x}"
+    expect(text.count(line) == 2, f"amdgpu-img show: want '{line}' on the render BO and the dma-buf:\n{text}",
+           False)
 
 
 def amdgpu_img(run, *args):
@@ -2164,7 +2198,7 @@ def main():
                              "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
-                             "cp-queue", "svm", "periodic", "evicting-restore", "evicted-dump",
+                             "cp-queue", "svm", "gem-metadata", "periodic", "evicting-restore", "evicted-dump",
                              *KILL_SCENARIOS, *STALL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",

@@ -4,7 +4,7 @@
 // emulator's realcriu tests (realcriu_test.py). Unmodified libhsakmt 5.2.3
 // and libdrm_amdgpu 2.4.114.
 //
-//   kfdemu_criu_workload [--tree] [--kfd-gem] [--queue-state] [--svm] [--user-queue | --cp-queue] [--periodic N] DIR
+//   kfdemu_criu_workload [--tree] [--kfd-gem] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue] [--periodic N] DIR
 //   kfdemu_criu_workload --render [--second-file] DIR
 //
 // Setup: on every GPU node a VRAM BO (2 MiB; $KFDEMU_WORKLOAD_VRAM_MIB
@@ -35,6 +35,9 @@
 // --kfd-gem: libhsakmt's render-node file of the first GPU also holds GEM
 // BOs the process made through libdrm_amdgpu (RenderSet below), checked
 // after the restore too.
+// --metadata: GEM BOs with amdgpu metadata, one of them with its dma-buf
+// held (MetadataSet below), their metadata checked after the restore
+// through libdrm and KFD.
 // --render: a process with no /dev/kfd at all: the first render node
 // opened with libdrm_amdgpu, the RenderSet's GEM BOs (GEM_CREATE, GEM_VA,
 // SDMA CS, CPU mappings), checked after the restore; DIR/render lists them
@@ -498,6 +501,162 @@ struct RenderSet {
 			       false;
 		return copy_out(dev, vram->bo, vram->va, vram->size, seed_vram, "the CPU-invisible VRAM GEM BO", err) &&
 		       copy_out(dev, vcpu->bo, va2, vcpu->size, seed_vcpu, "the second VA of the VRAM GEM BO", err);
+	}
+};
+
+// --metadata: a CPU-visible VRAM GEM BO on libhsakmt's render-node file of
+// the first GPU with amdgpu metadata as Mesa gives a shared surface (flags,
+// tiling info and a 37-byte blob, set through amdgpu_bo_set_metadata), its
+// dma-buf held open (a bare dma-buf fd: a shared BO in the checkpoint), and
+// what KFD tells a process importing that dma-buf:
+// hsaKmtRegisterGraphicsHandleToNodes' metadata (AMDKFD_IOC_GET_DMABUF_INFO),
+// deregistered again before DIR/ready. And a GTT GEM BO of that file, not
+// exported, whose metadata was set and then set again without data: flags
+// and tiling info without data (the kernel keeps the flags). verify():
+// amdgpu_bo_query_info's metadata of both BOs and a new registration's are
+// byte for byte those read before the dump (which were those set), and the
+// first BO's bytes are the pattern through its CPU mapping and through an
+// mmap of the held dma-buf.
+struct MetadataSet {
+	static constexpr uint64_t kFlags = 0x8000'0000'0000'0123ull, kTiling = 0x0000'3a00'0000'4c05ull;
+	static constexpr uint32_t kDataBytes = 37; // odd: the kernel keeps the exact size
+	static constexpr uint64_t kPlainFlags = 0x42, kPlainTiling = 0x7;
+	GemBo *bo = nullptr, *plain = nullptr;
+	int dmabuf = -1;
+	uint32_t node = 0;
+	uint64_t seed = 0;
+	amdgpu_bo_metadata gem{}; // amdgpu_bo_query_info's, before the dump
+	amdgpu_bo_metadata plain_gem{};
+	std::vector<uint8_t> kfd; // GET_DMABUF_INFO's, before the dump
+
+	static std::vector<uint8_t> blob()
+	{
+		std::vector<uint8_t> b(kDataBytes);
+		for (uint32_t i = 0; i < kDataBytes; i++)
+			b[i] = static_cast<uint8_t>(0xa5 ^ (i * 29));
+		return b;
+	}
+
+	static bool read_gem(const GemBo *b, amdgpu_bo_metadata *out, std::string *err)
+	{
+		amdgpu_bo_info info{};
+		if (int r = amdgpu_bo_query_info(b->bo, &info); r)
+			return *err = status("amdgpu_bo_query_info", r), false;
+		*out = info.metadata;
+		return true;
+	}
+
+	// KFD's metadata of the dma-buf, through a registration of it.
+	bool read_kfd(std::vector<uint8_t> *out, std::string *err) const
+	{
+		HsaGraphicsResourceInfo info{};
+		uint32_t nodes[] = {node};
+		if (HSAKMT_STATUS s = hsaKmtRegisterGraphicsHandleToNodes(uint64_t(dmabuf), &info, 1, nodes);
+		    s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtRegisterGraphicsHandleToNodes", s), false;
+		const auto *m = static_cast<const uint8_t *>(info.Metadata);
+		out->assign(m, m + (m ? info.MetadataSizeInBytes : 0));
+		const uint64_t size = info.SizeInBytes;
+		if (HSAKMT_STATUS s = hsaKmtDeregisterMemory(info.MemoryAddress); s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtDeregisterMemory", s), false;
+		if (size != bo->size)
+			return *err = "GET_DMABUF_INFO: size " + std::to_string(size), false;
+		return true;
+	}
+
+	bool setup(amdgpu_device_handle dev, uint32_t gpu_node, uint64_t s, std::string *err)
+	{
+		node = gpu_node;
+		seed = s;
+		bo = new GemBo(dev, 64 << 10, err, AMDGPU_GEM_DOMAIN_VRAM, AMDGPU_GEM_CREATE_CPU_ACCESS_REQUIRED);
+		if (!bo->ok())
+			return *err = "VRAM GEM BO: " + *err, false;
+		testcommon::fill_pattern(bo->cpu, bo->size, seed);
+		amdgpu_bo_metadata md{};
+		md.flags = kFlags;
+		md.tiling_info = kTiling;
+		const auto b = blob();
+		md.size_metadata = kDataBytes;
+		std::memcpy(md.umd_metadata, b.data(), b.size());
+		if (int r = amdgpu_bo_set_metadata(bo->bo, &md); r)
+			return *err = status("amdgpu_bo_set_metadata", r), false;
+		uint32_t fd = 0;
+		if (int r = amdgpu_bo_export(bo->bo, amdgpu_bo_handle_type_dma_buf_fd, &fd); r)
+			return *err = status("amdgpu_bo_export(dma-buf)", r), false;
+		dmabuf = int(fd);
+		if (!read_gem(bo, &gem, err) || !read_kfd(&kfd, err))
+			return false;
+		plain = new GemBo(dev, 4096, err);
+		if (!plain->ok())
+			return *err = "GTT GEM BO: " + *err, false;
+		amdgpu_bo_metadata p{};
+		p.flags = kPlainFlags;
+		p.tiling_info = kPlainTiling;
+		p.size_metadata = 1;
+		if (int r = amdgpu_bo_set_metadata(plain->bo, &p); r)
+			return *err = status("amdgpu_bo_set_metadata(GTT BO)", r), false;
+		p.size_metadata = 0;
+		if (int r = amdgpu_bo_set_metadata(plain->bo, &p); r)
+			return *err = status("amdgpu_bo_set_metadata(GTT BO, no data)", r), false;
+		if (!read_gem(plain, &plain_gem, err))
+			return false;
+		if (plain_gem.flags != kPlainFlags || plain_gem.tiling_info != kPlainTiling || plain_gem.size_metadata)
+			return *err = "GTT BO: amdgpu_bo_query_info: not flags and tiling without data", false;
+		if (gem.flags != kFlags || gem.tiling_info != kTiling || gem.size_metadata != kDataBytes ||
+		    std::memcmp(gem.umd_metadata, b.data(), b.size()) != 0)
+			return *err = "amdgpu_bo_query_info: not the metadata just set", false;
+		if (kfd != b)
+			return *err = "GET_DMABUF_INFO: " + std::to_string(kfd.size()) +
+				      " bytes of metadata, not the 37 just set",
+			       false;
+		return true;
+	}
+
+	bool verify(std::string *err) const
+	{
+		amdgpu_bo_metadata now{};
+		if (!read_gem(plain, &now, err))
+			return false;
+		if (now.flags != plain_gem.flags || now.tiling_info != plain_gem.tiling_info || now.size_metadata) {
+			char m[160];
+			std::snprintf(m, sizeof m,
+				      "GTT BO's GEM metadata: flags 0x%" PRIx64 ", tiling 0x%" PRIx64 ", %u bytes; dumped "
+				      "with 0x%" PRIx64 ", 0x%" PRIx64 ", none",
+				      now.flags, now.tiling_info, now.size_metadata, plain_gem.flags, plain_gem.tiling_info);
+			return *err = m, false;
+		}
+		if (!read_gem(bo, &now, err))
+			return false;
+		if (now.flags != gem.flags || now.tiling_info != gem.tiling_info) {
+			char m[160];
+			std::snprintf(m, sizeof m,
+				      "GEM metadata: flags 0x%" PRIx64 ", tiling 0x%" PRIx64 "; dumped with 0x%" PRIx64
+				      ", 0x%" PRIx64,
+				      now.flags, now.tiling_info, gem.flags, gem.tiling_info);
+			return *err = m, false;
+		}
+		if (now.size_metadata != gem.size_metadata ||
+		    std::memcmp(now.umd_metadata, gem.umd_metadata, gem.size_metadata) != 0)
+			return *err = "GEM metadata: " + std::to_string(now.size_metadata) + " bytes, not the " +
+				      std::to_string(gem.size_metadata) + " dumped (or other bytes)",
+			       false;
+		std::vector<uint8_t> k;
+		if (!read_kfd(&k, err))
+			return false;
+		if (k != kfd)
+			return *err = "GET_DMABUF_INFO metadata: " + std::to_string(k.size()) + " bytes, not the " +
+				      std::to_string(kfd.size()) + " dumped (or other bytes)",
+			       false;
+		if (int64_t at = check(bo->cpu, bo->size, seed); at >= 0)
+			return *err = "the BO through its CPU mapping: word " + std::to_string(at) + " differs", false;
+		void *view = ::mmap(nullptr, bo->size, PROT_READ, MAP_SHARED, dmabuf, 0);
+		if (view == MAP_FAILED)
+			return *err = std::string("mmap of the dma-buf: ") + std::strerror(errno), false;
+		const int64_t at = check(view, bo->size, seed);
+		::munmap(view, bo->size);
+		if (at >= 0)
+			return *err = "the BO through its dma-buf: word " + std::to_string(at) + " differs", false;
+		return true;
 	}
 };
 
@@ -1060,6 +1219,7 @@ void gpu_bos(const HsaSystemProperties &sys, std::vector<uint32_t> *gpus_out, st
 // The workload's options beyond DIR.
 struct Modes {
 	bool gem = false, queue_state = false, user_queue = false, cp_queue = false, svm = false;
+	bool metadata = false;
 	int periodic = 0; // --periodic N
 };
 
@@ -1135,11 +1295,23 @@ struct Modes {
 		if (!gem_set.setup(gem_dev, seed, &err))
 			finish("FAIL: GEM BOs: " + err);
 	}
+	MetadataSet md_set;
+	if (m.metadata) {
+		if (!gem_dev) {
+			uint32_t major = 0, minor = 0;
+			if (int r = amdgpu_device_initialize(render_fds[0], &major, &minor, &gem_dev); r)
+				finish(status("FAIL: amdgpu_device_initialize", r));
+		}
+		if (!md_set.setup(gem_dev, gpus[0], seed + 3, &err))
+			finish("FAIL: metadata: " + err);
+	}
 	write_ready(bos);
 	periodic_steps(m.periodic, bos, gpus, render_fds);
 	wait_for_go(); // dumped and restored in here
 	if (gem && !gem_set.verify(gem_dev, &err))
 		finish("FAIL: after restore: GEM BOs: " + err);
+	if (m.metadata && !md_set.verify(&err))
+		finish("FAIL: after restore: metadata: " + err);
 
 	if (!check_all(bos, gpus, render_fds, &err))
 		finish("FAIL: after restore: " + err);
@@ -1191,16 +1363,18 @@ int main(int argc, char **argv)
 			m.cp_queue = true;
 		else if (a == "--svm")
 			m.svm = true;
+		else if (a == "--metadata")
+			m.metadata = true;
 		else if (a == "--periodic" && i + 1 < argc)
 			m.periodic = std::atoi(argv[++i]);
 		else
 			break;
 	}
 	if (argc != i + 1 ||
-	    (render && (tree || m.gem || m.queue_state || m.user_queue || m.cp_queue || m.svm || m.periodic)) ||
+	    (render && (tree || m.gem || m.metadata || m.queue_state || m.user_queue || m.cp_queue || m.svm || m.periodic)) ||
 	    (second && !render) || (m.cp_queue && m.user_queue) || m.periodic < 0) {
 		std::fprintf(stderr,
-			     "usage: %s [--tree] [--kfd-gem] [--queue-state] [--svm] [--user-queue | --cp-queue] [--periodic N] DIR | --render "
+			     "usage: %s [--tree] [--kfd-gem] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue] [--periodic N] DIR | --render "
 			     "[--second-file] DIR\n",
 			     argv[0]);
 		return 2;

@@ -440,3 +440,111 @@ Test(render_image, shared_bo_checksum_round_trip)
 	cr_assert_ok(off);
 	cr_assert_not(off->bos[0].shared->checksum);
 }
+
+// bo_metadata (field 180 of drm_bo_entry and shared_bo_entry): a BO's amdgpu
+// metadata kept byte for byte (any size up to 256, odd ones too), absent
+// when it has none; more than amdgpu keeps, or a BO's and its shared BO's
+// that differ, are refused.
+namespace {
+
+GemMetadata sample_metadata(size_t bytes)
+{
+	GemMetadata m{0x8000000000000123ull, 0x3a0000004c05ull, std::vector<uint8_t>(bytes)};
+	for (size_t i = 0; i < bytes; i++)
+		m.data[i] = static_cast<uint8_t>(0xa5 ^ (i * 29));
+	return m;
+}
+
+} // namespace
+
+Test(render_image, metadata_round_trip)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	RenderNodeImage img = test::sample_render_image();
+	const auto plain = pack_render_image(img);
+	cr_assert_ok(plain);
+	img.bos[0].metadata = sample_metadata(37);
+	img.bos[0].shared = sample_shared(img.bos[0].size);
+	img.bos[0].shared->metadata = img.bos[0].metadata;
+	img.bos[1].metadata = GemMetadata{0, 0, sample_metadata(kMaxGemMetadataBytes).data};
+	cr_assert_ok(write_render_image(*dir, kId, img));
+	auto back = read_render_image(*dir, kId, Verify::Off);
+	cr_assert_ok(back);
+	cr_assert(*back == img);
+	cr_assert_eq(back->bos[0].metadata->data.size(), 37u);
+	cr_assert_eq(back->bos[0].metadata->data[36], static_cast<uint8_t>(0xa5 ^ (36 * 29)));
+	cr_assert_eq(back->bos[1].metadata->data.size(), kMaxGemMetadataBytes);
+
+	// Flags alone (no data) are metadata too; none at all: no field.
+	img.bos[1].metadata = GemMetadata{0x10, 0, {}};
+	auto flags_only = unpack_render_image(*pack_render_image(img), render_image_name(kId));
+	cr_assert_ok(flags_only);
+	cr_assert(flags_only->bos[1].metadata && flags_only->bos[1].metadata->flags == 0x10);
+	img.bos[1].metadata.reset();
+	auto none = unpack_render_image(*pack_render_image(img), render_image_name(kId));
+	cr_assert_ok(none);
+	cr_assert_not(none->bos[1].metadata);
+	cr_assert_not(none->bos[2].metadata);
+	CriuRenderNode *msg = criu_render_node__unpack(nullptr, plain->size(), plain->data());
+	cr_assert(msg);
+	for (size_t i = 0; i < msg->n_bo_entries; i++)
+		cr_assert_null(msg->bo_entries[i]->metadata, "BO %zu of an image without metadata has some", i);
+	criu_render_node__free_unpacked(msg, nullptr);
+}
+
+Test(render_image, metadata_rejected)
+{
+	const std::string name = render_image_name(kId);
+	const std::pair<std::function<void(DrmBo &)>, std::string> cases[] = {
+		{[](DrmBo &b) { b.metadata = sample_metadata(kMaxGemMetadataBytes + 1); },
+		 "BO 0: 257 bytes of metadata, more than the 256 amdgpu keeps"},
+		{[](DrmBo &b) {
+			 b.shared = sample_shared(b.size);
+			 b.metadata = sample_metadata(37);
+		 },
+		 "BO 0: its metadata and its shared BO 3's differ"},
+		{[](DrmBo &b) {
+			 b.shared = sample_shared(b.size);
+			 b.metadata = sample_metadata(37);
+			 b.shared->metadata = sample_metadata(36);
+		 },
+		 "its metadata and its shared BO 3's differ"},
+		{[](DrmBo &b) {
+			 b.shared = sample_shared(b.size);
+			 b.shared->metadata = b.metadata = sample_metadata(300);
+		 },
+		 "shared BO 3: 300 bytes of metadata"},
+	};
+	for (const auto &[mutate, what] : cases) {
+		RenderNodeImage img = test::sample_render_image();
+		mutate(img.bos[0]);
+		auto payload = pack_render_image(img);
+		cr_assert_ok(payload);
+		auto r = unpack_render_image(*payload, name);
+		cr_assert_not(r.ok(), "accepted (expected: %s)", what.c_str());
+		cr_assert(r.error().message().find(what) != std::string::npos, "expected \"%s\" in: %s",
+			  what.c_str(), r.error().message().c_str());
+	}
+}
+
+Test(dmabuf_image, metadata_round_trip_and_rejection)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	DmabufImage img{5, sample_shared(1 << 20)};
+	img.shared->metadata = sample_metadata(37);
+	cr_assert_ok(write_dmabuf_image(*dir, 3, img));
+	auto back = read_dmabuf_image(*dir, 3);
+	cr_assert_ok(back);
+	cr_assert(*back == img);
+	img.shared->metadata = sample_metadata(kMaxGemMetadataBytes + 1);
+	auto payload = pack_dmabuf_image(img);
+	cr_assert_ok(payload);
+	auto r = unpack_dmabuf_image(*payload, dmabuf_image_name(4));
+	cr_assert_not(r.ok());
+	cr_assert(r.error().message().find("257 bytes of metadata") != std::string::npos, "%s",
+		  r.error().message().c_str());
+}
