@@ -36,6 +36,8 @@ inline void fill_pattern(void *dst, uint64_t len, uint64_t seed)
 		const uint64_t w = pattern_word(seed, i);
 		std::memcpy(p + i * 8, &w, 8);
 	}
+	if (len % 8 == 0)
+		return; // also keeps a null `dst` of length 0 away from memcpy
 	const uint64_t w = pattern_word(seed, words);
 	std::memcpy(p + words * 8, &w, len % 8);
 }
