@@ -64,7 +64,8 @@ any container, where CRIU cannot track memory (the kernel's
 CONFIG_MEM_SOFT_DIRTY).
 
 Exit: 0 pass, 1 fail, 77 NOT RUN (not root, podman or runc missing or not
-working, CRIU not listed / not usable, sanitizer build).
+working, CRIU not listed / not usable, sanitizer build; CASE pre-checkpoint
+where CRIU cannot track memory).
 """
 import argparse
 import json
