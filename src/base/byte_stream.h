@@ -8,6 +8,7 @@
 // name the file (or whatever the stream stands for) and what failed.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -22,7 +23,17 @@ public:
 	virtual ~ByteSink() = default;
 	// Appends exactly `len` bytes.
 	virtual Status write(const void *buf, size_t len) = 0;
+	// Takes back the last `len` bytes appended, as if never written (an
+	// incremental dump's chunk found unchanged once its last byte came).
+	// ENOTSUP where the sink cannot.
+	virtual Status retract(uint64_t len);
 };
+
+inline Status ByteSink::retract(uint64_t len)
+{
+	return make_error(ENOTSUP, "this sink cannot take back the last %llu bytes written",
+			  static_cast<unsigned long long>(len));
+}
 
 // Where checkpointed bytes come from (restore direction).
 class ByteSource {

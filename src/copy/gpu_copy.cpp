@@ -111,13 +111,16 @@ Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCo
 		out.written_bytes = stats->bytes;
 		return out;
 	}
-	if (sink && !job.parent_checksums.empty()) {
-		if (job.parent_checksums.size() != job.bos.size())
+	if (sink) {
+		// Checksums on up to kMaxHashThreads threads; against the parent's
+		// (an incremental dump), or none (a complete one: every byte written).
+		if (!job.parent_checksums.empty() && job.parent_checksums.size() != job.bos.size())
 			return make_error(EINVAL, "%zu parent checksums for %zu BOs", job.parent_checksums.size(),
 					  job.bos.size());
 		std::vector<DeltaSink::Bo> bos;
 		for (size_t i = 0; i < job.bos.size(); i++)
-			bos.push_back({job.bos[i].size, job.parent_checksums[i]});
+			bos.push_back({job.bos[i].size,
+				       job.parent_checksums.empty() ? nullptr : job.parent_checksums[i]});
 		DeltaSink delta(*sink, std::move(bos));
 		CountingSink counted(delta, moved);
 		auto stats = transfer_to_file(engine, bufs, counted, bound);
@@ -132,23 +135,6 @@ Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCo
 		out.written_bytes = d->written_bytes;
 		out.parent_bytes = d->parent_bytes;
 		out.hash_threads = d->hash_threads;
-		return out;
-	}
-	if (sink) {
-		std::vector<uint64_t> sizes;
-		for (const auto &b : job.bos)
-			sizes.push_back(b.size);
-		ChecksummingSink sums(*sink, sizes);
-		CountingSink counted(sums, moved);
-		auto stats = transfer_to_file(engine, bufs, counted, bound);
-		if (!stats)
-			return std::move(stats).error();
-		auto c = sums.take();
-		if (!c)
-			return std::move(c).error();
-		out.stats = *stats;
-		out.checksums = std::move(*c);
-		out.written_bytes = stats->bytes;
 		return out;
 	}
 	std::vector<VerifyingSource::Bo> bos;

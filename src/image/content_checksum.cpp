@@ -69,51 +69,6 @@ ChunkWalker::Chunk ChunkWalker::make_chunk(uint64_t end, uint64_t checksum) cons
 	return c;
 }
 
-// ---- ChecksummingSink -----------------------------------------------------------
-
-namespace {
-
-std::vector<ChunkWalker::Bo> walker_bos(std::span<const uint64_t> sizes, uint32_t chunk_bytes)
-{
-	std::vector<ChunkWalker::Bo> out;
-	out.reserve(sizes.size());
-	for (uint64_t s : sizes)
-		out.push_back({s, chunk_bytes});
-	return out;
-}
-
-} // namespace
-
-ChecksummingSink::ChecksummingSink(ByteSink &inner, std::span<const uint64_t> bo_sizes, uint32_t chunk_bytes)
-	: inner_(inner), walker_(walker_bos(bo_sizes, chunk_bytes)), sums_(bo_sizes.size())
-{
-	for (size_t i = 0; i < bo_sizes.size(); i++) {
-		sums_[i].chunk_bytes = chunk_bytes;
-		sums_[i].chunks.reserve(static_cast<size_t>(bo_sizes[i] / chunk_bytes + 1));
-	}
-}
-
-Status ChecksummingSink::write(const void *buf, size_t len)
-{
-	auto st = walker_.feed(static_cast<const uint8_t *>(buf), len, [this](const ChunkWalker::Chunk &c) {
-		sums_[c.bo].chunks.push_back(c.checksum);
-		return ok_status();
-	});
-	if (!st)
-		return st;
-	return inner_.write(buf, len);
-}
-
-Result<std::vector<BoChecksum>> ChecksummingSink::take()
-{
-	if (!walker_.finished())
-		return make_error(EINVAL, "checksums taken after %" PRIu64 " bytes, before the last BO's end",
-				  walker_.position());
-	for (auto &s : sums_)
-		s.whole = whole_checksum(s.chunks);
-	return std::move(sums_);
-}
-
 // ---- VerifyingSource ------------------------------------------------------------
 
 namespace {

@@ -11,7 +11,8 @@
 // list itself.
 //
 // The checksums are computed on the fly as the bytes pass to the pages file
-// (ChecksummingSink, dump) and checked as they come back (VerifyingSource,
+// (DeltaSink, image/from_parent.h, at dump: without a parent it writes every
+// byte) and checked as they come back (VerifyingSource,
 // restore): both wrap the copy engine's ByteSink/ByteSource, so every pages
 // file written through them gets the same integrity, whatever device kind
 // its BOs belong to.
@@ -104,22 +105,6 @@ private:
 	StreamingChecksum partial_;
 	bool partial_used_ = false;
 	bool tainted_ = false;
-};
-
-// Dump: forwards every byte to `inner` and computes the BOs' checksums.
-class ChecksummingSink final : public ByteSink {
-public:
-	ChecksummingSink(ByteSink &inner, std::span<const uint64_t> bo_sizes,
-			 uint32_t chunk_bytes = kChecksumChunkBytes);
-	Status write(const void *buf, size_t len) override;
-	// The checksums, one per BO in order, once every BO byte has been
-	// written; EINVAL before.
-	Result<std::vector<BoChecksum>> take();
-
-private:
-	ByteSink &inner_;
-	ChunkWalker walker_;
-	std::vector<BoChecksum> sums_;
 };
 
 // Restore: reads from `inner` and checks every chunk of a BO that has a

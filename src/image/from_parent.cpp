@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 namespace amdcr {
 
@@ -89,14 +90,12 @@ Status DeltaSink::chunk_done(const ChunkWalker::Chunk &c, const uint8_t *buf, ui
 			f = FromParent{chunk_bytes_, {}};
 		f->set(c.index);
 		out_.parent_bytes += c.bytes;
-		carry_.clear();
-		return ok_status();
+		// Its bytes of earlier writes went through: the file's last ones.
+		return inner_.retract(std::exchange(forwarded_, 0));
 	}
 	out_.written_bytes += c.bytes;
-	if (c.stream_offset < buf_start) { // began in an earlier write
-		if (auto st = inner_.write(carry_.data(), carry_.size()); !st)
-			return st;
-		carry_.clear();
+	if (c.stream_offset < buf_start) { // began in an earlier write, forwarded then
+		forwarded_ = 0;
 		return inner_.write(buf, static_cast<size_t>(done_to_ - buf_start));
 	}
 	return inner_.write(buf + (c.stream_offset - buf_start), static_cast<size_t>(c.bytes));
@@ -171,7 +170,9 @@ Status DeltaSink::write(const void *buf, size_t len)
 	const uint64_t end = start + len;
 	if (done_to_ < end) { // the unfinished chunk's bytes of this write
 		const uint64_t from = std::max(done_to_, start);
-		carry_.insert(carry_.end(), p + (from - start), p + len);
+		if (auto st = inner_.write(p + (from - start), static_cast<size_t>(end - from)); !st)
+			return st;
+		forwarded_ += end - from;
 	}
 	return ok_status();
 }

@@ -50,10 +50,14 @@ uint64_t stored_bytes(uint64_t size, const std::optional<FromParent> &f);
 // half) of a DeltaSink, and never more than the machine has cores.
 inline constexpr unsigned kMaxHashThreads = 8;
 
-// Dump: hashes every chunk of the BOs passing through (in order, as
-// ChecksummingSink) and forwards to `inner` only the chunks of a BO that has
-// no parent checksums, or whose checksum differs from the parent's. Holds
-// back at most one chunk (the one a write leaves unfinished). The chunks
+// Dump, complete or incremental: hashes every chunk of the BOs passing
+// through (in order; content_checksum.h) and forwards to `inner` only the
+// chunks of a BO that has no parent checksums (all of a complete dump's),
+// or whose checksum differs from the parent's. Holds
+// back no bytes (KFD_MAX_BUFFER_SIZE bounds the staging): the part of a
+// chunk a write leaves unfinished is forwarded at once, and taken back
+// (`inner.retract`, an open-ended PagesWriter's) when the chunk, once
+// complete, is found unchanged. The chunks
 // lying whole in one write are hashed on up to `hash_threads` threads
 // (that write's caller and threads started for it, joined before it
 // returns), so that hashing keeps up with the DMA engine.
@@ -94,7 +98,7 @@ private:
 	uint32_t chunk_bytes_;
 	ChunkWalker walker_;
 	Out out_;
-	std::vector<uint8_t> carry_; // the unfinished chunk's bytes of earlier writes
+	uint64_t forwarded_ = 0;     // the unfinished chunk's bytes of earlier writes, forwarded
 	uint64_t done_to_ = 0;	     // stream offset: every chunk before it is handled
 	std::vector<uint64_t> bo_start_; // stream offset of each BO's first byte
 	size_t bo_cursor_ = 0;		 // no BO before it has bytes left

@@ -226,6 +226,26 @@ Status AtomicFile::write_zeros(uint64_t len)
 	return ok_status();
 }
 
+Status AtomicFile::rewind(uint64_t len)
+{
+	if (committed_ || !fd_)
+		return make_error(EBADF, "%s: rewind after commit or abort", name_.c_str());
+	if (streamed_)
+		return make_error(ESPIPE, "%s: a streamed file cannot take back bytes", name_.c_str());
+	if (len > written_)
+		return make_error(EINVAL, "%s: taking back %" PRIu64 " bytes of %" PRIu64 " written", name_.c_str(), len,
+				  written_);
+	// Cut, not only seeked: a hole later skipped past the new end must
+	// read as zeros, not as the bytes taken back.
+	const auto end = static_cast<off_t>(written_ - len);
+	if (::ftruncate(fd_.get(), end) != 0)
+		return errno_error(errno, "cutting back " + name_);
+	if (::lseek(fd_.get(), end, SEEK_SET) < 0)
+		return errno_error(errno, "seeking back in " + name_);
+	written_ -= len;
+	return ok_status();
+}
+
 Status AtomicFile::commit()
 {
 	if (committed_ || !fd_)

@@ -144,6 +144,9 @@ public:
 	// Appends `len` zero bytes: a hole (seek past them; commit() sets the
 	// file's length) when can_punch_holes(), else written zeros.
 	Status write_zeros(uint64_t len);
+	// Cuts the last `len` bytes off the file (the next write goes where
+	// they began). Not streamed: ESPIPE.
+	Status rewind(uint64_t len);
 	// Makes the file visible under its final name (replacing an older file
 	// of that name). After an Error, the temporary is still removed by the
 	// destructor.

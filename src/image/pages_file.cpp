@@ -130,6 +130,23 @@ Status PagesWriter::write(const void *buf, size_t len)
 	return ok_status();
 }
 
+Status PagesWriter::retract(uint64_t len)
+{
+	if (!open_ended_)
+		return make_error(ENOTSUP, "%s: only a pages file of unknown size takes bytes back", name().c_str());
+	if (len > written_)
+		return make_error(EINVAL, "%s: taking back %" PRIu64 " bytes of %" PRIu64 " written", name().c_str(),
+				  len, written_);
+	const uint64_t zeros = std::min(len, pending_zeros_);
+	pending_zeros_ -= zeros;
+	if (len > zeros) {
+		if (auto st = file_.rewind(len - zeros); !st)
+			return st;
+	}
+	written_ -= len;
+	return ok_status();
+}
+
 Status PagesWriter::commit()
 {
 	if (open_ended_) {

@@ -57,10 +57,13 @@ public:
 
 	// Appends; more than the declared size in total is EINVAL.
 	Status write(const void *buf, size_t len) override;
+	// Open-ended only (ENOTSUP otherwise): takes back the last `len` bytes
+	// accepted (held-back zeros first, then the file's end).
+	Status retract(uint64_t len) override;
 	// Requires exactly the declared size written (open-ended: writes the
 	// size written into the header), then renames into place.
 	Status commit();
-	// Payload bytes left as holes so far.
+	// Payload bytes left as holes so far (retract() does not lower it).
 	uint64_t hole_bytes() const { return hole_bytes_; }
 	void abort() { file_.abort(); }
 

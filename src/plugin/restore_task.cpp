@@ -142,6 +142,17 @@ void TaskRestore::report_to_guardian()
 
 Result<const KfdImage *> TaskRestore::load_streamed_kfd(const ImageDir &images, int id, KfdImage img)
 {
+	// A chain's link needs its parent checkpoint's pages files, which a
+	// stream (one directory's files, each read once, in order) cannot
+	// reach: refused before this file's GPU state is made.
+	if (img.parent)
+		return make_error(EINVAL,
+				  "%s: this image is one link of an incremental checkpoint (a chain: some of its "
+				  "BOs' chunks are in its parent checkpoint), and a streamed restore (criu "
+				  "--stream) reads only this checkpoint's files: restore it from its images "
+				  "directory, or write a complete checkpoint with `amdgpu-img flatten` and stream "
+				  "that; no GPU state was created for this file",
+				  kfd_image_name(id).c_str());
 	if (auto st = validate_kfd_image_set(images, id, img); !st)
 		return std::move(st).error();
 	CheckpointedGpus gpus;

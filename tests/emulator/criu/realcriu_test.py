@@ -160,7 +160,9 @@ broken-vma-map  the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a
 
 periodic        three `criu dump --leave-running`, each after the first
                 incremental against the previous one, while the process
-                rewrites a MiB of each GPU's VRAM between them; then a
+                rewrites a MiB of each GPU's VRAM between them (the later
+                dumps with KFD_MAX_BUFFER_SIZE=768K: every chunk cut across
+                staging writes, the peak checked); then a
                 restore from the chain of three (periodic_incremental);
                 with --interop upstream-restore, the chain is flattened
                 (amdgpu-img flatten) and upstream's plugin restores it.
@@ -1716,6 +1718,9 @@ def inside(args, criu):
 
 PERIODIC_DUMPS = 3
 PERIODIC_VRAM_MIB = 16  # per GPU; the workload rewrites 1 MiB of it between dumps
+# KFD_MAX_BUFFER_SIZE of the incremental dumps: staging writes of 192 or
+# 384 KiB, so that every 1 MiB chunk is cut across writes.
+PERIODIC_BOUND = 768 << 10
 SUMMARY_DUMP = re.compile(r"amdgpu_plugin: dump: .*?\((\d+) with contents\), (\d+) bytes")
 SUMMARY_INCREMENTAL = re.compile(r"incremental on (\d+) GPUs?: (\d+) bytes \([^)]*\) written, (\d+) bytes "
                                  r"\([^)]*\) taken from the parent checkpoint, chunks hashed on up to (\d+) "
@@ -1745,15 +1750,25 @@ def periodic_dump(run, pid, k, track, leave_running=True, parent_gpu=True):
     run.images = os.path.join(run.work, f"ckpt-{k}")
     os.makedirs(run.images, exist_ok=True)
     extra = ["-t", str(pid)] + (["--leave-running"] if leave_running else [])
+    saved_env = run.env
+    if k > 1:
+        run.env = dict(run.env, KFD_MAX_BUFFER_SIZE=str(PERIODIC_BOUND))
     if k > 1 and track:
         extra += track + ["--prev-images-dir", f"../ckpt-{k - 1}"]
     elif k > 1:
         gpu_only_parent(run.work, k)
-    rc = run.criu_run("dump", extra, "dump.log")
+    try:
+        rc = run.criu_run("dump", extra, "dump.log")
+    finally:
+        run.env = saved_env
     log_path = os.path.join(run.images, "dump.log")
     if rc != 0:
         show_log(log_path)
         raise Failure(f"criu dump {k} failed ({rc})", False)
+    if k > 1:
+        peak = run.emu.ctl("userptr", run.criu_pids["dump"])["peak"]
+        expect(0 < peak <= PERIODIC_BOUND, f"dump {k}: staging peak {peak} bytes, KFD_MAX_BUFFER_SIZE "
+               f"{PERIODIC_BOUND}", False)
     text = open(log_path, errors="replace").read()
     total = SUMMARY_DUMP.search(text)
     expect(total is not None, f"dump {k}: no summary line in {log_path}", False)

@@ -15,12 +15,24 @@
 #include <vector>
 
 #include "image/framing.h"
+#include "image/from_parent.h"
 #include "image/image_dir.h"
 #include "image/kfd_image.h"
 #include "image/render_image.h"
 #include "testcommon/pattern.h"
 
 namespace amdcr::test {
+
+// The BOs of a complete dump's DeltaSink (no parent checksums: every byte
+// written, every chunk hashed).
+inline std::vector<DeltaSink::Bo> complete_bos(const std::vector<uint64_t> &sizes)
+{
+	std::vector<DeltaSink::Bo> out;
+	for (uint64_t s : sizes)
+		out.push_back({s, nullptr});
+	return out;
+}
+
 
 // A fresh directory under $TMPDIR, removed (with its files) at scope exit.
 class TempDir {

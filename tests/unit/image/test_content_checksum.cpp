@@ -56,12 +56,13 @@ public:
 	size_t pos = 0;
 };
 
-// The checksums of `sizes` BOs over `data`, written in pieces of `piece`.
+// The checksums of `sizes` BOs over `data`, written in pieces of `piece`
+// through a complete dump's sink.
 std::vector<BoChecksum> sums_of(const std::vector<uint8_t> &data, const std::vector<uint64_t> &sizes,
 				size_t piece, uint32_t chunk)
 {
 	VecSink out;
-	ChecksummingSink sink(out, sizes, chunk);
+	DeltaSink sink(out, test::complete_bos(sizes), chunk);
 	for (size_t off = 0; off < data.size(); off += piece) {
 		const size_t n = std::min(piece, data.size() - off);
 		cr_assert_ok(sink.write(data.data() + off, n));
@@ -69,7 +70,7 @@ std::vector<BoChecksum> sums_of(const std::vector<uint8_t> &data, const std::vec
 	cr_assert(out.bytes == data, "the sink changed the bytes");
 	auto sums = sink.take();
 	cr_assert_ok(sums);
-	return *sums;
+	return sums->checksums;
 }
 
 // Reads all of `data` through a VerifyingSource in pieces of `piece`.
@@ -118,7 +119,7 @@ Test(content_checksum, take_before_the_end_is_an_error)
 {
 	VecSink out;
 	const std::vector<uint64_t> sizes = {8192};
-	ChecksummingSink sink(out, sizes, 4096);
+	DeltaSink sink(out, test::complete_bos(sizes), 4096);
 	const auto data = testcommon::pattern_bytes(4096, 1);
 	cr_assert_ok(sink.write(data.data(), data.size()));
 	cr_assert_not(sink.take().ok());

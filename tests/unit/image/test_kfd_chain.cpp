@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cinttypes>
 #include <map>
 #include <string>
 #include <vector>
@@ -180,32 +182,58 @@ Result<std::map<size_t, std::vector<uint8_t>>> restore(const std::string &path, 
 	return got;
 }
 
+// The checksums of the BOs of `sizes` laid end to end in `data`, chunk by
+// chunk (the reference the sink's are compared with).
+std::vector<BoChecksum> reference_sums(const std::vector<uint8_t> &data, const std::vector<uint64_t> &sizes)
+{
+	std::vector<BoChecksum> out;
+	uint64_t at = 0;
+	for (uint64_t size : sizes) {
+		BoChecksum c;
+		c.chunk_bytes = kChunk;
+		for (uint64_t o = 0; o < size; o += kChunk)
+			c.chunks.push_back(checksum64(data.data() + at + o, static_cast<size_t>(std::min<uint64_t>(kChunk, size - o))));
+		c.whole = whole_checksum(c.chunks);
+		out.push_back(std::move(c));
+		at += size;
+	}
+	return out;
+}
+
+// A sink in memory that takes bytes back, as an open-ended pages file
+// does; `most` is the most bytes it ever held.
+struct Vec final : ByteSink {
+	std::vector<uint8_t> bytes;
+	size_t most = 0;
+	Status write(const void *buf, size_t len) override
+	{
+		const auto *p = static_cast<const uint8_t *>(buf);
+		bytes.insert(bytes.end(), p, p + len);
+		most = std::max(most, bytes.size());
+		return ok_status();
+	}
+	Status retract(uint64_t len) override
+	{
+		if (len > bytes.size())
+			return make_error(EINVAL, "retract past the start");
+		bytes.resize(bytes.size() - len);
+		return ok_status();
+	}
+};
+
 } // namespace
 
 Test(kfd_chain, delta_sink_writes_only_chunks_that_differ)
 {
 	const auto a = testcommon::pattern_bytes(10 * kChunk + 100, 1);
 	std::vector<uint64_t> sizes{a.size()};
-	struct Vec final : ByteSink {
-		std::vector<uint8_t> bytes;
-		Status write(const void *buf, size_t len) override
-		{
-			const auto *p = static_cast<const uint8_t *>(buf);
-			bytes.insert(bytes.end(), p, p + len);
-			return ok_status();
-		}
-	};
-	Vec full;
-	ChecksummingSink sums(full, sizes, kChunk);
-	cr_assert_ok(sums.write(a.data(), a.size()));
-	auto base = sums.take();
-	cr_assert_ok(base);
+	const auto base = reference_sums(a, sizes);
 
 	auto b = a;
 	b[3 * kChunk + 7] ^= 1; // chunk 3
 	b[10 * kChunk + 50] ^= 1; // the short last chunk 10
 	Vec out;
-	DeltaSink delta(out, {{b.size(), &(*base)[0]}}, kChunk);
+	DeltaSink delta(out, {{b.size(), &base[0]}}, kChunk);
 	for (size_t at = 0; at < b.size(); at += 777) // writes cut across chunks
 		cr_assert_ok(delta.write(b.data() + at, std::min<size_t>(777, b.size() - at)));
 	auto d = delta.take();
@@ -220,12 +248,7 @@ Test(kfd_chain, delta_sink_writes_only_chunks_that_differ)
 		cr_assert_eq(d->from_parent[0]->has(k), k != 3 && k != 10, "chunk %zu", k);
 	cr_assert_ok(check_from_parent(*d->from_parent[0], b.size()));
 	// Its checksums are the whole new contents', as a complete dump's.
-	Vec again;
-	ChecksummingSink sums_b(again, sizes, kChunk);
-	cr_assert_ok(sums_b.write(b.data(), b.size()));
-	auto want = sums_b.take();
-	cr_assert_ok(want);
-	cr_assert(d->checksums[0] == (*want)[0]);
+	cr_assert(d->checksums[0] == reference_sums(b, sizes)[0]);
 }
 
 Test(kfd_chain, delta_sink_hashes_whole_chunks_on_several_threads)
@@ -238,26 +261,13 @@ Test(kfd_chain, delta_sink_hashes_whole_chunks_on_several_threads)
 		auto b = testcommon::pattern_bytes(sizes[i], 30 + i);
 		a.insert(a.end(), b.begin(), b.end());
 	}
-	struct Vec final : ByteSink {
-		std::vector<uint8_t> bytes;
-		Status write(const void *buf, size_t len) override
-		{
-			const auto *p = static_cast<const uint8_t *>(buf);
-			bytes.insert(bytes.end(), p, p + len);
-			return ok_status();
-		}
-	};
-	Vec full;
-	ChecksummingSink sums(full, sizes, kChunk);
-	cr_assert_ok(sums.write(a.data(), a.size()));
-	auto base = sums.take();
-	cr_assert_ok(base);
+	const auto base = reference_sums(a, sizes);
 	auto b = a;
 	b[5 * kChunk] ^= 1;		       // BO 0 chunk 5
 	b[40 * kChunk + 13 * kChunk + 1] ^= 1; // BO 1's short last chunk
 	std::vector<DeltaSink::Bo> bos;
 	for (size_t i = 0; i < sizes.size(); i++)
-		bos.push_back({sizes[i], &(*base)[i]});
+		bos.push_back({sizes[i], &base[i]});
 	Vec out;
 	DeltaSink delta(out, bos, kChunk, 4);
 	const size_t step = 9 * kChunk + kChunk / 2;
@@ -268,13 +278,9 @@ Test(kfd_chain, delta_sink_hashes_whole_chunks_on_several_threads)
 	cr_assert_eq(d->hash_threads, 4u);
 	cr_assert_eq(d->written_bytes, kChunk + 5);
 	cr_assert_eq(out.bytes.size(), kChunk + 5);
-	Vec again;
-	ChecksummingSink want(again, sizes, kChunk);
-	cr_assert_ok(want.write(b.data(), b.size()));
-	auto w = want.take();
-	cr_assert_ok(w);
+	const auto w = reference_sums(b, sizes);
 	for (size_t i = 0; i < sizes.size(); i++)
-		cr_assert(d->checksums[i] == (*w)[i], "BO %zu", i);
+		cr_assert(d->checksums[i] == w[i], "BO %zu", i);
 }
 
 Test(kfd_chain, delta_sink_without_parent_writes_everything)
@@ -295,6 +301,69 @@ Test(kfd_chain, delta_sink_without_parent_writes_everything)
 	cr_assert_eq(c.n, a.size());
 	cr_assert_eq(d->parent_bytes, 0u);
 	cr_assert(!d->from_parent[0].has_value());
+}
+
+// No bytes are held back for a chunk cut across writes: each write's bytes
+// reach the sink before it returns (the sink holds every byte handed in,
+// less the unchanged chunks taken back), so KFD_MAX_BUFFER_SIZE alone
+// bounds the staging; an unchanged chunk is taken back once complete.
+Test(kfd_chain, delta_sink_forwards_each_write_and_takes_unchanged_chunks_back)
+{
+	const auto a = testcommon::pattern_bytes(6 * kChunk, 5);
+	std::vector<uint64_t> sizes{a.size()};
+	const auto base = reference_sums(a, sizes);
+	auto b = a;
+	b[2 * kChunk + 3] ^= 1; // chunk 2 only
+	Vec out;
+	DeltaSink delta(out, {{b.size(), &base[0]}}, kChunk);
+	const size_t step = kChunk / 3 + 1; // every chunk cut by writes
+	uint64_t given = 0, unchanged_before = 0;
+	for (size_t at = 0; at < b.size(); at += step) {
+		const size_t n = std::min(step, b.size() - at);
+		cr_assert_ok(delta.write(b.data() + at, n));
+		given += n;
+		// Unchanged chunks complete so far (taken back); chunk 2 is kept.
+		const uint64_t complete = given / kChunk;
+		unchanged_before = complete - (complete > 2 ? 1 : 0);
+		cr_assert_eq(out.bytes.size(), given - unchanged_before * kChunk, "after %" PRIu64 " bytes", given);
+	}
+	auto d = delta.take();
+	cr_assert_ok(d);
+	cr_assert_eq(d->written_bytes, kChunk);
+	cr_assert_eq(out.bytes.size(), kChunk);
+	cr_assert(std::equal(out.bytes.begin(), out.bytes.end(), b.begin() + 2 * kChunk));
+}
+
+// An open-ended pages file takes bytes back, held-back zeros and written
+// bytes alike; zeros skipped after a cut read as zeros, not as the bytes
+// cut off.
+Test(kfd_chain, pages_writer_retract_cuts_the_file_back)
+{
+	test::TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert_ok(dir);
+	auto w = PagesWriter::create_open_ended(*dir, "amdgpu-pages-1-1111.img", 1 << 20);
+	cr_assert_ok(w);
+	const std::vector<uint8_t> data(3 * kHoleUnit, 0xab), zeros(2 * kHoleUnit, 0);
+	cr_assert_ok(w->write(data.data(), data.size()));
+	cr_assert_ok(w->write(zeros.data(), kHoleUnit / 2)); // held back
+	cr_assert_ok(w->retract(kHoleUnit / 2 + 2 * kHoleUnit)); // the zeros, then written bytes
+	cr_assert_eq(w->written(), kHoleUnit);
+	cr_assert_ok(w->write(zeros.data(), zeros.size())); // a hole over what was cut
+	const std::vector<uint8_t> tail(100, 0xcd);
+	cr_assert_ok(w->write(tail.data(), tail.size()));
+	cr_assert_not(PagesWriter::create(*dir, "amdgpu-pages-2-1111.img", 10)->retract(1).ok(),
+		      "a pages file of declared size takes nothing back");
+	cr_assert_ok(w->commit());
+	auto r = PagesReader::open(*dir, "amdgpu-pages-1-1111.img");
+	cr_assert_ok(r);
+	cr_assert_eq(r->remaining(), 3 * kHoleUnit + 100);
+	std::vector<uint8_t> got(r->remaining());
+	cr_assert_ok(r->read(got.data(), got.size()));
+	std::vector<uint8_t> want(data.begin(), data.begin() + kHoleUnit);
+	want.insert(want.end(), zeros.begin(), zeros.end());
+	want.insert(want.end(), tail.begin(), tail.end());
+	cr_assert(got == want);
 }
 
 Test(kfd_chain, image_round_trips_its_chain_fields_and_validates_them)
