@@ -40,8 +40,32 @@ machines). CASE full: 1, 2, 3. MACHINES and CASES below name them. CASE
 killed: only phase_killed (a checkpoint killed during its GPU copy, on the
 first machine with slow SDMA).
 
+CASE leave-running (phase_leave_running): periodic checkpoints without
+parent links. `podman container checkpoint --leave-running --keep` twice
+(the workload --periodic 3): after each the container is running with the
+same init, its queues active, not paused, no guardian left, the checkpoint
+directory holds every GPU byte the plugin's summary names, and the workload
+checks its BOs and GPUs and rewrites a MiB of each VRAM BO; then the
+container is killed and restored in place from the second checkpoint (its
+BOs as at that checkpoint, which differ from the first's), and the restored
+workload checks its BOs and GPUs again and gives its verdict. Where the
+kernel has no soft-dirty tracking it first checks that `--pre-checkpoint`
+is refused by runc's CRIU feature check (MemTrack), with no KFD CRIU call
+and the container running on with its GPU.
+
+CASE pre-checkpoint (phase_pre_checkpoint): `podman container checkpoint
+--pre-checkpoint --keep` (runc checkpoint --pre-dump: no KFD CRIU call, no
+GPU copy, no file of ours, the container running with its GPU), the
+workload rewrites a MiB of each VRAM BO, `podman container checkpoint
+--with-previous --keep` (runc --parent-path ../pre-checkpoint: a complete
+GPU dump, the pre-checkpoint holding no GPU image), restore in place: BOs as
+at the final checkpoint, the workload's checks and verdict. NOT RUN, before
+any container, where CRIU cannot track memory (the kernel's
+CONFIG_MEM_SOFT_DIRTY).
+
 Exit: 0 pass, 1 fail, 77 NOT RUN (not root, podman or runc missing or not
-working, CRIU not listed / not usable, sanitizer build).
+working, CRIU not listed / not usable, sanitizer build; CASE pre-checkpoint
+where CRIU cannot track memory).
 """
 import argparse
 import json
@@ -51,6 +75,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import harness  # noqa: E402
@@ -96,7 +121,16 @@ CASES = {
     "subset": ["missing", "bigger"],
     "full": ["second", "missing", "bigger"],
     "killed": [],  # its own first phase (phase_killed), no later machine
+    "leave-running": [],  # phase_leave_running
+    "pre-checkpoint": [],  # phase_pre_checkpoint
 }
+# The cases whose first machine runs a phase of their own name.
+OWN_PHASE = ("killed", "leave-running", "pre-checkpoint")
+# runc's answer to `checkpoint --pre-dump` when CRIU cannot track memory
+# (its CRIU feature check, libcontainer).
+NO_MEMTRACK = "CRIU does not support MemTrack"  # at runc's debug level
+MISSING_FEATURES = "CRIU is missing features"  # its error
+
 # The render node the "missing" machine's restore must name.
 MISSING_NODE = "/dev/dri/renderD130"
 # The workload's libraries the container image needs besides ldd's list.
@@ -606,6 +640,140 @@ def phase_killed(args, rc, emu, work):
     rc.expect(v == "OK", f"the container's workload after the killed checkpoint: {v}")
 
 
+def container_running(rc, emu, pm, pid, before, ckpt, what):
+    """After a --leave-running checkpoint or a refused one: podman reports
+    the container running with the same init, whose KFD state is live
+    (realcriu_test.check_running), and no guardian holds `ckpt`."""
+    state = pm.run("inspect", "--format", "{{.State.Status}} {{.State.Pid}}", "gpu").stdout.split()
+    rc.expect(state == ["running", str(pid)], f"{what}: the container is {state}, its init was {pid}")
+    rc.check_running(emu, pid, before, what)
+    rc.expect(rc.wait_for(lambda: not guardians_in(rc, ckpt), 2.0),
+              f"{what}: guardian processes left: {guardians_in(rc, ckpt)}")
+
+
+def dumped_bytes(rc, storage, ckpt, what):
+    """The GPU bytes the plugin's summary line says the last dump (runc's
+    dump.log, --keep) wrote; checked against the pages files in `ckpt`."""
+    logs = [p for p in criu_logs(storage) if os.path.basename(p) == "dump.log"]
+    rc.expect(logs, f"{what}: no dump.log kept")
+    with open(max(logs, key=os.path.getmtime), errors="replace") as f:
+        text = f.read()
+    m = rc.SUMMARY_DUMP.search(text)
+    rc.expect(m is not None, f"{what}: no summary line of the plugin in the dump log")
+    rc.expect(rc.SUMMARY_INCREMENTAL.search(text) is None, f"{what}: the dump says it is incremental")
+    total = int(m.group(2))
+    rc.expect(rc.pages_payload(ckpt) == total,
+              f"{what}: the pages files in {ckpt} hold {rc.pages_payload(ckpt)} bytes, the summary {total}")
+    return total
+
+
+def checksums(snap):
+    return {b["va"]: b["checksum"] for b in snap["bos"]}
+
+
+def restore_in_place(rc, emu, pm, storage, wl, at, what):
+    """The killed or exited container restored in place (`podman
+    container restore --keep`) and checked against the snapshot `at`."""
+    try:
+        pm.run("container", "restore", "--keep", "gpu")
+    except Failed:
+        show_criu_logs(rc, storage)
+        raise
+    pid = pm.pid("gpu")
+    check_restored(rc, emu, pid, at, {}, {}, what)
+    return pid
+
+
+def pre_checkpoint_refused(rc, emu, pm, pid, before, ckpt):
+    """Without soft-dirty: `--pre-checkpoint` is refused by runc for
+    CRIU's missing memory tracking, before any KFD CRIU call, and the
+    container runs on with its GPU."""
+    calls = rc.criu_calls(emu)
+    # runc --debug (podman --runtime-flag) says which feature is missing.
+    r = pm.run("--runtime-flag", "debug", "container", "checkpoint", "--pre-checkpoint", "--keep", "gpu",
+               check=False)
+    said = [l for l in r.stderr.splitlines() if "CRIU" in l or "criu" in l]
+    rc.expect(r.returncode != 0, "podman container checkpoint --pre-checkpoint succeeded without soft-dirty")
+    rc.expect(any(NO_MEMTRACK in l for l in said) and any(MISSING_FEATURES in l for l in said),
+              f"--pre-checkpoint refused for another reason: {said[-8:]}")
+    rc.expect(rc.criu_calls(emu) == calls, "the refused --pre-checkpoint made KFD CRIU calls or GPU copies")
+    container_running(rc, emu, pm, pid, before, ckpt, "after the refused --pre-checkpoint")
+    log(f"--pre-checkpoint refused as expected without soft-dirty ({NO_MEMTRACK!r}); the container runs on")
+
+
+def phase_leave_running(args, rc, emu, work):
+    """CASE leave-running (see the top)."""
+    storage = os.path.join(work, "storage")
+    # --named-semaphore: CRIU removes a --link-remap link after a
+    # --leave-running dump, so a container whose process created libhsakmt's
+    # semaphore (a deleted mapping) cannot be restored from one (README.md).
+    pm, pid, wl, before = start_container(rc, emu, work, [128, 129], ["--named-semaphore", "--periodic", "3"])
+    ckpt = os.path.join(pm.run("inspect", "--format", "{{.StaticDir}}", "gpu").stdout.strip(), "checkpoint")
+    steps = types.SimpleNamespace(work=wl)
+    if not rc.tracks_memory(args.criu):
+        pre_checkpoint_refused(rc, emu, pm, pid, before, ckpt)
+    snaps = []
+    for k in (1, 2):
+        try:
+            pm.run("container", "checkpoint", "--leave-running", "--keep", "gpu")
+        except Failed:
+            show_criu_logs(rc, storage)
+            raise
+        what = f"after checkpoint {k} (--leave-running)"
+        container_running(rc, emu, pm, pid, before, ckpt, what)
+        total = dumped_bytes(rc, storage, ckpt, what)
+        snaps.append(rc.snapshot(emu, pid))
+        rc.periodic_step(steps, k)  # checks its BOs and GPUs, rewrites a MiB of each VRAM BO
+        log(f"{what}: {total} GPU bytes in {ckpt}; the container runs and its GPU work passed")
+    rc.expect(checksums(snaps[0]) != checksums(snaps[1]), "the BOs did not change between the checkpoints")
+    pm.run("kill", "gpu")
+    pm.run("wait", "gpu")
+    for name in ("step2", "step2.done"):  # the restored workload waits for step 2 again
+        os.unlink(os.path.join(wl, name))
+    pid = restore_in_place(rc, emu, pm, storage, wl, snaps[1], "restored from checkpoint 2")
+    for k in (2, 3):
+        rc.periodic_step(steps, k)
+    v = rc.verdict(wl, pid)
+    rc.expect(v == "OK", f"the workload restored from checkpoint 2: {v}")
+    pm.run("rm", "-f", "-t", "0", "-a")
+
+
+def phase_pre_checkpoint(args, rc, emu, work):
+    """CASE pre-checkpoint (see the top); run_machines has checked that
+    CRIU tracks memory."""
+    storage = os.path.join(work, "storage")
+    pm, pid, wl, before = start_container(rc, emu, work, [128, 129], ["--periodic", "2"])
+    static = pm.run("inspect", "--format", "{{.StaticDir}}", "gpu").stdout.strip()
+    pre, ckpt = os.path.join(static, "pre-checkpoint"), os.path.join(static, "checkpoint")
+    steps = types.SimpleNamespace(work=wl)
+    calls = rc.criu_calls(emu)
+    try:
+        pm.run("container", "checkpoint", "--pre-checkpoint", "--keep", "gpu")
+    except Failed:
+        show_criu_logs(rc, storage)
+        raise
+    rc.expect(rc.criu_calls(emu) == calls, "the pre-checkpoint made KFD CRIU calls or GPU copies")
+    ours = [n for n in os.listdir(pre) if "amdgpu" in n]
+    rc.expect(not ours, f"the pre-checkpoint wrote files of ours: {ours}")
+    container_running(rc, emu, pm, pid, before, pre, "after --pre-checkpoint")
+    rc.periodic_step(steps, 1)  # checks its BOs and GPUs, rewrites a MiB of each VRAM BO
+    last = rc.snapshot(emu, pid)
+    try:
+        pm.run("container", "checkpoint", "--with-previous", "--keep", "gpu")
+    except Failed:
+        show_criu_logs(rc, storage)
+        raise
+    rc.expect(os.path.islink(os.path.join(ckpt, "parent")), f"{ckpt} has no parent link to the pre-checkpoint")
+    total = dumped_bytes(rc, storage, ckpt, "the --with-previous checkpoint")
+    pid = restore_in_place(rc, emu, pm, storage, wl, last, "restored from the --with-previous checkpoint")
+    rc.periodic_step(steps, 2)
+    v = rc.verdict(wl, pid)
+    rc.expect(v == "OK", f"the workload restored from the --with-previous checkpoint: {v}")
+    log(f"--pre-checkpoint, then --with-previous: {total} GPU bytes written whole (a pre-dump hands the plugin "
+        f"no GPU memory); restored")
+    pm.run("rm", "-f", "-t", "0", "-a")
+
+
 def machine_helpers(args):
     """Inside a machine: realcriu_test's helpers (its checks raise its
     Failure, a harness.Failed) and `kfd-emu ctl` of this machine."""
@@ -620,6 +788,10 @@ def inside(args):
         phase_first(args, rc, emu, args.work)
     elif args.phase == "killed":
         phase_killed(args, rc, emu, args.work)
+    elif args.phase == "leave-running":
+        phase_leave_running(args, rc, emu, args.work)
+    elif args.phase == "pre-checkpoint":
+        phase_pre_checkpoint(args, rc, emu, args.work)
     else:
         phase_restore(args, rc, emu, args.work, MACHINES[args.phase][1])
 
@@ -701,13 +873,13 @@ def run_machines(args, work, criu):
     write_criu_side(args, work, root, criu)
     write_podman_conf(work)
     write_four_mi210(os.path.join(work, FOUR_MI210))
-    me = harness.self_command(__file__, "--work", work)
+    me = harness.self_command(__file__, "--work", work, "--criu", criu)
     emu = [args.kfd_emu, "--root", root]
-    first, phase = FIRST, "first"
+    first, phase = FIRST, args.case if args.case in OWN_PHASE else "first"
     if args.case == "killed":
         sys.path.insert(0, args.emu_criu_lib)
         import realcriu_test
-        first, phase = FIRST[:1] + [realcriu_test.slow_machine(work, MACHINE)] + FIRST[2:], "killed"
+        first = FIRST[:1] + [realcriu_test.slow_machine(work, MACHINE)] + FIRST[2:]
     log(f"first machine: {' '.join(first)}")
     rc = subprocess.run(emu + first + ["--"] + me + ["--phase", phase]).returncode
     for name in CASES[args.case]:
@@ -730,6 +902,15 @@ def main():
         harness.run_phase(lambda: inside(args))
 
     criu = require_host(args, [("podman", "podman"), ("runc", "runc")])
+    if args.case == "pre-checkpoint":
+        sys.path.insert(0, args.emu_criu_lib)
+        import realcriu_test
+        with harness.not_run():
+            if not realcriu_test.tracks_memory(criu):
+                raise NotRun("podman container checkpoint --pre-checkpoint runs runc checkpoint --pre-dump, which "
+                             f"runc refuses ({NO_MEMTRACK!r}) unless CRIU can track memory: the kernel's "
+                             "soft-dirty bits (CONFIG_MEM_SOFT_DIRTY), absent here (criu check --feature "
+                             "mem_dirty_track fails); --case leave-running checks that refusal")
     work = harness.work_dir("kfdemu-container.")
     log(f"CRIU {criu}, case {args.case}, work {work}")
     harness.conclude(lambda: run_machines(args, work, criu), work, args.keep, lambda: podman_cleanup(work))

@@ -143,6 +143,9 @@ def inner_dump(bins, a):
             os.symlink(st["images_dir"], images)
         os.makedirs(images, exist_ok=True)
         plugins = ["--plugin", bins.plugin] + sum((["--plugin", x] for x in st.get("extra_plugins", [])), [])
+        if st.get("pre_dump"):
+            result["pre_dump"] = inner_pre_dump(bins, a, p.pid, plugins)
+            os.symlink("../pre", os.path.join(images, "parent"))  # what --prev-images-dir ../pre makes
         usage = {}
         rc, text, dt, hostpid = run_host(bins, ["dump", "-t", str(p.pid), "-D", images] + plugins,
                                          st.get("env", {}), os.path.join(a.state, "dump.log"), usage)
@@ -184,6 +187,28 @@ def inner_dump(bins, a):
         stop(p)
     json.dump(result, open(os.path.join(a.state, "dump.json"), "w"))
     return 0
+
+
+def kfd_criu_calls(bins):
+    """The emulator's counts of KFD CRIU calls (AMDKFD_IOC_CRIU_OP and its
+    sub-ops: PROCESS_INFO pauses) and of SDMA jobs."""
+    c = ctl(bins, "counters")
+    return {k: v for k, v in c["ioctls"].items() if "CRIU" in k}, c["sdma_jobs"]
+
+
+def inner_pre_dump(bins, a, pid, plugins):
+    """criu-host pre-dump of `pid` into STATE/pre (the hooks of CRIU's
+    pre-dump: init, PAUSE_DEVICES, HANDLE_DEVICE_VMA, no exit); what the
+    plugin did around it."""
+    pre = os.path.join(a.state, "pre")
+    os.makedirs(pre)
+    calls = kfd_criu_calls(bins)
+    rc, text, _, _ = run_host(bins, ["pre-dump", "-t", str(pid), "-D", pre] + plugins, {},
+                              os.path.join(a.state, "pre-dump.log"))
+    return {"rc": rc, "log": text, "calls_unchanged": kfd_criu_calls(bins) == calls,
+            "files": sorted(os.listdir(pre)), "queues_state": ctl(bins, "queues", str(pid))["state"],
+            "claimed": len([l for l in text.splitlines() if "HANDLE_DEVICE_VMA" in l and "= 0" in l
+                            and "amdgpu_plugin" in l])}
 
 
 def inner_restore(bins, a):
@@ -240,12 +265,14 @@ class Run:
         return out
 
     def dump(self, machine_args, workload, env=None, fault=None, extra_plugins=None, skip_checks=False,
-             images_dir=None):
+             images_dir=None, pre_dump=False):
         """images_dir: where the images go (a new directory; the dump's
-        state links to it), instead of inside the dump's state."""
+        state links to it), instead of inside the dump's state. pre_dump:
+        a criu-host pre-dump first, the dump's `parent` linked to it."""
         out = self.machine(machine_args, "dump", {"workload": workload, "env": env or {}, "fault": fault,
                                                   "extra_plugins": extra_plugins or [],
-                                                  "skip_checks": skip_checks, "images_dir": images_dir})
+                                                  "skip_checks": skip_checks, "images_dir": images_dir,
+                                                  "pre_dump": pre_dump})
         out["images_dir"] = images_dir
         return out
 
@@ -584,10 +611,38 @@ def sc_demo(run):
           "same GPU VAs, queues running)")
 
 
+def sc_pre_copy(run):
+    """CRIU's pre-dump hook sequence (criu-host pre-dump: init(PRE_DUMP),
+    PAUSE_DEVICES, HANDLE_DEVICE_VMA, no exit; docs/incremental.md) with the
+    plugin on 2 GPUs: it succeeds, the plugin claims the device mappings,
+    makes no KFD CRIU call (nothing paused) and no SDMA job, writes nothing;
+    the queues stay active. Then a dump whose `parent` is the pre-dump's
+    directory: complete (no GPU image there to take chunks from), the
+    images equal to the emulator's BOs; restored and verified."""
+    d = run.dump(["--machine", "2xMI210"], ["--vram", SMALL_VRAM, "--gtt", GTT], pre_dump=True)
+    pre = d["pre_dump"]
+    tail = "\n".join(pre["log"].splitlines()[-20:])
+    check(pre["rc"] == 0, "pre-dump failed (%d):\n%s" % (pre["rc"], tail))
+    check(pre["claimed"] > 0 and "Can't handle non-regular mapping" not in pre["log"],
+          "pre-dump: %d device mappings claimed by amdgpu_plugin:\n%s" % (pre["claimed"], tail))
+    check("amdgpu_plugin: exit" not in pre["log"] and "exit(PRE_DUMP" not in pre["log"],
+          "the host called exit in a pre-dump")
+    check(pre["calls_unchanged"], "the pre-dump made KFD CRIU calls or SDMA jobs")
+    check(not [f for f in pre["files"] if "amdgpu" in f], "the pre-dump wrote %s" % pre["files"])
+    check(pre["queues_state"] == "active", "queues %s after the pre-dump" % pre["queues_state"])
+    no_leaks(pre["log"], "pre-dump")
+    log("  pre-dump ok: %d device mappings claimed, no KFD CRIU call, no SDMA job, no file, queues active" %
+        pre["claimed"])
+    expect_good_dump(d, "dump after the pre-dump")
+    check("incremental on" not in d["log"], "the dump after a pre-dump says it is incremental")
+    r = run.restore(["--machine", "2xMI210"], d)
+    expect_good_restore(r, "restore of the dump after the pre-dump")
+
+
 SCENARIOS = {
     "roundtrip": sc_roundtrip, "bounded": sc_bounded, "hive": sc_hive, "bigger": sc_bigger, "tree": sc_tree,
     "incompatible": sc_incompatible, "dump_faults": sc_dump_faults, "restore_faults": sc_restore_faults,
-    "coexist": sc_coexist, "demo": sc_demo, "parallel": sc_parallel,
+    "coexist": sc_coexist, "demo": sc_demo, "parallel": sc_parallel, "pre_copy": sc_pre_copy,
 }
 
 

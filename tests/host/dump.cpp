@@ -301,9 +301,15 @@ int Dumper::run(const DumpOptions &opts, int dirfd)
 	inv_.root = opts.pid;
 	if (collect(opts.pid, 0))
 		return -1;
-	// A pre-dump (memory only, in CRIU) shows the plugins nothing else.
-	if (opts.pre_dump)
+	// A pre-dump (memory only, in CRIU) shows the plugins each task's device
+	// mappings (HANDLE_DEVICE_VMA from its smaps walk, pre_dump_one_task in
+	// criu/cr-dump.c) and nothing else: no file, no CHECKPOINT_DEVICES.
+	if (opts.pre_dump) {
+		for (TaskRecord &t : inv_.tasks)
+			if (dump_vmas(t))
+				return -1;
 		return 0;
+	}
 
 	for (const TaskRecord &t : inv_.tasks) {
 		const pid_t pid = t.pid;
@@ -343,7 +349,10 @@ int run_dump(const DumpOptions &opts, PluginSet &plugins, int dirfd)
 {
 	Dumper d(plugins);
 	const int ret = d.run(opts, dirfd);
-	plugins.fini(opts.pre_dump ? CR_PLUGIN_STAGE__PRE_DUMP : CR_PLUGIN_STAGE__DUMP, ret);
+	// CRIU's pre-dump never calls the plugins' exit (cr_pre_dump_finish
+	// has no cr_plugin_fini): their pre-dump ends with CRIU's process.
+	if (!opts.pre_dump)
+		plugins.fini(CR_PLUGIN_STAGE__DUMP, ret);
 	if (ret == 0 && opts.kill && !opts.pre_dump) {
 		d.freezer().kill_all();
 		logf(kInfo, "Tasks killed\n");

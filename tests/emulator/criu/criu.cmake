@@ -192,6 +192,12 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   kfdemu_realcriu_test(${_ver} interop_upstream_restore_periodic_MI100 periodic MI100
     --amdgpu-img $<TARGET_FILE:amdgpu-img>
     --interop upstream-restore --upstream-list ${CMAKE_BINARY_DIR}/realcriu/upstream-plugins.txt)
+  # Pre-copy: criu pre-dump with our plugin (no KFD call, nothing paused,
+  # no file of ours; where the kernel has no soft-dirty, CRIU stops at its
+  # own check and nowhere else), then the GPU memory pre-copied by a dump
+  # --leave-running and the final dump writing only the changed MiB; the
+  # restore from it. NOT RUN (after all that passed) without soft-dirty.
+  kfdemu_realcriu_test(${_ver} pre_copy_MI100 pre-copy MI100)
   # A restore onto GPUs whose VRAM another process's GEM BOs fill: the
   # restore's KFD allocations evict them to GTT.
   kfdemu_realcriu_test(${_ver} evicting_restore_MI100 evicting-restore MI100)

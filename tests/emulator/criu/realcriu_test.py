@@ -178,6 +178,28 @@ periodic        three `criu dump --leave-running`, each after the first
                 with --interop upstream-restore, the chain is flattened
                 (amdgpu-img flatten) and upstream's plugin restores it.
 
+pre-copy        `criu pre-dump -D ckpt-1` with our plugin (docs/incremental.md,
+                "CRIU's flows"): it runs no KFD CRIU call (none counted by
+                the model: nothing paused) and no GPU copy, writes no file
+                of ours, claims every device mapping (CRIU logs each found
+                with a plugin), logs no plugin error, and leaves the process
+                running with its queues active and no guardian. Where the
+                kernel tracks memory (soft-dirty) the pre-dump succeeds;
+                where it does not, CRIU must fail at its own soft-dirty
+                check (the BUG in mem.c's task_reset_dirty_track) and
+                nowhere else. Then the pre-copy of GPU memory: `criu dump
+                --leave-running` into ckpt-2 (parent ckpt-1: it holds no GPU
+                image, so the dump is complete), the process checks its GPUs
+                and rewrites a MiB of each GPU's VRAM BO, the final `criu
+                dump` into ckpt-3 against ckpt-2 writes only the changed
+                MiB per GPU (at most one more), and the restore from ckpt-3
+                gives every BO its contents, the process's fds, mappings and
+                queues, and its own checks. With --track-mem and
+                --prev-images-dir where the kernel tracks memory; else the
+                parents are linked by the test (gpu_only_parent) and, after
+                all of this passed, the test reports NOT RUN naming
+                CONFIG_MEM_SOFT_DIRTY: CRIU cannot pre-dump here.
+
 --interop upstream-dump | upstream-restore  (with roundtrip or tree)
                 upstream's amdgpu_plugin.so, built from the same CRIU's
                 sources (--upstream-list, scripts/build-criu.sh), dumps and
@@ -223,7 +245,8 @@ mixed           two dumps of the same program (A, then B: another pid), then
                 agrees (exit 0 exactly when the restore succeeds).
 
 Exit: 0 pass, 1 fail, 77 NOT RUN (CRIU not listed / not usable, not root,
-sanitizer build, no upstream plugin for --interop).
+sanitizer build, no upstream plugin for --interop; pre-copy on a kernel
+without soft-dirty tracking).
 """
 import argparse
 import json
@@ -409,7 +432,7 @@ WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd
                   "dump-killed-paused": ["--user-queue"],
                   "dump-killed-copied": ["--user-queue"],
                   "restore-killed-copied": ["--user-queue"], "render-killed": ["--render"],
-                  "periodic": ["--periodic", "3"]}
+                  "periodic": ["--periodic", "3"], "pre-copy": ["--periodic", "2"]}
 
 
 def queue_sig(q):
@@ -1632,12 +1655,15 @@ def inside(args, criu):
     work = args.work
     if args.scenario in KILL_SCENARIOS:
         os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(KILL_VRAM_MIB)
-    if args.scenario == "periodic":
+    if args.scenario in ("periodic", "pre-copy"):
         os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(PERIODIC_VRAM_MIB)
     run = Run(args, criu, work)
     try:
         if args.scenario == "periodic":
             periodic_incremental(run)
+        elif args.scenario == "pre-copy":
+            with harness.not_run():
+                pre_copy(run)
         elif args.interop:
             interop_round_trip(run)
         elif args.phase == "dump":
@@ -1727,13 +1753,16 @@ def pages_payload(images):
     return sum(os.path.getsize(f) - 8 for f in glob.glob(os.path.join(images, "amdgpu-pages-*.img")))
 
 
-def periodic_dump(run, pid, k, track):
+def periodic_dump(run, pid, k, track, leave_running=True, parent_gpu=True):
     """The k-th `criu dump --leave-running` of the periodic scenario, into
     WORK/ckpt-k with --prev-images-dir ../ckpt-(k-1) after the first;
-    returns (bytes of the BOs, bytes written, bytes from the parent)."""
+    returns (bytes of the BOs, bytes written, bytes from the parent).
+    pre-copy: `leave_running` False for its final dump; `parent_gpu` False
+    when ckpt-(k-1) holds no GPU image (a pre-dump's), so dump k must be
+    complete."""
     run.images = os.path.join(run.work, f"ckpt-{k}")
     os.makedirs(run.images, exist_ok=True)
-    extra = ["-t", str(pid), "--leave-running"]
+    extra = ["-t", str(pid)] + (["--leave-running"] if leave_running else [])
     saved_env = run.env
     if k > 1:
         run.env = dict(run.env, KFD_MAX_BUFFER_SIZE=str(PERIODIC_BOUND))
@@ -1759,10 +1788,11 @@ def periodic_dump(run, pid, k, track):
     total = int(total.group(2))
     incr = SUMMARY_INCREMENTAL.search(text)
     written = pages_payload(run.images)
-    if k == 1:
-        expect(incr is None, f"dump 1 (no parent) says it is incremental: {incr and incr.group(0)}", False)
-        expect(written == total, f"dump 1 wrote {written} bytes of pages, its BOs hold {total}", False)
-        log(f"dump 1: complete, {total} bytes")
+    if k == 1 or not parent_gpu:
+        expect(incr is None, f"dump {k} (no parent GPU image) says it is incremental: {incr and incr.group(0)}",
+               False)
+        expect(written == total, f"dump {k} wrote {written} bytes of pages, its BOs hold {total}", False)
+        log(f"dump {k}: complete, {total} bytes")
         return total, written, 0
     expect(incr is not None, f"dump {k}: no incremental clause in its summary line", False)
     said_written, said_parent = int(incr.group(2)), int(incr.group(3))
@@ -1933,6 +1963,111 @@ def inspect_chain(run, full):
            f"flatten of the chain with a damaged parent: {f.stdout}{f.stderr}")
     log("amdgpu-img: verify follows the chain, flatten writes a complete checkpoint; a damaged parent byte is "
         "found by both")
+
+
+# pre-copy: CRIU's log line for each device mapping a plugin claimed
+# (proc_parse.c, handle_vma), the one for a mapping none claimed, and the
+# BUG a pre-dump hits without soft-dirty (mem.c, task_reset_dirty_track:
+# BUG_ON(!kdat.has_dirty_track); pre-dump forces --track-mem after
+# check_options has let it through).
+CLAIMED_VMA = "Found device file mapping, plugin is available"
+UNCLAIMED_VMA = "Can't handle non-regular mapping"
+SOFT_DIRTY_BUG = re.compile(r"Error \(criu/mem\.c:\d+\): BUG at criu/mem\.c:\d+")
+
+
+def criu_calls(emu):
+    """The model's counts of KFD CRIU calls (AMDKFD_IOC_CRIU_OP and its
+    sub-ops: PROCESS_INFO is the one that pauses) and SDMA jobs."""
+    c = emu.ctl("counters")
+    return {k: v for k, v in c["ioctls"].items() if "CRIU" in k}, c["sdma_jobs"]
+
+
+def pre_dump(run, pid, before, track):
+    """`criu pre-dump -t PID -D WORK/ckpt-1` with our plugin (pre-copy):
+    the checks of the scenario's first half (see the top)."""
+    run.images = os.path.join(run.work, "ckpt-1")
+    os.makedirs(run.images)
+    calls = criu_calls(run.emu)
+    rc = run.criu_run("pre-dump", ["-t", str(pid)], "pre-dump.log")
+    path = os.path.join(run.images, "pre-dump.log")
+    text = open(path, errors="replace").read()
+    expect(plugin_errors(path) == [], f"the pre-dump logged plugin errors: {plugin_errors(path)}", False)
+    claimed = text.count(CLAIMED_VMA)
+    expect(UNCLAIMED_VMA not in text and claimed > 0,
+           f"the pre-dump: {claimed} device mappings claimed, unclaimed ones: {UNCLAIMED_VMA in text}", False)
+    after = criu_calls(run.emu)
+    expect(after == calls, f"the pre-dump made KFD CRIU calls or GPU copies: {calls} before, {after} after", False)
+    ours = [n for n in os.listdir(run.images) if "amdgpu" in n]
+    expect(not ours, f"the pre-dump wrote files of ours: {ours}", False)
+    if track:
+        if rc != 0:
+            show_log(path)
+        expect(rc == 0, f"criu pre-dump failed ({rc}) on a kernel that tracks memory", False)
+        how = "succeeded"
+    else:
+        bug = SOFT_DIRTY_BUG.search(text)
+        errors = [l for l in text.splitlines() if "Error (" in l]
+        last = errors[-1] if errors else ""
+        if rc == 0 or not bug or not last.endswith(bug.group(0)):
+            show_log(path)
+        expect(rc != 0 and bug is not None, f"criu pre-dump (exit {rc}) did not stop at CRIU's soft-dirty BUG in "
+               f"mem.c", False)
+        expect(last.endswith(bug.group(0)), f"the pre-dump's last error is not the soft-dirty BUG: {last}", False)
+        how = f"failed (exit {rc}) at {bug.group(0)} only"
+    expect(wait_for(lambda: alive(pid), 1) and alive(pid), f"process {pid} is gone after the pre-dump", False)
+    check_running(run.emu, pid, before, "after the pre-dump")
+    expect(not guardians(), f"guardian processes left after the pre-dump: {guardians()}", False)
+    log(f"criu pre-dump {how}: {claimed} device mappings claimed by a plugin, no KFD CRIU call, no GPU copy, no "
+        f"file of ours; process {pid} runs with active queues")
+
+
+def pre_copy(run):
+    """pre-copy (see the top): criu pre-dump, the GPU memory pre-copied by
+    a dump --leave-running, the final dump writing what changed since,
+    the restore from it. NotRun at the end without soft-dirty."""
+    procs = run.start()
+    pid = procs[0][1]
+    before = snapshot(run.emu, pid)
+    with open(os.path.join(run.work, "ready")) as f:
+        gpus = len(f.read().split("\n")[1:-1]) - 1  # a VRAM BO per GPU, then the GTT BO
+    track = ["--track-mem"] if tracks_memory(run.criu) else []
+    pre_dump(run, pid, before, track)
+    # The GPU memory's pre-copy: the pre-dump's directory holds no GPU
+    # image, so this dump is complete.
+    total, _, _ = periodic_dump(run, pid, 2, track, parent_gpu=False)
+    expect(alive(pid), f"dump 2 (--leave-running): process {pid} is gone", False)
+    check_running(run.emu, pid, before, "after dump 2 (--leave-running)")
+    expect(not guardians(), f"guardian processes left after dump 2: {guardians()}", False)
+    periodic_step(run, 1)  # checks its GPUs, rewrites a MiB of each VRAM BO
+    last = snapshot(run.emu, pid)
+    final, written, parent = periodic_dump(run, pid, 3, track, leave_running=False)
+    mib = 1 << 20
+    expect(final == total, f"the final dump: {final} bytes of BOs, the pre-copy {total}", False)
+    expect(gpus * mib <= written <= 2 * gpus * mib,
+           f"the final dump wrote {written} bytes; the workload rewrote {gpus} MiB ({gpus} GPU(s)) since the "
+           f"pre-copy", False)
+    run.wl.wait(timeout=30)
+    run.wl = None
+    expect(wait_for(lambda: not reap_children() and not os.path.exists(f"/proc/{pid}"), 10, "the dumped task"),
+           f"process {pid} still exists after the final dump", False)
+    run.restore(pid)
+    text = open(os.path.join(run.images, "restore.log"), errors="replace").read()
+    m = SUMMARY_RESTORE.search(text)
+    expect(m is not None and int(m.group(1)) == final,
+           f"restore: checksums matched for {m and m.group(1)} bytes, the BOs hold {final}")
+    expect(not guardians(), f"guardian processes left after the restore: {guardians()}")
+    check_restored(run.emu, pid, last)
+    periodic_step(run, 2)  # the restored process checks its BOs and GPUs
+    run.verdicts(procs)
+    log(f"pre-copy: the final dump wrote {written} of {final} bytes ({parent} from the pre-copy), the restore "
+        f"from it passed")
+    if not track:
+        raise harness.NotRun(
+            "criu pre-dump needs the kernel's soft-dirty page tracking (CONFIG_MEM_SOFT_DIRTY), which this kernel "
+            "lacks (criu check --feature mem_dirty_track fails): the pre-copy flow cannot run here. What runs "
+            "here passed: the pre-dump with our plugin stops only at CRIU's soft-dirty BUG, nothing paused or "
+            "copied; the GPU pre-copy by dump --leave-running and the final dump against it (parents linked by "
+            "the test, gpu_only_parent), and the restore from it")
 
 
 def queue_states(q):
@@ -2198,7 +2333,8 @@ def main():
                              "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
-                             "cp-queue", "svm", "gem-metadata", "periodic", "evicting-restore", "evicted-dump",
+                             "cp-queue", "svm", "gem-metadata", "periodic", "pre-copy", "evicting-restore",
+                             "evicted-dump",
                              *KILL_SCENARIOS, *STALL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
@@ -2265,6 +2401,10 @@ def main():
         machine = slow_machine(work, args.machine) if args.scenario in KILL_SCENARIOS else args.machine
         rc = subprocess.run([args.kfd_emu, "--machine", machine, "--"] + me + ["--phase", "all"]).returncode
 
+    if rc == harness.NOT_RUN:
+        # The phase said NOT RUN and why (pre-copy without soft-dirty).
+        shutil.rmtree(work, ignore_errors=True)
+        sys.exit(harness.NOT_RUN)
     why = ""
     if args.scenario == "broken-vma-map":
         # Only a failure after a good dump counts: the restore or the

@@ -4,7 +4,8 @@
 // emulator's realcriu tests (realcriu_test.py). Unmodified libhsakmt 5.2.3
 // and libdrm_amdgpu 2.4.114.
 //
-//   kfdemu_criu_workload [--tree] [--kfd-gem] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue] [--periodic N] DIR
+//   kfdemu_criu_workload [--tree] [--kfd-gem] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue]
+//                        [--periodic N] [--named-semaphore] DIR
 //   kfdemu_criu_workload --render [--second-file] DIR
 //
 // Setup: on every GPU node a VRAM BO (2 MiB; $KFDEMU_WORKLOAD_VRAM_MIB
@@ -74,6 +75,13 @@
 // writes DIR/step<k>.done ("OK", or the verdict "FAIL: ..." in DIR/result).
 // The BOs' expected contents then include those patches; after the N
 // steps it waits for DIR/go as usual (the restore from the last dump).
+// --named-semaphore: before hsaKmtOpenKFD the process creates libhsakmt's
+// named semaphore and closes it, so that libhsakmt opens it by its name
+// (as in any process after the first on a machine) instead of creating it:
+// glibc's sem_open(O_CREAT) maps a temporary file that it links under the
+// name and unlinks, a deleted mapping CRIU dumps as a --link-remap link,
+// which a --leave-running dump removes again (the container test's
+// periodic checkpoints, tests/container/README.md).
 // --tree: the process first forks a child that does all of the above in
 // DIR/child (its own KFD context and BOs); the parent's verdict also
 // requires the child to have exited 0 (it waits for it after its own
@@ -84,6 +92,7 @@
 #include <hsakmt.h>
 
 #include <dirent.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -1221,12 +1230,25 @@ struct Modes {
 	bool gem = false, queue_state = false, user_queue = false, cp_queue = false, svm = false;
 	bool metadata = false;
 	int periodic = 0; // --periodic N
+	bool named_semaphore = false;
 };
+
+// --named-semaphore (see the header). The name is libhsakmt's
+// (src/device/hsakmt_shm.cpp), its initial count libhsakmt's too.
+void create_hsakmt_semaphore()
+{
+	sem_t *sem = ::sem_open("hsakmt_semaphore", O_CREAT, 0666, 1);
+	if (sem == SEM_FAILED)
+		finish(std::string("FAIL: sem_open hsakmt_semaphore: ") + std::strerror(errno));
+	::sem_close(sem);
+}
 
 [[noreturn]] void run(const Modes &m)
 {
 	const bool gem = m.gem, queue_state = m.queue_state, user_queue = m.user_queue;
 	std::string err;
+	if (m.named_semaphore)
+		create_hsakmt_semaphore();
 	if (HSAKMT_STATUS s = hsaKmtOpenKFD(); s != HSAKMT_STATUS_SUCCESS)
 		finish(status("FAIL: hsaKmtOpenKFD", s));
 	HsaSystemProperties sys{};
@@ -1367,14 +1389,18 @@ int main(int argc, char **argv)
 			m.metadata = true;
 		else if (a == "--periodic" && i + 1 < argc)
 			m.periodic = std::atoi(argv[++i]);
+		else if (a == "--named-semaphore")
+			m.named_semaphore = true;
 		else
 			break;
 	}
 	if (argc != i + 1 ||
-	    (render && (tree || m.gem || m.metadata || m.queue_state || m.user_queue || m.cp_queue || m.svm || m.periodic)) ||
+	    (render && (tree || m.gem || m.metadata || m.queue_state || m.user_queue || m.cp_queue || m.svm ||
+			m.periodic || m.named_semaphore)) ||
 	    (second && !render) || (m.cp_queue && m.user_queue) || m.periodic < 0) {
 		std::fprintf(stderr,
-			     "usage: %s [--tree] [--kfd-gem] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue] [--periodic N] DIR | --render "
+			     "usage: %s [--tree] [--kfd-gem] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue] "
+			     "[--periodic N] [--named-semaphore] DIR | --render "
 			     "[--second-file] DIR\n",
 			     argv[0]);
 		return 2;
