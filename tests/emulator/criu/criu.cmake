@@ -95,6 +95,10 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # libhsakmt's render-node file of a ROCm process.
   kfdemu_realcriu_test(${_ver} render_MI100 render MI100)
   kfdemu_realcriu_test(${_ver} kfd_gem_2xMI210 kfd-gem 2xMI210)
+  # A child forked after the GPU state holds the /dev/kfd and render files
+  # without using them (a DataLoader worker): restored as shared files, the
+  # KFD process still the parent's.
+  kfdemu_realcriu_test(${_ver} fork_holder_2xMI210 fork-holder 2xMI210)
   # One GEM BO shared by three processes through a dma-buf (exporter,
   # importer, holder of the bare dma-buf: tests/e2e/dmabuf_tree.cpp), the
   # holder dumped first.

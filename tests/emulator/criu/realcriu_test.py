@@ -27,6 +27,12 @@ roundtrip       dump + restore (same daemon, same pid); after each, no
                 destroys its queue ("OK" in DIR/result).
 tree            the same for a parent and a child, each with its own KFD
                 context (dump -t parent).
+fork-holder     roundtrip (with a user-mode SDMA queue) of a ROCm process
+                with a child forked after its GPU state, holding its
+                /dev/kfd and render files but using no GPU (a PyTorch
+                DataLoader worker): the child's fds restored as the
+                parent's files, KFD's process still the parent's (the
+                child gets EBADF), the parent's GPU work goes on.
 kfd-gem         roundtrip with GEM BOs of the process's own (libdrm_amdgpu)
                 on libhsakmt's render-node file: a GTT BO, a CPU-invisible
                 VRAM BO filled by SDMA, a VRAM BO at two GPU VAs; the
@@ -425,6 +431,7 @@ def daemon_connections(pid):
 
 # The workload's mode per scenario (see workload.cpp).
 WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd-gem"], "stream": ["--kfd-gem"],
+                  "fork-holder": ["--fork-holder", "--user-queue"],
                   "queue-state": ["--queue-state"], "cp-queue": ["--cp-queue"], "svm": ["--svm"], "gem-metadata": ["--metadata"],
                   "dump-killed": ["--user-queue"], "dump-termed": ["--user-queue"], "dump-timeout": ["--user-queue"],
                   "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"],
@@ -1674,7 +1681,7 @@ def inside(args, criu):
             other_machine_restore(run, os.path.join(work, "state.json"))
         elif args.scenario == "mixed":
             mixed_checkpoints(run)
-        elif args.scenario in ("roundtrip", "tree", "broken-vma-map", "kfd-gem"):
+        elif args.scenario in ("roundtrip", "tree", "broken-vma-map", "kfd-gem", "fork-holder"):
             round_trip(run)
         elif args.scenario == "render":
             render_round_trip(run)
@@ -2334,7 +2341,7 @@ def main():
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
                              "cp-queue", "svm", "gem-metadata", "periodic", "pre-copy", "evicting-restore",
-                             "evicted-dump",
+                             "evicted-dump", "fork-holder",
                              *KILL_SCENARIOS, *STALL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",

@@ -5,7 +5,7 @@
 // and libdrm_amdgpu 2.4.114.
 //
 //   kfdemu_criu_workload [--tree] [--kfd-gem] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue]
-//                        [--periodic N] [--named-semaphore] DIR
+//                        [--periodic N] [--named-semaphore] [--fork-holder] DIR
 //   kfdemu_criu_workload --render [--second-file] DIR
 //
 // Setup: on every GPU node a VRAM BO (2 MiB; $KFDEMU_WORKLOAD_VRAM_MIB
@@ -82,6 +82,13 @@
 // name and unlinks, a deleted mapping CRIU dumps as a --link-remap link,
 // which a --leave-running dump removes again (the container test's
 // periodic checkpoints, tests/container/README.md).
+// --fork-holder: once its GPU state is made, before DIR/ready, the process
+// forks a child that keeps every inherited fd, its /dev/kfd file among
+// them, and uses no GPU (as a PyTorch DataLoader worker forked from a ROCm
+// process). After DIR/go the child checks that its /dev/kfd fd is still
+// the parent's open file (kcmp KCMP_FILE) and that KFD refuses it an ioctl
+// (EBADF: the file's KFD process is the parent's), and exits 0 (1 and the
+// reason on stderr otherwise); the parent's verdict requires that exit.
 // --tree: the process first forks a child that does all of the above in
 // DIR/child (its own KFD context and BOs); the parent's verdict also
 // requires the child to have exited 0 (it waits for it after its own
@@ -92,11 +99,13 @@
 #include <hsakmt.h>
 
 #include <dirent.h>
+#include <linux/kcmp.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -215,9 +224,8 @@ bool alloc_bo(uint32_t node, uint64_t size, bool vram, Bo *out, std::string *err
 }
 
 // The fd of /dev/dri/renderD<minor> in this process (libhsakmt's), or -1.
-int find_render_fd(int minor)
+int find_fd_of(const std::string &want)
 {
-	const std::string want = "/dev/dri/renderD" + std::to_string(minor);
 	int found = -1;
 	if (DIR *d = ::opendir("/proc/self/fd")) {
 		while (dirent *e = ::readdir(d)) {
@@ -233,6 +241,12 @@ int find_render_fd(int minor)
 	}
 	return found;
 }
+
+int find_render_fd(int minor)
+{
+	return find_fd_of("/dev/dri/renderD" + std::to_string(minor));
+}
+
 
 // A GEM GTT BO of the libdrm device, CPU- and GPU-mapped.
 struct GemBo {
@@ -711,6 +725,31 @@ void wait_for_go()
 	const std::string go = g_dir + "/go";
 	while (access(go.c_str(), F_OK) != 0)
 		usleep(10000);
+}
+
+// --fork-holder's child (see the header): holds the inherited fds until
+// DIR/go, then checks its /dev/kfd fd. Never returns.
+[[noreturn]] void hold_inherited_fds(pid_t parent, int kfd)
+{
+	wait_for_go();
+	std::string why;
+	if (::syscall(SYS_kcmp, ::getpid(), parent, KCMP_FILE, kfd, kfd) != 0)
+		why = "its /dev/kfd fd " + std::to_string(kfd) + " is not the parent's open file after the restore";
+	// AMDKFD_IOC_GET_VERSION (kfd_ioctl.h: _IOR('K', 0x01), two u32),
+	// declared here: <linux/kfd_ioctl.h> needs <drm/drm.h>, absent here.
+	struct {
+		uint32_t major, minor;
+	} v{};
+	if (why.empty() && ::ioctl(kfd, _IOR('K', 0x01, v), &v) == 0)
+		why = "KFD took an ioctl from the child through the parent's /dev/kfd file (its KFD process is the "
+		      "child's, not the parent's)";
+	else if (why.empty() && errno != EBADF)
+		why = std::string("GET_VERSION through the inherited /dev/kfd fd: ") + std::strerror(errno) +
+		      " (KFD says EBADF to a process that does not own the file)";
+	if (!why.empty())
+		std::fprintf(stderr, "fork holder %d: FAIL: %s\n", int(::getpid()), why.c_str());
+	std::fflush(nullptr);
+	::_exit(why.empty() ? 0 : 1);
 }
 
 // The second file of --second-file: a 64 KiB GTT BO at GPU VA `va`.
@@ -1231,6 +1270,7 @@ struct Modes {
 	bool metadata = false;
 	int periodic = 0; // --periodic N
 	bool named_semaphore = false;
+	bool fork_holder = false;
 };
 
 // --named-semaphore (see the header). The name is libhsakmt's
@@ -1327,6 +1367,19 @@ void create_hsakmt_semaphore()
 		if (!md_set.setup(gem_dev, gpus[0], seed + 3, &err))
 			finish("FAIL: metadata: " + err);
 	}
+	if (m.fork_holder) {
+		const int kfd = find_fd_of("/dev/kfd");
+		if (kfd < 0)
+			finish("FAIL: no fd of /dev/kfd (libhsakmt's) in /proc/self/fd");
+		const pid_t parent = ::getpid();
+		std::fflush(nullptr);
+		const pid_t c = ::fork();
+		if (c < 0)
+			finish("FAIL: fork of the fd holder");
+		if (c == 0)
+			hold_inherited_fds(parent, kfd);
+		g_child = c;
+	}
 	write_ready(bos);
 	periodic_steps(m.periodic, bos, gpus, render_fds);
 	wait_for_go(); // dumped and restored in here
@@ -1391,16 +1444,19 @@ int main(int argc, char **argv)
 			m.periodic = std::atoi(argv[++i]);
 		else if (a == "--named-semaphore")
 			m.named_semaphore = true;
+		else if (a == "--fork-holder")
+			m.fork_holder = true;
 		else
 			break;
 	}
 	if (argc != i + 1 ||
 	    (render && (tree || m.gem || m.metadata || m.queue_state || m.user_queue || m.cp_queue || m.svm ||
-			m.periodic || m.named_semaphore)) ||
+			m.periodic || m.named_semaphore || m.fork_holder)) ||
+	    (tree && m.fork_holder) ||
 	    (second && !render) || (m.cp_queue && m.user_queue) || m.periodic < 0) {
 		std::fprintf(stderr,
 			     "usage: %s [--tree] [--kfd-gem] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue] "
-			     "[--periodic N] [--named-semaphore] DIR | --render "
+			     "[--periodic N] [--named-semaphore] [--fork-holder] DIR | --render "
 			     "[--second-file] DIR\n",
 			     argv[0]);
 		return 2;

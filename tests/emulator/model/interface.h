@@ -232,10 +232,13 @@ public:
 	virtual int write(pid_t tgid, uint64_t addr, const void *src, size_t len) = 0;
 };
 
-// Where an mmap of an emulated fd lands: `fd` (model-owned) at `offset`.
+// Where an mmap of an emulated fd lands: `fd` (model-owned) at `offset`;
+// `dont_copy`: the kernel sets VM_DONTCOPY on the mapping (a fork's child
+// does not inherit it), as KFD does for doorbell, MMIO and event pages.
 struct MmapTarget {
 	int fd = -1;
 	uint64_t offset = 0;
+	bool dont_copy = false;
 };
 
 // ---------------------------------------------------------------------------

@@ -874,19 +874,19 @@ int ModelImpl::kfd_mmap(Caller &c, uint64_t offset, uint64_t len, MmapTarget *ou
 			pdd->doorbells = Backing::create(pdd->dev->doorbell_slice(), "kfdemu-doorbell", &err);
 		if (!pdd->doorbells)
 			return err;
-		*out = MmapTarget{pdd->doorbells->fd(), 0};
+		*out = MmapTarget{pdd->doorbells->fd(), 0, true};
 		return 0;
 	}
 	case MMAP_TYPE_MMIO:
 		if (len != kPage)
 			return -EINVAL;
-		*out = MmapTarget{pdd->dev->mmio->fd(), 0};
+		*out = MmapTarget{pdd->dev->mmio->fd(), 0, true};
 		return 0;
 	case MMAP_TYPE_EVENTS: {
 		const auto &mem = p.event_page ? p.event_page->mem : p.event_mem;
 		if (!mem || len > page_align(mem->size()))
 			return -EINVAL;
-		*out = MmapTarget{mem->fd(), 0};
+		*out = MmapTarget{mem->fd(), 0, true};
 		return 0;
 	}
 	default:

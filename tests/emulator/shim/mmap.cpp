@@ -84,6 +84,14 @@ void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 		real_close(f);
 	if (p == MAP_FAILED)
 		return errno = saved, MAP_FAILED;
+	// KFD's doorbell, MMIO and event pages are VM_DONTCOPY: a fork's child
+	// has none of them.
+	if ((r.rp.aux[2] & wire::kMmapDontCopy) && ::madvise(p, len, MADV_DONTFORK) != 0) {
+		const int e = errno;
+		REAL(munmap, int (*)(void *, size_t));
+		real_munmap(p, len);
+		return errno = e, MAP_FAILED;
+	}
 	note_vma(uint64_t(uintptr_t(p)), len);
 	wire::Request va{};
 	va.op = wire::Op::VmaAdd;

@@ -9,6 +9,12 @@
 #include "check.h"
 
 #include <hsakmt.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
 
 #include <cstdio>
 #include <cstring>
@@ -171,8 +177,20 @@ void test_queue(const Gpu &g)
 	CHECK(q.QueueId != 0 || q.Queue_DoorBell != nullptr);
 	CHECK(q.Queue_DoorBell != nullptr);
 	CHECK(q.Queue_write_ptr_aql == static_cast<HSAuint64 *>(ptrs));
-	if (q.Queue_DoorBell)
+	if (q.Queue_DoorBell) {
 		*reinterpret_cast<volatile uint64_t *>(q.Queue_DoorBell) = 0;	// ring it
+		// KFD's doorbell mapping is VM_DONTCOPY: a forked child has no
+		// page there (msync of an unmapped range: ENOMEM).
+		void *page = reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(q.Queue_DoorBell) & ~uintptr_t(4095));
+		std::fflush(nullptr);
+		const pid_t child = ::fork();
+		if (child == 0)
+			::_exit(::msync(page, 4096, MS_ASYNC) != 0 && errno == ENOMEM ? 0 : 1);
+		int st = -1;
+		CHECK(child > 0 && ::waitpid(child, &st, 0) == child);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		CHECK(::msync(page, 4096, MS_ASYNC) == 0); // still mapped here
+	}
 	CHECK_OK(hsaKmtDestroyQueue(q.QueueId));
 	CHECK_OK(hsaKmtUnmapMemoryToGPU(ring));
 	CHECK_OK(hsaKmtFreeMemory(ring, ring_size));

@@ -926,6 +926,7 @@ void Daemon::on_mmap(Call &call)
 	call.rp.aux[0] = t.offset;
 	struct stat tst;
 	call.rp.aux[1] = ::fstat(t.fd, &tst) == 0 ? uint64_t(tst.st_ino) : 0;
+	call.rp.aux[2] = t.dont_copy ? wire::kMmapDontCopy : 0;
 }
 
 void Daemon::on_vma_add(Call &call)

@@ -70,8 +70,11 @@ struct Reply {
 	int64_t result;
 	uint32_t nfds;
 	uint32_t len;
-	uint64_t aux[2];
+	uint64_t aux[3];
 };
+// Reply::aux[2] of an Op::Mmap: the mapping is not inherited by a fork
+// (the kernel's VM_DONTCOPY; the shim madvises MADV_DONTFORK).
+inline constexpr uint64_t kMmapDontCopy = 1;
 
 struct FdEntry {
 	uint64_t patch_addr;	// 0: none
