@@ -156,6 +156,10 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
     kfdemu_realcriu_test(${_ver} dump_killed_copied_${_m} dump-killed-copied ${_m})
     kfdemu_realcriu_test(${_ver} restore_killed_copied_${_m} restore-killed-copied ${_m})
   endforeach()
+  # ... and killed there with a forked child holding the /dev/kfd file
+  # unused (fork-holder): of the two processes announced, the guardian
+  # resumes the owner; the child's own checks pass too.
+  kfdemu_realcriu_test(${_ver} dump_killed_info_holder_MI100 dump-killed-info-holder MI100)
   kfdemu_realcriu_test(${_ver} render_killed_MI100 render-killed MI100)
   # Interop with upstream's plugin built from the same CRIU sources
   # (scripts/build-criu.sh's upstream-plugins.txt): upstream's dumps and

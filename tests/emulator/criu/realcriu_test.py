@@ -132,7 +132,7 @@ restore-killed  a good dump (no guardian left after it), then CRIU's restore
                 GPU memory was only partly copied), the model holds no
                 process, nothing of ours runs, no guardian is left, and the
                 guardian's log says it killed the task.
-dump-killed-info, dump-killed-paused, dump-killed-copied
+dump-killed-info, dump-killed-paused, dump-killed-copied, dump-killed-info-holder
                 dump-killed at other points, on the usual machine: CRIU is
                 held by a `stall` fault (`kfd-emu ctl faults CALL:stall`: the
                 call blocks without effect until CRIU has ended, as if CRIU
@@ -144,7 +144,10 @@ dump-killed-info, dump-killed-paused, dump-killed-copied
                 process paused, no file of ours yet) or at its UNPAUSE (the
                 KFD image and one pages file per GPU complete; under
                 criu-dev after every task was dumped), then SIGKILLed: the
-                checks of dump-killed.
+                checks of dump-killed. dump-killed-info-holder: as
+                dump-killed-info with the fork-holder workload (a child
+                holding the /dev/kfd file: two candidate owners), and
+                the child's own checks.
 dump-killed-before-info
                 CRIU held by a `stall` at its PROCESS_INFO (nothing paused)
                 and SIGKILLed: the checks of dump-killed, and the guardian's
@@ -436,6 +439,7 @@ WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd
                   "dump-killed": ["--user-queue"], "dump-termed": ["--user-queue"], "dump-timeout": ["--user-queue"],
                   "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"],
                   "dump-killed-info": ["--user-queue"], "dump-killed-before-info": ["--user-queue"],
+                  "dump-killed-info-holder": ["--user-queue", "--fork-holder"],
                   "dump-killed-paused": ["--user-queue"],
                   "dump-killed-copied": ["--user-queue"],
                   "restore-killed-copied": ["--user-queue"], "render-killed": ["--render"],
@@ -1550,6 +1554,9 @@ STALL_SCENARIOS = {
     # paused, before the plugin knows the pid it paused (or tells the
     # guardian the process is paused)
     "dump-killed-info": "CRIU_OP:PROCESS_INFO:stall-after",
+    # the same with a forked child holding the /dev/kfd file (fork-holder):
+    # two candidate owners announced to the guardian, one paused
+    "dump-killed-info-holder": "CRIU_OP:PROCESS_INFO:stall-after",
     # not paused yet: the guardian's UNPAUSE finds nothing to resume
     "dump-killed-before-info": "CRIU_OP:PROCESS_INFO:stall",
     "dump-killed-paused": "CRIU_OP:CHECKPOINT:stall",  # paused, nothing copied or written yet
@@ -1586,7 +1593,7 @@ def dump_killed_at(run, scenario):
     expect((q.get("state") == "paused") != before, f"queues of {pid} at {call}: {q}", False)
     ours = sorted(n for n in os.listdir(run.images) if OURS.fullmatch(n))
     gpus = len((run.emu.process(pid) or {}).get("devices", []))
-    if scenario in ("dump-killed-info", "dump-killed-before-info", "dump-killed-paused"):
+    if scenario in ("dump-killed-info", "dump-killed-info-holder", "dump-killed-before-info", "dump-killed-paused"):
         expect(not ours and not temp_files(run.images), f"files of ours before the copy: {ours}", False)
     else:
         kfd = [n for n in ours if re.fullmatch(r"amdgpu-kfd-\d+\.img", n)]
@@ -1595,6 +1602,9 @@ def dump_killed_at(run, scenario):
                f"at the unpause: want one KFD image and {gpus} pages file(s), no temporary file; "
                f"have {ours}, {temp_files(run.images)}", False)
     after_dump_killed(run, procs, p, "dump-killed", [] if before else [pid], f"at {call}")
+    if scenario == "dump-killed-info-holder":
+        said = guardian_log(run.images)
+        expect("stay paused" not in said, f"the guardian reports a failure with two candidate owners: {said}", False)
     if before:
         said = guardian_log(run.images)
         expect(f"pid {pid}: its GPU queues were not paused when CRIU ended: nothing to resume" in said,
@@ -1717,7 +1727,8 @@ def inside(args, criu):
             dump_killed(run, args.scenario)
         elif args.scenario == "restore-killed":
             restore_killed(run)
-        elif args.scenario in ("dump-killed-info", "dump-killed-before-info", "dump-killed-paused",
+        elif args.scenario in ("dump-killed-info", "dump-killed-info-holder", "dump-killed-before-info",
+                               "dump-killed-paused",
                                "dump-killed-copied"):
             dump_killed_at(run, args.scenario)
         elif args.scenario == "restore-killed-copied":
