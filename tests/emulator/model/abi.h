@@ -62,6 +62,9 @@ constexpr uint32_t mmap_get_gpu_id(uint64_t off) { return static_cast<uint32_t>(
 
 constexpr uint32_t QUEUE_COMPUTE = 0, QUEUE_SDMA = 1, QUEUE_COMPUTE_AQL = 2, QUEUE_SDMA_XGMI = 3;
 constexpr uint32_t MAX_QUEUE_PERCENTAGE = 100, MAX_QUEUE_PRIORITY = 15;
+// KFD_MIN_QUEUE_RING_SIZE (kfd_ioctl.h, Linux 6.15): a smaller ring size
+// given to CREATE_QUEUE or UPDATE_QUEUE is raised to it.
+constexpr uint32_t MIN_QUEUE_RING_SIZE = 1024;
 constexpr uint32_t MAX_QUEUES_PER_PROCESS = 1024;
 // kfd_ioctl_set_cu_mask: masks longer than this many bits are cut to it.
 constexpr uint32_t MAX_CU_MASK_BITS = 1024;

@@ -375,6 +375,9 @@ long KfdOps::create_queue()
 		return -EINVAL;
 	if (a.ring_size && (a.ring_size & (a.ring_size - 1)))
 		return -EINVAL;
+	// Raised to the minimum (Linux 6.15, e90711946b53; stable 6.1-6.14
+	// since): CREATE_QUEUE copies its arguments back, so the caller sees it.
+	a.ring_size = std::max(a.ring_size, MIN_QUEUE_RING_SIZE);
 	uint8_t probe;
 	if (a.ring_base_address && c.read(a.ring_base_address, &probe, 1))
 		return -EFAULT;

@@ -4,11 +4,13 @@
 // it (kfd_chardev.c, kfd_process_queue_manager.c, the device queue
 // manager's update_queue):
 //
-//   UPDATE_QUEUE     a new ring, ring size, percentage and priority. A NULL
-//                    ring, a size of 0 or a percentage of 0 make the queue
-//                    inactive (QUEUE_IS_ACTIVE), which is not an error; it
-//                    keeps its read pointer and runs what is pending once
-//                    an update gives it a ring again.
+//   UPDATE_QUEUE     a new ring, ring size, percentage and priority. The
+//                    size is 0 or a power of 2, raised to the 1 KiB minimum
+//                    (KFD_MIN_QUEUE_RING_SIZE, as CREATE_QUEUE does). A NULL
+//                    ring or a percentage of 0 make the queue inactive
+//                    (QUEUE_IS_ACTIVE), which is not an error; it keeps its
+//                    read pointer and runs what is pending once an update
+//                    gives it a ring again.
 //   SET_CU_MASK      the CUs the queue may use (kept per queue; the model
 //                    runs no shaders, so the mask changes nothing else).
 //   ALLOC_QUEUE_GWS  the GPU's global wave sync for one queue per process
@@ -57,6 +59,7 @@ long ModelImpl::kfd_update_queue(KfdProcess &p, UpdateQueue &a)
 		return -EFAULT;
 	if (a.ring_size && !is_power_of_2(a.ring_size))
 		return -EINVAL;
+	a.ring_size = std::max(a.ring_size, MIN_QUEUE_RING_SIZE);
 	auto it = p.queues.find(a.queue_id);
 	if (it == p.queues.end())
 		return -EFAULT;

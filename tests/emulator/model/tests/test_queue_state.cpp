@@ -150,7 +150,8 @@ Test(queue_state, a_null_ring_makes_a_queue_inactive_and_the_ring_given_back_run
 
 	cr_assert_eq(app.update(app.sdma, 0, 0), 0, "a NULL ring of size 0 is not an error");
 	std::string q = app.queue_json(app.sdma);
-	cr_assert(has(q, "\"state\":\"inactive\"") && has(q, "\"ring_size\":0"), "%s", q.c_str());
+	cr_assert(has(q, "\"state\":\"inactive\"") && has(q, "\"ring_size\":1024"),
+		  "inactive, the size raised to KFD's minimum: %s", q.c_str());
 	app.fence_and_ring(2);
 	std::this_thread::sleep_for(std::chrono::milliseconds(50));
 	cr_assert_eq(app.fence(), 1u, "an inactive queue runs nothing");
@@ -187,6 +188,33 @@ Test(queue_state, update_queue_checks_its_arguments_as_kfd)
 	CreateQueue q = app.queue_args(QUEUE_COMPUTE_AQL);
 	q.queue_percentage = 0x0164;
 	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q), 0, "CREATE_QUEUE masks the XCC bits too");
+}
+
+// kfd_chardev.c (Linux 6.15, KFD_MIN_QUEUE_RING_SIZE): a ring size is 0 or
+// a power of 2; below 1 KiB it is raised to 1 KiB, by CREATE_QUEUE (which
+// copies the raised size back) and UPDATE_QUEUE alike.
+Test(queue_state, a_ring_size_under_1_kib_is_raised_to_1_kib)
+{
+	App app;
+	for (uint32_t size : {0u, 1u, 64u, 512u, 1024u, 2048u}) {
+		CreateQueue q = app.queue_args(QUEUE_COMPUTE_AQL);
+		q.ring_size = size;
+		cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q), 0, "size %u", size);
+		const uint32_t want = size < 1024 ? 1024 : size;
+		cr_assert_eq(q.ring_size, want, "size %u comes back as %u", size, q.ring_size);
+		cr_assert(has(app.queue_json(q.queue_id), "\"ring_size\":" + std::to_string(want) + ","), "%s",
+			  app.queue_json(q.queue_id).c_str());
+	}
+	CreateQueue bad = app.queue_args(QUEUE_COMPUTE_AQL);
+	bad.ring_size = 768;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &bad), -EINVAL, "not a power of 2: refused, not raised");
+	cr_assert_eq(bad.ring_size, 768u);
+
+	cr_assert_eq(app.update(app.sdma, addr(app.h->ring), 256), 0);
+	cr_assert(has(app.queue_json(app.sdma), "\"ring_size\":1024,"), "%s", app.queue_json(app.sdma).c_str());
+	cr_assert_eq(app.update(app.sdma, addr(app.h->ring), 768), -EINVAL);
+	cr_assert(has(app.queue_json(app.sdma), "\"ring_size\":1024,"), "a refused update changes nothing");
+	cr_assert(has(app.queue_json(app.sdma), "\"state\":\"active\""), "a raised size is a ring: active");
 }
 
 Test(queue_state, set_cu_mask_stores_the_mask_with_kfds_checks)
