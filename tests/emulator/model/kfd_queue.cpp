@@ -15,6 +15,9 @@
 //                    runs no shaders, so the mask changes nothing else).
 //   ALLOC_QUEUE_GWS  the GPU's global wave sync for one queue per process
 //                    and GPU, on GPUs whose topology has num_gws != 0.
+//   GET_QUEUE_WAVE_STATE  the used sizes of a stopped compute queue's
+//                    control stack and wave save area (none: no shader
+//                    ever runs), with GFX 9's save-area header.
 //
 // Errnos and their order are the kernel's, including its quirks: an
 // unknown queue is EFAULT for UPDATE_QUEUE and SET_CU_MASK, EINVAL for
@@ -123,6 +126,42 @@ long ModelImpl::kfd_alloc_queue_gws(KfdProcess &p, AllocQueueGws &a)
 				other.gws = false;
 	q.gws = a.num_gws != 0;
 	return 0;
+}
+
+// kfd_ioctl_get_queue_wave_state -> pqm_get_wave_state -> the device queue
+// manager's get_wave_state -> the MQD manager's. Only a compute queue the
+// CP is not running (inactive, evicted, paused for a dump) has saved its
+// waves: else EINVAL (CWSR is enabled on every emulated GPU). The used sizes
+// are the MQD's: the control stack grows down from its size to
+// cp_hqd_cntl_stack_offset, the wave state up from it to
+// cp_hqd_wg_state_offset. GFX 9's manager (Linux 6.4 on) writes the
+// save-area header's wave_state part at ctl_stack_address and the used
+// control stack at its offset there; GFX 10 and 11's copy nothing (the
+// stack is in the user's CWSR area).
+long ModelImpl::kfd_get_queue_wave_state(Caller &c, KfdProcess &p, GetQueueWaveState &a)
+{
+	auto it = p.queues.find(a.queue_id);
+	if (it == p.queues.end())
+		return -EFAULT;
+	const Queue &q = it->second;
+	const bool running = q.active() && !p.queues_paused && p.evict_count == 0;
+	if (!q.compute() || running)
+		return -EINVAL;
+	const Queue::ControlStack &cs = q.ctl_stack;
+	a.ctl_stack_used_size = cs.size - cs.offset;
+	a.save_area_used_size = cs.wg_state_offset - cs.size;
+	const Pdd *pdd = p.pdd_by_user_id(q.user_gpu_id);
+	if (!pdd || pdd->dev->node->property("gfx_target_version") >= 100000)
+		return 0;
+	const WaveStateHeader h{cs.offset, a.ctl_stack_used_size, cs.wg_state_offset, a.save_area_used_size};
+	if (c.write(a.ctl_stack_address, &h, sizeof h))
+		return -EFAULT;
+	if (!a.ctl_stack_used_size)
+		return 0;
+	std::vector<uint8_t> used(a.ctl_stack_used_size); // no bytes kept: never written, zeros
+	if (cs.bytes.size() >= cs.size)
+		std::copy(cs.bytes.begin() + cs.offset, cs.bytes.begin() + cs.size, used.begin());
+	return c.write(a.ctl_stack_address + cs.offset, used.data(), used.size()) ? -EFAULT : 0;
 }
 
 } // namespace kfdemu::detail

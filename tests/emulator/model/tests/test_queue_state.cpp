@@ -3,12 +3,14 @@
 // amdkfd's checks and errnos: UPDATE_QUEUE with a NULL ring makes an SDMA
 // queue inactive and giving the ring back runs what was rung meanwhile;
 // SET_CU_MASK stores the mask per queue (pairs of CUs from GFX 10 on);
-// ALLOC_QUEUE_GWS gives a GPU's GWS to one queue per process. The CRIU
+// ALLOC_QUEUE_GWS gives a GPU's GWS to one queue per process;
+// GET_QUEUE_WAVE_STATE reads a stopped compute queue's MQD. The CRIU
 // round trip of these states is in test_criu.cpp.
 #include "harness.h"
 
 #include <criterion/criterion.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -215,6 +217,73 @@ Test(queue_state, a_ring_size_under_1_kib_is_raised_to_1_kib)
 	cr_assert_eq(app.update(app.sdma, addr(app.h->ring), 768), -EINVAL);
 	cr_assert(has(app.queue_json(app.sdma), "\"ring_size\":1024,"), "a refused update changes nothing");
 	cr_assert(has(app.queue_json(app.sdma), "\"state\":\"active\""), "a raised size is a ring: active");
+}
+
+// A compute queue with a CWSR area; its control stack is ctl_stack_size.
+constexpr uint32_t kCtlStack = 0x3000;
+uint32_t cwsr_queue(App &app, const void *cwsr)
+{
+	CreateQueue q = app.queue_args(QUEUE_COMPUTE_AQL);
+	q.ctx_save_restore_address = addr(cwsr);
+	q.ctx_save_restore_size = 0x10000;
+	q.ctl_stack_size = kCtlStack;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q), 0);
+	return q.queue_id;
+}
+
+// kfd_ioctl_get_queue_wave_state: an unknown queue EFAULT (pqm); an SDMA
+// queue or a running compute queue EINVAL; a stopped one answers from its
+// MQD: nothing used (no shader ever ran), and GFX 9 writes the save-area
+// header's wave_state (offsets at the control stack's size, sizes 0).
+Test(queue_state, get_queue_wave_state_answers_for_a_stopped_compute_queue)
+{
+	App app;
+	std::vector<uint8_t> cwsr(0x10000);
+	const uint32_t qid = cwsr_queue(app, cwsr.data());
+	std::array<uint32_t, 8> out;
+	out.fill(0xaaaaaaaau);
+	GetQueueWaveState w{addr(out.data()), 77, 77, 99, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_QUEUE_WAVE_STATE, &w), -EFAULT, "unknown queue");
+	w.queue_id = app.sdma;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_QUEUE_WAVE_STATE, &w), -EINVAL, "not a compute queue");
+	w.queue_id = qid;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_QUEUE_WAVE_STATE, &w), -EINVAL, "the CP runs it");
+	cr_assert_eq(out[0], 0xaaaaaaaau, "nothing written");
+
+	cr_assert_eq(app.update(qid, 0, 0), 0, "inactive: the CP no longer runs it");
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_QUEUE_WAVE_STATE, &w), 0);
+	cr_assert_eq(w.ctl_stack_used_size, 0u);
+	cr_assert_eq(w.save_area_used_size, 0u);
+	cr_assert(out[0] == kCtlStack && out[1] == 0 && out[2] == kCtlStack && out[3] == 0,
+		  "header {%#x, %u, %#x, %u}", out[0], out[1], out[2], out[3]);
+	cr_assert_eq(out[4], 0xaaaaaaaau, "only the header's wave_state part");
+	w.ctl_stack_address = 8;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_QUEUE_WAVE_STATE, &w), -EFAULT, "unwritable buffer");
+
+	// Without a CWSR area the MQD has no control stack: all 0.
+	CreateQueue plain = app.queue_args(QUEUE_COMPUTE);
+	plain.ctl_stack_size = kCtlStack;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &plain), 0);
+	cr_assert_eq(app.update(plain.queue_id, addr(app.h->ring), kRing, 0), 0);
+	out.fill(0xaaaaaaaau);
+	GetQueueWaveState p{addr(out.data()), 77, 77, plain.queue_id, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_QUEUE_WAVE_STATE, &p), 0);
+	cr_assert(out[0] == 0 && out[1] == 0 && out[2] == 0 && out[3] == 0 && p.ctl_stack_used_size == 0);
+}
+
+// GFX 10 and 11's MQD managers return the sizes and copy nothing out.
+Test(queue_state, get_queue_wave_state_on_gfx10_copies_nothing)
+{
+	App app(machine_with("gfx_target_version", 100300));
+	std::vector<uint8_t> cwsr(0x10000);
+	const uint32_t qid = cwsr_queue(app, cwsr.data());
+	cr_assert_eq(app.update(qid, 0, 0), 0);
+	std::array<uint32_t, 4> out;
+	out.fill(0xaaaaaaaau);
+	GetQueueWaveState w{addr(out.data()), 77, 77, qid, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_QUEUE_WAVE_STATE, &w), 0);
+	cr_assert(w.ctl_stack_used_size == 0 && w.save_area_used_size == 0);
+	cr_assert_eq(out[0], 0xaaaaaaaau);
 }
 
 Test(queue_state, set_cu_mask_stores_the_mask_with_kfds_checks)
