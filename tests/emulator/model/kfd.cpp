@@ -369,22 +369,8 @@ long KfdOps::map_or_unmap(bool map)
 long KfdOps::create_queue()
 {
 	auto &a = arg<CreateQueue>();
-	if (a.queue_type > QUEUE_SDMA_XGMI)
-		return -524; // ENOTSUPP
-	// Bits 8-15 of the percentage are the PM4 target XCC.
-	if ((a.queue_percentage & 0xff) > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
-		return -EINVAL;
-	if (a.ring_size && (a.ring_size & (a.ring_size - 1)))
-		return -EINVAL;
-	// Raised to the minimum (Linux 6.15, e90711946b53; stable 6.1-6.14
-	// since): CREATE_QUEUE copies its arguments back, so the caller sees it.
-	a.ring_size = std::max(a.ring_size, MIN_QUEUE_RING_SIZE);
-	uint8_t probe;
-	if (a.ring_base_address && c.read(a.ring_base_address, &probe, 1))
-		return -EFAULT;
-	if ((a.read_pointer_address && c.read(a.read_pointer_address, &probe, 1)) ||
-	    (a.write_pointer_address && c.read(a.write_pointer_address, &probe, 1)))
-		return -EFAULT;
+	if (long e = queue_properties_from_user(a))
+		return e;
 	Pdd *pdd;
 	if (int e = find_pdd(*p, a.gpu_id, &pdd, -ESRCH)) // kfd_bind_process_to_device failed
 		return e;

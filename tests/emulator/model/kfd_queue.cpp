@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
-// The per-queue state a client changes after CREATE_QUEUE, as amdkfd keeps
-// it (kfd_chardev.c, kfd_process_queue_manager.c, the device queue
-// manager's update_queue):
+// The per-queue state a client gives at CREATE_QUEUE and changes after it,
+// as amdkfd keeps it (kfd_chardev.c, kfd_process_queue_manager.c, the
+// device queue manager's update_queue):
 //
+//   CREATE_QUEUE     its arguments' checks (queue_properties_from_user).
 //   UPDATE_QUEUE     a new ring, ring size, percentage and priority. The
 //                    size is 0 or a power of 2, raised to the 1 KiB minimum
 //                    (KFD_MIN_QUEUE_RING_SIZE, as CREATE_QUEUE does). A NULL
@@ -50,6 +51,32 @@ const Queue *KfdProcess::gws_queue(uint32_t user_gpu_id) const
 		if (q.gws && q.user_gpu_id == user_gpu_id)
 			return &q;
 	return nullptr;
+}
+
+// set_queue_properties_from_user (CREATE_QUEUE's checks), in its order:
+// percentage and priority (bits 8-15 of the percentage are the PM4 target
+// XCC), the ring's address (access_ok: in user space), its size (0 or a
+// power of 2, then raised to the 1 KiB minimum of Linux 6.15, e90711946b53,
+// in the 6.1-6.14 stables since; CREATE_QUEUE copies its arguments back, so
+// the caller sees it), the read and write pointers, the EOP buffer and the
+// CWSR area (when given), and last the queue type.
+long queue_properties_from_user(CreateQueue &a)
+{
+	if ((a.queue_percentage & 0xff) > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
+		return -EINVAL;
+	if (a.ring_base_address && !access_ok(a.ring_base_address, sizeof(uint64_t)))
+		return -EFAULT;
+	if (a.ring_size && !is_power_of_2(a.ring_size))
+		return -EINVAL;
+	a.ring_size = std::max(a.ring_size, MIN_QUEUE_RING_SIZE);
+	if (!access_ok(a.read_pointer_address, sizeof(uint32_t)) || !access_ok(a.write_pointer_address, sizeof(uint32_t)))
+		return -EFAULT;
+	if ((a.eop_buffer_address && !access_ok(a.eop_buffer_address, sizeof(uint32_t))) ||
+	    (a.ctx_save_restore_address && !access_ok(a.ctx_save_restore_address, sizeof(uint32_t))))
+		return -EFAULT;
+	if (a.queue_type > QUEUE_SDMA_XGMI)
+		return -524; // ENOTSUPP
+	return 0;
 }
 
 // kfd_ioctl_update_queue + pqm_update_queue_properties. Bits 8-15 of the

@@ -447,6 +447,10 @@ struct Queue {
 	}
 };
 
+// CREATE_QUEUE's argument checks (kfd_queue.cpp): 0 or -errno; raises a
+// ring size under the minimum.
+long queue_properties_from_user(abi::kfd::CreateQueue &a);
+
 struct Event {
 	uint32_t id = 0, type = 0, node_id = 0;
 	bool auto_reset = false, signaled = false;

@@ -192,6 +192,35 @@ Test(queue_state, update_queue_checks_its_arguments_as_kfd)
 	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q), 0, "CREATE_QUEUE masks the XCC bits too");
 }
 
+// set_queue_properties_from_user's checks, in its order: an address outside
+// user space is EFAULT (access_ok, not a read), the queue type comes last.
+Test(queue_state, create_queue_checks_its_arguments_in_kfds_order)
+{
+	App app;
+	constexpr uint64_t kernel = 0xffff800000000000ull;
+	auto create = [&](auto change) {
+		CreateQueue q = app.queue_args(QUEUE_COMPUTE_AQL);
+		change(q);
+		return app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q);
+	};
+	cr_assert_eq(create([](CreateQueue &q) { q.queue_type = 9; }), -524, "ENOTSUPP");
+	cr_assert_eq(create([](CreateQueue &q) { q.queue_type = 9, q.queue_percentage = 101; }), -EINVAL,
+		     "the type is checked last");
+	cr_assert_eq(create([&](CreateQueue &q) { q.queue_type = 9, q.ring_base_address = kernel; }), -EFAULT);
+	cr_assert_eq(create([&](CreateQueue &q) { q.ring_base_address = kernel, q.ring_size = 3000; }), -EFAULT,
+		     "the ring's address before its size");
+	cr_assert_eq(create([&](CreateQueue &q) { q.ring_size = 3000, q.read_pointer_address = kernel; }), -EINVAL);
+	cr_assert_eq(create([&](CreateQueue &q) { q.read_pointer_address = kernel; }), -EFAULT);
+	cr_assert_eq(create([&](CreateQueue &q) { q.write_pointer_address = kernel; }), -EFAULT);
+	cr_assert_eq(create([&](CreateQueue &q) { q.eop_buffer_address = kernel; }), -EFAULT);
+	cr_assert_eq(create([&](CreateQueue &q) { q.ctx_save_restore_address = kernel; }), -EFAULT);
+	cr_assert_eq(create([&](CreateQueue &q) { q.ctx_save_restore_address = kernel, q.gpu_id = 0x9999; }), -EFAULT,
+		     "the GPU is looked up after the arguments");
+	cr_assert_eq(create([&](CreateQueue &q) { q.gpu_id = 0x9999; }), -EINVAL, "unknown GPU");
+	cr_assert_eq(create([&](CreateQueue &q) { q.read_pointer_address = 0, q.write_pointer_address = 0; }), 0,
+		     "NULL pointers pass access_ok");
+}
+
 // kfd_chardev.c (Linux 6.15, KFD_MIN_QUEUE_RING_SIZE): a ring size is 0 or
 // a power of 2; below 1 KiB it is raised to 1 KiB, by CREATE_QUEUE (which
 // copies the raised size back) and UPDATE_QUEUE alike.
