@@ -126,7 +126,8 @@ struct App {
 		const std::string all = rig.model->introspect("queues 1000");
 		const size_t at = all.find("{\"id\":" + std::to_string(qid) + ",");
 		cr_assert_neq(at, std::string::npos, "%s", all.c_str());
-		return all.substr(at, all.find('}', all.find("\"cu_mask\":", at)) - at);
+		const size_t next = all.find(",{\"id\":", at);
+		return all.substr(at, next == std::string::npos ? std::string::npos : next - at);
 	}
 };
 
