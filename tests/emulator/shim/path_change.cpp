@@ -31,9 +31,7 @@
 #include "shim.h"
 
 #include <fcntl.h>
-#include <linux/fs.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 #include <utime.h>
