@@ -4,7 +4,9 @@
 // contents (see shim.h and README.md, "Hermeticity"): unlink, unlinkat,
 // rmdir, remove, rename, renameat, renameat2, mkdir, mkdirat, mknod,
 // mknodat, symlink, symlinkat, link, linkat, chmod, fchmodat, chown,
-// lchown, fchownat, truncate, truncate64, utime, utimes, utimensat. On a
+// lchown, fchownat, truncate, truncate64, utime, utimes, utimensat,
+// setxattr, lsetxattr, removexattr, lremovexattr, and the mkstemp family and
+// mkdtemp (glibc creates through its own open and mkdir). On a
 // redirected path (absolute, through a directory fd or the working
 // directory, or one whose ".." lexically lead there) they act on the
 // private root and never on the host:
@@ -17,7 +19,9 @@
 //     link's new name), unlink of a directory EISDIR, rmdir of a file
 //     ENOTDIR. chmod, chown and the times are kept (kernfs stores them:
 //     here in the root's file); truncate succeeds and changes nothing
-//     (kernfs ignores a size);
+//     (kernfs ignores a size); xattrs: trusted.* and security.* kept,
+//     others EOPNOTSUPP; a temporary file EACCES (open's rule), a
+//     temporary directory EPERM;
 //   * under /dev (/dev/kfd, /dev/dri): done in the root's /dev, as
 //     devtmpfs does them for root, except truncate of a device node
 //     (EINVAL: not a regular file);
@@ -31,13 +35,17 @@
 #include "shim.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <utime.h>
 
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace kfdemu::shim {
 
@@ -351,6 +359,88 @@ int do_truncate(const char *path, off64_t len)
 
 struct timespec to_ts(const struct timeval &tv) { return {tv.tv_sec, tv.tv_usec * 1000}; }
 
+// kernfs's xattr handlers keep trusted.* and security.* (in memory: here on
+// the root's file); sysfs has no user.* (KERNFS_ROOT_SUPPORT_USER_XATTR is
+// cgroup's) nor ACLs: EOPNOTSUPP. /dev (tmpfs) keeps them all.
+bool xattr_kept(Mount m, const char *name)
+{
+	if (m == Mount::Dev)
+		return true;
+	const std::string_view n = name ? name : "";
+	return n.starts_with("trusted.") || n.starts_with("security.");
+}
+
+int do_setxattr(const char *path, const char *name, const void *v, size_t size, int flags, bool follow)
+{
+	REAL(setxattr, int (*)(const char *, const char *, const void *, size_t, int));
+	REAL(lsetxattr, int (*)(const char *, const char *, const void *, size_t, int));
+	Place pl;
+	if (!place_of(AT_FDCWD, path, &pl))
+		return (follow ? real_setxattr : real_lsetxattr)(path, name, v, size, flags);
+	if (pl.err)
+		return fail(pl.err);
+	Closer e{open_entry(pl, !follow)};
+	if (e.fd < 0)
+		return -1;
+	if (!xattr_kept(pl.mount, name))
+		return fail(EOPNOTSUPP);
+	return real_setxattr(fd_path(e.fd).c_str(), name, v, size, flags);
+}
+
+int do_removexattr(const char *path, const char *name, bool follow)
+{
+	REAL(removexattr, int (*)(const char *, const char *));
+	REAL(lremovexattr, int (*)(const char *, const char *));
+	Place pl;
+	if (!place_of(AT_FDCWD, path, &pl))
+		return (follow ? real_removexattr : real_lremovexattr)(path, name);
+	if (pl.err)
+		return fail(pl.err);
+	Closer e{open_entry(pl, !follow)};
+	if (e.fd < 0)
+		return -1;
+	if (!xattr_kept(pl.mount, name))
+		return fail(EOPNOTSUPP);
+	return real_removexattr(fd_path(e.fd).c_str(), name);
+}
+
+// mkstemp and mkdtemp on a redirected directory (glibc creates through its
+// own open and mkdir, which no interposer sees): the template's last six
+// characters before `suffix` ones are "XXXXXX" (else EINVAL), replaced
+// until `make` (open with O_EXCL, or mkdir) does not find the name taken.
+// nullopt: not a redirected template (the caller runs glibc's).
+template <typename Make>
+std::optional<int> make_temp(char *tmpl, size_t suffix, Make make)
+{
+	Place pl;
+	if (!tmpl || !place_of(AT_FDCWD, tmpl, &pl))
+		return std::nullopt;
+	const size_t len = std::strlen(tmpl);
+	if (len < 6 + suffix || std::string_view(tmpl + len - suffix - 6, 6) != "XXXXXX")
+		return fail(EINVAL);
+	static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	for (int attempt = 0; attempt < 100; ++attempt) {
+		unsigned char r[6];
+		if (::getrandom(r, sizeof r, 0) != sizeof r)
+			return -1;
+		for (size_t i = 0; i < 6; ++i)
+			tmpl[len - suffix - 6 + i] = kChars[r[i] % (sizeof kChars - 1)];
+		const int res = make(tmpl);
+		if (res >= 0 || errno != EEXIST)
+			return res;
+	}
+	return fail(EEXIST);
+}
+
+int temp_file(char *tmpl, size_t suffix, int flags)
+{
+	REAL(mkostemps, int (*)(char *, int, int));
+	auto r = make_temp(tmpl, suffix, [flags](const char *p) {
+		return open_path(p, O_RDWR | O_CREAT | O_EXCL | (flags & ~O_ACCMODE), 0600);
+	});
+	return r ? *r : real_mkostemps(tmpl, int(suffix), flags);
+}
+
 } // namespace
 
 } // namespace kfdemu::shim
@@ -411,6 +501,33 @@ SHIM_EXPORT int utimes(const char *p, const struct timeval tv[2]) noexcept
 		return do_utimensat(AT_FDCWD, p, nullptr, 0);
 	const struct timespec ts[2] = {to_ts(tv[0]), to_ts(tv[1])};
 	return do_utimensat(AT_FDCWD, p, ts, 0);
+}
+SHIM_EXPORT int setxattr(const char *p, const char *n, const void *v, size_t s, int f) noexcept
+{
+	return do_setxattr(p, n, v, s, f, true);
+}
+SHIM_EXPORT int lsetxattr(const char *p, const char *n, const void *v, size_t s, int f) noexcept
+{
+	return do_setxattr(p, n, v, s, f, false);
+}
+SHIM_EXPORT int removexattr(const char *p, const char *n) noexcept { return do_removexattr(p, n, true); }
+SHIM_EXPORT int lremovexattr(const char *p, const char *n) noexcept { return do_removexattr(p, n, false); }
+SHIM_EXPORT int mkstemp(char *t) { return temp_file(t, 0, 0); }
+SHIM_EXPORT int mkstemp64(char *t) { return temp_file(t, 0, 0); }
+SHIM_EXPORT int mkostemp(char *t, int flags) { return temp_file(t, 0, flags); }
+SHIM_EXPORT int mkostemp64(char *t, int flags) { return temp_file(t, 0, flags); }
+SHIM_EXPORT int mkstemps(char *t, int suffix) { return suffix < 0 ? fail(EINVAL) : temp_file(t, size_t(suffix), 0); }
+SHIM_EXPORT int mkostemps(char *t, int suffix, int flags)
+{
+	return suffix < 0 ? fail(EINVAL) : temp_file(t, size_t(suffix), flags);
+}
+SHIM_EXPORT char *mkdtemp(char *t) noexcept
+{
+	REAL(mkdtemp, char *(*)(char *));
+	auto r = make_temp(t, 0, [](const char *p) { return do_mkdirat(AT_FDCWD, p, 0700); });
+	if (!r)
+		return real_mkdtemp(t);
+	return *r == 0 ? t : nullptr;
 }
 SHIM_EXPORT int utime(const char *p, const struct utimbuf *b) noexcept
 {

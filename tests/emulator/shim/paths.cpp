@@ -517,6 +517,8 @@ FILE *do_fopen(const char *path, const char *mode, bool is64)
 
 } // namespace
 
+int open_path(const char *path, int flags, mode_t mode) { return do_open(AT_FDCWD, path, flags, mode, false); }
+
 } // namespace kfdemu::shim
 
 using namespace kfdemu::shim;

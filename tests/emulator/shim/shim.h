@@ -160,6 +160,9 @@ struct ProcPath {
 
 ProcPath proc_path(const std::string &p);
 std::optional<std::string> redirect(const char *path);
+// open(2) as the program's open() is interposed (devices, /proc, /sys
+// writes, redirection).
+int open_path(const char *path, int flags, mode_t mode);
 std::optional<std::string> logical_at(int dirfd, const char *path);
 bool root_has(const std::string &p);
 bool is_unreadable(const char *path);

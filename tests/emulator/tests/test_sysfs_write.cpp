@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/xattr.h>
 
 #include <cerrno>
 
@@ -240,6 +241,49 @@ void test_names_ways_around(const NodeDesc &g)
 	}
 }
 
+// Extended attributes: sysfs keeps trusted.* and security.* (in the root's
+// file here), refuses user.* (EOPNOTSUPP). mkstemp/mkdtemp: sysfs takes no
+// new file (EACCES) nor directory (EPERM); /dev's are made in the root.
+void test_xattrs_and_temp_files(const NodeDesc &g, const char *root)
+{
+	const std::string dev = "/sys/devices/pci0000:00/" + g.pci_slot, vendor = dev + "/vendor";
+	CHECK_EQ(res(::setxattr(vendor.c_str(), "user.kfdemu", "1", 1, 0)), -EOPNOTSUPP);
+	CHECK_EQ(res(::lsetxattr(vendor.c_str(), "user.kfdemu", "1", 1, 0)), -EOPNOTSUPP);
+	CHECK_EQ(res(::removexattr(vendor.c_str(), "user.kfdemu")), -EOPNOTSUPP);
+	CHECK_EQ(res(::setxattr((dev + "/nothing").c_str(), "trusted.kfdemu", "1", 1, 0)), -ENOENT);
+	// trusted.* where the root's own file system keeps it (asked without the shim).
+	const std::string probe = std::string(root) + "/.kfdemu/redirects";
+	if (::syscall(SYS_setxattr, probe.c_str(), "trusted.kfdemu-probe", "1", 1, 0) == 0) {
+		::syscall(SYS_removexattr, probe.c_str(), "trusted.kfdemu-probe");
+		CHECK_EQ(res(::setxattr(vendor.c_str(), "trusted.kfdemu", "v", 1, 0)), 0);
+		char v[4] = {};
+		CHECK_EQ(::getxattr(vendor.c_str(), "trusted.kfdemu", v, sizeof v), 1L);
+		CHECK_EQ(std::string(v), "v");
+		CHECK_EQ(res(::removexattr(vendor.c_str(), "trusted.kfdemu")), 0);
+	} else {
+		std::printf("  note: the root's file system keeps no trusted.* xattrs, that case skipped\n");
+	}
+
+	std::string t = dev + "/tmpXXXXXX";
+	CHECK_EQ(::mkstemp(t.data()) < 0 ? -errno : 0, -EACCES);
+	t = dev + "/tmpXXXXXX";
+	CHECK(::mkdtemp(t.data()) == nullptr && errno == EPERM);
+	t = dev + "/tmpXXX";
+	CHECK_EQ(::mkstemp(t.data()) < 0 ? -errno : 0, -EINVAL);
+	t = "/dev/dri/kfdemu-XXXXXX";
+	const int fd = ::mkostemp(t.data(), O_CLOEXEC);
+	CHECK(fd >= 0 && t != "/dev/dri/kfdemu-XXXXXX");
+	if (fd >= 0) {
+		::close(fd);
+		CHECK_EQ(::access((std::string(root) + t).c_str(), F_OK), 0);
+		CHECK_EQ(::syscall(SYS_faccessat, AT_FDCWD, t.c_str(), F_OK, 0), -1L);
+		CHECK_EQ(res(::unlink(t.c_str())), 0);
+	}
+	t = "/dev/dri/kfdemu-XXXXXX";
+	CHECK(::mkdtemp(t.data()) != nullptr);
+	CHECK_EQ(res(::rmdir(t.c_str())), 0);
+}
+
 // /dev/kfd and /dev/dri are the root's /dev (devtmpfs lets root change
 // it): what is made there is in the root, never in the host's /dev.
 void test_dev_names(const char *root)
@@ -283,6 +327,8 @@ int main(int argc, char **argv)
 	run("'..', a host /sys dirfd and working directory lead to the same answers",
 	    [&] { test_names_ways_around(*gpus.front()); });
 	run("/dev/dri and /dev/kfd change in the root's /dev, never the host's", [&] { test_dev_names(root); });
+	run("xattrs, mkstemp and mkdtemp get sysfs's answers, /dev's temporaries are in the root",
+	    [&] { test_xattrs_and_temp_files(*gpus.front(), root); });
 	run("no file appeared or vanished in the emulator's root", [&] { CHECK(tree(root) == before); });
 	return summary();
 }
