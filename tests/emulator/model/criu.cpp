@@ -30,9 +30,12 @@
 // (PM4) queue the CP's read pointer, also from the MQD: a queue paused with
 // packets pending goes on with them after RESUME. A compute queue's control
 // stack is saved as KFD's checkpoint_mqd saves it (get_checkpoint_info: the
-// MQD's cp_hqd_cntl_stack_size times the GPU's XCCs, Linux 6.5 on; 0 for
+// MQD's cp_hqd_cntl_stack_size times the GPU's XCCs, one stack per XCC as
+// Linux 6.17's f6c0f3d24478 saves them, in the 6.16 stable since; 0 for
 // SDMA queues), its bytes as the CP left them, with the MQD's stack and
-// wave-state offsets, and put back at RESTORE (restore_mqd). Without
+// wave-state offsets, and put back at RESTORE (restore_mqd: the size
+// divided by the restoring GPU's XCCs; the model refuses, EINVAL, a size
+// that is not a multiple of them, which the kernel does not check). Without
 // shaders the CP leaves it unused: GET_QUEUE_WAVE_STATE after the restore
 // answers as before the dump.
 #include "model/state.h"
