@@ -121,7 +121,7 @@ struct FreeMemoryOfGpu { uint64_t handle; };
 struct MapMemoryToGpu { uint64_t handle, device_ids_array_ptr; uint32_t n_devices, n_success; };
 struct SetCuMask { uint32_t queue_id, num_cu_mask; uint64_t cu_mask_ptr; };
 struct GetQueueWaveState { uint64_t ctl_stack_address; uint32_t ctl_stack_used_size, save_area_used_size, queue_id, pad; };
-// kfd_context_save_area_header's first member (Linux 6.4), which GFX 9's
+// kfd_context_save_area_header's first member (Linux 6.4), which
 // GET_QUEUE_WAVE_STATE writes at ctl_stack_address.
 struct WaveStateHeader { uint32_t control_stack_offset, control_stack_size, wave_state_offset, wave_state_size; };
 struct AllocQueueGws { uint32_t queue_id, num_gws, first_gws, pad; };

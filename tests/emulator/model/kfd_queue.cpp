@@ -18,7 +18,7 @@
 //                    and GPU, on GPUs whose topology has num_gws != 0.
 //   GET_QUEUE_WAVE_STATE  the used sizes of a stopped compute queue's
 //                    control stack and wave save area (none: no shader
-//                    ever runs), with GFX 9's save-area header.
+//                    ever runs), with the save-area header.
 //
 // Errnos and their order are the kernel's, including its quirks: an
 // unknown queue is EFAULT for UPDATE_QUEUE and SET_CU_MASK, EINVAL for
@@ -161,10 +161,10 @@ long ModelImpl::kfd_alloc_queue_gws(KfdProcess &p, AllocQueueGws &a)
 // waves: else EINVAL (CWSR is enabled on every emulated GPU). The used sizes
 // are the MQD's: the control stack grows down from its size to
 // cp_hqd_cntl_stack_offset, the wave state up from it to
-// cp_hqd_wg_state_offset. GFX 9's manager (Linux 6.4 on) writes the
-// save-area header's wave_state part at ctl_stack_address and the used
-// control stack at its offset there; GFX 10 and 11's copy nothing (the
-// stack is in the user's CWSR area).
+// cp_hqd_wg_state_offset. Every MQD manager (Linux 6.4 on, the debugger's
+// series) writes the save-area header's wave_state part at
+// ctl_stack_address; GFX 9's also copies the used control stack to its
+// offset there (from GFX 10 the stack is in the user's CWSR area).
 long ModelImpl::kfd_get_queue_wave_state(Caller &c, KfdProcess &p, GetQueueWaveState &a)
 {
 	auto it = p.queues.find(a.queue_id);
@@ -177,13 +177,11 @@ long ModelImpl::kfd_get_queue_wave_state(Caller &c, KfdProcess &p, GetQueueWaveS
 	const Queue::ControlStack &cs = q.ctl_stack;
 	a.ctl_stack_used_size = cs.size - cs.offset;
 	a.save_area_used_size = cs.wg_state_offset - cs.size;
-	const Pdd *pdd = p.pdd_by_user_id(q.user_gpu_id);
-	if (!pdd || pdd->dev->node->property("gfx_target_version") >= 100000)
-		return 0;
 	const WaveStateHeader h{cs.offset, a.ctl_stack_used_size, cs.wg_state_offset, a.save_area_used_size};
 	if (c.write(a.ctl_stack_address, &h, sizeof h))
 		return -EFAULT;
-	if (!a.ctl_stack_used_size)
+	const Pdd *pdd = p.pdd_by_user_id(q.user_gpu_id);
+	if (!a.ctl_stack_used_size || !pdd || pdd->dev->node->property("gfx_target_version") >= 100000)
 		return 0;
 	std::vector<uint8_t> used(a.ctl_stack_used_size); // no bytes kept: never written, zeros
 	if (cs.bytes.size() >= cs.size)
