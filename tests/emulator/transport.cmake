@@ -15,6 +15,7 @@ add_library(kfdemu_shim SHARED
   ${KFDEMU_DIR}/shim/daemon.cpp
   ${KFDEMU_DIR}/shim/paths.cpp
   ${KFDEMU_DIR}/shim/sysfs_write.cpp
+  ${KFDEMU_DIR}/shim/path_change.cpp
   ${KFDEMU_DIR}/shim/stat.cpp
   ${KFDEMU_DIR}/shim/proc_maps.cpp
   ${KFDEMU_DIR}/shim/mmap.cpp)

@@ -2143,8 +2143,10 @@ def svm_round_trip(run):
 
 
 def cp_queues(q):
-    """The CP (PM4 compute, type 0) queues and their CP read pointer."""
-    return sorted((x["id"], x["state"], x["engine"]["rptr"], x["engine"]["hung"])
+    """The CP (PM4 compute, type 0) queues, their CP read pointer and their
+    MQD's control stack (size, stack and wave-state offsets)."""
+    return sorted((x["id"], x["state"], x["engine"]["rptr"], x["engine"]["hung"],
+                   tuple(x["ctl_stack"][k] for k in ("size", "offset", "wg_state_offset")))
                   for x in q["queues"] if x["type"] == 0 and "engine" in x)
 
 
@@ -2156,14 +2158,16 @@ def cp_queue_round_trip(run):
     WAIT_REG_MEM (read pointer 5 dwords, from the checkpointed MQD); the
     rest is checked as in roundtrip; the process itself finds nothing more
     run, sets the flag, and gets the WRITE_DATA, the RELEASE_MEM's event and
-    the read pointer at the end, without the first WRITE_DATA again."""
+    the read pointer at the end, without the first WRITE_DATA again. The
+    queue's control stack (libhsakmt gives it a CWSR area) comes back with
+    the size and offsets it was dumped with."""
     procs = run.start()
     pid = procs[0][1]
     before = snapshot(run.emu, pid)
     cps = cp_queues(before["queues"])
-    log(f"workload {pid}: CP queues (id, state, read pointer, hung) {cps}")
-    expect(cps and all(c[1] == "active" and c[2] == 5 and not c[3] for c in cps),
-           f"the workload has no CP queue waiting at its second packet: {cps}", False)
+    log(f"workload {pid}: CP queues (id, state, read pointer, hung, control stack) {cps}")
+    expect(cps and all(c[1] == "active" and c[2] == 5 and not c[3] and c[4][0] > 0 for c in cps),
+           f"the workload has no CP queue with a control stack waiting at its second packet: {cps}", False)
     run.dump([pid])
     run.restore(pid)
     after = cp_queues(run.emu.ctl("queues", pid))

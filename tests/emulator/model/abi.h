@@ -62,6 +62,9 @@ constexpr uint32_t mmap_get_gpu_id(uint64_t off) { return static_cast<uint32_t>(
 
 constexpr uint32_t QUEUE_COMPUTE = 0, QUEUE_SDMA = 1, QUEUE_COMPUTE_AQL = 2, QUEUE_SDMA_XGMI = 3;
 constexpr uint32_t MAX_QUEUE_PERCENTAGE = 100, MAX_QUEUE_PRIORITY = 15;
+// KFD_MIN_QUEUE_RING_SIZE (kfd_ioctl.h, Linux 6.15): a smaller ring size
+// given to CREATE_QUEUE or UPDATE_QUEUE is raised to it.
+constexpr uint32_t MIN_QUEUE_RING_SIZE = 1024;
 constexpr uint32_t MAX_QUEUES_PER_PROCESS = 1024;
 // kfd_ioctl_set_cu_mask: masks longer than this many bits are cut to it.
 constexpr uint32_t MAX_CU_MASK_BITS = 1024;
@@ -117,6 +120,10 @@ struct AllocMemoryOfGpu { uint64_t va_addr, size, handle, mmap_offset; uint32_t 
 struct FreeMemoryOfGpu { uint64_t handle; };
 struct MapMemoryToGpu { uint64_t handle, device_ids_array_ptr; uint32_t n_devices, n_success; };
 struct SetCuMask { uint32_t queue_id, num_cu_mask; uint64_t cu_mask_ptr; };
+struct GetQueueWaveState { uint64_t ctl_stack_address; uint32_t ctl_stack_used_size, save_area_used_size, queue_id, pad; };
+// kfd_context_save_area_header's first member (Linux 6.4), which
+// GET_QUEUE_WAVE_STATE writes at ctl_stack_address.
+struct WaveStateHeader { uint32_t control_stack_offset, control_stack_size, wave_state_offset, wave_state_size; };
 struct AllocQueueGws { uint32_t queue_id, num_gws, first_gws, pad; };
 struct GetDmabufInfo { uint64_t size, metadata_ptr; uint32_t metadata_size, gpu_id, flags, dmabuf_fd; };
 struct ImportDmabuf { uint64_t va_addr, handle; uint32_t gpu_id, dmabuf_fd; };

@@ -8,9 +8,10 @@
 //   bos      num_bos x PrivBo
 //   objects  num_objects x PrivObject (queues, events, then SVM ranges); a
 //            queue's object is followed by its CU mask words
-//            (PrivQueue::cu_mask_bits / 32 of them), as KFD follows each
-//            queue's record with its MQD, an SVM range's by its nattr
-//            attributes
+//            (PrivQueue::cu_mask_bits / 32 of them) and its control stack
+//            (PrivQueue::ctl_stack_size bytes), as KFD follows each queue's
+//            record with its MQD and control stack, an SVM range's by its
+//            nattr attributes
 // so priv_data_size == what CHECKPOINT writes == what RESTORE consumes.
 //
 // SVM ranges are saved as KFD's kfd_criu_checkpoint_svm saves them: each
@@ -27,11 +28,21 @@
 // only, the CU mask, which KFD keeps in the compute MQD (the SDMA MQD has
 // none: an SDMA queue's mask is not carried, as with KFD), and for a CP
 // (PM4) queue the CP's read pointer, also from the MQD: a queue paused with
-// packets pending goes on with them after RESUME. (A control stack holds
-// wave state; without shaders there is none.)
+// packets pending goes on with them after RESUME. A compute queue's control
+// stack is saved as KFD's checkpoint_mqd saves it (get_checkpoint_info: the
+// MQD's cp_hqd_cntl_stack_size times the GPU's XCCs, one stack per XCC as
+// Linux 6.17's f6c0f3d24478 saves them, in the 6.16 stable since; 0 for
+// SDMA queues), its bytes as the CP left them, with the MQD's stack and
+// wave-state offsets, and put back at RESTORE (restore_mqd: the size
+// divided by the restoring GPU's XCCs; the model refuses, EINVAL, a size
+// that is not a multiple of them, which the kernel does not check). Without
+// shaders the CP leaves it unused: GET_QUEUE_WAVE_STATE after the restore
+// answers as before the dump.
 #include "model/state.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 namespace kfdemu::detail {
@@ -41,7 +52,7 @@ using namespace abi::kfd;
 // The records of the private data (outside the anonymous namespace: the
 // restore's steps, members of ModelImpl, take them).
 constexpr uint32_t kPrivMagic = 0x554d454b; // "KEMU"
-constexpr uint32_t kPrivVersion = 4; // 4: SVM ranges
+constexpr uint32_t kPrivVersion = 5; // 3: the CP read pointer, 4: SVM ranges, 5: control stacks
 constexpr uint32_t kMaxGpus = 16;
 
 struct PrivHeader {
@@ -68,6 +79,11 @@ struct PrivQueue {
 	// the compute MQD (cp_hqd_pq_rptr); 0 for SDMA queues, which go on
 	// from the read pointer in their restored memory.
 	uint64_t mqd_rptr;
+	// The control stack bytes after the CU mask (KFD's
+	// q_data->ctl_stack_size: every XCC's), and the compute MQD's
+	// cp_hqd_cntl_stack_size (per XCC), cp_hqd_cntl_stack_offset and
+	// cp_hqd_wg_state_offset.
+	uint32_t ctl_stack_size, mqd_ctl_stack_size, mqd_ctl_stack_offset, mqd_wg_state_offset;
 };
 struct PrivEvent {
 	uint32_t id, type, auto_reset, signaled, node_id;
@@ -84,18 +100,33 @@ struct PrivObject {
 		PrivQueue q;
 		PrivEvent e;
 		PrivSvm s;
-		uint8_t raw[120];
+		uint8_t raw[128];
 	};
 };
 static_assert(sizeof(PrivHeader) == 32 && sizeof(PrivDevice) == 16 && sizeof(PrivBo) == 80);
-static_assert(sizeof(PrivObject) == 128);
+static_assert(sizeof(PrivObject) == 136);
 
 namespace {
 
-bool is_compute(const Queue &q) { return q.args.queue_type == QUEUE_COMPUTE || q.args.queue_type == QUEUE_COMPUTE_AQL; }
-
 // The CU mask words saved after a queue's object.
-size_t saved_cu_mask_words(const Queue &q) { return is_compute(q) ? q.cu_mask.size() : 0; }
+size_t saved_cu_mask_words(const Queue &q) { return q.compute() ? q.cu_mask.size() : 0; }
+
+// The XCCs of the queue's GPU (the topology's num_xcc): one MQD and one
+// control stack each.
+uint64_t num_xcc(const KfdProcess &p, const Queue &q)
+{
+	for (const Pdd &pdd : p.pdds)
+		if (pdd.user_gpu_id == q.user_gpu_id)
+			return std::max<uint64_t>(pdd.dev->node->property("num_xcc", 1), 1);
+	return 1;
+}
+
+// The control stack bytes saved after a queue's object (compute queues'
+// only, as get_queue_checkpoint_info), every XCC's.
+uint64_t saved_ctl_stack_bytes(const KfdProcess &p, const Queue &q)
+{
+	return q.compute() ? uint64_t{q.ctl_stack.size} * num_xcc(p, q) : 0;
+}
 
 template <typename T> void put(std::vector<uint8_t> &v, const T &t)
 {
@@ -147,6 +178,19 @@ int queue_of_record(KfdProcess &p, const PrivQueue &r, const std::vector<uint8_t
 	for (uint32_t &w : q->cu_mask)
 		if (!take(priv, pos, &w))
 			return -EINVAL;
+	// restore_mqd: the control stacks back behind the MQD, as saved (the
+	// model keeps bytes only when some are not 0).
+	Queue::ControlStack &cs = q->ctl_stack;
+	cs = {r.mqd_ctl_stack_size, r.mqd_ctl_stack_offset, r.mqd_wg_state_offset, {}};
+	if (cs.offset > cs.size || cs.wg_state_offset < cs.size ||
+	    r.ctl_stack_size != (q->compute() ? uint64_t{cs.size} * num_xcc(p, *q) : 0) ||
+	    r.ctl_stack_size > priv.size() - pos)
+		return -EINVAL;
+	const auto first = priv.begin() + static_cast<std::ptrdiff_t>(pos);
+	const auto last = first + r.ctl_stack_size;
+	if (std::any_of(first, last, [](uint8_t b) { return b != 0; }))
+		cs.bytes.assign(first, last);
+	pos += r.ctl_stack_size;
 	// pqm_set_gws with the restoring GPU's GWS: none is EINVAL.
 	if (r.gws && pdd->dev->node->property("num_gws") == 0)
 		return -EINVAL;
@@ -172,7 +216,7 @@ uint64_t ModelImpl::criu_priv_size(const KfdProcess &p) const
 {
 	uint64_t masks = 0;
 	for (const auto &[qid, q] : p.queues)
-		masks += saved_cu_mask_words(q) * sizeof(uint32_t);
+		masks += saved_cu_mask_words(q) * sizeof(uint32_t) + saved_ctl_stack_bytes(p, q);
 	return sizeof(PrivHeader) + p.pdds.size() * sizeof(PrivDevice) + criu_num_bos(p) * sizeof(PrivBo) +
 	       num_objects(p) * sizeof(PrivObject) + masks + p.svm.size() * svm_nattr(p) * sizeof(SvmAttribute);
 }
@@ -226,6 +270,11 @@ long ModelImpl::criu_op(Caller &c, FileEntry &f, CriuArgs &a)
 
 long ModelImpl::criu_process_info(Caller &c, KfdProcess &p, CriuArgs &a)
 {
+	// get_checkpoint_info's check_mul_overflow: a control stack whose
+	// size for all XCCs does not fit KFD's 32 bits.
+	for (const auto &[qid, q] : p.queues)
+		if (saved_ctl_stack_bytes(p, q) > UINT32_MAX)
+			return -EINVAL;
 	p.queues_paused = true; // evicts every queue of the target
 	++p.evict_count;
 	// As the kernel: the target's pid in its own pid namespace.
@@ -299,9 +348,20 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 		o.q.gws = q.gws;
 		o.q.cu_mask_bits = static_cast<uint32_t>(saved_cu_mask_words(q) * 32);
 		o.q.mqd_rptr = q.engine && q.engine->cp ? q.engine->rptr : 0;
+		const uint64_t stack = saved_ctl_stack_bytes(p, q);
+		o.q.ctl_stack_size = static_cast<uint32_t>(stack);
+		if (stack) {
+			o.q.mqd_ctl_stack_size = q.ctl_stack.size;
+			o.q.mqd_ctl_stack_offset = q.ctl_stack.offset;
+			o.q.mqd_wg_state_offset = q.ctl_stack.wg_state_offset;
+		}
 		put(priv, o);
 		for (size_t w = 0; w < saved_cu_mask_words(q); ++w)
 			put(priv, q.cu_mask[w]);
+		if (q.ctl_stack.bytes.size() == stack)
+			priv.insert(priv.end(), q.ctl_stack.bytes.begin(), q.ctl_stack.bytes.end());
+		else
+			priv.resize(priv.size() + stack); // never written: zeros
 	}
 	for (auto &[eid, e] : p.events) {
 		PrivObject o{};

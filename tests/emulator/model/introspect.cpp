@@ -221,7 +221,8 @@ std::string Introspection::queues()
 		  << ",\"gws\":" << json_bool(q.gws) << ",\"cu_mask\":[";
 		for (size_t w = 0; w < q.cu_mask.size(); ++w)
 			o << (w ? "," : "") << q.cu_mask[w];
-		o << "]";
+		o << "],\"ctl_stack\":{\"size\":" << q.ctl_stack.size << ",\"offset\":" << q.ctl_stack.offset
+		  << ",\"wg_state_offset\":" << q.ctl_stack.wg_state_offset << "}";
 		if (q.engine) {
 			o << ",\"engine\":{\"rptr\":" << q.engine->rptr << ",\"packets\":" << q.engine->packets
 			  << ",\"hung\":" << json_bool(q.engine->hung);

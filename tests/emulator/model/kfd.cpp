@@ -178,6 +178,7 @@ struct KfdOps {
 	long get_dmabuf_info() { return m.kfd_get_dmabuf_info(c, *p, arg<GetDmabufInfo>()); }
 	long import_dmabuf();
 	long alloc_queue_gws() { return m.kfd_alloc_queue_gws(*p, arg<AllocQueueGws>()); }
+	long get_queue_wave_state() { return m.kfd_get_queue_wave_state(c, *p, arg<GetQueueWaveState>()); }
 	long set_xnack_mode();
 	long criu_op() { return m.criu_op(c, f, arg<CriuArgs>()); }
 	long available_memory();
@@ -368,19 +369,8 @@ long KfdOps::map_or_unmap(bool map)
 long KfdOps::create_queue()
 {
 	auto &a = arg<CreateQueue>();
-	if (a.queue_type > QUEUE_SDMA_XGMI)
-		return -524; // ENOTSUPP
-	// Bits 8-15 of the percentage are the PM4 target XCC.
-	if ((a.queue_percentage & 0xff) > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
-		return -EINVAL;
-	if (a.ring_size && (a.ring_size & (a.ring_size - 1)))
-		return -EINVAL;
-	uint8_t probe;
-	if (a.ring_base_address && c.read(a.ring_base_address, &probe, 1))
-		return -EFAULT;
-	if ((a.read_pointer_address && c.read(a.read_pointer_address, &probe, 1)) ||
-	    (a.write_pointer_address && c.read(a.write_pointer_address, &probe, 1)))
-		return -EFAULT;
+	if (long e = queue_properties_from_user(a))
+		return e;
 	Pdd *pdd;
 	if (int e = find_pdd(*p, a.gpu_id, &pdd, -ESRCH)) // kfd_bind_process_to_device failed
 		return e;
@@ -404,6 +394,8 @@ long KfdOps::create_queue()
 		a.doorbell_offset |= (static_cast<uint64_t>(qid) * 8) & (pdd->dev->doorbell_slice() - 1);
 	q.args.queue_id = qid;
 	q.args.doorbell_offset = a.doorbell_offset;
+	if (q.compute() && a.ctx_save_restore_address)
+		q.ctl_stack = {a.ctl_stack_size, a.ctl_stack_size, a.ctl_stack_size, {}};
 	p->queues[qid] = q;
 	m.start_user_queue(*p, p->queues[qid], false); // SDMA queues get an engine
 	return 0;
@@ -650,8 +642,7 @@ namespace {
 // amdkfd_ioctls[]: every number below COMMAND_END. The kernel's own copy
 // directions; the flags: CRIU_OP's KFD_IOC_FLAG_CHECKPOINT_RESTORE, and
 // which calls change what the model publishes in sysfs. The ioctls the
-// model does not emulate (GET_QUEUE_WAVE_STATE, DBG_TRAP) have no handler:
-// -EINVAL.
+// model does not emulate (DBG_TRAP) have no handler: -EINVAL.
 constexpr auto kKfdIoctls = [] {
 	std::array<KfdIoctlDesc, COMMAND_END> t{};
 	constexpr unsigned R = abi::kIocRead, W = abi::kIocWrite, RW = R | W;
@@ -684,7 +675,7 @@ constexpr auto kKfdIoctls = [] {
 	def(MAP_MEMORY_TO_GPU, "AMDKFD_IOC_MAP_MEMORY_TO_GPU", RW, &KfdOps::map_memory_to_gpu);
 	def(UNMAP_MEMORY_FROM_GPU, "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU", RW, &KfdOps::unmap_memory_from_gpu);
 	def(SET_CU_MASK, "AMDKFD_IOC_SET_CU_MASK", W, &KfdOps::set_cu_mask);
-	def(GET_QUEUE_WAVE_STATE, "AMDKFD_IOC_GET_QUEUE_WAVE_STATE", RW, nullptr);
+	def(GET_QUEUE_WAVE_STATE, "AMDKFD_IOC_GET_QUEUE_WAVE_STATE", RW, &KfdOps::get_queue_wave_state);
 	def(GET_DMABUF_INFO, "AMDKFD_IOC_GET_DMABUF_INFO", RW, &KfdOps::get_dmabuf_info);
 	def(IMPORT_DMABUF, "AMDKFD_IOC_IMPORT_DMABUF", RW, &KfdOps::import_dmabuf, pub);
 	def(ALLOC_QUEUE_GWS, "AMDKFD_IOC_ALLOC_QUEUE_GWS", RW, &KfdOps::alloc_queue_gws);

@@ -1,18 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
-// The per-queue state a client changes after CREATE_QUEUE, as amdkfd keeps
-// it (kfd_chardev.c, kfd_process_queue_manager.c, the device queue
-// manager's update_queue):
+// The per-queue state a client gives at CREATE_QUEUE and changes after it,
+// as amdkfd keeps it (kfd_chardev.c, kfd_process_queue_manager.c, the
+// device queue manager's update_queue):
 //
-//   UPDATE_QUEUE     a new ring, ring size, percentage and priority. A NULL
-//                    ring, a size of 0 or a percentage of 0 make the queue
-//                    inactive (QUEUE_IS_ACTIVE), which is not an error; it
-//                    keeps its read pointer and runs what is pending once
-//                    an update gives it a ring again.
+//   CREATE_QUEUE     its arguments' checks (queue_properties_from_user).
+//   UPDATE_QUEUE     a new ring, ring size, percentage and priority. The
+//                    size is 0 or a power of 2, raised to the 1 KiB minimum
+//                    (KFD_MIN_QUEUE_RING_SIZE, as CREATE_QUEUE does). A NULL
+//                    ring or a percentage of 0 make the queue inactive
+//                    (QUEUE_IS_ACTIVE), which is not an error; it keeps its
+//                    read pointer and runs what is pending once an update
+//                    gives it a ring again.
 //   SET_CU_MASK      the CUs the queue may use (kept per queue; the model
 //                    runs no shaders, so the mask changes nothing else).
 //   ALLOC_QUEUE_GWS  the GPU's global wave sync for one queue per process
 //                    and GPU, on GPUs whose topology has num_gws != 0.
+//   GET_QUEUE_WAVE_STATE  the used sizes of a stopped compute queue's
+//                    control stack and wave save area (none: no shader
+//                    ever runs), with the save-area header.
 //
 // Errnos and their order are the kernel's, including its quirks: an
 // unknown queue is EFAULT for UPDATE_QUEUE and SET_CU_MASK, EINVAL for
@@ -47,6 +53,32 @@ const Queue *KfdProcess::gws_queue(uint32_t user_gpu_id) const
 	return nullptr;
 }
 
+// set_queue_properties_from_user (CREATE_QUEUE's checks), in its order:
+// percentage and priority (bits 8-15 of the percentage are the PM4 target
+// XCC), the ring's address (access_ok: in user space), its size (0 or a
+// power of 2, then raised to the 1 KiB minimum of Linux 6.15, e90711946b53,
+// in the 6.1-6.14 stables since; CREATE_QUEUE copies its arguments back, so
+// the caller sees it), the read and write pointers, the EOP buffer and the
+// CWSR area (when given), and last the queue type.
+long queue_properties_from_user(CreateQueue &a)
+{
+	if ((a.queue_percentage & 0xff) > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
+		return -EINVAL;
+	if (a.ring_base_address && !access_ok(a.ring_base_address, sizeof(uint64_t)))
+		return -EFAULT;
+	if (a.ring_size && !is_power_of_2(a.ring_size))
+		return -EINVAL;
+	a.ring_size = std::max(a.ring_size, MIN_QUEUE_RING_SIZE);
+	if (!access_ok(a.read_pointer_address, sizeof(uint32_t)) || !access_ok(a.write_pointer_address, sizeof(uint32_t)))
+		return -EFAULT;
+	if ((a.eop_buffer_address && !access_ok(a.eop_buffer_address, sizeof(uint32_t))) ||
+	    (a.ctx_save_restore_address && !access_ok(a.ctx_save_restore_address, sizeof(uint32_t))))
+		return -EFAULT;
+	if (a.queue_type > QUEUE_SDMA_XGMI)
+		return -524; // ENOTSUPP
+	return 0;
+}
+
 // kfd_ioctl_update_queue + pqm_update_queue_properties. Bits 8-15 of the
 // percentage are the PM4 target XCC (kept, not checked).
 long ModelImpl::kfd_update_queue(KfdProcess &p, UpdateQueue &a)
@@ -57,6 +89,7 @@ long ModelImpl::kfd_update_queue(KfdProcess &p, UpdateQueue &a)
 		return -EFAULT;
 	if (a.ring_size && !is_power_of_2(a.ring_size))
 		return -EINVAL;
+	a.ring_size = std::max(a.ring_size, MIN_QUEUE_RING_SIZE);
 	auto it = p.queues.find(a.queue_id);
 	if (it == p.queues.end())
 		return -EFAULT;
@@ -120,6 +153,40 @@ long ModelImpl::kfd_alloc_queue_gws(KfdProcess &p, AllocQueueGws &a)
 				other.gws = false;
 	q.gws = a.num_gws != 0;
 	return 0;
+}
+
+// kfd_ioctl_get_queue_wave_state -> pqm_get_wave_state -> the device queue
+// manager's get_wave_state -> the MQD manager's. Only a compute queue the
+// CP is not running (inactive, evicted, paused for a dump) has saved its
+// waves: else EINVAL (CWSR is enabled on every emulated GPU). The used sizes
+// are the MQD's: the control stack grows down from its size to
+// cp_hqd_cntl_stack_offset, the wave state up from it to
+// cp_hqd_wg_state_offset. Every MQD manager (Linux 6.4 on, the debugger's
+// series) writes the save-area header's wave_state part at
+// ctl_stack_address; GFX 9's also copies the used control stack to its
+// offset there (from GFX 10 the stack is in the user's CWSR area).
+long ModelImpl::kfd_get_queue_wave_state(Caller &c, KfdProcess &p, GetQueueWaveState &a)
+{
+	auto it = p.queues.find(a.queue_id);
+	if (it == p.queues.end())
+		return -EFAULT;
+	const Queue &q = it->second;
+	const bool running = q.active() && !p.queues_paused && p.evict_count == 0;
+	if (!q.compute() || running)
+		return -EINVAL;
+	const Queue::ControlStack &cs = q.ctl_stack;
+	a.ctl_stack_used_size = cs.size - cs.offset;
+	a.save_area_used_size = cs.wg_state_offset - cs.size;
+	const WaveStateHeader h{cs.offset, a.ctl_stack_used_size, cs.wg_state_offset, a.save_area_used_size};
+	if (c.write(a.ctl_stack_address, &h, sizeof h))
+		return -EFAULT;
+	const Pdd *pdd = p.pdd_by_user_id(q.user_gpu_id);
+	if (!a.ctl_stack_used_size || !pdd || pdd->dev->node->property("gfx_target_version") >= 100000)
+		return 0;
+	std::vector<uint8_t> used(a.ctl_stack_used_size); // no bytes kept: never written, zeros
+	if (cs.bytes.size() >= cs.size)
+		std::copy(cs.bytes.begin() + cs.offset, cs.bytes.begin() + cs.size, used.begin());
+	return c.write(a.ctl_stack_address + cs.offset, used.data(), used.size()) ? -EFAULT : 0;
 }
 
 } // namespace kfdemu::detail

@@ -415,8 +415,28 @@ struct Queue {
 	// ALLOC_QUEUE_GWS: this queue holds its GPU's global wave sync
 	// (at most one queue per process and GPU).
 	bool gws = false;
+	// A compute queue's control stack, as the compute MQD holds it
+	// (kfd_mqd_manager_v9.c init_mqd: with CWSR, which every emulated GPU
+	// enables, and a CWSR area, cp_hqd_cntl_stack_size is CREATE_QUEUE's
+	// ctl_stack_size, else 0; the stack lives after the MQD, one per XCC).
+	// The CP writes wave state into it downward from `size` when it saves
+	// a queue's context; with no shader ever in flight it writes nothing,
+	// so `offset` and `wg_state_offset` stay at `size` (nothing used).
+	struct ControlStack {
+		uint32_t size = 0;		// per XCC (cp_hqd_cntl_stack_size)
+		uint32_t offset = 0;		// cp_hqd_cntl_stack_offset
+		uint32_t wg_state_offset = 0;	// cp_hqd_wg_state_offset
+		// size x XCCs bytes as a CRIU RESTORE brought them; empty: zeros,
+		// as allocated (nothing has written them).
+		std::vector<uint8_t> bytes;
+	} ctl_stack;
 	std::shared_ptr<UserQueueEngine> engine; // SDMA queues on family >= AI
 
+	// KFD_QUEUE_TYPE_COMPUTE: a PM4 or an AQL compute queue, not SDMA.
+	bool compute() const
+	{
+		return args.queue_type == abi::kfd::QUEUE_COMPUTE || args.queue_type == abi::kfd::QUEUE_COMPUTE_AQL;
+	}
 	// QUEUE_IS_ACTIVE of the kernel's queue properties, eviction aside: a
 	// ring (address and size) and a non-zero percentage. An inactive
 	// queue keeps its state and runs nothing until an UPDATE_QUEUE gives
@@ -426,6 +446,10 @@ struct Queue {
 		return args.ring_base_address != 0 && args.ring_size != 0 && (args.queue_percentage & 0xff) != 0;
 	}
 };
+
+// CREATE_QUEUE's argument checks (kfd_queue.cpp): 0 or -errno; raises a
+// ring size under the minimum.
+long queue_properties_from_user(abi::kfd::CreateQueue &a);
 
 struct Event {
 	uint32_t id = 0, type = 0, node_id = 0;
@@ -656,6 +680,7 @@ private:
 	long kfd_update_queue(KfdProcess &p, abi::kfd::UpdateQueue &a);
 	long kfd_set_cu_mask(Caller &c, KfdProcess &p, const abi::kfd::SetCuMask &a);
 	long kfd_alloc_queue_gws(KfdProcess &p, abi::kfd::AllocQueueGws &a);
+	long kfd_get_queue_wave_state(Caller &c, KfdProcess &p, abi::kfd::GetQueueWaveState &a);
 	long kfd_get_dmabuf_info(Caller &c, KfdProcess &p, abi::kfd::GetDmabufInfo &a);
 	// SVM (svm.cpp): the ioctl (its attributes follow the args at uarg,
 	// `usize` bytes in all per the caller's cmd; the first ones also in

@@ -517,6 +517,8 @@ FILE *do_fopen(const char *path, const char *mode, bool is64)
 
 } // namespace
 
+int open_path(const char *path, int flags, mode_t mode) { return do_open(AT_FDCWD, path, flags, mode, false); }
+
 } // namespace kfdemu::shim
 
 using namespace kfdemu::shim;
@@ -561,6 +563,10 @@ SHIM_EXPORT int __open_2(const char *path, int flags) { return do_open(AT_FDCWD,
 SHIM_EXPORT int __open64_2(const char *path, int flags) { return do_open(AT_FDCWD, path, flags, 0, false); }
 SHIM_EXPORT int __openat_2(int d, const char *path, int flags) { return do_open(d, path, flags, 0, true); }
 SHIM_EXPORT int __openat64_2(int d, const char *path, int flags) { return do_open(d, path, flags, 0, true); }
+
+// glibc's creat() opens through its own open, which no interposer sees.
+SHIM_EXPORT int creat(const char *path, mode_t m) { return do_open(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, m, false); }
+SHIM_EXPORT int creat64(const char *path, mode_t m) { return do_open(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, m, false); }
 
 SHIM_EXPORT FILE *fopen(const char *path, const char *mode) { return do_fopen(path, mode, false); }
 SHIM_EXPORT FILE *fopen64(const char *path, const char *mode) { return do_fopen(path, mode, true); }

@@ -30,6 +30,8 @@
 //   paths.cpp     path parsing and redirection; open, fopen, close, dup,
 //                 read, readlink/realpath, access, directories, xattrs
 //   sysfs_write.cpp  the emulated /sys opened for writing (hermeticity)
+//   path_change.cpp  unlink, rename, mkdir, link, chmod, truncate, ... of
+//                 redirected paths (hermeticity)
 //   stat.cpp      emulated files (describe), the stat family, statfs
 //   proc_maps.cpp /proc/<pid>/{maps,smaps,map_files} of device mappings
 //   mmap.cpp      ioctl, mmap, munmap and the process's device mappings
@@ -158,6 +160,9 @@ struct ProcPath {
 
 ProcPath proc_path(const std::string &p);
 std::optional<std::string> redirect(const char *path);
+// open(2) as the program's open() is interposed (devices, /proc, /sys
+// writes, redirection).
+int open_path(const char *path, int flags, mode_t mode);
 std::optional<std::string> logical_at(int dirfd, const char *path);
 bool root_has(const std::string &p);
 bool is_unreadable(const char *path);
@@ -181,6 +186,19 @@ std::optional<int> open_sysfs_write(const char *path, int flags, mode_t mode);
 // The absolute path a relative `path` names through `dirfd` (or the
 // working directory, AT_FDCWD) when that is a redirected /sys path.
 std::optional<std::string> sys_path_at(int dirfd, const char *path);
+// openat2(root, rel) resolved beneath `root` (no "..", no link out of it).
+int openat2_beneath(int root, const std::string &rel, int flags, mode_t mode);
+// `p` with its "." and ".." resolved lexically (normalize keeps "..").
+std::string collapse(const std::string &p);
+// An fd that closes itself (the real close).
+struct Closer {
+	int fd;
+	explicit Closer(int f) : fd(f) {}
+	~Closer();
+	void reset(int nfd);	// closes the one held, holds `nfd`
+	Closer(const Closer &) = delete;
+	Closer &operator=(const Closer &) = delete;
+};
 
 // --- config.cpp: fd bitmaps -------------------------------------------------
 

@@ -30,8 +30,6 @@
 
 namespace kfdemu::shim {
 
-namespace {
-
 int openat2_beneath(int root, const std::string &rel, int flags, mode_t mode)
 {
 	open_how how{};
@@ -41,7 +39,6 @@ int openat2_beneath(int root, const std::string &rel, int flags, mode_t mode)
 	return static_cast<int>(::syscall(SYS_openat2, root, rel.c_str(), &how, sizeof how));
 }
 
-// `p` with its "." and ".." resolved lexically (normalize keeps "..").
 std::string collapse(const std::string &p)
 {
 	std::vector<std::string> parts;
@@ -65,17 +62,20 @@ std::string collapse(const std::string &p)
 	return out.empty() ? "/" : out;
 }
 
-// An fd that closes itself.
-struct Closer {
-	int fd;
-	~Closer()
-	{
-		if (fd >= 0) {
-			REAL(close, int (*)(int));
-			real_close(fd);
-		}
+Closer::~Closer() { reset(-1); }
+
+void Closer::reset(int nfd)
+{
+	if (fd >= 0) {
+		const int saved = errno;
+		REAL(close, int (*)(int));
+		real_close(fd);
+		errno = saved;
 	}
-};
+	fd = nfd;
+}
+
+namespace {
 
 // The sysfs rules for `rel` (root-relative, no leading '/') that exists
 // or not beneath `root`: the fd, or -1 with errno.

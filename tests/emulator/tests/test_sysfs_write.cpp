@@ -2,9 +2,11 @@
 //
 // Hermeticity: a program that writes an emulated GPU's PCI sysfs files
 // (its `remove`, the bus's `rescan`, the driver's `unbind`), creates files
-// there, or reaches them through "..", the host's /sys as a directory fd
-// or as its working directory, gets the emulator's answers (sysfs_write.cpp)
-// and changes nothing but what the emulated sysfs lets it write.
+// there, unlinks, renames, links, chmods or truncates them, makes
+// directories, or reaches them through "..", the host's /sys as a directory
+// fd or as its working directory, gets the emulator's answers
+// (sysfs_write.cpp, path_change.cpp) and changes nothing but what the
+// emulated sysfs lets it write; /dev/dri changes happen in the root's /dev.
 //
 // Run it where the host's /sys is read-only (ro_sys.sh makes a read-only
 // bind in a private mount namespace): a write that reached the host would
@@ -16,7 +18,11 @@
 
 #include <fcntl.h>
 #include <ftw.h>
+#include <linux/fs.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/xattr.h>
 
 #include <cerrno>
 
@@ -127,6 +133,175 @@ void test_ways_around(const NodeDesc &g)
 	}
 }
 
+// 0 when `r` (a libc call's result) is 0, else -errno.
+int res(int r) { return r == 0 ? 0 : -errno; }
+
+// unlink, rmdir, remove, mkdir, mknod, symlink, link, rename, creat on the
+// emulated sysfs: kernfs's answers (path_change.cpp).
+void test_sysfs_names(const NodeDesc &g)
+{
+	const std::string dev = "/sys/devices/pci0000:00/" + g.pci_slot, bus = "/sys/bus/pci/devices/" + g.pci_slot;
+	CHECK_EQ(res(::unlink((dev + "/remove").c_str())), -EPERM);
+	CHECK_EQ(res(::unlink((bus + "/vendor").c_str())), -EPERM);
+	CHECK_EQ(res(::unlink(bus.c_str())), -EPERM);	// the bus's link to the device
+	CHECK_EQ(res(::unlink("/sys/bus/pci/rescan")), -EPERM);
+	CHECK_EQ(res(::unlink((dev + "/nothing").c_str())), -ENOENT);
+	CHECK_EQ(res(::unlink(dev.c_str())), -EISDIR);
+	CHECK_EQ(res(::unlinkat(AT_FDCWD, (dev + "/vendor").c_str(), 0)), -EPERM);
+	CHECK_EQ(res(::unlinkat(AT_FDCWD, dev.c_str(), AT_REMOVEDIR)), -EPERM);
+	CHECK_EQ(res(::rmdir(dev.c_str())), -EPERM);
+	CHECK_EQ(res(::rmdir((dev + "/vendor").c_str())), -ENOTDIR);
+	CHECK_EQ(res(std::remove((dev + "/remove").c_str())), -EPERM);
+	CHECK_EQ(res(std::remove(dev.c_str())), -EPERM);
+	CHECK_EQ(res(::mkdir((dev + "/new_dir").c_str(), 0755)), -EPERM);
+	CHECK_EQ(res(::mkdir((dev + "/vendor").c_str(), 0755)), -EEXIST);
+	CHECK_EQ(res(::mkdir((dev + "/no_dir/new_dir").c_str(), 0755)), -ENOENT);
+	CHECK_EQ(res(::mkdir("/sys/bus/pci/drivers/new_driver", 0755)), -EPERM);
+	CHECK_EQ(res(::mknod((dev + "/node").c_str(), S_IFREG | 0644, 0)), -EPERM);
+	CHECK_EQ(res(::symlink("/etc/passwd", (dev + "/link").c_str())), -EPERM);
+	CHECK_EQ(res(::symlink("x", (dev + "/vendor").c_str())), -EEXIST);
+	CHECK_EQ(res(::link((dev + "/vendor").c_str(), (dev + "/vendor2").c_str())), -EPERM);
+	CHECK_EQ(res(::link((dev + "/nothing").c_str(), (dev + "/vendor2").c_str())), -ENOENT);
+	CHECK_EQ(res(::link((dev + "/vendor").c_str(), (dev + "/device").c_str())), -EEXIST);
+	const int fd = ::creat((dev + "/created").c_str(), 0644);
+	CHECK_EQ(fd < 0 ? -errno : 0, -EACCES);
+	if (fd >= 0)
+		::close(fd);
+
+	const std::string level = dev + "/power_dpm_force_performance_level";
+	CHECK_EQ(res(::rename(level.c_str(), (dev + "/renamed").c_str())), -EPERM);
+	CHECK_EQ(res(::rename((dev + "/nothing").c_str(), (dev + "/renamed").c_str())), -ENOENT);
+	CHECK_EQ(res(::renameat2(AT_FDCWD, (dev + "/vendor").c_str(), AT_FDCWD, (dev + "/x").c_str(), RENAME_NOREPLACE)),
+		 -EPERM);
+	CHECK_EQ(res(::renameat(AT_FDCWD, (dev + "/remove").c_str(), AT_FDCWD, "/sys/bus/pci/removed")), -EPERM);
+	// Between mounts: another file system, the emulated /proc, /dev.
+	char tmp[] = "/tmp/kfdemu-sysfs-XXXXXX";
+	const int t = ::mkstemp(tmp);
+	CHECK(t >= 0);
+	if (t >= 0) {
+		::close(t);
+		CHECK_EQ(res(::rename((dev + "/vendor").c_str(), (std::string(tmp) + ".moved").c_str())), -EXDEV);
+		CHECK_EQ(res(::rename(tmp, (dev + "/moved_in").c_str())), -EXDEV);
+		CHECK_EQ(res(::link(tmp, (dev + "/linked_in").c_str())), -EXDEV);
+		CHECK_EQ(::access(tmp, F_OK), 0);
+		::unlink(tmp);
+	}
+	CHECK_EQ(res(::rename((dev + "/vendor").c_str(), "/dev/dri/vendor")), -EXDEV);
+	CHECK_EQ(slurp(dev + "/vendor"), "0x1002\n");
+}
+
+// chmod, chown and the times are kept in the root; truncate changes nothing.
+void test_sysfs_attributes(const NodeDesc &g)
+{
+	const std::string dev = "/sys/devices/pci0000:00/" + g.pci_slot, vendor = dev + "/vendor";
+	struct stat st;
+	CHECK_EQ(res(::chmod(vendor.c_str(), 0640)), 0);
+	CHECK(::stat(vendor.c_str(), &st) == 0 && (st.st_mode & 0777) == 0640);
+	CHECK_EQ(res(::fchmodat(AT_FDCWD, vendor.c_str(), 0444, 0)), 0);
+	CHECK(::stat(vendor.c_str(), &st) == 0 && (st.st_mode & 0777) == 0444);
+	CHECK_EQ(res(::chmod((dev + "/nothing").c_str(), 0644)), -ENOENT);
+	CHECK_EQ(res(::chown(vendor.c_str(), 0, 0)), 0);
+	CHECK_EQ(res(::lchown(("/sys/bus/pci/devices/" + g.pci_slot).c_str(), 0, 0)), 0);
+	CHECK_EQ(res(::fchownat(AT_FDCWD, vendor.c_str(), 0, 0, AT_SYMLINK_NOFOLLOW)), 0);
+	CHECK_EQ(res(::utimes(vendor.c_str(), nullptr)), 0);
+	CHECK_EQ(res(::utimensat(AT_FDCWD, vendor.c_str(), nullptr, 0)), 0);
+	const std::string level = dev + "/power_dpm_force_performance_level";
+	const std::string before = slurp(level);
+	CHECK(!before.empty());
+	CHECK_EQ(res(::truncate(level.c_str(), 0)), 0);
+	CHECK_EQ(slurp(level), before);
+	CHECK_EQ(res(::truncate(dev.c_str(), 0)), -EISDIR);
+	CHECK_EQ(res(::truncate((dev + "/nothing").c_str(), 0)), -ENOENT);
+	CHECK_EQ(res(::truncate(level.c_str(), -1)), -EINVAL);
+}
+
+// The same calls through "..", a host /sys directory fd and working directory.
+void test_names_ways_around(const NodeDesc &g)
+{
+	CHECK_EQ(res(::unlink("/sys/bus/pci/../../../../sys/bus/pci/rescan")), -EPERM);
+	CHECK_EQ(res(::mkdir(("/tmp/../sys/devices/pci0000:00/" + g.pci_slot + "/new_dir").c_str(), 0755)), -EPERM);
+	const int sys = ::open("/sys/bus", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	CHECK(sys >= 0);
+	if (sys >= 0) {
+		CHECK_EQ(res(::unlinkat(sys, "pci/rescan", 0)), -EPERM);
+		CHECK_EQ(res(::mkdirat(sys, "pci/new_dir", 0755)), -EPERM);
+		CHECK_EQ(res(::renameat(sys, "pci/rescan", sys, "pci/rescan2")), -EPERM);
+		CHECK_EQ(res(::fchmodat(sys, "pci/drivers_autoprobe", 0644, 0)), 0);
+		::close(sys);
+	}
+	char cwd[4096];
+	CHECK(::getcwd(cwd, sizeof cwd) != nullptr);
+	if (::chdir("/sys/bus") == 0) {
+		CHECK_EQ(res(::unlink("pci/rescan")), -EPERM);
+		CHECK_EQ(res(::rmdir("pci/devices")), -EPERM);
+		CHECK_EQ(res(::symlink("/", "pci/root")), -EPERM);
+		CHECK_EQ(::chdir(cwd), 0);
+	} else {
+		std::printf("  note: no /sys/bus on this host, working-directory case skipped\n");
+	}
+}
+
+// Extended attributes: sysfs keeps trusted.* and security.* (in the root's
+// file here), refuses user.* (EOPNOTSUPP). mkstemp/mkdtemp: sysfs takes no
+// new file (EACCES) nor directory (EPERM); /dev's are made in the root.
+void test_xattrs_and_temp_files(const NodeDesc &g, const char *root)
+{
+	const std::string dev = "/sys/devices/pci0000:00/" + g.pci_slot, vendor = dev + "/vendor";
+	CHECK_EQ(res(::setxattr(vendor.c_str(), "user.kfdemu", "1", 1, 0)), -EOPNOTSUPP);
+	CHECK_EQ(res(::lsetxattr(vendor.c_str(), "user.kfdemu", "1", 1, 0)), -EOPNOTSUPP);
+	CHECK_EQ(res(::removexattr(vendor.c_str(), "user.kfdemu")), -EOPNOTSUPP);
+	CHECK_EQ(res(::setxattr((dev + "/nothing").c_str(), "trusted.kfdemu", "1", 1, 0)), -ENOENT);
+	// trusted.* where the root's own file system keeps it (asked without the shim).
+	const std::string probe = std::string(root) + "/.kfdemu/redirects";
+	if (::syscall(SYS_setxattr, probe.c_str(), "trusted.kfdemu-probe", "1", 1, 0) == 0) {
+		::syscall(SYS_removexattr, probe.c_str(), "trusted.kfdemu-probe");
+		CHECK_EQ(res(::setxattr(vendor.c_str(), "trusted.kfdemu", "v", 1, 0)), 0);
+		char v[4] = {};
+		CHECK_EQ(::getxattr(vendor.c_str(), "trusted.kfdemu", v, sizeof v), 1L);
+		CHECK_EQ(std::string(v), "v");
+		CHECK_EQ(res(::removexattr(vendor.c_str(), "trusted.kfdemu")), 0);
+	} else {
+		std::printf("  note: the root's file system keeps no trusted.* xattrs, that case skipped\n");
+	}
+
+	std::string t = dev + "/tmpXXXXXX";
+	CHECK_EQ(::mkstemp(t.data()) < 0 ? -errno : 0, -EACCES);
+	t = dev + "/tmpXXXXXX";
+	CHECK(::mkdtemp(t.data()) == nullptr && errno == EPERM);
+	t = dev + "/tmpXXX";
+	CHECK_EQ(::mkstemp(t.data()) < 0 ? -errno : 0, -EINVAL);
+	t = "/dev/dri/kfdemu-XXXXXX";
+	const int fd = ::mkostemp(t.data(), O_CLOEXEC);
+	CHECK(fd >= 0 && t != "/dev/dri/kfdemu-XXXXXX");
+	if (fd >= 0) {
+		::close(fd);
+		CHECK_EQ(::access((std::string(root) + t).c_str(), F_OK), 0);
+		CHECK_EQ(::syscall(SYS_faccessat, AT_FDCWD, t.c_str(), F_OK, 0), -1L);
+		CHECK_EQ(res(::unlink(t.c_str())), 0);
+	}
+	t = "/dev/dri/kfdemu-XXXXXX";
+	CHECK(::mkdtemp(t.data()) != nullptr);
+	CHECK_EQ(res(::rmdir(t.c_str())), 0);
+}
+
+// /dev/kfd and /dev/dri are the root's /dev (devtmpfs lets root change
+// it): what is made there is in the root, never in the host's /dev.
+void test_dev_names(const char *root)
+{
+	const std::string d = "/dev/dri/kfdemu-test", d2 = d + "-renamed";
+	CHECK_EQ(res(::mkdir(d.c_str(), 0755)), 0);
+	CHECK_EQ(::access((std::string(root) + d).c_str(), F_OK), 0);
+	// The host's /dev, asked without the shim: nothing there.
+	CHECK_EQ(::syscall(SYS_faccessat, AT_FDCWD, d.c_str(), F_OK, 0), -1L);
+	CHECK_EQ(res(::rename(d.c_str(), d2.c_str())), 0);
+	CHECK_EQ(res(::rmdir(d2.c_str())), 0);
+	CHECK_EQ(::access((std::string(root) + d2).c_str(), F_OK), -1);
+	CHECK_EQ(res(::truncate("/dev/kfd", 0)), -EINVAL);
+	CHECK_EQ(res(::rename("/dev/kfd", "/tmp/kfd")), -EXDEV);
+	CHECK_EQ(res(::link("/dev/kfd", "/sys/bus/pci/kfd")), -EXDEV);
+	CHECK_EQ(::access("/dev/kfd", F_OK), 0);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -145,6 +320,15 @@ int main(int argc, char **argv)
 	    [&] { test_attributes(*gpus.front()); });
 	run("'..', a host /sys dirfd and a host working directory lead to the same answers",
 	    [&] { test_ways_around(*gpus.front()); });
+	run("unlink, rmdir, mkdir, mknod, symlink, link, rename, creat get sysfs's answers (EPERM, EEXIST, EXDEV)",
+	    [&] { test_sysfs_names(*gpus.front()); });
+	run("chmod, chown and times are kept in the root, truncate changes nothing",
+	    [&] { test_sysfs_attributes(*gpus.front()); });
+	run("'..', a host /sys dirfd and working directory lead to the same answers",
+	    [&] { test_names_ways_around(*gpus.front()); });
+	run("/dev/dri and /dev/kfd change in the root's /dev, never the host's", [&] { test_dev_names(root); });
+	run("xattrs, mkstemp and mkdtemp get sysfs's answers, /dev's temporaries are in the root",
+	    [&] { test_xattrs_and_temp_files(*gpus.front(), root); });
 	run("no file appeared or vanished in the emulator's root", [&] { CHECK(tree(root) == before); });
 	return summary();
 }

@@ -6,6 +6,7 @@
 
 #include <criterion/criterion.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <random>
@@ -641,6 +642,71 @@ Test(criu, cu_mask_gws_and_an_inactive_queue_survive_the_round_trip)
 	while (fence_value() != 0xc0ffeeu && std::chrono::steady_clock::now() < end)
 		std::this_thread::sleep_for(std::chrono::microseconds(200));
 	cr_assert_eq(fence_value(), 0xc0ffeeu, "the pending FENCE runs once the ring is given back");
+}
+
+// A compute queue's control stack (KFD's checkpoint_mqd / restore_mqd): its
+// bytes, ctl_stack_size per XCC, are in the private data of a queue with a
+// CWSR area and not of one without; restored, the queue's MQD answers
+// GET_QUEUE_WAVE_STATE as before the dump (nothing used, GFX 9 header).
+Test(criu, a_compute_queues_control_stack_is_saved_and_restored)
+{
+	MachineDesc m = make_machine({S0, S1});
+	m.nodes[1].properties.push_back({"num_xcc", 2}); // S0: one MQD and stack per XCC
+	Source s(std::move(m));
+	std::vector<uint8_t> cwsr(0x10000), ring(4096);
+	uint64_t rp = 0, wp = 0;
+	auto create = [&](bool with_cwsr) {
+		CreateQueue q{};
+		q.ring_base_address = addr(ring.data());
+		q.ring_size = 4096;
+		q.read_pointer_address = addr(&rp);
+		q.write_pointer_address = addr(&wp);
+		q.gpu_id = S0;
+		q.queue_type = QUEUE_COMPUTE_AQL;
+		q.queue_percentage = 100;
+		q.ctx_save_restore_address = with_cwsr ? addr(cwsr.data()) : 0;
+		q.ctx_save_restore_size = 0x10000;
+		q.ctl_stack_size = 0x3000;
+		cr_assert_eq(s.rig.kfd(s.app, s.kfd, CREATE_QUEUE, &q), 0);
+		return q.queue_id;
+	};
+	auto priv_size = [&] {
+		CriuArgs info = process_info_args();
+		cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &info), 0);
+		CriuArgs u{};
+		u.op = CRIU_UNPAUSE;
+		cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &u), 0);
+		return info.priv_data_size;
+	};
+	const uint32_t plain = create(false);
+	const uint64_t without = priv_size();
+	DestroyQueue dq{plain, 0};
+	cr_assert_eq(s.rig.kfd(s.app, s.kfd, DESTROY_QUEUE, &dq), 0);
+	const uint32_t qid = create(true);
+	cr_assert_eq(priv_size() - without, 2u * 0x3000, "two XCCs' control stacks");
+
+	Image im = checkpoint(s);
+	std::array<uint32_t, 4> out{};
+	GetQueueWaveState w{addr(out.data()), 77, 77, qid, 0};
+	cr_assert_eq(s.rig.kfd(s.app, s.kfd, GET_QUEUE_WAVE_STATE, &w), 0, "paused by the dump");
+	cr_assert(out[0] == 0x3000 && out[1] == 0 && out[2] == 0x3000 && out[3] == 0);
+
+	MachineDesc dm = make_machine({D0, D1});
+	dm.nodes[1].properties.push_back({"num_xcc", 2});
+	Destination d(im, dm);
+	CriuArgs a = d.restore_args(im);
+	cr_assert_eq(d.rig.kfd(d.task, d.kfd, CRIU_OP, &a), 0);
+	out.fill(0xaaaaaaaau);
+	w = GetQueueWaveState{addr(out.data()), 77, 77, qid, 0};
+	cr_assert_eq(d.rig.kfd(d.task, d.kfd, GET_QUEUE_WAVE_STATE, &w), 0, "restored, not yet resumed");
+	cr_assert(w.ctl_stack_used_size == 0 && w.save_area_used_size == 0);
+	cr_assert(out[0] == 0x3000 && out[1] == 0 && out[2] == 0x3000 && out[3] == 0,
+		  "header {%#x, %u, %#x, %u}", out[0], out[1], out[2], out[3]);
+
+	// A destination GPU with another number of XCCs has other MQDs.
+	Destination one(im);
+	CriuArgs b = one.restore_args(im);
+	cr_assert_eq(one.rig.kfd(one.task, one.kfd, CRIU_OP, &b), -EINVAL);
 }
 
 // pqm_set_gws at restore: a GPU without GWS cannot take the GWS queue.

@@ -3,12 +3,14 @@
 // amdkfd's checks and errnos: UPDATE_QUEUE with a NULL ring makes an SDMA
 // queue inactive and giving the ring back runs what was rung meanwhile;
 // SET_CU_MASK stores the mask per queue (pairs of CUs from GFX 10 on);
-// ALLOC_QUEUE_GWS gives a GPU's GWS to one queue per process. The CRIU
+// ALLOC_QUEUE_GWS gives a GPU's GWS to one queue per process;
+// GET_QUEUE_WAVE_STATE reads a stopped compute queue's MQD. The CRIU
 // round trip of these states is in test_criu.cpp.
 #include "harness.h"
 
 #include <criterion/criterion.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -124,7 +126,8 @@ struct App {
 		const std::string all = rig.model->introspect("queues 1000");
 		const size_t at = all.find("{\"id\":" + std::to_string(qid) + ",");
 		cr_assert_neq(at, std::string::npos, "%s", all.c_str());
-		return all.substr(at, all.find('}', all.find("\"cu_mask\":", at)) - at);
+		const size_t next = all.find(",{\"id\":", at);
+		return all.substr(at, next == std::string::npos ? std::string::npos : next - at);
 	}
 };
 
@@ -150,7 +153,8 @@ Test(queue_state, a_null_ring_makes_a_queue_inactive_and_the_ring_given_back_run
 
 	cr_assert_eq(app.update(app.sdma, 0, 0), 0, "a NULL ring of size 0 is not an error");
 	std::string q = app.queue_json(app.sdma);
-	cr_assert(has(q, "\"state\":\"inactive\"") && has(q, "\"ring_size\":0"), "%s", q.c_str());
+	cr_assert(has(q, "\"state\":\"inactive\"") && has(q, "\"ring_size\":1024"),
+		  "inactive, the size raised to KFD's minimum: %s", q.c_str());
 	app.fence_and_ring(2);
 	std::this_thread::sleep_for(std::chrono::milliseconds(50));
 	cr_assert_eq(app.fence(), 1u, "an inactive queue runs nothing");
@@ -187,6 +191,129 @@ Test(queue_state, update_queue_checks_its_arguments_as_kfd)
 	CreateQueue q = app.queue_args(QUEUE_COMPUTE_AQL);
 	q.queue_percentage = 0x0164;
 	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q), 0, "CREATE_QUEUE masks the XCC bits too");
+}
+
+// set_queue_properties_from_user's checks, in its order: an address outside
+// user space is EFAULT (access_ok, not a read), the queue type comes last.
+Test(queue_state, create_queue_checks_its_arguments_in_kfds_order)
+{
+	App app;
+	constexpr uint64_t kernel = 0xffff800000000000ull;
+	auto create = [&](auto change) {
+		CreateQueue q = app.queue_args(QUEUE_COMPUTE_AQL);
+		change(q);
+		return app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q);
+	};
+	cr_assert_eq(create([](CreateQueue &q) { q.queue_type = 9; }), -524, "ENOTSUPP");
+	cr_assert_eq(create([](CreateQueue &q) { q.queue_type = 9, q.queue_percentage = 101; }), -EINVAL,
+		     "the type is checked last");
+	cr_assert_eq(create([&](CreateQueue &q) { q.queue_type = 9, q.ring_base_address = kernel; }), -EFAULT);
+	cr_assert_eq(create([&](CreateQueue &q) { q.ring_base_address = kernel, q.ring_size = 3000; }), -EFAULT,
+		     "the ring's address before its size");
+	cr_assert_eq(create([&](CreateQueue &q) { q.ring_size = 3000, q.read_pointer_address = kernel; }), -EINVAL);
+	cr_assert_eq(create([&](CreateQueue &q) { q.read_pointer_address = kernel; }), -EFAULT);
+	cr_assert_eq(create([&](CreateQueue &q) { q.write_pointer_address = kernel; }), -EFAULT);
+	cr_assert_eq(create([&](CreateQueue &q) { q.eop_buffer_address = kernel; }), -EFAULT);
+	cr_assert_eq(create([&](CreateQueue &q) { q.ctx_save_restore_address = kernel; }), -EFAULT);
+	cr_assert_eq(create([&](CreateQueue &q) { q.ctx_save_restore_address = kernel, q.gpu_id = 0x9999; }), -EFAULT,
+		     "the GPU is looked up after the arguments");
+	cr_assert_eq(create([&](CreateQueue &q) { q.gpu_id = 0x9999; }), -EINVAL, "unknown GPU");
+	cr_assert_eq(create([&](CreateQueue &q) { q.read_pointer_address = 0, q.write_pointer_address = 0; }), 0,
+		     "NULL pointers pass access_ok");
+}
+
+// kfd_chardev.c (Linux 6.15, KFD_MIN_QUEUE_RING_SIZE): a ring size is 0 or
+// a power of 2; below 1 KiB it is raised to 1 KiB, by CREATE_QUEUE (which
+// copies the raised size back) and UPDATE_QUEUE alike.
+Test(queue_state, a_ring_size_under_1_kib_is_raised_to_1_kib)
+{
+	App app;
+	for (uint32_t size : {0u, 1u, 64u, 512u, 1024u, 2048u}) {
+		CreateQueue q = app.queue_args(QUEUE_COMPUTE_AQL);
+		q.ring_size = size;
+		cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q), 0, "size %u", size);
+		const uint32_t want = size < 1024 ? 1024 : size;
+		cr_assert_eq(q.ring_size, want, "size %u comes back as %u", size, q.ring_size);
+		cr_assert(has(app.queue_json(q.queue_id), "\"ring_size\":" + std::to_string(want) + ","), "%s",
+			  app.queue_json(q.queue_id).c_str());
+	}
+	CreateQueue bad = app.queue_args(QUEUE_COMPUTE_AQL);
+	bad.ring_size = 768;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &bad), -EINVAL, "not a power of 2: refused, not raised");
+	cr_assert_eq(bad.ring_size, 768u);
+
+	cr_assert_eq(app.update(app.sdma, addr(app.h->ring), 256), 0);
+	cr_assert(has(app.queue_json(app.sdma), "\"ring_size\":1024,"), "%s", app.queue_json(app.sdma).c_str());
+	cr_assert_eq(app.update(app.sdma, addr(app.h->ring), 768), -EINVAL);
+	cr_assert(has(app.queue_json(app.sdma), "\"ring_size\":1024,"), "a refused update changes nothing");
+	cr_assert(has(app.queue_json(app.sdma), "\"state\":\"active\""), "a raised size is a ring: active");
+}
+
+// A compute queue with a CWSR area; its control stack is ctl_stack_size.
+constexpr uint32_t kCtlStack = 0x3000;
+uint32_t cwsr_queue(App &app, const void *cwsr)
+{
+	CreateQueue q = app.queue_args(QUEUE_COMPUTE_AQL);
+	q.ctx_save_restore_address = addr(cwsr);
+	q.ctx_save_restore_size = 0x10000;
+	q.ctl_stack_size = kCtlStack;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q), 0);
+	return q.queue_id;
+}
+
+// kfd_ioctl_get_queue_wave_state: an unknown queue EFAULT (pqm); an SDMA
+// queue or a running compute queue EINVAL; a stopped one answers from its
+// MQD: nothing used (no shader ever ran), and the save-area header's
+// wave_state is written (offsets at the control stack's size, sizes 0).
+Test(queue_state, get_queue_wave_state_answers_for_a_stopped_compute_queue)
+{
+	App app;
+	std::vector<uint8_t> cwsr(0x10000);
+	const uint32_t qid = cwsr_queue(app, cwsr.data());
+	std::array<uint32_t, 8> out;
+	out.fill(0xaaaaaaaau);
+	GetQueueWaveState w{addr(out.data()), 77, 77, 99, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_QUEUE_WAVE_STATE, &w), -EFAULT, "unknown queue");
+	w.queue_id = app.sdma;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_QUEUE_WAVE_STATE, &w), -EINVAL, "not a compute queue");
+	w.queue_id = qid;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_QUEUE_WAVE_STATE, &w), -EINVAL, "the CP runs it");
+	cr_assert_eq(out[0], 0xaaaaaaaau, "nothing written");
+
+	cr_assert_eq(app.update(qid, 0, 0), 0, "inactive: the CP no longer runs it");
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_QUEUE_WAVE_STATE, &w), 0);
+	cr_assert_eq(w.ctl_stack_used_size, 0u);
+	cr_assert_eq(w.save_area_used_size, 0u);
+	cr_assert(out[0] == kCtlStack && out[1] == 0 && out[2] == kCtlStack && out[3] == 0,
+		  "header {%#x, %u, %#x, %u}", out[0], out[1], out[2], out[3]);
+	cr_assert_eq(out[4], 0xaaaaaaaau, "only the header's wave_state part");
+	w.ctl_stack_address = 8;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_QUEUE_WAVE_STATE, &w), -EFAULT, "unwritable buffer");
+
+	// Without a CWSR area the MQD has no control stack: all 0.
+	CreateQueue plain = app.queue_args(QUEUE_COMPUTE);
+	plain.ctl_stack_size = kCtlStack;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &plain), 0);
+	cr_assert_eq(app.update(plain.queue_id, addr(app.h->ring), kRing, 0), 0);
+	out.fill(0xaaaaaaaau);
+	GetQueueWaveState p{addr(out.data()), 77, 77, plain.queue_id, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_QUEUE_WAVE_STATE, &p), 0);
+	cr_assert(out[0] == 0 && out[1] == 0 && out[2] == 0 && out[3] == 0 && p.ctl_stack_used_size == 0);
+}
+
+// GFX 10 and 11's MQD managers write the same header (Linux 6.4 on).
+Test(queue_state, get_queue_wave_state_on_gfx10_writes_the_header_too)
+{
+	App app(machine_with("gfx_target_version", 100300));
+	std::vector<uint8_t> cwsr(0x10000);
+	const uint32_t qid = cwsr_queue(app, cwsr.data());
+	cr_assert_eq(app.update(qid, 0, 0), 0);
+	std::array<uint32_t, 4> out;
+	out.fill(0xaaaaaaaau);
+	GetQueueWaveState w{addr(out.data()), 77, 77, qid, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, GET_QUEUE_WAVE_STATE, &w), 0);
+	cr_assert(w.ctl_stack_used_size == 0 && w.save_area_used_size == 0);
+	cr_assert(out[0] == kCtlStack && out[1] == 0 && out[2] == kCtlStack && out[3] == 0);
 }
 
 Test(queue_state, set_cu_mask_stores_the_mask_with_kfds_checks)
