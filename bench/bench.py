@@ -103,7 +103,7 @@ the cores; informative, no target); and one
 BO of the full size left zero (gpu-workload --zero) against a random one
 on one GPU: dump time (whole per-GPU job) and the pages file's allocated
 disk blocks (st_blocks), and the restore time of each, on a fixed-rate
-store at SPARSE_STORE_GBPS (0.5 GB/s: a tenth of the emulated SDMA's
+store at NODE_STORE_GBPS (0.5 GB/s: a tenth of the emulated SDMA's
 copy, as a GPU's SDMA is to one NVMe) with the SDMA unthrottled.
 
 --ci: the smallest form (64 MiB, 256 small BOs, 32 MiB render vs KFD, one
@@ -113,6 +113,7 @@ runs, for CTest's bench_ci; it asserts no figure. Exit 77 when not root (the emu
 CRIU_OP and criu-host need it).
 """
 import argparse
+import json
 import os
 import queue
 import re
@@ -126,6 +127,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
 import e2e  # noqa: E402
+import incremental  # noqa: E402
+from incremental import median, spread  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -307,14 +310,19 @@ def pipeline(path, nbytes, src, halves, vram, engine_gbps, dump):
 
 
 class Table:
+    """Rows of (measure, value, limit, ratio, target, verdict, spread):
+    spread is the min-max of the repetitions' ratios (or values) behind a
+    median."""
+    HEAD = ("measure", "value", "limit", "ratio", "target", "", "spread (min-max)")
+
     def __init__(self):
         self.rows = []
 
-    def add(self, what, value, limit="", ratio="", target="", verdict=""):
-        self.rows.append((what, value, limit, ratio, target, verdict))
+    def add(self, what, value, limit="", ratio="", target="", verdict="", spread=""):
+        self.rows.append((what, value, limit, ratio, target, verdict, spread))
 
     def markdown(self, path):
-        head = ("measure", "value", "limit", "ratio", "target", "")
+        head = self.HEAD
         with open(path, "w") as f:
             f.write("| " + " | ".join(head) + " |\n|" + "---|" * len(head) + "\n")
             for r in self.rows:
@@ -323,8 +331,8 @@ class Table:
                 f.write("| " + " | ".join(cells) + " |\n")
 
     def show(self):
-        head = ("measure", "value", "limit", "ratio", "target", "")
-        widths = [max(len(str(r[i])) for r in self.rows + [head]) for i in range(6)]
+        head = self.HEAD
+        widths = [max(len(str(r[i])) for r in self.rows + [head]) for i in range(len(head))]
         for r in [head] + self.rows:
             print("  ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)).rstrip())
 
@@ -377,8 +385,11 @@ def main():
     ap.add_argument("--small-only", action="store_true",
                     help="only the small-BO rows (SDMA model at the storage write speed measured first)")
     ap.add_argument("--render-only", action="store_true", help="only the render-node BO rows")
+    ap.add_argument("--incremental-only", action="store_true",
+                    help="only the incremental dump rows (4 GiB over 2 GPUs; --quick 1 GiB)")
     ap.add_argument("--reps", type=int,
-                    help="repetitions of --parallel-only, --render-only and --small-only (default 3, --quick 1)")
+                    help="repetitions of --parallel-only, --render-only, --small-only and --incremental-only "
+                         "(default 3, --quick 1)")
     ap.add_argument("--throughput-only", action="store_true",
                     help="only the dump/restore throughput rows (4 GiB over 2 GPUs; --quick 1 GiB)")
     ap.add_argument("--upstream-only", action="store_true",
@@ -434,6 +445,15 @@ def measure(args, run, scratch):
         print()
         table.show()
         return 0
+    if args.incremental_only:
+        incremental_rows(args, run, table, scratch, total, args.reps or (1 if args.quick else 3), plot)
+        print()
+        table.show()
+        if args.markdown:
+            table.markdown(args.markdown)
+        if args.plot:
+            draw(args.plot, plot)
+        return 0
     if args.upstream_only:
         upstream_side_by_side(args, table, scratch, 1 if args.quick else 3)
         upstream_bound_sweep(args, table, plot)
@@ -469,7 +489,7 @@ def measure(args, run, scratch):
         m = rows[len(rows) // 2]
         table.add("%s %.2f GiB, 2 GPUs (median of %d), bound: %s" % (what, m.bytes / GiB, reps, m.bound(io)),
                   "%.2f GB/s" % m.thr, "%.2f GB/s" % m.limit(), "%.2f" % m.ratio(), ">= 0.90",
-                  verdict(m.ratio() >= 0.9))
+                  verdict(m.ratio() >= 0.9), spread([x.ratio() for x in rows]))
         table.add("  %s vs min(storage %s, SDMA model) alone" % (what, io), "%.2f GB/s" % m.thr,
                   "%.2f GB/s" % m.device_limit(), "%.2f" % (m.thr / m.device_limit()))
         for i, x in enumerate(rows):
@@ -498,6 +518,7 @@ def measure(args, run, scratch):
         parallel_restore(args, run, table, scratch, total, reps)
         realcriu_parallel(args, table, reps)
     render_vs_kfd(run, table, scratch, total // 2, reps)
+    incremental_rows(args, run, table, scratch, total, reps, plot)
 
     print()
     table.show()
@@ -612,7 +633,8 @@ def small_bos(args, run, table, engine_gbps, reps):
         s_gbps, b_gbps, _ = rows[len(rows) // 2]
         ratio = s_gbps / b_gbps
         table.add("%d x 64 KiB vs 1 x %d MiB BO, %s (median of %d)" % (nsmall, nsmall * 64 // 1024, what, reps),
-                  "%.2f vs %.2f GB/s" % (s_gbps, b_gbps), "", "%.2f" % ratio, ">= 0.70", verdict(ratio >= 0.7))
+                  "%.2f vs %.2f GB/s" % (s_gbps, b_gbps), "", "%.2f" % ratio, ">= 0.70", verdict(ratio >= 0.7),
+                  spread([p[0] / p[1] for p in rows]))
         for i, (sg, bg, _) in enumerate(rows):
             table.add("  pair %d (sorted by ratio)" % (i + 1), "%.2f vs %.2f GB/s" % (sg, bg), "", "%.2f" % (sg / bg))
     small = pairs[len(pairs) // 2][2]  # the median dump (sorted above)
@@ -795,7 +817,8 @@ def upstream_rows(table, times, version, what, reps):
         incomplete = ("upstream", step, "errors") in times
         table.add("%s, real CRIU %s, %s: upstream's plugin vs ours (median of %d)" %
                   (step, version, what, reps), "%.2f vs %.2f s" % (up, ours), "", "%.2fx" % (up / ours),
-                  ">= 1.8x", "not comparable" if incomplete else verdict(up / ours >= 1.8))
+                  ">= 1.8x", "not comparable" if incomplete else verdict(up / ours >= 1.8),
+                  spread([u / o for u, o in zip(times[("upstream", step)], times[("ours", step)])], "%.2fx"))
     if "upstream_note" in times:
         table.add("  upstream's restored task failed a roundtrip check", times["upstream_note"])
     for (name, step, *rest), lines in sorted((k, v) for k, v in times.items() if isinstance(k, tuple)):
@@ -853,7 +876,8 @@ def realcriu_parallel(args, table, reps):
             times[mode].append(got["restore"])
     serial, parallel = (sorted(times[m])[reps // 2] for m in ("0", "1"))
     table.add("restore, real CRIU 4.2.1, 2 x %d MiB: serial vs parallel (CRIU wall time, median of %d)" %
-              (mib, reps), "%.3f vs %.3f s" % (serial, parallel), "", "%.2fx" % (serial / parallel))
+              (mib, reps), "%.3f vs %.3f s" % (serial, parallel), "", "%.2fx" % (serial / parallel), "", "",
+              spread([a / b for a, b in zip(times["0"], times["1"])], "%.2fx"))
     for mode, what in (("0", "serial"), ("1", "parallel")):
         table.add("  %s, each run" % what, ", ".join("%.3f s" % t for t in times[mode]))
 
@@ -1036,16 +1060,19 @@ def checksum_pairs(run, table, total, reps, machine, images_dir, where, judged):
         w, wo = rows[len(rows) // 2]
         table.add("%s with checksums vs KFD_VERIFY=0, %.2f GiB (median of %d), %s" %
                   (what, total / GiB, reps, where), "%.2f vs %.2f GB/s" % (w, wo), "", "%.2f" % (w / wo),
-                  ">= 0.95" if judged else "", verdict(w / wo >= 0.95) if judged else "")
+                  ">= 0.95" if judged else "", verdict(w / wo >= 0.95) if judged else "",
+                  spread([a / b for a, b in rows]))
         for i, (a, b) in enumerate(rows):
             table.add("  pair %d (sorted by ratio)" % (i + 1), "%.2f vs %.2f GB/s" % (a, b), "", "%.2f" % (a / b))
 
 
-# The sparse rows' store: a tenth of what the emulated SDMA (a CPU copy in
-# the daemon, unthrottled) moves here, about 5 GB/s: the SDMA:storage ratio
-# of a GPU node writing to one NVMe (50:5 GB/s, docs/performance.md), which
-# is what the target (a zero BO in <= 10 % of a random one's time) assumes.
-SPARSE_STORE_GBPS = 0.5
+# The sparse and incremental rows' store: a tenth of what the emulated SDMA
+# (a CPU copy in the daemon, unthrottled) moves here, about 5 GB/s: the
+# SDMA:storage ratio of a GPU node writing to one NVMe (50:5 GB/s,
+# docs/performance.md), which is what their targets (a zero BO in <= 10 %
+# of a random one's time; an incremental dump reading every byte in
+# <= 35 % of a complete dump's time) assume.
+NODE_STORE_GBPS = 0.5
 
 
 def sparse(args, run, table, scratch, total):
@@ -1053,9 +1080,9 @@ def sparse(args, run, table, scratch, total):
     is bounded by the DMA of every byte (it finds the zeros in staging), the
     random one's by storage, so their ratio is storage's speed over the
     SDMA's plus what the plugin adds. On a fixed-rate store at
-    SPARSE_STORE_GBPS (or the page cache, said in the row), the SDMA
+    NODE_STORE_GBPS (or the page cache, said in the row), the SDMA
     unthrottled, VRAM resident."""
-    with FixedRateStore(args, scratch, SPARSE_STORE_GBPS, total + 256 * MiB) as store:
+    with FixedRateStore(args, scratch, NODE_STORE_GBPS, total + 256 * MiB) as store:
         res = sparse_runs(run, total, store)
         where = "%s, SDMA unthrottled" % store.describe()
     (rs_, ra, rap, rr), (zs, za, zap, zr) = res["random"], res["zero"]
@@ -1100,7 +1127,8 @@ def parallel_restore(args, run, table, scratch, total, reps):
         ordered = sorted(rows[mode], key=lambda x: x[0] / x[1])
         thr, lim, secs, b = ordered[len(ordered) // 2]
         table.add("restore %.2f GiB, 2 GPUs, %s, median of %d" % (b / GiB, what, reps), "%.2f GB/s" % thr,
-                  "%.2f GB/s" % lim, "%.2f" % (thr / lim), ">= 0.90", verdict(thr / lim >= 0.9))
+                  "%.2f GB/s" % lim, "%.2f" % (thr / lim), ">= 0.90", verdict(thr / lim >= 0.9),
+                  spread([t / l for t, l, _, _ in ordered]))
         for i, (t, l, sec, _) in enumerate(rows[mode]):
             table.add("  rep %d: whole restore (criu-host) %.2f s" % (i + 1, sec), "%.2f GB/s" % t,
                       "%.2f GB/s" % l, "%.2f" % (t / l))
@@ -1163,9 +1191,149 @@ def render_vs_kfd(run, table, scratch, nbytes, reps):
             thr, lim = ordered[len(ordered) // 2]
             got[kind] = thr / lim
             table.add("%s %.2f GiB, 1 GPU, %s (median of %d)" % (step, nbytes / GiB, what, reps),
-                      "%.2f GB/s" % thr, "%.2f GB/s" % lim, "%.2f" % (thr / lim))
+                      "%.2f GB/s" % thr, "%.2f GB/s" % lim, "%.2f" % (thr / lim), "", "",
+                      spread([t / l for t, l in ordered]))
         table.add("  %s: render-node BO vs KFD BO, ratio of the ratios" % step, "", "",
                   "%.2f" % (got["render"] / got["kfd"]))
+
+
+# -- incremental dumps (issue 29 item 5) ----------------------------------
+
+INCR_SEED = 29       # the chunks the workload rewrites (random.Random(seed + dump index))
+INCR_CHANGED = 0.10  # the fraction of 1 MiB chunks changed before the second dump
+
+
+def incremental_rows(args, run, table, scratch, total, reps, plot):
+    """Three dumps of one running process (see incremental.py): A complete,
+    B after INCR_CHANGED of its VRAM's 1 MiB chunks changed (parent A),
+    C with nothing changed (parent B); then the restore of C, a chain three
+    deep. On a fixed-rate store at NODE_STORE_GBPS with the SDMA
+    unthrottled and VRAM resident, each repetition on a new store and
+    machine; the ratios are B's and C's against A's of the same
+    repetition, median of the repetitions. B is also the final dump of a
+    pre-copy (A, a dump that leaves the process running, is the pre-copy
+    step): its time with the queues paused against A's."""
+    per_rep, where = [], None
+    for rep in range(reps):
+        with FixedRateStore(args, scratch, NODE_STORE_GBPS, int(1.25 * total) + 256 * MiB) as store:
+            where = store.describe()
+            got = incremental_rep(args, run, scratch, total, store, rep)
+        per_rep.append(got)
+        print("bench: incremental rep %d: full dump %.2f s (paused %.2f s), 10 %% changed %.2f s (paused %.2f s), "
+              "bytes %.3f / unchanged %.4f of the full dump's; chain restore %.2f of %.2f GB/s" %
+              (rep + 1, got["A"]["seconds"], got["A"]["paused"], got["B"]["seconds"], got["B"]["paused"],
+               got["B"]["pages"] / got["A"]["pages"], got["C"]["pages"] / got["A"]["pages"],
+               got["restore"], got["restore_limit"]), flush=True)
+    incremental_table(table, per_rep, total, where, reps)
+    ratios = incremental_ratios(per_rep)
+    plot["incremental"] = [(name, median(v), target) for name, (v, target) in ratios.items()]
+
+
+def incremental_ratios(per_rep):
+    """{row: ([ratio per repetition], target)}: the rows' ratios of the
+    measured repetitions, and each one's target (<=, except the restore's
+    >=)."""
+    return {
+        "bytes, 10 % changed": ([r["B"]["pages"] / r["A"]["pages"] for r in per_rep], 0.12),
+        "time, 10 % changed": ([r["B"]["seconds"] / r["A"]["seconds"] for r in per_rep], 0.35),
+        "bytes, unchanged": ([r["C"]["pages"] / r["A"]["pages"] for r in per_rep], 0.01),
+        "paused, pre-copy": ([r["B"]["paused"] / r["A"]["paused"] for r in per_rep], 0.35),
+        "restore of 3-deep chain": ([r["restore"] / r["restore_limit"] for r in per_rep], 0.90),
+    }
+
+
+def incremental_table(table, per_rep, total, where, reps):
+    first = per_rep[0]
+    table.add("incremental dumps: %.2f GiB of VRAM over 2 GPUs, %s, SDMA unthrottled, VRAM resident; "
+              "%d random 1 MiB chunks changed (seed %d)" %
+              (total / GiB, where, first["B"]["chunks_changed"], INCR_SEED), "", "", "", "", "", "")
+    ratios = incremental_ratios(per_rep)
+    mid = lambda key: median([r[key[0]][key[1]] for r in per_rep])  # noqa: E731
+    rows = (
+        ("bytes, 10 % changed", "second dump after 10 %% of VRAM changed: bytes written vs a full dump (median of %d)",
+         "%.0f vs %.0f MiB" % (mid(("B", "pages")) / MiB, mid(("A", "pages")) / MiB)),
+        ("time, 10 % changed", "  its dump wall time vs a full dump's (criu-host, median of %d)",
+         "%.2f vs %.2f s" % (mid(("B", "seconds")), mid(("A", "seconds")))),
+        ("bytes, unchanged", "unchanged process: bytes written vs a full dump (median of %d)",
+         "%.2f vs %.0f MiB" % (mid(("C", "pages")) / MiB, mid(("A", "pages")) / MiB)),
+        ("paused, pre-copy", "pre-copy (a --leave-running dump, then the final one with the parent link, 10 %% "
+         "changed between): queues paused in the final dump vs a plain dump's (median of %d)",
+         "%.2f vs %.2f s" % (mid(("B", "paused")), mid(("A", "paused")))),
+        ("restore of 3-deep chain", "restore from a 3-deep chain vs min(storage read, copy+read without "
+         "plugin) (median of %d)", "%.2f GB/s" % median([r["restore"] for r in per_rep])),
+    )
+    for key, what, value in rows:
+        values, target = ratios[key]
+        m = median(values)
+        restore = key.startswith("restore")
+        ok = m >= target if restore else m <= target
+        limit = "%.2f GB/s" % median([r["restore_limit"] for r in per_rep]) if restore else ""
+        fmt = "%.4f" if key == "bytes, unchanged" else "%.2f"
+        table.add(what % reps, value, limit, fmt % m, ("%s %.2f" % (">=" if restore else "<=", target)),
+                  verdict(ok), spread(values, fmt))
+    b = [r["B"]["summary"] for r in per_rep]
+    table.add("  the plugin's summary of the 10 % dump: written / taken from the parent, hash threads per GPU",
+              "%.0f / %.0f MiB, %d" % (b[0][1] / MiB, b[0][2] / MiB, b[0][3]))
+
+
+def incremental_rep(args, run, scratch, total, store, rep):
+    """One repetition: {"A"|"B"|"C": {"seconds", "paused", "pages",
+    "summary"}, "restore": GB/s, "restore_limit": GB/s}."""
+    w_gbps, r_gbps = storage_limits(store.directory, total)
+    m_restore = machine_limit(store.directory, total, 32 * MiB, 0, 2, dump=False)
+    machine = ["--machine", "2xMI210", "--vram-resident"]
+    half = "%dM" % (total // 2 // MiB // 2)
+    base = store.path or tempfile.mkdtemp(prefix="incr-", dir=scratch)
+    state = os.path.join(scratch, "incr-%d" % rep)
+    os.makedirs(state)
+    spec = {"workload": ["--vram", "%s,%s" % (half, half), "--gtt", ""], "seed": INCR_SEED,
+            "out": os.path.join(state, "out.json"),
+            "dumps": [{"name": n, "changed": c, "dir": os.path.join(base, "ckpt-%d-%s" % (rep, n))}
+                      for n, c in (("A", 0), ("B", INCR_CHANGED), ("C", 0))]}
+    json_path = os.path.join(state, "spec.json")
+    with open(json_path, "w") as f:
+        json.dump(spec, f)
+    here = os.path.dirname(os.path.abspath(__file__))
+    r = subprocess.run([run.bins.emu] + machine + ["--", sys.executable, os.path.join(here, "incremental.py"),
+                                                   "--bin-dir", e2e.ARGS.bin_dir, "--inner", "--state", state,
+                                                   "--spec", json_path], timeout=3600)
+    e2e.check(r.returncode == 0, "the incremental dumps' step failed (%d)" % r.returncode)
+    out = json.load(open(spec["out"]))
+    e2e.check(out["dumps"] and out["dumps"][0]["rc"] == 0, "the complete dump failed:\n%s" %
+              (out["dumps"] or [{"log": ""}])[0]["log"][-2000:])
+    copied, _, _ = e2e.copy_summary(out["dumps"][0]["log"], "dumped")  # the BOs' bytes
+    got = {}
+    for d in out["dumps"]:
+        e2e.check(d["rc"] == 0 and d["alive"] and d["queues"] == "active",
+                  "dump %s: exit %d, workload alive %s, queues %s:\n%s" %
+                  (d["name"], d["rc"], d["alive"], d["queues"], d["log"][-2000:]))
+        summary = incremental.incremental_summary(d["log"])
+        paused = incremental.paused_seconds(d["log"])
+        e2e.check(paused is not None, "dump %s: no 'GPU queues paused/resumed' lines in its log" % d["name"])
+        e2e.check((summary is None) == (d["name"] == "A"),
+                  "dump %s: %s summary line" % (d["name"], "an incremental" if summary else "no incremental"))
+        if summary:
+            e2e.check(summary[1] + summary[2] == copied,
+                      "dump %s: %d written + %d from the parent != the %d bytes of the complete dump" %
+                      (d["name"], summary[1], summary[2], copied))
+        got[d["name"]] = dict(d, paused=paused, summary=summary)
+    e2e.check(len(out["dumps"]) == 3, "only %d of the 3 dumps ran" % len(out["dumps"]))
+    # The restore of C reads every chunk from the link that holds it; the
+    # plugin checks each one against C's checksums (KFD_VERIFY's default).
+    # The task's verifier is not run: it checks the first fill's patterns.
+    os.symlink(spec["dumps"][-1]["dir"], os.path.join(state, "images"))
+    rs = run.restore(machine, {"state": state}, verify=False)
+    e2e.check(rs["rc"] == 0, "restore from the chain failed:\n" + rs["log"][-2000:])
+    b, secs, _ = e2e.copy_summary(rs["log"], "restored")
+    e2e.check(b == copied, "the chain's restore copied %d bytes, not %d" % (b, copied))
+    got.update(restore=b / secs / 1e9, restore_limit=min(r_gbps, m_restore), store_write=w_gbps)
+    for d in spec["dumps"]:
+        shutil.rmtree(d["dir"], ignore_errors=True)
+    shutil.rmtree(state, ignore_errors=True)
+    shutil.rmtree(rs["state"], ignore_errors=True)
+    if not store.path:
+        shutil.rmtree(base, ignore_errors=True)
+    return got
 
 
 if __name__ == "__main__":
