@@ -83,6 +83,30 @@ def median(values):
 # incremental dump from per-byte costs.
 # --------------------------------------------------------------------------
 
+def hash_gbps_per_core(nbytes=256 * MiB, runs=3):
+    """GB/s of XXH3-64 on one core (the plugin's chunk checksum, from the
+    same libxxhash), over `nbytes` of non-zero data already in memory,
+    best of `runs`; None without libxxhash."""
+    import ctypes
+    import ctypes.util
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("xxhash") or "libxxhash.so.0")
+    except OSError:
+        return None
+    lib.XXH3_64bits.restype = ctypes.c_uint64
+    lib.XXH3_64bits.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    buf = bytearray(bytes(range(1, 256)) * (nbytes // 255 + 1))[:nbytes]
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    best = None
+    for _ in range(runs):
+        t = time.perf_counter()
+        for off in range(0, nbytes, CHUNK):  # one call per MiB, as the plugin hashes
+            lib.XXH3_64bits(addr + off, CHUNK)
+        dt = time.perf_counter() - t
+        best = dt if best is None else min(best, dt)
+    return nbytes / best / 1e9
+
+
 def node_dump_model(vram_bytes, gpus, changed, sdma_gbps, hash_gbps_core, cores_per_gpu, write_gbps,
                     hash_threads_max=8):
     """{"written": bytes, "full_s": s, "incr_s": s, "bound": what} of one
@@ -101,6 +125,20 @@ def node_dump_model(vram_bytes, gpus, changed, sdma_gbps, hash_gbps_core, cores_
              "storage write": written / (write_gbps * 1e9)}
     bound = max(parts, key=parts.get)
     return {"written": written, "full_s": total / (write_gbps * 1e9), "incr_s": parts[bound], "bound": bound}
+
+
+# The paper node (docs/performance.md): assumed public figures, not
+# measured here. 2 x 96-core CPUs for 8 GPUs: 24 cores per GPU.
+NODE = {"gpus": 8, "vram_bytes": 192 << 30, "sdma_gbps": 50.0, "cores_per_gpu": 24,
+        "storage_gbps": (25.0, 5.0), "changed": (0.01, 0.10, 0.50)}
+
+
+def node_rows(hash_gbps_core):
+    """[(storage GB/s, changed fraction, node_dump_model(...))] of the
+    paper node with XXH3 at `hash_gbps_core` per core (measured)."""
+    return [(w, c, node_dump_model(NODE["vram_bytes"], NODE["gpus"], c, NODE["sdma_gbps"], hash_gbps_core,
+                                   NODE["cores_per_gpu"], w))
+            for w in NODE["storage_gbps"] for c in NODE["changed"]]
 
 
 # --------------------------------------------------------------------------
