@@ -119,7 +119,7 @@ workload rewrote 10 % of its VRAM's 1 MiB chunks (random, a fixed seed;
 gpu-workload --changes, through its mapping of the BOs), with a `parent`
 link to A; C unchanged, with a parent link to B. Then C restored (a chain
 three deep). Against A in the same repetition: B's bytes written (the
-pages files' sizes on the store; <= 0.12) and wall time (<= 0.35), C's
+sizes of the plugin's files on the store, amdgpu-*; <= 0.12) and wall time (<= 0.35), C's
 bytes (<= 0.01), B's time with the queues paused (the plugin's "GPU
 queues paused"/"resumed" log lines; A is the pre-copy step of a pre-copy,
 B the final dump; <= 0.35); the restore's copy throughput against
@@ -306,8 +306,7 @@ def pipeline(path, nbytes, src, halves, vram, engine_gbps, dump):
             memoryview(vram)[:] = halves[h]
         copied[0] += half
         due = start + copied[0] / engine_gbps / 1e9 if engine_gbps > 0 else 0
-        if due > time.monotonic():
-            time.sleep(due - time.monotonic())
+        time.sleep(max(0.0, due - time.monotonic()))  # one reading of the clock
 
     def io(h):
         if dump:
@@ -320,11 +319,17 @@ def pipeline(path, nbytes, src, halves, vram, engine_gbps, dump):
     # stage has the other.
     first, second = (copy, io) if dump else (io, copy)
 
+    failed = []
+
     def stage(fn, take, give):
         for _ in range(chunks):
             h = take.get()
-            fn(h)
-            give.put(h)
+            try:
+                if not failed:
+                    fn(h)
+            except Exception as e:  # noqa: BLE001 (reported below, after the other stage ends)
+                failed.append(e)
+            give.put(h)  # even after a failure: the other stage must not wait forever
 
     threads = [threading.Thread(target=stage, args=(first, free, full)),
                threading.Thread(target=stage, args=(second, full, free))]
@@ -333,6 +338,8 @@ def pipeline(path, nbytes, src, halves, vram, engine_gbps, dump):
     for t in threads:
         t.join()
     os.close(fd)
+    if failed:
+        raise failed[0]
 
 
 class Table:
