@@ -14,7 +14,8 @@ emulator's own way the workload filled them; a dump after the first one
 gets a `parent` link to the previous one's directory (what CRIU's
 --prev-images-dir makes). After each dump the workload must still run with
 its queues active (it keeps its GPU). It writes SPEC's "out": per dump the
-host's exit status, wall time, log, the pages files' bytes.
+host's exit status, wall time, log, and "pages": the bytes of the files
+the plugin wrote (amdgpu-*: pages files and the metadata images).
 
 The pure functions below are unit-tested by test_incremental.py.
 """
@@ -171,7 +172,7 @@ def inner(args):
             q = e2e.ctl(bins, "queues", str(p.pid))
             d.update(rc=rc, seconds=secs, log=text, alive=p.poll() is None, queues=q["state"],
                      pages=sum(os.path.getsize(os.path.join(d["dir"], f)) for f in os.listdir(d["dir"])
-                               if f.startswith("amdgpu-pages-")))
+                               if f.startswith("amdgpu-")))
             out["dumps"].append(d)
             if rc != 0 or not d["alive"] or d["queues"] != "active":
                 break
