@@ -1366,7 +1366,9 @@ def incremental_table(table, per_rep, total, where, reps):
               "%d random 1 MiB chunks changed (seed %d)" %
               (total / GiB, where, first["B"]["chunks_changed"], INCR_SEED), "", "", "", "", "", "")
     ratios = incremental_ratios(per_rep)
-    mid = lambda key: median([r[key[0]][key[1]] for r in per_rep])  # noqa: E731
+
+    def mid(key):  # the median over the repetitions of per_rep[i][dump][what]
+        return median([r[key[0]][key[1]] for r in per_rep])
     rows = (
         ("bytes, 10 % changed", "second dump after 10 %% of VRAM changed: bytes written vs a full dump (median of %d)",
          "%.0f vs %.0f MiB" % (mid(("B", "pages")) / MiB, mid(("A", "pages")) / MiB)),
