@@ -51,6 +51,18 @@ def choose_chunks(bos, fraction, seed, pattern_seed):
     return [(a, CHUNK, pattern_seed + i) for i, a in enumerate(picked)]
 
 
+def manifest_vram(text):
+    """[(addr, size)] of the KFD VRAM BOs a gpu-workload manifest lists
+    ("bo NODE MINOR vram|gtt|gem ADDR SIZE FILL SEED" lines): the BOs the
+    workload mapped and filled, which it can rewrite."""
+    out = []
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) == 8 and f[0] == "bo" and f[3] == "vram":
+            out.append((int(f[4], 0), int(f[5])))
+    return out
+
+
 def paused_seconds(log):
     """Seconds the plugin kept the dumped process's GPU queues paused, by
     criu-host's time stamps of the plugin's "GPU queues paused" and
@@ -153,11 +165,11 @@ def inner(args):
     spec = json.load(open(args.spec))
     bins = e2e.Bins(os.path.abspath(args.bin_dir))
     changes = os.path.join(args.state, "changes")
-    p, _ = e2e.start_workload(bins, args.state, spec["workload"] + ["--changes", changes])
+    p, manifest = e2e.start_workload(bins, args.state, spec["workload"] + ["--changes", changes])
     out = {"pid": p.pid, "dumps": []}
     try:
-        vram = [(b["va"], b["size"]) for b in e2e.ctl(bins, "bos", str(p.pid))["bos"] if b["type"] == "vram"]
-        out["vram_bytes"] = sum(s for _, s in vram)
+        with open(manifest) as f:
+            vram = manifest_vram(f.read())
         prev = None
         for k, d in enumerate(spec["dumps"]):
             if d["changed"] > 0:

@@ -67,6 +67,14 @@ def paused_time_and_summary_from_the_log():
     check(inc.incremental_summary(LOG.split("; incremental")[0]) is None, "a complete dump read as incremental")
 
 
+def vram_bos_from_the_manifest():
+    text = ("pid 42\nbo 1 128 vram 0x7f0000000000 1073741824 1073741824 1\n"
+            "bo 1 128 gem 0x7f5000000000 2097152 2097152 2\nbo 0 0 gtt 0x7f6000000000 8192 8192 3\n"
+            "bo 2 129 vram 0x7f1000000000 4096 4096 4\n")
+    got = inc.manifest_vram(text)
+    check(got == [(0x7f0000000000, 1 << 30), (0x7f1000000000, 4096)], "manifest VRAM BOs %s" % got)
+
+
 def spread_and_median():
     check(inc.spread([0.31, 0.12, 0.2]) == "0.12-0.31", "spread %s" % inc.spread([0.31, 0.12, 0.2]))
     check(inc.median([3, 1, 2]) == 2 and inc.median([5]) == 5, "median")
@@ -89,8 +97,8 @@ def node_model():
 
 
 def main():
-    for t in (chunks_are_distinct_whole_mibs_of_the_bos, paused_time_and_summary_from_the_log, spread_and_median,
-              node_model):
+    for t in (chunks_are_distinct_whole_mibs_of_the_bos, vram_bos_from_the_manifest,
+              paused_time_and_summary_from_the_log, spread_and_median, node_model):
         t()
     print("test_incremental: %s" % ("%d failure(s)" % len(failures) if failures else "ok"))
     return 1 if failures else 0
