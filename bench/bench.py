@@ -1085,9 +1085,10 @@ def draw(path, plot):
     c.set_title("real criu-dev: this plugin vs upstream's")
     c.legend(fontsize="small")
     if plot.get("incremental"):
-        names, values, targets = zip(*plot["incremental"])
+        names, values, targets, lows, highs = zip(*plot["incremental"])
         xs = range(len(names))
-        d.bar(xs, values, color="tab:blue", label="measured (median)")
+        d.bar(xs, values, color="tab:blue", label="measured (median; bars: min-max)",
+              yerr=[[v - lo for v, lo in zip(values, lows)], [hi - v for v, hi in zip(values, highs)]], capsize=4)
         d.plot(xs, targets, "r_", markersize=30, mew=2, label="target (restore: >=, others: <=)")
         d.set_xticks(list(xs))
         d.set_xticklabels(names, rotation=20, ha="right", fontsize="small")
@@ -1326,7 +1327,7 @@ def incremental_rows(args, run, table, scratch, total, reps, plot):
                got["restore"], got["restore_limit"]), flush=True)
     incremental_table(table, per_rep, total, where, reps)
     ratios = incremental_ratios(per_rep)
-    plot["incremental"] = [(name, median(v), target) for name, (v, target) in ratios.items()]
+    plot["incremental"] = [(name, median(v), target, min(v), max(v)) for name, (v, target) in ratios.items()]
     node_model_rows(table)
 
 
