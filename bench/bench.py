@@ -466,6 +466,7 @@ def measure(args, run, scratch):
     total = 64 * MiB if args.ci else (1 if args.quick else 4) * GiB
     if args.parallel_only:
         parallel_restore(args, run, table, scratch, total, args.reps or (1 if args.quick else 3))
+        table.show()  # before real CRIU's rows, which can fail on a machine shared with other tests
         realcriu_parallel(args, table, args.reps or (1 if args.quick else 3))
         print()
         table.show()
