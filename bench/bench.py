@@ -3,7 +3,8 @@
 """Benchmarks of the plugin's data path on the emulated GPU (not a test).
 
     python3 bench/bench.py --bin-dir build [--quick | --ci] [--integrity-only]
-                           [--markdown FILE.md] [--plot FILE.png] [--criu PATH]
+                           [--incremental-only] [--markdown FILE.md] [--plot FILE.png]
+                           [--criu PATH]
 
 Prints one table (--markdown: also as markdown; --plot: throughput vs BO
 size and vs KFD_MAX_BUFFER_SIZE, and ours vs upstream's plugin under real
@@ -45,16 +46,23 @@ Throughput of the plugin = bytes copied / duration of the per-GPU jobs
 (GPUs run in parallel: the slowest one's time). Page-cache speed varies a
 lot on a shared VM, so each repetition measures its own limits right
 before its dump and the table gives the median ratio of 3 repetitions
-(--quick: 1), every repetition listed. Peak RSS = ru_maxrss of the dumping
+(--quick: 1), every repetition listed. Every median row also gives the
+spread of its repetitions (min-max of their ratios, or values) in the
+table's last column. Peak RSS = ru_maxrss of the dumping
 process (criu-host with the plugin), minus that of a dump of a tiny
 workload (the fixed cost).
 
 Many small BOs: 16384 x 64 KiB (--quick 4096, --ci 256) against one BO of
 the same bytes, dumped and restored (each restore verified in the task),
 the emulator's ioctl count per small BO during that dump
-(its counters), and the emulator's round trip per ioctl (a no-op KFD
-GET_VERSION through the shim and the daemon), which bounds the per-BO
-cost. GPU-less overhead: real CRIU 4.2.1 (--criu, or the build's
+(its counters), the emulator's round trip per ioctl (a no-op KFD
+GET_VERSION through the shim and the daemon; median and fastest), which
+bounds the per-BO cost, and beside it the plugin's own time per small BO
+(its per-GPU job over the BOs), dump and restore: the round trip waits for
+the daemon's thread to wake up, which on a VM is a halted vCPU's wake-up,
+so it varies from one VM to the next. So these rows run with the CPUs
+kept awake (AwakeCpus: a SCHED_IDLE busy loop per CPU, which anything
+else preempts), and the round trip is also given without. GPU-less overhead: real CRIU 4.2.1 (--criu, or the build's
 realcriu/) dumping a sleeping process with --leave-running, with the
 plugin (stripped, as installed) in its plugin directory and without,
 alternating, median of each.
@@ -103,21 +111,43 @@ the cores; informative, no target); and one
 BO of the full size left zero (gpu-workload --zero) against a random one
 on one GPU: dump time (whole per-GPU job) and the pages file's allocated
 disk blocks (st_blocks), and the restore time of each, on a fixed-rate
-store at SPARSE_STORE_GBPS (0.5 GB/s: a tenth of the emulated SDMA's
+store at NODE_STORE_GBPS (0.5 GB/s: a tenth of the emulated SDMA's
 copy, as a GPU's SDMA is to one NVMe) with the SDMA unthrottled.
 
---ci: the smallest form (64 MiB, 256 small BOs, 32 MiB render vs KFD, one
-repetition; no memory, BO-size, GPU-less, upstream, integrity or parallel
+Incremental dumps (issue 29, bench/incremental.py): one running process
+of 4 GiB of VRAM over 2 GPUs (--quick 1 GiB, --ci 64 MiB), dumped by
+criu-host three times, each leaving it running: A complete; B after the
+workload rewrote 10 % of its VRAM's 1 MiB chunks (random, a fixed seed;
+gpu-workload --changes, through its mapping of the BOs), with a `parent`
+link to A; C unchanged, with a parent link to B. Then C restored (a chain
+three deep). Against A in the same repetition: B's bytes written (the
+sizes of the plugin's files on the store, amdgpu-*; <= 0.12) and wall time (<= 0.35), C's
+bytes (<= 0.01), B's time with the queues paused (the plugin's "GPU
+queues paused"/"resumed" log lines; A is the pre-copy step of a pre-copy,
+B the final dump; <= 0.35); the restore's copy throughput against
+min(storage read, the copy overlapped with the read without the plugin)
+(>= 0.90). On a fixed-rate store at NODE_STORE_GBPS (0.5 GB/s) with the
+SDMA unthrottled (an incremental dump reads every byte: its targets
+assume SDMA well above storage, as on a GPU node), VRAM resident; a new
+store and machine per repetition, median of the repetitions. Then the 8 x
+MI300X node on paper (incremental.NODE, docs/performance.md): downtime
+and bytes at 1, 10 and 50 % changed, with XXH3's speed per core measured
+here (libxxhash). (--incremental-only: only these rows.)
+
+--ci: the smallest form (64 MiB, 256 small BOs, 32 MiB render vs KFD, the
+incremental rows at 64 MiB, one repetition; no memory, BO-size, GPU-less, upstream, integrity or parallel
 rows): proof that the benchmark
 runs, for CTest's bench_ci; it asserts no figure. Exit 77 when not root (the emulator's
 CRIU_OP and criu-host need it).
 """
 import argparse
+import json
 import os
 import queue
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -126,6 +156,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
 import e2e  # noqa: E402
+import incremental  # noqa: E402
+from incremental import median, spread  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -277,8 +309,7 @@ def pipeline(path, nbytes, src, halves, vram, engine_gbps, dump):
             memoryview(vram)[:] = halves[h]
         copied[0] += half
         due = start + copied[0] / engine_gbps / 1e9 if engine_gbps > 0 else 0
-        if due > time.monotonic():
-            time.sleep(due - time.monotonic())
+        time.sleep(max(0.0, due - time.monotonic()))  # one reading of the clock
 
     def io(h):
         if dump:
@@ -291,11 +322,17 @@ def pipeline(path, nbytes, src, halves, vram, engine_gbps, dump):
     # stage has the other.
     first, second = (copy, io) if dump else (io, copy)
 
+    failed = []
+
     def stage(fn, take, give):
         for _ in range(chunks):
             h = take.get()
-            fn(h)
-            give.put(h)
+            try:
+                if not failed:
+                    fn(h)
+            except Exception as e:  # noqa: BLE001 (reported below, after the other stage ends)
+                failed.append(e)
+            give.put(h)  # even after a failure: the other stage must not wait forever
 
     threads = [threading.Thread(target=stage, args=(first, free, full)),
                threading.Thread(target=stage, args=(second, full, free))]
@@ -304,17 +341,24 @@ def pipeline(path, nbytes, src, halves, vram, engine_gbps, dump):
     for t in threads:
         t.join()
     os.close(fd)
+    if failed:
+        raise failed[0]
 
 
 class Table:
+    """Rows of (measure, value, limit, ratio, target, verdict, spread):
+    spread is the min-max of the repetitions' ratios (or values) behind a
+    median."""
+    HEAD = ("measure", "value", "limit", "ratio", "target", "", "spread (min-max)")
+
     def __init__(self):
         self.rows = []
 
-    def add(self, what, value, limit="", ratio="", target="", verdict=""):
-        self.rows.append((what, value, limit, ratio, target, verdict))
+    def add(self, what, value, limit="", ratio="", target="", verdict="", spread=""):
+        self.rows.append((what, value, limit, ratio, target, verdict, spread))
 
     def markdown(self, path):
-        head = ("measure", "value", "limit", "ratio", "target", "")
+        head = self.HEAD
         with open(path, "w") as f:
             f.write("| " + " | ".join(head) + " |\n|" + "---|" * len(head) + "\n")
             for r in self.rows:
@@ -323,8 +367,8 @@ class Table:
                 f.write("| " + " | ".join(cells) + " |\n")
 
     def show(self):
-        head = ("measure", "value", "limit", "ratio", "target", "")
-        widths = [max(len(str(r[i])) for r in self.rows + [head]) for i in range(6)]
+        head = self.HEAD
+        widths = [max(len(str(r[i])) for r in self.rows + [head]) for i in range(len(head))]
         for r in [head] + self.rows:
             print("  ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)).rstrip())
 
@@ -377,8 +421,11 @@ def main():
     ap.add_argument("--small-only", action="store_true",
                     help="only the small-BO rows (SDMA model at the storage write speed measured first)")
     ap.add_argument("--render-only", action="store_true", help="only the render-node BO rows")
+    ap.add_argument("--incremental-only", action="store_true",
+                    help="only the incremental dump rows (4 GiB over 2 GPUs; --quick 1 GiB)")
     ap.add_argument("--reps", type=int,
-                    help="repetitions of --parallel-only, --render-only and --small-only (default 3, --quick 1)")
+                    help="repetitions of --parallel-only, --render-only, --small-only and --incremental-only "
+                         "(default 3, --quick 1)")
     ap.add_argument("--throughput-only", action="store_true",
                     help="only the dump/restore throughput rows (4 GiB over 2 GPUs; --quick 1 GiB)")
     ap.add_argument("--upstream-only", action="store_true",
@@ -419,6 +466,7 @@ def measure(args, run, scratch):
     total = 64 * MiB if args.ci else (1 if args.quick else 4) * GiB
     if args.parallel_only:
         parallel_restore(args, run, table, scratch, total, args.reps or (1 if args.quick else 3))
+        table.show()  # before real CRIU's rows, which can fail on a machine shared with other tests
         realcriu_parallel(args, table, args.reps or (1 if args.quick else 3))
         print()
         table.show()
@@ -433,6 +481,15 @@ def measure(args, run, scratch):
         render_vs_kfd(run, table, scratch, total // 2, args.reps or (1 if args.quick else 3))
         print()
         table.show()
+        return 0
+    if args.incremental_only:
+        incremental_rows(args, run, table, scratch, total, args.reps or (1 if args.quick else 3), plot)
+        print()
+        table.show()
+        if args.markdown:
+            table.markdown(args.markdown)
+        if args.plot:
+            draw(args.plot, plot)
         return 0
     if args.upstream_only:
         upstream_side_by_side(args, table, scratch, 1 if args.quick else 3)
@@ -469,7 +526,7 @@ def measure(args, run, scratch):
         m = rows[len(rows) // 2]
         table.add("%s %.2f GiB, 2 GPUs (median of %d), bound: %s" % (what, m.bytes / GiB, reps, m.bound(io)),
                   "%.2f GB/s" % m.thr, "%.2f GB/s" % m.limit(), "%.2f" % m.ratio(), ">= 0.90",
-                  verdict(m.ratio() >= 0.9))
+                  verdict(m.ratio() >= 0.9), spread([x.ratio() for x in rows]))
         table.add("  %s vs min(storage %s, SDMA model) alone" % (what, io), "%.2f GB/s" % m.thr,
                   "%.2f GB/s" % m.device_limit(), "%.2f" % (m.thr / m.device_limit()))
         for i, x in enumerate(rows):
@@ -498,6 +555,7 @@ def measure(args, run, scratch):
         parallel_restore(args, run, table, scratch, total, reps)
         realcriu_parallel(args, table, reps)
     render_vs_kfd(run, table, scratch, total // 2, reps)
+    incremental_rows(args, run, table, scratch, total, reps, plot)
 
     print()
     table.show()
@@ -567,9 +625,47 @@ def memory(run, machine, table, plot):
                   "<= 1.00", verdict(extra <= allowed))
         table.add("  throughput at that bound", "%.2f GB/s" % (mb / ms / 1e9))
 
+class AwakeCpus:
+    """One SCHED_IDLE busy loop per CPU while in the `with` block: it runs
+    only when nothing else wants that CPU, so no vCPU halts, and a thread
+    woken on it (the emulator daemon's, for each ioctl) starts at once
+    instead of after the hypervisor wakes a halted vCPU (tens of us on a
+    VM without halt polling, and not the same from one VM to the next).
+    Everything else preempts the loops as soon as it wakes."""
+
+    def __enter__(self):
+        self.pids = []
+        for _ in range(os.cpu_count() or 1):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    import ctypes
+                    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: not outliving the bench
+                    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+                    while True:
+                        pass
+                finally:
+                    os._exit(0)
+            self.pids.append(pid)
+        return self
+
+    def __exit__(self, *exc):
+        for pid in self.pids:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
 def small_bos(args, run, table, engine_gbps, reps):
     """Many 64 KiB BOs against one BO of the same bytes, and the emulated
-    ioctls each small BO costs."""
+    ioctls each small BO costs; the dumps, restores and the round trip
+    with the CPUs kept awake (AwakeCpus), and the round trip also
+    without."""
+    plain = round_trip(run, ["--machine", "MI100"], 500 if args.ci else 2000)
+    with AwakeCpus():
+        small_bo_rows(args, run, table, engine_gbps, reps, plain)
+
+
+def small_bo_rows(args, run, table, engine_gbps, reps, plain):
     # Each BO costs one fd in the emulator's daemon (its memfd) and one in
     # the dumping process (its dma-buf, as with the kernel): with a low
     # hard fd limit (no CAP_SYS_RESOURCE to raise it), use the largest
@@ -590,6 +686,7 @@ def small_bos(args, run, table, engine_gbps, reps):
               "emulator's daemon and in the dumping process)" % (nsmall, wanted, hard), flush=True)
     one = ["--machine", "MI100", "--sdma-gbps", str(engine_gbps)]
     pairs, rpairs = [], []
+    per_bo = {"dump": [], "restore": []}  # the plugin's per-GPU job time / BOs
     for rep in range(reps):
         big = run.dump(one, ["--vram", "%dM" % (nsmall * 64 // 1024), "--gtt", ""], skip_checks=True)
         e2e.check(big["rc"] == 0, "large-BO dump failed")
@@ -604,15 +701,18 @@ def small_bos(args, run, table, engine_gbps, reps):
         bb, bs, _ = e2e.copy_summary(big["log"], "dumped")
         sb, ss, _ = e2e.copy_summary(small["log"], "dumped")
         pairs.append((sb / ss / 1e9, bb / bs / 1e9, small))
+        per_bo["dump"].append(ss / nsmall)
         bb, bs, _ = e2e.copy_summary(rbig["log"], "restored")
         sb, ss, _ = e2e.copy_summary(rsmall["log"], "restored")
         rpairs.append((sb / ss / 1e9, bb / bs / 1e9, rsmall))
+        per_bo["restore"].append(ss / nsmall)
     for what, rows in (("dump", pairs), ("restore", rpairs)):
         rows.sort(key=lambda p: p[0] / p[1])
         s_gbps, b_gbps, _ = rows[len(rows) // 2]
         ratio = s_gbps / b_gbps
         table.add("%d x 64 KiB vs 1 x %d MiB BO, %s (median of %d)" % (nsmall, nsmall * 64 // 1024, what, reps),
-                  "%.2f vs %.2f GB/s" % (s_gbps, b_gbps), "", "%.2f" % ratio, ">= 0.70", verdict(ratio >= 0.7))
+                  "%.2f vs %.2f GB/s" % (s_gbps, b_gbps), "", "%.2f" % ratio, ">= 0.70", verdict(ratio >= 0.7),
+                  spread([p[0] / p[1] for p in rows]))
         for i, (sg, bg, _) in enumerate(rows):
             table.add("  pair %d (sorted by ratio)" % (i + 1), "%.2f vs %.2f GB/s" % (sg, bg), "", "%.2f" % (sg / bg))
     small = pairs[len(pairs) // 2][2]  # the median dump (sorted above)
@@ -625,27 +725,40 @@ def small_bos(args, run, table, engine_gbps, reps):
     subs = re.findall(r"(\d+) submissions", small["log"])
     if subs:
         table.add("  SDMA submissions for the %d BOs" % nsmall, subs[-1])
-    rtt = round_trip(run, one, 500 if args.ci else 2000)
-    table.add("  one emulated ioctl round trip (no-op ioctl, median)", "%.0f us" % (rtt * 1e6), "", "",
-              "", "x3 per BO = %.0f us" % (3 * rtt * 1e6))
+    rtt, fastest = round_trip(run, one, 500 if args.ci else 2000)
+    table.add("  one emulated ioctl round trip (no-op ioctl), CPUs kept awake: median, fastest", "%.0f us, %.0f us" %
+              (rtt * 1e6, fastest * 1e6), "", "", "", "x3 per BO = %.0f us" % (3 * rtt * 1e6))
+    table.add("  the same with idle CPUs left to halt (before the rows above): median, fastest",
+              "%.0f us, %.0f us" % (plain[0] * 1e6, plain[1] * 1e6))
+    # The emulator's round trip waits for the daemon's thread to wake up (on
+    # a VM, a halted vCPU's wake-up): the plugin's own time per BO, its
+    # per-GPU job over the BOs (imports, DMA, file I/O, releases), is the
+    # figure that does not hinge on it beyond its 3 ioctls.
+    for step in ("dump", "restore"):
+        t = per_bo[step]
+        table.add("  the plugin's time per small BO, %s (its per-GPU job / %d BOs, median of %d)" %
+                  (step, nsmall, reps), "%.0f us" % (median(t) * 1e6), "", "", "", "",
+                  spread([x * 1e6 for x in t], "%.0f us"))
 
 
 
 def round_trip(run, machine, n=2000):
-    """Seconds of one emulated ioctl (KFD GET_VERSION, no work in the
-    model) through the shim and the daemon: the emulator's fixed cost per
-    ioctl, which bounds the per-BO cost (3 ioctls per dumped BO)."""
+    """(median, fastest) seconds of one emulated ioctl (KFD GET_VERSION, no
+    work in the model) through the shim and the daemon: the emulator's
+    fixed cost per ioctl, which bounds the per-BO cost (3 ioctls per
+    dumped BO). The fastest is one whose daemon thread was awake."""
     prog = ("import fcntl, os, time, statistics\n"
             "fd = os.open('/dev/kfd', os.O_RDWR)\n"
             "buf = bytearray(8)\n"
             "ts = []\n"
             "for _ in range(%d):\n"
             "    t = time.perf_counter(); fcntl.ioctl(fd, 0x80084b01, buf); ts.append(time.perf_counter() - t)\n"
-            "print(statistics.median(ts))\n" % n)
+            "print(statistics.median(ts), min(ts))\n" % n)
     r = subprocess.run([run.bins.emu] + machine + ["--", sys.executable, "-c", prog],
                        capture_output=True, text=True, timeout=600)
     e2e.check(r.returncode == 0, "round-trip probe failed: " + r.stderr[-1000:])
-    return float(r.stdout.split()[-1])
+    med, fastest = r.stdout.split()[-2:]
+    return float(med), float(fastest)
 
 
 def bo_size_sweep(args, run, machine, table, plot):
@@ -795,7 +908,8 @@ def upstream_rows(table, times, version, what, reps):
         incomplete = ("upstream", step, "errors") in times
         table.add("%s, real CRIU %s, %s: upstream's plugin vs ours (median of %d)" %
                   (step, version, what, reps), "%.2f vs %.2f s" % (up, ours), "", "%.2fx" % (up / ours),
-                  ">= 1.8x", "not comparable" if incomplete else verdict(up / ours >= 1.8))
+                  ">= 1.8x", "not comparable" if incomplete else verdict(up / ours >= 1.8),
+                  spread([u / o for u, o in zip(times[("upstream", step)], times[("ours", step)])], "%.2fx"))
     if "upstream_note" in times:
         table.add("  upstream's restored task failed a roundtrip check", times["upstream_note"])
     for (name, step, *rest), lines in sorted((k, v) for k, v in times.items() if isinstance(k, tuple)):
@@ -853,7 +967,8 @@ def realcriu_parallel(args, table, reps):
             times[mode].append(got["restore"])
     serial, parallel = (sorted(times[m])[reps // 2] for m in ("0", "1"))
     table.add("restore, real CRIU 4.2.1, 2 x %d MiB: serial vs parallel (CRIU wall time, median of %d)" %
-              (mib, reps), "%.3f vs %.3f s" % (serial, parallel), "", "%.2fx" % (serial / parallel))
+              (mib, reps), "%.3f vs %.3f s" % (serial, parallel), "", "%.2fx" % (serial / parallel), "", "",
+              spread([a / b for a, b in zip(times["0"], times["1"])], "%.2fx"))
     for mode, what in (("0", "serial"), ("1", "parallel")):
         table.add("  %s, each run" % what, ", ".join("%.3f s" % t for t in times[mode]))
 
@@ -942,7 +1057,7 @@ def draw(path, plot):
     except ImportError:
         print("bench: no plot: python3-matplotlib is not installed (scripts/install-deps.sh)")
         return
-    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
+    fig, (a, b, c, d) = plt.subplots(1, 4, figsize=(20, 4))
     if plot.get("bo_size"):
         xs, ys = zip(*plot["bo_size"])
         a.semilogx(xs, ys, "o-", base=2, label="this plugin")
@@ -970,6 +1085,17 @@ def draw(path, plot):
     c.set_ylabel("GB/s over real CRIU's wall time")
     c.set_title("real criu-dev: this plugin vs upstream's")
     c.legend(fontsize="small")
+    if plot.get("incremental"):
+        names, values, targets, lows, highs = zip(*plot["incremental"])
+        xs = range(len(names))
+        d.bar(xs, values, color="tab:blue", label="measured (median; bars: min-max)",
+              yerr=[[v - lo for v, lo in zip(values, lows)], [hi - v for v, hi in zip(values, highs)]], capsize=4)
+        d.plot(xs, targets, "r_", markersize=30, mew=2, label="target (restore: >=, others: <=)")
+        d.set_xticks(list(xs))
+        d.set_xticklabels(names, rotation=20, ha="right", fontsize="small")
+    d.set_ylabel("ratio to a complete dump (restore: to the limit)")
+    d.set_title("incremental dumps (2 GPUs, 10 % changed)")
+    d.legend(fontsize="small")
     fig.suptitle("emulated GPU (2 x MI210 where not said), %d-CPU machine, %s" %
                  (os.cpu_count(), time.strftime("%Y-%m-%d")))
     fig.tight_layout()
@@ -1036,16 +1162,19 @@ def checksum_pairs(run, table, total, reps, machine, images_dir, where, judged):
         w, wo = rows[len(rows) // 2]
         table.add("%s with checksums vs KFD_VERIFY=0, %.2f GiB (median of %d), %s" %
                   (what, total / GiB, reps, where), "%.2f vs %.2f GB/s" % (w, wo), "", "%.2f" % (w / wo),
-                  ">= 0.95" if judged else "", verdict(w / wo >= 0.95) if judged else "")
+                  ">= 0.95" if judged else "", verdict(w / wo >= 0.95) if judged else "",
+                  spread([a / b for a, b in rows]))
         for i, (a, b) in enumerate(rows):
             table.add("  pair %d (sorted by ratio)" % (i + 1), "%.2f vs %.2f GB/s" % (a, b), "", "%.2f" % (a / b))
 
 
-# The sparse rows' store: a tenth of what the emulated SDMA (a CPU copy in
-# the daemon, unthrottled) moves here, about 5 GB/s: the SDMA:storage ratio
-# of a GPU node writing to one NVMe (50:5 GB/s, docs/performance.md), which
-# is what the target (a zero BO in <= 10 % of a random one's time) assumes.
-SPARSE_STORE_GBPS = 0.5
+# The sparse and incremental rows' store: a tenth of what the emulated SDMA
+# (a CPU copy in the daemon, unthrottled) moves here, about 5 GB/s: the
+# SDMA:storage ratio of a GPU node writing to one NVMe (50:5 GB/s,
+# docs/performance.md), which is what their targets (a zero BO in <= 10 %
+# of a random one's time; an incremental dump reading every byte in
+# <= 35 % of a complete dump's time) assume.
+NODE_STORE_GBPS = 0.5
 
 
 def sparse(args, run, table, scratch, total):
@@ -1053,9 +1182,9 @@ def sparse(args, run, table, scratch, total):
     is bounded by the DMA of every byte (it finds the zeros in staging), the
     random one's by storage, so their ratio is storage's speed over the
     SDMA's plus what the plugin adds. On a fixed-rate store at
-    SPARSE_STORE_GBPS (or the page cache, said in the row), the SDMA
+    NODE_STORE_GBPS (or the page cache, said in the row), the SDMA
     unthrottled, VRAM resident."""
-    with FixedRateStore(args, scratch, SPARSE_STORE_GBPS, total + 256 * MiB) as store:
+    with FixedRateStore(args, scratch, NODE_STORE_GBPS, total + 256 * MiB) as store:
         res = sparse_runs(run, total, store)
         where = "%s, SDMA unthrottled" % store.describe()
     (rs_, ra, rap, rr), (zs, za, zap, zr) = res["random"], res["zero"]
@@ -1100,7 +1229,8 @@ def parallel_restore(args, run, table, scratch, total, reps):
         ordered = sorted(rows[mode], key=lambda x: x[0] / x[1])
         thr, lim, secs, b = ordered[len(ordered) // 2]
         table.add("restore %.2f GiB, 2 GPUs, %s, median of %d" % (b / GiB, what, reps), "%.2f GB/s" % thr,
-                  "%.2f GB/s" % lim, "%.2f" % (thr / lim), ">= 0.90", verdict(thr / lim >= 0.9))
+                  "%.2f GB/s" % lim, "%.2f" % (thr / lim), ">= 0.90", verdict(thr / lim >= 0.9),
+                  spread([t / l for t, l, _, _ in ordered]))
         for i, (t, l, sec, _) in enumerate(rows[mode]):
             table.add("  rep %d: whole restore (criu-host) %.2f s" % (i + 1, sec), "%.2f GB/s" % t,
                       "%.2f GB/s" % l, "%.2f" % (t / l))
@@ -1163,9 +1293,169 @@ def render_vs_kfd(run, table, scratch, nbytes, reps):
             thr, lim = ordered[len(ordered) // 2]
             got[kind] = thr / lim
             table.add("%s %.2f GiB, 1 GPU, %s (median of %d)" % (step, nbytes / GiB, what, reps),
-                      "%.2f GB/s" % thr, "%.2f GB/s" % lim, "%.2f" % (thr / lim))
+                      "%.2f GB/s" % thr, "%.2f GB/s" % lim, "%.2f" % (thr / lim), "", "",
+                      spread([t / l for t, l in ordered]))
         table.add("  %s: render-node BO vs KFD BO, ratio of the ratios" % step, "", "",
                   "%.2f" % (got["render"] / got["kfd"]))
+
+
+# -- incremental dumps (issue 29 item 5) ----------------------------------
+
+INCR_SEED = 29       # the chunks the workload rewrites (random.Random(seed + dump index))
+INCR_CHANGED = 0.10  # the fraction of 1 MiB chunks changed before the second dump
+
+
+def incremental_rows(args, run, table, scratch, total, reps, plot):
+    """Three dumps of one running process (see incremental.py): A complete,
+    B after INCR_CHANGED of its VRAM's 1 MiB chunks changed (parent A),
+    C with nothing changed (parent B); then the restore of C, a chain three
+    deep. On a fixed-rate store at NODE_STORE_GBPS with the SDMA
+    unthrottled and VRAM resident, each repetition on a new store and
+    machine; the ratios are B's and C's against A's of the same
+    repetition, median of the repetitions. B is also the final dump of a
+    pre-copy (A, a dump that leaves the process running, is the pre-copy
+    step): its time with the queues paused against A's."""
+    per_rep, where = [], None
+    for rep in range(reps):
+        with FixedRateStore(args, scratch, NODE_STORE_GBPS, int(1.25 * total) + 256 * MiB) as store:
+            where = store.describe()
+            got = incremental_rep(args, run, scratch, total, store, rep)
+        per_rep.append(got)
+        print("bench: incremental rep %d: full dump %.2f s (paused %.2f s), 10 %% changed %.2f s (paused %.2f s), "
+              "bytes %.3f / unchanged %.4f of the full dump's; chain restore %.2f of %.2f GB/s" %
+              (rep + 1, got["A"]["seconds"], got["A"]["paused"], got["B"]["seconds"], got["B"]["paused"],
+               got["B"]["pages"] / got["A"]["pages"], got["C"]["pages"] / got["A"]["pages"],
+               got["restore"], got["restore_limit"]), flush=True)
+    incremental_table(table, per_rep, total, where, reps)
+    ratios = incremental_ratios(per_rep)
+    plot["incremental"] = [(name, median(v), target, min(v), max(v)) for name, (v, target) in ratios.items()]
+    node_model_rows(table)
+
+
+def node_model_rows(table):
+    """The 8 x MI300X node on paper (incremental.NODE, node_dump_model),
+    with XXH3's speed per core measured here."""
+    h = incremental.hash_gbps_per_core()
+    if h is None:
+        table.add("8 x MI300X incremental dump on paper", "not computed", "", "", "", "(no libxxhash)")
+        return
+    n = incremental.NODE
+    table.add("8 x MI300X on paper (docs/performance.md): %d x %d GiB, SDMA %.0f GB/s per GPU, XXH3 %.1f GB/s "
+              "per core (measured here, one core), %d cores per GPU (hashing on up to 8 threads)" %
+              (n["gpus"], n["vram_bytes"] >> 30, n["sdma_gbps"], h, n["cores_per_gpu"]), "", "", "", "", "", "")
+    for w, c, m in incremental.node_rows(h):
+        table.add("  %.0f GB/s storage, %.0f %% changed: downtime incremental vs complete, bound by %s" %
+                  (w, c * 100, m["bound"]), "%.1f vs %.1f s" % (m["incr_s"], m["full_s"]),
+                  "%.0f GB written" % (m["written"] / 1e9), "%.3f" % (m["incr_s"] / m["full_s"]))
+
+
+def incremental_ratios(per_rep):
+    """{row: ([ratio per repetition], target)}: the rows' ratios of the
+    measured repetitions, and each one's target (<=, except the restore's
+    >=)."""
+    return {
+        "bytes, 10 % changed": ([r["B"]["pages"] / r["A"]["pages"] for r in per_rep], 0.12),
+        "time, 10 % changed": ([r["B"]["seconds"] / r["A"]["seconds"] for r in per_rep], 0.35),
+        "bytes, unchanged": ([r["C"]["pages"] / r["A"]["pages"] for r in per_rep], 0.01),
+        "paused, pre-copy": ([r["B"]["paused"] / r["A"]["paused"] for r in per_rep], 0.35),
+        "restore of 3-deep chain": ([r["restore"] / r["restore_limit"] for r in per_rep], 0.90),
+    }
+
+
+def incremental_table(table, per_rep, total, where, reps):
+    first = per_rep[0]
+    table.add("incremental dumps: %.2f GiB of VRAM over 2 GPUs, %s, SDMA unthrottled, VRAM resident; "
+              "%d random 1 MiB chunks changed (seed %d)" %
+              (total / GiB, where, first["B"]["chunks_changed"], INCR_SEED), "", "", "", "", "", "")
+    ratios = incremental_ratios(per_rep)
+
+    def mid(key):  # the median over the repetitions of per_rep[i][dump][what]
+        return median([r[key[0]][key[1]] for r in per_rep])
+    rows = (
+        ("bytes, 10 % changed", "second dump after 10 %% of VRAM changed: bytes written vs a full dump (median of %d)",
+         "%.0f vs %.0f MiB" % (mid(("B", "pages")) / MiB, mid(("A", "pages")) / MiB)),
+        ("time, 10 % changed", "  its dump wall time vs a full dump's (criu-host, median of %d)",
+         "%.2f vs %.2f s" % (mid(("B", "seconds")), mid(("A", "seconds")))),
+        ("bytes, unchanged", "unchanged process: bytes written vs a full dump (median of %d)",
+         "%.2f vs %.0f MiB" % (mid(("C", "pages")) / MiB, mid(("A", "pages")) / MiB)),
+        ("paused, pre-copy", "pre-copy (a --leave-running dump, then the final one with the parent link, 10 %% "
+         "changed between): queues paused in the final dump vs a plain dump's (median of %d)",
+         "%.2f vs %.2f s" % (mid(("B", "paused")), mid(("A", "paused")))),
+        ("restore of 3-deep chain", "restore from a 3-deep chain vs min(storage read, copy+read without "
+         "plugin) (median of %d)", "%.2f GB/s" % median([r["restore"] for r in per_rep])),
+    )
+    for key, what, value in rows:
+        values, target = ratios[key]
+        m = median(values)
+        restore = key.startswith("restore")
+        ok = m >= target if restore else m <= target
+        limit = "%.2f GB/s" % median([r["restore_limit"] for r in per_rep]) if restore else ""
+        fmt = "%.4f" if key == "bytes, unchanged" else "%.2f"
+        table.add(what % reps, value, limit, fmt % m, ("%s %.2f" % (">=" if restore else "<=", target)),
+                  verdict(ok), spread(values, fmt))
+    b = [r["B"]["summary"] for r in per_rep]
+    table.add("  the plugin's summary of the 10 % dump: written / taken from the parent, hash threads per GPU",
+              "%.0f / %.0f MiB, %d" % (b[0][1] / MiB, b[0][2] / MiB, b[0][3]))
+
+
+def incremental_rep(args, run, scratch, total, store, rep):
+    """One repetition: {"A"|"B"|"C": {"seconds", "paused", "pages",
+    "summary"}, "restore": GB/s, "restore_limit": GB/s}."""
+    w_gbps, r_gbps = storage_limits(store.directory, total)
+    m_restore = machine_limit(store.directory, total, 32 * MiB, 0, 2, dump=False)
+    machine = ["--machine", "2xMI210", "--vram-resident"]
+    half = "%dM" % (total // 2 // MiB // 2)
+    base = store.path or tempfile.mkdtemp(prefix="incr-", dir=scratch)
+    state = os.path.join(scratch, "incr-%d" % rep)
+    os.makedirs(state)
+    spec = {"workload": ["--vram", "%s,%s" % (half, half), "--gtt", ""], "seed": INCR_SEED,
+            "out": os.path.join(state, "out.json"),
+            "dumps": [{"name": n, "changed": c, "dir": os.path.join(base, "ckpt-%d-%s" % (rep, n))}
+                      for n, c in (("A", 0), ("B", INCR_CHANGED), ("C", 0))]}
+    json_path = os.path.join(state, "spec.json")
+    with open(json_path, "w") as f:
+        json.dump(spec, f)
+    here = os.path.dirname(os.path.abspath(__file__))
+    r = subprocess.run([run.bins.emu] + machine + ["--", sys.executable, os.path.join(here, "incremental.py"),
+                                                   "--bin-dir", e2e.ARGS.bin_dir, "--inner", "--state", state,
+                                                   "--spec", json_path], timeout=3600)
+    e2e.check(r.returncode == 0, "the incremental dumps' step failed (%d)" % r.returncode)
+    out = json.load(open(spec["out"]))
+    e2e.check(out["dumps"] and out["dumps"][0]["rc"] == 0, "the complete dump failed:\n%s" %
+              (out["dumps"] or [{"log": ""}])[0]["log"][-2000:])
+    copied, _, _ = e2e.copy_summary(out["dumps"][0]["log"], "dumped")  # the BOs' bytes
+    got = {}
+    for d in out["dumps"]:
+        e2e.check(d["rc"] == 0 and d["alive"] and d["queues"] == "active",
+                  "dump %s: exit %d, workload alive %s, queues %s:\n%s" %
+                  (d["name"], d["rc"], d["alive"], d["queues"], d["log"][-2000:]))
+        summary = incremental.incremental_summary(d["log"])
+        paused = incremental.paused_seconds(d["log"])
+        e2e.check(paused is not None, "dump %s: no 'GPU queues paused/resumed' lines in its log" % d["name"])
+        e2e.check((summary is None) == (d["name"] == "A"),
+                  "dump %s: %s summary line" % (d["name"], "an incremental" if summary else "no incremental"))
+        if summary:
+            e2e.check(summary[1] + summary[2] == copied,
+                      "dump %s: %d written + %d from the parent != the %d bytes of the complete dump" %
+                      (d["name"], summary[1], summary[2], copied))
+        got[d["name"]] = dict(d, paused=paused, summary=summary)
+    e2e.check(len(out["dumps"]) == 3, "only %d of the 3 dumps ran" % len(out["dumps"]))
+    # The restore of C reads every chunk from the link that holds it; the
+    # plugin checks each one against C's checksums (KFD_VERIFY's default).
+    # The task's verifier is not run: it checks the first fill's patterns.
+    os.symlink(spec["dumps"][-1]["dir"], os.path.join(state, "images"))
+    rs = run.restore(machine, {"state": state}, verify=False)
+    e2e.check(rs["rc"] == 0, "restore from the chain failed:\n" + rs["log"][-2000:])
+    b, secs, _ = e2e.copy_summary(rs["log"], "restored")
+    e2e.check(b == copied, "the chain's restore copied %d bytes, not %d" % (b, copied))
+    got.update(restore=b / secs / 1e9, restore_limit=min(r_gbps, m_restore), store_write=w_gbps)
+    for d in spec["dumps"]:
+        shutil.rmtree(d["dir"], ignore_errors=True)
+    shutil.rmtree(state, ignore_errors=True)
+    shutil.rmtree(rs["state"], ignore_errors=True)
+    if not store.path:
+        shutil.rmtree(base, ignore_errors=True)
+    return got
 
 
 if __name__ == "__main__":

@@ -22,8 +22,9 @@
 // Enough of POSIX for CRIU's and the plugin's image files: directories,
 // create/open/read/write/truncate, rename, unlink, SEEK_DATA/SEEK_HOLE
 // (unwritten 1 MiB chunks are holes), fallocate (reserve: accepted, no
-// memory is reserved; punch hole: frees whole chunks). No links, no
-// special files, no xattrs. A full store answers ENOSPC.
+// memory is reserved; punch hole: frees whole chunks), symbolic links (the
+// `parent` link of an incremental checkpoint). No hard links, no special
+// files, no xattrs. A full store answers ENOSPC.
 #define FUSE_USE_VERSION 35
 #include <fuse.h>
 
@@ -114,6 +115,7 @@ struct Node {
 	struct timespec mtime {};
 	std::map<std::string, std::shared_ptr<Node>, std::less<>> children;
 	std::vector<uint8_t *> chunks; // nullptr: a hole
+	std::string target;	       // a symbolic link's (mode S_IFLNK)
 };
 
 /// Serves requests at a fixed byte rate, a token bucket of kBurst bytes:
@@ -198,6 +200,22 @@ public:
 		auto n = std::make_shared<Node>();
 		n->dir = dir;
 		n->mode = (dir ? S_IFDIR : S_IFREG) | (mode & 07777);
+		::clock_gettime(CLOCK_REALTIME, &n->mtime);
+		p->children.emplace(name, n);
+		return 0;
+	}
+	int add_symlink(const char *target, const char *path)
+	{
+		std::string name;
+		auto p = parent(path, &name);
+		if (!p)
+			return -ENOENT;
+		if (p->children.count(name))
+			return -EEXIST;
+		auto n = std::make_shared<Node>();
+		n->mode = S_IFLNK | 0777;
+		n->target = target;
+		n->size = n->target.size();
 		::clock_gettime(CLOCK_REALTIME, &n->mtime);
 		p->children.emplace(name, n);
 		return 0;
@@ -354,6 +372,27 @@ int op_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t, struct 
 int op_mkdir(const char *path, mode_t mode)
 {
 	return store().add(path, mode, true);
+}
+
+int op_symlink(const char *target, const char *path)
+{
+	return store().add_symlink(target, path);
+}
+
+int op_readlink(const char *path, char *buf, size_t size)
+{
+	auto n = store().find(path);
+	if (!n)
+		return -ENOENT;
+	if (!S_ISLNK(n->mode))
+		return -EINVAL;
+	if (size == 0)
+		return -EINVAL;
+	// FUSE wants the target NUL-terminated, cut to the buffer.
+	const size_t len = std::min(n->target.size(), size - 1);
+	std::memcpy(buf, n->target.data(), len);
+	buf[len] = '\0';
+	return 0;
 }
 
 int remove_entry(const char *path, bool dir)
@@ -596,6 +635,8 @@ int main(int argc, char **argv)
 	ops.unlink = op_unlink;
 	ops.rmdir = op_rmdir;
 	ops.rename = op_rename;
+	ops.symlink = op_symlink;
+	ops.readlink = op_readlink;
 	ops.create = op_create;
 	ops.open = op_open;
 	ops.release = op_release;

@@ -84,6 +84,25 @@ def exercise(mnt):
         time.sleep(0.05)
     check(os.statvfs(mnt).f_bfree == free0, "unlinked file's chunks returned")
 
+    # A relative symbolic link to a directory (an incremental checkpoint's
+    # `parent`): readlink gives the target, paths resolve through it, and
+    # unlinking it leaves the target.
+    sib = os.path.join(mnt, "older")
+    os.mkdir(sib)
+    with open(os.path.join(sib, "x.img"), "wb") as f:
+        f.write(b"older!")
+    link = os.path.join(d, "parent")
+    os.symlink("../older", link)
+    check(os.readlink(link) == "../older", "readlink: %r" % os.readlink(link))
+    check(os.path.islink(link) and os.path.isdir(link), "a link to a directory")
+    with open(os.path.join(link, "x.img"), "rb") as f:
+        check(f.read() == b"older!", "a file read through the link")
+    expect_errno(lambda: os.symlink("elsewhere", link), errno.EEXIST, "a second link of that name")
+    os.unlink(link)
+    check(os.listdir(sib) == ["x.img"], "unlinking the link keeps its target")
+    os.unlink(os.path.join(sib, "x.img"))
+    os.rmdir(sib)
+
     # Full: ENOSPC, and the store still answers.
     big = os.path.join(d, "big")
     fd = os.open(big, os.O_CREAT | os.O_WRONLY, 0o600)
@@ -126,7 +145,7 @@ def main():
         p.terminate()
         p.wait(timeout=30)
         os.rmdir(mnt)
-    print("ratestore: contents, rename, holes, punch, unlink-while-open, ENOSPC: ok")
+    print("ratestore: contents, rename, holes, punch, unlink-while-open, symbolic links, ENOSPC: ok")
     return 0
 
 

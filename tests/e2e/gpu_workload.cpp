@@ -9,6 +9,7 @@
 //
 //   gpu-workload --manifest FILE [--ready FILE] [--vram LIST] [--gtt LIST]
 //                [--gem LIST] [--no-queues] [--exit] [--children N] [--zero]
+//                [--changes FILE]
 //   --gem LIST: on every GPU, GEM BOs (libdrm_amdgpu) of these sizes in
 //   VRAM on the render-node file libhsakmt opened for that GPU (as a ROCm
 //   runtime's own GEM BOs sit beside its KFD BOs), CPU-visible and
@@ -22,6 +23,11 @@
 //   --children N: first fork N children; each runs the same workload with
 //   its own KFD context, seeds and manifest (FILE.<k>, k = 1..N), and the
 //   root writes the ready file once all are ready.
+//   --changes FILE: on each SIGUSR1, read FILE ("ADDR SIZE SEED" lines,
+//   decimal) and write each range with the pattern of SEED through the
+//   CPU mapping, as the BOs were filled; then create FILE.done (the
+//   incremental-dump benchmark changes chosen 1 MiB chunks of a BO between
+//   two dumps this way). SIGUSR1 is blocked except while the workload waits.
 //   LIST: comma-separated sizes with K/M/G suffixes and '+' sums, e.g.
 //         4K,12K,1M+4K,1G+36K (each a multiple of 4 KiB); SIZExN repeats
 //         a size N times (64Kx16384)
@@ -32,6 +38,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -153,11 +160,36 @@ void on_term(int)
 	_exit(0);
 }
 
+// SIGUSR1 only ends the wait (sigsuspend) for --changes.
+void on_usr1(int)
+{
+}
+
+// --changes: writes the ranges FILE lists with their patterns, then
+// creates FILE.done.
+void apply_changes(const std::string &path)
+{
+	FILE *f = std::fopen(path.c_str(), "r");
+	if (!f)
+		die("--changes: cannot open the file", errno);
+	unsigned long long addr = 0, size = 0, seed = 0;
+	while (std::fscanf(f, "%llu %llu %llu", &addr, &size, &seed) == 3)
+		testcommon::fill_pattern(reinterpret_cast<void *>(static_cast<uintptr_t>(addr)), size, seed);
+	const bool bad = !std::feof(f);
+	std::fclose(f);
+	if (bad)
+		die("--changes: a line is not ADDR SIZE SEED");
+	FILE *done = std::fopen((path + ".done").c_str(), "w");
+	if (!done)
+		die("--changes: cannot create the .done file", errno);
+	std::fclose(done);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
-	std::string manifest_path, ready_path;
+	std::string manifest_path, ready_path, changes_path;
 	std::vector<uint64_t> vram = {4 << 10, 12 << 10, (1 << 20) + (4 << 10), (7 << 20) + (12 << 10)};
 	std::vector<uint64_t> gtt = {8 << 10, (3 << 20) + (4 << 10)};
 	std::vector<uint64_t> gem;
@@ -179,12 +211,21 @@ int main(int argc, char **argv)
 		else if (a == "--exit") hold = false;
 		else if (a == "--children") children = std::atoi(next());
 		else if (a == "--zero") zero = true;
+		else if (a == "--changes") changes_path = next();
 		else die("unknown option");
 	}
 	if (manifest_path.empty())
 		die("--manifest is required");
 	setpgid(0, 0);
 	signal(SIGTERM, on_term);
+	sigset_t usr1{}, waiting{};
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	if (!changes_path.empty()) {
+		signal(SIGUSR1, on_usr1);
+		sigprocmask(SIG_BLOCK, &usr1, &waiting);
+		sigdelset(&waiting, SIGUSR1);
+	}
 
 	// A process tree: each child is a GPU process of its own.
 	uint64_t seed = 1;
@@ -322,8 +363,14 @@ int main(int argc, char **argv)
 	}
 	std::printf("gpu-workload: pid %d ready: %zu BOs on %zu GPUs\n", m.pid, m.bos.size(), gpu_nodes.size());
 	std::fflush(stdout);
-	while (hold)
-		pause();
+	while (hold) {
+		if (changes_path.empty()) {
+			pause();
+			continue;
+		}
+		sigsuspend(&waiting); // returns after SIGUSR1's handler (SIGTERM's exits)
+		apply_changes(changes_path);
+	}
 	hsaKmtCloseKFD();
 	return 0;
 }

@@ -82,7 +82,7 @@ private:
 class Backing {
 public:
 	static std::shared_ptr<Backing> create(uint64_t size, const char *name, int *err);
-	// Gives every page host memory now (0, or -ENOMEM).
+	// Gives every page host memory now, mapped in data() (0, or -ENOMEM).
 	int populate();
 	~Backing();
 	Backing(const Backing &) = delete;

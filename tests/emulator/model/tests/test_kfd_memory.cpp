@@ -6,6 +6,10 @@
 #include <criterion/criterion.h>
 #include <sys/stat.h>
 
+#include <cstdio>
+#include <fstream>
+#include <string>
+
 using namespace kfdemu;
 using namespace kfdemu::testing;
 using namespace kfdemu::abi::kfd;
@@ -331,9 +335,27 @@ Test(kfd_memory, process_exit_frees)
 	cr_assert_eq(av.available, 1ull << 30);
 }
 
+// Resident bytes (smaps Rss) of this process's mappings of the model's BO
+// memfds of `size` bytes: the daemon's own mappings (the model runs here).
+static uint64_t bo_mappings_rss(uint64_t size)
+{
+	std::ifstream smaps("/proc/self/smaps");
+	uint64_t rss = 0;
+	bool counted = false;
+	for (std::string line; std::getline(smaps, line);) {
+		unsigned long long lo = 0, hi = 0, kb = 0;
+		if (std::sscanf(line.c_str(), "%llx-%llx", &lo, &hi) == 2) // a mapping's first line
+			counted = hi - lo == size && line.find("memfd:kfdemu-bo") != std::string::npos;
+		else if (counted && std::sscanf(line.c_str(), "Rss: %llu kB", &kb) == 1)
+			rss += kb << 10;
+	}
+	return rss;
+}
+
 // --vram-resident: a VRAM BO's host memory is allocated with the BO (its
-// memfd has every block); by default untouched pages have none. GTT BOs
-// are not affected.
+// memfd has every block), and the model's mapping of it (through which
+// the emulated SDMA copies) is populated; by default untouched pages have
+// neither. GTT BOs are not affected.
 Test(kfd_memory, vram_resident_allocates_host_memory_with_the_bo)
 {
 	for (bool resident : {false, true}) {
@@ -352,6 +374,9 @@ Test(kfd_memory, vram_resident_allocates_host_memory_with_the_bo)
 			cr_assert_eq(full, resident && bo == &vram, "resident %d, %s BO: %lld blocks", resident,
 				     bo == &vram ? "VRAM" : "GTT", static_cast<long long>(st.st_blocks));
 		}
+		const uint64_t rss = bo_mappings_rss(size); // the VRAM and the GTT BO's mappings
+		cr_assert_eq(rss, resident ? size : 0, "resident %d: %llu bytes of the BOs' mappings resident", resident,
+			     static_cast<unsigned long long>(rss));
 	}
 }
 
