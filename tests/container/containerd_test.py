@@ -57,6 +57,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -189,8 +190,11 @@ def namespace(work):
     """The containerd namespace of this run (the work directory's name):
     the containers' cgroups are /<namespace>/<container> (runc's
     cgroupfs, the same path on every node: a restore keeps the
-    checkpointed spec's), so that concurrent runs do not share them."""
-    return os.path.basename(work)
+    checkpointed spec's), so that concurrent runs do not share them.
+    containerd takes letters and digits joined by single '.', '_' or '-'
+    (tempfile's names may hold two in a row, e.g. "kfdemu-containerd.__y5"):
+    each run of other characters becomes one '-'."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", os.path.basename(work)).strip("-")
 
 
 def remove_cgroups(work):
