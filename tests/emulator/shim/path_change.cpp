@@ -79,20 +79,10 @@ std::optional<std::string> absolute_at(int dirfd, const char *path)
 {
 	if (path[0] == '/')
 		return normalize(path);
-	std::string dir;
-	if (dirfd == AT_FDCWD) {
-		char cwd[PATH_MAX];
-		if (!::getcwd(cwd, sizeof cwd))
-			return std::nullopt;
-		dir = cwd;
-	} else {
-		REAL(readlink, ssize_t (*)(const char *, char *, size_t));
-		char d[PATH_MAX];
-		const ssize_t n = real_readlink(("/proc/self/fd/" + std::to_string(dirfd)).c_str(), d, sizeof d - 1);
-		if (n <= 0 || d[0] != '/')
-			return std::nullopt;
-		dir.assign(d, size_t(n));
-	}
+	auto found = directory_of(dirfd);
+	if (!found)
+		return std::nullopt;
+	std::string dir = std::move(*found);
 	const std::string &root = config().root;
 	if (dir.starts_with(root) && (dir.size() == root.size() || dir[root.size()] == '/'))
 		dir = dir.size() == root.size() ? "/" : dir.substr(root.size());

@@ -186,6 +186,9 @@ std::optional<int> open_sysfs_write(const char *path, int flags, mode_t mode);
 // The absolute path a relative `path` names through `dirfd` (or the
 // working directory, AT_FDCWD) when that is a redirected /sys path.
 std::optional<std::string> sys_path_at(int dirfd, const char *path);
+// The path of directory fd `dirfd` (AT_FDCWD: the working directory), as
+// the kernel names it; nullopt when it has none.
+std::optional<std::string> directory_of(int dirfd);
 // openat2(root, rel) resolved beneath `root` (no "..", no link out of it).
 int openat2_beneath(int root, const std::string &rel, int flags, mode_t mode);
 // `p` with its "." and ".." resolved lexically (normalize keeps "..").

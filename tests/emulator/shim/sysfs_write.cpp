@@ -111,25 +111,30 @@ bool write_intent(int flags)
 	return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)) != 0;
 }
 
-std::optional<std::string> sys_path_at(int dirfd, const char *path)
+std::optional<std::string> directory_of(int dirfd)
 {
-	if (!config().active || !path || !*path || path[0] == '/')
-		return std::nullopt;
-	std::string dir;
 	if (dirfd == AT_FDCWD) {
 		char cwd[PATH_MAX];
 		if (!::getcwd(cwd, sizeof cwd))
 			return std::nullopt;
-		dir = cwd;
-	} else {
-		REAL(readlink, ssize_t (*)(const char *, char *, size_t));
-		char d[PATH_MAX];
-		const ssize_t n = real_readlink(("/proc/self/fd/" + std::to_string(dirfd)).c_str(), d, sizeof d - 1);
-		if (n <= 0 || d[0] != '/')
-			return std::nullopt;
-		dir.assign(d, size_t(n));
+		return std::string(cwd);
 	}
-	const std::string abs = normalize((dir + "/" + path).c_str());
+	REAL(readlink, ssize_t (*)(const char *, char *, size_t));
+	char d[PATH_MAX];
+	const ssize_t n = real_readlink(("/proc/self/fd/" + std::to_string(dirfd)).c_str(), d, sizeof d - 1);
+	if (n <= 0 || d[0] != '/')
+		return std::nullopt;
+	return std::string(d, size_t(n));
+}
+
+std::optional<std::string> sys_path_at(int dirfd, const char *path)
+{
+	if (!config().active || !path || !*path || path[0] == '/')
+		return std::nullopt;
+	const auto dir = directory_of(dirfd);
+	if (!dir)
+		return std::nullopt;
+	const std::string abs = normalize((*dir + "/" + path).c_str());
 	if (!abs.starts_with("/sys/") || !redirect(abs.c_str()))
 		return std::nullopt;
 	return abs;
