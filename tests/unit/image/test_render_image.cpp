@@ -44,6 +44,18 @@ void expect_rejected(const TempDir &tmp, const std::string &what)
 		  m.c_str());
 }
 
+// Packs `img` and expects its unpacking (as file `name`) refused with
+// `what` in the message.
+void expect_unpack_refused(const RenderNodeImage &img, const std::string &name, const std::string &what)
+{
+	auto payload = pack_render_image(img);
+	cr_assert_ok(payload);
+	auto r = unpack_render_image(*payload, name);
+	cr_assert_not(r.ok(), "accepted (expected: %s)", what.c_str());
+	cr_assert(r.error().message().find(what) != std::string::npos, "expected \"%s\" in: %s", what.c_str(),
+		  r.error().message().c_str());
+}
+
 } // namespace
 
 Test(render_image, round_trip)
@@ -339,12 +351,7 @@ Test(render_image, shared_bo_rejected)
 	for (const auto &[mutate, what] : cases) {
 		img.bos[0].shared = sample_shared(img.bos[0].size);
 		mutate(*img.bos[0].shared);
-		auto payload = pack_render_image(img);
-		cr_assert_ok(payload);
-		auto r = unpack_render_image(*payload, name);
-		cr_assert_not(r.ok(), "accepted (expected: %s)", what.c_str());
-		cr_assert(r.error().message().find(what) != std::string::npos, "expected \"%s\" in: %s",
-			  what.c_str(), r.error().message().c_str());
+		expect_unpack_refused(img, name, what);
 	}
 }
 
@@ -520,12 +527,7 @@ Test(render_image, metadata_rejected)
 	for (const auto &[mutate, what] : cases) {
 		RenderNodeImage img = test::sample_render_image();
 		mutate(img.bos[0]);
-		auto payload = pack_render_image(img);
-		cr_assert_ok(payload);
-		auto r = unpack_render_image(*payload, name);
-		cr_assert_not(r.ok(), "accepted (expected: %s)", what.c_str());
-		cr_assert(r.error().message().find(what) != std::string::npos, "expected \"%s\" in: %s",
-			  what.c_str(), r.error().message().c_str());
+		expect_unpack_refused(img, name, what);
 	}
 }
 
