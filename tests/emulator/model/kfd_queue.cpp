@@ -43,6 +43,22 @@ bool access_ok(uint64_t addr, uint64_t len) { return addr <= kTaskSize && len <=
 
 bool is_power_of_2(uint32_t v) { return v && !(v & (v - 1)); }
 
+// The checks CREATE_QUEUE and UPDATE_QUEUE share, in the kernel's order:
+// percentage and priority, the ring's address, its size (0 or a power of 2,
+// then raised to the minimum). 0 or -errno; `ring_size` raised in place.
+template <typename Args>
+long ring_args_from_user(Args &a)
+{
+	if ((a.queue_percentage & 0xff) > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
+		return -EINVAL;
+	if (a.ring_base_address && !access_ok(a.ring_base_address, sizeof(uint64_t)))
+		return -EFAULT;
+	if (a.ring_size && !is_power_of_2(a.ring_size))
+		return -EINVAL;
+	a.ring_size = std::max(a.ring_size, MIN_QUEUE_RING_SIZE);
+	return 0;
+}
+
 } // namespace
 
 const Queue *KfdProcess::gws_queue(uint32_t user_gpu_id) const
@@ -62,13 +78,8 @@ const Queue *KfdProcess::gws_queue(uint32_t user_gpu_id) const
 // CWSR area (when given), and last the queue type.
 long queue_properties_from_user(CreateQueue &a)
 {
-	if ((a.queue_percentage & 0xff) > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
-		return -EINVAL;
-	if (a.ring_base_address && !access_ok(a.ring_base_address, sizeof(uint64_t)))
-		return -EFAULT;
-	if (a.ring_size && !is_power_of_2(a.ring_size))
-		return -EINVAL;
-	a.ring_size = std::max(a.ring_size, MIN_QUEUE_RING_SIZE);
+	if (long err = ring_args_from_user(a))
+		return err;
 	if (!access_ok(a.read_pointer_address, sizeof(uint32_t)) || !access_ok(a.write_pointer_address, sizeof(uint32_t)))
 		return -EFAULT;
 	if ((a.eop_buffer_address && !access_ok(a.eop_buffer_address, sizeof(uint32_t))) ||
@@ -83,13 +94,8 @@ long queue_properties_from_user(CreateQueue &a)
 // percentage are the PM4 target XCC (kept, not checked).
 long ModelImpl::kfd_update_queue(KfdProcess &p, UpdateQueue &a)
 {
-	if ((a.queue_percentage & 0xff) > MAX_QUEUE_PERCENTAGE || a.queue_priority > MAX_QUEUE_PRIORITY)
-		return -EINVAL;
-	if (a.ring_base_address && !access_ok(a.ring_base_address, sizeof(uint64_t)))
-		return -EFAULT;
-	if (a.ring_size && !is_power_of_2(a.ring_size))
-		return -EINVAL;
-	a.ring_size = std::max(a.ring_size, MIN_QUEUE_RING_SIZE);
+	if (long err = ring_args_from_user(a))
+		return err;
 	auto it = p.queues.find(a.queue_id);
 	if (it == p.queues.end())
 		return -EFAULT;
