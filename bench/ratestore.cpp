@@ -189,7 +189,9 @@ public:
 		auto dir = find(path.substr(0, slash));
 		return dir && dir->dir && !name->empty() ? dir : nullptr;
 	}
-	int add(const char *path, mode_t mode, bool dir)
+	// `n` as a new entry at `path` (its mtime now): -ENOENT without the
+	// parent directory, -EEXIST when the name is taken.
+	int insert(const char *path, std::shared_ptr<Node> n)
 	{
 		std::string name;
 		auto p = parent(path, &name);
@@ -197,28 +199,24 @@ public:
 			return -ENOENT;
 		if (p->children.count(name))
 			return -EEXIST;
+		::clock_gettime(CLOCK_REALTIME, &n->mtime);
+		p->children.emplace(name, std::move(n));
+		return 0;
+	}
+	int add(const char *path, mode_t mode, bool dir)
+	{
 		auto n = std::make_shared<Node>();
 		n->dir = dir;
 		n->mode = (dir ? S_IFDIR : S_IFREG) | (mode & 07777);
-		::clock_gettime(CLOCK_REALTIME, &n->mtime);
-		p->children.emplace(name, n);
-		return 0;
+		return insert(path, std::move(n));
 	}
 	int add_symlink(const char *target, const char *path)
 	{
-		std::string name;
-		auto p = parent(path, &name);
-		if (!p)
-			return -ENOENT;
-		if (p->children.count(name))
-			return -EEXIST;
 		auto n = std::make_shared<Node>();
 		n->mode = S_IFLNK | 0777;
 		n->target = target;
 		n->size = n->target.size();
-		::clock_gettime(CLOCK_REALTIME, &n->mtime);
-		p->children.emplace(name, n);
-		return 0;
+		return insert(path, std::move(n));
 	}
 	void release_from(Node &n, uint64_t size)
 	{

@@ -12,13 +12,7 @@ P=$TARGET_PID C=$TARGET_CHILD MAP=$TARGET_MAP
 END=$(printf '0x%x' $((MAP + TARGET_MAP_SIZE)))
 
 # The emulator's control command, answering as its daemon does (devices.h).
-cat >"$T/kfd-emu" <<EOT
-#!/bin/bash
-[ "\$1 \$2" = "ctl vmas" ] || exit 2
-echo '{"pid":'\$3',"vmas":[{"start":$((MAP)),"end":$((END)),"pgoff":4096,"prot":"rw-","path":"$DEV"}]}'
-EOT
-chmod +x "$T/kfd-emu"
-export KFDEMU_SOCKET=$T/none CRIU_HOST_KFDEMU=$T/kfd-emu
+fake_vmas_kfd_emu "$DEV"
 RDEV="$((0x$(stat -c %t "$DEV"))):$((0x$(stat -c %T "$DEV")))"
 
 # Nobody handles the mapping: CRIU's error.

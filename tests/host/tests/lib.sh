@@ -85,6 +85,23 @@ start_target() {
 	fi
 }
 
+# fake_vmas_kfd_emu DEV: $T/kfd-emu, a stand-in for the emulator's control
+# command answering `ctl vmas PID` as its daemon does (devices.h): one
+# mapping of DEV over the target's memfd map (TARGET_MAP, TARGET_MAP_SIZE
+# of the last start_target), at device offset 4096; and criu-host pointed
+# at it (CRIU_HOST_KFDEMU), with no daemon socket.
+fake_vmas_kfd_emu() {
+	local end
+	end=$(printf '0x%x' $((TARGET_MAP + TARGET_MAP_SIZE)))
+	cat >"$T/kfd-emu" <<EOT
+#!/bin/bash
+[ "\$1 \$2" = "ctl vmas" ] || exit 2
+echo '{"pid":'\$3',"vmas":[{"start":$((TARGET_MAP)),"end":$((end)),"pgoff":4096,"prot":"rw-","path":"$1"}]}'
+EOT
+	chmod +x "$T/kfd-emu"
+	export KFDEMU_SOCKET=$T/none CRIU_HOST_KFDEMU=$T/kfd-emu
+}
+
 # host ARGS...: runs criu-host at -v4 with its log in $T/log; returns its
 # exit status.
 host() {

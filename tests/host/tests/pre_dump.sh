@@ -33,14 +33,7 @@ kill "$P" "$C" 2>/dev/null; wait "$P" 2>/dev/null
 # does, as in device_vma): HANDLE_DEVICE_VMA, claimed or the pre-dump fails.
 start_target --memfd-map 8192 --open "$DEV"
 P=$TARGET_PID MAP=$TARGET_MAP
-END=$(printf '0x%x' $((MAP + TARGET_MAP_SIZE)))
-cat >"$T/kfd-emu" <<EOT
-#!/bin/bash
-[ "\$1 \$2" = "ctl vmas" ] || exit 2
-echo '{"pid":'\$3',"vmas":[{"start":$((MAP)),"end":$((END)),"pgoff":4096,"prot":"rw-","path":"$DEV"}]}'
-EOT
-chmod +x "$T/kfd-emu"
-export KFDEMU_SOCKET=$T/none CRIU_HOST_KFDEMU=$T/kfd-emu
+fake_vmas_kfd_emu "$DEV"
 : >"$REC"
 host pre-dump -t "$P" -D "$T/img" --plugin "$A" && fail "pre-dump with an unclaimed device mapping succeeded"
 log_has "Error: Can't handle non-regular mapping on $P's map ${MAP#0x}" || fail "no non-regular mapping error"
