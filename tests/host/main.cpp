@@ -230,7 +230,35 @@ int do_dump(const Options &o, int dirfd)
 	return host::run_dump(d, ps, dirfd) == 0 ? 0 : 1;
 }
 
-int do_restore(const Options &o, int dirfd, const std::vector<int> &inherited)
+// The environment variable counting the host's fresh starts for a free
+// address layout (restore_layout_or_reexec).
+constexpr const char *kLayoutTries = "CRIU_HOST_LAYOUT_TRIES";
+constexpr int kMaxLayoutTries = 8;
+
+// Holds the tasks' mapping ranges (address_hold.h). When the host's own
+// startup mappings (its executable, libraries, stack) already cover part of
+// one, which address randomisation makes rare but possible, the host starts
+// itself again for another layout, a few times, before it gives up. Returns
+// only with the hold or an error.
+amdcr::Result<host::AddressHold> restore_layout_or_reexec(const host::Inventory &inv, char **argv)
+{
+	auto hold = host::AddressHold::take(inv);
+	if (hold || hold.error().code() != EEXIST) {
+		unsetenv(kLayoutTries);
+		return hold;
+	}
+	const char *env = std::getenv(kLayoutTries);
+	const int tries = env ? std::atoi(env) : 0;
+	if (tries + 1 >= kMaxLayoutTries)
+		return hold.error().context("after " + std::to_string(kMaxLayoutTries) + " address layouts");
+	host::logf(host::kInfo, "%s; starting again for another address layout\n",
+		   hold.error().message().c_str());
+	setenv(kLayoutTries, std::to_string(tries + 1).c_str(), 1);
+	execv("/proc/self/exe", argv);
+	return amdcr::errno_error(errno, "can't start the host again");
+}
+
+int do_restore(const Options &o, int dirfd, const std::vector<int> &inherited, char **argv)
 {
 	host::RestoreOptions r;
 	r.inherited_fds = inherited;
@@ -257,6 +285,12 @@ int do_restore(const Options &o, int dirfd, const std::vector<int> &inherited)
 		return 1;
 	}
 	host::inventory_plugins_reset(inv->plugins);
+	auto hold = restore_layout_or_reexec(*inv, argv);
+	if (!hold) {
+		host::logf(host::kError, "%s\n", hold.error().message().c_str());
+		return 1;
+	}
+	r.hold = &*hold;
 
 	// As CRIU's cr_restore_tasks (criu/cr-restore.c): the fd store exists
 	// before the plugins' init(RESTORE), which may put fds into it; its
@@ -316,7 +350,10 @@ int main(int argc, char **argv)
 
 	int log = 2;
 	if (!o.log.empty()) {
-		log = open(o.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+		// A host started again for another address layout keeps the
+		// log its first start began.
+		const int trunc = std::getenv(kLayoutTries) ? 0 : O_TRUNC;
+		log = open(o.log.c_str(), O_WRONLY | O_CREAT | trunc | O_APPEND | O_CLOEXEC, 0644);
 		if (log < 0) {
 			std::fprintf(stderr, "criu-host: can't open log %s: %s\n", o.log.c_str(),
 				     std::strerror(errno));
@@ -347,7 +384,7 @@ int main(int argc, char **argv)
 	host::logf(host::kInfo, "criu-host %s (plugin ABI version %#x, %u hooks)\n",
 		   o.command.c_str(), CRIU_PLUGIN_VERSION, o.hooks);
 
-	const int ret = dumping ? do_dump(o, dirfd) : do_restore(o, dirfd, inherited);
+	const int ret = dumping ? do_dump(o, dirfd) : do_restore(o, dirfd, inherited, argv);
 	close(host::image_dir_fd());
 	return ret;
 }

@@ -398,10 +398,14 @@ int Restorer::restore_vmas(size_t idx)
 		}
 		logf(kInfo, "New mmap %#" PRIx64 "-%#" PRIx64 ":%#" PRIx64 "->%#" PRIx64 " fd %d\n",
 		     v.start, v.end, v.pgoff, pgoff, fd);
-		// MAP_FIXED_NOREPLACE: the host's own mappings are not the
-		// dumped process's, and clobbering them would crash the task.
+		// Over the host's hold of this range (address_hold.h); where
+		// nothing is held, MAP_FIXED_NOREPLACE: the host's own mappings
+		// are not the dumped process's, and clobbering them would crash
+		// the task.
+		const bool held = opts_.hold && opts_.hold->holds(v.start, v.end);
 		void *want = reinterpret_cast<void *>(v.start);
-		void *got = mmap(want, v.end - v.start, v.prot, v.flags | MAP_FIXED_NOREPLACE, fd,
+		void *got = mmap(want, v.end - v.start, v.prot,
+				 v.flags | (held ? MAP_FIXED : MAP_FIXED_NOREPLACE), fd,
 				 static_cast<off_t>(pgoff));
 		const int err = errno;
 		close(fd);
@@ -456,6 +460,10 @@ void Restorer::task_main(size_t idx)
 			close(ch_[j].pass_recv);
 		}
 	}
+	// The other tasks' ranges are theirs; this task maps its own over the
+	// hold (restore_vmas).
+	if (opts_.hold)
+		opts_.hold->keep_only(t.vmas);
 	const int ctl = ch_[idx].task_end;
 	Msg m;
 	if (!send_msg(ctl, kForked, 0) || !recv_msg(ctl, kGo, m))

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "address_hold.h"
 #include "inventory.h"
 #include "plugins.h"
 
@@ -25,6 +26,9 @@ struct RestoreOptions {
 	// restored fd is expected (CRIU closes them all); replacing any other
 	// (a plugin's) is worth a warning.
 	std::vector<int> inherited_fds;
+	// The tasks' mapping ranges, held since before the plugins were
+	// loaded (null: nothing held, each mapping must find its range free).
+	AddressHold *hold = nullptr;
 };
 
 // The restore of `inv` with the loaded plugins (their init(RESTORE) done

@@ -27,6 +27,9 @@
  *       retry:PATH        RESTORE_EXT_FILE: the first call per id sets
  *                         *retry_needed and returns 0, the next open(PATH)
  *       pgoff:N           UPDATE_VMA_MAP: *new_pgoff = N, return 1
+ *   <NAME>_MAP_NEAR=ADDR:SIZE  init(RESTORE) maps SIZE anonymous bytes with
+ *                         ADDR as the hint (as a plugin's buffer may land
+ *                         anywhere) and records where they went
  *
  * DUMP_EXT_FILE also writes "<name>-<id>.img" into criu_get_image_dir() when
  * it returns 0, and RESTORE_EXT_FILE records whether that file is there.
@@ -38,9 +41,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -154,6 +159,20 @@ static int image_dir(void)
 	return fn ? fn() : -1;
 }
 
+/* <NAME>_MAP_NEAR: a mapping the plugin keeps, hinted at ADDR. */
+static void map_near(void)
+{
+	const char *spec = setting("MAP_NEAR");
+	unsigned long long addr, size;
+	void *p;
+
+	if (!spec || sscanf(spec, "%llx:%llu", &addr, &size) != 2)
+		return;
+	p = mmap((void *)(uintptr_t)addr, (size_t)size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	record("MAP_NEAR(%#llx) = %p", addr, p);
+}
+
 static int tp_init(int stage)
 {
 	const char *v = setting("INIT");
@@ -180,6 +199,8 @@ static int tp_init(int stage)
 			say((unsigned)atoi(setting("SAY")), "%s\n", text + 1);
 	}
 	record("INIT(stage=%d, imgdir=%s%s) = %d", stage, dirstate, inv, ret);
+	if (stage == CR_PLUGIN_STAGE__RESTORE)
+		map_near();
 	return ret;
 }
 

@@ -71,6 +71,35 @@ TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_UPDATE_VMA_MAP=open:/dev/zero \
 log_has "New mmap $MAP-$END:0x1000->0 fd" || fail "new pgoff not used"
 ok "UPDATE_VMA_MAP in each task; the mapping is at its address, from the plugin's fd and new pgoff"
 
+# A plugin's own mapping must not take a dumped mapping's place: the host
+# holds the tasks' ranges before it loads plugins (address_hold.h), so a
+# buffer hinted right at the dumped address lands elsewhere and the task
+# still maps at its address.
+: >"$REC"
+TP_A_MAP_NEAR="$MAP:$TARGET_MAP_SIZE" TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_UPDATE_VMA_MAP=open:/dev/zero \
+	TP_A_INVENTORY=1 TP_B_INVENTORY=1 host restore -D "$T/img" --plugin "$A" --plugin "$B" --verifier "$HOST_VERIFIER:verify_mapped" --verifier-arg "$MAP" ||
+	fail "restore failed with a plugin mapping hinted at the dumped address"
+NEAR=$(records_of MAP_NEAR | sed -E 's/.* = //')
+[ -n "$NEAR" ] && [ "$NEAR" != "(nil)" ] && [ "$NEAR" != "0xffffffffffffffff" ] || fail "the plugin's mapping failed: $NEAR"
+[ "$((NEAR))" != "$((MAP))" ] || fail "the plugin's mapping got the dumped address $MAP"
+[ "$(grep -c 'verify_mapped() = 0 (pass)' "$T/log")" = 2 ] || fail "mapping not in place with a plugin mapping near it"
+ok "a plugin's mapping hinted at a dumped address lands elsewhere; the tasks map at theirs"
+
+# A dumped range the host's own startup mappings cover in every layout (all
+# of user space): it starts again a few times, then says why it gives up,
+# before any plugin is loaded.
+mkdir -p "$T/img-wide"
+cp -a "$T/img/." "$T/img-wide/"
+sed -i -E "s/^(vma task=[0-9]+) start=[^ ]+ end=[^ ]+ /\1 start=0x10000 end=0x7ffffffff000 /" "$T/img-wide/inventory.host"
+: >"$REC"
+TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_UPDATE_VMA_MAP=open:/dev/zero TP_A_INVENTORY=1 TP_B_INVENTORY=1 \
+	host restore -D "$T/img-wide" --plugin "$A" --plugin "$B" && fail "restore over the host's own mappings succeeded"
+[ "$(grep -c 'starting again for another address layout' "$T/log")" = 7 ] || fail "not started again 7 times"
+log_has "Error: after 8 address layouts: can't hold 0x10000-0x7ffffffff000 for the tasks' mappings: File exists" ||
+	fail "no error naming the range"
+[ -z "$(records_of INIT)" ] || fail "plugins loaded before the ranges were held"
+ok "a range the host itself maps: 8 layouts tried, then a clear error, no plugin loaded"
+
 # The verifier really checks the address.
 : >"$REC"
 TP_A_RESTORE_EXT_FILE=open:/dev/null TP_B_UPDATE_VMA_MAP=open:/dev/zero \
