@@ -201,11 +201,15 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
     --amdgpu-img $<TARGET_FILE:amdgpu-img>
     --interop upstream-restore --upstream-list ${CMAKE_BINARY_DIR}/realcriu/upstream-plugins.txt)
   # Pre-copy: criu pre-dump with our plugin (no KFD call, nothing paused,
-  # no file of ours; where the kernel has no soft-dirty, CRIU stops at its
-  # own check and nowhere else), then the GPU memory pre-copied by a dump
+  # no file of ours), then the GPU memory pre-copied by a dump
   # --leave-running and the final dump writing only the changed MiB; the
-  # restore from it. NOT RUN (after all that passed) without soft-dirty.
+  # restore from it. pre_copy needs soft-dirty (--track-mem): NOT RUN
+  # without. pre_copy_untracked runs where the kernel has none: the
+  # pre-dump must stop at CRIU's own soft-dirty check and nowhere else, the
+  # rest without --track-mem; NOT RUN where pre_copy runs. One of the two
+  # runs on any kernel.
   kfdemu_realcriu_test(${_ver} pre_copy_MI100 pre-copy MI100)
+  kfdemu_realcriu_test(${_ver} pre_copy_untracked_MI100 pre-copy-untracked MI100)
   # A restore onto GPUs whose VRAM another process's GEM BOs fill: the
   # restore's KFD allocations evict them to GTT.
   kfdemu_realcriu_test(${_ver} evicting_restore_MI100 evicting-restore MI100)

@@ -203,11 +203,19 @@ pre-copy        `criu pre-dump -D ckpt-1` with our plugin (docs/incremental.md,
                 dump` into ckpt-3 against ckpt-2 writes only the changed
                 MiB per GPU (at most one more), and the restore from ckpt-3
                 gives every BO its contents, the process's fds, mappings and
-                queues, and its own checks. With --track-mem and
-                --prev-images-dir where the kernel tracks memory; else the
-                parents are linked by the test (gpu_only_parent) and, after
-                all of this passed, the test reports NOT RUN naming
-                CONFIG_MEM_SOFT_DIRTY: CRIU cannot pre-dump here.
+                queues, and its own checks, with --track-mem and
+                --prev-images-dir. Needs a kernel that tracks memory
+                (soft-dirty): NOT RUN up front elsewhere, naming
+                CONFIG_MEM_SOFT_DIRTY (pre-copy-untracked runs there).
+
+pre-copy-untracked
+                pre-copy on a kernel without soft-dirty, where CRIU cannot
+                pre-dump: the pre-dump with our plugin must fail at CRIU's
+                own soft-dirty check and nowhere else (no KFD call, no copy,
+                no file of ours, the process running, as above); the rest as
+                pre-copy without --track-mem, the parents linked by the test
+                (gpu_only_parent). NOT RUN up front where the kernel tracks
+                memory (pre-copy runs the whole flow there).
 
 --interop upstream-dump | upstream-restore  (with roundtrip or tree)
                 upstream's amdgpu_plugin.so, built from the same CRIU's
@@ -255,7 +263,7 @@ mixed           two dumps of the same program (A, then B: another pid), then
 
 Exit: 0 pass, 1 fail, 77 NOT RUN (CRIU not listed / not usable, not root,
 sanitizer build, no upstream plugin for --interop; pre-copy on a kernel
-without soft-dirty tracking).
+without soft-dirty tracking, pre-copy-untracked on one with it).
 """
 import argparse
 import json
@@ -443,7 +451,8 @@ WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd
                   "dump-killed-paused": ["--user-queue"],
                   "dump-killed-copied": ["--user-queue"],
                   "restore-killed-copied": ["--user-queue"], "render-killed": ["--render"],
-                  "periodic": ["--periodic", "3"], "pre-copy": ["--periodic", "2"]}
+                  "periodic": ["--periodic", "3"], "pre-copy": ["--periodic", "2"],
+                  "pre-copy-untracked": ["--periodic", "2"]}
 
 
 def queue_sig(q):
@@ -1674,15 +1683,15 @@ def inside(args, criu):
     work = args.work
     if args.scenario in KILL_SCENARIOS:
         os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(KILL_VRAM_MIB)
-    if args.scenario in ("periodic", "pre-copy"):
+    if args.scenario in ("periodic", "pre-copy", "pre-copy-untracked"):
         os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(PERIODIC_VRAM_MIB)
     run = Run(args, criu, work)
     try:
         if args.scenario == "periodic":
             periodic_incremental(run)
-        elif args.scenario == "pre-copy":
+        elif args.scenario in ("pre-copy", "pre-copy-untracked"):
             with harness.not_run():
-                pre_copy(run)
+                pre_copy(run, tracked=args.scenario == "pre-copy")
         elif args.interop:
             interop_round_trip(run)
         elif args.phase == "dump":
@@ -2041,16 +2050,23 @@ def pre_dump(run, pid, before, track):
         f"file of ours; process {pid} runs with active queues")
 
 
-def pre_copy(run):
-    """pre-copy (see the top): criu pre-dump, the GPU memory pre-copied by
-    a dump --leave-running, the final dump writing what changed since,
-    the restore from it. NotRun at the end without soft-dirty."""
+def pre_copy(run, tracked):
+    """pre-copy and pre-copy-untracked (see the top): criu pre-dump, the
+    GPU memory pre-copied by a dump --leave-running, the final dump writing
+    what changed since, the restore from it. NotRun up front when the
+    kernel's soft-dirty tracking is not what the scenario needs."""
+    if tracked != tracks_memory(run.criu):
+        raise harness.NotRun(
+            "criu pre-dump needs the kernel's soft-dirty page tracking (CONFIG_MEM_SOFT_DIRTY), which this kernel "
+            "lacks (criu check --feature mem_dirty_track fails): the pre-copy flow cannot run here; "
+            "pre_copy_untracked runs what can" if tracked else
+            "this kernel tracks memory (soft-dirty): pre_copy runs the whole pre-copy flow here")
     procs = run.start()
     pid = procs[0][1]
     before = snapshot(run.emu, pid)
     with open(os.path.join(run.work, "ready")) as f:
         gpus = len(f.read().split("\n")[1:-1]) - 1  # a VRAM BO per GPU, then the GTT BO
-    track = ["--track-mem"] if tracks_memory(run.criu) else []
+    track = ["--track-mem"] if tracked else []
     pre_dump(run, pid, before, track)
     # The GPU memory's pre-copy: the pre-dump's directory holds no GPU
     # image, so this dump is complete.
@@ -2080,14 +2096,7 @@ def pre_copy(run):
     periodic_step(run, 2)  # the restored process checks its BOs and GPUs
     run.verdicts(procs)
     log(f"pre-copy: the final dump wrote {written} of {final} bytes ({parent} from the pre-copy), the restore "
-        f"from it passed")
-    if not track:
-        raise harness.NotRun(
-            "criu pre-dump needs the kernel's soft-dirty page tracking (CONFIG_MEM_SOFT_DIRTY), which this kernel "
-            "lacks (criu check --feature mem_dirty_track fails): the pre-copy flow cannot run here. What runs "
-            "here passed: the pre-dump with our plugin stops only at CRIU's soft-dirty BUG, nothing paused or "
-            "copied; the GPU pre-copy by dump --leave-running and the final dump against it (parents linked by "
-            "the test, gpu_only_parent), and the restore from it")
+        f"from it passed" + ("" if tracked else "; the pre-dump itself cannot run on this kernel (no soft-dirty)"))
 
 
 def queue_states(q):
@@ -2357,7 +2366,8 @@ def main():
                              "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
-                             "cp-queue", "svm", "gem-metadata", "periodic", "pre-copy", "evicting-restore",
+                             "cp-queue", "svm", "gem-metadata", "periodic", "pre-copy", "pre-copy-untracked",
+                             "evicting-restore",
                              "evicted-dump", "fork-holder",
                              *KILL_SCENARIOS, *STALL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
@@ -2426,7 +2436,7 @@ def main():
         rc = subprocess.run([args.kfd_emu, "--machine", machine, "--"] + me + ["--phase", "all"]).returncode
 
     if rc == harness.NOT_RUN:
-        # The phase said NOT RUN and why (pre-copy without soft-dirty).
+        # The phase said NOT RUN and why (pre-copy and soft-dirty).
         shutil.rmtree(work, ignore_errors=True)
         sys.exit(harness.NOT_RUN)
     why = ""
