@@ -61,7 +61,10 @@ struct GemChangeHandle {
 static_assert(sizeof(GemChangeHandle) == 8);
 
 // struct drm_amdgpu_gem_vm_entry (AMDGPU_GEM_OP_GET_MAPPING_INFO). `flags`
-// are the mapping's page table entry flags, not AMDGPU_VM_PAGE_*.
+// are the AMDGPU_VM_PAGE_* flags the mapping was made with (DRM_IOCTL_AMDGPU_
+// GEM_VA's): Linux 6.18, which added GET_MAPPING_INFO, keeps them in each
+// mapping instead of page table entry bits ("drm/amdgpu: rework how PTE
+// flags are generated v3"), so that a restore can map with them again.
 struct GemVmEntry {
 	uint64_t addr;
 	uint64_t size;
@@ -111,35 +114,37 @@ inline constexpr unsigned long kIoctlAmdgpuGemOp =
 inline constexpr unsigned long kIoctlAmdgpuGemListHandles =
 	_IOWR(kDrmIoctlBase, kDrmCommandBase + 0x19, GemListHandles);
 
-// GFX9+ page table entry bits (AMDGPU_PTE_*) that GET_MAPPING_INFO reports,
-// and the AMDGPU_VM_PAGE_* flag of DRM_IOCTL_AMDGPU_GEM_VA that sets each.
-inline constexpr uint64_t kPteExecutable = 1ull << 4;
-inline constexpr uint64_t kPteReadable = 1ull << 5;
-inline constexpr uint64_t kPteWriteable = 1ull << 6;
-inline constexpr uint64_t kPtePrt = 1ull << 51;
+// The hole of the GPU VA space (AMDGPU_GMC_HOLE_START/_END, amdgpu_gmc.h):
+// DRM_IOCTL_AMDGPU_GEM_VA refuses a VA inside it and keeps a VA above it
+// masked to 48 bits, as GET_MAPPING_INFO then reports it.
+inline constexpr uint64_t kGmcHoleStart = 0x0000800000000000ull;
+inline constexpr uint64_t kGmcHoleEnd = 0xffff800000000000ull;
+
+// DRM_IOCTL_AMDGPU_GEM_VA's AMDGPU_VM_* flags.
+inline constexpr uint32_t kVmDelayUpdate = 1u << 0;
 inline constexpr uint32_t kVmPageReadable = 1u << 1;
 inline constexpr uint32_t kVmPageWriteable = 1u << 2;
 inline constexpr uint32_t kVmPageExecutable = 1u << 3;
-inline constexpr uint32_t kVmPagePrt = 1u << 4;
 
 } // namespace uapi
 
-// The AMDGPU_VM_PAGE_* flags that recreate a mapping whose page table entry
-// flags GET_MAPPING_INFO reported: readable, writeable, executable and PRT.
-// The memory type bits are not carried over (the restored mapping gets the
-// kernel's default type for the BO).
-constexpr uint32_t gem_va_flags_from_pte(uint64_t pte)
+// The DRM_IOCTL_AMDGPU_GEM_VA flags that recreate a mapping GET_MAPPING_INFO
+// reported with `flags`: the same, less DELAY_UPDATE, so that the restored
+// mapping is in the page tables before the task runs (with it, the kernel
+// writes them at the next command submission). A flag this kernel does not
+// know makes GEM_VA fail (EINVAL) rather than map otherwise.
+constexpr uint32_t gem_va_flags_to_restore(uint32_t flags)
 {
-	uint32_t f = 0;
-	if (pte & uapi::kPteReadable)
-		f |= uapi::kVmPageReadable;
-	if (pte & uapi::kPteWriteable)
-		f |= uapi::kVmPageWriteable;
-	if (pte & uapi::kPteExecutable)
-		f |= uapi::kVmPageExecutable;
-	if (pte & uapi::kPtePrt)
-		f |= uapi::kVmPagePrt;
-	return f;
+	return flags & ~uapi::kVmDelayUpdate;
+}
+
+// The DRM_IOCTL_AMDGPU_GEM_VA address of a mapping GET_MAPPING_INFO reported
+// at `addr`: a VA above the hole is reported masked to 48 bits (0x8000_...),
+// which GEM_VA refuses as inside the hole; it is sign-extended back, as
+// amdgpu_gmc_sign_extend() does (libdrm's high range, where Mesa maps).
+constexpr uint64_t gem_va_address_to_restore(uint64_t addr)
+{
+	return addr >= uapi::kGmcHoleStart ? addr | uapi::kGmcHoleEnd : addr;
 }
 
 } // namespace amdcr

@@ -38,7 +38,7 @@ struct GemVaMapping {
 	uint64_t addr = 0;
 	uint64_t size = 0;
 	uint64_t offset = 0;	// in the BO
-	uint64_t pte_flags = 0; // page table entry flags (gem_va_flags_from_pte)
+	uint64_t flags = 0;	// GEM_VA's AMDGPU_VM_PAGE_* flags it was made with
 };
 
 // Every GEM handle of `render_fd`, in the kernel's (handle) order.

@@ -183,12 +183,18 @@ Status validate_render_image(const RenderNodeImage &img, const std::string &name
 			return st;
 		if (bo.vms.size() > UINT32_MAX)
 			return make_error(EINVAL, "%s: BO %zu: %zu VM entries", n, i, bo.vms.size());
-		for (size_t j = 0; j < bo.vms.size(); j++)
+		for (size_t j = 0; j < bo.vms.size(); j++) {
 			if (bo.vms[j].size == 0 || bo.vms[j].addr + bo.vms[j].size < bo.vms[j].addr)
 				return make_error(EINVAL,
 						  "%s: BO %zu: VM entry %zu at 0x%" PRIx64 " has size 0x%" PRIx64
 						  " (empty or past the end of the address space)",
 						  n, i, j, bo.vms[j].addr, bo.vms[j].size);
+			if (bo.vms[j].flags > UINT32_MAX)
+				return make_error(EINVAL,
+						  "%s: BO %zu: VM entry %zu has flags 0x%" PRIx64
+						  " (GEM_VA's flags are 32 bits)",
+						  n, i, j, bo.vms[j].flags);
+		}
 		if (bo.checksum && !bo.has_contents())
 			return make_error(EINVAL, "%s: BO %zu: content checksums on a BO without contents",
 					  n, i);

@@ -21,7 +21,8 @@
 namespace amdcr {
 
 // One GPU VM mapping of a BO: [addr, addr + size) maps the BO from byte
-// `offset` (AMDGPU_GEM_OP_GET_MAPPING_INFO's fields).
+// `offset` with GEM_VA's AMDGPU_VM_PAGE_* `flags` (32 bits in a 64-bit
+// field: AMDGPU_GEM_OP_GET_MAPPING_INFO's fields).
 struct DrmVm {
 	uint64_t addr = 0;
 	uint64_t size = 0;

@@ -39,7 +39,7 @@ Result<DrmBo> describe_bo(int fd, const GemBoInfo &h, uint32_t minor)
 	if (!maps)
 		return std::move(maps).error();
 	for (const auto &m : *maps) {
-		bo.vms.push_back({m.addr, m.size, m.offset, m.pte_flags});
+		bo.vms.push_back({m.addr, m.size, m.offset, m.flags});
 		bo.addr = m.addr; // upstream records the last mapping's address
 	}
 	auto md = gem_get_metadata(fd, h.handle);

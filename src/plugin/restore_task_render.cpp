@@ -33,8 +33,8 @@ Result<GemHandle> place_bo(int fd, const DrmBo &bo, GemHandle h)
 	if (auto st = h.change_to(bo.handle); !st)
 		return std::move(st).error();
 	for (const DrmVm &vm : bo.vms)
-		if (auto st = gem_va_map(fd, bo.handle, vm.addr, vm.size, vm.offset,
-					 gem_va_flags_from_pte(vm.flags));
+		if (auto st = gem_va_map(fd, bo.handle, gem_va_address_to_restore(vm.addr), vm.size, vm.offset,
+					 gem_va_flags_to_restore(static_cast<uint32_t>(vm.flags)));
 		    !st)
 			return std::move(st).error();
 	return h;

@@ -95,6 +95,9 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # libhsakmt's render-node file of a ROCm process.
   kfdemu_realcriu_test(${_ver} render_MI100 render MI100)
   kfdemu_realcriu_test(${_ver} kfd_gem_2xMI210 kfd-gem 2xMI210)
+  # ... at GPU VAs above the hole (as Mesa maps), which the kernel reports
+  # masked to 48 bits: mapped again at their canonical VAs.
+  kfdemu_realcriu_test(${_ver} kfd_gem_high_va_MI100 kfd-gem-high-va MI100)
   # A child forked after the GPU state holds the /dev/kfd and render files
   # without using them (a DataLoader worker): restored as shared files, the
   # KFD process still the parent's.

@@ -38,6 +38,9 @@ kfd-gem         roundtrip with GEM BOs of the process's own (libdrm_amdgpu)
                 VRAM BO filled by SDMA, a VRAM BO at two GPU VAs; the
                 restored process checks them (CPU mappings, SDMA copies out
                 of them through their restored handles and VAs).
+kfd-gem-high-va kfd-gem with the GEM BOs at VAs above the hole (libdrm's
+                high range, as Mesa maps), which the kernel reports masked
+                to 48 bits: the restore maps them at their canonical VAs.
 render          a process with a render node and no /dev/kfd (the same GEM
                 BOs): the dump writes amdgpu-renderD and 3 amdgpu-drm-pages
                 files; restored, the fd table and render-node mappings are
@@ -217,7 +220,7 @@ pre-copy-untracked
                 (gpu_only_parent). NOT RUN up front where the kernel tracks
                 memory (pre-copy runs the whole flow there).
 
---interop upstream-dump | upstream-restore  (with roundtrip or tree)
+--interop upstream-dump | upstream-restore  (with roundtrip, tree or kfd-gem)
                 upstream's amdgpu_plugin.so, built from the same CRIU's
                 sources (--upstream-list, scripts/build-criu.sh), dumps and
                 ours restores, or ours dumps and upstream's restores, on one
@@ -232,7 +235,15 @@ pre-copy-untracked
                 the GPUs after the first without contents (the first GPU's
                 are checked; the process's verdict is shown, not required).
                 Error lines of our plugin, or of upstream's that no known
-                defect explains, fail the test.
+                defect explains, fail the test. With kfd-gem (no
+                registered test: it fails for upstream's reasons) it shows
+                criu-dev's upstream defects with a process's own GEM BOs,
+                the workload's GEM BOs made as upstream's plugin can get
+                furthest with them (INTEROP_WORKLOAD_FLAGS): upstream's
+                dump marks a GEM BO as imported when a KFD BO's dma-buf got
+                the same handle in CRIU's own render file (our restore
+                refuses the image); upstream's restore remaps a BO's CPU
+                mapping only where its CPU address is its last GPU VA.
 
 evicted-dump    dumped while another process's GEM BOs take every GPU's VRAM
                 every 10 ms, so the process's BOs are evicted and restored
@@ -442,6 +453,7 @@ def daemon_connections(pid):
 
 # The workload's mode per scenario (see workload.cpp).
 WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd-gem"], "stream": ["--kfd-gem"],
+                  "kfd-gem-high-va": ["--kfd-gem", "--gem-high-va"],
                   "fork-holder": ["--fork-holder", "--user-queue"],
                   "queue-state": ["--queue-state"], "cp-queue": ["--cp-queue"], "svm": ["--svm"], "gem-metadata": ["--metadata"],
                   "dump-killed": ["--user-queue"], "dump-termed": ["--user-queue"], "dump-timeout": ["--user-queue"],
@@ -629,7 +641,8 @@ class Run:
             self.remaps_before = set(glob.glob("/dev/shm/link_remap.*"))
         os.makedirs(self.images, exist_ok=True)
         out = open(os.path.join(self.work, "workload.log"), "w")
-        cmd = [self.args.workload] + WORKLOAD_FLAGS.get(self.args.scenario, []) + [self.work]
+        cmd = [self.args.workload] + WORKLOAD_FLAGS.get(self.args.scenario, []) + \
+            (INTEROP_WORKLOAD_FLAGS.get(self.args.scenario, []) if self.args.interop else []) + [self.work]
         self.wl = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)
         out.close()
@@ -779,6 +792,19 @@ def round_trip(run):
 
 OURS = re.compile(r"amdgpu-[^/]*\.img")  # every file of the plugin
 
+
+# --interop: the workload's GEM BOs as upstream's plugin can carry them.
+# All CPU-mappable: upstream asks every GEM BO's mmap offset
+# (DRM_IOCTL_AMDGPU_GEM_MMAP, in amdgpu_plugin_drm_dump_file and
+# amdgpu_plugin_drm_restore_file), which the kernel refuses (EPERM) for a BO
+# made with AMDGPU_GEM_CREATE_NO_CPU_ACCESS (amdgpu_mode_dumb_mmap). At GPU
+# VAs 64 GiB up: upstream's sdma_copy_bo maps its staging BOs in the
+# process's VM at VAs of a fresh libdrm VA manager (4 GiB up), which the
+# kernel refuses (EINVAL, amdgpu_vm_bo_map) where the process's own mappings
+# already are; its dump then writes those BOs without contents and exits 0.
+# Not above the hole: upstream's restore maps at the masked 48-bit address
+# GET_MAPPING_INFO reports, which GEM_VA refuses as inside the hole.
+INTEROP_WORKLOAD_FLAGS = {"kfd-gem": ["--gem-cpu-visible", "--gem-va-offset"]}
 
 # --interop: what upstream's plugin is known to get wrong, each with the log
 # line that shows it (the test says it and checks the rest; it never hides
@@ -1702,7 +1728,7 @@ def inside(args, criu):
             other_machine_restore(run, os.path.join(work, "state.json"))
         elif args.scenario == "mixed":
             mixed_checkpoints(run)
-        elif args.scenario in ("roundtrip", "tree", "broken-vma-map", "kfd-gem", "fork-holder"):
+        elif args.scenario in ("roundtrip", "tree", "broken-vma-map", "kfd-gem", "kfd-gem-high-va", "fork-holder"):
             round_trip(run)
         elif args.scenario == "render":
             render_round_trip(run)
@@ -2363,7 +2389,7 @@ def main():
     ap.add_argument("--machine", default="MI100")
     ap.add_argument("--scenario", default="roundtrip",
                     choices=["roundtrip", "tree", "other-machine", "dump-fault", "restore-truncated",
-                             "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem",
+                             "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem", "kfd-gem-high-va",
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
                              "cp-queue", "svm", "gem-metadata", "periodic", "pre-copy", "pre-copy-untracked",
@@ -2403,10 +2429,10 @@ def main():
         if args.scenario == "other-machine" and args.machine not in OTHER_MACHINE:
             raise harness.NotRun(f"no second machine defined for {args.machine}")
         if args.interop:
-            if args.scenario not in ("roundtrip", "tree", "periodic") or \
+            if args.scenario not in ("roundtrip", "tree", "kfd-gem", "periodic") or \
                     (args.scenario == "periodic" and args.interop != "upstream-restore"):
-                raise SystemExit(f"--interop takes the scenarios roundtrip and tree (and periodic with "
-                                 f"upstream-restore), not {args.scenario}")
+                raise SystemExit(f"--interop takes the scenarios roundtrip, tree and kfd-gem (and periodic "
+                                 f"with upstream-restore), not {args.scenario}")
             args.upstream_so = upstream_plugin(args.upstream_list, args.criu_version)
 
     work = harness.work_dir("kfdemu-realcriu.")

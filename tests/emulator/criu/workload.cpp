@@ -4,7 +4,7 @@
 // emulator's realcriu tests (realcriu_test.py). Unmodified libhsakmt 5.2.3
 // and libdrm_amdgpu 2.4.114.
 //
-//   kfdemu_criu_workload [--tree] [--kfd-gem] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue]
+//   kfdemu_criu_workload [--tree] [--kfd-gem [--gem-cpu-visible] [--gem-high-va | --gem-va-offset]] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue]
 //                        [--periodic N] [--named-semaphore] [--fork-holder] DIR
 //   kfdemu_criu_workload --render [--second-file] DIR
 //
@@ -36,6 +36,17 @@
 // --kfd-gem: libhsakmt's render-node file of the first GPU also holds GEM
 // BOs the process made through libdrm_amdgpu (RenderSet below), checked
 // after the restore too.
+// --gem-cpu-visible (with --kfd-gem): the SDMA-filled VRAM BO is made
+// without AMDGPU_GEM_CREATE_NO_CPU_ACCESS (still never CPU-mapped): upstream's
+// plugin asks every GEM BO's mmap offset (DRM_IOCTL_AMDGPU_GEM_MMAP) at dump
+// and restore, which the kernel refuses for such a BO (EPERM).
+// --gem-high-va (with --kfd-gem): those GEM BOs' GPU VAs come from libdrm's
+// range above the hole (AMDGPU_VA_RANGE_HIGH, as Mesa takes them), which the
+// kernel reports masked to 48 bits.
+// --gem-va-offset (with --kfd-gem): those GEM BOs' GPU VAs start 64 GiB above
+// the bottom of libdrm's general range (a range held first), where upstream's
+// plugin maps its SDMA staging BOs in the same VM (a fresh libdrm VA manager
+// starts there).
 // --metadata: GEM BOs with amdgpu metadata, one of them with its dma-buf
 // held (MetadataSet below), their metadata checked after the restore
 // through libdrm and KFD.
@@ -257,8 +268,10 @@ struct GemBo {
 	void *cpu = nullptr;
 	bool mapped = false;
 
+	// `va_flags`: amdgpu_va_range_alloc's (AMDGPU_VA_RANGE_HIGH: the
+	// range above the hole).
 	GemBo(amdgpu_device_handle d, uint64_t sz, std::string *err, uint32_t domain = AMDGPU_GEM_DOMAIN_GTT,
-	      uint64_t flags = 0, bool cpu_map = true)
+	      uint64_t flags = 0, bool cpu_map = true, uint64_t va_flags = 0)
 		: dev(d), size(sz)
 	{
 		amdgpu_bo_alloc_request req{};
@@ -276,7 +289,8 @@ struct GemBo {
 			cpu = nullptr;
 			return;
 		}
-		if (int r = amdgpu_va_range_alloc(dev, amdgpu_gpu_va_range_general, size, 4096, 0, &va, &va_handle, 0);
+		if (int r = amdgpu_va_range_alloc(dev, amdgpu_gpu_va_range_general, size, 4096, 0, &va, &va_handle,
+						  va_flags);
 		    r) {
 			*err = status("amdgpu_va_range_alloc", r);
 			va_handle = nullptr;
@@ -438,30 +452,41 @@ bool gpu_copies(uint32_t node, int render_fd, const Bo &vram, std::string *err)
 // VRAM BO and out of the second mapping into new GEM BOs.
 struct RenderSet {
 	GemBo *gtt = nullptr, *vram = nullptr, *vcpu = nullptr;
-	amdgpu_va_handle va2_range = nullptr;
+	amdgpu_va_handle va2_range = nullptr, held_range = nullptr;
 	uint64_t va2 = 0;
 	uint64_t seed_gtt = 0, seed_vram = 0, seed_vcpu = 0;
 
 	static constexpr uint64_t kVramBytes = (2 << 20) + 4096;
 
 	// `vram_bytes`: the CPU-invisible VRAM BO's size (the GTT BO, which
-	// fills it, is 1 MiB larger, rounded down to whole MiB).
-	bool setup(amdgpu_device_handle dev, uint64_t seed, std::string *err, uint64_t vram_bytes = kVramBytes)
+	// fills it, is 1 MiB larger, rounded down to whole MiB); `vram_flags`
+	// its creation flags; `va_flags` amdgpu_va_range_alloc's for every VA;
+	// `va_offset`: VA bytes of the general range held before them.
+	bool setup(amdgpu_device_handle dev, uint64_t seed, std::string *err, uint64_t vram_bytes = kVramBytes,
+		   uint64_t vram_flags = AMDGPU_GEM_CREATE_NO_CPU_ACCESS, uint64_t va_flags = 0,
+		   uint64_t va_offset = 0)
 	{
+		uint64_t held = 0;
+		if (va_offset)
+			if (int r = amdgpu_va_range_alloc(dev, amdgpu_gpu_va_range_general, va_offset, 4096, 0, &held,
+							  &held_range, 0);
+			    r)
+				return *err = status("amdgpu_va_range_alloc(held)", r), false;
 		seed_gtt = seed;
 		seed_vram = seed + 1;
 		seed_vcpu = seed + 2;
-		gtt = new GemBo(dev, ((vram_bytes >> 20) + 1) << 20, err);
+		gtt = new GemBo(dev, ((vram_bytes >> 20) + 1) << 20, err, AMDGPU_GEM_DOMAIN_GTT, 0, true, va_flags);
 		if (!gtt->ok())
 			return *err = "GTT GEM BO: " + *err, false;
-		vram = new GemBo(dev, vram_bytes, err, AMDGPU_GEM_DOMAIN_VRAM, AMDGPU_GEM_CREATE_NO_CPU_ACCESS, false);
+		vram = new GemBo(dev, vram_bytes, err, AMDGPU_GEM_DOMAIN_VRAM, vram_flags, false, va_flags);
 		if (!vram->ok())
 			return *err = "VRAM GEM BO: " + *err, false;
-		vcpu = new GemBo(dev, 64 << 10, err, AMDGPU_GEM_DOMAIN_VRAM, AMDGPU_GEM_CREATE_CPU_ACCESS_REQUIRED);
+		vcpu = new GemBo(dev, 64 << 10, err, AMDGPU_GEM_DOMAIN_VRAM, AMDGPU_GEM_CREATE_CPU_ACCESS_REQUIRED, true,
+				 va_flags);
 		if (!vcpu->ok())
 			return *err = "CPU-visible VRAM GEM BO: " + *err, false;
 		if (int r = amdgpu_va_range_alloc(dev, amdgpu_gpu_va_range_general, vcpu->size, 4096, 0, &va2,
-						  &va2_range, 0);
+						  &va2_range, va_flags);
 		    r)
 			return *err = status("amdgpu_va_range_alloc", r), false;
 		if (int r = amdgpu_bo_va_op(vcpu->bo, 0, vcpu->size, va2, 0, AMDGPU_VA_OP_MAP); r)
@@ -1267,6 +1292,7 @@ void gpu_bos(const HsaSystemProperties &sys, std::vector<uint32_t> *gpus_out, st
 // The workload's options beyond DIR.
 struct Modes {
 	bool gem = false, queue_state = false, user_queue = false, cp_queue = false, svm = false;
+	bool gem_cpu_visible = false, gem_high_va = false, gem_va_offset = false;
 	bool metadata = false;
 	int periodic = 0; // --periodic N
 	bool named_semaphore = false;
@@ -1354,7 +1380,9 @@ void create_hsakmt_semaphore()
 		uint32_t major = 0, minor = 0;
 		if (int r = amdgpu_device_initialize(render_fds[0], &major, &minor, &gem_dev); r)
 			finish(status("FAIL: amdgpu_device_initialize", r));
-		if (!gem_set.setup(gem_dev, seed, &err))
+		const uint64_t vram_flags = m.gem_cpu_visible ? 0 : AMDGPU_GEM_CREATE_NO_CPU_ACCESS;
+		if (!gem_set.setup(gem_dev, seed, &err, RenderSet::kVramBytes, vram_flags,
+				   m.gem_high_va ? AMDGPU_VA_RANGE_HIGH : 0, m.gem_va_offset ? 64ull << 30 : 0))
 			finish("FAIL: GEM BOs: " + err);
 	}
 	MetadataSet md_set;
@@ -1428,6 +1456,12 @@ int main(int argc, char **argv)
 			render = true;
 		else if (a == "--kfd-gem")
 			m.gem = true;
+		else if (a == "--gem-cpu-visible")
+			m.gem_cpu_visible = true;
+		else if (a == "--gem-high-va")
+			m.gem_high_va = true;
+		else if (a == "--gem-va-offset")
+			m.gem_va_offset = true;
 		else if (a == "--second-file")
 			second = true;
 		else if (a == "--queue-state")
@@ -1453,9 +1487,10 @@ int main(int argc, char **argv)
 	    (render && (tree || m.gem || m.metadata || m.queue_state || m.user_queue || m.cp_queue || m.svm ||
 			m.periodic || m.named_semaphore || m.fork_holder)) ||
 	    (tree && m.fork_holder) ||
-	    (second && !render) || (m.cp_queue && m.user_queue) || m.periodic < 0) {
+	    (second && !render) || ((m.gem_cpu_visible || m.gem_high_va || m.gem_va_offset) && !m.gem) || (m.cp_queue && m.user_queue) || (m.gem_high_va && m.gem_va_offset) ||
+	    m.periodic < 0) {
 		std::fprintf(stderr,
-			     "usage: %s [--tree] [--kfd-gem] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue] "
+			     "usage: %s [--tree] [--kfd-gem [--gem-cpu-visible] [--gem-high-va | --gem-va-offset]] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue] "
 			     "[--periodic N] [--named-semaphore] [--fork-holder] DIR | --render "
 			     "[--second-file] DIR\n",
 			     argv[0]);

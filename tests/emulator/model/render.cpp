@@ -53,25 +53,6 @@ void put64(uint8_t *b, size_t off, uint64_t v) { std::memcpy(b + off, &v, 8); }
 
 constexpr size_t kFenceWindow = 1024;
 
-// amdgpu_gem_va_map_flags(): AMDGPU_VM_PAGE_* -> PTE flags (GFX9 encoding),
-// which is what GET_MAPPING_INFO reports.
-uint64_t pte_flags(uint32_t vm)
-{
-	uint64_t pte = 0;
-	if (vm & VM_PAGE_READABLE)
-		pte |= 1ull << 5;
-	if (vm & VM_PAGE_WRITEABLE)
-		pte |= 1ull << 6;
-	if (vm & VM_PAGE_EXECUTABLE)
-		pte |= 1ull << 4;
-	if (vm & VM_PAGE_PRT)
-		pte |= 1ull << 51;
-	if (vm & VM_PAGE_NOALLOC)
-		pte |= 1ull << 58;
-	static constexpr uint64_t mtype[16] = {0, 0, 1, 2, 3, 1}; // DEFAULT NC WC CC UC RW
-	pte |= mtype[(vm >> 5) & 0xf] << 57;
-	return pte;
-}
 constexpr uint32_t kMaxIbs = 4;
 
 } // namespace
@@ -941,8 +922,12 @@ long DrmOps::gem_op_mapping_info(GemOp &a, Bo &bo)
 {
 	auto maps = f.vm.of_bo(&bo);
 	std::vector<GemVmEntry> e;
+	// amdgpu_gem_op_ioctl (amdgpu_gem.c): `flags` are the mapping's, which
+	// amdgpu_vm_bo_map keeps as GEM_VA's AMDGPU_VM_PAGE_* flags since Linux
+	// 6.18 ("drm/amdgpu: rework how PTE flags are generated v3", merged with
+	// GET_MAPPING_INFO so that CRIU can recreate the mapping with them).
 	for (auto &mp : maps)
-		e.push_back(GemVmEntry{mp.start, mp.size, mp.offset, pte_flags(mp.flags)});
+		e.push_back(GemVmEntry{mp.start, mp.size, mp.offset, mp.flags});
 	// All or nothing: entries are copied only when they all fit.
 	// The count is set (and copied back) even when the copy faults.
 	const bool fits = !e.empty() && e.size() <= a.num_entries;

@@ -46,11 +46,6 @@ constexpr uint32_t kDmaBufMagic = 0x444d4142;	// DMA_BUF_MAGIC, include/uapi/lin
 // Caller-chosen GPU VAs, far above what libdrm's VA manager hands out from
 // the bottom of the general range and below the 48-bit hole.
 constexpr uint64_t kVaBase = 0x0000700000000000ull;
-// PTE flags GET_MAPPING_INFO reports (amdgpu_gem_va_map_flags, GFX9):
-// EXECUTABLE bit 4, READABLE bit 5, WRITEABLE bit 6, MTYPE bits 58:57.
-constexpr uint64_t kPteX = 1ull << 4, kPteR = 1ull << 5, kPteW = 1ull << 6;
-constexpr uint64_t pte_mtype(uint64_t m) { return m << 57; }
-constexpr uint64_t kMtypeUc = 3;
 // Flags the kernel gives BOs beyond the requested ones: amdgpu_bo_create()
 // sets VRAM_WIPE_ON_RELEASE on every BO (since Linux 6.10), GEM_CREATE
 // also VRAM_CLEARED ("always clear VRAM").
@@ -354,10 +349,11 @@ void test_mapping_info(Dev &d)
 	if (CHECK(m.size() == 2 && m1 && m2)) {
 		CHECK_EQ(m1->size, 4 * kPage);
 		CHECK_EQ(m1->offset, 0u);
-		CHECK_EQ(m1->flags, kPteR | kPteW | kPteX);
+		// GET_MAPPING_INFO reports GEM_VA's flags (Linux 6.18+).
+		CHECK_EQ(m1->flags, uint64_t{AMDGPU_VM_PAGE_READABLE | AMDGPU_VM_PAGE_WRITEABLE | AMDGPU_VM_PAGE_EXECUTABLE});
 		CHECK_EQ(m2->size, kPage);
 		CHECK_EQ(m2->offset, 2 * kPage);
-		CHECK_EQ(m2->flags, kPteR | pte_mtype(kMtypeUc));
+		CHECK_EQ(m2->flags, uint64_t{AMDGPU_VM_PAGE_READABLE | AMDGPU_VM_MTYPE_UC});
 	}
 	CHECK_EQ(amdgpu_bo_va_op_raw(d.dev, bo, 2 * kPage, kPage, va2, 0, AMDGPU_VA_OP_UNMAP), 0);
 	const auto after = mappings(d.fd, h);

@@ -100,10 +100,10 @@ Test(gem, mapping_info_gives_each_va_range_with_flags_that_recreate_it)
 	bool low = false, high = false;
 	for (const auto &m : *maps) {
 		if (m.addr == 0x400000000ull) {
-			low = m.size == 8192 && m.offset == 0 && gem_va_flags_from_pte(m.pte_flags) == kRw;
+			low = m.size == 8192 && m.offset == 0 && m.flags == kRw;
 		} else if (m.addr == 0x500000000ull) {
 			high = m.size == 4096 && m.offset == 4096 &&
-			       gem_va_flags_from_pte(m.pte_flags) == (uapi::kVmPageReadable | uapi::kVmPageExecutable);
+			       m.flags == (uapi::kVmPageReadable | uapi::kVmPageExecutable);
 		}
 	}
 	cr_assert(low && high, "both mappings with their size, offset and flags");

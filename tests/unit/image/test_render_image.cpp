@@ -111,6 +111,15 @@ Test(render_image, empty_or_wrapping_vm_entry)
 	expect_rejected(tmp2, "VM entry 1");
 }
 
+Test(render_image, vm_flags_beyond_32_bits)
+{
+	// GEM_VA's flags (what GET_MAPPING_INFO reports) are 32 bits; the
+	// protobuf field is 64.
+	TempDir tmp;
+	write_mutated(tmp, [](CriuRenderNode &m) { m.bo_entries[0]->vm_entries[1]->flags = 1ull << 32 | 0xe; });
+	expect_rejected(tmp, "VM entry 1 has flags 0x10000000e");
+}
+
 Test(render_image, minor_out_of_range)
 {
 	TempDir tmp;

@@ -274,10 +274,42 @@ Test(render, gem_va_rules)
 	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), 0);
 	cr_assert_eq(e[0].addr, va);
 	cr_assert_eq(e[0].size, 4 * 4096);
-	cr_assert_eq(e[0].flags, 0x70, "PTE flags R|W|X");
+	// GEM_VA's own flags (Linux 6.18+), not page table entry bits.
+	cr_assert_eq(e[0].flags, VM_PAGE_READABLE | VM_PAGE_WRITEABLE | VM_PAGE_EXECUTABLE);
 	cr_assert_eq(e[1].offset, 8192);
-	// PTE flags fed back to GEM_VA are refused (PRT bit without PRT-only flags).
-	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, va + (4 << 20), 4096, 0, 0x70), -EINVAL);
+	// What CRIU's restore does: the reported flags recreate the mapping.
+	const uint64_t va3 = va + (4 << 20);
+	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, va3, 4096, 0, static_cast<uint32_t>(e[0].flags)), 0);
+	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_UNMAP, va3, 4096), 0);
+	// Other flags are reported as given: a memory type, no write.
+	const uint32_t uc_readable = VM_PAGE_READABLE | (4u << 5); // AMDGPU_VM_MTYPE_UC
+	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, va3, 4096, 0, uc_readable), 0);
+	GemVmEntry three[3] = {};
+	op = GemOp{h, GEM_OP_GET_MAPPING_INFO, reinterpret_cast<uint64_t>(three), 3, 0};
+	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), 0);
+	cr_assert_eq(op.num_entries, 3);
+	const GemVmEntry *uc = nullptr;
+	for (const GemVmEntry &x : three)
+		if (x.addr == va3)
+			uc = &x;
+	cr_assert(uc && uc->flags == uc_readable, "the MTYPE_UC read-only mapping reports its GEM_VA flags");
+	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_UNMAP, va3, 4096), 0);
+	// Above the hole: reported masked to 48 bits, which GEM_VA refuses (in
+	// the hole); the sign-extended VA maps again.
+	const uint64_t high = 0xffff800200000000ull;
+	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, high, 4096), 0);
+	GemVmEntry four[4] = {};
+	op = GemOp{h, GEM_OP_GET_MAPPING_INFO, reinterpret_cast<uint64_t>(four), 4, 0};
+	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), 0);
+	cr_assert_eq(op.num_entries, 3);
+	bool masked = false;
+	for (const GemVmEntry &x : four)
+		masked |= x.addr == 0x800200000000ull;
+	cr_assert(masked, "a VA above the hole is reported masked to 48 bits");
+	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_UNMAP, high, 4096), 0);
+	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, 0x800200000000ull, 4096), -EINVAL, "masked: in the hole");
+	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, high, 4096), 0);
+	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_UNMAP, high, 4096), 0);
 	GemCreate info{};
 	op = GemOp{h, GEM_OP_GET_GEM_CREATE_INFO, reinterpret_cast<uint64_t>(&info), 0, 0};
 	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, GEM_OP, &op), 0);
