@@ -111,8 +111,9 @@ bool holds_file(pid_t pid, int fd)
 // The processes (in our pid namespace) that may be the owner of the
 // /dev/kfd file our fd `fd` refers to, the process PROCESS_INFO will pause:
 // those CRIU dumps (traced by CRIU's thread running this hook, as in
-// dumped_process) that hold that file. After a fork several do; KFD pauses
-// the one that opened it, known only from PROCESS_INFO's answer.
+// dumped_process) that hold that file, in /proc's order. After a fork, or
+// once the file was sent over a Unix socket, several do; KFD pauses the
+// one that opened it, known only from PROCESS_INFO's answer.
 std::vector<pid_t> kfd_file_holders(int fd)
 {
 	const pid_t me = ::gettid(), us = ::getpid();

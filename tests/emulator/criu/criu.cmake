@@ -160,6 +160,10 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # unused (fork-holder): of the two processes announced, the guardian
   # resumes the owner; the child's own checks pass too.
   kfdemu_realcriu_test(${_ver} dump_killed_info_holder_MI100 dump-killed-info-holder MI100)
+  # ... and with the owner's parent holding its file (scm-holder), first in
+  # /proc order: KFD refuses the guardian's UNPAUSE through it (EBADF), the
+  # guardian tries the owner next and resumes it.
+  kfdemu_realcriu_test(${_ver} dump_killed_info_scm_holder_MI100 dump-killed-info-scm-holder MI100)
   kfdemu_realcriu_test(${_ver} render_killed_MI100 render-killed MI100)
   # Interop with upstream's plugin built from the same CRIU sources
   # (scripts/build-criu.sh's upstream-plugins.txt): upstream's dumps and

@@ -132,7 +132,8 @@ restore-killed  a good dump (no guardian left after it), then CRIU's restore
                 GPU memory was only partly copied), the model holds no
                 process, nothing of ours runs, no guardian is left, and the
                 guardian's log says it killed the task.
-dump-killed-info, dump-killed-paused, dump-killed-copied, dump-killed-info-holder
+dump-killed-info, dump-killed-paused, dump-killed-copied, dump-killed-info-holder,
+dump-killed-info-scm-holder
                 dump-killed at other points, on the usual machine: CRIU is
                 held by a `stall` fault (`kfd-emu ctl faults CALL:stall`: the
                 call blocks without effect until CRIU has ended, as if CRIU
@@ -147,7 +148,13 @@ dump-killed-info, dump-killed-paused, dump-killed-copied, dump-killed-info-holde
                 checks of dump-killed. dump-killed-info-holder: as
                 dump-killed-info with the fork-holder workload (a child
                 holding the /dev/kfd file: two candidate owners), and
-                the child's own checks.
+                the child's own checks. dump-killed-info-scm-holder: the
+                same with workload --scm-holder (a child's /dev/kfd file
+                sent to its parent, which holds it; dump -t parent), the
+                parent the first candidate in /proc order: the dump log
+                says the guardian had 2 candidates, and the guardian's log
+                says KFD refused the parent (EBADF) before it resumed the
+                child.
 dump-killed-before-info
                 CRIU held by a `stall` at its PROCESS_INFO (nothing paused)
                 and SIGKILLed: the checks of dump-killed, and the guardian's
@@ -440,6 +447,7 @@ WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd
                   "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"],
                   "dump-killed-info": ["--user-queue"], "dump-killed-before-info": ["--user-queue"],
                   "dump-killed-info-holder": ["--user-queue", "--fork-holder"],
+                  "dump-killed-info-scm-holder": ["--scm-holder", "--user-queue"],
                   "dump-killed-paused": ["--user-queue"],
                   "dump-killed-copied": ["--user-queue"],
                   "restore-killed-copied": ["--user-queue"], "render-killed": ["--render"],
@@ -607,8 +615,10 @@ class Run:
         self.criu_pids = {}
 
     def dirs(self):
-        """The workload directories: the process's, and its child's (tree)."""
-        tree = "--tree" in WORKLOAD_FLAGS.get(self.args.scenario, [])
+        """The workload directories: the process's, and its child's (tree,
+        scm-holder)."""
+        flags = WORKLOAD_FLAGS.get(self.args.scenario, [])
+        tree = "--tree" in flags or "--scm-holder" in flags
         return [self.work] + ([os.path.join(self.work, "child")] if tree else [])
 
     def start(self):
@@ -1472,12 +1482,14 @@ def dump_killed(run, how):
     after_dump_killed(run, procs, p, how, paused, "during the copy")
 
 
-def after_dump_killed(run, procs, p, how, paused, when):
+def after_dump_killed(run, procs, p, how, paused, when, gpu_pids=None):
     """Kills `p` (criu dump of `procs`, `paused` of them paused now) as
-    `how` says, then: within 1 s every process's queues are active, within
-    2 s no temporary file and no guardian is left, the guardian's log says
-    what it did, and each process completes its next GPU work."""
+    `how` says, then: within 1 s the queues of every process with GPU
+    state (`gpu_pids`; default: all) are active, within 2 s no temporary
+    file and no guardian is left, the guardian's log says what it did, and
+    each process completes its next GPU work."""
     pids = [pid for _, pid in procs]
+    gpu_pids = pids if gpu_pids is None else gpu_pids
     g = guardians()
     expect(len(g) == 1, f"guardian processes during the dump: {g} (want exactly one)", False)
     tmps = temp_files(run.images)
@@ -1486,13 +1498,13 @@ def after_dump_killed(run, procs, p, how, paused, when):
     t0 = time.monotonic()
     log(f"criu dump ({how}) ended with {rc} {when}; paused then: {paused}; our images then: "
         f"{images}; temporary files then: {tmps}; guardian {g[0]}")
-    running = wait_for(lambda: all(queues_running(run.emu, pid) for pid in pids), 1.0)
+    running = wait_for(lambda: all(queues_running(run.emu, pid) for pid in gpu_pids), 1.0)
     took = time.monotonic() - t0
     if not running:
         log(f"guardian log: {guardian_log(run.images)!r}")
     expect(running, "queues not running 1 s after CRIU ended: " +
-           "; ".join(f"{run.emu.ctl('queues', pid)}, {run.emu.process(pid)}" for pid in pids), False)
-    log(f"queues of {pids} active {took:.3f} s after CRIU ended")
+           "; ".join(f"{run.emu.ctl('queues', pid)}, {run.emu.process(pid)}" for pid in gpu_pids), False)
+    log(f"queues of {gpu_pids} active {took:.3f} s after CRIU ended")
     expect(wait_for(lambda: not temp_files(run.images), 2.0),
            f"temporary files left in the image directory: {temp_files(run.images)}", False)
     expect(wait_for(lambda: not guardians(), 2.0), f"guardian processes left 2 s after: {guardians()}", False)
@@ -1559,6 +1571,9 @@ STALL_SCENARIOS = {
     # the same with a forked child holding the /dev/kfd file (fork-holder):
     # two candidate owners announced to the guardian, one paused
     "dump-killed-info-holder": "CRIU_OP:PROCESS_INFO:stall-after",
+    # the same with the owner's parent holding the file (scm-holder): the
+    # candidate tried first only shares it (KFD: EBADF)
+    "dump-killed-info-scm-holder": "CRIU_OP:PROCESS_INFO:stall-after",
     # not paused yet: the guardian's UNPAUSE finds nothing to resume
     "dump-killed-before-info": "CRIU_OP:PROCESS_INFO:stall",
     "dump-killed-paused": "CRIU_OP:CHECKPOINT:stall",  # paused, nothing copied or written yet
@@ -1586,16 +1601,23 @@ def dump_killed_at(run, scenario):
     file, logs that there was nothing to resume."""
     call = STALL_SCENARIOS[scenario]
     procs = run.start()
-    (_, pid), = procs
+    scm = scenario == "dump-killed-info-scm-holder"
+    # The process with GPU state (scm: the child; the parent, the tree's
+    # root, holds its /dev/kfd file).
+    if scm:
+        (_, holder), (_, pid) = procs
+    else:
+        (_, pid), = procs
     run.emu.faults(call)
-    p = criu_popen(run, "dump", ["-t", str(pid)], "dump.log")
+    p = criu_popen(run, "dump", ["-t", str(procs[0][1])], "dump.log")
     stall_criu(run, p, call)
     q = run.emu.ctl("queues", pid)
     before = scenario == "dump-killed-before-info"
     expect((q.get("state") == "paused") != before, f"queues of {pid} at {call}: {q}", False)
     ours = sorted(n for n in os.listdir(run.images) if OURS.fullmatch(n))
     gpus = len((run.emu.process(pid) or {}).get("devices", []))
-    if scenario in ("dump-killed-info", "dump-killed-info-holder", "dump-killed-before-info", "dump-killed-paused"):
+    if scenario in ("dump-killed-info", "dump-killed-info-holder", "dump-killed-info-scm-holder",
+                    "dump-killed-before-info", "dump-killed-paused"):
         expect(not ours and not temp_files(run.images), f"files of ours before the copy: {ours}", False)
     else:
         kfd = [n for n in ours if re.fullmatch(r"amdgpu-kfd-\d+\.img", n)]
@@ -1603,10 +1625,21 @@ def dump_killed_at(run, scenario):
         expect(len(kfd) == 1 and len(pages) == gpus and not temp_files(run.images),
                f"at the unpause: want one KFD image and {gpus} pages file(s), no temporary file; "
                f"have {ours}, {temp_files(run.images)}", False)
-    after_dump_killed(run, procs, p, "dump-killed", [] if before else [pid], f"at {call}")
-    if scenario == "dump-killed-info-holder":
+    after_dump_killed(run, procs, p, "dump-killed", [] if before else [pid], f"at {call}", gpu_pids=[pid])
+    if scenario in ("dump-killed-info-holder", "dump-killed-info-scm-holder"):
         said = guardian_log(run.images)
         expect("stay paused" not in said, f"the guardian reports a failure with two candidate owners: {said}", False)
+    if scm:
+        dump_log = open(os.path.join(run.images, "dump.log"), errors="replace").read()
+        expect("the guardian knows it before its pause (2 candidate processes)" in dump_log,
+               "the dump log does not say the guardian was given both processes as candidates", False)
+        # /proc order: the holder (older) was tried first, refused, and
+        # the owner resumed after it.
+        skipped = said.find(f"pid {holder}: holds the file but is not its KFD process (EBADF)")
+        resumed = said.find(f"pid {pid}: GPU queues resumed (UNPAUSE)")
+        expect(0 <= skipped < resumed,
+               f"the guardian's log does not say it tried the holder {holder} first (EBADF), then resumed {pid}",
+               False)
     if before:
         said = guardian_log(run.images)
         expect(f"pid {pid}: its GPU queues were not paused when CRIU ended: nothing to resume" in said,
@@ -1729,8 +1762,8 @@ def inside(args, criu):
             dump_killed(run, args.scenario)
         elif args.scenario == "restore-killed":
             restore_killed(run)
-        elif args.scenario in ("dump-killed-info", "dump-killed-info-holder", "dump-killed-before-info",
-                               "dump-killed-paused",
+        elif args.scenario in ("dump-killed-info", "dump-killed-info-holder", "dump-killed-info-scm-holder",
+                               "dump-killed-before-info", "dump-killed-paused",
                                "dump-killed-copied"):
             dump_killed_at(run, args.scenario)
         elif args.scenario == "restore-killed-copied":
@@ -2358,7 +2391,7 @@ def main():
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
                              "cp-queue", "svm", "gem-metadata", "periodic", "pre-copy", "evicting-restore",
-                             "evicted-dump", "fork-holder",
+                             "evicted-dump", "fork-holder", "dump-killed-info-scm-holder",
                              *KILL_SCENARIOS, *STALL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
