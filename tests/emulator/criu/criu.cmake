@@ -99,6 +99,10 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # without using them (a DataLoader worker): restored as shared files, the
   # KFD process still the parent's.
   kfdemu_realcriu_test(${_ver} fork_holder_2xMI210 fork-holder 2xMI210)
+  # The reverse: a child's /dev/kfd file sent to its parent (SCM_RIGHTS),
+  # which holds it. CRIU would restore it in the parent, where KFD cannot
+  # recreate the child's state: the dump is refused, both run on.
+  kfdemu_realcriu_test(${_ver} scm_holder_MI100 scm-holder MI100)
   # One GEM BO shared by three processes through a dma-buf (exporter,
   # importer, holder of the bare dma-buf: tests/e2e/dmabuf_tree.cpp), the
   # holder dumped first.

@@ -33,6 +33,17 @@ fork-holder     roundtrip (with a user-mode SDMA queue) of a ROCm process
                 DataLoader worker): the child's fds restored as the
                 parent's files, KFD's process still the parent's (the
                 child gets EBADF), the parent's GPU work goes on.
+scm-holder      a child makes the GPU state (workload --scm-holder
+                --user-queue) and sends its /dev/kfd file to its parent
+                over a Unix socket (SCM_RIGHTS), which holds it unused;
+                dump -t parent. CRIU would restore the file in the parent
+                (lowest pid), where KFD cannot recreate the child's state:
+                the dump fails with the plugin's error naming both pids, no
+                file of ours or guardian is left, both run on with their fd
+                tables unchanged, the child not paused with active queues,
+                the parent with no KFD process; then the child's checks
+                (kcmp: the parent's fd is its file; its user-queue work)
+                and the parent's (EBADF through the file) pass.
 kfd-gem         roundtrip with GEM BOs of the process's own (libdrm_amdgpu)
                 on libhsakmt's render-node file: a GTT BO, a CPU-invisible
                 VRAM BO filled by SDMA, a VRAM BO at two GPU VAs; the
@@ -447,6 +458,7 @@ WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd
                   "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"],
                   "dump-killed-info": ["--user-queue"], "dump-killed-before-info": ["--user-queue"],
                   "dump-killed-info-holder": ["--user-queue", "--fork-holder"],
+                  "scm-holder": ["--scm-holder", "--user-queue"],
                   "dump-killed-info-scm-holder": ["--scm-holder", "--user-queue"],
                   "dump-killed-paused": ["--user-queue"],
                   "dump-killed-copied": ["--user-queue"],
@@ -776,6 +788,47 @@ def round_trip(run):
     for _, pid in procs:
         check_restored(run.emu, pid, before[pid])
     run.verdicts(procs)
+
+
+def scm_holder_refused(run):
+    """scm-holder: the parent holds its child's /dev/kfd file, received
+    through a Unix socket. CRIU would restore the file in the parent (a
+    shared file goes to the task of lowest pid), where KFD cannot recreate
+    the child's GPU state: the dump is refused, and both run on as the
+    kernel has them (the child's queues active, the parent refused)."""
+    procs = run.start()
+    (_, holder), (_, owner) = procs
+    before = snapshot(run.emu, owner)
+    held = [fd for fd, t in fd_table(holder).items() if t == "/dev/kfd"]
+    log(f"holder {holder}: /dev/kfd at fd {held}; owner {owner}: {len(before['bos'])} BOs, "
+        f"{len(before['queues']['queues'])} queue(s)")
+    expect(len(held) == 1, f"the holder {holder} holds /dev/kfd at {held}, want one fd", False)
+    expect(run.emu.process(holder) is None, f"the model has a KFD process for the holder {holder}", False)
+    holder_before = {"fds": {str(k): v for k, v in fd_table(holder).items()},
+                     "daemon_fds": sorted(daemon_connections(holder))}
+    rc = run.criu_run("dump", ["-t", str(holder)], "dump.log")
+    dump_log = os.path.join(run.images, "dump.log")
+    expect(rc != 0, "criu dump of a /dev/kfd file its owner's parent holds succeeded: its restore would fail",
+           False)
+    errs = plugin_errors(dump_log)
+    want = f"pid {owner}'s /dev/kfd file is also held by pid {holder}, which CRIU would restore it in"
+    if not any(want in e for e in errs):
+        show_log(dump_log)
+    expect(any(want in e for e in errs), f"no plugin error says '{want}': {errs}", False)
+    log(f"dump refused as it must; the plugin said: {errs[0].strip()}")
+    ours = sorted(n for n in os.listdir(run.images) if OURS.fullmatch(n)) + temp_files(run.images)
+    expect(not ours, f"files of ours left by the refused dump: {ours}", False)
+    expect(not guardians(), f"guardian processes left after the dump: {guardians()}", False)
+    for pid in (holder, owner):
+        expect(alive(pid), f"the workload {pid} did not survive the refused dump", False)
+    check_fds(owner, before, None, "owner after the refused dump")
+    check_fds(holder, holder_before, None, "holder after the refused dump")
+    nq = check_running(run.emu, owner, before, "after the refused dump")
+    expect(run.emu.process(holder) is None, f"the model has a KFD process for the holder {holder}", False)
+    log(f"after the refused dump: {holder} and {owner} run, fd tables unchanged, {owner} not paused, "
+        f"{nq} active queue(s)")
+    run.verdicts(procs)
+    run.wl.wait(timeout=30)
 
 
 OURS = re.compile(r"amdgpu-[^/]*\.img")  # every file of the plugin
@@ -1728,6 +1781,8 @@ def inside(args, criu):
             mixed_checkpoints(run)
         elif args.scenario in ("roundtrip", "tree", "broken-vma-map", "kfd-gem", "fork-holder"):
             round_trip(run)
+        elif args.scenario == "scm-holder":
+            scm_holder_refused(run)
         elif args.scenario == "render":
             render_round_trip(run)
         elif args.scenario == "queue-state":
@@ -2391,7 +2446,7 @@ def main():
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
                              "cp-queue", "svm", "gem-metadata", "periodic", "pre-copy", "evicting-restore",
-                             "evicted-dump", "fork-holder", "dump-killed-info-scm-holder",
+                             "evicted-dump", "fork-holder", "scm-holder", "dump-killed-info-scm-holder",
                              *KILL_SCENARIOS, *STALL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
