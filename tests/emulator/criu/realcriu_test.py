@@ -1651,7 +1651,10 @@ def dump_killed_at(run, scenario):
     image, before the unpause (every file of ours complete); then as
     dump-killed. dump-killed-before-info: SIGKILLed right before that
     PROCESS_INFO (nothing paused): the same, and the guardian, told of the
-    file, logs that there was nothing to resume."""
+    file, logs that there was nothing to resume. dump-killed-info-holder,
+    dump-killed-info-scm-holder: as dump-killed-info with a second holder
+    of the /dev/kfd file (a forked child; the parent the child sent it to,
+    tried first: the guardian logs its EBADF before the owner's resume)."""
     call = STALL_SCENARIOS[scenario]
     procs = run.start()
     scm = scenario == "dump-killed-info-scm-holder"

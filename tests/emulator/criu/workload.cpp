@@ -814,7 +814,10 @@ int receive_fd(int sock, int *number, std::string *err)
 	msg.msg_iovlen = 1;
 	msg.msg_control = control;
 	msg.msg_controllen = sizeof control;
-	if (::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != ssize_t(sizeof *number))
+	const ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	if (n == 0)
+		return *err = "the child ended without sending it", -1;
+	if (n != ssize_t(sizeof *number))
 		return *err = std::string("recvmsg: ") + std::strerror(errno), -1;
 	cmsghdr *c = CMSG_FIRSTHDR(&msg);
 	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
@@ -838,9 +841,9 @@ int receive_fd(int sock, int *number, std::string *err)
 		finish(std::string("FAIL: send of the held fd's number: ") + std::strerror(errno));
 	::close(sock);
 	write_ready({});
-	wait_for_go(); // dumped and restored in here
+	wait_for_go(); // CRIU dumps it in here
 	if (std::string why = kfd_refused_here(kfd); !why.empty())
-		finish("FAIL: after restore: " + why);
+		finish("FAIL: after DIR/go: " + why);
 	finish("OK"); // and the child's exit 0
 }
 
@@ -1490,7 +1493,7 @@ void create_hsakmt_semaphore()
 	wait_for_go(); // dumped and restored in here
 	if (kfd_mine >= 0)
 		if (std::string why = not_same_file(kfd_mine, ::getppid(), kfd_parents); !why.empty())
-			finish("FAIL: after restore: " + why);
+			finish("FAIL: after DIR/go: " + why);
 	if (gem && !gem_set.verify(gem_dev, &err))
 		finish("FAIL: after restore: GEM BOs: " + err);
 	if (m.metadata && !md_set.verify(&err))
