@@ -111,8 +111,9 @@ bool holds_file(pid_t pid, int fd)
 // The processes (in our pid namespace) that may be the owner of the
 // /dev/kfd file our fd `fd` refers to, the process PROCESS_INFO will pause:
 // those CRIU dumps (traced by CRIU's thread running this hook, as in
-// dumped_process) that hold that file. After a fork several do; KFD pauses
-// the one that opened it, known only from PROCESS_INFO's answer.
+// dumped_process) that hold that file, in /proc's order. After a fork, or
+// once the file was sent over a Unix socket, several do; KFD pauses the
+// one that opened it, known only from PROCESS_INFO's answer.
 std::vector<pid_t> kfd_file_holders(int fd)
 {
 	const pid_t me = ::gettid(), us = ::getpid();
@@ -130,6 +131,32 @@ std::vector<pid_t> kfd_file_holders(int fd)
 			found.push_back(st->tgid);
 	}
 	return found;
+}
+
+// KFD recreates a process's state only in the process that opens /dev/kfd
+// at restore (its open makes the opener's KFD process), and CRIU restores
+// a file several dumped processes hold in the one of lowest pid (the
+// others receive it from that one). So the file our fd `fd` refers to,
+// paused as process `owner`'s (PROCESS_INFO's pid, in its own namespace,
+// as pstree.img has it), can be restored only when no process of lower
+// pid that CRIU dumps holds it too (one it was sent to over a Unix
+// socket). Refused now, while the processes can run on, instead of at the
+// restore.
+Status check_restorable_in_owner(int fd, uint32_t owner)
+{
+	pid_t first = static_cast<pid_t>(owner);
+	for (pid_t holder : kfd_file_holders(fd)) {
+		auto st = read_status(std::to_string(holder));
+		if (st && st->innermost > 0 && st->innermost < first)
+			first = st->innermost;
+	}
+	if (first == static_cast<pid_t>(owner))
+		return ok_status();
+	return make_error(ENOTSUP,
+			  "pid %u's /dev/kfd file is also held by pid %d, which CRIU would restore it in (of the "
+			  "processes holding a file, the one of lowest pid opens it); KFD recreates GPU state only "
+			  "in the process that opens /dev/kfd, so this checkpoint could not be restored",
+			  owner, static_cast<int>(first));
 }
 
 // The GPUs of checkpoint `ck` (of CRIU file `id`) as devices of `img`, in
@@ -294,6 +321,8 @@ Status DumpSession::dump_kfd(int fd, int id)
 	log_debug("pid %u: GPU queues paused (%u GPUs, %u BOs, %u objects)", info->pid, info->num_devices,
 		 info->num_bos, info->num_objects);
 	guard(paused_.back());
+	if (auto st = check_restorable_in_owner(kfd.fd(), info->pid); !st)
+		return st;
 
 	const Topology *topo = topology();
 	if (!topo)

@@ -319,7 +319,7 @@ void GuardianProcess::unpause(PausedTarget &t)
 // paused, CRIU ended before the pause or the plugin had unpaused it
 // without finding its pid) end the search; EBADF says the
 // candidate is not the owner (KFD takes CRIU_OP from another process only
-// from the tracer of the owner's leader thread).
+// from the tracer of the owner's leader thread): logged, the next is tried.
 void GuardianProcess::unpause(PausingTarget &t)
 {
 	const Kfd kfd = Kfd::adopt(std::move(t.kfd));
@@ -337,8 +337,10 @@ void GuardianProcess::unpause(PausingTarget &t)
 			log("pid %d: its GPU queues were not paused when CRIU ended: nothing to resume", pid);
 			return;
 		}
-		if (err == EBADF && seized)
-			continue; // shares the file; another process owns it
+		if (err == EBADF && seized) {
+			log("pid %d: holds the file but is not its KFD process (EBADF): trying the next process", pid);
+			continue;
+		}
 		if (err == ESRCH && !seized)
 			continue;
 		log("pid %d: if CRIU paused its GPU queues they stay paused: %s: %s", pid,

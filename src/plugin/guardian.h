@@ -43,8 +43,8 @@
 //            with each candidate in turn until KFD answers for the owner:
 //            resumed, or EINVAL (it was not paused: logged as nothing to
 //            resume); EBADF means the candidate only shares the file (it
-//            is not the owner) and the next is tried; and it unlinks the
-//            temporary files;
+//            is not the owner: logged) and the next is tried; and it
+//            unlinks the temporary files;
 //   restore: SIGKILL of every reported task not yet resumed (its GPU memory
 //            may be incomplete; letting it run would be silent corruption).
 // Each action is logged to syslog (LOG_DAEMON, ident "amdgpu_plugin") and

@@ -102,6 +102,10 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # without using them (a DataLoader worker): restored as shared files, the
   # KFD process still the parent's.
   kfdemu_realcriu_test(${_ver} fork_holder_2xMI210 fork-holder 2xMI210)
+  # The reverse: a child's /dev/kfd file sent to its parent (SCM_RIGHTS),
+  # which holds it. CRIU would restore it in the parent, where KFD cannot
+  # recreate the child's state: the dump is refused, both run on.
+  kfdemu_realcriu_test(${_ver} scm_holder_MI100 scm-holder MI100)
   # One GEM BO shared by three processes through a dma-buf (exporter,
   # importer, holder of the bare dma-buf: tests/e2e/dmabuf_tree.cpp), the
   # holder dumped first.
@@ -163,6 +167,10 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # unused (fork-holder): of the two processes announced, the guardian
   # resumes the owner; the child's own checks pass too.
   kfdemu_realcriu_test(${_ver} dump_killed_info_holder_MI100 dump-killed-info-holder MI100)
+  # ... and with the owner's parent holding its file (scm-holder), first in
+  # /proc order: KFD refuses the guardian's UNPAUSE through it (EBADF), the
+  # guardian tries the owner next and resumes it.
+  kfdemu_realcriu_test(${_ver} dump_killed_info_scm_holder_MI100 dump-killed-info-scm-holder MI100)
   kfdemu_realcriu_test(${_ver} render_killed_MI100 render-killed MI100)
   # Interop with upstream's plugin built from the same CRIU sources
   # (scripts/build-criu.sh's upstream-plugins.txt): upstream's dumps and

@@ -33,6 +33,17 @@ fork-holder     roundtrip (with a user-mode SDMA queue) of a ROCm process
                 DataLoader worker): the child's fds restored as the
                 parent's files, KFD's process still the parent's (the
                 child gets EBADF), the parent's GPU work goes on.
+scm-holder      a child makes the GPU state (workload --scm-holder
+                --user-queue) and sends its /dev/kfd file to its parent
+                over a Unix socket (SCM_RIGHTS), which holds it unused;
+                dump -t parent. CRIU would restore the file in the parent
+                (lowest pid), where KFD cannot recreate the child's state:
+                the dump fails with the plugin's error naming both pids, no
+                file of ours or guardian is left, both run on with their fd
+                tables unchanged, the child not paused with active queues,
+                the parent with no KFD process; then the child's checks
+                (kcmp: the parent's fd is its file; its user-queue work)
+                and the parent's (EBADF through the file) pass.
 kfd-gem         roundtrip with GEM BOs of the process's own (libdrm_amdgpu)
                 on libhsakmt's render-node file: a GTT BO, a CPU-invisible
                 VRAM BO filled by SDMA, a VRAM BO at two GPU VAs; the
@@ -135,7 +146,8 @@ restore-killed  a good dump (no guardian left after it), then CRIU's restore
                 GPU memory was only partly copied), the model holds no
                 process, nothing of ours runs, no guardian is left, and the
                 guardian's log says it killed the task.
-dump-killed-info, dump-killed-paused, dump-killed-copied, dump-killed-info-holder
+dump-killed-info, dump-killed-paused, dump-killed-copied, dump-killed-info-holder,
+dump-killed-info-scm-holder
                 dump-killed at other points, on the usual machine: CRIU is
                 held by a `stall` fault (`kfd-emu ctl faults CALL:stall`: the
                 call blocks without effect until CRIU has ended, as if CRIU
@@ -150,7 +162,13 @@ dump-killed-info, dump-killed-paused, dump-killed-copied, dump-killed-info-holde
                 checks of dump-killed. dump-killed-info-holder: as
                 dump-killed-info with the fork-holder workload (a child
                 holding the /dev/kfd file: two candidate owners), and
-                the child's own checks.
+                the child's own checks. dump-killed-info-scm-holder: the
+                same with workload --scm-holder (a child's /dev/kfd file
+                sent to its parent, which holds it; dump -t parent), the
+                parent the first candidate in /proc order: the dump log
+                says the guardian had 2 candidates, and the guardian's log
+                says KFD refused the parent (EBADF) before it resumed the
+                child.
 dump-killed-before-info
                 CRIU held by a `stall` at its PROCESS_INFO (nothing paused)
                 and SIGKILLed: the checks of dump-killed, and the guardian's
@@ -460,6 +478,8 @@ WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd
                   "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"],
                   "dump-killed-info": ["--user-queue"], "dump-killed-before-info": ["--user-queue"],
                   "dump-killed-info-holder": ["--user-queue", "--fork-holder"],
+                  "scm-holder": ["--scm-holder", "--user-queue"],
+                  "dump-killed-info-scm-holder": ["--scm-holder", "--user-queue"],
                   "dump-killed-paused": ["--user-queue"],
                   "dump-killed-copied": ["--user-queue"],
                   "restore-killed-copied": ["--user-queue"], "render-killed": ["--render"],
@@ -628,8 +648,10 @@ class Run:
         self.criu_pids = {}
 
     def dirs(self):
-        """The workload directories: the process's, and its child's (tree)."""
-        tree = "--tree" in WORKLOAD_FLAGS.get(self.args.scenario, [])
+        """The workload directories: the process's, and its child's (tree,
+        scm-holder)."""
+        flags = WORKLOAD_FLAGS.get(self.args.scenario, [])
+        tree = "--tree" in flags or "--scm-holder" in flags
         return [self.work] + ([os.path.join(self.work, "child")] if tree else [])
 
     def start(self):
@@ -788,6 +810,47 @@ def round_trip(run):
     for _, pid in procs:
         check_restored(run.emu, pid, before[pid])
     run.verdicts(procs)
+
+
+def scm_holder_refused(run):
+    """scm-holder: the parent holds its child's /dev/kfd file, received
+    through a Unix socket. CRIU would restore the file in the parent (a
+    shared file goes to the task of lowest pid), where KFD cannot recreate
+    the child's GPU state: the dump is refused, and both run on as the
+    kernel has them (the child's queues active, the parent refused)."""
+    procs = run.start()
+    (_, holder), (_, owner) = procs
+    before = snapshot(run.emu, owner)
+    held = [fd for fd, t in fd_table(holder).items() if t == "/dev/kfd"]
+    log(f"holder {holder}: /dev/kfd at fd {held}; owner {owner}: {len(before['bos'])} BOs, "
+        f"{len(before['queues']['queues'])} queue(s)")
+    expect(len(held) == 1, f"the holder {holder} holds /dev/kfd at {held}, want one fd", False)
+    expect(run.emu.process(holder) is None, f"the model has a KFD process for the holder {holder}", False)
+    holder_before = {"fds": {str(k): v for k, v in fd_table(holder).items()},
+                     "daemon_fds": sorted(daemon_connections(holder))}
+    rc = run.criu_run("dump", ["-t", str(holder)], "dump.log")
+    dump_log = os.path.join(run.images, "dump.log")
+    expect(rc != 0, "criu dump of a /dev/kfd file its owner's parent holds succeeded: its restore would fail",
+           False)
+    errs = plugin_errors(dump_log)
+    want = f"pid {owner}'s /dev/kfd file is also held by pid {holder}, which CRIU would restore it in"
+    if not any(want in e for e in errs):
+        show_log(dump_log)
+    expect(any(want in e for e in errs), f"no plugin error says '{want}': {errs}", False)
+    log(f"dump refused as it must; the plugin said: {errs[0].strip()}")
+    ours = sorted(n for n in os.listdir(run.images) if OURS.fullmatch(n)) + temp_files(run.images)
+    expect(not ours, f"files of ours left by the refused dump: {ours}", False)
+    expect(not guardians(), f"guardian processes left after the dump: {guardians()}", False)
+    for pid in (holder, owner):
+        expect(alive(pid), f"the workload {pid} did not survive the refused dump", False)
+    check_fds(owner, before, None, "owner after the refused dump")
+    check_fds(holder, holder_before, None, "holder after the refused dump")
+    nq = check_running(run.emu, owner, before, "after the refused dump")
+    expect(run.emu.process(holder) is None, f"the model has a KFD process for the holder {holder}", False)
+    log(f"after the refused dump: {holder} and {owner} run, fd tables unchanged, {owner} not paused, "
+        f"{nq} active queue(s)")
+    run.verdicts(procs)
+    run.wl.wait(timeout=30)
 
 
 OURS = re.compile(r"amdgpu-[^/]*\.img")  # every file of the plugin
@@ -1507,12 +1570,14 @@ def dump_killed(run, how):
     after_dump_killed(run, procs, p, how, paused, "during the copy")
 
 
-def after_dump_killed(run, procs, p, how, paused, when):
+def after_dump_killed(run, procs, p, how, paused, when, gpu_pids=None):
     """Kills `p` (criu dump of `procs`, `paused` of them paused now) as
-    `how` says, then: within 1 s every process's queues are active, within
-    2 s no temporary file and no guardian is left, the guardian's log says
-    what it did, and each process completes its next GPU work."""
+    `how` says, then: within 1 s the queues of every process with GPU
+    state (`gpu_pids`; default: all) are active, within 2 s no temporary
+    file and no guardian is left, the guardian's log says what it did, and
+    each process completes its next GPU work."""
     pids = [pid for _, pid in procs]
+    gpu_pids = pids if gpu_pids is None else gpu_pids
     g = guardians()
     expect(len(g) == 1, f"guardian processes during the dump: {g} (want exactly one)", False)
     tmps = temp_files(run.images)
@@ -1521,13 +1586,13 @@ def after_dump_killed(run, procs, p, how, paused, when):
     t0 = time.monotonic()
     log(f"criu dump ({how}) ended with {rc} {when}; paused then: {paused}; our images then: "
         f"{images}; temporary files then: {tmps}; guardian {g[0]}")
-    running = wait_for(lambda: all(queues_running(run.emu, pid) for pid in pids), 1.0)
+    running = wait_for(lambda: all(queues_running(run.emu, pid) for pid in gpu_pids), 1.0)
     took = time.monotonic() - t0
     if not running:
         log(f"guardian log: {guardian_log(run.images)!r}")
     expect(running, "queues not running 1 s after CRIU ended: " +
-           "; ".join(f"{run.emu.ctl('queues', pid)}, {run.emu.process(pid)}" for pid in pids), False)
-    log(f"queues of {pids} active {took:.3f} s after CRIU ended")
+           "; ".join(f"{run.emu.ctl('queues', pid)}, {run.emu.process(pid)}" for pid in gpu_pids), False)
+    log(f"queues of {gpu_pids} active {took:.3f} s after CRIU ended")
     expect(wait_for(lambda: not temp_files(run.images), 2.0),
            f"temporary files left in the image directory: {temp_files(run.images)}", False)
     expect(wait_for(lambda: not guardians(), 2.0), f"guardian processes left 2 s after: {guardians()}", False)
@@ -1594,6 +1659,9 @@ STALL_SCENARIOS = {
     # the same with a forked child holding the /dev/kfd file (fork-holder):
     # two candidate owners announced to the guardian, one paused
     "dump-killed-info-holder": "CRIU_OP:PROCESS_INFO:stall-after",
+    # the same with the owner's parent holding the file (scm-holder): the
+    # candidate tried first only shares it (KFD: EBADF)
+    "dump-killed-info-scm-holder": "CRIU_OP:PROCESS_INFO:stall-after",
     # not paused yet: the guardian's UNPAUSE finds nothing to resume
     "dump-killed-before-info": "CRIU_OP:PROCESS_INFO:stall",
     "dump-killed-paused": "CRIU_OP:CHECKPOINT:stall",  # paused, nothing copied or written yet
@@ -1618,19 +1686,29 @@ def dump_killed_at(run, scenario):
     image, before the unpause (every file of ours complete); then as
     dump-killed. dump-killed-before-info: SIGKILLed right before that
     PROCESS_INFO (nothing paused): the same, and the guardian, told of the
-    file, logs that there was nothing to resume."""
+    file, logs that there was nothing to resume. dump-killed-info-holder,
+    dump-killed-info-scm-holder: as dump-killed-info with a second holder
+    of the /dev/kfd file (a forked child; the parent the child sent it to,
+    tried first: the guardian logs its EBADF before the owner's resume)."""
     call = STALL_SCENARIOS[scenario]
     procs = run.start()
-    (_, pid), = procs
+    scm = scenario == "dump-killed-info-scm-holder"
+    # The process with GPU state (scm: the child; the parent, the tree's
+    # root, holds its /dev/kfd file).
+    if scm:
+        (_, holder), (_, pid) = procs
+    else:
+        (_, pid), = procs
     run.emu.faults(call)
-    p = criu_popen(run, "dump", ["-t", str(pid)], "dump.log")
+    p = criu_popen(run, "dump", ["-t", str(procs[0][1])], "dump.log")
     stall_criu(run, p, call)
     q = run.emu.ctl("queues", pid)
     before = scenario == "dump-killed-before-info"
     expect((q.get("state") == "paused") != before, f"queues of {pid} at {call}: {q}", False)
     ours = sorted(n for n in os.listdir(run.images) if OURS.fullmatch(n))
     gpus = len((run.emu.process(pid) or {}).get("devices", []))
-    if scenario in ("dump-killed-info", "dump-killed-info-holder", "dump-killed-before-info", "dump-killed-paused"):
+    if scenario in ("dump-killed-info", "dump-killed-info-holder", "dump-killed-info-scm-holder",
+                    "dump-killed-before-info", "dump-killed-paused"):
         expect(not ours and not temp_files(run.images), f"files of ours before the copy: {ours}", False)
     else:
         kfd = [n for n in ours if re.fullmatch(r"amdgpu-kfd-\d+\.img", n)]
@@ -1638,10 +1716,21 @@ def dump_killed_at(run, scenario):
         expect(len(kfd) == 1 and len(pages) == gpus and not temp_files(run.images),
                f"at the unpause: want one KFD image and {gpus} pages file(s), no temporary file; "
                f"have {ours}, {temp_files(run.images)}", False)
-    after_dump_killed(run, procs, p, "dump-killed", [] if before else [pid], f"at {call}")
-    if scenario == "dump-killed-info-holder":
+    after_dump_killed(run, procs, p, "dump-killed", [] if before else [pid], f"at {call}", gpu_pids=[pid])
+    if scenario in ("dump-killed-info-holder", "dump-killed-info-scm-holder"):
         said = guardian_log(run.images)
         expect("stay paused" not in said, f"the guardian reports a failure with two candidate owners: {said}", False)
+    if scm:
+        dump_log = open(os.path.join(run.images, "dump.log"), errors="replace").read()
+        expect("the guardian knows it before its pause (2 candidate processes)" in dump_log,
+               "the dump log does not say the guardian was given both processes as candidates", False)
+        # /proc order: the holder (older) was tried first, refused, and
+        # the owner resumed after it.
+        skipped = said.find(f"pid {holder}: holds the file but is not its KFD process (EBADF)")
+        resumed = said.find(f"pid {pid}: GPU queues resumed (UNPAUSE)")
+        expect(0 <= skipped < resumed,
+               f"the guardian's log does not say it tried the holder {holder} first (EBADF), then resumed {pid}",
+               False)
     if before:
         said = guardian_log(run.images)
         expect(f"pid {pid}: its GPU queues were not paused when CRIU ended: nothing to resume" in said,
@@ -1730,6 +1819,8 @@ def inside(args, criu):
             mixed_checkpoints(run)
         elif args.scenario in ("roundtrip", "tree", "broken-vma-map", "kfd-gem", "kfd-gem-high-va", "fork-holder"):
             round_trip(run)
+        elif args.scenario == "scm-holder":
+            scm_holder_refused(run)
         elif args.scenario == "render":
             render_round_trip(run)
         elif args.scenario == "queue-state":
@@ -1764,8 +1855,8 @@ def inside(args, criu):
             dump_killed(run, args.scenario)
         elif args.scenario == "restore-killed":
             restore_killed(run)
-        elif args.scenario in ("dump-killed-info", "dump-killed-info-holder", "dump-killed-before-info",
-                               "dump-killed-paused",
+        elif args.scenario in ("dump-killed-info", "dump-killed-info-holder", "dump-killed-info-scm-holder",
+                               "dump-killed-before-info", "dump-killed-paused",
                                "dump-killed-copied"):
             dump_killed_at(run, args.scenario)
         elif args.scenario == "restore-killed-copied":
@@ -2393,8 +2484,8 @@ def main():
                              "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
                              "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
                              "cp-queue", "svm", "gem-metadata", "periodic", "pre-copy", "pre-copy-untracked",
-                             "evicting-restore",
-                             "evicted-dump", "fork-holder",
+                             "evicting-restore", "evicted-dump", "fork-holder", "scm-holder",
+                             "dump-killed-info-scm-holder",
                              *KILL_SCENARIOS, *STALL_SCENARIOS])
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",

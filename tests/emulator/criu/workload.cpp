@@ -5,7 +5,7 @@
 // and libdrm_amdgpu 2.4.114.
 //
 //   kfdemu_criu_workload [--tree] [--kfd-gem [--gem-cpu-visible] [--gem-high-va | --gem-va-offset]] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue]
-//                        [--periodic N] [--named-semaphore] [--fork-holder] DIR
+//                        [--periodic N] [--named-semaphore] [--fork-holder | --scm-holder] DIR
 //   kfdemu_criu_workload --render [--second-file] DIR
 //
 // Setup: on every GPU node a VRAM BO (2 MiB; $KFDEMU_WORKLOAD_VRAM_MIB
@@ -100,6 +100,15 @@
 // the parent's open file (kcmp KCMP_FILE) and that KFD refuses it an ioctl
 // (EBADF: the file's KFD process is the parent's), and exits 0 (1 and the
 // reason on stderr otherwise); the parent's verdict requires that exit.
+// --scm-holder: the process first forks a child that does all of the
+// above in DIR/child and, once its GPU state is made, before its
+// DIR/child/ready, sends its /dev/kfd file over a Unix socket (SCM_RIGHTS)
+// to the parent, which holds it unused (so the older process, listed
+// first in /proc, is not the file's KFD process) and writes DIR/ready
+// ("<pid>", no BOs). After its DIR/go the parent checks that KFD refuses
+// it an ioctl through the file (EBADF), and its verdict requires the
+// child's exit 0; the child checks (kcmp KCMP_FILE) that the parent's fd
+// is still its own /dev/kfd file, before its other checks.
 // --tree: the process first forks a child that does all of the above in
 // DIR/child (its own KFD context and BOs); the parent's verdict also
 // requires the child to have exited 0 (it waits for it after its own
@@ -115,6 +124,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -752,29 +762,114 @@ void wait_for_go()
 		usleep(10000);
 }
 
-// --fork-holder's child (see the header): holds the inherited fds until
-// DIR/go, then checks its /dev/kfd fd. Never returns.
-[[noreturn]] void hold_inherited_fds(pid_t parent, int kfd)
+// Why KFD's answer to an ioctl of this process through /dev/kfd fd `kfd`,
+// a file another process owns, is not the kernel's (EBADF: kfd_ioctl takes
+// a file only from its KFD process), or "" when it is.
+std::string kfd_refused_here(int kfd)
 {
-	wait_for_go();
-	std::string why;
-	if (::syscall(SYS_kcmp, ::getpid(), parent, KCMP_FILE, kfd, kfd) != 0)
-		why = "its /dev/kfd fd " + std::to_string(kfd) + " is not the parent's open file after the restore";
 	// AMDKFD_IOC_GET_VERSION (kfd_ioctl.h: _IOR('K', 0x01), two u32),
 	// declared here: <linux/kfd_ioctl.h> needs <drm/drm.h>, absent here.
 	struct {
 		uint32_t major, minor;
 	} v{};
-	if (why.empty() && ::ioctl(kfd, _IOR('K', 0x01, v), &v) == 0)
-		why = "KFD took an ioctl from the child through the parent's /dev/kfd file (its KFD process is the "
-		      "child's, not the parent's)";
-	else if (why.empty() && errno != EBADF)
-		why = std::string("GET_VERSION through the inherited /dev/kfd fd: ") + std::strerror(errno) +
-		      " (KFD says EBADF to a process that does not own the file)";
+	if (::ioctl(kfd, _IOR('K', 0x01, v), &v) == 0)
+		return "KFD took an ioctl through /dev/kfd fd " + std::to_string(kfd) +
+		       ", whose KFD process is another's";
+	if (errno != EBADF)
+		return "GET_VERSION through /dev/kfd fd " + std::to_string(kfd) + ": " + std::strerror(errno) +
+		       " (KFD says EBADF to a process that does not own the file)";
+	return "";
+}
+
+// Why fd `fd` of this process is not the open file `their_fd` of process
+// `pid` (kcmp KCMP_FILE), or "".
+std::string not_same_file(int fd, pid_t pid, int their_fd)
+{
+	const long r = ::syscall(SYS_kcmp, ::getpid(), pid, KCMP_FILE, fd, their_fd);
+	if (r == 0)
+		return "";
+	return "its /dev/kfd fd " + std::to_string(fd) + " is not process " + std::to_string(pid) + "'s fd " +
+	       std::to_string(their_fd) + " (kcmp: " + (r < 0 ? std::strerror(errno) : std::to_string(r)) + ")";
+}
+
+// --fork-holder's child (see the header): holds the inherited fds until
+// DIR/go, then checks its /dev/kfd fd. Never returns.
+[[noreturn]] void hold_inherited_fds(pid_t parent, int kfd)
+{
+	wait_for_go();
+	std::string why = not_same_file(kfd, parent, kfd);
+	if (why.empty())
+		why = kfd_refused_here(kfd);
 	if (!why.empty())
 		std::fprintf(stderr, "fork holder %d: FAIL: %s\n", int(::getpid()), why.c_str());
 	std::fflush(nullptr);
 	::_exit(why.empty() ? 0 : 1);
+}
+
+// --scm-holder: the two ends of the hand-over of the child's /dev/kfd
+// file, over a SOCK_SEQPACKET pair. The child sends the file with its own
+// fd number; the parent answers with the number it holds the file at.
+bool send_fd(int sock, int fd, std::string *err)
+{
+	int number = fd;
+	iovec iov{&number, sizeof number};
+	alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+	msghdr msg{};
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = control;
+	msg.msg_controllen = sizeof control;
+	cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+	if (::sendmsg(sock, &msg, MSG_NOSIGNAL) != ssize_t(sizeof number))
+		return *err = std::string("sendmsg SCM_RIGHTS: ") + std::strerror(errno), false;
+	return true;
+}
+
+// The fd received (-1 and *err on failure); *number: the sender's.
+int receive_fd(int sock, int *number, std::string *err)
+{
+	iovec iov{number, sizeof *number};
+	alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+	msghdr msg{};
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = control;
+	msg.msg_controllen = sizeof control;
+	const ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	if (n == 0)
+		return *err = "the child ended without sending it", -1;
+	if (n != ssize_t(sizeof *number))
+		return *err = std::string("recvmsg: ") + std::strerror(errno), -1;
+	cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+		return *err = "recvmsg: no fd came", -1;
+	int fd = -1;
+	std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+	return fd;
+}
+
+// --scm-holder's parent (see the header): receives the child's /dev/kfd
+// file, writes DIR/ready, holds the file until DIR/go, then checks it.
+// Never returns.
+[[noreturn]] void hold_received_kfd(int sock)
+{
+	std::string err;
+	int child_number = -1;
+	const int kfd = receive_fd(sock, &child_number, &err);
+	if (kfd < 0)
+		finish("FAIL: the child's /dev/kfd file: " + err);
+	if (::send(sock, &kfd, sizeof kfd, MSG_NOSIGNAL) != ssize_t(sizeof kfd))
+		finish(std::string("FAIL: send of the held fd's number: ") + std::strerror(errno));
+	::close(sock);
+	write_ready({});
+	wait_for_go(); // CRIU dumps it in here
+	if (std::string why = kfd_refused_here(kfd); !why.empty())
+		finish("FAIL: after DIR/go: " + why);
+	finish("OK"); // and the child's exit 0
 }
 
 // The second file of --second-file: a 64 KiB GTT BO at GPU VA `va`.
@@ -1297,6 +1392,7 @@ struct Modes {
 	int periodic = 0; // --periodic N
 	bool named_semaphore = false;
 	bool fork_holder = false;
+	int scm_socket = -1; // --scm-holder's child: its end of the pair to the parent
 };
 
 // --named-semaphore (see the header). The name is libhsakmt's
@@ -1408,9 +1504,24 @@ void create_hsakmt_semaphore()
 			hold_inherited_fds(parent, kfd);
 		g_child = c;
 	}
+	// --scm-holder: the parent's fd of this process's /dev/kfd file.
+	int kfd_mine = -1, kfd_parents = -1;
+	if (m.scm_socket >= 0) {
+		kfd_mine = find_fd_of("/dev/kfd");
+		if (kfd_mine < 0)
+			finish("FAIL: no fd of /dev/kfd (libhsakmt's) in /proc/self/fd");
+		if (!send_fd(m.scm_socket, kfd_mine, &err))
+			finish("FAIL: sending the /dev/kfd file to the parent: " + err);
+		if (::recv(m.scm_socket, &kfd_parents, sizeof kfd_parents, 0) != ssize_t(sizeof kfd_parents))
+			finish(std::string("FAIL: the parent's fd number: ") + std::strerror(errno));
+		::close(m.scm_socket);
+	}
 	write_ready(bos);
 	periodic_steps(m.periodic, bos, gpus, render_fds);
 	wait_for_go(); // dumped and restored in here
+	if (kfd_mine >= 0)
+		if (std::string why = not_same_file(kfd_mine, ::getppid(), kfd_parents); !why.empty())
+			finish("FAIL: after DIR/go: " + why);
 	if (gem && !gem_set.verify(gem_dev, &err))
 		finish("FAIL: after restore: GEM BOs: " + err);
 	if (m.metadata && !md_set.verify(&err))
@@ -1445,7 +1556,7 @@ void create_hsakmt_semaphore()
 
 int main(int argc, char **argv)
 {
-	bool tree = false, render = false, second = false;
+	bool tree = false, render = false, second = false, scm_holder = false;
 	Modes m;
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
@@ -1480,18 +1591,20 @@ int main(int argc, char **argv)
 			m.named_semaphore = true;
 		else if (a == "--fork-holder")
 			m.fork_holder = true;
+		else if (a == "--scm-holder")
+			scm_holder = true;
 		else
 			break;
 	}
 	if (argc != i + 1 ||
 	    (render && (tree || m.gem || m.metadata || m.queue_state || m.user_queue || m.cp_queue || m.svm ||
-			m.periodic || m.named_semaphore || m.fork_holder)) ||
-	    (tree && m.fork_holder) ||
+			m.periodic || m.named_semaphore || m.fork_holder || scm_holder)) ||
+	    (tree && (m.fork_holder || scm_holder)) || (scm_holder && m.fork_holder) ||
 	    (second && !render) || ((m.gem_cpu_visible || m.gem_high_va || m.gem_va_offset) && !m.gem) || (m.cp_queue && m.user_queue) || (m.gem_high_va && m.gem_va_offset) ||
 	    m.periodic < 0) {
 		std::fprintf(stderr,
 			     "usage: %s [--tree] [--kfd-gem [--gem-cpu-visible] [--gem-high-va | --gem-va-offset]] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue] "
-			     "[--periodic N] [--named-semaphore] [--fork-holder] DIR | --render "
+			     "[--periodic N] [--named-semaphore] [--fork-holder | --scm-holder] DIR | --render "
 			     "[--second-file] DIR\n",
 			     argv[0]);
 		return 2;
@@ -1510,6 +1623,28 @@ int main(int argc, char **argv)
 			g_dir = child_dir;
 		else
 			g_child = c;
+	}
+	if (scm_holder) {
+		// Forked before any KFD call: the child makes the GPU state in
+		// DIR/child and hands its /dev/kfd file to this process.
+		const std::string child_dir = g_dir + "/child";
+		if (::mkdir(child_dir.c_str(), 0755) && errno != EEXIST)
+			finish("FAIL: mkdir " + child_dir);
+		int sv[2];
+		if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+			finish(std::string("FAIL: socketpair: ") + std::strerror(errno));
+		std::fflush(nullptr);
+		const pid_t c = ::fork();
+		if (c < 0)
+			finish("FAIL: fork");
+		if (c > 0) {
+			::close(sv[1]);
+			g_child = c;
+			hold_received_kfd(sv[0]);
+		}
+		::close(sv[0]);
+		g_dir = child_dir;
+		m.scm_socket = sv[1];
 	}
 	if (render)
 		run_render(second);

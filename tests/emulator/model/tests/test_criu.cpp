@@ -196,6 +196,32 @@ Test(criu, permissions)
 	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), -EINVAL);
 }
 
+// A process that holds the file without having opened it (received
+// through SCM_RIGHTS, or inherited) is not its KFD process: kfd_ioctl
+// answers EBADF to it and, for CRIU_OP, to the tracer of that holder, who
+// is not the tracer of the file's own process. A paused process stays
+// paused until its own tracer's UNPAUSE (the guardian tries each holder).
+Test(criu, a_holders_tracer_gets_ebadf)
+{
+	Source s;
+	CriuArgs a = process_info_args();
+	cr_assert_eq(s.rig.kfd(s.dumper, s.kfd, CRIU_OP, &a), 0);
+	FakeCaller holder(999, true); // older than the file's process (1000)
+	GetVersion v{};
+	cr_assert_eq(s.rig.kfd(holder, s.kfd, GET_VERSION, &v, abi::kIocRead), -EBADF);
+	FakeCaller holders_tracer(600, true);
+	holders_tracer.traced.insert(999);
+	a = CriuArgs{};
+	a.op = CRIU_UNPAUSE;
+	cr_assert_eq(s.rig.kfd(holders_tracer, s.kfd, CRIU_OP, &a), -EBADF, "the tracer of a holder only");
+	std::string p = s.rig.model->introspect("processes");
+	cr_assert(p.find("\"pid\":1000,\"paused\":true") != std::string::npos, "%s", p.c_str());
+	holders_tracer.traced.insert(1000);
+	cr_assert_eq(s.rig.kfd(holders_tracer, s.kfd, CRIU_OP, &a), 0, "the tracer of the file's process");
+	p = s.rig.model->introspect("processes");
+	cr_assert(p.find("\"pid\":1000,\"paused\":false") != std::string::npos, "%s", p.c_str());
+}
+
 // PROCESS_INFO reports the target's pid in its own pid namespace (the
 // kernel's task_pid_nr_ns of its leader in its active namespace), which is
 // the pid CRIU's pstree.img has for it and a restored task has again.
