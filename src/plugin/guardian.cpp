@@ -346,6 +346,11 @@ void GuardianProcess::unpause(PausingTarget &t)
 		log("pid %d: if CRIU paused its GPU queues they stay paused: %s: %s", pid,
 		    seized ? "KFD CRIU_OP UNPAUSE" : "PTRACE_SEIZE", std::strerror(err));
 	}
+	// Every candidate was gone, failed, or only held the file: the
+	// owner, if CRIU paused it, was not among them.
+	log("none of the %zu processes announced as holding the /dev/kfd file answered as its KFD process: if "
+	    "CRIU paused the owner's GPU queues they stay paused",
+	    t.pidfds.size());
 }
 
 void GuardianProcess::repair()
