@@ -141,6 +141,24 @@ def conclude(body, work, keep=False, cleanup=None):
     finish(ok, work, keep)
 
 
+def private_dev_shm():
+    """This process (and what it starts) gets a /dev/shm of its own: an
+    empty tmpfs in a private mount namespace. libhsakmt's
+    hsakmt_shared_mem, its named semaphores and CRIU's link_remap files of
+    them live there, and tests run at the same time (other worktrees, ctest
+    -j) would otherwise share and delete each other's. Call it while the
+    process has one thread (unshare(CLONE_NEWNS) refuses otherwise)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    CLONE_NEWNS, MS_REC, MS_PRIVATE = 0x00020000, 0x4000, 1 << 18
+
+    def call(what, ret):
+        if ret != 0:
+            raise Failed(f"{what}: {os.strerror(ctypes.get_errno())}")
+    call("unshare(CLONE_NEWNS)", libc.unshare(CLONE_NEWNS))
+    call("mount --make-rprivate /", libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None))
+    call("mount tmpfs /dev/shm", libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", 0, b"mode=1777"))
+
+
 def become_subreaper():
     """Restored tasks (criu restore -d) and the orphans of a killed process
     tree are reparented to us, so that we can wait for them."""

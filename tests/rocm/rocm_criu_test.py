@@ -479,6 +479,7 @@ def main():
             if args.scenario == "other" and args.machine not in rc.OTHER_MACHINE:
                 raise harness.NotRun(f"no second machine defined for {args.machine}")
 
+    harness.private_dev_shm()
     work = harness.work_dir("rocm-criu.")
     log(f"{'criu-host' if host else 'CRIU ' + criu}, machine {args.machine}, scenario {args.scenario}, work {work}")
     me = harness.self_command(__file__, "--work", work, *(["--criu", criu] if criu else []))

@@ -207,6 +207,10 @@ periodic        three `criu dump --leave-running`, each after the first
                 restore from the chain of three (periodic_incremental);
                 with --interop upstream-restore, the chain is flattened
                 (amdgpu-img flatten) and upstream's plugin restores it.
+                The workload runs with --named-semaphore: the restore is
+                from a --leave-running dump, which removes its --link-remap
+                links (workload.cpp); the test's own /dev/shm starts empty
+                (harness.private_dev_shm), as on a fresh machine.
 
 pre-copy        `criu pre-dump -D ckpt-1` with our plugin (docs/incremental.md,
                 "CRIU's flows"): it runs no KFD CRIU call (none counted by
@@ -483,7 +487,7 @@ WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd
                   "dump-killed-paused": ["--user-queue"],
                   "dump-killed-copied": ["--user-queue"],
                   "restore-killed-copied": ["--user-queue"], "render-killed": ["--render"],
-                  "periodic": ["--periodic", "3"], "pre-copy": ["--periodic", "2"],
+                  "periodic": ["--periodic", "3", "--named-semaphore"], "pre-copy": ["--periodic", "2"],
                   "pre-copy-untracked": ["--periodic", "2"]}
 
 
@@ -2526,6 +2530,7 @@ def main():
                                  f"with upstream-restore), not {args.scenario}")
             args.upstream_so = upstream_plugin(args.upstream_list, args.criu_version)
 
+    harness.private_dev_shm()
     work = harness.work_dir("kfdemu-realcriu.")
     log(f"CRIU {criu}, machine {args.machine}, scenario {args.scenario}, work {work}")
     me = harness.self_command(__file__, "--criu", criu, "--work", work)
