@@ -988,7 +988,9 @@ long DrmOps::gem_metadata()
 			std::memcpy(a.data, bo.md_data.data(), bo.md_data.size());
 		return 0;
 	}
-	return -EINVAL;
+	// amdgpu_gem_metadata_ioctl has no else: another op returns what
+	// amdgpu_bo_reserve did, 0, and changes nothing.
+	return 0;
 }
 
 long DrmOps::gem_wait_idle()

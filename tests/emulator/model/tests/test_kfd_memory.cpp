@@ -457,6 +457,14 @@ Test(kfd_memory, gem_metadata_keeps_its_size_and_get_dmabuf_info_returns_it)
 	cr_assert_eq(bytes[5], 0xaa, "bytes past the size are left as the caller sent them");
 	md.data_size_bytes = 257;
 	cr_assert_eq(app.rig.amdgpu(app.c, app.r0, abi::drm::GEM_METADATA, &md), -EINVAL, "over 256 bytes");
+	// Another op: amdgpu_gem_metadata_ioctl answers 0 and changes nothing.
+	abi::drm::GemMetadata other{};
+	other.handle = imp.handle;
+	other.op = 3;
+	other.data_size_bytes = 1;
+	cr_assert_eq(app.rig.amdgpu(app.c, app.r0, abi::drm::GEM_METADATA, &other), 0, "unknown op: 0");
+	cr_assert_eq(app.rig.amdgpu(app.c, app.r0, abi::drm::GEM_METADATA, &get), 0);
+	cr_assert_eq(get.data_size_bytes, 5u, "unchanged by the unknown op");
 
 	// GET_DMABUF_INFO: without a buffer metadata_size stays as given.
 	GetDmabufInfo gi{};
