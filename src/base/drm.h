@@ -23,7 +23,9 @@ inline constexpr uint32_t kGemDomainGtt = 0x2;
 inline constexpr uint32_t kGemDomainVram = 0x4;
 
 // GEM handles are idr ids: 1 .. INT_MAX (DRM_IOCTL_GEM_CHANGE_HANDLE
-// refuses a larger new handle with EINVAL).
+// refuses a larger new handle with EINVAL, and 0 with ENOSPC since lib/idr
+// c6e8e595a079 (stable in January 2026); before it, asked for 0, the
+// ioctl moved the BO to the lowest free handle and answered 0).
 inline constexpr uint32_t kMaxGemHandle = 0x7fffffff;
 
 // The kernel release that added the render-node checkpoint ioctls below
@@ -31,6 +33,14 @@ inline constexpr uint32_t kMaxGemHandle = 0x7fffffff;
 // DRM_IOCTL_GEM_CHANGE_HANDLE). Older kernels (and kernels that disable
 // one) fail them with EINVAL: an unknown DRM ioctl number or GEM_OP op.
 inline constexpr const char *kGemCriuKernel = "Linux 6.18";
+// The kernels that disable DRM_IOCTL_GEM_CHANGE_HANDLE again: upstream
+// 1a4f03d22fb6 (June 2026, "to re-enable this ioctl" lists what it awaits)
+// points drm_ioctls[]'s entry at drm_invalid_op, which answers EINVAL, and
+// was taken into 6.18.36 and the 7.0 stable series. Dumps still work there
+// (LIST_HANDLES and GET_MAPPING_INFO stay); restoring a render-node BO at
+// its handle does not.
+inline constexpr const char *kGemChangeHandleDisabledIn = "Linux 6.18.36, the 7.0 stable series and mainline "
+							  "since June 2026";
 
 // A BO's amdgpu metadata (DRM_IOCTL_AMDGPU_GEM_METADATA; Mesa keeps DCC
 // and modifier state of shared buffers there, KFD's GET_DMABUF_INFO hands

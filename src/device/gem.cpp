@@ -266,11 +266,32 @@ uint32_t GemHandle::release()
 
 Status GemHandle::change_to(uint32_t new_handle)
 {
+	const std::string what =
+		strprintf("DRM_IOCTL_GEM_CHANGE_HANDLE(render fd %d, handle %u -> %u)", fd_, handle_, new_handle);
+	// Outside the idr's range the kernel answers EINVAL (above INT_MAX),
+	// which would read as a missing ioctl below, or (0, before lib/idr's
+	// c6e8e595a079) moves the BO elsewhere and answers 0.
+	if (new_handle == 0 || new_handle > kMaxGemHandle)
+		return make_error(EINVAL, "%s: not a GEM handle (1 to %u)", what.c_str(), kMaxGemHandle);
+	// The kernel answers 0 and changes nothing; a kernel that disabled
+	// the ioctl answers EINVAL even then, so it is not asked.
+	if (new_handle == handle_)
+		return ok_status();
 	uapi::GemChangeHandle args{handle_, new_handle};
-	if (int err = gem_ioctl(fd_, uapi::kIoctlGemChangeHandle, &args))
-		return checkpoint_ioctl_error(
-			err, strprintf("DRM_IOCTL_GEM_CHANGE_HANDLE(render fd %d, handle %u -> %u)", fd_,
-				       handle_, new_handle));
+	if (int err = gem_ioctl(fd_, uapi::kIoctlGemChangeHandle, &args)) {
+		// drm_gem_change_handle_ioctl has no other EINVAL for a handle in
+		// range: the number is unknown (older kernel) or drm_ioctls[]
+		// points it at drm_invalid_op (kGemChangeHandleDisabledIn).
+		if (err == -EINVAL || err == -ENOTTY)
+			return make_error(-err,
+					  "%s: %s; "
+					  "the running kernel does not let a buffer object move to a chosen GEM handle"
+					  " (%s added this ioctl; %s disable it again), so render-node buffer "
+					  "objects cannot be restored on it",
+					  what.c_str(), std::strerror(-err), kGemCriuKernel,
+					  kGemChangeHandleDisabledIn);
+		return errno_error(err, what);
+	}
 	handle_ = new_handle;
 	return ok_status();
 }

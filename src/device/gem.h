@@ -84,7 +84,10 @@ public:
 	~GemHandle();
 
 	// DRM_IOCTL_GEM_CHANGE_HANDLE: the object moves to `new_handle` (which
-	// must be free in the file). Unchanged on failure.
+	// must be free in the file; 0 or over kMaxGemHandle is EINVAL without
+	// the ioctl; the handle it has already is no call). Unchanged on
+	// failure. A kernel without the ioctl, or one that disabled it again
+	// (kGemChangeHandleDisabledIn), answers EINVAL; the error says so.
 	Status change_to(uint32_t new_handle);
 
 	uint32_t get() const { return handle_; }

@@ -576,6 +576,11 @@ long KfdOps::reset_event()
 	return 0;
 }
 
+// kfd_ioctl_export_dmabuf: the BO's one dma-buf (made through
+// drm_gem_prime_handle_to_dmabuf, whose amdgpu_gem_prime_export refuses a
+// userptr BO: EPERM), installed by dma_buf_fd(), which hands `flags` to
+// get_unused_fd_flags(): any bits are accepted, O_CLOEXEC is the one that
+// counts (the file's mode is the export's: O_RDWR for a WRITABLE BO).
 long KfdOps::export_dmabuf()
 {
 	auto &a = arg<ExportDmabuf>();
@@ -583,9 +588,9 @@ long KfdOps::export_dmabuf()
 	std::shared_ptr<Bo> *bo;
 	if (int e = find_bo(*p, a.handle, &pdd, &bo))
 		return e;
+	if ((*bo)->is_userptr())
+		return -EPERM;
 	if (!(*bo)->mem || (*bo)->type == BoType::Doorbell || (*bo)->type == BoType::Mmio)
-		return -EINVAL;
-	if (a.flags & ~(abi::drm::CLOEXEC | abi::drm::RDWR))
 		return -EINVAL;
 	// dmabuf_fd is written by the transport once the fd is installed.
 	m.export_dmabuf(c, *bo, a.flags & abi::drm::CLOEXEC, uarg + offsetof(ExportDmabuf, dmabuf_fd), false);
@@ -598,9 +603,11 @@ long KfdOps::import_dmabuf()
 	Pdd *pdd;
 	if (int e = find_pdd(*p, a.gpu_id, &pdd, -ENODEV))
 		return e;
+	// amdgpu_amdkfd_gpuvm_import_dmabuf_fd -> drm_gem_prime_fd_to_handle:
+	// dma_buf_get() answers EBADF for a closed fd, EINVAL for another file.
 	auto key = c.resolve_fd(static_cast<int>(a.dmabuf_fd));
 	if (!key)
-		return -EINVAL;
+		return -EBADF;
 	auto src = m.dmabuf_bo(*key);
 	if (!src)
 		return -EINVAL;

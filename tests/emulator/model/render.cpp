@@ -862,7 +862,9 @@ long DrmOps::gem_va_operation(const GemVa &a, uint64_t va, const std::shared_ptr
 	switch (a.operation) {
 	case VA_OP_MAP:
 	case VA_OP_REPLACE: {
-		if (!aligned() || a.map_size == 0)
+		// amdgpu_vm_verify_parameters: alignment, size 0, offset + size
+		// wrapping (check_add_overflow), then the BO's end.
+		if (!aligned() || a.map_size == 0 || a.offset_in_bo + a.map_size < a.offset_in_bo)
 			return -EINVAL;
 		if (bo && a.offset_in_bo + a.map_size > page_align(bo->size))
 			return -EINVAL;
@@ -876,7 +878,8 @@ long DrmOps::gem_va_operation(const GemVa &a, uint64_t va, const std::shared_ptr
 			return -ENOENT;
 		return 0;
 	case VA_OP_CLEAR:
-		if (!aligned())
+		// amdgpu_vm_bo_clear_mappings verifies as a MAP without a BO.
+		if (!aligned() || a.map_size == 0)
 			return -EINVAL;
 		f.vm.clear(va, a.map_size);
 		return 0;
@@ -985,7 +988,9 @@ long DrmOps::gem_metadata()
 			std::memcpy(a.data, bo.md_data.data(), bo.md_data.size());
 		return 0;
 	}
-	return -EINVAL;
+	// amdgpu_gem_metadata_ioctl has no else: another op returns what
+	// amdgpu_bo_reserve did, 0, and changes nothing.
+	return 0;
 }
 
 long DrmOps::gem_wait_idle()

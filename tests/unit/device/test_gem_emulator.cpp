@@ -6,7 +6,8 @@
 // dma-buf export, GEM_CREATE + CHANGE_HANDLE, GEM_METADATA and the
 // handle's RAII. The run with KFDEMU_FAULTS failing GEM_LIST_HANDLES with
 // EINVAL (what a kernel without the ioctl does) checks the error names the
-// ioctl and the kernel that added it.
+// ioctl and the kernel that added it; the run failing GEM_CHANGE_HANDLE so
+// (what kernels that disabled it again do), that its error says that.
 #include <criterion/criterion.h>
 
 #include <amdgpu_drm.h>
@@ -45,11 +46,15 @@ const GemBoInfo *find(const std::vector<GemBoInfo> &l, uint32_t handle)
 	return nullptr;
 }
 
-bool faulting_list_handles()
+// Whether this run makes the emulator fail `ioctl` (KFDEMU_FAULTS).
+bool faulting(const char *ioctl)
 {
 	const char *f = std::getenv("KFDEMU_FAULTS");
-	return f && std::strstr(f, "GEM_LIST_HANDLES");
+	return f && std::strstr(f, ioctl);
 }
+
+bool faulting_list_handles() { return faulting("GEM_LIST_HANDLES"); }
+bool faulting_change_handle() { return faulting("GEM_CHANGE_HANDLE"); }
 
 } // namespace
 
@@ -134,6 +139,8 @@ Test(gem, change_handle_moves_the_bo_and_the_handle_closes_it)
 {
 	if (faulting_list_handles())
 		cr_skip_test("GEM_LIST_HANDLES fails by design in this run");
+	if (faulting_change_handle())
+		cr_skip_test("GEM_CHANGE_HANDLE fails by design in this run");
 	UniqueFd fd = open_render();
 	{
 		auto a = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
@@ -171,6 +178,55 @@ Test(gem_old_kernel, a_missing_list_handles_ioctl_is_named_with_the_kernel_that_
 	const std::string msg = l.error().message();
 	cr_assert(msg.find("DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES") != std::string::npos, "%s", msg.c_str());
 	cr_assert(msg.find(kGemCriuKernel) != std::string::npos, "%s", msg.c_str());
+}
+
+// Handles outside the idr's 1..INT_MAX are refused before the ioctl: the
+// kernel would answer EINVAL above INT_MAX (which reads as a missing
+// ioctl) and, before lib/idr's c6e8e595a079, move the BO to another handle
+// than 0 while answering 0. The handle the BO has already takes no call.
+Test(gem, change_to_refuses_handles_outside_the_idr_range)
+{
+	UniqueFd fd = open_render();
+	auto a = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
+	cr_assert_ok(a);
+	const uint32_t h = a->get();
+	for (uint32_t bad : {0u, kMaxGemHandle + 1, 0xffffffffu}) {
+		auto st = a->change_to(bad);
+		cr_assert_not(st.ok(), "handle %u refused", bad);
+		cr_assert_eq(st.error().code(), EINVAL);
+		const std::string msg = st.error().message();
+		cr_assert(msg.find("not a GEM handle") != std::string::npos, "%s", msg.c_str());
+		cr_assert(msg.find(kGemCriuKernel) == std::string::npos, "not read as a missing ioctl: %s",
+			  msg.c_str());
+		cr_assert_eq(a->get(), h, "unchanged on failure");
+	}
+	cr_assert_ok(a->change_to(h));
+	cr_assert_eq(a->get(), h);
+}
+
+// Linux 6.18.36, the 7.0 stable series and mainline since June 2026 answer
+// DRM_IOCTL_GEM_CHANGE_HANDLE with drm_invalid_op's EINVAL (the run with
+// KFDEMU_FAULTS failing it so): the error names the ioctl, the kernel that
+// added it and those that disable it again, and says what cannot be done.
+// A BO already at its handle needs no call and still succeeds.
+Test(gem_change_handle_disabled, the_error_says_the_kernel_disables_the_ioctl)
+{
+	if (!faulting_change_handle())
+		cr_skip_test("needs KFDEMU_FAULTS=DRM_IOCTL_GEM_CHANGE_HANDLE:errno=EINVAL");
+	UniqueFd fd = open_render();
+	auto a = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
+	cr_assert_ok(a);
+	const uint32_t h = a->get();
+	cr_assert_ok(a->change_to(h), "the handle it has: no ioctl, which would fail here");
+	auto st = a->change_to(h + 40);
+	cr_assert_not(st.ok());
+	cr_assert_eq(st.error().code(), EINVAL);
+	cr_assert_eq(a->get(), h);
+	const std::string msg = st.error().message();
+	cr_assert(msg.find("DRM_IOCTL_GEM_CHANGE_HANDLE") != std::string::npos, "%s", msg.c_str());
+	cr_assert(msg.find(kGemCriuKernel) != std::string::npos, "%s", msg.c_str());
+	cr_assert(msg.find(kGemChangeHandleDisabledIn) != std::string::npos, "%s", msg.c_str());
+	cr_assert(msg.find("cannot be restored") != std::string::npos, "%s", msg.c_str());
 }
 
 // GEM_METADATA: what SET gives a BO, GET returns exactly (an odd-sized

@@ -245,6 +245,50 @@ Test(kfd_memory, kfd_bo_in_render_handles)
 	cr_assert_eq(e[0].size, 8192);
 }
 
+// EXPORT_DMABUF as kfd_ioctl_export_dmabuf: dma_buf_fd() passes `flags` to
+// get_unused_fd_flags(), which takes any bits (O_CLOEXEC is the one that
+// counts); a userptr BO is refused by amdgpu_gem_prime_export (EPERM); an
+// unknown handle is EINVAL.
+Test(kfd_memory, export_dmabuf_flags_and_userptr)
+{
+	App app;
+	const AllocMemoryOfGpu a = app.vram_bo(8192);
+	ExportDmabuf ex{a.handle, abi::drm::CLOEXEC | abi::drm::RDWR | 04000 /* O_NONBLOCK */, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, EXPORT_DMABUF, &ex), 0, "any fd flags are taken");
+	ExportDmabuf none{a.handle + 77, 0, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, EXPORT_DMABUF, &none), -EINVAL, "unknown handle");
+	const size_t sz = 4 * 4096;
+	void *mem = aligned_alloc(4096, sz);
+	AllocMemoryOfGpu u{};
+	cr_assert_eq(app.alloc(G0, 0x200000000ull, sz, ALLOC_USERPTR | ALLOC_WRITABLE, &u, reinterpret_cast<uint64_t>(mem)),
+		     0);
+	ExportDmabuf ux{u.handle, abi::drm::CLOEXEC, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, EXPORT_DMABUF, &ux), -EPERM, "userptr: amdgpu_gem_prime_export");
+	cr_assert_eq(app.free_bo(u.handle), 0);
+	free(mem);
+}
+
+// IMPORT_DMABUF as kfd_ioctl_import_dmabuf: a gpu_id the process has no
+// device for is EINVAL (kfd_process_device_data_by_id), a closed fd EBADF
+// and an fd that is not a dma-buf EINVAL (dma_buf_get in
+// drm_gem_prime_fd_to_handle); a dma-buf of the device becomes a KFD BO.
+Test(kfd_memory, import_dmabuf_errnos)
+{
+	App app;
+	const AllocMemoryOfGpu a = app.vram_bo(8192);
+	ExportDmabuf ex{a.handle, abi::drm::CLOEXEC, 0};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, EXPORT_DMABUF, &ex), 0);
+	ImportDmabuf im{0x300000000ull, 0, 0x7777, ex.dmabuf_fd};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, IMPORT_DMABUF, &im), -EINVAL, "unknown gpu_id");
+	im = ImportDmabuf{0x300000000ull, 0, G0, 0x7ffffff0u};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, IMPORT_DMABUF, &im), -EBADF, "closed fd");
+	im = ImportDmabuf{0x300000000ull, 0, G0, static_cast<uint32_t>(app.kfd)};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, IMPORT_DMABUF, &im), -EINVAL, "not a dma-buf");
+	im = ImportDmabuf{0x300000000ull, 0, G0, ex.dmabuf_fd};
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, IMPORT_DMABUF, &im), 0);
+	cr_assert_eq(im.handle >> 32, G0);
+}
+
 Test(kfd_memory, userptr_ledger)
 {
 	App app;
@@ -413,6 +457,14 @@ Test(kfd_memory, gem_metadata_keeps_its_size_and_get_dmabuf_info_returns_it)
 	cr_assert_eq(bytes[5], 0xaa, "bytes past the size are left as the caller sent them");
 	md.data_size_bytes = 257;
 	cr_assert_eq(app.rig.amdgpu(app.c, app.r0, abi::drm::GEM_METADATA, &md), -EINVAL, "over 256 bytes");
+	// Another op: amdgpu_gem_metadata_ioctl answers 0 and changes nothing.
+	abi::drm::GemMetadata other{};
+	other.handle = imp.handle;
+	other.op = 3;
+	other.data_size_bytes = 1;
+	cr_assert_eq(app.rig.amdgpu(app.c, app.r0, abi::drm::GEM_METADATA, &other), 0, "unknown op: 0");
+	cr_assert_eq(app.rig.amdgpu(app.c, app.r0, abi::drm::GEM_METADATA, &get), 0);
+	cr_assert_eq(get.data_size_bytes, 5u, "unchanged by the unknown op");
 
 	// GET_DMABUF_INFO: without a buffer metadata_size stays as given.
 	GetDmabufInfo gi{};

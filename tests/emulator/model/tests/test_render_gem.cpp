@@ -250,6 +250,8 @@ Test(render, gem_va_rules)
 	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, va + (1 << 20), 4096, 8), -EINVAL, "offset align");
 	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, va + (1 << 20), 100), -EINVAL, "size align");
 	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, va + (1 << 20), 8192, 3 * 4096), -EINVAL, "beyond bo");
+	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, va + (1 << 20), 8192, ~0ull - 4095), -EINVAL,
+		     "offset + size wraps (amdgpu_vm_verify_parameters' check_add_overflow)");
 	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, 0x1000, 4096), -EINVAL, "below reserved bottom");
 	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, 0x900000000000ull, 4096), -EINVAL, "in the hole");
 	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, 7, va + (1 << 20), 4096), -EINVAL, "bad op");
@@ -324,6 +326,8 @@ Test(render, gem_va_rules)
 	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_UNMAP, va, 4 * 4096), -ENOENT);
 	// CLEAR splits a mapping; REPLACE overrides.
 	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, va, 4 * 4096), 0);
+	cr_assert_eq(n.rig.gem_va(n.c, n.fd, 0, VA_OP_CLEAR, va + 4096, 0), -EINVAL,
+		     "size 0 (amdgpu_vm_bo_clear_mappings' amdgpu_vm_verify_parameters)");
 	cr_assert_eq(n.rig.gem_va(n.c, n.fd, 0, VA_OP_CLEAR, va + 4096, 4096), 0);
 	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_MAP, va + 4096, 4096, 4096), 0, "hole reusable");
 	cr_assert_eq(n.rig.gem_va(n.c, n.fd, h, VA_OP_REPLACE, va, 8192), 0);
