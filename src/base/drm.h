@@ -22,25 +22,17 @@ inline constexpr uint32_t kLastRenderMinor = 255;
 inline constexpr uint32_t kGemDomainGtt = 0x2;
 inline constexpr uint32_t kGemDomainVram = 0x4;
 
-// GEM handles are idr ids: 1 .. INT_MAX (DRM_IOCTL_GEM_CHANGE_HANDLE
-// refuses a larger new handle with EINVAL, and 0 with ENOSPC since lib/idr
-// c6e8e595a079 (stable in January 2026); before it, asked for 0, the
-// ioctl moved the BO to the lowest free handle and answered 0).
+// GEM handles are idr ids: 1 .. INT_MAX (drm_gem_handle_create_tail's
+// idr_alloc from 1 with no end).
 inline constexpr uint32_t kMaxGemHandle = 0x7fffffff;
 
 // The kernel release that added the render-node checkpoint ioctls below
-// (DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES, AMDGPU_GEM_OP_GET_MAPPING_INFO,
-// DRM_IOCTL_GEM_CHANGE_HANDLE). Older kernels (and kernels that disable
-// one) fail them with EINVAL: an unknown DRM ioctl number or GEM_OP op.
+// (DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES, AMDGPU_GEM_OP_GET_MAPPING_INFO).
+// Older kernels fail them with EINVAL: an unknown DRM ioctl number or
+// GEM_OP op. (It added DRM_IOCTL_GEM_CHANGE_HANDLE too, which upstream
+// 1a4f03d22fb6, taken into 6.18.36 and the 7.0 stable series, disables
+// again: the restore does not use it, device/gem.h GemHandleSlot.)
 inline constexpr const char *kGemCriuKernel = "Linux 6.18";
-// The kernels that disable DRM_IOCTL_GEM_CHANGE_HANDLE again: upstream
-// 1a4f03d22fb6 (June 2026, "to re-enable this ioctl" lists what it awaits)
-// points drm_ioctls[]'s entry at drm_invalid_op, which answers EINVAL, and
-// was taken into 6.18.36 and the 7.0 stable series. Dumps still work there
-// (LIST_HANDLES and GET_MAPPING_INFO stay); restoring a render-node BO at
-// its handle does not.
-inline constexpr const char *kGemChangeHandleDisabledIn = "Linux 6.18.36, the 7.0 stable series and mainline "
-							  "since June 2026";
 
 // A BO's amdgpu metadata (DRM_IOCTL_AMDGPU_GEM_METADATA; Mesa keeps DCC
 // and modifier state of shared buffers there, KFD's GET_DMABUF_INFO hands
@@ -62,13 +54,6 @@ namespace uapi {
 
 inline constexpr unsigned kDrmIoctlBase = 'd';
 inline constexpr unsigned kDrmCommandBase = 0x40;
-
-// struct drm_gem_change_handle
-struct GemChangeHandle {
-	uint32_t handle;
-	uint32_t new_handle;
-};
-static_assert(sizeof(GemChangeHandle) == 8);
 
 // struct drm_amdgpu_gem_vm_entry (AMDGPU_GEM_OP_GET_MAPPING_INFO). `flags`
 // are the AMDGPU_VM_PAGE_* flags the mapping was made with (DRM_IOCTL_AMDGPU_
@@ -117,8 +102,6 @@ static_assert(sizeof(GemListHandlesEntry) == 40);
 
 inline constexpr uint32_t kGemListHandlesFlagIsImport = 1u << 0;
 
-inline constexpr unsigned long kIoctlGemChangeHandle =
-	_IOWR(kDrmIoctlBase, 0xD2, GemChangeHandle);
 inline constexpr unsigned long kIoctlAmdgpuGemOp =
 	_IOWR(kDrmIoctlBase, kDrmCommandBase + 0x10, GemOp);
 inline constexpr unsigned long kIoctlAmdgpuGemListHandles =

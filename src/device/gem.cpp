@@ -264,36 +264,42 @@ uint32_t GemHandle::release()
 	return std::exchange(handle_, 0);
 }
 
-Status GemHandle::change_to(uint32_t new_handle)
+// ---- GemHandleSlot ------------------------------------------------------
+
+namespace {
+// A placeholder: the smallest BO the kernel makes, in system memory.
+constexpr uint64_t kPlaceholderBytes = 4096;
+} // namespace
+
+Status GemHandleSlot::make_next(uint32_t target)
 {
-	const std::string what =
-		strprintf("DRM_IOCTL_GEM_CHANGE_HANDLE(render fd %d, handle %u -> %u)", fd_, handle_, new_handle);
-	// Outside the idr's range the kernel answers EINVAL (above INT_MAX),
-	// which would read as a missing ioctl below, or (0, before lib/idr's
-	// c6e8e595a079) moves the BO elsewhere and answers 0.
-	if (new_handle == 0 || new_handle > kMaxGemHandle)
-		return make_error(EINVAL, "%s: not a GEM handle (1 to %u)", what.c_str(), kMaxGemHandle);
-	// The kernel answers 0 and changes nothing; a kernel that disabled
-	// the ioctl answers EINVAL even then, so it is not asked.
-	if (new_handle == handle_)
-		return ok_status();
-	uapi::GemChangeHandle args{handle_, new_handle};
-	if (int err = gem_ioctl(fd_, uapi::kIoctlGemChangeHandle, &args)) {
-		// drm_gem_change_handle_ioctl has no other EINVAL for a handle in
-		// range: the number is unknown (older kernel) or drm_ioctls[]
-		// points it at drm_invalid_op (kGemChangeHandleDisabledIn).
-		if (err == -EINVAL || err == -ENOTTY)
-			return make_error(-err,
-					  "%s: %s; "
-					  "the running kernel does not let a buffer object move to a chosen GEM handle"
-					  " (%s added this ioctl; %s disable it again), so render-node buffer "
-					  "objects cannot be restored on it",
-					  what.c_str(), std::strerror(-err), kGemCriuKernel,
-					  kGemChangeHandleDisabledIn);
-		return errno_error(err, what);
+	if (target == 0 || target > kMaxGemHandle)
+		return make_error(EINVAL, "render fd %d: GEM handle %u: not a GEM handle (1 to %u)", fd_, target,
+				  kMaxGemHandle);
+	for (;;) {
+		auto p = GemHandle::create(fd_, kPlaceholderBytes, kPlaceholderBytes, kGemDomainGtt, 0);
+		if (!p)
+			return std::move(p).error().context(
+				strprintf("a placeholder below GEM handle %u (%zu held)", target, placeholders_.size()));
+		if (p->get() == target)
+			return ok_status(); // closed here: now the lowest free handle
+		if (p->get() > target)
+			return make_error(EEXIST,
+					  "render fd %d: GEM handle %u is taken already (the lowest free handle "
+					  "is %u), so no buffer object can be restored at it",
+					  fd_, target, p->get());
+		placeholders_.push_back(std::move(*p));
 	}
-	handle_ = new_handle;
-	return ok_status();
+}
+
+Result<GemHandle> GemHandleSlot::check(GemHandle h, uint32_t target) const
+{
+	if (h.get() != target)
+		return make_error(EIO,
+				  "render fd %d: the buffer object restored for GEM handle %u got handle %u "
+				  "instead (the kernel did not hand out its lowest free handle)",
+				  fd_, target, h.get());
+	return h;
 }
 
 } // namespace amdcr

@@ -4,9 +4,9 @@
 // checkpoint and restore need: list the file's handles with their creation
 // parameters (DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES), a handle's GPU VA
 // mappings (AMDGPU_GEM_OP_GET_MAPPING_INFO) and CPU mmap offset, a dma-buf
-// of it (PRIME), and the other way: create, move to a given handle
-// (DRM_IOCTL_GEM_CHANGE_HANDLE), map at a VA; and either way a BO's
-// metadata (DRM_IOCTL_AMDGPU_GEM_METADATA).
+// of it (PRIME), and the other way: create at a given handle
+// (GemHandleSlot), map at a VA; and either way a BO's metadata
+// (DRM_IOCTL_AMDGPU_GEM_METADATA).
 //
 // The fd is always the caller's (the target's render file at dump, the
 // restored task's at restore). Errors name the ioctl, the fd and the handle;
@@ -83,13 +83,6 @@ public:
 	GemHandle &operator=(const GemHandle &) = delete;
 	~GemHandle();
 
-	// DRM_IOCTL_GEM_CHANGE_HANDLE: the object moves to `new_handle` (which
-	// must be free in the file; 0 or over kMaxGemHandle is EINVAL without
-	// the ioctl; the handle it has already is no call). Unchanged on
-	// failure. A kernel without the ioctl, or one that disabled it again
-	// (kGemChangeHandleDisabledIn), answers EINVAL; the error says so.
-	Status change_to(uint32_t new_handle);
-
 	uint32_t get() const { return handle_; }
 	int fd() const { return fd_; }
 	// The handle stays open; it is the file's (the restored process's) now.
@@ -100,6 +93,44 @@ private:
 	void reset();
 	int fd_ = -1;
 	uint32_t handle_ = 0;
+};
+
+// Gives a new BO a chosen GEM handle without DRM_IOCTL_GEM_CHANGE_HANDLE
+// (which Linux 6.18.36, the 7.0 stable series and mainline since June 2026
+// disable again, drm_invalid_op's EINVAL): the kernel hands out
+// the lowest free handle of the file, from 1 (drm_gem_handle_create_tail's
+// idr_alloc(object_idr, .., 1, 0, ..); GEM_CREATE, GEM_USERPTR and the
+// PRIME_FD_TO_HANDLE of a new import all go through it). make_next(T)
+// fills every free handle below T with a placeholder BO (4 KiB of GTT)
+// and keeps it, so that the next BO the file makes gets T; check() then
+// verifies that it did. The placeholders are closed when this object is.
+// So a file's BOs must be made in ascending handle order, each while the
+// placeholders below it are held; each gap of the checkpointed handles
+// costs one placeholder until then.
+//
+// Another party that makes GEM handles in the same file (KFD's restore of
+// the process's KFD BOs, before or after) ends the same way as a move with
+// CHANGE_HANDLE would: a handle it took first makes make_next fail (as
+// CHANGE_HANDLE's ENOSPC did), one it takes later is the lowest free one
+// either way.
+class GemHandleSlot {
+public:
+	explicit GemHandleSlot(int render_fd) : fd_(render_fd) {}
+
+	// Makes `target` the lowest free handle of the file. EEXIST, naming
+	// the handle, when the file holds it already; EINVAL outside
+	// 1..kMaxGemHandle.
+	Status make_next(uint32_t target);
+	// `h`, made right after make_next(target), if it got `target`;
+	// otherwise an error naming both handles (`h` is then closed).
+	Result<GemHandle> check(GemHandle h, uint32_t target) const;
+
+	// Placeholders held now (a test's view).
+	size_t placeholders() const { return placeholders_.size(); }
+
+private:
+	int fd_;
+	std::vector<GemHandle> placeholders_;
 };
 
 } // namespace amdcr

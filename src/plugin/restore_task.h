@@ -146,10 +146,14 @@ private:
 	Result<std::vector<int>> note_restored_bos(const KfdImage &img, const KfdRestored &restored);
 	Status restore_render(const ImageDir &images, int id, const RenderNodeImage &img, UniqueFd *out);
 	Status restore_dmabuf(const ImageDir &images, int id, const DmabufImage &img, UniqueFd *out);
+	// `img`'s BOs made in render file `render_fd` at their handles and
+	// VAs, in image order (made in handle order).
+	Result<std::vector<GemHandle>> make_render_bos(const ImageDir &images, const RenderNodeImage &img,
+						       const GpuMapEntry &m, int render_fd, const std::string &name);
 	// Shared BO `bo.shared` in render file `render_fd` under `bo`'s handle
-	// and VAs.
+	// (which `slot` has made the lowest free one) and VAs.
 	Result<GemHandle> attach_shared_bo(const ImageDir &images, const DrmBo &bo, const GpuMapEntry &m,
-					   int render_fd, const std::string &holder);
+					   int render_fd, const std::string &holder, const GemHandleSlot &slot);
 	// The dma-buf of shared BO `s` (on local GPU `m`): when this is its
 	// first holder, the BO is created in `render_fd` (`*created` holds its
 	// handle there), filled from its pages file and stored for the other

@@ -2,7 +2,8 @@
 //
 // In a restored task, at RESTORE_EXT_FILE: a render node file, restored
 // onto its mapped local GPU. Each GEM buffer object recreated under its
-// checkpointed handle with its metadata, mapped at its GPU VAs, its
+// checkpointed handle (in handle order, device/gem.h GemHandleSlot) with
+// its metadata, mapped at its GPU VAs, its
 // contents copied in (plugin/restore_contents.h) or handed over to CRIU's
 // main process (parallel restore), and its CPU mappings recorded to be
 // moved to the new mmap offsets (UPDATE_VMA_MAP).
@@ -10,6 +11,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cinttypes>
 
 #include "base/drm.h"
@@ -26,12 +28,10 @@ namespace amdcr {
 
 namespace {
 
-// Moves `h` (of `bo` in `fd`) to its checkpointed handle and maps it at
-// its VAs. The handle is closed again (with its mappings) if anything fails.
-Result<GemHandle> place_bo(int fd, const DrmBo &bo, GemHandle h)
+// Maps `h` (of `bo` in `fd`, at its checkpointed handle) at its VAs. The
+// handle is closed again (with its mappings) if anything fails.
+Result<GemHandle> map_bo(int fd, const DrmBo &bo, GemHandle h)
 {
-	if (auto st = h.change_to(bo.handle); !st)
-		return std::move(st).error();
 	for (const DrmVm &vm : bo.vms)
 		if (auto st = gem_va_map(fd, bo.handle, gem_va_address_to_restore(vm.addr), vm.size, vm.offset,
 					 gem_va_flags_to_restore(static_cast<uint32_t>(vm.flags)));
@@ -40,13 +40,28 @@ Result<GemHandle> place_bo(int fd, const DrmBo &bo, GemHandle h)
 	return h;
 }
 
-// Creates `bo` in `fd`, placed as place_bo does.
-Result<GemHandle> recreate_bo(int fd, const DrmBo &bo)
+// Creates `bo` in `fd` at its handle (`slot` made it the lowest free
+// one) and maps it.
+Result<GemHandle> recreate_bo(int fd, const DrmBo &bo, const GemHandleSlot &slot)
 {
 	auto h = create_gem_bo(fd, bo.size, bo.alignment, bo.preferred_domains, bo.alloc_flags, bo.metadata);
 	if (!h)
 		return std::move(h).error();
-	return place_bo(fd, bo, std::move(*h));
+	auto placed = slot.check(std::move(*h), bo.handle);
+	if (!placed)
+		return std::move(placed).error();
+	return map_bo(fd, bo, std::move(*placed));
+}
+
+// The positions of `bos` in ascending handle order: the order in which
+// GemHandleSlot can give each its handle.
+std::vector<size_t> by_handle(const std::vector<DrmBo> &bos)
+{
+	std::vector<size_t> order(bos.size());
+	for (size_t i = 0; i < order.size(); i++)
+		order[i] = i;
+	std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bos[a].handle < bos[b].handle; });
+	return order;
 }
 
 } // namespace
@@ -63,7 +78,7 @@ Result<GemHandle> create_gem_bo(int render_fd, uint64_t size, uint64_t alignment
 }
 
 Result<GemHandle> TaskRestore::attach_shared_bo(const ImageDir &images, const DrmBo &bo, const GpuMapEntry &m,
-					       int render_fd, const std::string &holder)
+					       int render_fd, const std::string &holder, const GemHandleSlot &slot)
 {
 	std::optional<GemHandle> created;
 	// The file that holds the contents has their checksums in its own BO
@@ -74,12 +89,43 @@ Result<GemHandle> TaskRestore::attach_shared_bo(const ImageDir &images, const Dr
 	auto dmabuf = shared_dmabuf(images, s, m, render_fd, holder, &created);
 	if (!dmabuf)
 		return std::move(dmabuf).error();
-	if (created)
-		return place_bo(render_fd, bo, std::move(*created));
-	auto h = GemHandle::import(render_fd, dmabuf->get());
+	auto h = created ? Result<GemHandle>(std::move(*created)) : GemHandle::import(render_fd, dmabuf->get());
 	if (!h)
 		return std::move(h).error();
-	return place_bo(render_fd, bo, std::move(*h));
+	auto placed = slot.check(std::move(*h), bo.handle);
+	if (!placed)
+		return std::move(placed).error();
+	return map_bo(render_fd, bo, std::move(*placed));
+}
+
+Result<std::vector<GemHandle>> TaskRestore::make_render_bos(const ImageDir &images, const RenderNodeImage &img,
+							    const GpuMapEntry &m, int render_fd,
+							    const std::string &name)
+{
+	// In handle order, each made the file's lowest free handle first;
+	// the placeholders that took the gaps are closed on return.
+	GemHandleSlot slot(render_fd);
+	std::vector<std::optional<GemHandle>> made(img.bos.size());
+	for (size_t i : by_handle(img.bos)) {
+		const DrmBo &bo = img.bos[i];
+		// A BO other files hold too: the first holder restored makes it.
+		const bool shared = bo.shared && plan_.shared_among_files(bo.shared->id);
+		const std::string what = strprintf("%s: BO %zu", name.c_str(), i);
+		if (auto st = slot.make_next(bo.handle); !st)
+			return std::move(st).error().context(what);
+		auto h = shared ? attach_shared_bo(images, bo, m, render_fd, name, slot) : recreate_bo(render_fd, bo, slot);
+		if (!h)
+			return std::move(h).error().context(what);
+		made[i].emplace(std::move(*h));
+	}
+	if (slot.placeholders() != 0)
+		log_debug("%s: %zu placeholder BOs held the free handles below its highest GEM handle", name.c_str(),
+			  slot.placeholders());
+	std::vector<GemHandle> out;
+	out.reserve(made.size());
+	for (auto &h : made)
+		out.push_back(std::move(*h));
+	return out;
 }
 
 Status TaskRestore::restore_render(const ImageDir &images, int id, const RenderNodeImage &img, UniqueFd *out)
@@ -110,17 +156,13 @@ Status TaskRestore::restore_render(const ImageDir &images, int id, const RenderN
 	if (auto st = ensure_fd_room(img.bos.size()); !st)
 		return st;
 
-	std::vector<GemHandle> created;
+	auto created = make_render_bos(images, img, *m, render_fd, name);
+	if (!created)
+		return std::move(created).error();
 	std::vector<UniqueFd> dmabufs; // open until the copy is done
 	std::vector<VmaUpdate> updates;
 	std::vector<int> contents; // the dma-bufs of the BOs with contents, in image order
-	for (size_t i = 0; i < img.bos.size(); i++) {
-		const DrmBo &bo = img.bos[i];
-		// A BO other files hold too: the first holder restored makes it.
-		const bool shared = bo.shared && plan_.shared_among_files(bo.shared->id);
-		Result<GemHandle> h = shared ? attach_shared_bo(images, bo, *m, render_fd, name) : recreate_bo(render_fd, bo);
-		if (!h)
-			return std::move(h).error().context(strprintf("%s: BO %zu", name.c_str(), i));
+	for (const DrmBo &bo : img.bos) {
 		if (bo.offset != 0) {
 			auto offset = gem_mmap_offset(render_fd, bo.handle);
 			if (!offset)
@@ -128,14 +170,13 @@ Status TaskRestore::restore_render(const ImageDir &images, int id, const RenderN
 			updates.push_back({false, img.drm_render_minor, m->local_render_minor, bo.offset, *offset,
 					   file_id});
 		}
-		if (bo.has_contents() && !shared) {
+		if (bo.has_contents() && !(bo.shared && plan_.shared_among_files(bo.shared->id))) {
 			auto dmabuf = gem_export_dmabuf(render_fd, bo.handle);
 			if (!dmabuf)
 				return std::move(dmabuf).error().context(name);
 			contents.push_back(dmabuf->get());
 			dmabufs.push_back(std::move(*dmabuf));
 		}
-		created.push_back(std::move(*h));
 	}
 	auto job = render_copy_job(env_, id, img, *m, plan_, contents);
 	if (!job)
@@ -147,7 +188,7 @@ Status TaskRestore::restore_render(const ImageDir &images, int id, const RenderN
 	if (!out->valid())
 		return errno_error(errno, "dup of the render node file");
 	// The BOs are the restored process's now.
-	for (auto &h : created)
+	for (auto &h : *created)
 		(void)h.release();
 	vmas_.insert(vmas_.end(), updates.begin(), updates.end());
 	log_gpu(LogLevel::Debug, img.gpu_id, "render node %s restored as renderD%u (%zu BOs, %zu with contents)",

@@ -24,6 +24,8 @@
 // the pattern of seed 2 and creates DIR/phase2; the others wait for it and
 // check seed 2 in their view: one BO, not three copies. DIR/result.<role>
 // says OK or what failed; the exit status is 0 only when all three passed.
+// With $KFDEMU_WORKLOAD_GEM_GAPS set, the exporter's and importer's handle
+// of the BO is 2 (a BO made before it and freed).
 #include <amdgpu.h>
 #include <amdgpu_drm.h>
 #include <fcntl.h>
@@ -172,6 +174,18 @@ int run_bo_role(int role, int sock_a, int sock_b, uint64_t size)
 	std::string why;
 	if (!open_device(&d, &why))
 		return finish(role, why);
+	// $KFDEMU_WORKLOAD_GEM_GAPS: a BO made first and freed once the
+	// shared one is there, whose handle is then 2, not the 1 that a new
+	// file hands out first.
+	amdgpu_bo_handle gap = nullptr;
+	if (std::getenv("KFDEMU_WORKLOAD_GEM_GAPS")) {
+		amdgpu_bo_alloc_request req{};
+		req.alloc_size = 4096;
+		req.phys_alignment = 4096;
+		req.preferred_heap = AMDGPU_GEM_DOMAIN_GTT;
+		if (amdgpu_bo_alloc(d.dev, &req, &gap) != 0)
+			return finish(role, "amdgpu_bo_alloc of the gap BO failed");
+	}
 	amdgpu_bo_handle bo = nullptr;
 	if (role == 0) {
 		amdgpu_bo_alloc_request req{};
@@ -191,6 +205,8 @@ int run_bo_role(int role, int sock_a, int sock_b, uint64_t size)
 		bo = res.buf_handle;
 		::close(dmabuf);
 	}
+	if (gap)
+		amdgpu_bo_free(gap);
 	void *cpu = nullptr;
 	if (!map_bo(bo, size, kVa[role], &cpu, &why))
 		return finish(role, why);

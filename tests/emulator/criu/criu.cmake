@@ -98,6 +98,22 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
   # ... at GPU VAs above the hole (as Mesa maps), which the kernel reports
   # masked to 48 bits: mapped again at their canonical VAs.
   kfdemu_realcriu_test(${_ver} kfd_gem_high_va_MI100 kfd-gem-high-va MI100)
+  # The same on a kernel that disables DRM_IOCTL_GEM_CHANGE_HANDLE again
+  # (Linux 6.18.36, 7.0 stable, mainline since June 2026: EINVAL for every
+  # call), with gaps in the GEM handles (KFDEMU_WORKLOAD_GEM_GAPS: BOs made
+  # and freed between the workload's, so a restore making the BOs one after
+  # the other would not get their handles): the restore places BOs at
+  # their handles without the ioctl (own BOs, and shared ones, created or
+  # imported through PRIME, in the dma-buf tree).
+  set(_no_change_handle --emu-fault DRM_IOCTL_GEM_CHANGE_HANDLE:every:errno=EINVAL)
+  kfdemu_realcriu_test(${_ver} render_no_change_handle_MI100 render MI100 ${_no_change_handle})
+  kfdemu_realcriu_test(${_ver} kfd_gem_no_change_handle_2xMI210 kfd-gem 2xMI210 ${_no_change_handle})
+  kfdemu_realcriu_test(${_ver} dmabuf_tree_no_change_handle_MI100 dmabuf-holder-root MI100
+    --workload $<TARGET_FILE:dmabuf-tree> ${_no_change_handle})
+  string(REGEX REPLACE "^dev-.*" "dev" _short "${_ver}")
+  set_tests_properties(emu_realcriu_${_short}_render_no_change_handle_MI100
+    emu_realcriu_${_short}_kfd_gem_no_change_handle_2xMI210
+    emu_realcriu_${_short}_dmabuf_tree_no_change_handle_MI100 PROPERTIES ENVIRONMENT KFDEMU_WORKLOAD_GEM_GAPS=1)
   # A child forked after the GPU state holds the /dev/kfd and render files
   # without using them (a DataLoader worker): restored as shared files, the
   # KFD process still the parent's.

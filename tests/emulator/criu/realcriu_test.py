@@ -4,11 +4,12 @@
 
     realcriu_test.py --criu-list LIST --criu-version V --realcriu-lib DIR \
         --kfd-emu K --wrapper W --workload X --machine NAME \
-        --scenario SCENARIO [--plugin P.so] [--keep]
+        --scenario SCENARIO [--plugin P.so] [--emu-fault RULE] [--keep]
 
 The CRIU binary is the one scripts/build-criu.sh listed for V in LIST
 (tests/realcriu's realcriu.find_criu; `--criu PATH` names one directly).
-Each scenario runs under `kfd-emu --machine NAME` the workload
+Each scenario runs under `kfd-emu --machine NAME` (with a --fault for each
+--emu-fault) the workload
 (kfdemu_criu_workload), real CRIU through the kfdemu-criu wrapper (the
 adapter first, then the plugin under test), and checks (see README.md,
 "Real CRIU"):
@@ -2495,6 +2496,9 @@ def main():
     ap.add_argument("--plugin", default=os.environ.get("KFDEMU_CRIU_PLUGIN", ""),
                     help="the plugin under test (default: the wrapper's, the build's amdgpu_plugin.so;"
                          " also $KFDEMU_CRIU_PLUGIN)")
+    ap.add_argument("--emu-fault", action="append", default=[],
+                    help="a fault rule for kfd-emu --fault, in effect from the start (repeatable); e.g. "
+                         "DRM_IOCTL_GEM_CHANGE_HANDLE:every:errno=EINVAL, a kernel that disables the ioctl")
     ap.add_argument("--sanitized", default="")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--images-dir", default="",
@@ -2530,6 +2534,9 @@ def main():
     harness.private_dev_shm()
     work = harness.work_dir("kfdemu-realcriu.")
     log(f"CRIU {criu}, machine {args.machine}, scenario {args.scenario}, work {work}")
+    faults = [a for f in args.emu_fault for a in ("--fault", f)]
+    if faults:
+        log(f"kfd-emu fault rules: {args.emu_fault}")
     me = harness.self_command(__file__, "--criu", criu, "--work", work)
     if args.interop:
         me += ["--upstream-so", args.upstream_so]
@@ -2542,17 +2549,17 @@ def main():
         # has ended (kfd-emu --root refuses a root that is in use).
         root = tempfile.mkdtemp(prefix="kfdemu-realcriu-root.")
         plan = OTHER_MACHINE[args.machine]
-        emu = [args.kfd_emu, "--root", root, "--machine", args.machine]
+        emu = [args.kfd_emu, "--root", root, "--machine", args.machine] + faults
         log(f"first machine: {' '.join(plan['first'])}")
         rc = subprocess.run(emu + plan["first"] + ["--"] + me + ["--phase", "dump"]).returncode
         if rc == 0:
             log(f"second machine: {' '.join(plan['second'])}")
-            second = [args.kfd_emu, "--root", root, "--machine", plan.get("second_machine", args.machine)]
+            second = [args.kfd_emu, "--root", root, "--machine", plan.get("second_machine", args.machine)] + faults
             rc = subprocess.run(second + plan["second"] + ["--"] + me + ["--phase", "restore"]).returncode
         shutil.rmtree(root, ignore_errors=True)
     else:
         machine = slow_machine(work, args.machine) if args.scenario in KILL_SCENARIOS else args.machine
-        rc = subprocess.run([args.kfd_emu, "--machine", machine, "--"] + me + ["--phase", "all"]).returncode
+        rc = subprocess.run([args.kfd_emu, "--machine", machine] + faults + ["--"] + me + ["--phase", "all"]).returncode
 
     if rc == harness.NOT_RUN:
         # The phase said NOT RUN and why (pre-copy and soft-dirty).

@@ -55,7 +55,8 @@
 // SDMA CS, CPU mappings), checked after the restore; DIR/render lists them
 // (RenderSet::describe) before DIR/ready appears. Its CPU-invisible VRAM
 // BO is 2 MiB + 4 KiB ($KFDEMU_WORKLOAD_VRAM_MIB MiB + 4 KiB when set),
-// its GTT BO 1 MiB more.
+// its GTT BO 1 MiB more. With $KFDEMU_WORKLOAD_GEM_GAPS set (--render and
+// --kfd-gem), the RenderSet's GEM handles have gaps (RenderSet::setup).
 // --second-file (with --render): a second open file of the same render
 // node holding a GTT BO of its own, made through the raw uapi (libdrm_amdgpu
 // keeps one device per node, so it cannot fill a second file): its handle
@@ -139,6 +140,7 @@
 #include <fcntl.h>
 #include <initializer_list>
 #include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -485,9 +487,23 @@ struct RenderSet {
 		seed_gtt = seed;
 		seed_vram = seed + 1;
 		seed_vcpu = seed + 2;
+		// $KFDEMU_WORKLOAD_GEM_GAPS: a BO before the GTT BO and one between
+		// it and the VRAM BO, freed at return, leave the set's handles with
+		// gaps ({2, 4, 5} in a new file), which a restore that makes BOs
+		// one after the other in a new file does not get by itself.
+		std::unique_ptr<GemBo> gap1, gap2;
+		auto gap = [&](std::unique_ptr<GemBo> *g) {
+			if (std::getenv("KFDEMU_WORKLOAD_GEM_GAPS"))
+				g->reset(new GemBo(dev, 4096, err, AMDGPU_GEM_DOMAIN_GTT, 0, false));
+			return !*g || (*g)->ok();
+		};
+		if (!gap(&gap1))
+			return *err = "GEM BO before the set: " + *err, false;
 		gtt = new GemBo(dev, ((vram_bytes >> 20) + 1) << 20, err, AMDGPU_GEM_DOMAIN_GTT, 0, true, va_flags);
 		if (!gtt->ok())
 			return *err = "GTT GEM BO: " + *err, false;
+		if (!gap(&gap2))
+			return *err = "GEM BO between the set's: " + *err, false;
 		vram = new GemBo(dev, vram_bytes, err, AMDGPU_GEM_DOMAIN_VRAM, vram_flags, false, va_flags);
 		if (!vram->ok())
 			return *err = "VRAM GEM BO: " + *err, false;

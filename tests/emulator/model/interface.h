@@ -127,6 +127,9 @@ struct FaultRule {
 	// (its result never reaches the caller); after kStallLimitMs it
 	// returns its result.
 	enum class Action { Fail, Hang, Stall, StallAfter } action = Action::Fail;
+	// Every matching call from the Nth on fails, not the Nth only (a
+	// kernel that disables an ioctl: DRM_IOCTL_GEM_CHANGE_HANDLE).
+	bool every = false;
 	static constexpr int kStallLimitMs = 60000;
 };
 

@@ -384,7 +384,7 @@ int ModelImpl::check_fault(const std::string &name, FaultRule::Action *action)
 						       name.rfind("CRIU_OP:", 0) != 0);
 		if (!match)
 			continue;
-		if (++r.seen == r.rule.nth) {
+		if (++r.seen == r.rule.nth || (r.rule.every && r.seen > r.rule.nth)) {
 			if (action)
 				*action = r.rule.action;
 			return -(r.rule.err ? r.rule.err : EIO);
@@ -424,7 +424,7 @@ int ModelImpl::check_fault_sdma(bool *hang)
 	for (auto &r : rules_) {
 		if (r.rule.target != "sdma")
 			continue;
-		if (++r.seen == r.rule.nth) {
+		if (++r.seen == r.rule.nth || (r.rule.every && r.seen > r.rule.nth)) {
 			*hang = r.rule.action == FaultRule::Action::Hang;
 			return -(r.rule.err ? r.rule.err : EIO);
 		}

@@ -250,6 +250,11 @@ void test_fault_specs()
 	r = parse_faults("CRIU_OP:UNPAUSE:stall", &err);
 	CHECK(r && r->size() == 1 && (*r)[0].target == "CRIU_OP:UNPAUSE" &&
 	      (*r)[0].action == FaultRule::Action::Stall && (*r)[0].nth == 1);
+	r = parse_faults("DRM_IOCTL_GEM_CHANGE_HANDLE:every:errno=EINVAL", &err);
+	CHECK(r && r->size() == 1 && (*r)[0].target == "DRM_IOCTL_GEM_CHANGE_HANDLE" && (*r)[0].every &&
+	      (*r)[0].nth == 1 && (*r)[0].err == EINVAL);
+	r = parse_faults("sdma:nth=2", &err);
+	CHECK(r && r->size() == 1 && !(*r)[0].every);
 	CHECK(!parse_faults("sdma:nth=0", &err));
 	CHECK(!parse_faults("x:errno=EWHAT", &err));
 	CHECK(!parse_faults("nth=3", &err));

@@ -71,6 +71,8 @@ std::optional<std::vector<FaultRule>> parse_faults(std::string_view spec, std::s
 				r.action = FaultRule::Action::StallAfter;
 			} else if (tok == "stall") {
 				r.action = FaultRule::Action::Stall;
+			} else if (tok == "every") {
+				r.every = true;
 			} else if (tok == "fail") {
 				r.action = FaultRule::Action::Fail;
 			} else {

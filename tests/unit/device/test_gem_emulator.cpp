@@ -3,15 +3,17 @@
 // The render-node GEM wrappers (src/device/gem.h) on the emulated GPU (run
 // under kfd-emu; skip without a render node): the handle list with each
 // BO's creation parameters, VA mappings and their flags, mmap offsets,
-// dma-buf export, GEM_CREATE + CHANGE_HANDLE, GEM_METADATA and the
-// handle's RAII. The run with KFDEMU_FAULTS failing GEM_LIST_HANDLES with
-// EINVAL (what a kernel without the ioctl does) checks the error names the
-// ioctl and the kernel that added it; the run failing GEM_CHANGE_HANDLE so
-// (what kernels that disabled it again do), that its error says that.
+// dma-buf export, GEM_CREATE and PRIME import at a chosen handle
+// (GemHandleSlot), GEM_METADATA and the handle's RAII. The run with
+// KFDEMU_FAULTS failing GEM_LIST_HANDLES with EINVAL (what a kernel without
+// the ioctl does) checks the error names the ioctl and the kernel that
+// added it; the run failing every GEM_CHANGE_HANDLE so (what kernels that
+// disabled it again do) shows that placing BOs does not need it.
 #include <criterion/criterion.h>
 
 #include <amdgpu_drm.h>
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -54,7 +56,14 @@ bool faulting(const char *ioctl)
 }
 
 bool faulting_list_handles() { return faulting("GEM_LIST_HANDLES"); }
-bool faulting_change_handle() { return faulting("GEM_CHANGE_HANDLE"); }
+
+// struct drm_gem_change_handle and its number (include/uapi/drm/drm.h),
+// which the plugin no longer uses: only to show this run's kernel lacks it.
+struct ChangeHandleArgs {
+	uint32_t handle;
+	uint32_t new_handle;
+};
+constexpr unsigned long kChangeHandleIoctl = _IOWR('d', 0xD2, ChangeHandleArgs);
 
 } // namespace
 
@@ -135,36 +144,145 @@ Test(gem, mmap_offset_and_dmabuf_export)
 	cr_assert(dmabuf->valid());
 }
 
-Test(gem, change_handle_moves_the_bo_and_the_handle_closes_it)
+namespace {
+
+// Whether `fd` holds `handle` (GEM_MMAP answers ENOENT for a free one;
+// GTT BOs only), without GEM_LIST_HANDLES, which one run fails.
+bool holds(int fd, uint32_t handle)
 {
-	if (faulting_list_handles())
-		cr_skip_test("GEM_LIST_HANDLES fails by design in this run");
-	if (faulting_change_handle())
-		cr_skip_test("GEM_CHANGE_HANDLE fails by design in this run");
+	auto off = gem_mmap_offset(fd, handle);
+	if (!off)
+		cr_assert_eq(off.error().code(), ENOENT, "%s", off.error().message().c_str());
+	return off.ok();
+}
+
+// GEM_CREATE of 4 KiB of GTT at `target`, through `slot`.
+GemHandle create_at(GemHandleSlot &slot, int fd, uint32_t target)
+{
+	cr_assert_ok(slot.make_next(target), "handle %u", target);
+	auto h = GemHandle::create(fd, 4096, 4096, kGemDomainGtt, 0);
+	cr_assert_ok(h);
+	auto placed = slot.check(std::move(*h), target);
+	cr_assert_ok(placed, "handle %u", target);
+	return std::move(*placed);
+}
+
+} // namespace
+
+// GemHandleSlot gives BOs chosen handles through the kernel's lowest-free
+// allocation, without GEM_CHANGE_HANDLE (one run fails every call of it):
+// {1, 3, 4} in a new file are exactly there; 2 held a placeholder while 3
+// and 4 were made and is free again once the slot is gone.
+Test(gem_slot, handles_made_in_ascending_order_are_exactly_the_chosen_ones)
+{
 	UniqueFd fd = open_render();
+	std::vector<GemHandle> bos;
 	{
-		auto a = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
-		cr_assert_ok(a);
-		const uint32_t first = a->get();
-		cr_assert_ok(a->change_to(77));
-		cr_assert_eq(a->get(), 77u);
-		auto list = gem_list_handles(fd.get());
-		cr_assert_ok(list);
-		cr_assert(find(*list, 77) && !find(*list, first), "the BO is at 77 only");
-		auto b = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
-		cr_assert_ok(b);
-		const uint32_t bh = b->get();
-		auto taken = b->change_to(77);
-		cr_assert_not(taken.ok(), "77 is taken");
-		cr_assert_eq(taken.error().code(), ENOSPC);
-		cr_assert_eq(b->get(), bh, "unchanged on failure");
-		cr_assert(std::strstr(taken.error().message().c_str(), "DRM_IOCTL_GEM_CHANGE_HANDLE"));
-		const uint32_t kept = GemHandle(std::move(*b)).release();
-		cr_assert_eq(kept, bh);
+		GemHandleSlot slot(fd.get());
+		for (uint32_t h : {1u, 3u, 4u})
+			bos.push_back(create_at(slot, fd.get(), h));
+		cr_assert_eq(slot.placeholders(), 1u, "handle 2 only");
+		cr_assert(holds(fd.get(), 2), "the placeholder holds 2 while the slot lives");
 	}
-	auto list = gem_list_handles(fd.get());
-	cr_assert_ok(list);
-	cr_assert_eq(list->size(), 1u, "77 was closed, the released one stays");
+	const uint32_t want[] = {1, 3, 4};
+	cr_assert_eq(bos.size(), 3u);
+	for (size_t i = 0; i < bos.size(); i++)
+		cr_assert_eq(bos[i].get(), want[i]);
+	for (uint32_t h : want)
+		cr_assert(holds(fd.get(), h), "handle %u", h);
+	cr_assert_not(holds(fd.get(), 2), "the placeholder is closed");
+	cr_assert_not(holds(fd.get(), 5));
+	auto next = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
+	cr_assert_ok(next);
+	cr_assert_eq(next->get(), 2u, "2 is the lowest free handle again");
+}
+
+// A PRIME import of another file's BO is placed the same way (a shared BO
+// of a restore).
+Test(gem_slot, an_import_gets_the_chosen_handle)
+{
+	UniqueFd a = open_render();
+	UniqueFd b = open_render();
+	auto bo = GemHandle::create(a.get(), 8192, 4096, kGemDomainGtt, 0);
+	cr_assert_ok(bo);
+	auto dmabuf = gem_export_dmabuf(a.get(), bo->get());
+	cr_assert_ok(dmabuf);
+	GemHandleSlot slot(b.get());
+	cr_assert_ok(slot.make_next(6));
+	auto imported = GemHandle::import(b.get(), dmabuf->get());
+	cr_assert_ok(imported);
+	auto placed = slot.check(std::move(*imported), 6);
+	cr_assert_ok(placed);
+	cr_assert_eq(placed->get(), 6u);
+	cr_assert_eq(slot.placeholders(), 5u, "1 to 5");
+}
+
+// A handle the file holds already fails with an error naming it; the
+// placeholder that showed it is closed, the file's other handles stay.
+Test(gem_slot, a_taken_handle_fails_naming_it)
+{
+	UniqueFd fd = open_render();
+	auto one = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
+	auto two = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
+	cr_assert_ok(one);
+	cr_assert_ok(two);
+	cr_assert_eq(two->get(), 2u);
+	{
+		GemHandleSlot slot(fd.get());
+		auto st = slot.make_next(2);
+		cr_assert_not(st.ok(), "2 is taken");
+		cr_assert_eq(st.error().code(), EEXIST);
+		const std::string msg = st.error().message();
+		cr_assert(msg.find("GEM handle 2 is taken") != std::string::npos, "%s", msg.c_str());
+		cr_assert(msg.find("lowest free handle is 3") != std::string::npos, "%s", msg.c_str());
+		cr_assert_eq(slot.placeholders(), 0u);
+	}
+	cr_assert_not(holds(fd.get(), 3), "the placeholder at 3 is closed");
+	cr_assert(holds(fd.get(), 1) && holds(fd.get(), 2));
+}
+
+// 0 and handles over INT_MAX are no idr ids: refused without a placeholder.
+// A BO that did not get its handle is refused naming both and closed.
+Test(gem_slot, handles_outside_the_idr_range_and_a_wrong_handle_are_refused)
+{
+	UniqueFd fd = open_render();
+	GemHandleSlot slot(fd.get());
+	for (uint32_t bad : {0u, kMaxGemHandle + 1, 0xffffffffu}) {
+		auto st = slot.make_next(bad);
+		cr_assert_not(st.ok(), "handle %u refused", bad);
+		cr_assert_eq(st.error().code(), EINVAL);
+		cr_assert(st.error().message().find("not a GEM handle") != std::string::npos, "%s",
+			  st.error().message().c_str());
+	}
+	cr_assert_eq(slot.placeholders(), 0u);
+	cr_assert_not(holds(fd.get(), 1), "no placeholder made");
+	auto h = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
+	cr_assert_ok(h);
+	cr_assert_eq(h->get(), 1u);
+	auto wrong = slot.check(std::move(*h), 7);
+	cr_assert_not(wrong.ok());
+	const std::string msg = wrong.error().message();
+	cr_assert(msg.find("GEM handle 7 got handle 1") != std::string::npos, "%s", msg.c_str());
+	cr_assert_not(holds(fd.get(), 1), "the misplaced BO is closed");
+}
+
+// The run failing GEM_CHANGE_HANDLE as Linux 6.18.36, 7.0 stable and
+// mainline since June 2026 do (drm_invalid_op: EINVAL for every call), in
+// which the gem_slot tests pass as well: each call fails, not the first only.
+Test(gem_change_handle_disabled, every_change_handle_fails)
+{
+	if (!faulting("GEM_CHANGE_HANDLE"))
+		cr_skip_test("needs KFDEMU_FAULTS=DRM_IOCTL_GEM_CHANGE_HANDLE:every:errno=EINVAL");
+	UniqueFd fd = open_render();
+	auto a = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
+	cr_assert_ok(a);
+	for (uint32_t to : {40u, 41u, 42u}) {
+		ChangeHandleArgs args{a->get(), to};
+		errno = 0;
+		cr_assert_eq(::ioctl(fd.get(), kChangeHandleIoctl, &args), -1, "to %u", to);
+		cr_assert_eq(errno, EINVAL, "to %u", to);
+	}
+	cr_assert(holds(fd.get(), a->get()), "the BO stayed");
 }
 
 Test(gem_old_kernel, a_missing_list_handles_ioctl_is_named_with_the_kernel_that_has_it)
@@ -178,55 +296,6 @@ Test(gem_old_kernel, a_missing_list_handles_ioctl_is_named_with_the_kernel_that_
 	const std::string msg = l.error().message();
 	cr_assert(msg.find("DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES") != std::string::npos, "%s", msg.c_str());
 	cr_assert(msg.find(kGemCriuKernel) != std::string::npos, "%s", msg.c_str());
-}
-
-// Handles outside the idr's 1..INT_MAX are refused before the ioctl: the
-// kernel would answer EINVAL above INT_MAX (which reads as a missing
-// ioctl) and, before lib/idr's c6e8e595a079, move the BO to another handle
-// than 0 while answering 0. The handle the BO has already takes no call.
-Test(gem, change_to_refuses_handles_outside_the_idr_range)
-{
-	UniqueFd fd = open_render();
-	auto a = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
-	cr_assert_ok(a);
-	const uint32_t h = a->get();
-	for (uint32_t bad : {0u, kMaxGemHandle + 1, 0xffffffffu}) {
-		auto st = a->change_to(bad);
-		cr_assert_not(st.ok(), "handle %u refused", bad);
-		cr_assert_eq(st.error().code(), EINVAL);
-		const std::string msg = st.error().message();
-		cr_assert(msg.find("not a GEM handle") != std::string::npos, "%s", msg.c_str());
-		cr_assert(msg.find(kGemCriuKernel) == std::string::npos, "not read as a missing ioctl: %s",
-			  msg.c_str());
-		cr_assert_eq(a->get(), h, "unchanged on failure");
-	}
-	cr_assert_ok(a->change_to(h));
-	cr_assert_eq(a->get(), h);
-}
-
-// Linux 6.18.36, the 7.0 stable series and mainline since June 2026 answer
-// DRM_IOCTL_GEM_CHANGE_HANDLE with drm_invalid_op's EINVAL (the run with
-// KFDEMU_FAULTS failing it so): the error names the ioctl, the kernel that
-// added it and those that disable it again, and says what cannot be done.
-// A BO already at its handle needs no call and still succeeds.
-Test(gem_change_handle_disabled, the_error_says_the_kernel_disables_the_ioctl)
-{
-	if (!faulting_change_handle())
-		cr_skip_test("needs KFDEMU_FAULTS=DRM_IOCTL_GEM_CHANGE_HANDLE:errno=EINVAL");
-	UniqueFd fd = open_render();
-	auto a = GemHandle::create(fd.get(), 4096, 4096, kGemDomainGtt, 0);
-	cr_assert_ok(a);
-	const uint32_t h = a->get();
-	cr_assert_ok(a->change_to(h), "the handle it has: no ioctl, which would fail here");
-	auto st = a->change_to(h + 40);
-	cr_assert_not(st.ok());
-	cr_assert_eq(st.error().code(), EINVAL);
-	cr_assert_eq(a->get(), h);
-	const std::string msg = st.error().message();
-	cr_assert(msg.find("DRM_IOCTL_GEM_CHANGE_HANDLE") != std::string::npos, "%s", msg.c_str());
-	cr_assert(msg.find(kGemCriuKernel) != std::string::npos, "%s", msg.c_str());
-	cr_assert(msg.find(kGemChangeHandleDisabledIn) != std::string::npos, "%s", msg.c_str());
-	cr_assert(msg.find("cannot be restored") != std::string::npos, "%s", msg.c_str());
 }
 
 // GEM_METADATA: what SET gives a BO, GET returns exactly (an odd-sized

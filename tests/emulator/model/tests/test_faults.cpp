@@ -25,6 +25,28 @@ Test(faults, nth_ioctl_by_name)
 	cr_assert(cnt.find("\"DRM_IOCTL_AMDGPU_GEM_CREATE\":4") != std::string::npos, "%s", cnt.c_str());
 }
 
+// `every`: the Nth matching call and each one after it fails (what a
+// kernel that disables an ioctl answers), other ioctls do not.
+Test(faults, every_call_from_the_nth)
+{
+	Rig rig(make_machine({0x1111}));
+	FakeCaller c(1000);
+	int fd = rig.open_render(c, 128);
+	FaultRule rule{"DRM_IOCTL_GEM_CHANGE_HANDLE", 2, EINVAL};
+	rule.every = true;
+	rig.model->set_faults({rule});
+	long r;
+	cr_assert_eq(rig.gem_create(c, fd, 4096, abi::drm::DOMAIN_GTT, &r), 1);
+	abi::drm::GemChangeHandle ch{1, 5};
+	cr_assert_eq(rig.drm(c, fd, abi::drm::GEM_CHANGE_HANDLE, &ch), 0, "the first call is not the 2nd");
+	for (uint32_t to : {6u, 7u, 8u}) {
+		ch = abi::drm::GemChangeHandle{5, to};
+		cr_assert_eq(rig.drm(c, fd, abi::drm::GEM_CHANGE_HANDLE, &ch), -EINVAL, "call to %u", to);
+	}
+	cr_assert_eq(rig.gem_create(c, fd, 4096, abi::drm::DOMAIN_GTT, &r), 1, "other ioctls unaffected");
+	cr_assert_neq(rig.gem_mmap_offset(c, fd, 5), 0u, "the BO stayed at 5");
+}
+
 Test(faults, star_and_reset)
 {
 	Rig rig(make_machine({0x1111}));

@@ -160,6 +160,26 @@ Test(render, gem_handles_lowest_free)
 		     "GEM_CREATE always adds VRAM_CLEARED, amdgpu_bo_create WIPE_ON_RELEASE");
 }
 
+// A new PRIME import takes the lowest free handle as GEM_CREATE does: both
+// go through drm_gem_handle_create_tail, idr_alloc(&object_idr, .., 1, 0,
+// ..) (the plugin's restore places BOs at their handles by this rule).
+Test(render, a_new_import_takes_the_lowest_free_handle)
+{
+	Node n;
+	uint32_t h = n.rig.gem_create(n.c, n.fd, 4096);
+	PrimeHandle p{h, RDWR, -1};
+	cr_assert_eq(n.rig.drm(n.c, n.fd, PRIME_HANDLE_TO_FD, &p), 0);
+	int fd2 = n.rig.open_render(n.c, 128);
+	for (uint32_t want : {1u, 2u, 3u})
+		cr_assert_eq(n.rig.gem_create(n.c, fd2, 4096), want);
+	GemClose cl{2, 0};
+	cr_assert_eq(n.rig.drm(n.c, fd2, GEM_CLOSE, &cl, abi::kIocWrite), 0);
+	PrimeHandle imp{0, 0, p.fd};
+	cr_assert_eq(n.rig.drm(n.c, fd2, PRIME_FD_TO_HANDLE, &imp), 0);
+	cr_assert_eq(imp.handle, 2u, "the gap");
+	cr_assert_eq(n.rig.gem_create(n.c, fd2, 4096), 4u, "then above the highest");
+}
+
 Test(render, prime_and_change_handle)
 {
 	Node n;
