@@ -145,6 +145,7 @@
 #include <vector>
 
 #include "testcommon/pattern.h"
+#include "testcommon/scm_rights.h"
 
 namespace {
 
@@ -827,20 +828,8 @@ std::string not_same_file(int fd, pid_t pid, int their_fd)
 // fd number; the parent answers with the number it holds the file at.
 bool send_fd(int sock, int fd, std::string *err)
 {
-	int number = fd;
-	iovec iov{&number, sizeof number};
-	alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-	msghdr msg{};
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = control;
-	msg.msg_controllen = sizeof control;
-	cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-	if (::sendmsg(sock, &msg, MSG_NOSIGNAL) != ssize_t(sizeof number))
+	const int number = fd;
+	if (!testcommon::send_with_fd(sock, &number, sizeof number, fd))
 		return *err = std::string("sendmsg SCM_RIGHTS: ") + std::strerror(errno), false;
 	return true;
 }
@@ -848,23 +837,17 @@ bool send_fd(int sock, int fd, std::string *err)
 // The fd received (-1 and *err on failure); *number: the sender's.
 int receive_fd(int sock, int *number, std::string *err)
 {
-	iovec iov{number, sizeof *number};
-	alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-	msghdr msg{};
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = control;
-	msg.msg_controllen = sizeof control;
-	const ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	int fd = -1;
+	const ssize_t n = testcommon::recv_with_fd(sock, number, sizeof *number, &fd);
 	if (n == 0)
 		return *err = "the child ended without sending it", -1;
-	if (n != ssize_t(sizeof *number))
-		return *err = std::string("recvmsg: ") + std::strerror(errno), -1;
-	cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+	if (n != ssize_t(sizeof *number)) {
+		if (fd >= 0)
+			::close(fd);
+		return *err = std::string("recvmsg: ") + (n < 0 ? std::strerror(errno) : "short message"), -1;
+	}
+	if (fd < 0)
 		return *err = "recvmsg: no fd came", -1;
-	int fd = -1;
-	std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
 	return fd;
 }
 

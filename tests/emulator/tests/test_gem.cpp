@@ -19,6 +19,7 @@
 #include "gem_uapi.h"
 #include "libdrm_client.h"
 #include "testcommon/pattern.h"
+#include "testcommon/scm_rights.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -504,40 +505,22 @@ struct ShareMsg {
 
 bool send_fd(int sock, const void *msg, size_t len, int fd)
 {
-	iovec iov{const_cast<void *>(msg), len};
-	alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-	msghdr mh{};
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	if (fd >= 0) {
-		mh.msg_control = ctl;
-		mh.msg_controllen = sizeof ctl;
-		cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-	}
-	return ::sendmsg(sock, &mh, MSG_NOSIGNAL) == ssize_t(len);
+	return testcommon::send_with_fd(sock, msg, len, fd);
 }
 
+// The whole message, and (when `fd` is not null) the fd that came with it.
 bool recv_fd(int sock, void *msg, size_t len, int *fd)
 {
-	iovec iov{msg, len};
-	alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-	msghdr mh{};
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	mh.msg_control = ctl;
-	mh.msg_controllen = sizeof ctl;
-	if (::recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != ssize_t(len))
+	int got = -1;
+	if (testcommon::recv_with_fd(sock, msg, len, &got) != ssize_t(len) || (fd && got < 0)) {
+		if (got >= 0)
+			::close(got);
 		return false;
-	if (fd) {
-		cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		if (!c || c->cmsg_type != SCM_RIGHTS)
-			return false;
-		std::memcpy(fd, CMSG_DATA(c), sizeof *fd);
 	}
+	if (fd)
+		*fd = got;
+	else if (got >= 0)
+		::close(got);
 	return true;
 }
 
