@@ -113,10 +113,11 @@ private:
 	// (logged) the dump goes on without one.
 	void start_guardian();
 	// Before the pause of `target` (CRIU file `id`): the guardian (if
-	// any) learns the file and the processes that may own it, so that a
+	// any) learns the file and `holders`, the processes that may own it
+	// (the first Guardian::kMaxCandidates of them), so that a
 	// CRIU killed before guard() leaves nothing paused. Not told (logged)
 	// when it cannot be: the dump goes on.
-	void announce(const Kfd &target, int id) const;
+	void announce(const Kfd &target, int id, std::vector<pid_t> holders) const;
 	// Paused process `p` under the guardian's watch (sets p.host_pid).
 	// Not watched (logged) when it cannot be: the dump goes on.
 	void guard(Paused &p);

@@ -136,16 +136,16 @@ std::vector<pid_t> kfd_file_holders(int fd)
 // KFD recreates a process's state only in the process that opens /dev/kfd
 // at restore (its open makes the opener's KFD process), and CRIU restores
 // a file several dumped processes hold in the one of lowest pid (the
-// others receive it from that one). So the file our fd `fd` refers to,
-// paused as process `owner`'s (PROCESS_INFO's pid, in its own namespace,
+// others receive it from that one). So the file `holders` hold
+// (kfd_file_holders), paused as process `owner`'s (PROCESS_INFO's pid, in its own namespace,
 // as pstree.img has it), can be restored only when no process of lower
 // pid that CRIU dumps holds it too (one it was sent to over a Unix
 // socket). Refused now, while the processes can run on, instead of at the
 // restore.
-Status check_restorable_in_owner(int fd, uint32_t owner)
+Status check_restorable_in_owner(const std::vector<pid_t> &holders, uint32_t owner)
 {
 	pid_t first = static_cast<pid_t>(owner);
-	for (pid_t holder : kfd_file_holders(fd)) {
+	for (pid_t holder : holders) {
 		auto st = read_status(std::to_string(holder));
 		if (st && st->innermost > 0 && st->innermost < first)
 			first = st->innermost;
@@ -225,11 +225,10 @@ Result<std::vector<std::vector<size_t>>> add_bos(const KfdCheckpoint &ck, std::v
 
 } // namespace
 
-void DumpSession::announce(const Kfd &target, int id) const
+void DumpSession::announce(const Kfd &target, int id, std::vector<pid_t> holders) const
 {
 	if (!guardian_)
 		return;
-	auto holders = kfd_file_holders(target.fd());
 	if (holders.empty()) {
 		log_debug("file %d: no process traced by us holds it; the guardian learns of it after its pause",
 			  id);
@@ -312,7 +311,10 @@ Status DumpSession::dump_kfd(int fd, int id)
 	if (dup_fd < 0)
 		return errno_error(errno, "dup of the /dev/kfd file");
 	Kfd target = Kfd::adopt(UniqueFd(dup_fd));
-	announce(target, id);
+	// The processes CRIU dumps that hold the file: frozen, so the same
+	// before and after the pause.
+	const std::vector<pid_t> holders = kfd_file_holders(target.fd());
+	announce(target, id, holders);
 	auto info = target.process_info();
 	if (!info)
 		return std::move(info).error();
@@ -321,7 +323,7 @@ Status DumpSession::dump_kfd(int fd, int id)
 	log_debug("pid %u: GPU queues paused (%u GPUs, %u BOs, %u objects)", info->pid, info->num_devices,
 		 info->num_bos, info->num_objects);
 	guard(paused_.back());
-	if (auto st = check_restorable_in_owner(kfd.fd(), info->pid); !st)
+	if (auto st = check_restorable_in_owner(holders, info->pid); !st)
 		return st;
 
 	const Topology *topo = topology();
