@@ -150,10 +150,11 @@ private:
 	// VAs, in image order (made in handle order).
 	Result<std::vector<GemHandle>> make_render_bos(const ImageDir &images, const RenderNodeImage &img,
 						       const GpuMapEntry &m, int render_fd, const std::string &name);
-	// Shared BO `bo.shared` in render file `render_fd` under `bo`'s handle
-	// (which `slot` has made the lowest free one) and VAs.
+	// Shared BO `bo.shared` in render file `render_fd`, made or imported
+	// there at the file's lowest free handle (make_render_bos checks it
+	// is `bo`'s and maps it).
 	Result<GemHandle> attach_shared_bo(const ImageDir &images, const DrmBo &bo, const GpuMapEntry &m,
-					   int render_fd, const std::string &holder, const GemHandleSlot &slot);
+					   int render_fd, const std::string &holder);
 	// The dma-buf of shared BO `s` (on local GPU `m`): when this is its
 	// first holder, the BO is created in `render_fd` (`*created` holds its
 	// handle there), filled from its pages file and stored for the other

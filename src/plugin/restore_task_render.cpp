@@ -40,17 +40,10 @@ Result<GemHandle> map_bo(int fd, const DrmBo &bo, GemHandle h)
 	return h;
 }
 
-// Creates `bo` in `fd` at its handle (`slot` made it the lowest free
-// one) and maps it.
-Result<GemHandle> recreate_bo(int fd, const DrmBo &bo, const GemHandleSlot &slot)
+// Creates `bo` in `fd` (at the file's lowest free handle).
+Result<GemHandle> recreate_bo(int fd, const DrmBo &bo)
 {
-	auto h = create_gem_bo(fd, bo.size, bo.alignment, bo.preferred_domains, bo.alloc_flags, bo.metadata);
-	if (!h)
-		return std::move(h).error();
-	auto placed = slot.check(std::move(*h), bo.handle);
-	if (!placed)
-		return std::move(placed).error();
-	return map_bo(fd, bo, std::move(*placed));
+	return create_gem_bo(fd, bo.size, bo.alignment, bo.preferred_domains, bo.alloc_flags, bo.metadata);
 }
 
 // The positions of `bos` in ascending handle order: the order in which
@@ -78,7 +71,7 @@ Result<GemHandle> create_gem_bo(int render_fd, uint64_t size, uint64_t alignment
 }
 
 Result<GemHandle> TaskRestore::attach_shared_bo(const ImageDir &images, const DrmBo &bo, const GpuMapEntry &m,
-					       int render_fd, const std::string &holder, const GemHandleSlot &slot)
+					       int render_fd, const std::string &holder)
 {
 	std::optional<GemHandle> created;
 	// The file that holds the contents has their checksums in its own BO
@@ -89,13 +82,9 @@ Result<GemHandle> TaskRestore::attach_shared_bo(const ImageDir &images, const Dr
 	auto dmabuf = shared_dmabuf(images, s, m, render_fd, holder, &created);
 	if (!dmabuf)
 		return std::move(dmabuf).error();
-	auto h = created ? Result<GemHandle>(std::move(*created)) : GemHandle::import(render_fd, dmabuf->get());
-	if (!h)
-		return std::move(h).error();
-	auto placed = slot.check(std::move(*h), bo.handle);
-	if (!placed)
-		return std::move(placed).error();
-	return map_bo(render_fd, bo, std::move(*placed));
+	if (created)
+		return std::move(*created);
+	return GemHandle::import(render_fd, dmabuf->get());
 }
 
 Result<std::vector<GemHandle>> TaskRestore::make_render_bos(const ImageDir &images, const RenderNodeImage &img,
@@ -113,7 +102,11 @@ Result<std::vector<GemHandle>> TaskRestore::make_render_bos(const ImageDir &imag
 		const std::string what = strprintf("%s: BO %zu", name.c_str(), i);
 		if (auto st = slot.make_next(bo.handle); !st)
 			return std::move(st).error().context(what);
-		auto h = shared ? attach_shared_bo(images, bo, m, render_fd, name, slot) : recreate_bo(render_fd, bo, slot);
+		auto h = shared ? attach_shared_bo(images, bo, m, render_fd, name) : recreate_bo(render_fd, bo);
+		if (h)
+			h = slot.check(std::move(*h), bo.handle);
+		if (h)
+			h = map_bo(render_fd, bo, std::move(*h));
 		if (!h)
 			return std::move(h).error().context(what);
 		made[i].emplace(std::move(*h));
