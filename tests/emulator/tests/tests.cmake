@@ -159,6 +159,9 @@ set_tests_properties(emu_image_MI100 PROPERTIES SKIP_RETURN_CODE 77)
 if(EXISTS ${KFDEMU_DIR}/criu/criu.cmake)
   include(${KFDEMU_DIR}/criu/criu.cmake)
 endif()
+if(EXISTS ${KFDEMU_DIR}/criu/streamer.cmake)
+  include(${KFDEMU_DIR}/criu/streamer.cmake)
+endif()
 
 # --- /proc/<pid>/{maps,smaps,map_files} as a dumper sees them; per-call mode --
 kfdemu_test_executable(kfdemu_test_procmaps ${KFDEMU_TESTS}/test_procmaps.cpp)
