@@ -35,9 +35,11 @@ migrate         the kfd-gem workload (KFD and render-node BOs, queues) is
                 then its own checks ("OK"); both streamers end without error
                 and the compressed bytes on the wire are fewer than the
                 bytes captured.
-migrate-stall   migrate with a receiver that stops reading for 3 s after
-                its first MiB: the dump waits (takes 3 s more) with the same
-                staging bound, and the restore is as in migrate.
+migrate-stall   migrate with 32 MiB VRAM BOs and a receiver that stops
+                reading for 3 s after its first MiB: CRIU's dump waits (it
+                ends after the stall: the stall falls within CRIU's dump, the
+                process frozen) with the same staging bound, and the restore
+                is as in migrate.
 reader-dies     the receiver exits after 64 KiB of a dump of 64 MiB VRAM
                 BOs: `criu dump` fails, the plugin's error names the file it
                 was writing, the process runs on (not paused, queues active)
@@ -86,6 +88,9 @@ NO_STREAMER = (f"no {STREAMER}: set AMDCR_STREAMER_BIN=/path/to/{STREAMER} or pu
 PORT = 7070
 CHUNK = 1 << 20
 STALL_AFTER, STALL_SECONDS = 1 << 20, 3.0
+# migrate-stall's VRAM BOs: the dump must outgrow what the pipes, zstd and
+# the sockets buffer (some MiB), so that the stall holds CRIU itself.
+STALL_VRAM_MIB = 32
 DIE_AFTER = 64 << 10
 DIES_VRAM_MIB = 64
 # The plugin's streamed dump refuses shared dma-buf BOs (dump_dmabuf.cpp).
@@ -174,7 +179,10 @@ def relay_recv(addr, port, count_file, stall_after, die_after):
         total += len(buf)
         if stall_after and not stalled and total >= stall_after:
             stalled = True
+            t0 = time.monotonic()  # CLOCK_MONOTONIC: comparable with the test's
             time.sleep(STALL_SECONDS)
+            with open(count_file + ".stall", "w") as f:
+                json.dump([t0, time.monotonic()], f)
         if die_after and total >= die_after:
             with open(count_file, "w") as f:
                 f.write(str(total))
@@ -304,6 +312,7 @@ class StreamRun(rc.Run):
         z.stdout.close()
         self.pipeline = [("capture", cap), ("zstd -1", z), ("relay send", snd)]
         self.progress = os.fdopen(r)
+        self.criu_span = [time.monotonic()]
         line = self.progress.readline().strip()
         expect(line == "socket-init", f"capture did not start: {line!r} {streamer_errors(self.work, 'capture')}",
                False)
@@ -311,6 +320,7 @@ class StreamRun(rc.Run):
     def end_streamer(self, criu_rc):
         if not self.pipeline:
             return
+        self.criu_span.append(time.monotonic())  # CRIU has ended
         codes = {}
         for name, p in self.pipeline:
             try:
@@ -353,10 +363,11 @@ def migrate_dump(run, state_file):
     expect(max(b["size"] for b in bos) > rc.STREAM_BOUND, "no BO larger than KFD_MAX_BUFFER_SIZE")
     peak = run.emu.ctl("userptr", run.criu_pids["dump"])["peak"]
     expect(0 < peak <= rc.STREAM_BOUND, f"dump staging peak {peak} bytes, bound {rc.STREAM_BOUND}")
-    log(f"node A: dumped {pid} in {took:.2f}s ({len(before['bos'])} BOs), {run.captured} bytes captured, "
-        f"staging peak {peak} bytes")
+    criu_s = run.criu_span[1] - run.criu_span[0]
+    log(f"node A: dumped {pid} in {took:.2f}s (CRIU {criu_s:.2f}s; {len(before['bos'])} BOs), {run.captured} bytes "
+        f"captured, staging peak {peak} bytes")
     with open(state_file, "w") as f:
-        json.dump({"dir": d, "before": before, "captured": run.captured, "dump_s": took}, f)
+        json.dump({"dir": d, "before": before, "captured": run.captured, "criu_span": run.criu_span}, f)
 
 
 def migrate_restore(run, state_file):
@@ -425,8 +436,8 @@ def dmabuf_refused(run):
 
 def inside(args, criu):
     harness.become_subreaper()
-    if args.scenario == "reader-dies":
-        os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(DIES_VRAM_MIB)
+    if args.scenario in ("reader-dies", "migrate-stall"):
+        os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(DIES_VRAM_MIB if args.scenario == "reader-dies" else STALL_VRAM_MIB)
     run = StreamRun(args, criu, args.work)
     try:
         if args.phase == "dump":
@@ -476,7 +487,11 @@ def migrate(args, me, work, nodes):
         wire = recv.wire_bytes()
         expect(0 < wire < st["captured"], f"{wire} bytes on the wire for {st['captured']} captured (zstd -1)")
         if stall:
-            expect(st["dump_s"] >= STALL_SECONDS, f"the dump took {st['dump_s']:.2f}s through a {STALL_SECONDS}s stall")
+            with open(recv.count_file + ".stall") as f:
+                span = json.load(f)
+            c0, c1 = st["criu_span"]
+            log(f"node B's reader stalled {span[0] - c0:.2f}s to {span[1] - c0:.2f}s into CRIU's dump of {c1 - c0:.2f}s")
+            expect(c0 < span[0] and span[1] < c1, "the stall did not fall within CRIU's dump")
         log(f"second machine (node B): {' '.join(plan['second'])}")
         rc_ = subprocess.run(emu + plan["second"] + ["--"] + me + ["--phase", "restore", "--images-dir", recv.images]
                              ).returncode
