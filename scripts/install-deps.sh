@@ -14,8 +14,11 @@ pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-c
       xz-utils binutils
       # Debian's ROCm 5.2 user space, run on the emulated GPU (tests/rocm)
       rocminfo rocm-smi libhsa-runtime-dev
-      # ss(8), used by the real-CRIU emulator tests to check daemon sockets
-      iproute2
+      # ss(8), used by the real-CRIU emulator tests to check daemon sockets;
+      # ip netns for the streamed checkpoints' two nodes (tests/emulator/criu/
+      # streamer_test.py), which pipe them through zstd; lz4 and zstd for the
+      # compression rows of bench/stream_bench.py
+      iproute2 zstd lz4
       # amdgpu-img's JSON schema check (tests/inspect); the libFuzzer targets
       # (tests/fuzz, scripts/fuzz.sh)
       python3-jsonschema clang libfuzzer-14-dev
