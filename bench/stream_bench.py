@@ -110,7 +110,7 @@ def criu_rows(args):
     file_t, _ = harness_times([sys.executable, f"{crit}/realcriu_test.py"] + common + ["--scenario", "other-machine"], env)
     rows.append(["file dump (page cache)", file_t.get("dump", "?"), file_t.get("restore", "?"), "-"])
     stream_t, wire = harness_times([sys.executable, f"{crit}/streamer_test.py"] + common + ["--scenario", "migrate"], env)
-    rows.append(["stream: capture | zstd -1 | TCP | zstd -d | serve", stream_t.get("dump", "?"),
+    rows.append(["stream: capture \\| zstd -1 \\| TCP \\| zstd -d \\| serve", stream_t.get("dump", "?"),
                  stream_t.get("restore", "?"), f"{wire.group(2)} of {wire.group(1)}" if wire else "?"])
     head = [f"2xMI210, {args.vram_mib} MiB VRAM BOs per GPU, CRIU {args.criu_version}", "criu dump s",
             "criu restore s", "bytes on the wire of captured"]

@@ -216,6 +216,7 @@ class Receiver:
         self.serve_progress = os.path.join(work, "serve.progress")
         self.procs["serve"] = self.streamer(args, self.images, "serve", self.serve_progress)
         self.procs["extract"] = self.streamer(args, self.side, "extract", os.path.join(work, "extract.progress"))
+        self.copy_error = ""
         self.copier = threading.Thread(target=self.copy, daemon=True)
         self.copier.start()
 
@@ -227,14 +228,20 @@ class Receiver:
     def copy(self):
         src = self.procs["zstd -d"].stdout
         outs = [self.procs["serve"].stdin, self.procs["extract"].stdin]
-        while True:
-            buf = src.read1(CHUNK)
-            if not buf:
-                break
-            for o in outs:
-                o.write(buf)
+        try:
+            while True:
+                buf = src.read1(CHUNK)
+                if not buf:
+                    break
+                for o in outs:
+                    o.write(buf)
+        except OSError as e:  # serve or extract ended early: their stderr says why
+            self.copy_error = str(e)
         for o in outs:
-            o.close()
+            try:
+                o.close()
+            except OSError:
+                pass
 
     def wire_bytes(self):
         with open(self.count_file) as f:
@@ -247,6 +254,8 @@ class Receiver:
             rc_ = self.procs[name].wait(timeout=60)
             expect(rc_ == 0, f"node B: {name} exited {rc_}")
         self.copier.join(timeout=60)
+        expect(not self.copy_error, f"node B: the stream could not be handed on: {self.copy_error} "
+               f"(serve: {streamer_errors(self.work, 'serve')}, extract: {streamer_errors(self.work, 'extract')})")
         expect(not streamer_errors(self.work, "extract"), f"extract: {streamer_errors(self.work, 'extract')}")
         mms = glob.glob(os.path.join(self.side, "mm-*.img"))
         expect(mms, f"node B: no mm-*.img in the extracted stream: {sorted(os.listdir(self.side))}")
@@ -421,7 +430,8 @@ def dmabuf_refused(run):
     expect(rc_ != 0, "criu dump --stream of shared dma-buf BOs succeeded (the plugin refuses them)", False)
     text = read_text(os.path.join(run.images, "dump.log"))
     m = DMABUF_REFUSAL.search(text)
-    expect(m, f"the dump failed ({rc_}) without the plugin's refusal: {rc.plugin_errors(os.path.join(run.images, 'dump.log'))[:5]}")
+    errs = rc.plugin_errors(os.path.join(run.images, "dump.log"))
+    expect(m, f"the dump failed ({rc_}) without the plugin's refusal: {errs[:5]}")
     log(f"dump refused ({rc_}): {m.group(0)}")
     expect(rc.wait_for(lambda: not rc.guardians(), 5, "the guardian to go"), f"guardians left: {rc.guardians()}")
     no_files_of_ours(run.images, "after the refused dump")
