@@ -33,6 +33,9 @@ foreach(_ver IN LISTS AMDCR_CRIU_VERSIONS)
   kfdemu_stream_test(${_ver} migrate_stall_2xMI210 migrate-stall 2xMI210)
   # The receiver dies during the dump: a clear error, the process runs on.
   kfdemu_stream_test(${_ver} reader_dies_MI100 reader-dies MI100)
+  # An incremental streamed dump (a parent link): CRIU aborts it; the
+  # process runs on.
+  kfdemu_stream_test(${_ver} parent_aborts_MI100 parent-aborts MI100)
   # Shared dma-buf BOs are refused with --stream; the tree runs on.
   kfdemu_stream_test(${_ver} dmabuf_refused_MI100 dmabuf-refused MI100 --workload $<TARGET_FILE:dmabuf-tree>)
 endforeach()

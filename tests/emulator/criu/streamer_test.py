@@ -40,6 +40,16 @@ migrate-stall   migrate with 32 MiB VRAM BOs and a receiver that stops
                 ends after the stall: the stall falls within CRIU's dump, the
                 process frozen) with the same staging bound, and the restore
                 is as in migrate.
+parent-aborts   an incremental streamed dump: a file dump of the process
+                (`criu dump --leave-running` into ckpt-1), whose plugin files
+                the streamed dump's image directory then has as its `parent`
+                (as realcriu_test.py's periodic scenario links them without
+                memory tracking). CRIU itself (4.2.1 and criu-dev) aborts
+                such a dump before it dumps any file ("BUG at
+                criu/img-streamer.c:234": it opens a parent image for
+                reading through the capture streamer); checked: that line,
+                no file of the plugin, no guardian, and the process runs on
+                (not paused, queues active) and passes its own checks.
 reader-dies     the receiver exits after 64 KiB of a dump of 64 MiB VRAM
                 BOs: `criu dump` fails, the plugin's error names the file it
                 was writing, the process runs on (not paused, queues active)
@@ -97,7 +107,8 @@ DIES_VRAM_MIB = 64
 DMABUF_REFUSAL = re.compile(r"amdgpu_plugin: .*(does not checkpoint .*with --stream)")
 RESTORE_CHECKSUMS = re.compile(r"amdgpu_plugin: restore: .*checksums matched for (\d+) bytes")
 RESTORE_PEAKS = re.compile(r"restored \d+ BOs with contents, .*peak staging (\d+) bytes")
-rc.WORKLOAD_FLAGS.update({"migrate": ["--kfd-gem"], "migrate-stall": ["--kfd-gem"], "reader-dies": ["--kfd-gem"]})
+rc.WORKLOAD_FLAGS.update({"migrate": ["--kfd-gem"], "migrate-stall": ["--kfd-gem"], "parent-aborts": ["--kfd-gem"],
+                         "reader-dies": ["--kfd-gem"]})
 
 
 # --------------------------------------------------------------------------
@@ -361,6 +372,42 @@ def no_files_of_ours(images, what):
     expect(not [n for n in names if rc.OURS.fullmatch(n) or ".tmp-" in n], f"{what}: plugin files on disk: {names}")
 
 
+def file_dump_parent(run, pid):
+    """migrate-parent: a file dump of pid into WORK/ckpt-1, the process
+    left running; its plugin files (hard links in WORK/ckpt-1.gpu) become
+    the `parent` of the streamed dump's image directory."""
+    streamed = run.images
+    run.images, run.stream = os.path.join(run.work, "ckpt-1"), False
+    os.makedirs(run.images)
+    try:
+        rc_ = run.criu_run("dump", ["-t", str(pid), "--leave-running"], "dump.log")
+    finally:
+        run.images, run.stream = streamed, True
+    expect(rc_ == 0, f"the file dump into ckpt-1 failed ({rc_})", False)
+    gdir = os.path.join(run.work, "ckpt-1.gpu")
+    os.makedirs(gdir)
+    for f in glob.glob(os.path.join(run.work, "ckpt-1", "amdgpu-*.img")):
+        os.link(f, os.path.join(gdir, os.path.basename(f)))
+    os.symlink("../ckpt-1.gpu", os.path.join(streamed, "parent"))
+    log(f"file dump into ckpt-1 (left running); parent of the streamed dump: {sorted(os.listdir(gdir))}")
+
+
+def parent_aborts(run):
+    (d, pid), = run.start()
+    file_dump_parent(run, pid)
+    before = rc.snapshot(run.emu, pid)
+    rc_ = run.criu_run("dump", ["-t", str(pid)], "dump.log")
+    expect(rc_ != 0, "the streamed dump beside a parent succeeded (CRIU aborted it so far: see the header)", False)
+    bug = re.search(r"Error \(criu/img-streamer\.c:\d+\): BUG at criu/img-streamer\.c:\d+",
+                    read_text(os.path.join(run.images, "dump.log")))
+    expect(bug, f"the dump failed ({rc_}) otherwise than at CRIU's img-streamer BUG", False)
+    log(f"streamed dump beside a parent: CRIU ended {rc_}: {bug.group(0)}")
+    expect(rc.wait_for(lambda: not rc.guardians(), 5, "the guardian to go"), f"guardians left: {rc.guardians()}")
+    no_files_of_ours(run.images, "after the aborted dump")
+    rc.check_running(run.emu, pid, before, "after the aborted dump")
+    run.verdicts([(d, pid)])
+
+
 def migrate_dump(run, state_file):
     (d, pid), = run.start()
     before = rc.snapshot(run.emu, pid)
@@ -456,6 +503,8 @@ def inside(args, criu):
             migrate_restore(run, os.path.join(args.work, "state.json"))
         elif args.scenario == "reader-dies":
             reader_dies(run)
+        elif args.scenario == "parent-aborts":
+            parent_aborts(run)
         else:
             dmabuf_refused(run)
     finally:
@@ -540,8 +589,8 @@ def main():
     ap.add_argument("--wrapper", default="")
     ap.add_argument("--workload", default="")
     ap.add_argument("--machine", default="MI100")
-    ap.add_argument("--scenario", default="migrate", choices=["migrate", "migrate-stall", "reader-dies",
-                                                              "dmabuf-refused"])
+    ap.add_argument("--scenario", default="migrate", choices=["migrate", "migrate-stall", "parent-aborts",
+                                                              "reader-dies", "dmabuf-refused"])
     ap.add_argument("--streamer-bin", default="", help=f"the {STREAMER} binary (else $AMDCR_STREAMER_BIN, PATH)")
     ap.add_argument("--plugin", default=os.environ.get("KFDEMU_CRIU_PLUGIN", ""))
     ap.add_argument("--sanitized", default="")
