@@ -31,6 +31,9 @@ foreach(_ver IN LISTS AMDCR_CRIU_VERSIONS)
   kfdemu_stream_test(${_ver} migrate_MI100 migrate MI100)
   # The same with a receiver that stalls for 3 s (2 GPUs, a bounded dump).
   kfdemu_stream_test(${_ver} migrate_stall_2xMI210 migrate-stall 2xMI210)
+  # One byte of a pages file changed on the way: the restore fails its
+  # checksums, naming the file; no task left.
+  kfdemu_stream_test(${_ver} checksum_mismatch_MI100 checksum-mismatch MI100)
   # The receiver dies during the dump: a clear error, the process runs on.
   kfdemu_stream_test(${_ver} reader_dies_MI100 reader-dies MI100)
   # An incremental streamed dump (a parent link): CRIU aborts it; the

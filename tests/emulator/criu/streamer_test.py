@@ -50,6 +50,14 @@ parent-aborts   an incremental streamed dump: a file dump of the process
                 reading through the capture streamer); checked: that line,
                 no file of the plugin, no guardian, and the process runs on
                 (not paused, queues active) and passes its own checks.
+checksum-mismatch  migrate with one byte of the stream changed on node B:
+                the decompressed stream is kept in a file there, the byte in
+                the middle of the largest amdgpu-pages file's contents (found
+                by a 64-byte window that occurs once in the stream) is
+                flipped, and the stream then fed to serve. The restore must
+                fail its checksums: CRIU fails, the plugin's error names
+                the pages file, no task of that pid is left (system and
+                model).
 reader-dies     the receiver exits after 64 KiB of a dump of 64 MiB VRAM
                 BOs: `criu dump` fails, the plugin's error names the file it
                 was writing, the process runs on (not paused, queues active)
@@ -108,6 +116,7 @@ DMABUF_REFUSAL = re.compile(r"amdgpu_plugin: .*(does not checkpoint .*with --str
 RESTORE_CHECKSUMS = re.compile(r"amdgpu_plugin: restore: .*checksums matched for (\d+) bytes")
 RESTORE_PEAKS = re.compile(r"restored \d+ BOs with contents, .*peak staging (\d+) bytes")
 rc.WORKLOAD_FLAGS.update({"migrate": ["--kfd-gem"], "migrate-stall": ["--kfd-gem"], "parent-aborts": ["--kfd-gem"],
+                         "checksum-mismatch": ["--kfd-gem"],
                          "reader-dies": ["--kfd-gem"]})
 
 
@@ -207,7 +216,7 @@ class Receiver:
     `criu-image-streamer serve` (for CRIU) and to `... extract` into a side
     directory (the emulator adapter's files, see the header)."""
 
-    def __init__(self, args, nodes, work, die_after=0, stall_after=0):
+    def __init__(self, args, nodes, work, die_after=0, stall_after=0, keep=False):
         self.work = work
         self.images = os.path.join(work, "images-b")
         self.side = os.path.join(work, "side-b")
@@ -215,19 +224,22 @@ class Receiver:
         self.count_file = os.path.join(work, "wire-bytes")
         relay = nodes.on(nodes.b) + harness.self_command(__file__, "--relay", "recv", "--work", work)
         relay += ["--stall-after", str(stall_after), "--die-after", str(die_after)]
-        self.procs = {}
+        self.procs, self.copier, self.copy_error, self.kept = {}, None, "", ""
         if die_after:
             self.procs["relay"] = subprocess.Popen(relay, stdout=subprocess.DEVNULL)
-            self.copier = None
             return
         self.procs["relay"] = subprocess.Popen(relay, stdout=subprocess.PIPE)
-        self.procs["zstd -d"] = subprocess.Popen(["zstd", "-d", "-q", "-c"], stdin=self.procs["relay"].stdout,
-                                                 stdout=subprocess.PIPE)
+        self.kept = os.path.join(work, "stream") if keep else ""
+        with open(self.kept or os.devnull, "wb") as kept:
+            self.procs["zstd -d"] = subprocess.Popen(["zstd", "-d", "-q", "-c"], stdin=self.procs["relay"].stdout,
+                                                     stdout=kept if keep else subprocess.PIPE)
         self.procs["relay"].stdout.close()
+        self.args = args
+        if keep:
+            return  # fed to serve and extract by corrupt_and_serve
         self.serve_progress = os.path.join(work, "serve.progress")
         self.procs["serve"] = self.streamer(args, self.images, "serve", self.serve_progress)
         self.procs["extract"] = self.streamer(args, self.side, "extract", os.path.join(work, "extract.progress"))
-        self.copy_error = ""
         self.copier = threading.Thread(target=self.copy, daemon=True)
         self.copier.start()
 
@@ -254,6 +266,39 @@ class Receiver:
             except OSError:
                 pass
 
+    def corrupt_and_serve(self):
+        """checksum-mismatch: the kept stream extracted, one byte of the
+        largest amdgpu-pages file's contents flipped in it, then served."""
+        for name in ("relay", "zstd -d"):
+            expect(self.procs[name].wait(timeout=60) == 0, f"node B: {name} failed")
+        with open(self.kept, "rb") as f:
+            stream = bytearray(f.read())
+        self.feed("extract", self.side, stream)
+        expect(self.procs["extract"].wait(timeout=60) == 0 and not streamer_errors(self.work, "extract"),
+               f"extract: {streamer_errors(self.work, 'extract')}")
+        pages = glob.glob(os.path.join(self.side, "amdgpu-pages-*.img"))
+        expect(pages, f"no amdgpu-pages file in the stream: {sorted(os.listdir(self.side))}")
+        victim = max(pages, key=os.path.getsize)
+        with open(victim, "rb") as f:
+            data = f.read()
+        window = data[len(data) // 2:len(data) // 2 + 64]
+        at = stream.find(window)
+        expect(at >= 0 and stream.find(window, at + 1) < 0, f"the window of {victim} is not once in the stream")
+        stream[at + 32] ^= 0x40
+        log(f"node B: flipped the byte at stream offset {at + 32}, byte {len(data) // 2 + 32} of "
+            f"{os.path.basename(victim)} ({len(data)} bytes)")
+        with open(os.path.join(self.work, "victim"), "w") as f:
+            f.write(os.path.basename(victim))
+        self.feed("serve", self.images, stream)
+
+    def feed(self, op, images, stream):
+        progress = os.path.join(self.work, f"{op}.progress")
+        self.procs[op] = self.streamer(self.args, images, op, progress)
+        try:
+            self.procs[op].stdin.write(stream)
+        finally:
+            self.procs[op].stdin.close()
+
     def wire_bytes(self):
         with open(self.count_file) as f:
             return int(f.read())
@@ -261,10 +306,13 @@ class Receiver:
     def stream_in(self, images_a):
         """After the dump: waits for the stream's end; the adapter's files
         into node B's image directory."""
+        if self.kept:
+            self.corrupt_and_serve()
         for name in ("relay", "zstd -d", "extract"):
             rc_ = self.procs[name].wait(timeout=60)
             expect(rc_ == 0, f"node B: {name} exited {rc_}")
-        self.copier.join(timeout=60)
+        if self.copier:
+            self.copier.join(timeout=60)
         expect(not self.copy_error, f"node B: the stream could not be handed on: {self.copy_error} "
                f"(serve: {streamer_errors(self.work, 'serve')}, extract: {streamer_errors(self.work, 'extract')})")
         expect(not streamer_errors(self.work, "extract"), f"extract: {streamer_errors(self.work, 'extract')}")
@@ -392,6 +440,23 @@ def file_dump_parent(run, pid):
     log(f"file dump into ckpt-1 (left running); parent of the streamed dump: {sorted(os.listdir(gdir))}")
 
 
+def mismatch_restore(run, state_file):
+    with open(state_file) as f:
+        pid = json.load(f)["before"]["pid"]
+    with open(os.path.join(run.work, "victim")) as f:
+        victim = f.read()
+    rc_ = run.criu_run("restore", ["-d", "--pidfile", os.path.join(run.work, "restored.pid")], "restore.log")
+    expect(rc_ != 0, "criu restore succeeded from a stream with a flipped byte in a pages file")
+    errs = rc.plugin_errors(os.path.join(run.images, "restore.log"))
+    log(f"restore failed ({rc_}); the plugin's errors: {errs[:3]}")
+    expect(any(victim in e and "checksum" in e for e in errs), f"no error of the plugin naming {victim}'s checksum")
+    expect(rc.wait_for(lambda: not rc.alive(pid), 5), f"a process {pid} is alive after the failed restore")
+    left = rc.reap_children()
+    expect(not left, f"processes left after the failed restore: {left}")
+    expect(rc.wait_for(lambda: run.emu.process(pid) is None, 5), f"the model still has process {pid}")
+    log(f"no process {pid} left (system and model)")
+
+
 def parent_aborts(run):
     (d, pid), = run.start()
     file_dump_parent(run, pid)
@@ -499,6 +564,8 @@ def inside(args, criu):
     try:
         if args.phase == "dump":
             migrate_dump(run, os.path.join(args.work, "state.json"))
+        elif args.phase == "restore" and args.scenario == "checksum-mismatch":
+            mismatch_restore(run, os.path.join(args.work, "state.json"))
         elif args.phase == "restore":
             migrate_restore(run, os.path.join(args.work, "state.json"))
         elif args.scenario == "reader-dies":
@@ -530,7 +597,7 @@ def find_streamer(args):
 def migrate(args, me, work, nodes):
     plan = rc.OTHER_MACHINE[args.machine]
     stall = STALL_AFTER if args.scenario == "migrate-stall" else 0
-    recv = Receiver(args, nodes, work, stall_after=stall)
+    recv = Receiver(args, nodes, work, stall_after=stall, keep=args.scenario == "checksum-mismatch")
     root = tempfile.mkdtemp(prefix="kfdemu-stream-root.")
     try:
         images_a = os.path.join(work, "images-a")
@@ -558,7 +625,10 @@ def migrate(args, me, work, nodes):
         errs = streamer_errors(work, "serve")
         log(f"serve: exit {serve}, errors {errs}; {st['captured']} bytes captured, {wire} on the wire "
             f"({wire / st['captured']:.3f})")
-        expect(rc_ != 0 or (serve == 0 and not errs), f"serve failed ({serve}, {errs}) while the restore passed")
+        # checksum-mismatch: the plugin stops reading the damaged file, so
+        # serve's write into CRIU's pipe fails (EPIPE), as it must.
+        expect(rc_ != 0 or args.scenario == "checksum-mismatch" or (serve == 0 and not errs),
+               f"serve failed ({serve}, {errs}) while the restore passed")
         return rc_
     finally:
         recv.close()
@@ -568,7 +638,7 @@ def migrate(args, me, work, nodes):
 def outer(args, criu, work, nodes):
     me = harness.self_command(__file__, "--criu", criu, "--work", work, "--node-a", nodes.a,
                               "--streamer-bin", args.streamer_bin)
-    if args.scenario.startswith("migrate"):
+    if args.scenario.startswith("migrate") or args.scenario == "checksum-mismatch":
         return migrate(args, me, work, nodes)
     recv = Receiver(args, nodes, work, die_after=DIE_AFTER) if args.scenario == "reader-dies" else \
         Receiver(args, nodes, work)
@@ -590,7 +660,7 @@ def main():
     ap.add_argument("--workload", default="")
     ap.add_argument("--machine", default="MI100")
     ap.add_argument("--scenario", default="migrate", choices=["migrate", "migrate-stall", "parent-aborts",
-                                                              "reader-dies", "dmabuf-refused"])
+                                                              "checksum-mismatch", "reader-dies", "dmabuf-refused"])
     ap.add_argument("--streamer-bin", default="", help=f"the {STREAMER} binary (else $AMDCR_STREAMER_BIN, PATH)")
     ap.add_argument("--plugin", default=os.environ.get("KFDEMU_CRIU_PLUGIN", ""))
     ap.add_argument("--sanitized", default="")
