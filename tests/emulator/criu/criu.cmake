@@ -96,11 +96,12 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
         --kfd-emu $<TARGET_FILE:kfd-emu> --wrapper ${KFDEMU_CRIU_WRAPPER}
         --workload $<TARGET_FILE:kfdemu_criu_workload> --machine ${_machine}
         --scenario ${_scenario} "--sanitized=${AMDCR_SANITIZE}" ${_args})
-    # RESOURCE_LOCK: libhsakmt's /dev/shm/hsakmt_shared_mem is the host's,
-    # one file for every ROCm process; the checks of the restored fd table
-    # see another test's process replace it (ctest -j).
+    # No resource lock: each test has a /dev/shm of its own
+    # (harness.private_dev_shm: libhsakmt's shared memory and semaphore,
+    # CRIU's link_remap files), its own kfd-emu root and socket, work
+    # directory and image directory, so tests run side by side (ctest -j).
     set_tests_properties(${_test} PROPERTIES LABELS "${_labels}" SKIP_RETURN_CODE 77 TIMEOUT ${_timeout}
-      FIXTURES_REQUIRED realcriu_criu RESOURCE_LOCK host_hsakmt_shm)
+      FIXTURES_REQUIRED realcriu_criu)
     if(_env)
       set_tests_properties(${_test} PROPERTIES ENVIRONMENT "${_env}")
     endif()
