@@ -1492,7 +1492,7 @@ def inside(args, criu):
 
 
 # --------------------------------------------------------------------------
-# Incremental checkpoints (issue 29)
+# Incremental checkpoints: periodic dumps against the previous one, pre-copy
 # --------------------------------------------------------------------------
 
 PERIODIC_DUMPS = 3
