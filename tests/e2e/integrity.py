@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""Image integrity end to end (issue 13): damaged images and failed dumps.
+"""Image integrity end to end: damaged images and failed dumps.
 
     integrity.py --bin-dir BUILD flips          (CTest e2e_integrity_flips)
     integrity.py --bin-dir BUILD dump_cleanup   (CTest e2e_integrity_dump_cleanup)

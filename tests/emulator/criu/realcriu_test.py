@@ -9,297 +9,20 @@
 The CRIU binary is the one scripts/build-criu.sh listed for V in LIST
 (tests/realcriu's realcriu.find_criu; `--criu PATH` names one directly).
 Each scenario runs under `kfd-emu --machine NAME` (with a --fault for each
---emu-fault) the workload
-(kfdemu_criu_workload), real CRIU through the kfdemu-criu wrapper (the
-adapter first, then the plugin under test), and checks (see README.md,
-"Real CRIU"):
-
-roundtrip       dump + restore (same daemon, same pid); after each, no
-                guardian process (plugin/guardian.h) is left. Restored: the fd
-                table equals the dumped one by number and target (daemon
-                connections: the same numbers, connected to the daemon
-                before and after, nothing else); every BO has its dumped
-                contents (model checksums) on its GPU; the device mappings
-                are back; the queues are there and active (not paused, not
-                evicted), the process neither paused nor evicted; then the
-                restored process itself verifies its patterns, copies with
-                SDMA (libdrm_amdgpu on its own render-node files) from its
-                restored VRAM BOs and into new KFD BOs, waits on its event,
-                destroys its queue ("OK" in DIR/result).
-tree            the same for a parent and a child, each with its own KFD
-                context (dump -t parent).
-fork-holder     roundtrip (with a user-mode SDMA queue) of a ROCm process
-                with a child forked after its GPU state, holding its
-                /dev/kfd and render files but using no GPU (a PyTorch
-                DataLoader worker): the child's fds restored as the
-                parent's files, KFD's process still the parent's (the
-                child gets EBADF), the parent's GPU work goes on.
-scm-holder      a child makes the GPU state (workload --scm-holder
-                --user-queue) and sends its /dev/kfd file to its parent
-                over a Unix socket (SCM_RIGHTS), which holds it unused;
-                dump -t parent. CRIU would restore the file in the parent
-                (lowest pid), where KFD cannot recreate the child's state:
-                the dump fails with the plugin's error naming both pids, no
-                file of ours or guardian is left, both run on with their fd
-                tables unchanged, the child not paused with active queues,
-                the parent with no KFD process; then the child's checks
-                (kcmp: the parent's fd is its file; its user-queue work)
-                and the parent's (EBADF through the file) pass.
-kfd-gem         roundtrip with GEM BOs of the process's own (libdrm_amdgpu)
-                on libhsakmt's render-node file: a GTT BO, a CPU-invisible
-                VRAM BO filled by SDMA, a VRAM BO at two GPU VAs; the
-                restored process checks them (CPU mappings, SDMA copies out
-                of them through their restored handles and VAs).
-kfd-gem-high-va kfd-gem with the GEM BOs at VAs above the hole (libdrm's
-                high range, as Mesa maps), which the kernel reports masked
-                to 48 bits: the restore maps them at their canonical VAs.
-render          a process with a render node and no /dev/kfd (the same GEM
-                BOs): the dump writes amdgpu-renderD and 3 amdgpu-drm-pages
-                files; restored, the fd table and render-node mappings are
-                as dumped and the process checks its BOs as in kfd-gem.
-other-machine   dump on one machine, restore on a second kfd-emu at the same
-                root and socket paths (kfd-emu --root) after the first is
-                gone, with other gpu_ids, other render minors and (2xMI210)
-                the GPUs in the other order (VRAM sizes swapped, so only one
-                mapping fits), or (2xMI300X) onto the 8xMI300X node with a
-                device cgroup of two GPUs: BOs on the mapped GPUs, render
-                fds and mappings on the mapped minors, then as roundtrip.
-dump-fault      an SDMA fault (`kfd-emu ctl faults sdma:nth=1`) fails the
-                dump: CRIU exits non-zero with the plugin's "Error:" line in
-                its log; the process runs on with its fd table unchanged,
-                not paused, queues active, and completes its work.
-restore-truncated  the dump's largest amdgpu-pages file is cut in half;
-restore-fault   CRIU_OP:RESTORE fails (injected): CRIU's restore exits
-                non-zero within its time limit with the plugin's "Error:"
-                line, and no restored process is left (none alive, none
-                in the model).
-dmabuf-holder-root, dmabuf-exporter-root
-                the tree of tests/e2e/dmabuf_tree.cpp (--workload dmabuf-tree):
-                an exporter, an importer and a holder of the bare dma-buf of
-                one GEM BO, the holder (or the exporter) the root, so dumped
-                first. The dump writes two amdgpu-renderD images, one
-                amdgpu-dmabuf image and exactly one amdgpu-drm-pages file;
-                restored (CRIU restores the three tasks at once), each task's
-                fd table and device mappings are as dumped, CRIU's log shows
-                the BO created once, and the three restored processes check
-                the BO's bytes in their views, then that the exporter's new
-                write shows in the importer's mapping and in the holder's
-                mmap of its dma-buf (one BO, not copies).
-restore-copy-fault  the first SDMA job of the restore fails (injected): it
-                runs in CRIU's main process (the parallel restore, the
-                default), after the task has restored its files; the
-                plugin's "Error:" line names the parallel restore and the
-                task it killed, CRIU's restore exits non-zero, and no
-                restored process is left (as restore-fault).
-stream          kfd-gem with `criu dump/restore --stream` through the
-                stand-in image streamer (tests/streamer/streamer.py, capture
-                then serve) and KFD_MAX_BUFFER_SIZE=256K, below the 2 MiB
-                VRAM BO: the checks of kfd-gem, plus: none of our files
-                (nor any temporary) in the image directory; the captured
-                amdgpu-* files well framed, every non-empty KFD pages file
-                the size of its GPU's BOs, render BOs in amdgpu-drm-pages
-                files; each served at most once and every KFD image and
-                non-empty pages file served; the staging peak of the dump
-                (the emulator's count of the userptr memory CRIU
-                registered) and each restore copy's peak (the plugin's
-                summary lines) within the bound.
-stream-truncated  restore-truncated with --stream: the largest pages file
-                is cut in half in the stand-in streamer's store.
-log-default     roundtrip with CRIU at its default log level (no -v) and
-                KFD_CAPABILITY_CHECK=0: each of the dump and restore logs
-                holds exactly two lines of the plugin, the configuration
-                naming KFD_CAPABILITY_CHECK=0 and the summary, whose GPU
-                files, GPUs, BOs, BOs with contents and bytes are those of
-                the images (amdgpu-img show --json), with the staging peak
-                within the bound and GB/s = bytes / seconds; the restore's
-                says every byte's checksum matched.
-refused-8xMI300X  other-machine from MACHINE onto the 8xMI300X node, where no
-                GPU can stand in for the checkpointed one: CRIU's restore
-                fails with the plugin's refusal, one line per reason, each
-                listing all 8 local GPUs, none repeated, and
-                KFD_CAPABILITY_CHECK suggested on the capability line only.
-sdma-timeout    dump-fault with the SDMA engine hung (`sdma:nth=1:hang`) and
-                KFD_SDMA_TIMEOUT=1: the dump fails within seconds with the
-                plugin's error naming KFD_SDMA_TIMEOUT and the 1 s limit.
-dump-killed, dump-termed, dump-timeout
-                CRIU killed during the dump's GPU copy (SIGKILL; SIGTERM;
-                SIGTERM to coreutils timeout, which passes it to its whole
-                process group) on a machine with slow SDMA (sdma_gbps 0.2,
-                KFDEMU_WORKLOAD_VRAM_MIB=256), once the pages file is being
-                written and the process is paused, with exactly one
-                guardian (comm amdgpu-guard) running: within 1 s its queues
-                are active again (not paused, not evicted), no temporary
-                file is left, within 2 s no guardian is left, the guardian's
-                log (amdgpu-guardian.log beside the images) says what it
-                did, and the process (workload --user-queue) then completes
-                an SDMA copy, a fence and a TRAP-signalled event wait
-                through a KFD SDMA user queue, which never runs while the
-                queues are paused.
-dump-killed-tree  dump-killed for a parent and a child (workload --tree
-                --user-queue), CRIU killed during the child's copy after
-                the parent's KFD image was written (under criu-dev the
-                parent is still paused then: after its copy, before its
-                unpause): every process paused then is resumed within 1 s
-                and both complete their user-queue work.
-restore-killed  a good dump (no guardian left after it), then CRIU's restore
-                SIGKILLed during its GPU copy (the same slow machine): within
-                2 s the restored task is gone (killed by the guardian: its
-                GPU memory was only partly copied), the model holds no
-                process, nothing of ours runs, no guardian is left, and the
-                guardian's log says it killed the task.
-dump-killed-info, dump-killed-paused, dump-killed-copied, dump-killed-info-holder,
-dump-killed-info-scm-holder
-                dump-killed at other points, on the usual machine: CRIU is
-                held by a `stall` fault (`kfd-emu ctl faults CALL:stall`: the
-                call blocks without effect until CRIU has ended, as if CRIU
-                had been killed right before it; `CALL:stall-after`: the
-                call takes effect first, as if CRIU had been killed right
-                after it) right after its PROCESS_INFO (the process paused,
-                the plugin has not seen the answer: the guardian knows the
-                file and its candidate owners only), at its CHECKPOINT (the
-                process paused, no file of ours yet) or at its UNPAUSE (the
-                KFD image and one pages file per GPU complete; under
-                criu-dev after every task was dumped), then SIGKILLed: the
-                checks of dump-killed. dump-killed-info-holder: as
-                dump-killed-info with the fork-holder workload (a child
-                holding the /dev/kfd file: two candidate owners), and
-                the child's own checks. dump-killed-info-scm-holder: the
-                same with workload --scm-holder (a child's /dev/kfd file
-                sent to its parent, which holds it; dump -t parent), the
-                parent the first candidate in /proc order: the dump log
-                says the guardian had 2 candidates, and the guardian's log
-                says KFD refused the parent (EBADF) before it resumed the
-                child.
-dump-killed-before-info
-                CRIU held by a `stall` at its PROCESS_INFO (nothing paused)
-                and SIGKILLed: the checks of dump-killed, and the guardian's
-                log says it found the process not paused.
-restore-killed-copied  a good dump, then CRIU's restore held at its RESUME
-                (every BO already holds its dumped contents, the process
-                restored and evicted) and SIGKILLed: the checks of
-                restore-killed.
-render-killed   a process with a render node and no /dev/kfd (workload
-                --render, its GEM BOs KFDEMU_WORKLOAD_VRAM_MIB=256 large, the
-                slow machine), CRIU SIGKILLed while an amdgpu-drm-pages file
-                is written (nothing is paused): exactly one guardian ran,
-                within 2 s no temporary file and no guardian is left, the
-                guardian's log names each file it removed, and the process
-                completes its GEM SDMA copies.
-gem-metadata    roundtrip with a CPU-visible VRAM GEM BO on libhsakmt's
-                render-node file given amdgpu metadata (flags, tiling info,
-                37 bytes of data) through libdrm, its dma-buf held open,
-                and a GTT GEM BO with flags and tiling info but no data
-                (workload --metadata). The images carry the metadata in the
-                render image's BOs and in the dma-buf image's shared BO
-                (amdgpu-img show, and --json; --amdgpu-img) and amdgpu-img
-                verify passes; restored, the process finds it byte for byte
-                through amdgpu_bo_query_info and KFD's GET_DMABUF_INFO
-                (hsaKmtRegisterGraphicsHandleToNodes) and the BO's bytes
-                through its CPU mapping and its dma-buf.
-broken-vma-map  the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a
-                page (KFDEMU_ADAPTER_BREAK_VMA_MAP=1): passes only if the
-                dump succeeds and the restore or the restored process fails.
-
-periodic        three `criu dump --leave-running`, each after the first
-                incremental against the previous one, while the process
-                rewrites a MiB of each GPU's VRAM between them (the later
-                dumps with KFD_MAX_BUFFER_SIZE=768K: every chunk cut across
-                staging writes, the peak checked); then a
-                restore from the chain of three (periodic_incremental);
-                with --interop upstream-restore, the chain is flattened
-                (amdgpu-img flatten) and upstream's plugin restores it.
-                The workload runs with --named-semaphore: the restore is
-                from a --leave-running dump, which removes its --link-remap
-                links (workload.cpp); the test's own /dev/shm starts empty
-                (harness.private_dev_shm), as on a fresh machine.
-
-pre-copy        `criu pre-dump -D ckpt-1` with our plugin (docs/incremental.md,
-                "CRIU's flows"): it runs no KFD CRIU call (none counted by
-                the model: nothing paused) and no GPU copy, writes no file
-                of ours, claims every device mapping (CRIU logs each found
-                with a plugin), logs no plugin error, and leaves the process
-                running with its queues active and no guardian. Where the
-                kernel tracks memory (soft-dirty) the pre-dump succeeds;
-                where it does not, CRIU must fail at its own soft-dirty
-                check (the BUG in mem.c's task_reset_dirty_track) and
-                nowhere else. Then the pre-copy of GPU memory: `criu dump
-                --leave-running` into ckpt-2 (parent ckpt-1: it holds no GPU
-                image, so the dump is complete), the process checks its GPUs
-                and rewrites a MiB of each GPU's VRAM BO, the final `criu
-                dump` into ckpt-3 against ckpt-2 writes only the changed
-                MiB per GPU (at most one more), and the restore from ckpt-3
-                gives every BO its contents, the process's fds, mappings and
-                queues, and its own checks, with --track-mem and
-                --prev-images-dir. Needs a kernel that tracks memory
-                (soft-dirty): NOT RUN up front elsewhere, naming
-                CONFIG_MEM_SOFT_DIRTY (pre-copy-untracked runs there).
-
-pre-copy-untracked
-                pre-copy on a kernel without soft-dirty, where CRIU cannot
-                pre-dump: the pre-dump with our plugin must fail at CRIU's
-                own soft-dirty check and nowhere else (no KFD call, no copy,
-                no file of ours, the process running, as above); the rest as
-                pre-copy without --track-mem, the parents linked by the test
-                (gpu_only_parent). NOT RUN up front where the kernel tracks
-                memory (pre-copy runs the whole flow there).
-
---interop upstream-dump | upstream-restore  (with roundtrip, tree or kfd-gem)
-                upstream's amdgpu_plugin.so, built from the same CRIU's
-                sources (--upstream-list, scripts/build-criu.sh), dumps and
-                ours restores, or ours dumps and upstream's restores, on one
-                machine. Checked: every BO is back on the GPU it was dumped
-                from (each GPU keeps its identity) with its dumped contents,
-                the dumped fds and device mappings, active queues, and the
-                restored process's own verdict. Known upstream defects are
-                said as "KNOWN UPSTREAM DEFECT:" with what shows them, and
-                the rest is still checked: upstream's restore leaves extra
-                render-node fds (not compared); criu-dev's parallel restore
-                of one process on 2+ GPUs logs errors and leaves the BOs of
-                the GPUs after the first without contents (the first GPU's
-                are checked; the process's verdict is shown, not required).
-                Error lines of our plugin, or of upstream's that no known
-                defect explains, fail the test. With kfd-gem (no
-                registered test: it fails for upstream's reasons) it shows
-                criu-dev's upstream defects with a process's own GEM BOs,
-                the workload's GEM BOs made as upstream's plugin can get
-                furthest with them (INTEROP_WORKLOAD_FLAGS): upstream's
-                dump marks a GEM BO as imported when a KFD BO's dma-buf got
-                the same handle in CRIU's own render file (our restore
-                refuses the image); upstream's restore remaps a BO's CPU
-                mapping only where its CPU address is its last GPU VA.
-
-evicted-dump    dumped while another process's GEM BOs take every GPU's VRAM
-                every 10 ms, so the process's BOs are evicted and restored
-                over and over, also while the dump has it paused (seen in
-                the model); restored as roundtrip.
-
-evicting-restore
-                dumped, then restored while another process's GEM BOs fill
-                every GPU's VRAM: the restore's KFD allocations evict them
-                to GTT (contents kept) instead of failing; the restored
-                process's VRAM BOs are resident and it has no eviction
-                pending; then as roundtrip.
-
-mixed           two dumps of the same program (A, then B: another pid), then
-                restores from copies of A's directory with, in turn: B's KFD
-                image; B's KFD image and pages files; all of B's GPU files;
-                all but one render image; one render image of B; one pages
-                file of B; the KFD image deleted; an extra image (B's KFD
-                image as file 9999); two render images swapped (2 GPUs).
-                Each restore is either refused by the plugin before any GPU
-                state changed, naming a file of the case, with no process
-                left (a deleted image: the plugin names it), or (the extra
-                image, or a pages file of identical contents) restores A's
-                process exactly as dumped; a pages file of other contents
-                fails its checksums as it is copied, and the plugin kills the
-                task before it resumes, naming the file; amdgpu-img verify
-                agrees (exit 0 exactly when the restore succeeds).
+--emu-fault) the workload (kfdemu_criu_workload), real CRIU through the
+kfdemu-criu wrapper (the adapter first, then the plugin under test), and
+checks (see README.md, "Real CRIU"). The scenarios are the rows of
+SCENARIOS below: each says what runs, with which workload flags, CRIU
+environment and machine, what it checks (--help lists them) and which CTest
+tests it is registered as (--list, read by criu.cmake at configure time),
+so a new scenario is one row.
 
 Exit: 0 pass, 1 fail, 77 NOT RUN (CRIU not listed / not usable, not root,
 sanitizer build, no upstream plugin for --interop; pre-copy on a kernel
 without soft-dirty tracking, pre-copy-untracked on one with it).
 """
 import argparse
+import functools
 import json
 import glob
 import os
@@ -310,7 +33,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import textwrap
 import time
+from typing import Callable, NamedTuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
 import harness  # noqa: E402
@@ -474,24 +199,6 @@ def daemon_connections(pid):
     return fds
 
 
-# The workload's mode per scenario (see workload.cpp).
-WORKLOAD_FLAGS = {"tree": ["--tree"], "render": ["--render"], "kfd-gem": ["--kfd-gem"], "stream": ["--kfd-gem"],
-                  "kfd-gem-high-va": ["--kfd-gem", "--gem-high-va"],
-                  "fork-holder": ["--fork-holder", "--user-queue"],
-                  "queue-state": ["--queue-state"], "cp-queue": ["--cp-queue"], "svm": ["--svm"], "gem-metadata": ["--metadata"],
-                  "dump-killed": ["--user-queue"], "dump-termed": ["--user-queue"], "dump-timeout": ["--user-queue"],
-                  "restore-killed": ["--user-queue"], "dump-killed-tree": ["--tree", "--user-queue"],
-                  "dump-killed-info": ["--user-queue"], "dump-killed-before-info": ["--user-queue"],
-                  "dump-killed-info-holder": ["--user-queue", "--fork-holder"],
-                  "scm-holder": ["--scm-holder", "--user-queue"],
-                  "dump-killed-info-scm-holder": ["--scm-holder", "--user-queue"],
-                  "dump-killed-paused": ["--user-queue"],
-                  "dump-killed-copied": ["--user-queue"],
-                  "restore-killed-copied": ["--user-queue"], "render-killed": ["--render"],
-                  "periodic": ["--periodic", "3", "--named-semaphore"], "pre-copy": ["--periodic", "2"],
-                  "pre-copy-untracked": ["--periodic", "2"]}
-
-
 def queue_sig(q):
     return sorted((x["gpu_id"], x["type"], x["ring_base"], x["ring_size"], x["priority"]) for x in q["queues"])
 
@@ -637,26 +344,19 @@ class Run:
         self.version = getattr(args, "criu_version", "")
         self.emu = Emu(args.kfd_emu)
         self.wl = None
-        self.env = dict(os.environ)
-        if args.scenario == "broken-vma-map":
-            self.env["KFDEMU_ADAPTER_BREAK_VMA_MAP"] = "1"
+        # (tests/rocm's scenarios are not in SCENARIOS: PLAIN)
+        self.sc = SCENARIOS.get(args.scenario, PLAIN)
+        self.env = dict(os.environ, **dict(self.sc.criu_env))
         # CRIU's log level: -v4 (debug) but for log-default (CRIU's default, 2).
-        self.verbosity = [] if args.scenario == "log-default" else ["-v4"]
-        if args.scenario == "log-default":
-            self.env["KFD_CAPABILITY_CHECK"] = "0"
-        if args.scenario == "sdma-timeout":
-            self.env["KFD_SDMA_TIMEOUT"] = "1"
-        self.stream = args.scenario in ("stream", "stream-truncated")
+        self.verbosity = ["-v4"] if self.sc.verbose else []
+        self.stream = self.sc.stream
         self.streamer = None
-        if self.stream:
-            self.env["KFD_MAX_BUFFER_SIZE"] = str(STREAM_BOUND)
         self.criu_pids = {}
 
     def dirs(self):
         """The workload directories: the process's, and its child's (tree,
         scm-holder)."""
-        flags = WORKLOAD_FLAGS.get(self.args.scenario, [])
-        tree = "--tree" in flags or "--scm-holder" in flags
+        tree = "--tree" in self.sc.flags or "--scm-holder" in self.sc.flags
         return [self.work] + ([os.path.join(self.work, "child")] if tree else [])
 
     def start(self):
@@ -667,8 +367,7 @@ class Run:
             self.remaps_before = set(glob.glob("/dev/shm/link_remap.*"))
         os.makedirs(self.images, exist_ok=True)
         out = open(os.path.join(self.work, "workload.log"), "w")
-        cmd = [self.args.workload] + WORKLOAD_FLAGS.get(self.args.scenario, []) + \
-            (INTEROP_WORKLOAD_FLAGS.get(self.args.scenario, []) if self.args.interop else []) + [self.work]
+        cmd = [self.args.workload, *self.sc.flags, *(self.sc.interop_flags if self.args.interop else ()), self.work]
         self.wl = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)
         out.close()
@@ -791,6 +490,8 @@ class Run:
 
 
 def round_trip(run):
+    if getattr(run.args, "interop", ""):
+        return interop_round_trip(run)
     procs = run.start()
     before = {pid: snapshot(run.emu, pid) for _, pid in procs}
     for pid, s in before.items():
@@ -869,7 +570,7 @@ OURS = re.compile(r"amdgpu-[^/]*\.img")  # every file of the plugin
 # already are; its dump then writes those BOs without contents and exits 0.
 # Not above the hole: upstream's restore maps at the masked 48-bit address
 # GET_MAPPING_INFO reports, which GEM_VA refuses as inside the hole.
-INTEROP_WORKLOAD_FLAGS = {"kfd-gem": ["--gem-cpu-visible", "--gem-va-offset"]}
+INTEROP_GEM_FLAGS = ("--gem-cpu-visible", "--gem-va-offset")
 
 # --interop: what upstream's plugin is known to get wrong, each with the log
 # line that shows it (the test says it and checks the rest; it never hides
@@ -1463,8 +1164,6 @@ def mixed_case(run, a, b, what, change, outcome):
 # CRIU killed half-way: the plugin's guardian (plugin/guardian.h)
 # --------------------------------------------------------------------------
 
-KILL_SCENARIOS = ("dump-killed", "dump-termed", "dump-timeout", "restore-killed", "dump-killed-tree",
-                  "render-killed")
 KILL_SDMA_GBPS = 0.2  # per engine, as bench/bench.py bench_machine() writes it
 KILL_VRAM_MIB = 256   # per GPU: about 1.3 s of copy at that rate
 GUARDIAN_COMM = "amdgpu-guard"
@@ -1546,11 +1245,12 @@ def kill_criu(p, how):
         raise Failure(f"CRIU ({how}) did not end within 30 s of its signal", False)
 
 
-def dump_killed(run, how):
+def dump_killed(run):
     """dump-killed, -termed, -timeout: one process, killed during its copy.
     dump-killed-tree: a parent and a child, killed during the child's copy,
     after the parent's KFD image was written (under criu-dev the parent is
     still paused then: after its copy, before the unpause)."""
+    how = run.sc.name
     procs = run.start()
     pids = [pid for _, pid in procs]
     p = criu_popen(run, "dump", ["-t", str(pids[0])], "dump.log", timeout_wrap=how == "dump-timeout")
@@ -1649,27 +1349,11 @@ def after_restore_killed(run, pid, p, g, when):
     expect(f"pid {pid}: killed (SIGKILL)" in said, "the guardian's log does not say it killed the task")
 
 
-# CRIU killed where a `stall` fault holds it (`kfd-emu ctl faults
-# CALL:stall`: the call blocks without effect until CRIU has ended, as if
-# CRIU had been killed right before making it; `CALL:stall-after`: the call
-# takes effect, then blocks, as if CRIU had been killed right after it
-# returned). Scenario -> the fault.
-STALL_SCENARIOS = {
-    # paused, before the plugin knows the pid it paused (or tells the
-    # guardian the process is paused)
-    "dump-killed-info": "CRIU_OP:PROCESS_INFO:stall-after",
-    # the same with a forked child holding the /dev/kfd file (fork-holder):
-    # two candidate owners announced to the guardian, one paused
-    "dump-killed-info-holder": "CRIU_OP:PROCESS_INFO:stall-after",
-    # the same with the owner's parent holding the file (scm-holder): the
-    # candidate tried first only shares it (KFD: EBADF)
-    "dump-killed-info-scm-holder": "CRIU_OP:PROCESS_INFO:stall-after",
-    # not paused yet: the guardian's UNPAUSE finds nothing to resume
-    "dump-killed-before-info": "CRIU_OP:PROCESS_INFO:stall",
-    "dump-killed-paused": "CRIU_OP:CHECKPOINT:stall",  # paused, nothing copied or written yet
-    "dump-killed-copied": "CRIU_OP:UNPAUSE:stall",  # copied and written, not yet unpaused
-    "restore-killed-copied": "CRIU_OP:RESUME:stall",  # restored and copied, not yet resumed
-}
+# CRIU killed where a `stall` fault holds it (a scenario's `stall`:
+# `kfd-emu ctl faults CALL:stall`: the call blocks without effect until CRIU
+# has ended, as if CRIU had been killed right before making it;
+# `CALL:stall-after`: the call takes effect, then blocks, as if CRIU had
+# been killed right after it returned).
 
 
 def stall_criu(run, p, call):
@@ -1680,7 +1364,7 @@ def stall_criu(run, p, call):
     expect(p.poll() is None, f"CRIU ended ({p.returncode}) before it reached {call}", False)
 
 
-def dump_killed_at(run, scenario):
+def dump_killed_at(run):
     """dump-killed-info, dump-killed-paused, dump-killed-copied: one process
     (1 or 2 GPUs), CRIU SIGKILLed right after the pausing PROCESS_INFO (the
     plugin has not seen its answer), after the pause and before any copy
@@ -1692,7 +1376,7 @@ def dump_killed_at(run, scenario):
     dump-killed-info-scm-holder: as dump-killed-info with a second holder
     of the /dev/kfd file (a forked child; the parent the child sent it to,
     tried first: the guardian logs its EBADF before the owner's resume)."""
-    call = STALL_SCENARIOS[scenario]
+    scenario, call = run.sc.name, run.sc.stall
     procs = run.start()
     scm = scenario == "dump-killed-info-scm-holder"
     # The process with GPU state (scm: the child; the parent, the tree's
@@ -1748,7 +1432,7 @@ def restore_killed_at(run):
     dumped = {b["va"]: b["checksum"] for b in run.emu.ctl("bos", pid)["bos"]}
     run.dump([pid])
     expect(not guardians(), f"guardian processes left after the dump: {guardians()}", False)
-    call = STALL_SCENARIOS["restore-killed-copied"]
+    call = run.sc.stall
     run.emu.faults(call)
     pidfile = os.path.join(run.work, "restored.pid")
     p = criu_popen(run, "restore", ["-d", "--pidfile", pidfile], "restore.log")
@@ -1795,86 +1479,20 @@ def render_killed(run):
 
 
 def inside(args, criu):
-    """Runs in a kfd-emu: the scenario, or one phase of other-machine."""
+    """Runs in a kfd-emu: the scenario, or one phase of a two-machine one."""
     harness.become_subreaper()
-    work = args.work
-    if args.scenario in KILL_SCENARIOS:
-        os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(KILL_VRAM_MIB)
-    if args.scenario in ("periodic", "pre-copy", "pre-copy-untracked"):
-        os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(PERIODIC_VRAM_MIB)
-    run = Run(args, criu, work)
+    sc = SCENARIOS[args.scenario]
+    if sc.vram_mib:
+        os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(sc.vram_mib)
+    run = Run(args, criu, args.work)
     try:
-        if args.scenario == "periodic":
-            periodic_incremental(run)
-        elif args.scenario in ("pre-copy", "pre-copy-untracked"):
-            with harness.not_run():
-                pre_copy(run, tracked=args.scenario == "pre-copy")
-        elif args.interop:
-            interop_round_trip(run)
-        elif args.phase == "dump":
-            other_machine_dump(run, os.path.join(work, "state.json"))
-        elif args.phase == "restore" and args.scenario == "refused-8xMI300X":
-            refused_restore(run, os.path.join(work, "state.json"))
-        elif args.phase == "restore":
-            other_machine_restore(run, os.path.join(work, "state.json"))
-        elif args.scenario == "mixed":
-            mixed_checkpoints(run)
-        elif args.scenario in ("roundtrip", "tree", "broken-vma-map", "kfd-gem", "kfd-gem-high-va", "fork-holder"):
-            round_trip(run)
-        elif args.scenario == "scm-holder":
-            scm_holder_refused(run)
-        elif args.scenario == "render":
-            render_round_trip(run)
-        elif args.scenario == "queue-state":
-            queue_state_round_trip(run)
-        elif args.scenario == "cp-queue":
-            cp_queue_round_trip(run)
-        elif args.scenario == "svm":
-            svm_round_trip(run)
-        elif args.scenario == "gem-metadata":
-            metadata_round_trip(run)
-        elif args.scenario == "evicting-restore":
-            evicting_restore(run)
-        elif args.scenario == "evicted-dump":
-            evicted_dump(run)
-        elif args.scenario.startswith("dmabuf-"):
-            dmabuf_round_trip(run, args.scenario.split("-")[1])
-        elif args.scenario == "stream":
-            stream_round_trip(run)
-        elif args.scenario == "dump-fault":
-            dump_fault(run)
-        elif args.scenario == "sdma-timeout":
-            dump_fault(run, hang=True)
-        elif args.scenario == "log-default":
-            log_default(run)
-        elif args.scenario in ("restore-truncated", "stream-truncated"):
-            restore_failure(run, "truncated")
-        elif args.scenario == "restore-fault":
-            restore_failure(run, "fault")
-        elif args.scenario == "restore-copy-fault":
-            restore_failure(run, "copy")
-        elif args.scenario in ("dump-killed", "dump-termed", "dump-timeout", "dump-killed-tree"):
-            dump_killed(run, args.scenario)
-        elif args.scenario == "restore-killed":
-            restore_killed(run)
-        elif args.scenario in ("dump-killed-info", "dump-killed-info-holder", "dump-killed-info-scm-holder",
-                               "dump-killed-before-info", "dump-killed-paused",
-                               "dump-killed-copied"):
-            dump_killed_at(run, args.scenario)
-        elif args.scenario == "restore-killed-copied":
-            restore_killed_at(run)
-        elif args.scenario == "render-killed":
-            render_killed(run)
-        elif args.scenario == "periodic":
-            periodic_incremental(run)
-        else:
-            raise Failure(f"unknown scenario {args.scenario}")
+        sc.run(run)
     finally:
         run.cleanup()
 
 
 # --------------------------------------------------------------------------
-# Incremental checkpoints (issue 29)
+# Incremental checkpoints: periodic dumps against the previous one, pre-copy
 # --------------------------------------------------------------------------
 
 PERIODIC_DUMPS = 3
@@ -2470,8 +2088,418 @@ def upstream_plugin(list_file, version):
                           f"one from each CRIU source tarball; an installed criu or CRIU_BIN has none)")
 
 
-def main():
-    ap = argparse.ArgumentParser()
+# --------------------------------------------------------------------------
+# The scenarios: one row each. The row is the scenario's whole description:
+# what runs inside the kfd-emu, the workload's flags, CRIU's environment,
+# the machine, its documentation (--help) and the CTest tests registered
+# from it (--list, read by criu.cmake at configure time).
+# --------------------------------------------------------------------------
+
+class Test(NamedTuple):
+    """A CTest test of a scenario: emu_realcriu_<criu>_<name>."""
+    name: str
+    machine: str
+    interop: str = ""     # --interop: upstream's plugin dumps or restores
+    emu_fault: str = ""   # --emu-fault: a kfd-emu fault rule from the start
+    env: str = ""         # NAME=VALUE in the test's environment
+
+
+class Scenario(NamedTuple):
+    name: str
+    run: Callable         # fn(Run), inside the kfd-emu; with `second`, once per machine (args.phase)
+    tests: tuple = ()     # the registered tests
+    flags: tuple = ()     # the workload's (workload.cpp)
+    criu_env: tuple = ()  # (NAME, VALUE) pairs in CRIU's environment
+    vram_mib: int = 0     # KFDEMU_WORKLOAD_VRAM_MIB (0: the workload's default)
+    slow: bool = False    # on slow_machine(): CRIU killed during a copy
+    stall: str = ""       # the kfd-emu fault rule holding CRIU (dump_killed_at, restore_killed_at)
+    second: Callable = None  # fn(machine) -> the plan of the restore's machine (None: not defined for it)
+    interop: tuple = ()   # the --interop ways it takes
+    interop_flags: tuple = ()  # the workload's, added with --interop
+    needs: tuple = ()     # what CTest passes it: "dmabuf-tree", "streamer", "amdgpu-img" (NEEDS)
+    verbose: bool = True  # CRIU at -v4 (False: CRIU's default log level)
+    stream: bool = False  # criu --stream through the stand-in image streamer
+    negative: bool = False  # passes only when the round trip fails after a good dump (phase exit 3)
+    doc: str = ""         # what it does and checks (--help)
+
+
+# A scenario's tests: <stem>_<machine> (the machine alone without a stem).
+def tests(stem, *machines, **kw):
+    return tuple(Test(f"{stem}_{m}" if stem else m, m, **kw) for m in machines)
+
+
+# What CTest passes for a scenario's `needs`, in this order: placeholders
+# that criu.cmake replaces ({target:T}: the file of CMake target T;
+# {source}, {build}: the source and build trees).
+NEEDS = {
+    "dmabuf-tree": ["--workload", "{target:dmabuf-tree}"],
+    "streamer": ["--streamer", "{source}/tests/streamer/streamer.py"],
+    "amdgpu-img": ["--amdgpu-img", "{target:amdgpu-img}"],
+}
+UPSTREAM_LIST = "{build}/realcriu/upstream-plugins.txt"
+TEST_TIMEOUT = 300
+TEST_LABELS = ["realcriu", "emulator"]
+BOTH = ("MI100", "2xMI210")
+INTEROP = ("upstream-dump", "upstream-restore")
+# A kernel that disables DRM_IOCTL_GEM_CHANGE_HANDLE again (Linux 6.18.36,
+# 7.0 stable, mainline since June 2026: EINVAL for every call), with gaps in
+# the GEM handles (KFDEMU_WORKLOAD_GEM_GAPS: BOs made and freed between the
+# workload's, so a restore making the BOs one after the other would not get
+# their handles): the restore places BOs at their handles without the ioctl.
+NO_CHANGE_HANDLE = {"emu_fault": "DRM_IOCTL_GEM_CHANGE_HANDLE:every:errno=EINVAL",
+                    "env": "KFDEMU_WORKLOAD_GEM_GAPS=1"}
+KILLED = {"flags": ("--user-queue",), "vram_mib": KILL_VRAM_MIB, "slow": True}
+
+
+def interop_tests(stem, *machines, ways=INTEROP):
+    """interop_<way>_<stem>_<machine> (interop_<way>_<machine> without a stem)."""
+    return tuple(Test(f"interop_{w.replace('-', '_')}_{stem + '_' if stem else ''}{m}", m, interop=w)
+                 for w in ways for m in machines)
+
+
+def other_machine(run):
+    """other-machine: dumped on the first machine, restored on the second."""
+    state = os.path.join(run.work, "state.json")
+    (other_machine_dump if run.args.phase == "dump" else other_machine_restore)(run, state)
+
+
+def refused(run):
+    """refused-8xMI300X: dumped on the first machine, refused on the second."""
+    state = os.path.join(run.work, "state.json")
+    (other_machine_dump if run.args.phase == "dump" else refused_restore)(run, state)
+
+
+def pre_copy_or_not_run(run, tracked):
+    with harness.not_run():
+        pre_copy(run, tracked)
+
+
+SCENARIOS = {s.name: s for s in (
+    Scenario("roundtrip", round_trip,
+             tests("", *BOTH) + interop_tests("", *BOTH), interop=INTEROP,
+             doc="dump + restore (same daemon, same pid); after each, no guardian process (plugin/guardian.h) is "
+                 "left. Restored: the fd table equals the dumped one by number and target (daemon connections: the "
+                 "same numbers, connected to the daemon before and after, nothing else); every BO has its dumped "
+                 "contents (model checksums) on its GPU; the device mappings are back; the queues are there and "
+                 "active (not paused, not evicted), the process neither paused nor evicted; then the restored "
+                 "process itself verifies its patterns, copies with SDMA (libdrm_amdgpu on its own render-node "
+                 "files) from its restored VRAM BOs and into new KFD BOs, waits on its event, destroys its queue "
+                 "(\"OK\" in DIR/result)."),
+    Scenario("tree", round_trip,
+             tests("tree", *BOTH) + interop_tests("tree", "2xMI210"), flags=("--tree",), interop=INTEROP,
+             doc="roundtrip for a parent and a child, each with its own KFD context (dump -t parent)."),
+    Scenario("fork-holder", round_trip,
+             tests("fork_holder", "2xMI210"), flags=("--fork-holder", "--user-queue"),
+             doc="roundtrip (with a user-mode SDMA queue) of a ROCm process with a child forked after its GPU "
+                 "state, holding its /dev/kfd and render files but using no GPU (a PyTorch DataLoader worker): the "
+                 "child's fds restored as the parent's files, KFD's process still the parent's (the child gets "
+                 "EBADF), the parent's GPU work goes on."),
+    Scenario("scm-holder", scm_holder_refused,
+             tests("scm_holder", "MI100"), flags=("--scm-holder", "--user-queue"),
+             doc="a child makes the GPU state (workload --scm-holder --user-queue) and sends its /dev/kfd file to "
+                 "its parent over a Unix socket (SCM_RIGHTS), which holds it unused; dump -t parent. CRIU would "
+                 "restore the file in the parent (lowest pid), where KFD cannot recreate the child's state: the "
+                 "dump fails with the plugin's error naming both pids, no file of ours or guardian is left, both "
+                 "run on with their fd tables unchanged, the child not paused with active queues, the parent with "
+                 "no KFD process; then the child's checks (kcmp: the parent's fd is its file; its user-queue work) "
+                 "and the parent's (EBADF through the file) pass."),
+    Scenario("kfd-gem", round_trip,
+             tests("kfd_gem", "2xMI210") + tests("kfd_gem_no_change_handle", "2xMI210", **NO_CHANGE_HANDLE),
+             flags=("--kfd-gem",), interop=INTEROP, interop_flags=INTEROP_GEM_FLAGS,
+             doc="roundtrip with GEM BOs of the process's own (libdrm_amdgpu) on libhsakmt's render-node file: a "
+                 "GTT BO, a CPU-invisible VRAM BO filled by SDMA, a VRAM BO at two GPU VAs; the restored process "
+                 "checks them (CPU mappings, SDMA copies out of them through their restored handles and VAs)."),
+    Scenario("kfd-gem-high-va", round_trip,
+             tests("kfd_gem_high_va", "MI100"), flags=("--kfd-gem", "--gem-high-va"),
+             doc="kfd-gem with the GEM BOs at VAs above the hole (libdrm's high range, as Mesa maps), which the "
+                 "kernel reports masked to 48 bits: the restore maps them at their canonical VAs."),
+    Scenario("render", render_round_trip,
+             tests("render", "MI100") + tests("render_no_change_handle", "MI100", **NO_CHANGE_HANDLE),
+             flags=("--render",),
+             doc="a process with a render node and no /dev/kfd (the same GEM BOs): the dump writes amdgpu-renderD "
+                 "and 3 amdgpu-drm-pages files; restored, the fd table and render-node mappings are as dumped and "
+                 "the process checks its BOs as in kfd-gem."),
+    Scenario("other-machine", other_machine,
+             tests("other_machine", "2xMI210") + tests("bigger_machine", "2xMI300X"),
+             second=OTHER_MACHINE.get,
+             doc="dump on one machine, restore on a second kfd-emu at the same root and socket paths (kfd-emu "
+                 "--root) after the first is gone, with other gpu_ids, other render minors and (2xMI210) the GPUs "
+                 "in the other order (VRAM sizes swapped, so only one mapping fits), or (2xMI300X) onto the "
+                 "8xMI300X node with a device cgroup of two GPUs: BOs on the mapped GPUs, render fds and mappings "
+                 "on the mapped minors, then as roundtrip."),
+    Scenario("refused-8xMI300X", refused,
+             (Test("refused_MI100_on_8xMI300X", "MI100"),),
+             second=lambda _: {"first": [], "second_machine": REFUSING_MACHINE, "second": []},
+             doc="other-machine from MACHINE onto the 8xMI300X node, where no GPU can stand in for the checkpointed "
+                 "one: CRIU's restore fails with the plugin's refusal, one line per reason, each listing all 8 "
+                 "local GPUs, none repeated, and KFD_CAPABILITY_CHECK suggested on the capability line only."),
+    Scenario("dump-fault", dump_fault, tests("dump_fault", "MI100"),
+             doc="an SDMA fault (`kfd-emu ctl faults sdma:nth=1`) fails the dump: CRIU exits non-zero with the "
+                 "plugin's \"Error:\" line in its log; the process runs on with its fd table unchanged, not paused, "
+                 "queues active, and completes its work."),
+    Scenario("sdma-timeout", functools.partial(dump_fault, hang=True),
+             tests("sdma_timeout", "MI100"), criu_env=(("KFD_SDMA_TIMEOUT", "1"),),
+             doc="dump-fault with the SDMA engine hung (`sdma:nth=1:hang`) and KFD_SDMA_TIMEOUT=1: the dump fails "
+                 "within seconds with the plugin's error naming KFD_SDMA_TIMEOUT and the 1 s limit."),
+    Scenario("restore-truncated", functools.partial(restore_failure, how="truncated"),
+             tests("restore_truncated", "MI100"),
+             doc="the dump's largest amdgpu-pages file is cut in half: then as restore-fault."),
+    Scenario("restore-fault", functools.partial(restore_failure, how="fault"),
+             tests("restore_fault", "MI100"),
+             doc="CRIU_OP:RESTORE fails (injected): CRIU's restore exits non-zero within its time limit with the "
+                 "plugin's \"Error:\" line, and no restored process is left (none alive, none in the model)."),
+    Scenario("restore-copy-fault", functools.partial(restore_failure, how="copy"),
+             tests("restore_copy_fault", "2xMI210"),
+             doc="the first SDMA job of the restore fails (injected): it runs in CRIU's main process (the parallel "
+                 "restore, the default), after the task has restored its files; the plugin's \"Error:\" line names "
+                 "the parallel restore and the task it killed, CRIU's restore exits non-zero, and no restored "
+                 "process is left (as restore-fault)."),
+    Scenario("broken-vma-map", round_trip, tests("broken_vma_map", "MI100"),
+             criu_env=(("KFDEMU_ADAPTER_BREAK_VMA_MAP", "1"),), negative=True,
+             doc="the adapter shifts the plugin's UPDATE_VMA_MAP offsets by a page "
+                 "(KFDEMU_ADAPTER_BREAK_VMA_MAP=1): passes only if the dump succeeds and the restore or the "
+                 "restored process fails."),
+    Scenario("dmabuf-holder-root", functools.partial(dmabuf_round_trip, root="holder"),
+             tests("dmabuf_tree_no_change_handle", "MI100", **NO_CHANGE_HANDLE) + tests("dmabuf_tree", "MI100"),
+             needs=("dmabuf-tree",),
+             doc="the tree of tests/e2e/dmabuf_tree.cpp (--workload dmabuf-tree): an exporter, an importer and a "
+                 "holder of the bare dma-buf of one GEM BO, the holder (or the exporter) the root, so dumped first. "
+                 "The dump writes two amdgpu-renderD images, one amdgpu-dmabuf image and exactly one "
+                 "amdgpu-drm-pages file; restored (CRIU restores the three tasks at once), each task's fd table and "
+                 "device mappings are as dumped, CRIU's log shows the BO created once, and the three restored "
+                 "processes check the BO's bytes in their views, then that the exporter's new write shows in the "
+                 "importer's mapping and in the holder's mmap of its dma-buf (one BO, not copies)."),
+    Scenario("dmabuf-exporter-root", functools.partial(dmabuf_round_trip, root="exporter"),
+             needs=("dmabuf-tree",),
+             doc="dmabuf-holder-root with the exporter the root (dumped first)."),
+    Scenario("stream", stream_round_trip, tests("stream", "2xMI210"), flags=("--kfd-gem",),
+             criu_env=(("KFD_MAX_BUFFER_SIZE", str(STREAM_BOUND)),), needs=("streamer",), stream=True,
+             doc="kfd-gem with `criu dump/restore --stream` through the stand-in image streamer "
+                 "(tests/streamer/streamer.py, capture then serve) and KFD_MAX_BUFFER_SIZE=256K, below the 2 MiB "
+                 "VRAM BO: the checks of kfd-gem, plus: none of our files (nor any temporary) in the image "
+                 "directory; the captured amdgpu-* files well framed, every non-empty KFD pages file the size of "
+                 "its GPU's BOs, render BOs in amdgpu-drm-pages files; each served at most once and every KFD image "
+                 "and non-empty pages file served; the staging peak of the dump (the emulator's count of the "
+                 "userptr memory CRIU registered) and each restore copy's peak (the plugin's summary lines) within "
+                 "the bound."),
+    Scenario("stream-truncated", functools.partial(restore_failure, how="truncated"),
+             tests("stream_truncated", "MI100"), criu_env=(("KFD_MAX_BUFFER_SIZE", str(STREAM_BOUND)),),
+             needs=("streamer",), stream=True,
+             doc="restore-truncated with --stream: the largest pages file is cut in half in the stand-in streamer's "
+                 "store."),
+    Scenario("log-default", log_default, tests("log_default", "2xMI210"),
+             criu_env=(("KFD_CAPABILITY_CHECK", "0"),), needs=("amdgpu-img",), verbose=False,
+             doc="roundtrip with CRIU at its default log level (no -v) and KFD_CAPABILITY_CHECK=0: each of the dump "
+                 "and restore logs holds exactly two lines of the plugin, the configuration naming "
+                 "KFD_CAPABILITY_CHECK=0 and the summary, whose GPU files, GPUs, BOs, BOs with contents and bytes "
+                 "are those of the images (amdgpu-img show --json), with the staging peak within the bound and GB/s "
+                 "= bytes / seconds; the restore's says every byte's checksum matched."),
+    Scenario("mixed", mixed_checkpoints, tests("mixed", *BOTH), needs=("amdgpu-img",),
+             doc="two dumps of the same program (A, then B: another pid), then restores from copies of A's "
+                 "directory with, in turn: B's KFD image; B's KFD image and pages files; all of B's GPU files; all "
+                 "but one render image; one render image of B; one pages file of B; the KFD image deleted; an extra "
+                 "image (B's KFD image as file 9999); two render images swapped (2 GPUs). Each restore is either "
+                 "refused by the plugin before any GPU state changed, naming a file of the case, with no process "
+                 "left (a deleted image: the plugin names it), or (the extra image, or a pages file of identical "
+                 "contents) restores A's process exactly as dumped; a pages file of other contents fails its "
+                 "checksums as it is copied, and the plugin kills the task before it resumes, naming the file; "
+                 "amdgpu-img verify agrees (exit 0 exactly when the restore succeeds)."),
+    Scenario("dump-killed", dump_killed, tests("dump_killed", *BOTH), **KILLED,
+             doc="CRIU SIGKILLed during the dump's GPU copy on a machine with slow SDMA (sdma_gbps 0.2, "
+                 "KFDEMU_WORKLOAD_VRAM_MIB=256), once the pages file is being written and the process is paused, "
+                 "with exactly one guardian (comm amdgpu-guard) running: within 1 s its queues are active again "
+                 "(not paused, not evicted), no temporary file is left, within 2 s no guardian is left, the "
+                 "guardian's log (amdgpu-guardian.log beside the images) says what it did, and the process "
+                 "(workload --user-queue) then completes an SDMA copy, a fence and a TRAP-signalled event wait "
+                 "through a KFD SDMA user queue, which never runs while the queues are paused."),
+    Scenario("dump-termed", dump_killed, tests("dump_termed", *BOTH), **KILLED,
+             doc="dump-killed with SIGTERM (CRIU's own handler runs)."),
+    Scenario("dump-timeout", dump_killed, tests("dump_timeout", *BOTH), **KILLED,
+             doc="dump-killed with CRIU run under coreutils timeout, which gets SIGTERM and passes it to its whole "
+                 "process group."),
+    Scenario("dump-killed-tree", dump_killed, tests("dump_killed_tree", "2xMI210"),
+             **{**KILLED, "flags": ("--tree", "--user-queue")},
+             doc="dump-killed for a parent and a child (workload --tree --user-queue), CRIU killed during the "
+                 "child's copy after the parent's KFD image was written (under criu-dev the parent is still paused "
+                 "then: after its copy, before its unpause): every process paused then is resumed within 1 s and "
+                 "both complete their user-queue work."),
+    Scenario("restore-killed", restore_killed, tests("restore_killed", *BOTH), **KILLED,
+             doc="a good dump (no guardian left after it), then CRIU's restore SIGKILLed during its GPU copy (the "
+                 "same slow machine): within 2 s the restored task is gone (killed by the guardian: its GPU memory "
+                 "was only partly copied), the model holds no process, nothing of ours runs, no guardian is left, "
+                 "and the guardian's log says it killed the task."),
+    Scenario("render-killed", render_killed, tests("render_killed", "MI100"),
+             **{**KILLED, "flags": ("--render",)},
+             doc="a process with a render node and no /dev/kfd (workload --render, its GEM BOs "
+                 "KFDEMU_WORKLOAD_VRAM_MIB=256 large, the slow machine), CRIU SIGKILLed while an amdgpu-drm-pages "
+                 "file is written (nothing is paused): exactly one guardian ran, within 2 s no temporary file and "
+                 "no guardian is left, the guardian's log names each file it removed, and the process completes its "
+                 "GEM SDMA copies."),
+    Scenario("dump-killed-info", dump_killed_at, tests("dump_killed_info", *BOTH),
+             flags=("--user-queue",), stall="CRIU_OP:PROCESS_INFO:stall-after",
+             doc="dump-killed at another point, on the usual machine: CRIU is held by a `stall` fault (`kfd-emu ctl "
+                 "faults CALL:stall`: the call blocks without effect until CRIU has ended, as if CRIU had been "
+                 "killed right before it; `CALL:stall-after`: the call takes effect first, as if CRIU had been "
+                 "killed right after it) (here: CRIU_OP:PROCESS_INFO:stall-after) right after its PROCESS_INFO (the "
+                 "process paused, the plugin has not seen the answer: the guardian knows the file and its candidate "
+                 "owners only), at its CHECKPOINT (the process paused, no file of ours yet) or at its UNPAUSE (the "
+                 "KFD image and one pages file per GPU complete; under criu-dev after every task was dumped), then "
+                 "SIGKILLed: the checks of dump-killed."),
+    Scenario("dump-killed-info-holder", dump_killed_at,
+             tests("dump_killed_info_holder", "MI100"), flags=("--user-queue", "--fork-holder"),
+             stall="CRIU_OP:PROCESS_INFO:stall-after",
+             doc="as dump-killed-info with the fork-holder workload (a child holding the /dev/kfd file: two "
+                 "candidate owners), and the child's own checks."),
+    Scenario("dump-killed-info-scm-holder", dump_killed_at,
+             tests("dump_killed_info_scm_holder", "MI100"), flags=("--scm-holder", "--user-queue"),
+             stall="CRIU_OP:PROCESS_INFO:stall-after",
+             doc="dump-killed-info-holder same with workload --scm-holder (a child's /dev/kfd file sent to its "
+                 "parent, which holds it; dump -t parent), the parent the first candidate in /proc order: the dump "
+                 "log says the guardian had 2 candidates, and the guardian's log says KFD refused the parent "
+                 "(EBADF) before it resumed the child."),
+    Scenario("dump-killed-before-info", dump_killed_at,
+             tests("dump_killed_before_info", *BOTH), flags=("--user-queue",), stall="CRIU_OP:PROCESS_INFO:stall",
+             doc="CRIU held by a `stall` at its PROCESS_INFO (nothing paused) and SIGKILLed: the checks of "
+                 "dump-killed, and the guardian's log says it found the process not paused."),
+    Scenario("dump-killed-paused", dump_killed_at, tests("dump_killed_paused", *BOTH),
+             flags=("--user-queue",), stall="CRIU_OP:CHECKPOINT:stall",
+             doc="dump-killed-info with CRIU held at its CHECKPOINT (CRIU_OP:CHECKPOINT:stall: the process paused, "
+                 "no file of ours yet)."),
+    Scenario("dump-killed-copied", dump_killed_at, tests("dump_killed_copied", *BOTH),
+             flags=("--user-queue",), stall="CRIU_OP:UNPAUSE:stall",
+             doc="dump-killed-info with CRIU held at its UNPAUSE (CRIU_OP:UNPAUSE:stall: the KFD image and one "
+                 "pages file per GPU complete; under criu-dev after every task was dumped)."),
+    Scenario("restore-killed-copied", restore_killed_at,
+             tests("restore_killed_copied", *BOTH), flags=("--user-queue",), stall="CRIU_OP:RESUME:stall",
+             doc="a good dump, then CRIU's restore held at its RESUME (every BO already holds its dumped contents, "
+                 "the process restored and evicted) and SIGKILLed: the checks of restore-killed."),
+    Scenario("queue-state", queue_state_round_trip, tests("queue_state", *BOTH),
+             flags=("--queue-state",),
+             doc="roundtrip of an AQL queue given a CU mask and the GPU's GWS and an inactive SDMA queue (no ring) "
+                 "with a FENCE pending, all through libhsakmt (workload --queue-state): restored, every queue's CU "
+                 "mask, GWS and state are as dumped; the restored process finds the GWS held, the FENCE not run, "
+                 "and run once its ring is given back."),
+    Scenario("cp-queue", cp_queue_round_trip, tests("cp_queue", *BOTH), flags=("--cp-queue",),
+             doc="roundtrip of a CP (PM4) compute queue (workload --cp-queue) waiting at a WAIT_REG_MEM with "
+                 "packets pending behind it: restored at that read pointer with its control stack as dumped; the "
+                 "restored process finds the first WRITE_DATA not run again, releases the wait and gets the rest "
+                 "and the event."),
+    Scenario("gem-metadata", metadata_round_trip, tests("dmabuf_metadata", *BOTH),
+             flags=("--metadata",), needs=("amdgpu-img",),
+             doc="roundtrip with a CPU-visible VRAM GEM BO on libhsakmt's render-node file given amdgpu metadata "
+                 "(flags, tiling info, 37 bytes of data) through libdrm, its dma-buf held open, and a GTT GEM BO "
+                 "with flags and tiling info but no data (workload --metadata). The images carry the metadata in "
+                 "the render image's BOs and in the dma-buf image's shared BO (amdgpu-img show, and --json; "
+                 "--amdgpu-img) and amdgpu-img verify passes; restored, the process finds it byte for byte through "
+                 "amdgpu_bo_query_info and KFD's GET_DMABUF_INFO (hsaKmtRegisterGraphicsHandleToNodes) and the BO's "
+                 "bytes through its CPU mapping and its dma-buf."),
+    Scenario("svm", svm_round_trip, tests("svm", *BOTH), flags=("--svm",),
+             doc="roundtrip of SVM ranges made through libhsakmt (workload --svm), one prefetched to VRAM, two in "
+                 "system memory with other attributes: restored as dumped (the VRAM one in VRAM); the restored "
+                 "process finds the same hsaKmtSVMGetAttr answers and bytes."),
+    Scenario("periodic", periodic_incremental,
+             tests("periodic", *BOTH) + interop_tests("periodic", "MI100", ways=("upstream-restore",)),
+             flags=("--periodic", "3", "--named-semaphore"), vram_mib=PERIODIC_VRAM_MIB, needs=("amdgpu-img",),
+             interop=("upstream-restore",),
+             doc="three `criu dump --leave-running`, each after the first incremental against the previous one, "
+                 "while the process rewrites a MiB of each GPU's VRAM between them (the later dumps with "
+                 "KFD_MAX_BUFFER_SIZE=768K: every chunk cut across staging writes, the peak checked); then a "
+                 "restore from the chain of three (periodic_incremental); with --interop upstream-restore, the "
+                 "chain is flattened (amdgpu-img flatten) and upstream's plugin restores it. The workload runs with "
+                 "--named-semaphore: the restore is from a --leave-running dump, which removes its --link-remap "
+                 "links (workload.cpp); the test's own /dev/shm starts empty (harness.private_dev_shm), as on a "
+                 "fresh machine."),
+    Scenario("pre-copy", functools.partial(pre_copy_or_not_run, tracked=True),
+             tests("pre_copy", "MI100"), flags=("--periodic", "2"), vram_mib=PERIODIC_VRAM_MIB,
+             doc="`criu pre-dump -D ckpt-1` with our plugin (docs/incremental.md, \"CRIU's flows\"): it runs no KFD "
+                 "CRIU call (none counted by the model: nothing paused) and no GPU copy, writes no file of ours, "
+                 "claims every device mapping (CRIU logs each found with a plugin), logs no plugin error, and "
+                 "leaves the process running with its queues active and no guardian. Where the kernel tracks memory "
+                 "(soft-dirty) the pre-dump succeeds; where it does not, CRIU must fail at its own soft-dirty check "
+                 "(the BUG in mem.c's task_reset_dirty_track) and nowhere else. Then the pre-copy of GPU memory: "
+                 "`criu dump --leave-running` into ckpt-2 (parent ckpt-1: it holds no GPU image, so the dump is "
+                 "complete), the process checks its GPUs and rewrites a MiB of each GPU's VRAM BO, the final `criu "
+                 "dump` into ckpt-3 against ckpt-2 writes only the changed MiB per GPU (at most one more), and the "
+                 "restore from ckpt-3 gives every BO its contents, the process's fds, mappings and queues, and its "
+                 "own checks, with --track-mem and --prev-images-dir. Needs a kernel that tracks memory "
+                 "(soft-dirty): NOT RUN up front elsewhere, naming CONFIG_MEM_SOFT_DIRTY (pre-copy-untracked runs "
+                 "there)."),
+    Scenario("pre-copy-untracked", functools.partial(pre_copy_or_not_run, tracked=False),
+             tests("pre_copy_untracked", "MI100"), flags=("--periodic", "2"), vram_mib=PERIODIC_VRAM_MIB,
+             doc="pre-copy on a kernel without soft-dirty, where CRIU cannot pre-dump: the pre-dump with our plugin "
+                 "must fail at CRIU's own soft-dirty check and nowhere else (no KFD call, no copy, no file of ours, "
+                 "the process running, as above); the rest as pre-copy without --track-mem, the parents linked by "
+                 "the test (gpu_only_parent). NOT RUN up front where the kernel tracks memory (pre-copy runs the "
+                 "whole flow there)."),
+    Scenario("evicting-restore", evicting_restore, tests("evicting_restore", *BOTH),
+             doc="dumped, then restored while another process's GEM BOs fill every GPU's VRAM: the restore's KFD "
+                 "allocations evict them to GTT (contents kept) instead of failing; the restored process's VRAM BOs "
+                 "are resident and it has no eviction pending; then as roundtrip."),
+    Scenario("evicted-dump", evicted_dump, tests("evicted_dump", *BOTH),
+             doc="dumped while another process's GEM BOs take every GPU's VRAM every 10 ms, so the process's BOs "
+                 "are evicted and restored over and over, also while the dump has it paused (seen in the model); "
+                 "restored as roundtrip."),
+)}
+# A scenario not in the table (tests/rocm's Run subclass): none of the settings.
+PLAIN = Scenario("", None)
+INTEROP_DOC = (
+    "(with roundtrip, tree or kfd-gem) upstream's amdgpu_plugin.so, built from the same CRIU's sources "
+    "(--upstream-list, scripts/build-criu.sh), dumps and ours restores, or ours dumps and upstream's restores, on "
+    "one machine. Checked: every BO is back on the GPU it was dumped from (each GPU keeps its identity) with its "
+    "dumped contents, the dumped fds and device mappings, active queues, and the restored process's own verdict. "
+    "Known upstream defects are said as \"KNOWN UPSTREAM DEFECT:\" with what shows them, and the rest is still "
+    "checked: upstream's restore leaves extra render-node fds (not compared); criu-dev's parallel restore of one "
+    "process on 2+ GPUs logs errors and leaves the BOs of the GPUs after the first without contents (the first "
+    "GPU's are checked; the process's verdict is shown, not required). Error lines of our plugin, or of upstream's "
+    "that no known defect explains, fail the test. With kfd-gem (no registered test: it fails for upstream's "
+    "reasons) it shows criu-dev's upstream defects with a process's own GEM BOs, the workload's GEM BOs made as "
+    "upstream's plugin can get furthest with them (INTEROP_GEM_FLAGS): upstream's dump marks a GEM BO as "
+    "imported when a KFD BO's dma-buf got the same handle in CRIU's own render file (our restore refuses the "
+    "image); upstream's restore remaps a BO's CPU mapping only where its CPU address is its last GPU VA.")
+
+
+def ctest_list():
+    """--list: every scenario's CTest tests as criu.cmake registers them:
+    the arguments after --scenario and --sanitized (NEEDS' placeholders)."""
+    out = []
+    for sc in SCENARIOS.values():
+        def needs(*names):
+            return [a for n in names if n in sc.needs for a in NEEDS[n]]
+        for t in sc.tests:
+            args = needs("dmabuf-tree") + (["--emu-fault", t.emu_fault] if t.emu_fault else []) + \
+                needs("streamer", "amdgpu-img") + \
+                (["--interop", t.interop, "--upstream-list", UPSTREAM_LIST] if t.interop else [])
+            out.append({"name": t.name, "scenario": sc.name, "machine": t.machine, "args": args,
+                        "env": [t.env] if t.env else [], "timeout": TEST_TIMEOUT, "labels": TEST_LABELS})
+    return out
+
+
+class ListTests(argparse.Action):
+    """--list: prints ctest_list() as JSON and exits (no other argument needed)."""
+
+    def __init__(self, **kw):
+        super().__init__(nargs=0, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print("[\n" + ",\n".join(json.dumps(t) for t in ctest_list()) + "\n]")
+        parser.exit()
+
+
+def scenarios_help():
+    """--help's list of the scenarios (SCENARIOS' docs) and of --interop."""
+    out = ["scenarios (--scenario):"]
+    for sc in SCENARIOS.values():
+        out += [f"  {sc.name}", textwrap.fill(sc.doc, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)]
+    out += ["--interop upstream-dump | upstream-restore (with " +
+            ", ".join(n for n, sc in SCENARIOS.items() if sc.interop) + "):",
+            textwrap.fill(INTEROP_DOC, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)]
+    return "\n".join(out)
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=scenarios_help(),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--list", action=ListTests, help="print the CTest tests of every scenario (JSON) and exit")
     ap.add_argument("--criu-list", default="")
     ap.add_argument("--criu-version", default="")
     ap.add_argument("--criu", default="", help="a CRIU binary (instead of --criu-list/--criu-version)")
@@ -2480,15 +2508,8 @@ def main():
     ap.add_argument("--wrapper", required=True)
     ap.add_argument("--workload", required=True)
     ap.add_argument("--machine", default="MI100")
-    ap.add_argument("--scenario", default="roundtrip",
-                    choices=["roundtrip", "tree", "other-machine", "dump-fault", "restore-truncated",
-                             "restore-fault", "restore-copy-fault", "broken-vma-map", "render", "kfd-gem", "kfd-gem-high-va",
-                             "stream", "stream-truncated", "dmabuf-holder-root", "dmabuf-exporter-root",
-                             "log-default", "sdma-timeout", "refused-8xMI300X", "mixed", "queue-state",
-                             "cp-queue", "svm", "gem-metadata", "periodic", "pre-copy", "pre-copy-untracked",
-                             "evicting-restore", "evicted-dump", "fork-holder", "scm-holder",
-                             "dump-killed-info-scm-holder",
-                             *KILL_SCENARIOS, *STALL_SCENARIOS])
+    ap.add_argument("--scenario", default="roundtrip", choices=SCENARIOS, metavar="SCENARIO",
+                    help="one of the scenarios below")
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                        "streamer", "streamer.py"),
@@ -2506,30 +2527,76 @@ def main():
                          "the benchmark's fixed-rate store")
     ap.add_argument("--interop", default="", choices=["", "upstream-dump", "upstream-restore"],
                     help="upstream's plugin (from --upstream-list) dumps or restores, ours the other step"
-                         " (scenarios roundtrip and tree)")
+                         " (the scenarios below that take it)")
     ap.add_argument("--upstream-list", default="",
                     help="scripts/build-criu.sh's upstream-plugins.txt: '<version>\\t<amdgpu_plugin.so>' lines")
     ap.add_argument("--upstream-so", default="", help=argparse.SUPPRESS)	# internal: found in --upstream-list
     ap.add_argument("--phase", default="", help=argparse.SUPPRESS)	# internal: inside kfd-emu
     ap.add_argument("--work", default="", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def check_interop(args, sc):
+    if args.interop not in sc.interop:
+        takes = "; ".join(f"{n} ({', '.join(x.interop)})" for n, x in SCENARIOS.items() if x.interop)
+        raise SystemExit(f"--interop {args.interop} does not take the scenario {args.scenario}; those that take "
+                         f"--interop: {takes}")
+    args.upstream_so = upstream_plugin(args.upstream_list, args.criu_version)
+
+
+def run_machines(args, sc, plan, me, faults, work):
+    """Runs the scenario in its kfd-emu (two-machine scenarios: the dump's,
+    then the restore's); returns the exit status of the phase that ended it."""
+    if not sc.second:
+        machine = slow_machine(work, args.machine) if sc.slow else args.machine
+        emu = [args.kfd_emu, "--machine", machine] + faults
+        return subprocess.run(emu + ["--"] + me + ["--phase", "all"]).returncode
+    # Both machines at one root path: the restored shim keeps the root
+    # and socket paths of its dump. The second starts after the first
+    # has ended (kfd-emu --root refuses a root that is in use).
+    root = tempfile.mkdtemp(prefix="kfdemu-realcriu-root.")
+    emu = [args.kfd_emu, "--root", root, "--machine", args.machine] + faults
+    log(f"first machine: {' '.join(plan['first'])}")
+    rc = subprocess.run(emu + plan["first"] + ["--"] + me + ["--phase", "dump"]).returncode
+    if rc == 0:
+        log(f"second machine: {' '.join(plan['second'])}")
+        second = [args.kfd_emu, "--root", root, "--machine", plan.get("second_machine", args.machine)] + faults
+        rc = subprocess.run(second + plan["second"] + ["--"] + me + ["--phase", "restore"]).returncode
+    shutil.rmtree(root, ignore_errors=True)
+    return rc
+
+
+def verdict_of(sc, rc):
+    """(passed, why) of the scenario whose phases ended with `rc`."""
+    if not sc.negative:
+        return rc == 0, ""
+    # Only a failure after a good dump counts: the restore or the
+    # restored process must be what the wrong offsets broke.
+    if rc == 0:
+        return False, ": the round trip succeeded although UPDATE_VMA_MAP answered wrong offsets"
+    if rc != 3:
+        return False, ": the round trip failed before the restore, so the wrong offsets were not tested"
+    return True, ": the falsified UPDATE_VMA_MAP answers made the restore fail"
+
+
+def main():
+    args = parse_args()
+    sc = SCENARIOS[args.scenario]
     if args.phase:
-        harness.run_phase(lambda: inside(args, args.criu), 
+        harness.run_phase(lambda: inside(args, args.criu),
                           lambda e: 3 if getattr(e, "after_dump", False) else harness.STEP_FAILED)
 
     sys.path.insert(0, args.realcriu_lib)
     import realcriu
+    plan = None
     with harness.not_run():
         criu = realcriu.require_criu(args)
-        if args.scenario == "other-machine" and args.machine not in OTHER_MACHINE:
-            raise harness.NotRun(f"no second machine defined for {args.machine}")
+        if sc.second:
+            plan = sc.second(args.machine)
+            if plan is None:
+                raise harness.NotRun(f"no second machine defined for {args.machine}")
         if args.interop:
-            if args.scenario not in ("roundtrip", "tree", "kfd-gem", "periodic") or \
-                    (args.scenario == "periodic" and args.interop != "upstream-restore"):
-                raise SystemExit(f"--interop takes the scenarios roundtrip, tree and kfd-gem (and periodic "
-                                 f"with upstream-restore), not {args.scenario}")
-            args.upstream_so = upstream_plugin(args.upstream_list, args.criu_version)
+            check_interop(args, sc)
 
     harness.private_dev_shm()
     work = harness.work_dir("kfdemu-realcriu.")
@@ -2541,43 +2608,12 @@ def main():
     if args.interop:
         me += ["--upstream-so", args.upstream_so]
         log(f"interop: upstream's plugin {args.upstream_so} {args.interop.split('-')[1]}s, ours the other step")
-    if args.scenario == "refused-8xMI300X":
-        OTHER_MACHINE[args.machine] = {"first": [], "second_machine": REFUSING_MACHINE, "second": []}
-    if args.scenario in ("other-machine", "refused-8xMI300X"):
-        # Both machines at one root path: the restored shim keeps the root
-        # and socket paths of its dump. The second starts after the first
-        # has ended (kfd-emu --root refuses a root that is in use).
-        root = tempfile.mkdtemp(prefix="kfdemu-realcriu-root.")
-        plan = OTHER_MACHINE[args.machine]
-        emu = [args.kfd_emu, "--root", root, "--machine", args.machine] + faults
-        log(f"first machine: {' '.join(plan['first'])}")
-        rc = subprocess.run(emu + plan["first"] + ["--"] + me + ["--phase", "dump"]).returncode
-        if rc == 0:
-            log(f"second machine: {' '.join(plan['second'])}")
-            second = [args.kfd_emu, "--root", root, "--machine", plan.get("second_machine", args.machine)] + faults
-            rc = subprocess.run(second + plan["second"] + ["--"] + me + ["--phase", "restore"]).returncode
-        shutil.rmtree(root, ignore_errors=True)
-    else:
-        machine = slow_machine(work, args.machine) if args.scenario in KILL_SCENARIOS else args.machine
-        rc = subprocess.run([args.kfd_emu, "--machine", machine] + faults + ["--"] + me + ["--phase", "all"]).returncode
-
+    rc = run_machines(args, sc, plan, me, faults, work)
     if rc == harness.NOT_RUN:
         # The phase said NOT RUN and why (pre-copy and soft-dirty).
         shutil.rmtree(work, ignore_errors=True)
         sys.exit(harness.NOT_RUN)
-    why = ""
-    if args.scenario == "broken-vma-map":
-        # Only a failure after a good dump counts: the restore or the
-        # restored process must be what the wrong offsets broke.
-        if rc == 0:
-            why = ": the round trip succeeded although UPDATE_VMA_MAP answered wrong offsets"
-        elif rc != 3:
-            why = ": the round trip failed before the restore, so the wrong offsets were not tested"
-        else:
-            why = ": the falsified UPDATE_VMA_MAP answers made the restore fail"
-        ok = rc == 3
-    else:
-        ok = rc == 0
+    ok, why = verdict_of(sc, rc)
     harness.finish(ok, work, args.keep, why)
 
 

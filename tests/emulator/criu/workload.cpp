@@ -8,6 +8,8 @@
 //                        [--periodic N] [--named-semaphore] [--fork-holder | --scm-holder] DIR
 //   kfdemu_criu_workload --render [--second-file] DIR
 //
+// (The options, which each needs and excludes: kOptions below; a wrong
+// combination prints them.)
 // Setup: on every GPU node a VRAM BO (2 MiB; $KFDEMU_WORKLOAD_VRAM_MIB
 // MiB when set, as the benchmark's side by side with upstream's plugin
 // sets it), plus one system-memory (GTT) BO, each
@@ -133,6 +135,7 @@
 
 #include <chrono>
 #include <cinttypes>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -142,6 +145,7 @@
 #include <optional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "testcommon/pattern.h"
@@ -1383,16 +1387,117 @@ void gpu_bos(const HsaSystemProperties &sys, std::vector<uint32_t> *gpus_out, st
 	}
 }
 
-// The workload's options beyond DIR.
+// The workload's options beyond DIR (the rows of kOptions).
 struct Modes {
-	bool gem = false, queue_state = false, user_queue = false, cp_queue = false, svm = false;
-	bool gem_cpu_visible = false, gem_high_va = false, gem_va_offset = false;
-	bool metadata = false;
+	bool tree = false, render = false, second_file = false;
+	bool gem = false, gem_cpu_visible = false, gem_high_va = false, gem_va_offset = false;
+	bool metadata = false, queue_state = false, user_queue = false, cp_queue = false, svm = false;
 	int periodic = 0; // --periodic N
-	bool named_semaphore = false;
-	bool fork_holder = false;
-	int scm_socket = -1; // --scm-holder's child: its end of the pair to the parent
+	bool named_semaphore = false, fork_holder = false, scm_holder = false;
+	int scm_socket = -1; // --scm-holder's child: its end of the pair to the parent (no option)
 };
+
+// One option (see the header): the switch it sets or the number it takes,
+// and what it may be given with.
+struct Option {
+	const char *name;
+	bool Modes::*on = nullptr;   // a switch
+	int Modes::*number = nullptr; // an option taking a number (N >= 0)
+	bool kfd = true;              // the process opens /dev/kfd: not with --render
+	const char *needs = nullptr;  // only with this option
+	const char *excludes[2] = {}; // not with these
+};
+
+constexpr Option kOptions[] = {
+	{"--tree", &Modes::tree, nullptr, true, nullptr, {"--fork-holder", "--scm-holder"}},
+	{"--render", &Modes::render, nullptr, false},
+	{"--second-file", &Modes::second_file, nullptr, false, "--render"},
+	{"--kfd-gem", &Modes::gem},
+	{"--gem-cpu-visible", &Modes::gem_cpu_visible, nullptr, true, "--kfd-gem"},
+	{"--gem-high-va", &Modes::gem_high_va, nullptr, true, "--kfd-gem", {"--gem-va-offset"}},
+	{"--gem-va-offset", &Modes::gem_va_offset, nullptr, true, "--kfd-gem"},
+	{"--metadata", &Modes::metadata},
+	{"--queue-state", &Modes::queue_state},
+	{"--user-queue", &Modes::user_queue},
+	{"--cp-queue", &Modes::cp_queue, nullptr, true, nullptr, {"--user-queue"}},
+	{"--svm", &Modes::svm},
+	{"--periodic", nullptr, &Modes::periodic},
+	{"--named-semaphore", &Modes::named_semaphore},
+	{"--fork-holder", &Modes::fork_holder},
+	{"--scm-holder", &Modes::scm_holder, nullptr, true, nullptr, {"--fork-holder"}},
+};
+
+const Option *option(std::string_view name)
+{
+	for (const Option &o : kOptions)
+		if (name == o.name)
+			return &o;
+	return nullptr;
+}
+
+bool given(const Modes &m, const Option &o)
+{
+	return o.on ? m.*o.on : m.*o.number != 0;
+}
+
+// Why the options given cannot go together ("" when they can).
+std::string conflict(const Modes &m)
+{
+	for (const Option &o : kOptions) {
+		if (!given(m, o))
+			continue;
+		if (o.kfd && m.render)
+			return std::string(o.name) + " is not for --render (a process without /dev/kfd)";
+		if (o.needs && !given(m, *option(o.needs)))
+			return std::string(o.name) + " needs " + o.needs;
+		for (const char *x : o.excludes)
+			if (x && given(m, *option(x)))
+				return std::string(o.name) + " and " + x + " exclude each other";
+	}
+	return "";
+}
+
+// Parses the options before DIR into `m`; returns the index of DIR, or -1
+// after printing the usage (and why).
+int parse(int argc, char **argv, Modes *m)
+{
+	int i = 1;
+	std::string why;
+	for (; i < argc && argv[i][0] == '-' && why.empty(); i++) {
+		const Option *o = option(argv[i]);
+		if (!o) {
+			why = std::string("unknown option ") + argv[i];
+		} else if (o->on) {
+			m->*o->on = true;
+		} else {
+			char *end = nullptr;
+			const long n = i + 1 < argc ? std::strtol(argv[++i], &end, 10) : -1;
+			if (!end || *end || n < 0 || n > INT_MAX)
+				why = std::string(o->name) + " takes a number N >= 0";
+			else
+				m->*o->number = int(n);
+		}
+	}
+	if (why.empty() && argc != i + 1)
+		why = "one DIR expected after the options";
+	if (why.empty())
+		why = conflict(*m);
+	if (why.empty())
+		return i;
+	std::fprintf(stderr, "%s: %s\nusage: %s [OPTION]... DIR, OPTION one of:\n", argv[0], why.c_str(), argv[0]);
+	for (const Option &o : kOptions) {
+		std::string line = std::string("  ") + o.name + (o.number ? " N" : "");
+		if (!o.kfd)
+			line += " (no /dev/kfd)";
+		if (o.needs)
+			line += std::string(" (with ") + o.needs + ")";
+		for (const char *x : o.excludes)
+			if (x)
+				line += std::string(" (not with ") + x + ")";
+		std::fprintf(stderr, "%s\n", line.c_str());
+	}
+	return -1;
+}
 
 // --named-semaphore (see the header). The name is libhsakmt's
 // (src/device/hsakmt_shm.cpp), its initial count libhsakmt's too.
@@ -1404,108 +1509,126 @@ void create_hsakmt_semaphore()
 	::sem_close(sem);
 }
 
-[[noreturn]] void run(const Modes &m)
-{
-	const bool gem = m.gem, queue_state = m.queue_state, user_queue = m.user_queue;
-	std::string err;
-	if (m.named_semaphore)
-		create_hsakmt_semaphore();
-	if (HSAKMT_STATUS s = hsaKmtOpenKFD(); s != HSAKMT_STATUS_SUCCESS)
-		finish(status("FAIL: hsaKmtOpenKFD", s));
-	HsaSystemProperties sys{};
-	if (HSAKMT_STATUS s = hsaKmtAcquireSystemProperties(&sys); s != HSAKMT_STATUS_SUCCESS)
-		finish(status("FAIL: hsaKmtAcquireSystemProperties", s));
-
-	std::vector<Bo> bos;	// one VRAM BO per GPU (in gpus order), then GTT
+// A process with /dev/kfd (every mode but --render): what it makes before
+// DIR/ready, in this order, and checks after DIR/go.
+struct KfdProcess {
+	const Modes &m;
+	std::vector<Bo> bos; // one VRAM BO per GPU (in gpus order), then GTT
 	std::vector<uint32_t> gpus;
-	std::vector<int> minors;
+	std::vector<int> minors, render_fds;
 	uint64_t seed = 0x5eed + uint64_t(getpid()) * 16;
-	gpu_bos(sys, &gpus, &minors, &bos, &seed);
-	if (gpus.empty())
-		finish("FAIL: no GPU node");
 	Bo gtt{};
-	if (!alloc_bo(0, 1 << 20, false, &gtt, &err))
-		finish("FAIL: GTT: " + err);
-	gtt.seed = seed++;
-	bos.push_back(gtt);
-	for (const auto &b : bos)
-		testcommon::fill_pattern(b.addr, b.size, b.seed);
-	std::vector<int> render_fds;
-	for (int m : minors) {
-		int fd = find_render_fd(m);
-		if (fd < 0)
-			finish("FAIL: no fd of /dev/dri/renderD" + std::to_string(m) + " (libhsakmt's) in /proc/self/fd");
-		render_fds.push_back(fd);
-	}
-
-	HsaEventDescriptor desc{};
-	desc.EventType = HSA_EVENTTYPE_SIGNAL;
-	desc.NodeId = gpus[0];
 	HsaEvent *ev = nullptr;
-	if (HSAKMT_STATUS s = hsaKmtCreateEvent(&desc, true, false, &ev); s != HSAKMT_STATUS_SUCCESS)
-		finish(status("FAIL: hsaKmtCreateEvent", s));
-	Bo ring{};
-	if (!alloc_bo(0, 64 << 10, false, &ring, &err))
-		finish("FAIL: ring: " + err);
 	HsaQueueResource q{};
-	if (HSAKMT_STATUS s = hsaKmtCreateQueue(gpus[0], HSA_QUEUE_COMPUTE_AQL, 100, HSA_QUEUE_PRIORITY_NORMAL,
-						 ring.addr, ring.size, nullptr, &q);
-	    s != HSAKMT_STATUS_SUCCESS)
-		finish(status("FAIL: hsaKmtCreateQueue", s));
 	QueueState qs;
-	if (queue_state && !qs.setup(gpus[0], q.QueueId, &err))
-		finish("FAIL: queue state: " + err);
 	SvmState svm;
-	const uint64_t svm_seed = seed;
-	seed += 2;
-	if (m.svm && !svm.setup(gpus[0], svm_seed, &err))
-		finish("FAIL: SVM: " + err);
-
+	uint64_t svm_seed = 0;
 	UserQueue uq;
-	if (user_queue && !uq.create(gpus[0], gtt.size, &err))
-		finish("FAIL: " + err);
 	CpQueue cq;
-	if (m.cp_queue && !cq.setup(gpus[0], ev, &err))
-		finish("FAIL: " + err);
-
-	// --kfd-gem: GEM BOs of its own on libhsakmt's render-node file too.
 	amdgpu_device_handle gem_dev = nullptr;
 	RenderSet gem_set;
-	if (gem) {
-		uint32_t major = 0, minor = 0;
-		if (int r = amdgpu_device_initialize(render_fds[0], &major, &minor, &gem_dev); r)
-			finish(status("FAIL: amdgpu_device_initialize", r));
-		const uint64_t vram_flags = m.gem_cpu_visible ? 0 : AMDGPU_GEM_CREATE_NO_CPU_ACCESS;
-		if (!gem_set.setup(gem_dev, seed, &err, RenderSet::kVramBytes, vram_flags,
-				   m.gem_high_va ? AMDGPU_VA_RANGE_HIGH : 0, m.gem_va_offset ? 64ull << 30 : 0))
-			finish("FAIL: GEM BOs: " + err);
-	}
 	MetadataSet md_set;
-	if (m.metadata) {
-		if (!gem_dev) {
+	int kfd_mine = -1, kfd_parents = -1; // --scm-holder's child: its fd of its /dev/kfd file, the parent's
+
+	explicit KfdProcess(const Modes &modes) : m(modes) {}
+
+	// libhsakmt opened, a VRAM BO per GPU and a GTT BO, filled; the
+	// render-node fds libhsakmt opened.
+	void open_kfd()
+	{
+		std::string err;
+		if (m.named_semaphore)
+			create_hsakmt_semaphore();
+		if (HSAKMT_STATUS s = hsaKmtOpenKFD(); s != HSAKMT_STATUS_SUCCESS)
+			finish(status("FAIL: hsaKmtOpenKFD", s));
+		HsaSystemProperties sys{};
+		if (HSAKMT_STATUS s = hsaKmtAcquireSystemProperties(&sys); s != HSAKMT_STATUS_SUCCESS)
+			finish(status("FAIL: hsaKmtAcquireSystemProperties", s));
+		gpu_bos(sys, &gpus, &minors, &bos, &seed);
+		if (gpus.empty())
+			finish("FAIL: no GPU node");
+		if (!alloc_bo(0, 1 << 20, false, &gtt, &err))
+			finish("FAIL: GTT: " + err);
+		gtt.seed = seed++;
+		bos.push_back(gtt);
+		for (const auto &b : bos)
+			testcommon::fill_pattern(b.addr, b.size, b.seed);
+		for (int minor : minors) {
+			int fd = find_render_fd(minor);
+			if (fd < 0)
+				finish("FAIL: no fd of /dev/dri/renderD" + std::to_string(minor) +
+				       " (libhsakmt's) in /proc/self/fd");
+			render_fds.push_back(fd);
+		}
+	}
+
+	// The signal event and the AQL queue on the first GPU; --queue-state,
+	// --svm, --user-queue, --cp-queue.
+	void make_queues()
+	{
+		std::string err;
+		HsaEventDescriptor desc{};
+		desc.EventType = HSA_EVENTTYPE_SIGNAL;
+		desc.NodeId = gpus[0];
+		if (HSAKMT_STATUS s = hsaKmtCreateEvent(&desc, true, false, &ev); s != HSAKMT_STATUS_SUCCESS)
+			finish(status("FAIL: hsaKmtCreateEvent", s));
+		Bo ring{};
+		if (!alloc_bo(0, 64 << 10, false, &ring, &err))
+			finish("FAIL: ring: " + err);
+		if (HSAKMT_STATUS s = hsaKmtCreateQueue(gpus[0], HSA_QUEUE_COMPUTE_AQL, 100, HSA_QUEUE_PRIORITY_NORMAL,
+							 ring.addr, ring.size, nullptr, &q);
+		    s != HSAKMT_STATUS_SUCCESS)
+			finish(status("FAIL: hsaKmtCreateQueue", s));
+		if (m.queue_state && !qs.setup(gpus[0], q.QueueId, &err))
+			finish("FAIL: queue state: " + err);
+		svm_seed = seed;
+		seed += 2;
+		if (m.svm && !svm.setup(gpus[0], svm_seed, &err))
+			finish("FAIL: SVM: " + err);
+		if (m.user_queue && !uq.create(gpus[0], gtt.size, &err))
+			finish("FAIL: " + err);
+		if (m.cp_queue && !cq.setup(gpus[0], ev, &err))
+			finish("FAIL: " + err);
+	}
+
+	// --kfd-gem, --metadata: GEM BOs of its own on libhsakmt's render-node
+	// file of the first GPU.
+	void make_gem()
+	{
+		std::string err;
+		if ((m.gem || m.metadata) && !gem_dev) {
 			uint32_t major = 0, minor = 0;
 			if (int r = amdgpu_device_initialize(render_fds[0], &major, &minor, &gem_dev); r)
 				finish(status("FAIL: amdgpu_device_initialize", r));
 		}
-		if (!md_set.setup(gem_dev, gpus[0], seed + 3, &err))
+		const uint64_t vram_flags = m.gem_cpu_visible ? 0 : AMDGPU_GEM_CREATE_NO_CPU_ACCESS;
+		if (m.gem && !gem_set.setup(gem_dev, seed, &err, RenderSet::kVramBytes, vram_flags,
+					    m.gem_high_va ? AMDGPU_VA_RANGE_HIGH : 0, m.gem_va_offset ? 64ull << 30 : 0))
+			finish("FAIL: GEM BOs: " + err);
+		if (m.metadata && !md_set.setup(gem_dev, gpus[0], seed + 3, &err))
 			finish("FAIL: metadata: " + err);
 	}
-	if (m.fork_holder) {
-		const int kfd = find_fd_of("/dev/kfd");
-		if (kfd < 0)
-			finish("FAIL: no fd of /dev/kfd (libhsakmt's) in /proc/self/fd");
-		const pid_t parent = ::getpid();
-		std::fflush(nullptr);
-		const pid_t c = ::fork();
-		if (c < 0)
-			finish("FAIL: fork of the fd holder");
-		if (c == 0)
-			hold_inherited_fds(parent, kfd);
-		g_child = c;
-	}
-	// --scm-holder: the parent's fd of this process's /dev/kfd file.
-	int kfd_mine = -1, kfd_parents = -1;
-	if (m.scm_socket >= 0) {
+
+	// --fork-holder: the child holding the inherited fds; --scm-holder's
+	// child: its /dev/kfd file sent to the parent.
+	void hand_over()
+	{
+		std::string err;
+		if (m.fork_holder) {
+			const int kfd = find_fd_of("/dev/kfd");
+			if (kfd < 0)
+				finish("FAIL: no fd of /dev/kfd (libhsakmt's) in /proc/self/fd");
+			const pid_t parent = ::getpid();
+			std::fflush(nullptr);
+			const pid_t c = ::fork();
+			if (c < 0)
+				finish("FAIL: fork of the fd holder");
+			if (c == 0)
+				hold_inherited_fds(parent, kfd);
+			g_child = c;
+		}
+		if (m.scm_socket < 0)
+			return;
 		kfd_mine = find_fd_of("/dev/kfd");
 		if (kfd_mine < 0)
 			finish("FAIL: no fd of /dev/kfd (libhsakmt's) in /proc/self/fd");
@@ -1515,137 +1638,100 @@ void create_hsakmt_semaphore()
 			finish(std::string("FAIL: the parent's fd number: ") + std::strerror(errno));
 		::close(m.scm_socket);
 	}
-	write_ready(bos);
-	periodic_steps(m.periodic, bos, gpus, render_fds);
-	wait_for_go(); // dumped and restored in here
-	if (kfd_mine >= 0)
-		if (std::string why = not_same_file(kfd_mine, ::getppid(), kfd_parents); !why.empty())
-			finish("FAIL: after DIR/go: " + why);
-	if (gem && !gem_set.verify(gem_dev, &err))
-		finish("FAIL: after restore: GEM BOs: " + err);
-	if (m.metadata && !md_set.verify(&err))
-		finish("FAIL: after restore: metadata: " + err);
 
-	if (!check_all(bos, gpus, render_fds, &err))
-		finish("FAIL: after restore: " + err);
-	if (m.cp_queue) {
-		if (!cq.verify(ev, &err))
+	// After DIR/go (dumped and restored): every check of the modes given.
+	[[noreturn]] void verify()
+	{
+		std::string err;
+		if (kfd_mine >= 0)
+			if (std::string why = not_same_file(kfd_mine, ::getppid(), kfd_parents); !why.empty())
+				finish("FAIL: after DIR/go: " + why);
+		if (m.gem && !gem_set.verify(gem_dev, &err))
+			finish("FAIL: after restore: GEM BOs: " + err);
+		if (m.metadata && !md_set.verify(&err))
+			finish("FAIL: after restore: metadata: " + err);
+		if (!check_all(bos, gpus, render_fds, &err))
 			finish("FAIL: after restore: " + err);
-	} else if (user_queue) {
-		if (!uq.run(gtt, ev, &err))
-			finish("FAIL: after restore: " + err);
-		if (HSAKMT_STATUS s = hsaKmtDestroyQueue(uq.q.QueueId); s != HSAKMT_STATUS_SUCCESS)
-			finish(status("FAIL: after restore: hsaKmtDestroyQueue(SDMA)", s));
-	} else {
-		if (HSAKMT_STATUS s = hsaKmtSetEvent(ev); s != HSAKMT_STATUS_SUCCESS)
-			finish(status("FAIL: after restore: hsaKmtSetEvent", s));
-		if (HSAKMT_STATUS s = hsaKmtWaitOnEvent(ev, 2000); s != HSAKMT_STATUS_SUCCESS)
-			finish(status("FAIL: after restore: hsaKmtWaitOnEvent", s));
+		if (m.cp_queue) {
+			if (!cq.verify(ev, &err))
+				finish("FAIL: after restore: " + err);
+		} else if (m.user_queue) {
+			if (!uq.run(gtt, ev, &err))
+				finish("FAIL: after restore: " + err);
+			if (HSAKMT_STATUS s = hsaKmtDestroyQueue(uq.q.QueueId); s != HSAKMT_STATUS_SUCCESS)
+				finish(status("FAIL: after restore: hsaKmtDestroyQueue(SDMA)", s));
+		} else {
+			if (HSAKMT_STATUS s = hsaKmtSetEvent(ev); s != HSAKMT_STATUS_SUCCESS)
+				finish(status("FAIL: after restore: hsaKmtSetEvent", s));
+			if (HSAKMT_STATUS s = hsaKmtWaitOnEvent(ev, 2000); s != HSAKMT_STATUS_SUCCESS)
+				finish(status("FAIL: after restore: hsaKmtWaitOnEvent", s));
+		}
+		if (m.queue_state && !qs.verify(q.QueueId, &err))
+			finish("FAIL: after restore: queue state: " + err);
+		if (m.svm && !svm.verify(svm_seed, &err))
+			finish("FAIL: after restore: SVM: " + err);
+		if (HSAKMT_STATUS s = hsaKmtDestroyQueue(q.QueueId); s != HSAKMT_STATUS_SUCCESS)
+			finish(status("FAIL: after restore: hsaKmtDestroyQueue", s));
+		finish("OK");
 	}
-	if (queue_state && !qs.verify(q.QueueId, &err))
-		finish("FAIL: after restore: queue state: " + err);
-	if (m.svm && !svm.verify(svm_seed, &err))
-		finish("FAIL: after restore: SVM: " + err);
-	if (HSAKMT_STATUS s = hsaKmtDestroyQueue(q.QueueId); s != HSAKMT_STATUS_SUCCESS)
-		finish(status("FAIL: after restore: hsaKmtDestroyQueue", s));
-	finish("OK");
+};
+
+[[noreturn]] void run(const Modes &m)
+{
+	KfdProcess p(m);
+	p.open_kfd();
+	p.make_queues();
+	p.make_gem();
+	p.hand_over();
+	write_ready(p.bos);
+	periodic_steps(m.periodic, p.bos, p.gpus, p.render_fds);
+	wait_for_go(); // dumped and restored in here
+	p.verify();
+}
+
+// Forked before any KFD call (--tree, --scm-holder): the child goes on in
+// DIR/child; returns its pid in the parent, 0 in the child.
+pid_t fork_child()
+{
+	const std::string child_dir = g_dir + "/child";
+	if (::mkdir(child_dir.c_str(), 0755) && errno != EEXIST)
+		finish("FAIL: mkdir " + child_dir);
+	std::fflush(nullptr);
+	const pid_t c = ::fork();
+	if (c < 0)
+		finish("FAIL: fork");
+	if (c == 0)
+		g_dir = child_dir;
+	else
+		g_child = c;
+	return c;
 }
 
 } // namespace
 
 int main(int argc, char **argv)
 {
-	bool tree = false, render = false, second = false, scm_holder = false;
 	Modes m;
-	int i = 1;
-	for (; i < argc && argv[i][0] == '-'; i++) {
-		const std::string a = argv[i];
-		if (a == "--tree")
-			tree = true;
-		else if (a == "--render")
-			render = true;
-		else if (a == "--kfd-gem")
-			m.gem = true;
-		else if (a == "--gem-cpu-visible")
-			m.gem_cpu_visible = true;
-		else if (a == "--gem-high-va")
-			m.gem_high_va = true;
-		else if (a == "--gem-va-offset")
-			m.gem_va_offset = true;
-		else if (a == "--second-file")
-			second = true;
-		else if (a == "--queue-state")
-			m.queue_state = true;
-		else if (a == "--user-queue")
-			m.user_queue = true;
-		else if (a == "--cp-queue")
-			m.cp_queue = true;
-		else if (a == "--svm")
-			m.svm = true;
-		else if (a == "--metadata")
-			m.metadata = true;
-		else if (a == "--periodic" && i + 1 < argc)
-			m.periodic = std::atoi(argv[++i]);
-		else if (a == "--named-semaphore")
-			m.named_semaphore = true;
-		else if (a == "--fork-holder")
-			m.fork_holder = true;
-		else if (a == "--scm-holder")
-			scm_holder = true;
-		else
-			break;
-	}
-	if (argc != i + 1 ||
-	    (render && (tree || m.gem || m.metadata || m.queue_state || m.user_queue || m.cp_queue || m.svm ||
-			m.periodic || m.named_semaphore || m.fork_holder || scm_holder)) ||
-	    (tree && (m.fork_holder || scm_holder)) || (scm_holder && m.fork_holder) ||
-	    (second && !render) || ((m.gem_cpu_visible || m.gem_high_va || m.gem_va_offset) && !m.gem) || (m.cp_queue && m.user_queue) || (m.gem_high_va && m.gem_va_offset) ||
-	    m.periodic < 0) {
-		std::fprintf(stderr,
-			     "usage: %s [--tree] [--kfd-gem [--gem-cpu-visible] [--gem-high-va | --gem-va-offset]] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue] "
-			     "[--periodic N] [--named-semaphore] [--fork-holder | --scm-holder] DIR | --render "
-			     "[--second-file] DIR\n",
-			     argv[0]);
+	const int dir = parse(argc, argv, &m);
+	if (dir < 0)
 		return 2;
-	}
-	g_dir = argv[i];
-	if (tree) {
-		// Forked before any KFD call: the child opens its own KFD context.
-		const std::string child_dir = g_dir + "/child";
-		if (::mkdir(child_dir.c_str(), 0755) && errno != EEXIST)
-			finish("FAIL: mkdir " + child_dir);
-		std::fflush(nullptr);
-		pid_t c = ::fork();
-		if (c < 0)
-			finish("FAIL: fork");
-		if (c == 0)
-			g_dir = child_dir;
-		else
-			g_child = c;
-	}
-	if (scm_holder) {
-		// Forked before any KFD call: the child makes the GPU state in
-		// DIR/child and hands its /dev/kfd file to this process.
-		const std::string child_dir = g_dir + "/child";
-		if (::mkdir(child_dir.c_str(), 0755) && errno != EEXIST)
-			finish("FAIL: mkdir " + child_dir);
+	g_dir = argv[dir];
+	if (m.tree)
+		fork_child(); // the child opens its own KFD context
+	if (m.scm_holder) {
+		// The child makes the GPU state in DIR/child and hands its
+		// /dev/kfd file to this process.
 		int sv[2];
 		if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 			finish(std::string("FAIL: socketpair: ") + std::strerror(errno));
-		std::fflush(nullptr);
-		const pid_t c = ::fork();
-		if (c < 0)
-			finish("FAIL: fork");
-		if (c > 0) {
+		if (fork_child() > 0) {
 			::close(sv[1]);
-			g_child = c;
 			hold_received_kfd(sv[0]);
 		}
 		::close(sv[0]);
-		g_dir = child_dir;
 		m.scm_socket = sv[1];
 	}
-	if (render)
-		run_render(second);
+	if (m.render)
+		run_render(m.second_file);
 	run(m);
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// Integrity of the images (issue 13): BO content checksums per chunk, the
+// Integrity of the images: BO content checksums per chunk, the
 // seal of metadata images, and their checks at read.
 #include <criterion/criterion.h>
 

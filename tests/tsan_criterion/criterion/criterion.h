@@ -13,7 +13,7 @@
 //   every test runs in a child process of its own (as Criterion's do), so a
 //   crash or a TSan report (exit 66) fails that test only.
 //
-// The runner (harness.cpp) accepts Criterion's --jobs N (ignored: one test
+// The runner (runner.cpp) accepts Criterion's --jobs N (ignored: one test
 // at a time) and --filter SUITE/NAME (shell glob); it exits 0 when every
 // test that ran passed.
 #pragma once

@@ -208,7 +208,7 @@ int main(int argc, char **argv)
 		}
 	}
 	std::printf("[====] Synthesis: Tested: %d | Passing: %d | Failing: %d | Skipped: %d "
-		    "(ThreadSanitizer runner, tests/harness)\n",
+		    "(ThreadSanitizer runner, tests/tsan_criterion)\n",
 		    ran, passed, failed, skipped);
 	if (ran == 0) {
 		std::printf("no test matched %s\n", filter.c_str());
