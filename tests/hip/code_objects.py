@@ -3,9 +3,9 @@
 """The device code objects the HIP tests run, and the shader decoder checked
 against LLVM's disassembler on every instruction of them.
 
-  code_objects.py extract --out DIR [SOURCES]
+  code_objects.py extract --out DIR [--mcpu GFX] [SOURCES]
       writes each code object as DIR/<source>.<gfx>.co (an AMDGPU ELF)
-  code_objects.py mnemonics [--markdown] [SOURCES]
+  code_objects.py mnemonics [--markdown] [--mcpu GFX] [SOURCES]
       the distinct instruction mnemonics each code object uses (gfx908 and
       gfx90a), from llvm-objdump-15
   code_objects.py compare --mcpu GFX --disasm TOOL [--objdump LLVM_OBJDUMP] [SOURCES]
@@ -160,9 +160,9 @@ def from_rocr(path, images):
     return out
 
 
-def from_rocclr(path, work):
+def from_rocclr(path, work, targets):
     """ROCclr's blit kernels: the OpenCL source in the library, compiled for
-    each target (see the module's doc)."""
+    each of `targets` (see the module's doc)."""
     text = open(path, "rb").read()
     chunks = re.findall(rb"[ -~]{200,}", text)
     source = b"\n".join(c for c in chunks if b"__kernel void __amd_rocclr_" in c)
@@ -174,7 +174,7 @@ def from_rocclr(path, work):
     with open(src, "wb") as f:
         f.write(source)
     out = []
-    for gfx in MACH:
+    for gfx in targets:
         co = os.path.join(work, f"rocclr_blit.{gfx}.co")
         libs = [f"{BITCODE_DIR}/{b}.bc" for b in
                 ("opencl", "ocml", "ockl", "oclc_daz_opt_off", "oclc_unsafe_math_off",
@@ -198,7 +198,9 @@ def collect(args, work):
     if args.rocr:
         objs += from_rocr(args.rocr, args.rocr_image)
     if args.rocclr:
-        objs += from_rocclr(args.rocclr, work)
+        objs += from_rocclr(args.rocclr, work, [args.mcpu] if args.mcpu else list(MACH))
+    if args.mcpu:
+        objs = [o for o in objs if o.gfx == args.mcpu]
     if not objs:
         raise harness.NotRun("no code object source given (--hip-binary, --rocr, --rocclr)")
     # Same name and target twice (ROCr's image kernels): number them.
@@ -287,7 +289,6 @@ def cmd_compare(args, objs, work):
         raise harness.NotRun(f"{args.objdump} is absent (Debian package llvm-15)")
     if not os.access(args.disasm, os.X_OK):
         raise harness.NotRun(f"the shader disassembler {args.disasm} is not built")
-    objs = [o for o in objs if o.gfx == args.mcpu]
     paths = write_objects(objs, work)
     total, bad = 0, []
     for o, p in zip(objs, paths):
