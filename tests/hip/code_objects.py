@@ -35,6 +35,7 @@ SOURCES (all optional; what is absent is named and left out):
                       makes (same compiler version; options may differ)
 """
 import argparse
+import bisect
 import os
 import re
 import shutil
@@ -224,7 +225,8 @@ def write_objects(objs, out):
     return paths
 
 
-OBJDUMP_LINE = re.compile(r"^\s+(\S.*?)\s*//\s*([0-9A-Fa-f]+):")
+# "<text>  // <address>: <encoding words>" (llvm-objdump-15 -d).
+OBJDUMP_LINE = re.compile(r"^\s+(\S.*?)\s*//\s*([0-9A-Fa-f]+):((?:\s+[0-9A-Fa-f]{8}\b)+)")
 TOOL_LINE = re.compile(r"^\s*([0-9A-Fa-f]+):\s*(.*?)\s*$")
 
 
@@ -237,15 +239,17 @@ def normalize(text):
 
 
 def objdump(tool, gfx, path):
-    """{address: text} of every instruction llvm-objdump prints."""
-    r = subprocess.run([tool, "-d", f"--mcpu={gfx}", path], capture_output=True, text=True)
+    """{address: (text, size in bytes)} of every instruction llvm-objdump
+    prints (-z: zero words too, which it skips by default and a decoder
+    reads as v_cndmask_b32)."""
+    r = subprocess.run([tool, "-d", "-z", f"--mcpu={gfx}", path], capture_output=True, text=True)
     if r.returncode:
         raise harness.Failed(f"{tool} {path}: {r.stderr.strip()}")
     out = {}
     for line in r.stdout.splitlines():
         m = OBJDUMP_LINE.match(line)
         if m:
-            out[int(m.group(2), 16)] = normalize(m.group(1))
+            out[int(m.group(2), 16)] = (normalize(m.group(1)), 4 * len(m.group(3).split()))
     return out
 
 
@@ -273,7 +277,7 @@ def cmd_mnemonics(args, objs, work):
     table = []
     for o, p in zip(objs, paths):
         insns = objdump(args.objdump, o.gfx, p)
-        names = sorted({mnemonic(t) for t in insns.values()})
+        names = sorted({mnemonic(t) for t, _ in insns.values()})
         table.append((o, len(insns), names))
     for o, n, names in table:
         if args.markdown:
@@ -282,6 +286,28 @@ def cmd_mnemonics(args, objs, work):
             print(f"{o.name} {o.gfx}: {n} instructions, {len(names)} mnemonics: {' '.join(names)}")
     every = sorted({m for _, _, names in table for m in names})
     print(f"all: {len(every)} distinct mnemonics: {' '.join(every)}")
+
+
+NONE = "(no instruction here)"
+
+
+def disagreements(want, got):
+    """{address: (llvm-objdump's text, the tool's)} where they differ, the
+    texts quoted: one entry per llvm-objdump instruction (what the tool
+    decoded inside it, after a decode too short, joins that entry) or per
+    tool line outside every instruction."""
+    starts = sorted(want)
+    bad = {a: (t, [f"'{got.get(a, NONE)}'"]) for a, (t, _) in want.items() if got.get(a) != t}
+    for a, g in sorted(got.items()):
+        if a in want:
+            continue
+        i = bisect.bisect_right(starts, a) - 1
+        if i >= 0 and a < starts[i] + want[starts[i]][1]:
+            s = starts[i]
+            bad.setdefault(s, (want[s][0], [f"'{got.get(s, NONE)}'"]))[1].append(f"then '{g}' at +{a - s}")
+        else:
+            bad[a] = (NONE, [f"'{g}'"])
+    return {a: (f"'{w}'", ", ".join(g)) for a, (w, g) in bad.items()}
 
 
 def cmd_compare(args, objs, work):
@@ -296,10 +322,8 @@ def cmd_compare(args, objs, work):
         want = objdump(args.objdump, o.gfx, p)
         got = tool_disasm(args.disasm, o.gfx, p, text[2])
         total += len(want)
-        for addr in sorted(set(want) | set(got)):
-            w, g = want.get(addr, "(no instruction here)"), got.get(addr, "(no instruction here)")
-            if w != g:
-                bad.append(f"{o.name}.{o.gfx} {addr:#x}: llvm-objdump '{w}' / {os.path.basename(args.disasm)} '{g}'")
+        for addr, (w, g) in sorted(disagreements(want, got).items()):
+            bad.append(f"{o.name}.{o.gfx} {addr:#x}: llvm-objdump {w} / {os.path.basename(args.disasm)} {g}")
         harness.log(f"{o.name}.{o.gfx}: {len(want)} instructions")
     for b in bad:
         harness.log(b)

@@ -28,7 +28,7 @@ def main():
     a = p.parse_args()
     base = code_objects.sections(open(a.file, "rb").read())[".text"][2]
     insns = code_objects.objdump(os.environ.get("LLVM_OBJDUMP", "llvm-objdump-15"), a.mcpu, a.file)
-    for k, (addr, text) in enumerate(sorted(insns.items())):
+    for k, (addr, (text, _)) in enumerate(sorted(insns.items())):
         if a.corrupt and k % 100 == 50:
             continue
         if a.corrupt and k % 100 == 99:
