@@ -117,23 +117,26 @@ void case_memcpy()
 	expect_bytes("hipMemcpyAsync stream 2", b_in.b(), b_out.b(), max);
 }
 
+// Each round: the span [0, off + n + 64) set to 0xee by a copy (not by the
+// memset under test), the memset, then the whole span read back.
 void case_memset()
 {
 	const size_t sizes[] = {1, 2, 3, 5, 63, 4097, (1u << 20) + 1, (3u << 20) + 3};
-	const size_t max = (3u << 20) + 3 + 64;
+	const size_t max = (3u << 20) + 3 + 64 + 8;
 	Device d(max);
 	Stream s;
+	const std::vector<uint8_t> background(max, 0xee);
 	std::vector<uint8_t> want(max), got(max);
 	int round = 0;
 	for (size_t n : sizes)
 		for (size_t off : {size_t(0), size_t(1), size_t(3), size_t(6)}) {
 			const uint8_t v = uint8_t(0x11 * (1 + round % 14));
 			const bool async = round++ % 2;
+			const size_t span = off + n + 64;
 			const std::string what = std::string(async ? "hipMemsetAsync " : "hipMemset ") +
 						 std::to_string(n) + " bytes at offset " + std::to_string(off);
-			std::fill(want.begin(), want.end(), 0xee);
 			step(what + ": setup");
-			HIPTEST_CHECK(hipMemset(d.p, 0xee, max));
+			HIPTEST_CHECK(hipMemcpy(d.p, background.data(), span, hipMemcpyHostToDevice));
 			step(what);
 			if (async) {
 				HIPTEST_CHECK(hipMemsetAsync(d.b() + off, v, n, s.s));
@@ -141,9 +144,11 @@ void case_memset()
 			} else {
 				HIPTEST_CHECK(hipMemset(d.b() + off, v, n));
 			}
+			std::fill(want.begin(), want.begin() + long(span), 0xee);
 			std::fill(want.begin() + long(off), want.begin() + long(off + n), v);
-			HIPTEST_CHECK(hipMemcpy(got.data(), d.p, max, hipMemcpyDeviceToHost));
-			expect_bytes(what + " (the buffer and the bytes around)", want.data(), got.data(), max);
+			step(what + ": read back");
+			HIPTEST_CHECK(hipMemcpy(got.data(), d.p, span, hipMemcpyDeviceToHost));
+			expect_bytes(what + " (the range and 64 bytes after it)", want.data(), got.data(), span);
 		}
 }
 
