@@ -349,18 +349,13 @@ int main(int argc, char **argv)
 {
 	if (argc == 2 && std::strcmp(argv[1], "--ipc-child") == 0)
 		return ipc_child();
-	step("hipGetDeviceCount");
-	int count = 0;
-	HIPTEST_CHECK(hipGetDeviceCount(&count));
-	if (count < 1)
-		hiptest::not_run("no HIP device");
 	const char *self = "/proc/self/exe";
 	std::string exe(4096, '\0');
 	ssize_t len = readlink(self, exe.data(), exe.size() - 1);
 	if (len <= 0)
 		hiptest::fail("readlink(/proc/self/exe): %s", std::strerror(errno));
 	exe.resize(size_t(len));
-	return hiptest::run_cases(argc, argv,
+	return hiptest::run_cases(argc, argv, hiptest::hip_init,
 				  {{"memcpy", case_memcpy},
 				   {"memset", case_memset},
 				   {"events", case_events},

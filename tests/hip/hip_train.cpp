@@ -305,11 +305,7 @@ int main(int argc, char **argv)
 	CpuNet cpu(data);
 	std::unique_ptr<GpuNet> gpu;
 	if (!o.cpu_only) {
-		step("hipGetDeviceCount");
-		int count = 0;
-		HIPTEST_CHECK(hipGetDeviceCount(&count));
-		if (count < 1)
-			hiptest::not_run("no HIP device");
+		hiptest::hip_init();
 		step("allocate and upload the initial weights");
 		gpu = std::make_unique<GpuNet>(data);
 	}
