@@ -277,6 +277,8 @@ Inst decode(Target t, const uint32_t *code, size_t n)
 		break;
 	}
 	in.info = table().find(t, in.family, in.op);
+	if (in.info && in.family == Family::Vop3 && std::strstr(in.info->operands, "%E"))
+		in.abs = 0, in.opsel = 0;  // VOP3b: those bits are sdst
 	trailing_dword(in, code, n);
 	if (!in.info)
 		in.size = 4;
