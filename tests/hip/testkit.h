@@ -40,9 +40,10 @@ inline void fail(const char *fmt, ...)
 	std::vfprintf(stderr, fmt, ap);
 	std::fputc('\n', stderr);
 	va_end(ap);
-	std::exit(kFail);
+	// No exit handlers: a runtime's teardown may wait for a GPU that failed.
+	std::fflush(nullptr);
+	std::_Exit(kFail);
 }
-
 
 // The watchdog's step name lives in a fixed buffer: the SIGALRM handler may
 // only read memory and write(2). The one piece of mutable static state of a
@@ -72,6 +73,8 @@ inline void on_alarm(int)
 // builds).
 constexpr unsigned kStepSeconds = 60;
 constexpr unsigned kInitSeconds = 120;
+// The last step: the runtime's teardown after main returns.
+constexpr const char *kTeardown = "the runtime's teardown at exit";
 
 // step(name, seconds): names what runs next and arms the watchdog for it.
 inline void step(const std::string &name, unsigned seconds = kStepSeconds)
@@ -120,8 +123,8 @@ struct Case {
 [[noreturn]] inline void not_run(const char *why)
 {
 	std::printf("NOT RUN: %s\n", why);
-	std::fflush(stdout);
-	std::exit(kNotRun);
+	std::fflush(nullptr);
+	std::_Exit(kNotRun);
 }
 
 // run_cases(argc, argv, init, cases): checks the arguments (--list prints
@@ -167,6 +170,8 @@ inline int run_cases(int argc, char **argv, const std::function<void()> &init, c
 		++ran;
 	}
 	std::printf("PASS %d cases\n", ran);
+	std::fflush(stdout);
+	step(kTeardown);
 	return 0;
 }
 
