@@ -88,6 +88,13 @@ public:
 	uint64_t fault_va = 0;
 	uint64_t instructions = 0, lane_ops = 0;
 	std::unordered_map<uint64_t, Decoded> code;	// decode cache: PC -> instruction
+	// A direct-mapped index in front of `code` (its nodes do not move).
+	struct Recent {
+		uint64_t pc = 0;
+		const Decoded *dec = nullptr;
+	};
+	static constexpr unsigned kRecent = 4096;
+	std::vector<Recent> recent = std::vector<Recent>(kRecent);
 };
 
 }  // namespace kfdemu::shader
