@@ -4,7 +4,7 @@
 
     python3 bench/bench.py --bin-dir build [--quick | --ci] [--integrity-only]
                            [--incremental-only] [--markdown FILE.md] [--plot FILE.png]
-                           [--criu PATH]
+                           [--criu PATH] [--shader-only]
 
 Prints one table (--markdown: also as markdown; --plot: throughput vs BO
 size and vs KFD_MAX_BUFFER_SIZE, and ours vs upstream's plugin under real
