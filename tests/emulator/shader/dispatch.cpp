@@ -175,7 +175,7 @@ void launch_group(DispatchState &d)
 		w = Wave{};
 		w.vgpr = std::move(vgpr), w.agpr = std::move(agpr), w.scratch = std::move(scratch);
 		if (w.vgpr.empty())
-			w.vgpr.resize(size_t(kVgprs) * kWaveSize);
+			w.vgpr.resize(kVgprFile);
 		std::fill_n(w.vgpr.begin(), vgprs * kWaveSize, 0u);
 		std::fill(w.agpr.begin(), w.agpr.end(), 0u);
 		std::fill(w.scratch.begin(), w.scratch.end(), uint8_t(0));
