@@ -414,6 +414,8 @@ const std::unordered_map<std::string, Handler> &scalar_table()
 		{"s_flbit_i32_b64", sop1_64<([](L a, L, bool &) { return L(a ? U(std::countl_zero(a)) : ~0u); })>},
 		{"s_sext_i32_i8", sop1_32<([](U a, U, bool &) { return U(int32_t(int8_t(a))); })>},
 		{"s_sext_i32_i16", sop1_32<([](U a, U, bool &) { return U(int32_t(int16_t(a))); })>},
+		{"s_bitset0_b32", [](Exec &x, Wave &w, const Inst &in) { swrite(w, in.dst, sread(w, x, in.dst, in) & ~(1u << (sread(w, x, in.src0, in) & 31))); return int(kNext); }},
+		{"s_bitset1_b32", [](Exec &x, Wave &w, const Inst &in) { swrite(w, in.dst, sread(w, x, in.dst, in) | 1u << (sread(w, x, in.src0, in) & 31)); return int(kNext); }},
 		{"s_abs_i32", sop1_32<([](U a, U, bool &c) { U r = s(a) < 0 ? 0u - a : a; c = r; return r; })>},
 		{"s_and_saveexec_b64", saveexec<([](L s, L e, bool &) { return s & e; })>},
 		{"s_or_saveexec_b64", saveexec<([](L s, L e, bool &) { return s | e; })>},
