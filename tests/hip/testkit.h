@@ -67,6 +67,19 @@ inline void on_alarm(int)
 	_exit(kHung);
 }
 
+// A fatal signal (the runtime's abort on a GPU memory fault, a crash)
+// names the step it ended, then takes its default action.
+inline void on_fatal(int sig)
+{
+	const char head[] = "FAIL fatal signal in step: ";
+	(void)!write(2, head, sizeof(head) - 1);
+	const char *s = watchdog_state().step;
+	(void)!write(2, s, std::strlen(s));
+	(void)!write(2, "\n", 1);
+	std::signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 // The watchdog's deadlines: a step (a copy, a kernel), and the runtime's
 // initialisation (ROCr and HIP reading the topology and creating their
 // queues take 20-40 s on the emulator of a machine loaded by two parallel
@@ -80,6 +93,8 @@ constexpr const char *kTeardown = "the runtime's teardown at exit";
 inline void step(const std::string &name, unsigned seconds = kStepSeconds)
 {
 	std::signal(SIGALRM, on_alarm);
+	for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL})
+		std::signal(sig, on_fatal);
 	alarm(0);
 	std::snprintf(watchdog_state().step, sizeof(watchdog_state().step), "%s", name.c_str());
 	alarm(seconds);
