@@ -14,6 +14,9 @@ pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-c
       xz-utils binutils
       # Debian's ROCm 5.2 user space, run on the emulated GPU (tests/rocm)
       rocminfo rocm-smi libhsa-runtime-dev
+      # HIP: hipcc (clang-15, lld-15, rocm-device-libs, libamdhip64-dev,
+      # amd_comgr) and llvm-objdump-15 (llvm-15), for tests/hip
+      hipcc libamdhip64-dev rocm-device-libs clang-15 lld-15 llvm-15
       # ss(8), used by the real-CRIU emulator tests to check daemon sockets;
       # ip netns for the streamed checkpoints' two nodes (tests/emulator/criu/
       # streamer_test.py), which pipe them through zstd; lz4 and zstd for the
@@ -29,7 +32,11 @@ pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-c
       containerd
       # the benchmark's plot (bench/bench.py --plot) and its fixed-rate
       # store (bench/ratestore.cpp, FUSE)
-      python3-matplotlib libfuse3-dev)
+      python3-matplotlib libfuse3-dev
+      # the emulated GPU's shader core (tests/emulator/shader): its test
+      # kernels (HIP via clang-15, ROCm device libraries, HIP headers) and
+      # the reference assembler/disassembler (llvm-mc-15, llvm-objdump-15)
+      llvm-15 clang-15 rocm-device-libs libamdhip64-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
