@@ -174,7 +174,8 @@ inline Result run(FakeMemory &m, Target t, uint64_t kd, const Grid &g, const Arg
 	uint32_t group, priv, kernarg_size;
 	std::memcpy(&group, desc, 4), std::memcpy(&priv, desc + 4, 4), std::memcpy(&kernarg_size, desc + 8, 4);
 	m.map(kKernargVa, std::max<size_t>(kernarg_size, args.bytes().size()) + 256, false, true);
-	std::memcpy(m.bytes(kKernargVa), args.bytes().data(), args.bytes().size());
+	if (!args.bytes().empty())
+		std::memcpy(m.bytes(kKernargVa), args.bytes().data(), args.bytes().size());
 	Launch l;
 	l.target = t;
 	uint16_t setup = static_cast<uint16_t>(g.dims);

@@ -103,7 +103,7 @@ const Row kRows[] = {
 	{"v_mul_hi_u32", "v_mul_hi_u32 v5, v2, v3", [](U a, U b, U, unsigned) { return U((uint64_t(a) * b) >> 32); }, false},
 	{"v_mul_hi_i32", "v_mul_hi_i32 v5, v2, v3", [](U a, U b, U, unsigned) { return U(uint64_t(int64_t(i(a)) * i(b)) >> 32); }, false},
 	{"v_mul_u32_u24", "v_mul_u32_u24 v5, v2, v3", [](U a, U b, U, unsigned) { return (a & 0xffffff) * (b & 0xffffff); }, false},
-	{"v_mul_i32_i24", "v_mul_i32_i24 v5, v2, v3", [](U a, U b, U, unsigned) { return U((i(a << 8) >> 8) * (i(b << 8) >> 8)); }, false},
+	{"v_mul_i32_i24", "v_mul_i32_i24 v5, v2, v3", [](U a, U b, U, unsigned) { return U(int64_t(i(a << 8) >> 8) * (i(b << 8) >> 8)); }, false},
 	{"v_mad_u32_u24", "v_mad_u32_u24 v5, v2, v3, v4", [](U a, U b, U c, unsigned) { return (a & 0xffffff) * (b & 0xffffff) + c; }, false},
 	{"v_lshlrev_b32", "v_lshlrev_b32 v5, v3, v2", [](U a, U b, U, unsigned) { return a << (b & 31); }, false},
 	{"v_lshrrev_b32", "v_lshrrev_b32 v5, v3, v2", [](U a, U b, U, unsigned) { return a >> (b & 31); }, false},
