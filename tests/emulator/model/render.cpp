@@ -593,7 +593,7 @@ long ModelImpl::drm_info(Caller &c, DrmFile &f, const Info &a)
 		return give(&t, 8);
 	}
 	case INFO_VRAM_GTT: {
-		VramGtt v{d.vram_size, n.large_bar ? d.vram_size : 256ull << 20, 64ull << 30};
+		VramGtt v{d.vram_size, n.large_bar ? d.vram_size : 256ull << 20, d.gtt_size};
 		return give(&v, sizeof v);
 	}
 	case INFO_MEMORY: {
@@ -602,7 +602,7 @@ long ModelImpl::drm_info(Caller &c, DrmFile &f, const Info &a)
 		m.vram = HeapInfo{d.vram_size, d.vram_size, used, d.vram_size * 3 / 4};
 		uint64_t vis = n.large_bar ? d.vram_size : 256ull << 20;
 		m.cpu_accessible_vram = HeapInfo{vis, vis, std::min(used, vis), vis * 3 / 4};
-		m.gtt = HeapInfo{64ull << 30, 64ull << 30, 0, 48ull << 30};
+		m.gtt = HeapInfo{d.gtt_size, d.gtt_size, *d.gtt_used, d.gtt_size * 3 / 4};
 		return give(&m, sizeof m);
 	}
 	case INFO_VRAM_USAGE:
@@ -615,8 +615,8 @@ long ModelImpl::drm_info(Caller &c, DrmFile &f, const Info &a)
 	case INFO_NUM_EVICTIONS:
 		return give(&d.num_evictions, 8);
 	case INFO_GTT_USAGE: {
-		uint64_t z = 0;
-		return give(&z, 8);
+		uint64_t used = *d.gtt_used;
+		return give(&used, 8);
 	}
 	case INFO_VRAM_LOST_COUNTER: {
 		uint32_t z = 0;

@@ -362,7 +362,7 @@ std::string dpm_levels(std::initializer_list<uint64_t> mhz, size_t current)
 	return s;
 }
 
-void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::string &pci)
+void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::string &pci, uint64_t gtt_size)
 {
 	const std::string d = pci.substr(1) + "/";
 	const uint64_t sclk = prop(g, "max_engine_clk_fcompute");
@@ -399,7 +399,7 @@ void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::stri
 	w.file(d + "mem_info_vram_used", "0\n");
 	w.file(d + "mem_info_vis_vram_total", std::to_string(g.large_bar ? vram : 256ull << 20) + "\n");
 	w.file(d + "mem_info_vis_vram_used", "0\n");
-	w.file(d + "mem_info_gtt_total", std::to_string(vram) + "\n");
+	w.file(d + "mem_info_gtt_total", std::to_string(gtt_size) + "\n");
 	w.file(d + "mem_info_gtt_used", "0\n");
 	w.file(d + "mem_info_vram_vendor", "samsung\n");
 	w.file(d + "gpu_busy_percent", "0\n");
@@ -561,7 +561,7 @@ void write_kfd(Writer &w, const MachineDesc &m)
 
 // GPU number `index`'s PCI device directory, its DRM minors and their
 // device nodes.
-void write_gpu_device(Writer &w, const NodeDesc *g, size_t index)
+void write_gpu_device(Writer &w, const NodeDesc *g, size_t index, uint64_t gtt_size)
 {
 	const std::string pci = "/sys/devices/pci0000:00/" + g->pci_slot;
 	const std::string card = "card" + std::to_string(g->card_index);
@@ -589,7 +589,7 @@ void write_gpu_device(Writer &w, const NodeDesc *g, size_t index)
 	w.file(pci.substr(1) + "/config", cfg);
 	for (const char *f : {"remove", "rescan", "reset"}) // hot-plug and reset: not emulated
 		w.file(pci.substr(1) + "/" + f, "", 0200);
-	write_smi_files(w, *g, index, pci);
+	write_smi_files(w, *g, index, pci, gtt_size);
 	w.link(pci.substr(1) + "/subsystem", rel_link(pci, "/sys/bus/pci"));
 	w.link(pci.substr(1) + "/driver", rel_link(pci, "/sys/bus/pci/drivers/amdgpu"));
 	w.dir("sys/bus/pci/drivers/amdgpu");
@@ -654,7 +654,7 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 		for (const char *f : {"bind", "unbind", "new_id", "remove_id", "uevent"})
 			w.file(std::string("sys/bus/pci/drivers/amdgpu/") + f, "", 0200);
 	for (size_t i = 0; i < gpus.size(); i++)
-		write_gpu_device(w, gpus[i], i);
+		write_gpu_device(w, gpus[i], i, memory_limits(m).gtt_size);
 	w.file(kRedirectsFile, redirects);
 	return w.error();
 }
