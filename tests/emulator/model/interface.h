@@ -76,6 +76,13 @@ struct NodeDesc {
 	std::string vbios_version;	// sysfs vbios_version (rocm-smi needs one)
 	std::string product_name;	// sysfs product_name (from the board's FRU)
 	uint32_t power_cap_w = 0;	// the board's power cap (hwmon power1_cap, _cap_max); 0: none
+	// Firmware versions of the blocks amdgpu shows in fw_version/ besides
+	// MEC/MEC2 and SDMA/SDMA2 (the topology's fw_version and
+	// sdma_fw_version), by file prefix ("rlc", "smc", "sos", ...); a block
+	// not here shows 0, as the kernel shows a block the ASIC loads no
+	// firmware for.
+	std::map<std::string, uint32_t> firmware;
+	uint32_t ras_features = 0;	// ras/features' mask: one bit per RAS block (enum amdgpu_ras_block)
 	std::string pci_slot;		// "0000:03:00.0"
 	uint32_t num_sdma_engines = 2;
 	double sdma_gbps = 0;		// per-engine bandwidth model; 0 = unthrottled

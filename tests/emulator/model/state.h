@@ -245,6 +245,9 @@ struct Entity {
 
 struct Ctx {
 	int32_t priority = 0;
+	// The stable pstate when it was created, set again when it is freed
+	// (amdgpu_ctx_init/fini).
+	uint32_t stable_pstate = 0;
 	// Set when one of its jobs timed out (the GPU reset blames it): later
 	// submissions on the context fail with ECANCELED.
 	std::shared_ptr<std::atomic<bool>> guilty = std::make_shared<std::atomic<bool>>(false);
@@ -371,6 +374,12 @@ struct Device {
 	// and of KFD VRAM BOs wherever they are (KFD's limit, AVAILABLE_MEMORY).
 	std::shared_ptr<std::atomic<uint64_t>> vram_used = std::make_shared<std::atomic<uint64_t>>(0);
 	std::shared_ptr<std::atomic<uint64_t>> kfd_vram_used = std::make_shared<std::atomic<uint64_t>>(0);
+	// The context whose SET_STABLE_PSTATE holds the GPU's performance
+	// level (adev->pm.stable_pstate_ctx): its file and id.
+	std::optional<std::pair<FileKey, uint32_t>> pstate_ctx;
+	// The forced performance level without a sysfs root (in-process
+	// tests); with one, its power_dpm_force_performance_level file.
+	std::string dpm_level = "auto";
 	// The GTT manager: its size (MemoryLimits::gtt_size) and the bytes of
 	// the BOs in GTT (mem_info_gtt_used, INFO_GTT_USAGE).
 	uint64_t gtt_size = 0;
