@@ -7,7 +7,11 @@ what the runtime must make of it (gfx target, marketing name from
 amdgpu.ids, chip id, compute units, clock, VBIOS, power cap); rocm-smi
 also shows the firmware versions kfd-emu is given.
 
-  rocm_tools.py --kfd-emu PATH --machine NAME rocminfo|rocm-smi
+  rocm_tools.py --kfd-emu PATH --machine NAME rocminfo|rocm-smi|rocm-smi-writes
+
+rocm-smi-writes: rocm-smi's writes (--setperflevel, --setpoweroverdrive,
+--resetpoweroverdrive) and shell redirections to sysfs read back as the
+kernel's attributes (each write the whole value).
 
 Exit 0 when every check holds, 1 otherwise, 77 (NOT RUN) when the tool is
 not installed."""
@@ -112,11 +116,12 @@ def rocm_smi(kfd_emu, machine):
     cpus, gpus = machine_facts(kfd_emu, machine)
     # The shell opens /dev/kfd (a KFD context, as a GPU program has) so
     # that --showpids has a process to list.
-    script = ("exec 3</dev/kfd; echo shell-pid $$; rocm-smi; rocm-smi --showid --showbus --showvbios "
+    script = ("exec 3</dev/kfd; echo shell-pid $$; rocm-smi; echo concise-rc=$?; rocm-smi --showid --showbus --showvbios "
               "--showproductname --showmeminfo vram --showdriverversion --showuniqueid --showpids")
     p = run_emulated(kfd_emu, machine, ["sh", "-c", script])
     out = p.stdout
     check(p.returncode == 0, f"rocm-smi exits 0 (got {p.returncode})")
+    check("concise-rc=0" in out, "plain rocm-smi (the concise table) exits 0")
     check("amdgpu not found" not in out + p.stderr and "No AMD GPUs" not in out + p.stderr,
           "rocm-smi finds the driver and the GPUs")
     check(re.search(r"Driver version:\s+\S+", out) is not None, "driver version shown")
@@ -144,36 +149,91 @@ def rocm_smi(kfd_emu, machine):
           f"--showpids lists the shell holding /dev/kfd (pid {shell and shell[1]}, listed {listed})")
 
 
+# The 21 firmware blocks rocm-smi 5.2 shows; per ASIC the versions the
+# profile's template gives the blocks besides MEC and SDMA (the others 0).
+FW_BLOCKS = ["ASD", "CE", "DMCU", "MC", "ME", "MEC", "MEC2", "PFP", "RLC", "RLC SRLC", "RLC SRLG", "RLC SRLS",
+             "SDMA", "SDMA2", "SMC", "SOS", "TA RAS", "TA XGMI", "UVD", "VCE", "VCN"]
+FW_EXPECT = {
+    "arcturus": {"RLC": "24", "SMC": "00.54.29.00", "SOS": "0x0017004f", "TA RAS": "27.00.01.62",
+                 "TA XGMI": "32.00.00.17", "VCN": "0x01101015"},
+    "aldebaran": {"RLC": "17", "SMC": "00.68.56.00", "SOS": "0x0027007f", "TA RAS": "27.00.01.60",
+                  "TA XGMI": "32.00.00.13", "VCN": "0x0110101b"},
+}
+
+
 def rocm_smi_firmware(kfd_emu, machine):
-    """The firmware versions kfd-emu was given (--fw-version: MEC and MEC2,
-    --sdma-fw-version: SDMA and SDMA2) and the board's power cap, per GPU."""
+    """Every firmware block rocm-smi shows, with the versions kfd-emu was
+    given (--fw-version: MEC and MEC2, --sdma-fw-version: SDMA and SDMA2)
+    and the profile's for the others; the board's power cap, per GPU."""
     _, gpus = machine_facts(kfd_emu, machine)
     p = subprocess.run([kfd_emu, "--machine", machine, "--fw-version", "99", "--sdma-fw-version", "7", "--",
                         "rocm-smi", "--showfwinfo", "--showmaxpower"], capture_output=True, text=True, timeout=120)
     sys.stdout.write(p.stdout)
+    sys.stdout.write(p.stderr)
     out = p.stdout
+    check(p.returncode == 0, f"rocm-smi --showfwinfo exits 0 (got {p.returncode})")
     for i, g in enumerate(gpus):
         tag = f"GPU[{i}]"
         for block, want in (("MEC", 99), ("MEC2", 99), ("SDMA", 7), ("SDMA2", 7)):
             m = re.search(rf"^GPU\[{i}\]\s+: {block} firmware version:\s+(\d+)", out, re.M)
             check(m is not None and int(m[1]) == want, f"{tag} {block} firmware {m and m[1]} == {want}")
+        fw = FW_EXPECT.get(g["asic"], {})
+        for block in FW_BLOCKS:
+            if block in ("MEC", "MEC2", "SDMA", "SDMA2"):
+                continue
+            m = re.search(rf"^GPU\[{i}\]\s+: {block} firmware version:\s+(\S+)", out, re.M)
+            got = m and m[1]
+            want = fw.get(block)
+            ok = got is not None and (got == want if want else got in ("0", "0x00000000", "00.00.00.00"))
+            check(ok, f"{tag} {block} firmware {got} == {want or 0}")
         e = EXPECT.get(g["asic"])
         if e:
             m = re.search(rf"^GPU\[{i}\]\s+: Max Graphics Package Power \(W\): ([\d.]+)", out, re.M)
             check(m is not None and float(m[1]) == e["power"], f"{tag} power cap {m and m[1]} == {e['power']}")
 
 
+def rocm_smi_writes(kfd_emu, machine):
+    """rocm-smi's own writes to sysfs, and shell redirections, read back as
+    the kernel's attributes would: each write the whole value."""
+    _, gpus = machine_facts(kfd_emu, machine)
+    dev = f"/sys/class/drm/card{gpus[0]['card']}/device"
+    level = f"{dev}/power_dpm_force_performance_level"
+    cap = f"{dev}/hwmon/hwmon0/power1_cap"
+    script = (f"rocm-smi --setperflevel manual; echo level=$(cat {level}); "
+              f"rocm-smi --setperflevel auto; echo level=$(cat {level}); od -c {level} | head -1; "
+              f"rocm-smi --autorespond y --setpoweroverdrive 250; echo cap=$(cat {cap}); "
+              f"rocm-smi --autorespond y --setpoweroverdrive 25; od -An -c {cap} | tr -d ' \\n'; echo; "
+              f"rocm-smi --resetpoweroverdrive; echo cap=$(cat {cap}); "
+              f"echo manual > {level}; echo auto > {level}; printf 'redir=%s\\n' \"$(od -An -c {level} | tr -d ' ')\"; "
+              f"echo high >> {level}; printf 'append=%s\\n' \"$(od -An -c {level} | tr -d ' ')\"")
+    p = run_emulated(kfd_emu, machine, ["sh", "-c", script])
+    out = p.stdout
+    check("Performance level set to manual" in out, "rocm-smi --setperflevel manual succeeds")
+    check(re.findall(r"^level=(\S+)", out, re.M) == ["manual", "auto"], "the level reads back manual, then auto")
+    check("0000000   a   u   t   o  \\n" in out, "no stale byte after the shorter value")
+    check("Successfully set power to: 250W" in out, "--setpoweroverdrive 250 succeeds")
+    check("Successfully set power to: 25W" in out, "--setpoweroverdrive 25 succeeds")
+    check(re.search(r"^25000000\\n$", out, re.M) is not None, "power1_cap reads back 25000000 and one newline")
+    check(re.findall(r"^cap=(\d+)", out, re.M)[-1:] == [str(EXPECT[gpus[0]["asic"]]["power"] * 1000000)],
+          "--resetpoweroverdrive puts back the board's default cap")
+    check(re.search(r"^redir=auto\\n$", out, re.M) is not None, "echo > after a longer value reads back auto")
+    check(re.search(r"^append=high\\n$", out, re.M) is not None, "echo >> replaces the value too")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kfd-emu", required=True)
     ap.add_argument("--machine", required=True)
-    ap.add_argument("tool", choices=["rocminfo", "rocm-smi"])
+    ap.add_argument("tool", choices=["rocminfo", "rocm-smi", "rocm-smi-writes"])
     a = ap.parse_args()
-    if not shutil.which(a.tool):
-        print(f"NOT RUN: {a.tool} is not installed (Debian package {a.tool}; scripts/install-deps.sh)")
+    tool = "rocm-smi" if a.tool == "rocm-smi-writes" else a.tool
+    if not shutil.which(tool):
+        print(f"NOT RUN: {tool} is not installed (Debian package {tool}; scripts/install-deps.sh)")
         return 77
     if a.tool == "rocminfo":
         rocminfo(a.kfd_emu, a.machine)
+    elif a.tool == "rocm-smi-writes":
+        rocm_smi_writes(a.kfd_emu, a.machine)
     else:
         rocm_smi(a.kfd_emu, a.machine)
         rocm_smi_firmware(a.kfd_emu, a.machine)

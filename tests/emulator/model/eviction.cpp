@@ -30,6 +30,18 @@
 //   as they return).
 // - A GEM BO moved to GTT stays there (the kernel moves it back when a CS
 //   uses it; the model's CS does not).
+// - GTT has a size (MemoryLimits::gtt_size, per GPU): a BO bigger than its
+//   domain's manager fails at once (amdgpu_bo_validate_size: with GTT among
+//   the domains GTT's size counts, else VRAM's), so a VRAM-only GEM BO no
+//   VRAM can hold is retried with VRAM|GTT and fails only past GTT's size.
+//   GTT BOs, and VRAM BOs placed in or evicted to GTT, count in GTT's use
+//   (mem_info_gtt_used); a BO that does not fit in what is left fails with
+//   ENOMEM (ttm_bo_validate's ENOSPC as userspace sees it). The kernel
+//   would first move idle GEM BOs out of GTT to system memory: the model
+//   moves nothing out of GTT. An evicted VRAM BO that GTT cannot take is
+//   in system memory, counted nowhere.
+// - KFD's GTT and userptr BOs first pass KFD's machine-wide limits
+//   (KfdMemLimit: system memory for both, TTM for GTT): ENOMEM past them.
 #include "model/state.h"
 
 #include <algorithm>
@@ -42,6 +54,43 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 } // namespace
+
+int ModelImpl::place_bo(const std::shared_ptr<Bo> &bo, const VramClient &who)
+{
+	Device &d = *bo->dev;
+	bo->gtt_used = d.gtt_used;
+	// amdgpu_bo_validate_size (KFD's userptr BOs are GTT BOs to it);
+	// GEM_CREATE retries a VRAM-only BO with GTT.
+	const bool gtt_domain = bo->type == BoType::Gtt || bo->type == BoType::Userptr || who.gtt_too;
+	if (bo->type == BoType::Vram && !gtt_domain && bo->size >= d.vram_size && (who.kfd || bo->size >= d.gtt_size))
+		return -ENOMEM;
+	if ((bo->type == BoType::Vram || bo->type == BoType::Gtt || bo->type == BoType::Userptr) && gtt_domain &&
+	    bo->size >= d.gtt_size)
+		return -ENOMEM;
+	if (who.kfd && (bo->type == BoType::Gtt || bo->type == BoType::Userptr)) {
+		const uint64_t ttm = bo->type == BoType::Gtt ? bo->size : 0;
+		if (!kfd_limit_->reserve(bo->size, ttm))
+			return -ENOMEM;
+		bo->kfd_limit = kfd_limit_;
+		bo->kfd_system = bo->size;
+		bo->kfd_ttm = ttm;
+	}
+	if (bo->type == BoType::Vram)
+		return place_vram_bo(bo, who);
+	if (bo->type == BoType::Gtt && !put_in_gtt(bo))
+		return -ENOMEM;
+	return 0;
+}
+
+bool ModelImpl::put_in_gtt(const std::shared_ptr<Bo> &bo)
+{
+	Device &d = *bo->dev;
+	if (*d.gtt_used + bo->size > d.gtt_size)
+		return false;
+	*d.gtt_used += bo->size;
+	bo->in_gtt = true;
+	return true;
+}
 
 int ModelImpl::place_vram_bo(const std::shared_ptr<Bo> &bo, const VramClient &who)
 {
@@ -59,10 +108,13 @@ int ModelImpl::place_vram_bo(const std::shared_ptr<Bo> &bo, const VramClient &wh
 		return 0;
 	}
 	const bool fits = *d.vram_used + bo->size <= d.vram_size;
-	if (fits || (!who.gtt_too && make_vram_room(d, bo->size, who.current)))
+	if (fits || (!who.gtt_too && make_vram_room(d, bo->size, who.current))) {
 		put_in_vram(d, bo);
-	else
-		++counters_->gem_gtt_fallbacks; // created in GTT
+		return 0;
+	}
+	if (!put_in_gtt(bo))
+		return -ENOMEM;
+	++counters_->gem_gtt_fallbacks; // created in GTT
 	return 0;
 }
 
@@ -96,6 +148,8 @@ void ModelImpl::put_in_vram(Device &d, const std::shared_ptr<Bo> &bo)
 {
 	*d.vram_used += bo->size;
 	bo->in_vram = true;
+	if (bo->in_gtt.exchange(false))
+		*d.gtt_used -= bo->size;
 	bo->lru = d.next_lru++;
 	d.vram_lru[bo->lru] = bo;
 	// A freed BO leaves its entry (it may die on an engine thread, without
@@ -113,6 +167,7 @@ void ModelImpl::evict_bo(const std::shared_ptr<Bo> &bo)
 	d.vram_lru.erase(bo->lru);
 	bo->in_vram = false;
 	*d.vram_used -= bo->size;
+	(void)put_in_gtt(bo); // or to system memory when GTT is full
 	++bo->evictions;
 	++d.num_evictions;
 	d.bytes_moved += bo->size;

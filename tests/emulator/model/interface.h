@@ -12,6 +12,7 @@
 // Errors follow the kernel: 0 or a negative errno.
 #pragma once
 
+#include <sys/sysinfo.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -75,6 +76,13 @@ struct NodeDesc {
 	std::string vbios_version;	// sysfs vbios_version (rocm-smi needs one)
 	std::string product_name;	// sysfs product_name (from the board's FRU)
 	uint32_t power_cap_w = 0;	// the board's power cap (hwmon power1_cap, _cap_max); 0: none
+	// Firmware versions of the blocks amdgpu shows in fw_version/ besides
+	// MEC/MEC2 and SDMA/SDMA2 (the topology's fw_version and
+	// sdma_fw_version), by file prefix ("rlc", "smc", "sos", ...); a block
+	// not here shows 0, as the kernel shows a block the ASIC loads no
+	// firmware for.
+	std::map<std::string, uint32_t> firmware;
+	uint32_t ras_features = 0;	// ras/features' mask: one bit per RAS block (enum amdgpu_ras_block)
 	std::string pci_slot;		// "0000:03:00.0"
 	uint32_t num_sdma_engines = 2;
 	double sdma_gbps = 0;		// per-engine bandwidth model; 0 = unthrottled
@@ -106,6 +114,43 @@ struct MachineDesc {
 	// before they look.
 	uint32_t restore_delay_ms = 100;
 };
+
+// The memory limits the kernel derives at boot from the system memory
+// (the CPU nodes' banks; the host's RAM for a machine without any), one set
+// per machine, as a kernel without module options sets them (Linux 6.5+):
+//   ttm_limit         TTM's page limit, half the system memory
+//                     (ttm_global_init), in bytes;
+//   gtt_size          each GPU's GTT manager size: the TTM limit (amdgpu's
+//                     gttsize -1, amdgpu_ttm_init), mem_info_gtt_total;
+//   kfd_system_limit  KFD's limit on its GTT and userptr BOs together
+//                     (kfd_mem_limit.max_system_mem_limit: the memory less
+//                     1/64, less 1.5 GiB, or halved when under 3 GiB);
+//   kfd_ttm_limit     KFD's limit on its GTT BOs (max_ttm_mem_limit: the
+//                     TTM limit).
+struct MemoryLimits {
+	uint64_t system_memory = 0, ttm_limit = 0, gtt_size = 0, kfd_system_limit = 0, kfd_ttm_limit = 0;
+};
+inline MemoryLimits memory_limits(const MachineDesc &m)
+{
+	MemoryLimits l;
+	for (const NodeDesc &n : m.nodes)
+		if (!n.is_gpu)
+			for (const MemBankDesc &b : n.mem_banks)
+				l.system_memory += b.size_in_bytes;
+	if (!l.system_memory) {
+		struct sysinfo si {};
+		if (::sysinfo(&si) == 0)
+			l.system_memory = uint64_t{si.totalram} * si.mem_unit;
+	}
+	const uint64_t page = 4096;
+	l.ttm_limit = l.system_memory / 2 / page * page; // ttm_global_init: num_pages / 2
+	l.gtt_size = l.ttm_limit;
+	constexpr uint64_t kReserve = 3ull << 29; // AMDGPU_RESERVE_MEM_LIMIT, 1.5 GiB
+	const uint64_t sys = l.system_memory - (l.system_memory >> 6);
+	l.kfd_system_limit = sys < 2 * kReserve ? sys >> 1 : sys - kReserve;
+	l.kfd_ttm_limit = l.ttm_limit;
+	return l;
+}
 
 // ---------------------------------------------------------------------------
 // Fault injection and introspection.

@@ -123,8 +123,29 @@ Bo::~Bo()
 		ledger->sub(userptr_tgid, size, userptr_gem);
 	if (vram_used && in_vram)
 		*vram_used -= size;
+	if (gtt_used && in_gtt)
+		*gtt_used -= size;
 	if (kfd_vram_used)
 		*kfd_vram_used -= size;
+	if (kfd_limit)
+		kfd_limit->unreserve(kfd_system, kfd_ttm);
+}
+
+bool KfdMemLimit::reserve(uint64_t system, uint64_t ttm)
+{
+	std::lock_guard lk(mu_);
+	if (system_used_ + system > max_system_ || ttm_used_ + ttm > max_ttm_)
+		return false;
+	system_used_ += system;
+	ttm_used_ += ttm;
+	return true;
+}
+
+void KfdMemLimit::unreserve(uint64_t system, uint64_t ttm)
+{
+	std::lock_guard lk(mu_);
+	system_used_ -= std::min(system_used_, system);
+	ttm_used_ -= std::min(ttm_used_, ttm);
 }
 
 // ---- Vm -------------------------------------------------------------------

@@ -85,7 +85,7 @@ void Counters::vm_fault(uint32_t gpu_id, uint64_t va, const char *why)
 // ---- construction -------------------------------------------------------
 
 ModelImpl::ModelImpl(const MachineDesc &machine, std::shared_ptr<ProcessMemory> memory)
-	: machine_(machine), pm_(std::move(memory))
+	: machine_(machine), pm_(std::move(memory)), limits_(memory_limits(machine_))
 {
 	uint32_t index = 0;
 	for (const NodeDesc &n : machine_.nodes) {
@@ -101,6 +101,7 @@ ModelImpl::ModelImpl(const MachineDesc &machine, std::shared_ptr<ProcessMemory> 
 					d->vram_size += b.size_in_bytes;
 			if (!d->vram_size)
 				d->vram_size = 16ull << 30;
+			d->gtt_size = limits_.gtt_size;
 			int err = 0;
 			d->mmio = Backing::create(kPage, "kfdemu-mmio", &err);
 			uint32_t ne = n.num_sdma_engines ? n.num_sdma_engines : 1;
@@ -165,11 +166,9 @@ std::shared_ptr<Bo> ModelImpl::new_bo(Device &d, BoType type, uint64_t size, int
 	bo->dev = &d;
 	bo->type = type;
 	bo->size = size;
-	if (type == BoType::Vram) {
-		if (int e = place_vram_bo(bo, who); e != 0) {
-			*err = e;
-			return nullptr;
-		}
+	if (int e = place_bo(bo, who); e != 0) {
+		*err = e;
+		return nullptr;
 	}
 	if (type == BoType::Vram || type == BoType::Gtt || type == BoType::Cpu) {
 		bo->mem = Backing::create(size, "kfdemu-bo", err);

@@ -14,6 +14,7 @@
 //                                       4 SDMA XGMI)
 //   <PCI device>/mem_info_vram_used    the GPU's VRAM accounting
 //   <PCI device>/mem_info_vis_vram_used (large BAR: the same)
+//   <PCI device>/mem_info_gtt_used     the GPU's GTT manager use
 //
 // They are rewritten after the ioctls that change them (ACQUIRE_VM, ALLOC
 // and FREE_MEMORY_OF_GPU, CREATE/DESTROY_QUEUE, IMPORT_DMABUF, CRIU_OP,
@@ -159,6 +160,7 @@ void ModelImpl::publish_devices()
 		publish_file(dir / "mem_info_vram_used", used);
 		if (d->node->large_bar)
 			publish_file(dir / "mem_info_vis_vram_used", used);
+		publish_file(dir / "mem_info_gtt_used", std::to_string(d->gtt_used->load()) + "\n");
 	}
 }
 

@@ -4,7 +4,9 @@
 // driver ioctls, render-node mmap and command submission.
 #include "model/state.h"
 
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -18,6 +20,73 @@ namespace kfdemu::detail {
 using namespace abi::drm;
 
 namespace {
+
+// The stable pstates (AMDGPU_CTX_STABLE_PSTATE_*) as the performance levels
+// amdgpu_ctx_set_stable_pstate forces, in power_dpm_force_performance_level's
+// words.
+constexpr const char *kPstateLevels[] = {"auto", "profile_standard", "profile_min_sclk", "profile_min_mclk",
+					 "profile_peak"};
+
+uint32_t pstate_of_level(const std::string &level)
+{
+	for (uint32_t i = 1; i < std::size(kPstateLevels); ++i)
+		if (level == kPstateLevels[i])
+			return i;
+	return 0;
+}
+
+std::string dpm_level_path(const std::string &root, const Device &d)
+{
+	return root + "/sys/devices/pci0000:00/" + d.node->pci_slot + "/power_dpm_force_performance_level";
+}
+
+// The GPU's forced performance level: what its sysfs file says (a program
+// may have written it), "auto" without a sysfs root.
+std::string read_dpm_level(const std::string &root, const Device &d)
+{
+	if (root.empty() || d.node->pci_slot.empty())
+		return d.dpm_level;
+	std::string v;
+	char buf[64];
+	const int fd = ::open(dpm_level_path(root, d).c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return "auto";
+	const ssize_t n = ::read(fd, buf, sizeof buf);
+	::close(fd);
+	if (n > 0)
+		v.assign(buf, size_t(n));
+	while (!v.empty() && (v.back() == '\n' || v.back() == ' '))
+		v.pop_back();
+	return v;
+}
+
+// amdgpu_ctx_set_stable_pstate: another context holding the level: EBUSY;
+// the level forced (written to the sysfs file, as amdgpu_dpm_force_
+// performance_level changes what it shows) and the holder recorded, or
+// released when set back to NONE.
+long set_stable_pstate(const std::string &root, DrmFile &f, uint32_t ctx_id, uint32_t pstate)
+{
+	Device &d = *f.dev;
+	const std::pair<FileKey, uint32_t> me{f.key, ctx_id};
+	if (d.pstate_ctx && *d.pstate_ctx != me)
+		return -EBUSY;
+	if (pstate == pstate_of_level(read_dpm_level(root, d)))
+		return 0;
+	if (!root.empty() && !d.node->pci_slot.empty()) {
+		const int fd = ::open(dpm_level_path(root, d).c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+		if (fd >= 0) {
+			const std::string v = std::string(kPstateLevels[pstate]) + "\n";
+			(void)!::write(fd, v.data(), v.size());
+			::close(fd);
+		}
+	}
+	d.dpm_level = kPstateLevels[pstate];
+	if (pstate == 0)
+		d.pstate_ctx.reset();
+	else
+		d.pstate_ctx = me;
+	return 0;
+}
 
 template <typename T> T &as(void *buf) { return *static_cast<T *>(buf); }
 
@@ -593,7 +662,7 @@ long ModelImpl::drm_info(Caller &c, DrmFile &f, const Info &a)
 		return give(&t, 8);
 	}
 	case INFO_VRAM_GTT: {
-		VramGtt v{d.vram_size, n.large_bar ? d.vram_size : 256ull << 20, 64ull << 30};
+		VramGtt v{d.vram_size, n.large_bar ? d.vram_size : 256ull << 20, d.gtt_size};
 		return give(&v, sizeof v);
 	}
 	case INFO_MEMORY: {
@@ -602,7 +671,7 @@ long ModelImpl::drm_info(Caller &c, DrmFile &f, const Info &a)
 		m.vram = HeapInfo{d.vram_size, d.vram_size, used, d.vram_size * 3 / 4};
 		uint64_t vis = n.large_bar ? d.vram_size : 256ull << 20;
 		m.cpu_accessible_vram = HeapInfo{vis, vis, std::min(used, vis), vis * 3 / 4};
-		m.gtt = HeapInfo{64ull << 30, 64ull << 30, 0, 48ull << 30};
+		m.gtt = HeapInfo{d.gtt_size, d.gtt_size, *d.gtt_used, d.gtt_size * 3 / 4};
 		return give(&m, sizeof m);
 	}
 	case INFO_VRAM_USAGE:
@@ -615,8 +684,8 @@ long ModelImpl::drm_info(Caller &c, DrmFile &f, const Info &a)
 	case INFO_NUM_EVICTIONS:
 		return give(&d.num_evictions, 8);
 	case INFO_GTT_USAGE: {
-		uint64_t z = 0;
-		return give(&z, 8);
+		uint64_t used = *d.gtt_used;
+		return give(&used, 8);
 	}
 	case INFO_VRAM_LOST_COUNTER: {
 		uint32_t z = 0;
@@ -672,6 +741,7 @@ struct DrmOps {
 
 private:
 	long ctx_query_state(abi::drm::Ctx &a);
+	long ctx_stable_pstate(abi::drm::Ctx &a);
 	int read_bo_list(const BoList &a, std::vector<std::shared_ptr<Bo>> *out);
 	long gem_va_operation(const GemVa &a, uint64_t va, const std::shared_ptr<Bo> &bo);
 	long gem_op_mapping_info(GemOp &a, Bo &bo);
@@ -1022,19 +1092,49 @@ long DrmOps::ctx()
 		while (f.ctxs.count(id))
 			++id;
 		f.ctxs[id].priority = a.priority;
+		f.ctxs[id].stable_pstate = pstate_of_level(read_dpm_level(m.sysfs_root_, *f.dev));
 		a.op = id; // out.alloc.ctx_id overlays `op`
 		return 0;
 	}
-	case CTX_OP_FREE:
-		if (!f.ctxs.erase(a.ctx_id))
+	case CTX_OP_FREE: {
+		auto it = f.ctxs.find(a.ctx_id);
+		if (it == f.ctxs.end())
 			return -EINVAL;
+		(void)set_stable_pstate(m.sysfs_root_, f, a.ctx_id, it->second.stable_pstate);
+		if (f.dev->pstate_ctx == std::pair{f.key, a.ctx_id})
+			f.dev->pstate_ctx.reset(); // a freed context holds nothing
+		f.ctxs.erase(it);
 		return 0;
+	}
 	case CTX_OP_QUERY_STATE:
 	case CTX_OP_QUERY_STATE2:
 		return ctx_query_state(a);
+	case CTX_OP_GET_STABLE_PSTATE:
+	case CTX_OP_SET_STABLE_PSTATE:
+		return ctx_stable_pstate(a);
 	default:
 		return -EINVAL;
 	}
+}
+
+// AMDGPU_CTX_OP_GET/SET_STABLE_PSTATE (amdgpu_ctx_ioctl): GET takes no
+// flags; SET takes a pstate up to PEAK. Unknown context: EINVAL.
+long DrmOps::ctx_stable_pstate(abi::drm::Ctx &a)
+{
+	const bool set = a.op == CTX_OP_SET_STABLE_PSTATE;
+	if (!set && a.flags)
+		return -EINVAL;
+	const uint32_t want = a.flags & CTX_STABLE_PSTATE_FLAGS_MASK;
+	if (set && ((a.flags & ~CTX_STABLE_PSTATE_FLAGS_MASK) || want > CTX_STABLE_PSTATE_PEAK))
+		return -EINVAL;
+	if (!f.ctxs.count(a.ctx_id))
+		return -EINVAL;
+	if (set)
+		return set_stable_pstate(m.sysfs_root_, f, a.ctx_id, want);
+	const uint32_t now = pstate_of_level(read_dpm_level(m.sysfs_root_, *f.dev));
+	std::memset(&a, 0, sizeof a);
+	std::memcpy(&a, &now, 4); // out.pstate.flags
+	return 0;
 }
 
 long DrmOps::ctx_query_state(abi::drm::Ctx &a)

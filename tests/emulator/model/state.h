@@ -130,6 +130,21 @@ struct VramClient {
 
 enum class BoType { Vram, Gtt, Userptr, Doorbell, Mmio, Cpu };
 
+// KFD's accounting against MemoryLimits' kfd_* (amdgpu_amdkfd_reserve_mem_limit),
+// machine-wide: its GTT BOs count as system and TTM memory, its userptr BOs
+// as system memory. A BO gives its share back when it dies (on any thread).
+class KfdMemLimit {
+public:
+	explicit KfdMemLimit(const MemoryLimits &l) : max_system_(l.kfd_system_limit), max_ttm_(l.kfd_ttm_limit) {}
+	bool reserve(uint64_t system, uint64_t ttm);	// false: past a limit
+	void unreserve(uint64_t system, uint64_t ttm);
+
+private:
+	std::mutex mu_;
+	const uint64_t max_system_, max_ttm_;
+	uint64_t system_used_ = 0, ttm_used_ = 0;
+};
+
 struct Bo {
 	Bo() = default;
 	Bo(const Bo &) = delete;
@@ -157,6 +172,13 @@ struct Bo {
 	// by an eviction (contents kept). `lru` is its key in the device's
 	// vram_lru while in VRAM.
 	std::atomic<bool> in_vram{false};
+	// GTT accounting (eviction.cpp): the device's GTT manager counter,
+	// which counts this BO while in_gtt (a GTT BO, a VRAM BO placed in or
+	// evicted to GTT); KFD's limit and this BO's share of it.
+	std::shared_ptr<std::atomic<uint64_t>> gtt_used;
+	std::atomic<bool> in_gtt{false};
+	std::shared_ptr<KfdMemLimit> kfd_limit;
+	uint64_t kfd_system = 0, kfd_ttm = 0;
 	uint64_t lru = 0;
 	uint32_t evictions = 0;		// times moved out of VRAM
 	std::atomic<int> busy{0};	// unfinished SDMA jobs using this BO
@@ -223,6 +245,9 @@ struct Entity {
 
 struct Ctx {
 	int32_t priority = 0;
+	// The stable pstate when it was created, set again when it is freed
+	// (amdgpu_ctx_init/fini).
+	uint32_t stable_pstate = 0;
 	// Set when one of its jobs timed out (the GPU reset blames it): later
 	// submissions on the context fail with ECANCELED.
 	std::shared_ptr<std::atomic<bool>> guilty = std::make_shared<std::atomic<bool>>(false);
@@ -349,6 +374,16 @@ struct Device {
 	// and of KFD VRAM BOs wherever they are (KFD's limit, AVAILABLE_MEMORY).
 	std::shared_ptr<std::atomic<uint64_t>> vram_used = std::make_shared<std::atomic<uint64_t>>(0);
 	std::shared_ptr<std::atomic<uint64_t>> kfd_vram_used = std::make_shared<std::atomic<uint64_t>>(0);
+	// The context whose SET_STABLE_PSTATE holds the GPU's performance
+	// level (adev->pm.stable_pstate_ctx): its file and id.
+	std::optional<std::pair<FileKey, uint32_t>> pstate_ctx;
+	// The forced performance level without a sysfs root (in-process
+	// tests); with one, its power_dpm_force_performance_level file.
+	std::string dpm_level = "auto";
+	// The GTT manager: its size (MemoryLimits::gtt_size) and the bytes of
+	// the BOs in GTT (mem_info_gtt_used, INFO_GTT_USAGE).
+	uint64_t gtt_size = 0;
+	std::shared_ptr<std::atomic<uint64_t>> gtt_used = std::make_shared<std::atomic<uint64_t>>(0);
 	// The BOs resident in VRAM, least recently placed first (TTM's LRU:
 	// placement is the only use the model tracks).
 	std::map<uint64_t, std::weak_ptr<Bo>> vram_lru;
@@ -767,6 +802,11 @@ private:
 	// Places VRAM BO `bo` (not yet counted anywhere) for `who`: 0, or
 	// -ENOMEM (KFD's limit, or VRAM that evicting cannot free for KFD).
 	int place_vram_bo(const std::shared_ptr<Bo> &bo, const VramClient &who);
+	// amdgpu_bo_validate_size and KFD's limit for a new BO of `type`, then
+	// its place (VRAM as above, GTT within the GTT size): 0 or -ENOMEM.
+	int place_bo(const std::shared_ptr<Bo> &bo, const VramClient &who);
+	// Counts `bo` in its device's GTT when it fits: false when not.
+	bool put_in_gtt(const std::shared_ptr<Bo> &bo);
 	// Evicts least recently placed BOs of `d` until `size` bytes are
 	// free; false if the evictable ones do not free enough (nothing is
 	// evicted then).
@@ -786,6 +826,8 @@ private:
 	std::shared_ptr<ProcessMemory> pm_;
 	std::shared_ptr<Counters> counters_ = std::make_shared<Counters>();
 	std::shared_ptr<UserptrLedger> ledger_ = std::make_shared<UserptrLedger>();
+	const MemoryLimits limits_;
+	std::shared_ptr<KfdMemLimit> kfd_limit_ = std::make_shared<KfdMemLimit>(limits_);
 
 	mutable std::recursive_mutex mu_;
 	std::condition_variable_any events_cv_; // SET_EVENT, DESTROY_EVENT, exit

@@ -124,6 +124,8 @@ const Config &config()
 namespace {
 // fds whose read() fails with EPERM (a device-cgroup-denied sysfs file).
 FdBits g_unreadable;
+// fds classified for sysfs_store, and those of them that are attributes.
+FdBits g_attr_known, g_attr;
 } // namespace
 
 FdBits g_conn_fds;
@@ -138,10 +140,23 @@ bool fd_unreadable(int fd)
 	return g_unreadable.test(fd);
 }
 
+AttrFd attr_fd(int fd)
+{
+	return AttrFd{g_attr_known.test(fd), g_attr.test(fd)};
+}
+
+void mark_attr_fd(int fd, bool attr)
+{
+	g_attr.set(fd, attr);
+	g_attr_known.set(fd, true);
+}
+
 // The program closed `fd` (or is about to): forget what we knew of it.
 void forget_fd(int fd)
 {
 	g_unreadable.set(fd, false);
+	g_attr_known.set(fd, false);
+	g_attr.set(fd, false);
 	g_conn_fds.set(fd, false);
 }
 

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -580,6 +581,14 @@ SHIM_EXPORT int close(int fd)
 
 // dup2/dup3 onto one of our fds replaces the file behind it (a restorer
 // putting fds back at their old numbers): forget it as for close.
+SHIM_EXPORT int dup(int oldfd) noexcept
+{
+	REAL(dup, int (*)(int));
+	const int fd = real_dup(oldfd);
+	if (fd >= 0)
+		forget_fd(fd); // a number a stream's fclose freed unseen
+	return fd;
+}
 SHIM_EXPORT int dup2(int oldfd, int newfd) noexcept
 {
 	REAL(dup2, int (*)(int, int));
@@ -624,6 +633,43 @@ SHIM_EXPORT ssize_t pread64(int fd, void *buf, size_t len, off64_t off)
 	if (fd_unreadable(fd))
 		return fail(EPERM);
 	return real_pread64(fd, buf, len, off);
+}
+
+// Writes to an emulated sysfs attribute are kernfs stores (sysfs_write.cpp).
+SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+	REAL(write, ssize_t (*)(int, const void *, size_t));
+	if (auto r = sysfs_store(fd, buf, len))
+		return *r;
+	return real_write(fd, buf, len);
+}
+SHIM_EXPORT ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
+{
+	REAL(pwrite, ssize_t (*)(int, const void *, size_t, off_t));
+	if (auto r = sysfs_store(fd, buf, len))
+		return *r;
+	return real_pwrite(fd, buf, len, off);
+}
+SHIM_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t len, off64_t off)
+{
+	REAL(pwrite64, ssize_t (*)(int, const void *, size_t, off64_t));
+	if (auto r = sysfs_store(fd, buf, len))
+		return *r;
+	return real_pwrite64(fd, buf, len, off);
+}
+// kernfs takes a writev as one write of its iovecs joined.
+SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	REAL(writev, ssize_t (*)(int, const struct iovec *, int));
+	const AttrFd a = attr_fd(fd);
+	if (!(a.known && !a.attr) && cnt > 0) {
+		std::string joined;
+		for (int i = 0; i < cnt; i++)
+			joined.append(static_cast<const char *>(iov[i].iov_base), iov[i].iov_len);
+		if (auto r = sysfs_store(fd, joined.data(), joined.size()))
+			return *r;
+	}
+	return real_writev(fd, iov, cnt);
 }
 
 // --- links, paths, directories ---------------------------------------------

@@ -193,6 +193,12 @@ std::optional<std::string> directory_of(int dirfd);
 int openat2_beneath(int root, const std::string &rel, int flags, mode_t mode);
 // `p` with its "." and ".." resolved lexically (normalize keeps "..").
 std::string collapse(const std::string &p);
+// kernfs's store: a write(2) (pwrite, writev) to an emulated sysfs attribute
+// opened for writing is its whole new value (offset and O_APPEND ignored,
+// nothing of the old value left), at most a page (E2BIG beyond); the file
+// then reads back the value with a newline ending it, as a show() prints
+// it. nullopt when `fd` is no such attribute (the caller writes it).
+std::optional<ssize_t> sysfs_store(int fd, const void *buf, size_t len);
 // An fd that closes itself (the real close).
 struct Closer {
 	int fd;
@@ -234,6 +240,14 @@ extern FdBits g_conn_fds;
 
 void mark_unreadable(int fd, bool on);
 bool fd_unreadable(int fd);
+// Whether an fd is an emulated sysfs attribute open for writing
+// (sysfs_store): known once it was opened here or asked about, forgotten
+// at close. `attr` alone is a hint: sysfs_store checks the file.
+struct AttrFd {
+	bool known, attr;
+};
+AttrFd attr_fd(int fd);
+void mark_attr_fd(int fd, bool attr);
 void forget_fd(int fd);
 
 // --- daemon.cpp: the daemon connection --------------------------------------

@@ -15,6 +15,18 @@
 //     EACCES, as kernfs refuses a file it may not write;
 //   * a file writable and readable (power_dpm_force_performance_level,
 //     power1_cap): opened, so the value written is what a read returns.
+//     Each write(2) to it is the whole new value, as kernfs hands every
+//     write to the attribute's store: the file is replaced, whatever the
+//     offset and O_APPEND, and ends with a newline (sysfs_store). The fds
+//     are tracked (attr_fd), and one the process did not open here
+//     (inherited across exec, dup'd) is recognised at its first write by
+//     the file it names. Writes the shim does not see (glibc's stdio
+//     flushes through its own write: fopen's streams, libstdc++'s
+//     ofstream, bash's builtin echo) are whole values because opening for
+//     writing empties the file and drops O_APPEND: unlike kernfs, an
+//     attribute opened for writing and not written reads back empty, and
+//     two such writes on one fd read back joined (and without the newline
+//     a store adds).
 //
 // A relative path through a directory fd or the working directory counts
 // by the directory's path, so a program in the host's /sys (chdir) or
@@ -27,6 +39,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <string_view>
 
 namespace kfdemu::shim {
 
@@ -101,7 +114,47 @@ int open_beneath(int root, const std::string &rel, int flags, mode_t mode)
 		return fail(EISDIR);
 	if ((st.st_mode & 0600) != 0600)
 		return fail(EACCES);
+	// A write the shim cannot see (glibc's stdio writes through its own
+	// write, e.g. bash's builtin echo) lands at the fd's offset: with the
+	// file emptied and no O_APPEND it is the whole value too.
+	if ((flags & O_ACCMODE) != O_RDONLY)
+		flags = (flags | O_TRUNC) & ~O_APPEND;
 	return openat2_beneath(root, rel, flags & ~(O_CREAT | O_EXCL), mode);
+}
+
+// A regular file of the root's /sys open for writing.
+bool names_attr(int fd)
+{
+	REAL(fstat, int (*)(int, struct stat *));
+	struct stat st;
+	if (real_fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return false;
+	const int acc = ::fcntl(fd, F_GETFL) & O_ACCMODE;
+	if (acc != O_WRONLY && acc != O_RDWR)
+		return false;
+	REAL(readlink, ssize_t (*)(const char *, char *, size_t));
+	char d[PATH_MAX];
+	const ssize_t n = real_readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), d, sizeof d - 1);
+	return n > 0 && std::string_view(d, size_t(n)).starts_with(config().root + "/sys/");
+}
+
+// kernfs gives a sysfs attribute's store at most one page per write.
+constexpr size_t kStoreMax = 4096;
+
+ssize_t store(int fd, const void *buf, size_t len)
+{
+	if (len > kStoreMax)
+		return fail(E2BIG);
+	if (len == 0)
+		return 0;
+	std::string v(static_cast<const char *>(buf), len);
+	if (v.back() != '\n')
+		v += '\n';
+	REAL(pwrite, ssize_t (*)(int, const void *, size_t, off_t));
+	// With O_APPEND pwrite appends, which after the truncate is offset 0.
+	if (::ftruncate(fd, 0) != 0 || real_pwrite(fd, v.data(), v.size(), 0) != ssize_t(v.size()))
+		return fail(EIO);
+	return ssize_t(len);
 }
 
 } // namespace
@@ -163,7 +216,23 @@ std::optional<int> open_sysfs_write(const char *path, int flags, mode_t mode)
 	}
 	if (fd >= 0 && is_unreadable(path))
 		mark_unreadable(fd, true);
+	if (fd >= 0)
+		mark_attr_fd(fd, (flags & O_ACCMODE) != O_RDONLY);
 	return fd;
+}
+
+std::optional<ssize_t> sysfs_store(int fd, const void *buf, size_t len)
+{
+	AttrFd a = attr_fd(fd);
+	if (a.known && !a.attr)
+		return std::nullopt;
+	if (!config().active)
+		return std::nullopt;
+	const bool attr = names_attr(fd);
+	mark_attr_fd(fd, attr);
+	if (!attr)
+		return std::nullopt;
+	return store(fd, buf, len);
 }
 
 } // namespace kfdemu::shim

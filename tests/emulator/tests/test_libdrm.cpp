@@ -287,6 +287,41 @@ void test_compute_ring(Dev &d)
 	buf.release(true);
 }
 
+// The heaps as libdrm's BO suite checks them ("Memory alloc" and "Memory
+// fail alloc"): BOs in each domain, a 1 TB BO in VRAM or GTT fails with
+// ENOMEM (no domain holds it: amdgpu_bo_validate_size), and the GTT heap
+// libdrm reports is the one sysfs shows, its use counted.
+void test_heaps(Dev &d)
+{
+	amdgpu_heap_info gtt{};
+	CHECK_EQ(amdgpu_query_heap_info(d.dev, AMDGPU_GEM_DOMAIN_GTT, 0, &gtt), 0);
+	const std::string sys = "/sys/class/drm/card" + std::to_string(d.desc->card_index) + "/device/";
+	CHECK_EQ(slurp(sys + "mem_info_gtt_total"), std::to_string(gtt.heap_size) + "\n");
+	CHECK(gtt.heap_size < 1ull << 40);
+	for (uint32_t heap : {AMDGPU_GEM_DOMAIN_VRAM, AMDGPU_GEM_DOMAIN_GTT}) {
+		for (uint64_t flags : {uint64_t{AMDGPU_GEM_CREATE_CPU_ACCESS_REQUIRED}, uint64_t{AMDGPU_GEM_CREATE_NO_CPU_ACCESS}}) {
+			amdgpu_bo_alloc_request req{4096, 4096, heap, flags};
+			amdgpu_bo_handle bo = nullptr;
+			if (CHECK_EQ(amdgpu_bo_alloc(d.dev, &req, &bo), 0))
+				CHECK_EQ(amdgpu_bo_free(bo), 0);
+		}
+		amdgpu_bo_alloc_request req{0xE8D4A51000ull, 4096, heap, AMDGPU_GEM_CREATE_NO_CPU_ACCESS}; // 1 TB
+		amdgpu_bo_handle bo = nullptr;
+		if (!CHECK_EQ(amdgpu_bo_alloc(d.dev, &req, &bo), -ENOMEM) && bo)
+			amdgpu_bo_free(bo);
+	}
+	uint64_t before = 0, during = 0;
+	CHECK_EQ(amdgpu_query_info(d.dev, AMDGPU_INFO_GTT_USAGE, 8, &before), 0);
+	amdgpu_bo_alloc_request req{64ull << 20, 4096, AMDGPU_GEM_DOMAIN_GTT, 0};
+	amdgpu_bo_handle bo = nullptr;
+	if (!CHECK_EQ(amdgpu_bo_alloc(d.dev, &req, &bo), 0))
+		return;
+	CHECK_EQ(amdgpu_query_info(d.dev, AMDGPU_INFO_GTT_USAGE, 8, &during), 0);
+	CHECK_EQ(during, before + (64ull << 20));
+	CHECK_EQ(slurp(sys + "mem_info_gtt_used"), std::to_string(during) + "\n");
+	CHECK_EQ(amdgpu_bo_free(bo), 0);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -306,6 +341,10 @@ int main(int argc, char **argv)
 		run(("SDMA copies GTT <-> userptr, 1 B .. > 1 packet, gpu " + std::to_string(d.desc->gpu_id)).c_str(),
 		    [&] { test_copies(d); });
 	}
+	for (auto &d : devs)
+		if (d.dev)
+			run(("heaps: BOs per domain, 1 TB in VRAM or GTT ENOMEM, GTT size and use, gpu " +
+			     std::to_string(d.desc->gpu_id)).c_str(), [&] { test_heaps(d); });
 	if (devs[0].dev)
 		run("dma-buf export, re-import, native mmap, import on peer GPUs + SDMA",
 		    [&] { test_dmabuf(devs); });

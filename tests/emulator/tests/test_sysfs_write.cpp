@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/xattr.h>
 
 #include <cerrno>
@@ -106,6 +107,69 @@ void test_attributes(const NodeDesc &g)
 	CHECK_EQ(slurp(level), "manual\n");
 	CHECK_EQ(slurp("/sys/class/drm/card" + std::to_string(g.card_index) + "/device/power_dpm_force_performance_level"),
 		 "manual\n");
+}
+
+// write(2) on an open attribute fd: 0 or -errno.
+ssize_t write_str(int fd, const std::string &v)
+{
+	const ssize_t n = ::write(fd, v.data(), v.size());
+	return n < 0 ? -errno : n;
+}
+
+// Each write(2) is the attribute's whole new value, as kernfs hands every
+// write to the store: offset and O_APPEND do not matter, a shorter value
+// leaves nothing of the longer one, a page at most (E2BIG).
+void test_store_semantics(const NodeDesc &g)
+{
+	const std::string dev = "/sys/devices/pci0000:00/" + g.pci_slot;
+	const std::string level = dev + "/power_dpm_force_performance_level";
+	int fd = ::open(level.c_str(), O_WRONLY | O_CLOEXEC);
+	CHECK(fd >= 0);
+	CHECK_EQ(write_str(fd, "manual\n"), 7);
+	CHECK_EQ(write_str(fd, "auto\n"), 5); // at offset 7, on a file
+	CHECK_EQ(slurp(level), "auto\n");
+	CHECK_EQ(::pwrite(fd, "high", 4, 100), 4);
+	CHECK_EQ(slurp(level), "high\n"); // a value without its newline reads back with one
+	CHECK_EQ(write_str(fd, std::string(5000, 'x')), -E2BIG);
+	CHECK_EQ(slurp(level), "high\n");
+	::close(fd);
+	fd = ::open(level.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+	CHECK(fd >= 0);
+	const std::string a = "profile_", b = "peak\n";
+	const iovec iov[2] = {{const_cast<char *>(a.data()), a.size()}, {const_cast<char *>(b.data()), b.size()}};
+	CHECK_EQ(::writev(fd, iov, 2), ssize_t(a.size() + b.size()));
+	CHECK_EQ(slurp(level), "profile_peak\n"); // one writev is one store
+	// A dup of the fd (a shell's redirection) stores too.
+	const int fd2 = ::dup(fd);
+	CHECK_EQ(write_str(fd2, "low\n"), 4);
+	CHECK_EQ(slurp(level), "low\n");
+	::close(fd2);
+	::close(fd);
+	const std::string cap = dev + "/hwmon/hwmon0/power1_cap"; // the first GPU's
+	// A stdio stream (glibc flushes it through its own write) on each.
+	for (const char *v : {"250000000\n", "5\n"}) {
+		FILE *f = std::fopen(cap.c_str(), "a");
+		CHECK(f != nullptr);
+		if (f) {
+			std::fputs(v, f);
+			std::fclose(f);
+		}
+	}
+	CHECK_EQ(slurp(cap), "5\n"); // no stray digits or newline of the longer value
+	// Shell redirections: a program the shell runs on the fd (inherited
+	// across exec), and the shells' builtin echo (bash's through stdio).
+	for (const char *sh : {"sh", "bash"}) {
+		const std::string q = "'" + level + "'";
+		CHECK_EQ(std::system((std::string(sh) + " -c \"echo manual > " + q + "; echo auto > " + q + "\"").c_str()), 0);
+		CHECK_EQ(slurp(level), "auto\n");
+		CHECK_EQ(std::system((std::string(sh) + " -c \"echo manual >> " + q + "; /bin/echo low >> " + q + "\"").c_str()), 0);
+		CHECK_EQ(slurp(level), "low\n");
+	}
+	FILE *f = std::fopen(level.c_str(), "w");
+	if (f) {
+		std::fputs("auto\n", f);
+		std::fclose(f);
+	}
 }
 
 void test_ways_around(const NodeDesc &g)
@@ -318,6 +382,8 @@ int main(int argc, char **argv)
 	    [&] { test_pci_actions(*gpus.front()); });
 	run("read-only attributes and new files are refused, settable ones keep their value",
 	    [&] { test_attributes(*gpus.front()); });
+	run("each write(2) to an attribute is its whole value (offset, O_APPEND, shorter values, shells)",
+	    [&] { test_store_semantics(*gpus.front()); });
 	run("'..', a host /sys dirfd and a host working directory lead to the same answers",
 	    [&] { test_ways_around(*gpus.front()); });
 	run("unlink, rmdir, mkdir, mknod, symlink, link, rename, creat get sysfs's answers (EPERM, EEXIST, EXDEV)",

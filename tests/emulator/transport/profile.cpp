@@ -65,6 +65,10 @@ struct GpuTemplate {
 	uint32_t pci_revision, external_rev_offset;
 	const char *vbios_version, *product_name;
 	uint32_t power_cap_w; // the board's default power cap, as rocm-smi shows it
+	// Firmware versions besides MEC and SDMA (NodeDesc::firmware) and the
+	// RAS blocks enabled (NodeDesc::ras_features).
+	std::map<std::string, uint32_t> firmware;
+	uint32_t ras_features;
 };
 
 const std::vector<GpuTemplate> &templates()
@@ -91,7 +95,13 @@ const std::vector<GpuTemplate> &templates()
 		 34342961152ull,
 		 {{{1, 16, 64, 9}, 120}, {{1, 16, 64, 9}, 64}, {{1, 64, 64, 10}, 32},
 		  {{2, 8192, 128, 9}, 1}},
-		 4096, 1200, 0x01, 0x32, "113-D3431401-100", "Instinct MI100", 290},
+		 4096, 1200, 0x01, 0x32, "113-D3431401-100", "Instinct MI100", 290,
+		 // What rocm-smi --showfwinfo shows of a real MI100 (ME, PFP, CE
+		 // 0: no GFX ring; MEC2 is MEC's); RAS on UMC, SDMA, GFX, MMHUB,
+		 // PCIE_BIF, HDP, XGMI_WAFL (the blocks rocm-smi 5.2 reads).
+		 {{"rlc", 24}, {"smc", 0x00361d00}, {"sos", 0x0017004f}, {"ta_ras", 0x1b00013e},
+		  {"ta_xgmi", 0x20000011}, {"vcn", 0x01101015}},
+		 0xef},
 		{"MI210", "aldebaran",
 		 {{"simd_count", 416}, {"simd_id_base", 2147487744},
 		  {"max_waves_per_simd", 8}, {"lds_size_in_kb", 64},
@@ -108,7 +118,11 @@ const std::vector<GpuTemplate> &templates()
 		 68702699520ull,
 		 {{{1, 16, 64, 9}, 104}, {{1, 16, 64, 9}, 52}, {{1, 64, 64, 10}, 26},
 		  {{2, 8192, 128, 9}, 1}},
-		 4096, 1600, 0x02, 0x3c, "113-D67301-063", "Instinct MI210", 300},
+		 4096, 1600, 0x02, 0x3c, "113-D67301-063", "Instinct MI210", 300,
+		 // What rocm-smi --showfwinfo shows of a real Aldebaran board.
+		 {{"rlc", 17}, {"smc", 0x00443800}, {"sos", 0x0027007f}, {"ta_ras", 0x1b00013c},
+		  {"ta_xgmi", 0x2000000d}, {"vcn", 0x0110101b}},
+		 0xef},
 		{"MI300X", "aqua_vanjaram",
 		 {{"simd_count", 1216}, {"simd_id_base", 2147487744},
 		  {"max_waves_per_simd", 8}, {"lds_size_in_kb", 64},
@@ -124,7 +138,8 @@ const std::vector<GpuTemplate> &templates()
 		  {"max_engine_clk_ccompute", 2100}},
 		 206158430208ull,
 		 {{{1, 32, 128, 9}, 32}, {{2, 4096, 128, 9}, 8}, {{3, 262144, 64, 9}, 1}},
-		 8192, 2525, 0x00, 0x46, "113-M3000100-102", "AMD Instinct MI300X", 750},
+		 8192, 2525, 0x00, 0x46, "113-M3000100-102", "AMD Instinct MI300X", 750,
+		 {}, 0xef},
 	};
 	return t;
 }
@@ -484,6 +499,8 @@ std::string MachineParser::start_gpu(const std::vector<std::string_view> &w)
 	cur->node.vbios_version = t->vbios_version;
 	cur->node.product_name = t->product_name;
 	cur->node.power_cap_w = t->power_cap_w;
+	cur->node.firmware = t->firmware;
+	cur->node.ras_features = t->ras_features;
 	for (const auto &[c, count] : t->caches)
 		for (uint32_t i = 0; i < count; i++)
 			cur->node.caches.push_back(c);
@@ -557,6 +574,18 @@ std::optional<std::string> MachineParser::block_key(const std::vector<std::strin
 		if (!need(2) || !parse_double(w[1], &d) || d < 0)
 			return "usage: sdma_gbps <GB/s>";
 		cur->node.sdma_gbps = d;
+		return "";
+	}
+	if (key == "firmware") {
+		if (!need(3) || !cur_gpu || !parse_u64(w[2], &v) || v > 0xffffffffu)
+			return "usage: firmware <block> <version> (a gpu key; block as fw_version/<block>_fw_version)";
+		cur->node.firmware[std::string(w[1])] = uint32_t(v);
+		return "";
+	}
+	if (key == "ras_features") {
+		if (!need(2) || !cur_gpu || !parse_u64(w[1], &v) || v > 0xffffffffu)
+			return "usage: ras_features <mask> (a gpu key)";
+		cur->node.ras_features = uint32_t(v);
 		return "";
 	}
 	if (key == "vram_resident") {

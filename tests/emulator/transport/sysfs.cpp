@@ -362,26 +362,61 @@ std::string dpm_levels(std::initializer_list<uint64_t> mhz, size_t current)
 	return s;
 }
 
-void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::string &pci)
+// fw_version/: every block's file amdgpu_ucode.c creates (its fw_attrs),
+// each "0x%08x": MEC and MEC2 the topology's fw_version, SDMA and SDMA2 its
+// sdma_fw_version, the others the GPU's NodeDesc::firmware or 0 (a block
+// the ASIC loads no firmware for).
+void write_firmware(Writer &w, const NodeDesc &g, const std::string &dir)
+{
+	static constexpr const char *kBlocks[] = {"vce", "uvd", "mc", "me", "pfp", "ce", "rlc", "rlc_srlc",
+						  "rlc_srlg", "rlc_srls", "mec", "mec2", "imu", "sos", "asd",
+						  "ta_ras", "ta_xgmi", "smc", "sdma", "sdma2", "vcn", "dmcu",
+						  "mes", "mes_kiq"};
+	for (const char *b : kBlocks) {
+		const std::string block = b;
+		uint64_t v = 0;
+		if (block == "mec" || block == "mec2")
+			v = prop(g, "fw_version");
+		else if (block == "sdma" || block == "sdma2")
+			v = prop(g, "sdma_fw_version");
+		else if (auto it = g.firmware.find(block); it != g.firmware.end())
+			v = it->second;
+		char s[16];
+		std::snprintf(s, sizeof s, "0x%08x\n", static_cast<unsigned>(v));
+		w.file(dir + block + "_fw_version", s);
+	}
+}
+
+// ras/: amdgpu_ras's directory of a GPU with RAS blocks: `features`
+// ("feature mask: 0x%x"), and per enabled block its error counts
+// ("ue: 0\nce: 0": no error is ever injected), and the bad page list
+// (empty). No directory without RAS.
+void write_ras(Writer &w, const NodeDesc &g, const std::string &dir)
+{
+	if (!g.ras_features)
+		return;
+	// enum amdgpu_ras_block, bit by bit.
+	static constexpr const char *kRasBlocks[] = {"umc", "sdma", "gfx", "mmhub", "athub", "pcie_bif", "hdp",
+						     "xgmi_wafl", "df", "smn", "sem", "mp0", "mp1", "fuse",
+						     "mca", "vcn", "jpeg"};
+	char s[48];
+	std::snprintf(s, sizeof s, "feature mask: 0x%x\n", g.ras_features);
+	w.file(dir + "features", s);
+	for (size_t i = 0; i < std::size(kRasBlocks); i++)
+		if (g.ras_features >> i & 1)
+			w.file(dir + kRasBlocks[i] + "_err_count", "ue: 0\nce: 0\n");
+	w.file(dir + "gpu_vram_bad_pages", "");
+}
+
+void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::string &pci, uint64_t gtt_size)
 {
 	const std::string d = pci.substr(1) + "/";
 	const uint64_t sclk = prop(g, "max_engine_clk_fcompute");
 	const uint64_t mclk = g.mem_banks.empty() ? 0 : g.mem_banks.front().mem_clk_max;
 	const uint64_t vram = g.mem_banks.empty() ? 0 : g.mem_banks.front().size_in_bytes;
 	w.file(d + "vbios_version", g.vbios_version + "\n");
-	// fw_version/: amdgpu's firmware versions as "0x%08x". The model knows
-	// those KFD reports (MEC: the topology's fw_version; SDMA: its
-	// sdma_fw_version), each on both instances; the other blocks' files
-	// are left out (rocm-smi: not supported).
-	auto fw = [&](const char *file, const char *key) {
-		char v[16];
-		std::snprintf(v, sizeof v, "0x%08x\n", static_cast<unsigned>(prop(g, key)));
-		w.file(d + "fw_version/" + file, v);
-	};
-	fw("mec_fw_version", "fw_version");
-	fw("mec2_fw_version", "fw_version");
-	fw("sdma_fw_version", "sdma_fw_version");
-	fw("sdma2_fw_version", "sdma_fw_version");
+	write_firmware(w, g, d + "fw_version/");
+	write_ras(w, g, d + "ras/");
 	w.file(d + "product_name", g.product_name + "\n");
 	w.file(d + "product_number", "\n");
 	w.file(d + "serial_number", "\n");
@@ -399,7 +434,7 @@ void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::stri
 	w.file(d + "mem_info_vram_used", "0\n");
 	w.file(d + "mem_info_vis_vram_total", std::to_string(g.large_bar ? vram : 256ull << 20) + "\n");
 	w.file(d + "mem_info_vis_vram_used", "0\n");
-	w.file(d + "mem_info_gtt_total", std::to_string(vram) + "\n");
+	w.file(d + "mem_info_gtt_total", std::to_string(gtt_size) + "\n");
 	w.file(d + "mem_info_gtt_used", "0\n");
 	w.file(d + "mem_info_vram_vendor", "samsung\n");
 	w.file(d + "gpu_busy_percent", "0\n");
@@ -428,6 +463,11 @@ void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::stri
 	w.file(h + "power1_cap", cap, 0644);
 	w.file(h + "power1_cap_max", cap);
 	w.file(h + "power1_cap_min", "0\n");
+	// A fan at rest (pwm 0 of 255): the concise table's "0%".
+	w.file(h + "pwm1", "0\n");
+	w.file(h + "pwm1_min", "0\n");
+	w.file(h + "pwm1_max", "255\n");
+	w.file(h + "power1_cap_default", cap);
 	w.file(h + "in0_input", "806\n");
 	w.file(h + "in0_label", "vddgfx\n");
 	w.file(h + "freq1_input", std::to_string(500ull * 1000000) + "\n");
@@ -561,7 +601,7 @@ void write_kfd(Writer &w, const MachineDesc &m)
 
 // GPU number `index`'s PCI device directory, its DRM minors and their
 // device nodes.
-void write_gpu_device(Writer &w, const NodeDesc *g, size_t index)
+void write_gpu_device(Writer &w, const NodeDesc *g, size_t index, uint64_t gtt_size)
 {
 	const std::string pci = "/sys/devices/pci0000:00/" + g->pci_slot;
 	const std::string card = "card" + std::to_string(g->card_index);
@@ -589,7 +629,7 @@ void write_gpu_device(Writer &w, const NodeDesc *g, size_t index)
 	w.file(pci.substr(1) + "/config", cfg);
 	for (const char *f : {"remove", "rescan", "reset"}) // hot-plug and reset: not emulated
 		w.file(pci.substr(1) + "/" + f, "", 0200);
-	write_smi_files(w, *g, index, pci);
+	write_smi_files(w, *g, index, pci, gtt_size);
 	w.link(pci.substr(1) + "/subsystem", rel_link(pci, "/sys/bus/pci"));
 	w.link(pci.substr(1) + "/driver", rel_link(pci, "/sys/bus/pci/drivers/amdgpu"));
 	w.dir("sys/bus/pci/drivers/amdgpu");
@@ -654,7 +694,7 @@ std::string write_sysfs(const MachineDesc &m, const std::string &root)
 		for (const char *f : {"bind", "unbind", "new_id", "remove_id", "uevent"})
 			w.file(std::string("sys/bus/pci/drivers/amdgpu/") + f, "", 0200);
 	for (size_t i = 0; i < gpus.size(); i++)
-		write_gpu_device(w, gpus[i], i);
+		write_gpu_device(w, gpus[i], i, memory_limits(m).gtt_size);
 	w.file(kRedirectsFile, redirects);
 	return w.error();
 }

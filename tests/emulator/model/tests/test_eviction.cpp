@@ -307,3 +307,89 @@ Test(eviction, a_vram_or_gtt_gem_bo_takes_gtt_before_evicting)
 	cr_assert(has(a.bo(k.handle), "\"resident\":\"gtt\",\"evictions\":1"));
 	cr_assert_eq(b.info(abi::drm::INFO_NUM_EVICTIONS), 1);
 }
+
+// The memory limits of a machine of 4 GiB (memory_limits): GTT 2 GiB per
+// GPU, KFD's TTM limit 2 GiB and its system limit 4 GiB - 1/64 - 1.5 GiB.
+// BOs are memfds without pages: their sizes cost nothing.
+constexpr uint64_t kGiB = 1ull << 30;
+MachineDesc small_host()
+{
+	MachineDesc m = machine();
+	m.nodes.front().mem_banks.push_back(MemBankDesc{0, 4 * kGiB, 0, 0});
+	return m;
+}
+
+Test(memory_limits, are_derived_from_system_memory_as_the_kernel_does)
+{
+	const MemoryLimits l = memory_limits(small_host());
+	cr_assert_eq(l.gtt_size, 2 * kGiB);
+	cr_assert_eq(l.kfd_ttm_limit, 2 * kGiB);
+	cr_assert_eq(l.kfd_system_limit, 4 * kGiB - (4 * kGiB >> 6) - (3ull << 29));
+	MachineDesc tiny = machine();
+	tiny.nodes.front().mem_banks.push_back(MemBankDesc{0, 2 * kGiB, 0, 0});
+	cr_assert_eq(memory_limits(tiny).kfd_system_limit, (2 * kGiB - (2 * kGiB >> 6)) / 2, "halved under 3 GiB");
+}
+
+// amdgpu_bo_validate_size and the GEM_CREATE retry: a BO no domain can
+// hold fails with ENOMEM (libdrm's "Memory fail alloc" case: 1 TB), a
+// VRAM-only BO bigger than VRAM lives in GTT, and GTT's use is bounded by
+// its size, shown in INFO_GTT_USAGE and INFO_MEMORY.
+Test(memory_limits, gem_bos_past_a_domain_fail_and_gtt_fills)
+{
+	Rig rig(small_host());
+	Proc a(rig, 1000);
+	long r = 0;
+	constexpr uint64_t kTiB = 1ull << 40;
+	for (uint64_t dom : {abi::drm::DOMAIN_VRAM, abi::drm::DOMAIN_GTT, abi::drm::DOMAIN_VRAM | abi::drm::DOMAIN_GTT}) {
+		a.rig.gem_create(a.c, a.r, kTiB, dom, &r);
+		cr_assert_eq(r, -ENOMEM, "1 TB in domains %lu", static_cast<unsigned long>(dom));
+	}
+	a.rig.gem_create(a.c, a.r, 2 * kGiB, abi::drm::DOMAIN_GTT, &r);
+	cr_assert_eq(r, -ENOMEM, "a BO the size of GTT (validate_size: smaller than the manager)");
+	const uint32_t big = a.rig.gem_create(a.c, a.r, kGiB, abi::drm::DOMAIN_VRAM, &r);
+	cr_assert_eq(r, 0, "bigger than VRAM: retried with GTT");
+	cr_assert(has(a.gem(big), "\"resident\":\"gtt\""), "%s", a.gem(big).c_str());
+	cr_assert_eq(a.info(abi::drm::INFO_GTT_USAGE), kGiB);
+	const uint32_t g = a.rig.gem_create(a.c, a.r, kGiB, abi::drm::DOMAIN_GTT, &r);
+	cr_assert_eq(r, 0);
+	cr_assert_eq(a.info(abi::drm::INFO_GTT_USAGE), 2 * kGiB);
+	a.rig.gem_create(a.c, a.r, 4096, abi::drm::DOMAIN_GTT, &r);
+	cr_assert_eq(r, -ENOMEM, "GTT is full");
+	abi::drm::MemoryInfo mi{};
+	abi::drm::Info q{reinterpret_cast<uint64_t>(&mi), sizeof mi, abi::drm::INFO_MEMORY, {}};
+	cr_assert_eq(rig.amdgpu(a.c, a.r, abi::drm::INFO, &q, abi::kIocWrite), 0);
+	cr_assert_eq(mi.gtt.total_heap_size, 2 * kGiB);
+	cr_assert_eq(mi.gtt.heap_usage, 2 * kGiB);
+	abi::drm::GemClose cl{g, 0};
+	cr_assert_eq(rig.drm(a.c, a.r, abi::drm::GEM_CLOSE, &cl, abi::kIocWrite), 0);
+	cr_assert_eq(a.info(abi::drm::INFO_GTT_USAGE), kGiB);
+	a.rig.gem_create(a.c, a.r, 4096, abi::drm::DOMAIN_GTT, &r);
+	cr_assert_eq(r, 0);
+}
+
+// KFD's limits (amdgpu_amdkfd_reserve_mem_limit), machine-wide: GTT BOs
+// count against the TTM and system limits, userptr BOs against the system
+// limit; freeing gives the share back.
+Test(memory_limits, kfd_gtt_and_userptr_bos_fail_past_kfd_limits)
+{
+	Rig rig(small_host());
+	Proc a(rig, 1000), b(rig, 2000);
+	void *host = mmap(nullptr, 2 * kGiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	cr_assert_neq(host, MAP_FAILED);
+	const uint64_t uaddr = reinterpret_cast<uint64_t>(host);
+	auto alloc = [](Proc &p, uint64_t size, uint32_t flags, uint64_t mmap_offset, AllocMemoryOfGpu *out) {
+		*out = AllocMemoryOfGpu{p.next_va, size, 0, mmap_offset, G0, flags | ALLOC_WRITABLE};
+		p.next_va += size;
+		return p.rig.kfd(p.c, p.kfd, ALLOC_MEMORY_OF_GPU, out);
+	};
+	AllocMemoryOfGpu g1{}, g2{}, u{};
+	cr_assert_eq(alloc(a, 3 * kGiB / 2, ALLOC_GTT, 0, &g1), 0);
+	cr_assert_eq(alloc(b, kGiB, ALLOC_GTT, 0, &g2), -ENOMEM, "past the TTM limit, whichever process");
+	cr_assert_eq(alloc(b, kGiB, ALLOC_USERPTR, uaddr, &u), -ENOMEM, "past the system limit");
+	cr_assert_eq(alloc(b, 900ull << 20, ALLOC_USERPTR, uaddr, &u), 0);
+	cr_assert_eq(alloc(b, 512ull << 20, ALLOC_GTT, 0, &g2), -ENOMEM, "system limit: GTT and userptr together");
+	FreeMemoryOfGpu f{g1.handle};
+	cr_assert_eq(a.rig.kfd(a.c, a.kfd, FREE_MEMORY_OF_GPU, &f, abi::kIocWrite), 0);
+	cr_assert_eq(alloc(b, 512ull << 20, ALLOC_GTT, 0, &g2), 0);
+	munmap(host, 2 * kGiB);
+}

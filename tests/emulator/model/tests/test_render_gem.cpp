@@ -404,3 +404,44 @@ Test(render, userptr_ctx_bo_list)
 	cr_assert_eq(n.rig.drm(n.c, n.fd, GEM_CLOSE, &cl, abi::kIocWrite), 0);
 	free(mem);
 }
+
+// AMDGPU_CTX_OP_GET/SET_STABLE_PSTATE with amdgpu_ctx_ioctl's rules: GET
+// takes no flags, SET a pstate up to PEAK; one context holds the GPU's
+// level (another's SET: EBUSY) until it sets NONE or is freed, which puts
+// back the pstate it found at its creation.
+Test(render, stable_pstate_through_the_context_op)
+{
+	Node n;
+	auto op = [&](uint32_t o, uint32_t ctx, uint32_t flags, uint32_t *out = nullptr) {
+		Ctx a{o, flags, ctx, 0};
+		const long r = n.rig.amdgpu(n.c, n.fd, CTX, &a);
+		if (out)
+			std::memcpy(out, &a, 4);
+		return r;
+	};
+	const uint32_t c1 = n.rig.ctx_alloc(n.c, n.fd), c2 = n.rig.ctx_alloc(n.c, n.fd);
+	uint32_t p = 99;
+	cr_assert_eq(op(CTX_OP_GET_STABLE_PSTATE, c1, 0, &p), 0);
+	cr_assert_eq(p, 0, "NONE: the level is auto");
+	cr_assert_eq(op(CTX_OP_GET_STABLE_PSTATE, c1, 1), -EINVAL, "GET takes no flags");
+	cr_assert_eq(op(CTX_OP_SET_STABLE_PSTATE, c1, 5), -EINVAL, "past PEAK");
+	cr_assert_eq(op(CTX_OP_SET_STABLE_PSTATE, c1, 0x10), -EINVAL, "outside the mask");
+	cr_assert_eq(op(CTX_OP_SET_STABLE_PSTATE, 77, 1), -EINVAL, "no such context");
+	cr_assert_eq(op(CTX_OP_SET_STABLE_PSTATE, c1, 4), 0);
+	cr_assert_eq(op(CTX_OP_GET_STABLE_PSTATE, c2, 0, &p), 0);
+	cr_assert_eq(p, 4, "PEAK, seen from any context");
+	cr_assert_eq(op(CTX_OP_SET_STABLE_PSTATE, c2, 2), -EBUSY, "c1 holds the level");
+	cr_assert_eq(op(CTX_OP_SET_STABLE_PSTATE, c1, 2), 0, "its holder changes it");
+	cr_assert_eq(op(CTX_OP_SET_STABLE_PSTATE, c1, 0), 0, "NONE releases it");
+	cr_assert_eq(op(CTX_OP_SET_STABLE_PSTATE, c2, 1), 0);
+	const uint32_t c3 = n.rig.ctx_alloc(n.c, n.fd); // created under STANDARD
+	cr_assert_eq(op(CTX_OP_SET_STABLE_PSTATE, c2, 0), 0);
+	Ctx fr{CTX_OP_FREE, 0, c2, 0};
+	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, CTX, &fr), 0, "c2 found NONE: freeing it changes nothing");
+	cr_assert_eq(op(CTX_OP_GET_STABLE_PSTATE, c1, 0, &p), 0);
+	cr_assert_eq(p, 0);
+	fr.ctx_id = c3;
+	cr_assert_eq(n.rig.amdgpu(n.c, n.fd, CTX, &fr), 0);
+	cr_assert_eq(op(CTX_OP_GET_STABLE_PSTATE, c1, 0, &p), 0);
+	cr_assert_eq(p, 1, "c3 put back the STANDARD it was created under");
+}
