@@ -62,15 +62,6 @@ uint64_t addr64(const std::vector<uint32_t> &dw, size_t k) { return uint64_t{dw[
 
 } // namespace
 
-// One packet source: the ring (wrapping) or an IB (linear), read through the
-// process's VM.
-struct CpStream {
-	uint64_t base;	 // GPU VA
-	uint64_t dwords; // ring: ring dwords (a power of two); IB: its length
-	bool ring;
-	uint64_t offset(uint64_t index) const { return ring ? (index & (dwords - 1)) * 4 : index * 4; }
-};
-
 ModelImpl::Step ModelImpl::cp_queue_step(UserQueueEngine &e, KfdProcess &p, const Queue &queue, DrmFile &f)
 {
 	const CreateQueue &q = queue.args;
