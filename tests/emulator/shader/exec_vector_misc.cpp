@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// Vector ALU instructions with more than a per-lane formula: the division
+// helpers (v_div_scale / v_div_fmas / v_div_fixup), packed f32 (gfx90a)
+// and the AGPR moves.
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "shader/exec.h"
+
+namespace kfdemu::shader {
+
+namespace {
+
+// IEEE layout of the two float widths, for the division helpers.
+template <class T> struct Fp;
+template <> struct Fp<float> {
+	using Bits = uint32_t;
+	static constexpr int kBias = 127, kScale = 64, kFar = 96, kMant = 23;
+};
+template <> struct Fp<double> {
+	using Bits = uint64_t;
+	static constexpr int kBias = 1023, kScale = 128, kFar = 768, kMant = 53;
+};
+
+template <class T>
+int exponent(T v)  // the biased exponent field
+{
+	using B = typename Fp<T>::Bits;
+	B b = std::bit_cast<B>(v);
+	return static_cast<int>((b >> (sizeof(T) == 4 ? 23 : 52)) & (sizeof(T) == 4 ? 0xff : 0x7ff));
+}
+
+template <class T>
+bool denorm(T v) { return std::fpclassify(v) == FP_SUBNORMAL; }
+
+template <class T>
+T load(const Exec &x, const Wave &w, unsigned enc, const Inst &in, unsigned l, unsigned i)
+{
+	T v;
+	if constexpr (sizeof(T) == 4) {
+		v = f32(enc >= src::kVgpr0 ? w.v(enc - src::kVgpr0)[l] : sread(w, x, enc, in));
+	} else {
+		uint64_t b = enc >= src::kVgpr0 ? (w.v(enc - src::kVgpr0)[l] |
+						    uint64_t(w.v(enc - src::kVgpr0 + 1)[l]) << 32)
+						 : sread64(w, x, enc, in, true);
+		v = f64(b);
+	}
+	if (in.abs >> i & 1)
+		v = std::fabs(v);
+	if (in.neg >> i & 1)
+		v = -v;
+	return v;
+}
+
+template <class T>
+void store(Wave &w, const Inst &in, unsigned l, T v)
+{
+	if constexpr (sizeof(T) == 4) {
+		w.v(in.dst)[l] = u32(v);
+	} else {
+		w.v(in.dst)[l] = static_cast<uint32_t>(u64(v));
+		w.v(in.dst + 1)[l] = static_cast<uint32_t>(u64(v) >> 32);
+	}
+}
+
+// v_div_scale: S0 the value to scale (S1 or S2), S1 the denominator, S2 the
+// numerator. VCC (sdst) flags lanes whose quotient v_div_fmas rescales.
+template <class T>
+T div_scale(T s0, T s1, T s2, bool &vcc)
+{
+	using P = Fp<T>;
+	vcc = false;
+	if (s2 == 0 || s1 == 0)
+		return std::numeric_limits<T>::quiet_NaN();
+	if (exponent(s2) - exponent(s1) >= P::kFar) {
+		vcc = true;
+		return s0 == s1 ? std::ldexp(s0, P::kScale) : s0;
+	}
+	if (denorm(s1))
+		return std::ldexp(s0, P::kScale);
+	if (denorm(T(1) / s1) && denorm(s2 / s1)) {
+		vcc = true;
+		return s0 == s1 ? std::ldexp(s0, P::kScale) : s0;
+	}
+	if (denorm(T(1) / s1))
+		return std::ldexp(s0, -P::kScale);
+	if (denorm(s2 / s1)) {
+		vcc = true;
+		return s0 == s2 ? std::ldexp(s0, P::kScale) : s0;
+	}
+	if (exponent(s2) <= P::kMant)
+		return std::ldexp(s0, P::kScale);
+	return s0;
+}
+
+template <class T>
+int v_div_scale(Exec &x, Wave &w, const Inst &in)
+{
+	uint64_t flags = 0;
+	for_lanes(w.exec, [&](unsigned l) {
+		bool vcc;
+		T r = div_scale(load<T>(x, w, in.src0, in, l, 0), load<T>(x, w, in.src1, in, l, 1),
+				load<T>(x, w, in.src2, in, l, 2), vcc);
+		store(w, in, l, r);
+		flags |= uint64_t(vcc) << l;
+	});
+	swrite64(w, in.sdst, flags);
+	return kNext;
+}
+
+template <class T>
+int v_div_fmas(Exec &x, Wave &w, const Inst &in)
+{
+	using P = Fp<T>;
+	for_lanes(w.exec, [&](unsigned l) {
+		T s2 = load<T>(x, w, in.src2, in, l, 2);
+		T r = std::fma(load<T>(x, w, in.src0, in, l, 0), load<T>(x, w, in.src1, in, l, 1), s2);
+		if (w.vcc >> l & 1)
+			r = std::ldexp(r, exponent(s2) > P::kBias ? P::kScale : -P::kScale);
+		store(w, in, l, r);
+	});
+	return kNext;
+}
+
+// v_div_fixup: S0 the quotient, S1 the denominator, S2 the numerator.
+template <class T>
+T div_fixup(T q, T den, T num)
+{
+	bool neg = std::signbit(den) != std::signbit(num);
+	T inf = std::numeric_limits<T>::infinity();
+	if (std::isnan(num))
+		return num;
+	if (std::isnan(den))
+		return den;
+	if ((den == 0 && num == 0) || (std::isinf(den) && std::isinf(num)))
+		return std::numeric_limits<T>::quiet_NaN();
+	if (den == 0 || std::isinf(num))
+		return neg ? -inf : inf;
+	if (std::isinf(den) || num == 0)
+		return neg ? -T(0) : T(0);
+	return neg ? -std::fabs(q) : std::fabs(q);
+}
+
+template <class T>
+int v_div_fixup(Exec &x, Wave &w, const Inst &in)
+{
+	for_lanes(w.exec, [&](unsigned l) {
+		store(w, in, l, div_fixup(load<T>(x, w, in.src0, in, l, 0), load<T>(x, w, in.src1, in, l, 1),
+					  load<T>(x, w, in.src2, in, l, 2)));
+	});
+	return kNext;
+}
+
+// --- packed f32 (gfx90a): each source a 64-bit pair, op_sel picking the
+// half for the low result, op_sel_hi for the high one.
+uint32_t half_of(const Exec &x, const Wave &w, unsigned enc, const Inst &in, unsigned l, bool hi)
+{
+	if (enc >= src::kVgpr0)
+		return w.v(enc - src::kVgpr0 + hi)[l];
+	return static_cast<uint32_t>(sread64(w, x, enc, in, false) >> (hi ? 32 : 0));
+}
+
+template <int Op>  // 0 add, 1 mul, 2 fma
+int pk_f32(Exec &x, Wave &w, const Inst &in)
+{
+	for_lanes(w.exec, [&](unsigned l) {
+		float r[2];
+		for (unsigned h = 0; h < 2; h++) {
+			uint8_t sel = h ? in.opsel_hi : in.opsel, neg = h ? in.neg_hi : in.neg;
+			float s[3];
+			for (unsigned i = 0; i < 3; i++) {
+				unsigned enc = i == 0 ? in.src0 : i == 1 ? in.src1 : in.src2;
+				s[i] = f32(half_of(x, w, enc, in, l, sel >> i & 1));
+				if (neg >> i & 1)
+					s[i] = -s[i];
+			}
+			r[h] = Op == 0 ? s[0] + s[1] : Op == 1 ? s[0] * s[1] : std::fma(s[0], s[1], s[2]);
+		}
+		w.v(in.dst)[l] = u32(r[0]);
+		w.v(in.dst + 1)[l] = u32(r[1]);
+	});
+	return kNext;
+}
+
+int pk_mov_b32(Exec &x, Wave &w, const Inst &in)
+{
+	for_lanes(w.exec, [&](unsigned l) {
+		uint32_t lo = half_of(x, w, in.src0, in, l, in.opsel & 1);
+		uint32_t hi = half_of(x, w, in.src1, in, l, in.opsel >> 1 & 1);
+		w.v(in.dst)[l] = lo;
+		w.v(in.dst + 1)[l] = hi;
+	});
+	return kNext;
+}
+
+// --- AGPRs -------------------------------------------------------------------
+
+uint32_t *agpr(Wave &w, unsigned reg)
+{
+	if (w.agpr.empty())
+		w.agpr.assign(size_t(kVgprs) * kWaveSize, 0);
+	return &w.agpr[reg * kWaveSize];
+}
+
+int accvgpr_write(Exec &x, Wave &w, const Inst &in)
+{
+	uint32_t *d = agpr(w, in.dst);
+	for_lanes(w.exec, [&](unsigned l) {
+		d[l] = in.src0 >= src::kVgpr0 ? w.v(in.src0 - src::kVgpr0)[l] : sread(w, x, in.src0, in);
+	});
+	return kNext;
+}
+
+int accvgpr_read(Exec &, Wave &w, const Inst &in)
+{
+	const uint32_t *s = agpr(w, (in.src0 - src::kVgpr0) & 0xff);
+	uint32_t *d = w.v(in.dst);
+	for_lanes(w.exec, [&](unsigned l) { d[l] = s[l]; });
+	return kNext;
+}
+
+int accvgpr_mov(Exec &, Wave &w, const Inst &in)
+{
+	const uint32_t *s = agpr(w, (in.src0 - src::kVgpr0) & 0xff);
+	uint32_t *d = agpr(w, in.dst);
+	for_lanes(w.exec, [&](unsigned l) { d[l] = s[l]; });
+	return kNext;
+}
+
+}  // namespace
+
+void vector_ops_div(std::unordered_map<std::string, Handler> &t)
+{
+	t["v_div_scale_f32"] = v_div_scale<float>;
+	t["v_div_scale_f64"] = v_div_scale<double>;
+	t["v_div_fmas_f32"] = v_div_fmas<float>;
+	t["v_div_fmas_f64"] = v_div_fmas<double>;
+	t["v_div_fixup_f32"] = v_div_fixup<float>;
+	t["v_div_fixup_f64"] = v_div_fixup<double>;
+}
+
+void vector_ops_misc(std::unordered_map<std::string, Handler> &t)
+{
+	t["v_pk_add_f32"] = pk_f32<0>;
+	t["v_pk_mul_f32"] = pk_f32<1>;
+	t["v_pk_fma_f32"] = pk_f32<2>;
+	t["v_pk_mov_b32"] = pk_mov_b32;
+	t["v_accvgpr_write_b32"] = accvgpr_write;
+	t["v_accvgpr_read_b32"] = accvgpr_read;
+	t["v_accvgpr_mov_b32"] = accvgpr_mov;
+}
+
+}  // namespace kfdemu::shader

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Whole kernels the shader core's tests run (test_kernels.cpp), compiled
+// at build time for gfx908 and gfx90a by Debian's clang-15 (HIP). Products
+// are explicit fmaf, so that the CPU reference does not depend on which
+// multiply-adds the compiler contracts.
+#include <hip/hip_runtime.h>
+
+extern "C" __global__ void saxpy(float a, const float *x, float *y, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		y[i] = fmaf(a, x[i], y[i]);
+}
+
+// A tree reduction of 256 floats per workgroup in LDS, with barriers.
+extern "C" __global__ void reduce(const float *in, float *out, int n)
+{
+	__shared__ float s[256];
+	int t = threadIdx.x, i = blockIdx.x * 256 + t;
+	s[t] = i < n ? in[i] : 0.0f;
+	__syncthreads();
+	for (int k = 128; k > 0; k >>= 1) {
+		if (t < k)
+			s[t] += s[t + k];
+		__syncthreads();
+	}
+	if (t == 0)
+		out[blockIdx.x] = s[0];
+}
+
+// C = A * B for n x n matrices, n a multiple of 16, in 16x16 LDS tiles.
+#define TILE 16
+extern "C" __global__ void matmul(const float *A, const float *B, float *C, int n)
+{
+	__shared__ float a[TILE][TILE], b[TILE][TILE];
+	int r = blockIdx.y * TILE + threadIdx.y, c = blockIdx.x * TILE + threadIdx.x;
+	float acc = 0;
+	for (int k = 0; k < n; k += TILE) {
+		a[threadIdx.y][threadIdx.x] = A[r * n + k + threadIdx.x];
+		b[threadIdx.y][threadIdx.x] = B[(k + threadIdx.y) * n + c];
+		__syncthreads();
+		for (int j = 0; j < TILE; j++)
+			acc = fmaf(a[threadIdx.y][j], b[j][threadIdx.x], acc);
+		__syncthreads();
+	}
+	C[r * n + c] = acc;
+}
+
+extern "C" __global__ void atomics(const int *in, int *hist, unsigned *sum, int *mx, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) {
+		atomicAdd(&hist[in[i] & 15], 1);
+		atomicAdd(sum, (unsigned)in[i]);
+		atomicMax(mx, in[i]);
+	}
+}
+
+// A private array indexed at run time (scratch), f64 division and
+// integer division.
+extern "C" __global__ void private_array(const double *in, double *out, int n)
+{
+	double v[24];
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	for (int k = 0; k < 24; k++)
+		v[k] = in[(i + k) % n] * (k + 1);
+	double s = 0;
+	for (int k = 0; k < 24; k++)
+		s += v[(k * 7 + i) % 24] / (k + 3.0);
+	out[i] = s;
+}
