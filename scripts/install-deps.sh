@@ -14,6 +14,9 @@ pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-c
       xz-utils binutils
       # Debian's ROCm 5.2 user space, run on the emulated GPU (tests/rocm)
       rocminfo rocm-smi libhsa-runtime-dev
+      # HIP: hipcc (clang-15, lld-15, rocm-device-libs, libamdhip64-dev,
+      # amd_comgr) and llvm-objdump-15 (llvm-15), for tests/hip
+      hipcc libamdhip64-dev rocm-device-libs clang-15 lld-15 llvm-15
       # ss(8), used by the real-CRIU emulator tests to check daemon sockets
       iproute2
       # amdgpu-img's JSON schema check (tests/inspect); the libFuzzer targets

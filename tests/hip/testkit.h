@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// What the test programs of tests/hip share (HIP or not): one way to fail (a
+// line naming the call or the first mismatching element, exit 1), a
+// watchdog that names the step that hung (SIGALRM after a step's deadline,
+// exit 3), NOT RUN (exit 77) and the cases a program runs, chosen with
+// --case NAME (repeatable; all when none is given). Header-only: hipcc
+// compiles each program as one file.
+#pragma once
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "testcommon/pattern.h"
+
+namespace hiptest {
+
+// Exit codes (CTest: 77 is SKIP_RETURN_CODE).
+constexpr int kFail = 1;
+constexpr int kUsage = 2;
+constexpr int kHung = 3;
+constexpr int kNotRun = 77;
+
+[[noreturn]] inline void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+inline void fail(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	std::fputs("FAIL ", stderr);
+	std::vfprintf(stderr, fmt, ap);
+	std::fputc('\n', stderr);
+	va_end(ap);
+	std::exit(kFail);
+}
+
+
+// The watchdog's step name lives in a fixed buffer: the SIGALRM handler may
+// only read memory and write(2). The one piece of mutable static state of a
+// test program, as a signal handler needs it.
+struct WatchdogState {
+	char step[160] = "start";
+};
+inline WatchdogState &watchdog_state()
+{
+	static WatchdogState s;
+	return s;
+}
+
+inline void on_alarm(int)
+{
+	const char head[] = "FAIL hung: no progress within the step's deadline in step: ";
+	(void)!write(2, head, sizeof(head) - 1);
+	const char *s = watchdog_state().step;
+	(void)!write(2, s, std::strlen(s));
+	(void)!write(2, "\n", 1);
+	_exit(kHung);
+}
+
+// step(name, seconds): names what runs next and arms the watchdog for it.
+inline void step(const std::string &name, unsigned seconds = 30)
+{
+	std::signal(SIGALRM, on_alarm);
+	alarm(0);
+	std::snprintf(watchdog_state().step, sizeof(watchdog_state().step), "%s", name.c_str());
+	alarm(seconds);
+}
+
+// Element-wise comparison; the first mismatch fails naming what, where,
+// the expected and the received value (floats bit for bit, as hex floats).
+template <typename T> inline std::string show(T v)
+{
+	char buf[64];
+	if constexpr (std::is_floating_point_v<T>)
+		std::snprintf(buf, sizeof(buf), "%a", double(v));
+	else if constexpr (std::is_signed_v<T>)
+		std::snprintf(buf, sizeof(buf), "%lld", (long long)v);
+	else
+		std::snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)v);
+	return buf;
+}
+
+template <typename T>
+inline void expect_equal(const char *what, const T *expected, const T *got, size_t n)
+{
+	for (size_t i = 0; i < n; ++i)
+		if (std::memcmp(&expected[i], &got[i], sizeof(T)) != 0)
+			fail("%s: element %zu: expected %s, got %s", what, i, show(expected[i]).c_str(),
+			     show(got[i]).c_str());
+}
+
+// Byte i of the project's one data pattern (tests/common/testcommon), for
+// values derived from it; whole buffers use testcommon::fill_pattern.
+inline uint8_t pattern_byte(uint64_t seed, size_t i)
+{
+	return uint8_t(testcommon::pattern_word(seed, i / 8) >> (8 * (i % 8)));
+}
+
+struct Case {
+	const char *name;
+	std::function<void()> run;
+};
+
+// run_cases(argc, argv, cases): runs the cases named by --case (all when
+// none), prints "ok NAME" after each and "PASS n cases" at the end. A case
+// may call not_run() to end the program with NOT RUN.
+inline int run_cases(int argc, char **argv, const std::vector<Case> &cases)
+{
+	std::vector<std::string> wanted;
+	for (int i = 1; i < argc; ++i) {
+		if (std::strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
+			wanted.emplace_back(argv[++i]);
+		} else if (std::strcmp(argv[i], "--list") == 0) {
+			for (const Case &c : cases)
+				std::printf("%s\n", c.name);
+			return 0;
+		} else {
+			std::fprintf(stderr, "usage: %s [--list] [--case NAME]...\n", argv[0]);
+			return kUsage;
+		}
+	}
+	for (const std::string &w : wanted) {
+		bool known = false;
+		for (const Case &c : cases)
+			known = known || w == c.name;
+		if (!known) {
+			std::fprintf(stderr, "unknown case '%s' (--list names them)\n", w.c_str());
+			return kUsage;
+		}
+	}
+	int ran = 0;
+	for (const Case &c : cases) {
+		bool want = wanted.empty();
+		for (const std::string &w : wanted)
+			want = want || w == c.name;
+		if (!want)
+			continue;
+		c.run();
+		alarm(0);
+		std::printf("ok %s\n", c.name);
+		std::fflush(stdout);
+		++ran;
+	}
+	std::printf("PASS %d cases\n", ran);
+	return 0;
+}
+
+[[noreturn]] inline void not_run(const char *why)
+{
+	std::printf("NOT RUN: %s\n", why);
+	std::fflush(stdout);
+	std::exit(kNotRun);
+}
+
+} // namespace hiptest
