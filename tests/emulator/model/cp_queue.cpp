@@ -26,8 +26,8 @@
 // memory). Anything else (a shader dispatch among them) stops the queue as a
 // hang, as user_queue.cpp does for SDMA: logged, recorded, and the process's
 // HW_EXCEPTION events signalled. The read pointer is reported after every
-// packet of the ring. An AQL queue (COMPUTE_AQL) runs nothing: its packets
-// are shader dispatches and barriers of the packet processor, not emulated.
+// packet of the ring. AQL queues (COMPUTE_AQL) are aql_queue.cpp's, whose
+// PM4_IB vendor packets run here too (cp_packet).
 //
 // The same packets in a CS IB on an amdgpu COMPUTE ring (build_pm4_job)
 // become a job of the ring's in-order runner: WRITE_DATA and the

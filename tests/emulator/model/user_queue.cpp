@@ -15,7 +15,7 @@
 // has mapped. One thread per SDMA user queue polls its 64-bit doorbell slot
 // (every 20 us while work arrives, backing off to 1 ms when idle) and, on
 // a change, walks the ring under the model lock. A new queue's slot is set
-// to 0 when it is made, so that its first ring is a change even when the
+// to 0 (all ones for an AQL queue: start_user_queue) when it is made, so that its first ring is a change even when the
 // queue destroyed before it on that slot left the same value there. All of the ring, the
 // pointers and the packets' addresses are GPU virtual addresses, resolved
 // through the VM of the process's KFD render file exactly as CS IBs are.
