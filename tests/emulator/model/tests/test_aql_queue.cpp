@@ -7,7 +7,9 @@
 // barrier-value and PM4-IB vendor packets, queue errors (a malformed packet
 // through the queue_inactive_signal, or a hang without one; a VM fault as the
 // MEMORY event), two queues waiting for each other, a CRIU pause holding a
-// queue until UNPAUSE.
+// queue until UNPAUSE; kernel dispatches of a hand-assembled kernel: paused
+// mid-way and resumed (CHECKPOINT refused meanwhile), a VM fault, an illegal
+// instruction and a trap.
 #include "harness.h"
 
 #include <criterion/criterion.h>
@@ -44,7 +46,29 @@ struct alignas(4096) Host {
 	alignas(64) uint8_t amd_queue[256]; // amd_queue_t, by offset
 	uint32_t out[16];
 	uint32_t ib[16];
+	alignas(256) uint8_t kernel[256]; // kernel descriptor, code at +64
+	uint64_t kernarg[2];
+	uint32_t flag;
 };
+
+// The test kernel (gfx908 and gfx90a alike; llvm-mc-15's encoding of):
+//   s_load_dwordx2 s[2:3], s[0:1], 0x0	; kernarg[0]: out
+//   s_load_dwordx2 s[6:7], s[0:1], 0x8	; kernarg[1]: flag
+//   s_waitcnt lgkmcnt(0)
+//   v_mov_b32 v1, 0
+// loop:
+//   global_load_dword v3, v1, s[6:7] glc	; spins while *flag == 0
+//   s_waitcnt vmcnt(0)
+//   v_cmp_eq_u32 vcc, 0, v3
+//   s_cbranch_vccnz loop
+//   v_mov_b32 v2, 42
+//   global_store_dword v1, v2, s[2:3]	; *out = 42
+//   s_endpgm
+constexpr uint32_t kSpinKernel[] = {0xc0060080, 0x00000000, 0xc0060180, 0x00000008, 0xbf8cc07f, 0x7e020280,
+				    0xdc518000, 0x03060001, 0xbf8c0f70, 0x7d940680, 0xbf87fffb, 0x7e0402aa,
+				    0xdc708000, 0x00020201, 0xbf810000};
+constexpr uint32_t kIllegal = 0xbfa00000; // SOPP opcode 0x20: no gfx9 instruction
+constexpr uint32_t kTrap = 0xbf920002;	  // s_trap 2
 
 uint64_t addr(const void *p) { return reinterpret_cast<uint64_t>(p); }
 
@@ -179,6 +203,32 @@ struct App {
 		return w.wait_result;
 	}
 	std::string queues() { return rig.model->introspect("queues 1000"); }
+	uint64_t instructions()
+	{
+		const std::string q = queues();
+		const size_t at = q.find("\"instructions\":");
+		return at == std::string::npos ? 0 : std::stoull(q.substr(at + 15));
+	}
+	// A one-work-item dispatch of `code` (kernarg: out, flag).
+	Packet dispatch(const uint32_t *code, size_t words, uint64_t out, uint64_t completion)
+	{
+		std::memset(h->kernel, 0, sizeof h->kernel);
+		const int64_t entry = 64;
+		const uint32_t rsrc2 = 2u << 1; // two user SGPRs
+		const uint16_t props = 1u << 3; // the kernarg segment pointer
+		std::memcpy(h->kernel + 16, &entry, 8);
+		std::memcpy(h->kernel + 52, &rsrc2, 4);
+		std::memcpy(h->kernel + 56, &props, 2);
+		std::memcpy(h->kernel + 64, code, words * 4);
+		h->kernarg[0] = out;
+		h->kernarg[1] = addr(&h->flag);
+		Packet p;
+		p.set<uint16_t>(0, kDispatch | 1u << 8 | 2u << 9 | 2u << 11).set<uint16_t>(2, 1);
+		p.set<uint16_t>(4, 1).set<uint16_t>(6, 1).set<uint16_t>(8, 1);
+		p.set<uint32_t>(12, 1).set<uint32_t>(16, 1).set<uint32_t>(20, 1);
+		p.set<uint64_t>(32, addr(h->kernel)).set<uint64_t>(40, addr(h->kernarg));
+		return p.set<uint64_t>(56, completion);
+	}
 	void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }
 	long criu(uint32_t op)
 	{
@@ -189,6 +239,16 @@ struct App {
 };
 
 } // namespace
+
+Test(aql_queue, the_first_doorbell_of_an_idle_queue_rings_index_0)
+{
+	App app;
+	app.make_signal(0, 1);
+	app.settle(); // the processor has looked and gone idle
+	app.write(barrier(kAnd, {}, app.sva(0)));
+	cr_assert(app.wait_read_index(1), "a doorbell of 0 is a change for a new AQL queue");
+	cr_assert_eq(app.value(0), 0);
+}
 
 Test(aql_queue, barrier_and_waits_for_every_signal_then_completes_its_signal)
 {
@@ -377,4 +437,68 @@ Test(aql_queue, a_criu_pause_holds_the_queue_until_unpause)
 	cr_assert_eq(app.criu(CRIU_UNPAUSE), 0);
 	cr_assert(app.wait_read_index(1));
 	cr_assert_eq(app.value(1), 0);
+}
+
+Test(aql_queue, a_dispatch_paused_mid_way_keeps_its_waves_and_goes_on_after_unpause)
+{
+	App app;
+	app.make_signal(0, 1, app.event);
+	app.write(app.dispatch(kSpinKernel, std::size(kSpinKernel), addr(app.h->out), app.sva(0)));
+	for (int i = 0; i < 2500 && app.instructions() < 100; ++i)
+		std::this_thread::sleep_for(std::chrono::milliseconds(2));
+	cr_assert_gt(app.instructions(), 100u, "the kernel spins: %s", app.queues().c_str());
+	CriuArgs info{};
+	info.op = CRIU_PROCESS_INFO;
+	cr_assert_eq(app.rig.kfd(app.dumper, app.kfd, CRIU_OP, &info), 0);
+	const uint64_t paused_at = app.instructions();
+	std::atomic_ref<uint32_t>(app.h->flag).store(1);
+	app.settle();
+	cr_assert_eq(app.instructions(), paused_at, "paused at an instruction boundary: no wave runs");
+	cr_assert_eq(app.h->out[0], 0u);
+	cr_assert(app.queues().find("\"in_flight\":true") != std::string::npos);
+	// CHECKPOINT (with the counts PROCESS_INFO gave) refuses the dispatch in flight.
+	std::vector<CriuDeviceBucket> devs(info.num_devices);
+	std::vector<CriuBoBucket> bos(info.num_bos);
+	std::vector<uint8_t> priv(info.priv_data_size);
+	CriuArgs ck = info;
+	ck.op = CRIU_CHECKPOINT;
+	ck.devices = addr(devs.data());
+	ck.bos = addr(bos.data());
+	ck.priv_data = addr(priv.data());
+	cr_assert_eq(app.rig.kfd(app.dumper, app.kfd, CRIU_OP, &ck), -EBUSY);
+	cr_assert_eq(app.criu(CRIU_UNPAUSE), 0);
+	cr_assert_eq(app.wait_event(app.event, 5000), WAIT_COMPLETE);
+	cr_assert(app.wait_read_index(1));
+	cr_assert_eq(app.h->out[0], 42u, "the waves went on from where they stopped");
+	cr_assert_eq(app.value(0), 0);
+	cr_assert(app.queues().find("\"in_flight\":false") != std::string::npos);
+}
+
+Test(aql_queue, a_dispatch_faulting_on_memory_raises_the_memory_event)
+{
+	App app;
+	app.h->flag = 1;
+	app.write(app.dispatch(kSpinKernel, std::size(kSpinKernel), kUnmapped, 0));
+	EventData ed{};
+	cr_assert_eq(app.wait_event(app.memory_event, 5000, &ed), WAIT_COMPLETE);
+	uint64_t va;
+	std::memcpy(&va, ed.exception_data + 16, 8);
+	cr_assert_eq(va, kUnmapped);
+	cr_assert_eq(app.read_index(), 0u);
+	const std::string q = app.queues();
+	cr_assert(q.find("VM fault in a kernel dispatch") != std::string::npos, "%s", q.c_str());
+}
+
+Test(aql_queue, an_illegal_instruction_or_a_trap_reaches_the_process_through_the_inactive_signal)
+{
+	for (uint32_t word : {kIllegal, kTrap}) {
+		App app;
+		app.write(app.dispatch(&word, 1, addr(app.h->out), 0));
+		cr_assert_eq(app.wait_event(app.inactive_event, 5000), WAIT_COMPLETE);
+		const int64_t code = word == kIllegal ? 0x40000000 : 0x80000000ll;
+		cr_assert_eq(app.value(63), code, "ROCr's code for %s", word == kIllegal ? "an illegal instruction" : "a trap");
+		cr_assert_eq(app.read_index(), 0u);
+		const std::string q = app.queues();
+		cr_assert(q.find("\"hung\":true") != std::string::npos, "%s", q.c_str());
+	}
 }
