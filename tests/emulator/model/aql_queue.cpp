@@ -15,8 +15,10 @@
 // finished it, so it waits (re-reads) without consuming it. When a packet is
 // done the processor writes its completion signal, writes INVALID into the
 // slot's header (the slot is free again) and stores the advanced read index.
-// A new queue starts at read index 0 (ROCr zeroes its amd_queue_t); a
-// restored one goes on from the read index in its restored memory.
+// A new queue starts at read index 0 (ROCr zeroes its amd_queue_t) and reads
+// nothing before its first doorbell; a restored one goes on from the read
+// index in its restored memory (a first look at a write index that cannot be
+// read finds nothing to do: the CP's restored MQD would hold it).
 //
 // The amd_queue_t itself is found as the CP finds it: its
 // read_dispatch_id_field_base_byte_offset (the dword 8 bytes after
@@ -162,9 +164,12 @@ ModelImpl::Step ModelImpl::aql_queue_step(UserQueueEngine &e, KfdProcess &p, con
 	const uint64_t slots = q.ring_size / kPacketBytes;
 	if (!slots || (slots & (slots - 1)))
 		return aql_queue_error(e, p, queue, f, q.ring_base_address, kErrFormat, "bad aql ring size");
+	const bool look = e.restored_look;
+	e.restored_look = false;
 	if (!e.started) { // restored: the read index its memory was restored with
 		if (gpu_read(f, q.read_pointer_address, &e.rptr, 8))
-			return stop_user_queue(e, p, gpu, q.read_pointer_address, true, "read index not readable");
+			return look ? Step::Idle : stop_user_queue(e, p, gpu, q.read_pointer_address, true,
+								   "read index not readable");
 		e.started = true;
 	}
 	if (!e.amd_queue) {
@@ -174,7 +179,8 @@ ModelImpl::Step ModelImpl::aql_queue_step(UserQueueEngine &e, KfdProcess &p, con
 	}
 	uint64_t wptr;
 	if (gpu_read(f, q.write_pointer_address, &wptr, 8))
-		return stop_user_queue(e, p, gpu, q.write_pointer_address, true, "write index not readable");
+		return look ? Step::Idle
+			    : stop_user_queue(e, p, gpu, q.write_pointer_address, true, "write index not readable");
 	for (int n = 0; n < kPacketsPerHold; ++n) {
 		if (wptr == e.rptr)
 			return Step::Idle;

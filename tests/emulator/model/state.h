@@ -412,6 +412,12 @@ struct UserQueueEngine {
 	// completion signal's start_ts), and the dispatch in flight, run
 	// slice by slice with the model lock released in between.
 	uint64_t amd_queue = 0, picked_at = 0;
+	// A new AQL queue runs only once rung (its pointers may not be set up
+	// before, as the CP reads none of them until a doorbell); a restored
+	// one looks once at its write index (the CP's MQD holds the write
+	// pointer it was dumped with), a look that reads nothing if the index
+	// is not readable.
+	bool wait_for_doorbell = false, restored_look = false;
 	std::unique_ptr<AqlInFlight> in_flight;
 	std::atomic<uint64_t> instructions{0};	// wave-instructions its dispatches ran
 	// Introspection (read under the model lock or atomically):

@@ -247,6 +247,8 @@ void ModelImpl::start_user_queue(KfdProcess &p, Queue &q, bool restored)
 	e->qid = q.id;
 	e->cp = cp;
 	e->aql = aql;
+	e->wait_for_doorbell = aql && !restored;
+	e->restored_look = aql && restored;
 	e->engine = q.id % pdd->dev->engines.size();
 	e->doorbells = pdd->doorbells;
 	e->doorbell_off = (q.id * 8ull) & (pdd->dev->doorbell_slice() - 1);
@@ -273,9 +275,11 @@ void ModelImpl::start_user_queue(KfdProcess &p, Queue &q, bool restored)
 
 void ModelImpl::user_queue_thread(std::stop_token st, UserQueueEngine *e)
 {
-	uint64_t seen = 0;
-	bool have_seen = false;
-	bool pending = true; // a queue (re)starts by looking at its write pointer
+	// A queue (re)starts by looking at its write pointer, except a new
+	// AQL queue, which waits for a change of its slot from all ones.
+	uint64_t seen = e->wait_for_doorbell ? ~uint64_t{0} : 0;
+	bool have_seen = e->wait_for_doorbell;
+	bool pending = !e->wait_for_doorbell;
 	auto wait = kBusyPoll;
 	while (!st.stop_requested()) {
 		// The doorbell page, looked up afresh: libhsakmt maps it after

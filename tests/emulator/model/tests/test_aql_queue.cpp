@@ -9,7 +9,7 @@
 // MEMORY event), two queues waiting for each other, a CRIU pause holding a
 // queue until UNPAUSE; kernel dispatches of a hand-assembled kernel: paused
 // mid-way and resumed (CHECKPOINT refused meanwhile), a VM fault, an illegal
-// instruction and a trap.
+// instruction and a trap; pointers read only once rung.
 #include "harness.h"
 
 #include <criterion/criterion.h>
@@ -501,4 +501,24 @@ Test(aql_queue, an_illegal_instruction_or_a_trap_reaches_the_process_through_the
 		const std::string q = app.queues();
 		cr_assert(q.find("\"hung\":true") != std::string::npos, "%s", q.c_str());
 	}
+}
+
+Test(aql_queue, a_queue_reads_its_pointers_only_once_rung)
+{
+	App app;
+	// A queue as libhsakmt makes one without a queue resource's pointers
+	// (NULL read and write pointers): the CP reads neither until a doorbell.
+	CreateQueue q{};
+	q.ring_base_address = addr(app.h->ring);
+	q.ring_size = sizeof app.h->ring;
+	q.gpu_id = G0;
+	q.queue_type = QUEUE_COMPUTE_AQL;
+	q.queue_percentage = 100;
+	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q), 0);
+	volatile uint64_t *db = app.rig.map_doorbell(app.c, app.kfd, q.doorbell_offset);
+	app.settle();
+	cr_assert_eq(app.wait_event(app.memory_event, 0), WAIT_TIMEOUT, "not rung: nothing read");
+	cr_assert(app.queues().find("\"hung\":true") == std::string::npos, "%s", app.queues().c_str());
+	*db = 0;
+	cr_assert_eq(app.wait_event(app.memory_event, 5000), WAIT_COMPLETE, "rung: the write index at 0 faults");
 }
