@@ -4,7 +4,7 @@
 
     python3 bench/bench.py --bin-dir build [--quick | --ci] [--integrity-only]
                            [--incremental-only] [--markdown FILE.md] [--plot FILE.png]
-                           [--criu PATH]
+                           [--criu PATH] [--shader-only]
 
 Prints one table (--markdown: also as markdown; --plot: throughput vs BO
 size and vs KFD_MAX_BUFFER_SIZE, and ours vs upstream's plugin under real
@@ -147,6 +147,12 @@ incremental rows at 64 MiB, one repetition; no memory, BO-size, GPU-less, upstre
 rows): proof that the benchmark
 runs, for CTest's bench_ci; it asserts no figure. Exit 77 when not root (the emulator's
 CRIU_OP and criu-host need it).
+Shader core (--shader-only runs only these rows, without root): the
+emulated GPU's GFX9 interpreter (tests/emulator/shader) running the shader
+tests' HIP kernels (a 128x128 tiled matmul, a reduction and a saxpy of 1 Mi
+floats) for gfx908 and gfx90a through kfdemu-shader-bench: wave-instructions
+and lane-ops (active lanes summed) per second of the thread's CPU time, one
+thread; a row, not a target.
 """
 import argparse
 import json
@@ -442,6 +448,8 @@ def main():
                     help="only the side by side with upstream's plugin under real criu-dev")
     ap.add_argument("--plot-only", action="store_true",
                     help="only what the plot shows (staging bounds, BO sizes); with --plot")
+    ap.add_argument("--shader-only", action="store_true",
+                    help="only the shader core's speed (tests/emulator/shader, no root needed)")
     ap.add_argument("--markdown", metavar="FILE", help="also write the table as markdown")
     ap.add_argument("--plot", metavar="FILE.png",
                     help="plot throughput vs BO size and vs KFD_MAX_BUFFER_SIZE (python3-matplotlib)")
@@ -457,6 +465,13 @@ def main():
     args = ap.parse_args()
     if args.ci:
         args.quick = True
+    if args.shader_only:
+        table = Table()
+        shader_rows(os.path.abspath(args.bin_dir), table)
+        table.show()
+        if args.markdown:
+            table.markdown(args.markdown)
+        return 0
     if os.geteuid() != 0:
         print("NOT RUN: the benchmark needs root (CRIU_OP, ptrace by criu-host)")
         return 77
@@ -572,6 +587,7 @@ def measure(args, run, scratch):
         realcriu_parallel(args, table, reps)
     render_vs_kfd(run, table, scratch, total // 2, reps)
     incremental_rows(args, run, table, scratch, total, reps, plot)
+    shader_rows(e2e.ARGS.bin_dir, table)
 
     print()
     table.show()
@@ -582,6 +598,32 @@ def measure(args, run, scratch):
     if args.plot:
         draw(args.plot, plot)
     return 0
+
+
+def shader_rows(bin_dir, table):
+    """The emulated GPU's shader core: wave-instructions and lane-ops per
+    second of CPU time (one thread) running the shader tests' HIP kernels
+    (kfdemu-shader-bench; tests/emulator/shader/tools/shader_bench.cpp)."""
+    d = os.path.join(bin_dir, "tests", "emulator", "shader")
+    tool = os.path.join(d, "kfdemu-shader-bench")
+    for cpu in ("gfx908", "gfx90a"):
+        co = os.path.join(d, "kernels_%s.co" % cpu)
+        if not (os.path.exists(tool) and os.path.exists(co)):
+            table.add("shader core, %s" % cpu, "not measured", "", "", "", "",
+                      "no %s or %s (clang-15 with HIP at configure time)" % (tool, co))
+            continue
+        r = subprocess.run([tool, co, cpu], capture_output=True, text=True)
+        if r.returncode != 0:
+            table.add("shader core, %s" % cpu, "failed", "", "", "", "", r.stderr.strip()[-200:])
+            continue
+        for line in r.stdout.split("\n"):
+            if not line.strip():
+                continue
+            name, insts, lanes, secs = line.split()
+            secs = float(secs)
+            table.add("shader core, %s, %s (one thread, CPU time)" % (cpu, name),
+                      "%.2f M wave-instr/s" % (int(insts) / secs / 1e6), "", "", "", "",
+                      "%.0f M lane-ops/s; %s wave-instructions in %.3f s" % (int(lanes) / secs / 1e6, insts, secs))
 
 
 def throughput(args, run, total, store):

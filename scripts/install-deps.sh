@@ -29,7 +29,11 @@ pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-c
       containerd
       # the benchmark's plot (bench/bench.py --plot) and its fixed-rate
       # store (bench/ratestore.cpp, FUSE)
-      python3-matplotlib libfuse3-dev)
+      python3-matplotlib libfuse3-dev
+      # the emulated GPU's shader core (tests/emulator/shader): its test
+      # kernels (HIP via clang-15, ROCm device libraries, HIP headers) and
+      # the reference assembler/disassembler (llvm-mc-15, llvm-objdump-15)
+      llvm-15 clang-15 rocm-device-libs libamdhip64-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

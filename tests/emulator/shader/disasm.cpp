@@ -3,6 +3,7 @@
 // Printing a decoded instruction as llvm-objdump-15 prints it: the
 // opcode's operand template (opcodes.inc) filled in from the fields, then
 // the family's modifiers in LLVM's order.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -302,9 +303,9 @@ std::string flat_text(const Inst &in)
 		if (x == "off@")
 			x = "off";
 	}
-	if (atomic && in.glc && v.size() >= 2) {
-		const std::string &data = v[v.size() - 2];
-		unsigned w = data.size() > 2 ? static_cast<unsigned>(data[2] - '0') : 1;
+	auto data = std::find_if(v.begin(), v.end(), [](const std::string &x) { return x.starts_with("%B"); });
+	if (atomic && in.glc && data != v.end()) {
+		unsigned w = data->size() > 2 ? static_cast<unsigned>((*data)[2] - '0') : 1;
 		if (std::strstr(in.info->name, "cmpswap"))
 			w /= 2;
 		v.insert(v.begin(), "%D" + std::to_string(w) + "v");

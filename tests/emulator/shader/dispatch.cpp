@@ -3,6 +3,7 @@
 // A dispatch: reading the packet and kernel descriptor (start), launching
 // workgroups with the AMDHSA initial register state, and running their
 // waves round robin under a wave-instruction budget (run).
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -160,12 +161,24 @@ void launch_group(DispatchState &d)
 	for (unsigned j = 0; j < 3; j++)
 		g.size[j] = std::min(k.wg_size[j], k.grid[j] - g.id[j] * k.wg_size[j]);
 	unsigned items = g.size[0] * g.size[1] * g.size[2];
-	g.waves.assign((items + kWaveSize - 1) / kWaveSize, Wave{});
+	// The waves' register files are reused from workgroup to workgroup:
+	// only the VGPRs the kernel declares are cleared (the others are
+	// undefined on hardware too).
+	g.waves.resize((items + kWaveSize - 1) / kWaveSize);
 	g.lds.assign(k.group_size, 0);
 	g.current = 0;
+	size_t vgprs = std::min<size_t>(kVgprs, ((k.rsrc1 & 63) + 1) * (d.launch.target == Target::Gfx90a ? 8 : 4));
 	for (unsigned j = 0; j < g.waves.size(); j++) {
 		Wave &w = g.waves[j];
-		w.vgpr.assign(size_t(kVgprs) * kWaveSize, 0);
+		std::vector<uint32_t> vgpr = std::move(w.vgpr), agpr = std::move(w.agpr);
+		std::vector<uint8_t> scratch = std::move(w.scratch);
+		w = Wave{};
+		w.vgpr = std::move(vgpr), w.agpr = std::move(agpr), w.scratch = std::move(scratch);
+		if (w.vgpr.empty())
+			w.vgpr.resize(kVgprFile);
+		std::fill_n(w.vgpr.begin(), vgprs * kWaveSize, 0u);
+		std::fill(w.agpr.begin(), w.agpr.end(), 0u);
+		std::fill(w.scratch.begin(), w.scratch.end(), uint8_t(0));
 		w.id_in_group = j;
 		init_registers(d, g, w, j * kWaveSize);
 	}
@@ -182,9 +195,12 @@ std::string hex(uint64_t v)
 // The decoded instruction at pc (decoded once per code address).
 const Decoded *fetch(Exec &x, uint64_t pc)
 {
+	DispatchState::Recent &slot = x.d.recent[(pc >> 2) % DispatchState::kRecent];
+	if (slot.pc == pc && slot.dec)
+		return slot.dec;
 	auto it = x.d.code.find(pc);
 	if (it != x.d.code.end())
-		return &it->second;
+		return slot = {pc, &it->second}, &it->second;
 	uint32_t words[2];
 	size_t n = 2;
 	if (!x.load(pc, words, 8)) {
@@ -195,7 +211,9 @@ const Decoded *fetch(Exec &x, uint64_t pc)
 	Decoded dec;
 	dec.in = decode(x.d.launch.target, words, n);
 	dec.fn = handler_for(dec.in);
-	return &x.d.code.emplace(pc, dec).first->second;
+	const Decoded *p = &x.d.code.emplace(pc, dec).first->second;
+	slot = {pc, p};
+	return p;
 }
 
 // Runs wave w for at most `budget` instructions; the number run.
@@ -264,14 +282,20 @@ bool group_done(const Workgroup &g)
 
 uint8_t *Exec::host(uint64_t va, uint64_t n, bool write)
 {
-	for (Tlb::Entry &e : tlb.e)
-		if (e.p && va - e.va < e.len && n <= e.len - (va - e.va) && (e.write || !write))
-			return e.p + (va - e.va);
+	auto hit = [&](const Tlb::Entry &e) {
+		return e.p && va - e.va < e.len && n <= e.len - (va - e.va) && (e.write || !write);
+	};
+	if (hit(tlb.e[tlb.last]))
+		return tlb.e[tlb.last].p + (va - tlb.e[tlb.last].va);
+	for (unsigned i = 0; i < Tlb::kEntries; i++)
+		if (hit(tlb.e[i]))
+			return tlb.last = i, tlb.e[i].p + (va - tlb.e[i].va);
 	uint64_t len = 0;
 	uint8_t *p = m.host(va, write, &len);
 	if (!p || len < n)
 		return nullptr;
-	tlb.e[tlb.next++ % Tlb::kEntries] = {va, len, p, write};
+	tlb.last = tlb.next++ % Tlb::kEntries;
+	tlb.e[tlb.last] = {va, len, p, write};
 	return p;
 }
 

@@ -34,7 +34,8 @@ struct Tlb {
 	};
 	static constexpr unsigned kEntries = 8;
 	Entry e[kEntries];
-	unsigned next = 0;
+	unsigned next = 0;	// the entry the next miss replaces
+	unsigned last = 0;	// the entry of the last hit, tried first
 };
 
 // One run() call's context.

@@ -36,7 +36,7 @@ uint32_t *vreg(Wave &w, unsigned reg, bool acc)
 	if (!acc)
 		return w.v(reg);
 	if (w.agpr.empty())
-		w.agpr.assign(size_t(kVgprs) * kWaveSize, 0);
+		w.agpr.assign(kVgprFile, 0);
 	return &w.agpr[reg * kWaveSize];
 }
 

@@ -342,11 +342,12 @@ int memtime(Exec &x, Wave &w, const Inst &in)
 	return kNext;
 }
 
-const std::unordered_map<std::string, Handler> &scalar_table()
+// SOP2.
+void sop2_ops(std::unordered_map<std::string, Handler> &t)
 {
 	using U = uint32_t;
 	using L = uint64_t;
-	static const std::unordered_map<std::string, Handler> t = {
+	t.insert({
 		// SOP2, 32-bit
 		{"s_add_u32", sop2_32<([](U a, U b, bool &c) { c = uint64_t(a) + b > 0xffffffffu; return a + b; })>},
 		{"s_sub_u32", sop2_32<([](U a, U b, bool &c) { c = b > a; return a - b; })>},
@@ -400,6 +401,15 @@ const std::unordered_map<std::string, Handler> &scalar_table()
 		{"s_bfm_b64", sop2_64<([](L a, L b, bool &) { return ((1ull << (a & 63)) - 1) << (b & 63); }), true>},
 		{"s_bfe_u64", sop2_64<([](L a, L b, bool &c) { unsigned o = b & 63, wd = b >> 16 & 127; L r = wd ? (a >> o) & (wd >= 64 ? ~0ull : (1ull << wd) - 1) : 0; c = r; return r; }), true>},
 		{"s_bfe_i64", sop2_64<([](L a, L b, bool &c) { unsigned o = b & 63, wd = b >> 16 & 127; L r = 0; if (wd) r = wd >= 64 ? L(int64_t(a) >> o) : L(int64_t((a >> o) << (64 - wd)) >> (64 - wd)); c = r; return r; }), true>},
+	});
+}
+
+// SOP1.
+void sop1_ops(std::unordered_map<std::string, Handler> &t)
+{
+	using U = uint32_t;
+	using L = uint64_t;
+	t.insert({
 		// SOP1
 		{"s_mov_b32", sop1_32<([](U a, U, bool &) { return a; })>},
 		{"s_mov_b64", sop1_64<([](L a, L, bool &) { return a; })>},
@@ -414,6 +424,8 @@ const std::unordered_map<std::string, Handler> &scalar_table()
 		{"s_flbit_i32_b64", sop1_64<([](L a, L, bool &) { return L(a ? U(std::countl_zero(a)) : ~0u); })>},
 		{"s_sext_i32_i8", sop1_32<([](U a, U, bool &) { return U(int32_t(int8_t(a))); })>},
 		{"s_sext_i32_i16", sop1_32<([](U a, U, bool &) { return U(int32_t(int16_t(a))); })>},
+		{"s_bitset0_b32", [](Exec &x, Wave &w, const Inst &in) { swrite(w, in.dst, sread(w, x, in.dst, in) & ~(1u << (sread(w, x, in.src0, in) & 31))); return int(kNext); }},
+		{"s_bitset1_b32", [](Exec &x, Wave &w, const Inst &in) { swrite(w, in.dst, sread(w, x, in.dst, in) | 1u << (sread(w, x, in.src0, in) & 31)); return int(kNext); }},
 		{"s_abs_i32", sop1_32<([](U a, U, bool &c) { U r = s(a) < 0 ? 0u - a : a; c = r; return r; })>},
 		{"s_and_saveexec_b64", saveexec<([](L s, L e, bool &) { return s & e; })>},
 		{"s_or_saveexec_b64", saveexec<([](L s, L e, bool &) { return s | e; })>},
@@ -428,6 +440,14 @@ const std::unordered_map<std::string, Handler> &scalar_table()
 		{"s_getpc_b64", ([](Exec &, Wave &w, const Inst &in) { swrite64(w, in.dst, w.pc + 4); return int(kNext); })},
 		{"s_setpc_b64", ([](Exec &x, Wave &w, const Inst &in) { w.pc = sread64(w, x, in.src0, in, false); return int(kJumped); })},
 		{"s_swappc_b64", ([](Exec &x, Wave &w, const Inst &in) { uint64_t t = sread64(w, x, in.src0, in, false); swrite64(w, in.dst, w.pc + 4); w.pc = t; return int(kJumped); })},
+	});
+}
+
+// SOPC, SOPK, SOPP and SMEM.
+void control_ops(std::unordered_map<std::string, Handler> &t)
+{
+	using U = uint32_t;
+	t.insert({
 		// SOPC
 		{"s_cmp_eq_i32", sopc<int32_t, std::equal_to<>>}, {"s_cmp_lg_i32", sopc<int32_t, std::not_equal_to<>>},
 		{"s_cmp_gt_i32", sopc<int32_t, std::greater<>>}, {"s_cmp_ge_i32", sopc<int32_t, std::greater_equal<>>},
@@ -472,7 +492,18 @@ const std::unordered_map<std::string, Handler> &scalar_table()
 		{"s_store_dword", smem_store<1>}, {"s_store_dwordx2", smem_store<2>}, {"s_store_dwordx4", smem_store<4>},
 		{"s_memtime", memtime}, {"s_memrealtime", memtime},
 		{"s_dcache_inv", nop}, {"s_dcache_wb", nop}, {"s_dcache_inv_vol", nop}, {"s_dcache_wb_vol", nop},
-	};
+	});
+}
+
+const std::unordered_map<std::string, Handler> &scalar_table()
+{
+	static const std::unordered_map<std::string, Handler> t = [] {
+		std::unordered_map<std::string, Handler> m;
+		sop2_ops(m);
+		sop1_ops(m);
+		control_ops(m);
+		return m;
+	}();
 	return t;
 }
 

@@ -200,7 +200,7 @@ int pk_mov_b32(Exec &x, Wave &w, const Inst &in)
 uint32_t *agpr(Wave &w, unsigned reg)
 {
 	if (w.agpr.empty())
-		w.agpr.assign(size_t(kVgprs) * kWaveSize, 0);
+		w.agpr.assign(kVgprFile, 0);
 	return &w.agpr[reg * kWaveSize];
 }
 

@@ -20,6 +20,10 @@ namespace kfdemu::shader {
 inline constexpr unsigned kWaveSize = 64;
 inline constexpr unsigned kSgprs = 102;		// s0-s101 (GFX9)
 inline constexpr unsigned kVgprs = 256;		// v0-v255 (and as many AGPRs)
+// Registers allocated past v255 / a255, so that an operand of up to 8
+// dwords starting at v255 (undefined on hardware) stays inside the file.
+inline constexpr unsigned kVgprGuard = 8;
+inline constexpr size_t kVgprFile = size_t(kVgprs + kVgprGuard) * kWaveSize;
 
 // One wave64: its registers and where it is.
 struct Wave {
@@ -33,7 +37,7 @@ struct Wave {
 	bool scc = false;
 	uint32_t mode = 0;		// HW_REG_MODE: round [3:0], denorm [7:4], dx10 clamp 8, ieee 9
 	uint32_t trapsts = 0;		// HW_REG_TRAPSTS
-	std::vector<uint32_t> vgpr;	// [reg * 64 + lane]
+	std::vector<uint32_t> vgpr;	// [reg * 64 + lane], kVgprFile entries
 	std::vector<uint32_t> agpr;	// the same, allocated at the first AGPR access
 	std::vector<uint8_t> scratch;	// private segment: [lane * size + offset], at first use
 	uint32_t id_in_group = 0;	// wave index within its workgroup
@@ -88,6 +92,13 @@ public:
 	uint64_t fault_va = 0;
 	uint64_t instructions = 0, lane_ops = 0;
 	std::unordered_map<uint64_t, Decoded> code;	// decode cache: PC -> instruction
+	// A direct-mapped index in front of `code` (its nodes do not move).
+	struct Recent {
+		uint64_t pc = 0;
+		const Decoded *dec = nullptr;
+	};
+	static constexpr unsigned kRecent = 4096;
+	std::vector<Recent> recent = std::vector<Recent>(kRecent);
 };
 
 }  // namespace kfdemu::shader

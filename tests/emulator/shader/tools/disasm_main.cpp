@@ -1,20 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
-// kfdemu-shader-disasm --mcpu gfx908|gfx90a FILE
+// kfdemu-shader-disasm --mcpu gfx908|gfx90a [--unimplemented] FILE
 //
 // Disassembles the .text of an AMDGPU ELF code object with the shader
 // core's own decoder, one instruction a line: "<hex address>: <text>", the
 // text as llvm-objdump-15 -d --mcpu=... prints it, so that the two can be
 // compared line by line. An undecodable word prints as <unknown 0x...>.
+// With --unimplemented it prints instead each distinct mnemonic of the
+// file the executor would stop on (IllegalInstruction), one a line.
 #include <elf.h>
 
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "shader/exec.h"
 #include "shader/isa.h"
 
 using kfdemu::shader::Target;
@@ -23,7 +27,7 @@ namespace {
 
 int usage()
 {
-	std::fprintf(stderr, "usage: kfdemu-shader-disasm --mcpu gfx908|gfx90a FILE\n");
+	std::fprintf(stderr, "usage: kfdemu-shader-disasm --mcpu gfx908|gfx90a [--unimplemented] FILE\n");
 	return 2;
 }
 
@@ -73,8 +77,10 @@ bool text_section(const std::vector<char> &elf, const char *path, uint64_t *addr
 
 int main(int argc, char **argv)
 {
-	if (argc != 4 || std::strcmp(argv[1], "--mcpu") != 0)
+	bool unimplemented = argc == 5 && !std::strcmp(argv[3], "--unimplemented");
+	if ((argc != 4 && !unimplemented) || std::strcmp(argv[1], "--mcpu") != 0)
 		return usage();
+	const char *path = argv[argc - 1];
 	Target t;
 	if (!std::strcmp(argv[2], "gfx908"))
 		t = Target::Gfx908;
@@ -82,21 +88,27 @@ int main(int argc, char **argv)
 		t = Target::Gfx90a;
 	else
 		return usage();
-	std::ifstream f(argv[3], std::ios::binary);
+	std::ifstream f(path, std::ios::binary);
 	if (!f) {
-		std::fprintf(stderr, "kfdemu-shader-disasm: cannot open %s\n", argv[3]);
+		std::fprintf(stderr, "kfdemu-shader-disasm: cannot open %s\n", path);
 		return 1;
 	}
 	std::vector<char> elf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 	uint64_t addr = 0;
 	std::vector<uint32_t> words;
-	if (!text_section(elf, argv[3], &addr, &words))
+	if (!text_section(elf, path, &addr, &words))
 		return 1;
+	std::set<std::string> missing;
 	for (size_t i = 0; i < words.size();) {
 		kfdemu::shader::Inst in = kfdemu::shader::decode(t, &words[i], words.size() - i);
-		std::printf("%llx: %s\n", static_cast<unsigned long long>(addr + i * 4),
-			    kfdemu::shader::disassemble(in).c_str());
+		std::string text = kfdemu::shader::disassemble(in);
+		if (!unimplemented)
+			std::printf("%llx: %s\n", static_cast<unsigned long long>(addr + i * 4), text.c_str());
+		else if (!kfdemu::shader::handler_for(in))
+			missing.insert(text.substr(0, text.find(' ')));
 		i += in.size / 4;
 	}
+	for (const std::string &m : missing)
+		std::printf("%s\n", m.c_str());
 	return 0;
 }

@@ -71,9 +71,10 @@ def probes():
             16 | 24 << 8 | 32 << 16 | 8 << 24, 16 | 24 << 8 | 8 << 24, 16 | 8 << 24,
             16 | 24 << 8 | 32 << 16, 16 | 24 << 8, 16, 24 << 8, 8 << 24, 0)])
     for seg, fam in ((0, "FLAT"), (1, "SCRATCH"), (2, "GLOBAL")):
-        for op in range(128):  # vdst 8, addr 16, data 24, saddr off
+        for op in range(128):  # vdst 8, addr 16, data 24
             f = {"D": 8, "A": 16, "B": 24}
-            add(fam, op, *[(words(0xDC000000 | op << 18 | seg << 14, w | 0x7F << 16), f)
+            saddr = 0 if fam == "FLAT" else 0x7F  # FLAT has no saddr (0); off for the others
+            add(fam, op, *[(words(0xDC000000 | op << 18 | seg << 14, w | saddr << 16), f)
                            for w in (16 | 24 << 8 | 8 << 24, 16 | 8 << 24, 16 | 24 << 8)])
     for op in range(128):  # MUBUF: vdata 8, srsrc s[16:19], soffset s44, no vaddr
         add("MUBUF", op, (words(0xE0000000 | op << 18, 16 | 8 << 8 | 4 << 16 | 44 << 24),
