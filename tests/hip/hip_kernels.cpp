@@ -215,12 +215,7 @@ void case_atomics()
 
 int main(int argc, char **argv)
 {
-	step("hipGetDeviceCount");
-	int count = 0;
-	HIPTEST_CHECK(hipGetDeviceCount(&count));
-	if (count < 1)
-		hiptest::not_run("no HIP device");
-	return hiptest::run_cases(argc, argv,
+	return hiptest::run_cases(argc, argv, hiptest::hip_init,
 				  {{"saxpy", case_saxpy},
 				   {"reduce", case_reduce},
 				   {"matmul", case_matmul},

@@ -178,23 +178,31 @@ void copy_on(const Machine &m, const Gpu &g)
 
 int main(int argc, char **argv)
 {
-	step("hsa_init");
-	HSA_CHECK(hsa_init());
 	Machine m;
-	step("hsa_iterate_agents");
-	HSA_CHECK(hsa_iterate_agents(add_agent, &m));
-	if (!m.have_cpu || !m.have_sys || m.gpus.empty())
-		hiptest::not_run("no GPU agent with its memory pools");
-	for (const Gpu &g : m.gpus)
-		if (!g.have_vram)
-			hiptest::fail("%s: no coarse-grained VRAM pool", g.name.c_str());
+	bool started = false;
+	auto init = [&m, &started] {
+		step("hsa_init", hiptest::kInitSeconds);
+		hsa_status_t s = hsa_init();
+		if (s == HSA_STATUS_ERROR_OUT_OF_RESOURCES)
+			hiptest::not_run("hsa_init found no GPU (HSA_STATUS_ERROR_OUT_OF_RESOURCES)");
+		HSA_CHECK(s);
+		started = true;
+		step("hsa_iterate_agents");
+		HSA_CHECK(hsa_iterate_agents(add_agent, &m));
+		if (!m.have_cpu || !m.have_sys || m.gpus.empty())
+			hiptest::not_run("no GPU agent with its memory pools");
+		for (const Gpu &g : m.gpus)
+			if (!g.have_vram)
+				hiptest::fail("%s: no coarse-grained VRAM pool", g.name.c_str());
+	};
 	auto each = [&m](void (*fn)(const Machine &, const Gpu &)) {
 		return [&m, fn] {
 			for (const Gpu &g : m.gpus)
 				fn(m, g);
 		};
 	};
-	int rc = hiptest::run_cases(argc, argv, {{"fill", each(fill_on)}, {"copy", each(copy_on)}});
-	HSA_CHECK(hsa_shut_down());
+	int rc = hiptest::run_cases(argc, argv, init, {{"fill", each(fill_on)}, {"copy", each(copy_on)}});
+	if (started)
+		HSA_CHECK(hsa_shut_down());
 	return rc;
 }

@@ -40,9 +40,10 @@ inline void fail(const char *fmt, ...)
 	std::vfprintf(stderr, fmt, ap);
 	std::fputc('\n', stderr);
 	va_end(ap);
-	std::exit(kFail);
+	// No exit handlers: a runtime's teardown may wait for a GPU that failed.
+	std::fflush(nullptr);
+	std::_Exit(kFail);
 }
-
 
 // The watchdog's step name lives in a fixed buffer: the SIGALRM handler may
 // only read memory and write(2). The one piece of mutable static state of a
@@ -66,8 +67,17 @@ inline void on_alarm(int)
 	_exit(kHung);
 }
 
+// The watchdog's deadlines: a step (a copy, a kernel), and the runtime's
+// initialisation (ROCr and HIP reading the topology and creating their
+// queues take 20-40 s on the emulator of a machine loaded by two parallel
+// builds).
+constexpr unsigned kStepSeconds = 60;
+constexpr unsigned kInitSeconds = 120;
+// The last step: the runtime's teardown after main returns.
+constexpr const char *kTeardown = "the runtime's teardown at exit";
+
 // step(name, seconds): names what runs next and arms the watchdog for it.
-inline void step(const std::string &name, unsigned seconds = 30)
+inline void step(const std::string &name, unsigned seconds = kStepSeconds)
 {
 	std::signal(SIGALRM, on_alarm);
 	alarm(0);
@@ -110,10 +120,18 @@ struct Case {
 	std::function<void()> run;
 };
 
-// run_cases(argc, argv, cases): runs the cases named by --case (all when
-// none), prints "ok NAME" after each and "PASS n cases" at the end. A case
-// may call not_run() to end the program with NOT RUN.
-inline int run_cases(int argc, char **argv, const std::vector<Case> &cases)
+[[noreturn]] inline void not_run(const char *why)
+{
+	std::printf("NOT RUN: %s\n", why);
+	std::fflush(nullptr);
+	std::_Exit(kNotRun);
+}
+
+// run_cases(argc, argv, init, cases): checks the arguments (--list prints
+// the case names, --case NAME picks cases, all when none), then runs
+// init() (the runtime's start; it may call not_run()) and the cases,
+// printing "ok NAME" after each and "PASS n cases" at the end.
+inline int run_cases(int argc, char **argv, const std::function<void()> &init, const std::vector<Case> &cases)
 {
 	std::vector<std::string> wanted;
 	for (int i = 1; i < argc; ++i) {
@@ -137,6 +155,7 @@ inline int run_cases(int argc, char **argv, const std::vector<Case> &cases)
 			return kUsage;
 		}
 	}
+	init();
 	int ran = 0;
 	for (const Case &c : cases) {
 		bool want = wanted.empty();
@@ -151,14 +170,9 @@ inline int run_cases(int argc, char **argv, const std::vector<Case> &cases)
 		++ran;
 	}
 	std::printf("PASS %d cases\n", ran);
-	return 0;
-}
-
-[[noreturn]] inline void not_run(const char *why)
-{
-	std::printf("NOT RUN: %s\n", why);
 	std::fflush(stdout);
-	std::exit(kNotRun);
+	step(kTeardown);
+	return 0;
 }
 
 } // namespace hiptest
