@@ -26,8 +26,8 @@
 // memory). Anything else (a shader dispatch among them) stops the queue as a
 // hang, as user_queue.cpp does for SDMA: logged, recorded, and the process's
 // HW_EXCEPTION events signalled. The read pointer is reported after every
-// packet of the ring. An AQL queue (COMPUTE_AQL) runs nothing: its packets
-// are shader dispatches and barriers of the packet processor, not emulated.
+// packet of the ring. AQL queues (COMPUTE_AQL) are aql_queue.cpp's, whose
+// PM4_IB vendor packets run here too (cp_packet).
 //
 // The same packets in a CS IB on an amdgpu COMPUTE ring (build_pm4_job)
 // become a job of the ring's in-order runner: WRITE_DATA and the
@@ -61,15 +61,6 @@ constexpr int kMaxIbDepth = 2; // IB1 and IB2
 uint64_t addr64(const std::vector<uint32_t> &dw, size_t k) { return uint64_t{dw[k]} | (uint64_t{dw[k + 1]} << 32); }
 
 } // namespace
-
-// One packet source: the ring (wrapping) or an IB (linear), read through the
-// process's VM.
-struct CpStream {
-	uint64_t base;	 // GPU VA
-	uint64_t dwords; // ring: ring dwords (a power of two); IB: its length
-	bool ring;
-	uint64_t offset(uint64_t index) const { return ring ? (index & (dwords - 1)) * 4 : index * 4; }
-};
 
 ModelImpl::Step ModelImpl::cp_queue_step(UserQueueEngine &e, KfdProcess &p, const Queue &queue, DrmFile &f)
 {

@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 
 namespace kfdemu::detail {
@@ -297,6 +298,15 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 	if (a.num_devices != p.pdds.size() || a.num_bos != criu_num_bos(p) ||
 	    a.num_objects != num_objects(p) || a.priv_data_size != criu_priv_size(p))
 		return -EINVAL;
+	// A kernel dispatch stopped mid-way holds its waves' state in the
+	// shader core, which no checkpoint record carries yet (CWSR): refused
+	// rather than restored without it.
+	for (const auto &[qid, q] : p.queues)
+		if (q.engine && q.engine->in_flight) {
+			std::fprintf(stderr, "kfd-emu: CRIU CHECKPOINT of process %d refused: AQL queue %u has a kernel "
+					     "dispatch in flight (its wave state is not checkpointed)\n", int(p.tgid), qid);
+			return -EBUSY;
+		}
 
 	std::vector<uint8_t> priv;
 	priv.reserve(a.priv_data_size);

@@ -228,6 +228,9 @@ std::string Introspection::queues()
 			  << ",\"hung\":" << json_bool(q.engine->hung);
 			if (q.engine->hung)
 				o << ",\"why\":" << json_str(q.engine->why);
+			if (q.engine->aql)
+				o << ",\"in_flight\":" << json_bool(q.engine->in_flight != nullptr)
+				  << ",\"instructions\":" << q.engine->instructions;
 			o << "}";
 		}
 		o << "}";

@@ -22,6 +22,7 @@
 
 #include "model/abi.h"
 #include "model/interface.h"
+#include "shader/dispatch.h"
 
 #include <array>
 #include <atomic>
@@ -418,6 +419,15 @@ struct Pdd {
 	uint64_t alt_base = 0, alt_size = 0;
 };
 
+// A kernel dispatch an AQL queue's packet processor has started and not
+// finished (aql_queue.cpp): the shader core's state of its waves and the
+// packet it came from, kept while the queue is evicted.
+struct AqlInFlight {
+	std::unique_ptr<shader::Dispatch> dispatch;
+	std::array<uint8_t, 64> packet{};
+	uint64_t packet_va = 0;
+};
+
 // The engine behind one KFD SDMA user queue (user_queue.cpp): a thread
 // that notices doorbell writes and walks the ring. Destroying it stops and
 // joins the thread (it never blocks while holding the model lock).
@@ -431,6 +441,20 @@ struct UserQueueEngine {
 	bool started = false;		// rptr known (new queue: 0; restored: loaded from read_pointer_address)
 	uint64_t rptr = 0;		// the engine's read pointer (SDMA: bytes, CP: dwords; monotonic)
 	bool cp = false;		// a CP (PM4 compute) queue, not SDMA
+	bool aql = false;		// an AQL queue's packet processor (aql_queue.cpp; rptr: packets)
+	// AQL only: the amd_queue_t the read index lives in (0: none found),
+	// the GPU clock when the packet at rptr was picked up (0: not yet; a
+	// completion signal's start_ts), and the dispatch in flight, run
+	// slice by slice with the model lock released in between.
+	uint64_t amd_queue = 0, picked_at = 0;
+	// A new AQL queue runs only once rung (its pointers may not be set up
+	// before, as the CP reads none of them until a doorbell); a restored
+	// one looks once at its write index (the CP's MQD holds the write
+	// pointer it was dumped with), a look that reads nothing if the index
+	// is not readable.
+	bool wait_for_doorbell = false, restored_look = false;
+	std::unique_ptr<AqlInFlight> in_flight;
+	std::atomic<uint64_t> instructions{0};	// wave-instructions its dispatches ran
 	// Introspection (read under the model lock or atomically):
 	std::atomic<uint64_t> packets{0};
 	std::atomic<bool> hung{false};	// stopped on a bad packet or fault
@@ -626,7 +650,14 @@ inline constexpr uint32_t kComputeRings = 4;
 
 struct KfdOps;
 struct DrmOps;
-struct CpStream; // a CP packet source: the ring or an IB (cp_queue.cpp)
+// A CP packet source (cp_queue.cpp): the ring (wrapping) or an IB (linear),
+// read through the process's VM.
+struct CpStream {
+	uint64_t base;	 // GPU VA
+	uint64_t dwords; // ring: ring dwords (a power of two); IB: its length
+	bool ring;
+	uint64_t offset(uint64_t index) const { return ring ? (index & (dwords - 1)) * 4 : index * 4; }
+};
 struct PrivBo; // a BO's record in the emulator's CRIU private data (criu.cpp)
 using KfdIoctlDesc = IoctlDesc<KfdOps>;
 using DrmIoctlDesc = IoctlDesc<DrmOps>;
@@ -759,6 +790,10 @@ private:
 	// hang: HW_EXCEPTION events after the reset).
 	Step stop_user_queue(UserQueueEngine &e, KfdProcess &p, uint32_t gpu_id, uint64_t va, bool vm_fault,
 			     const std::string &why);
+	// stop_user_queue's two halves: the stop logged and recorded (false:
+	// the process is gone, nothing stops), and the events it raises.
+	bool record_queue_stop(UserQueueEngine &e, uint32_t gpu_id, uint64_t va, bool vm_fault, const std::string &why);
+	void raise_queue_exception(KfdProcess &p, uint32_t gpu_id, uint64_t va, bool vm_fault);
 	// KFD CP (PM4 compute) user queues (cp_queue.cpp)
 	Step cp_queue_step(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f);
 	// The packet at dword `at` of `s` (ending at `end`), at IB depth
@@ -768,6 +803,30 @@ private:
 	Step cp_end_of_pipe(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f,
 			    const std::vector<uint32_t> &dw, bool release_mem);
 	Step cp_dma_data(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f, const std::vector<uint32_t> &dw);
+	// KFD AQL compute queues (aql_queue.cpp): the packet processor.
+	friend class AqlMemory;
+	Step aql_queue_step(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f);
+	Step aql_packet(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f,
+			const std::array<uint8_t, 64> &pkt, uint64_t va);
+	Step aql_vendor(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f,
+			const std::array<uint8_t, 64> &pkt, uint64_t va);
+	Step aql_dispatch(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f,
+			  const std::array<uint8_t, 64> &pkt, uint64_t va);
+	Step aql_run_slice(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f);
+	// The packet at the read index is done: its completion signal, its
+	// slot released (header INVALID), the read index advanced.
+	Step aql_retire(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f,
+			const std::array<uint8_t, 64> &pkt, uint64_t va);
+	// A queue error the CP reports through the amd_queue_t's
+	// queue_inactive_signal (error `code`), or as a hang without one.
+	Step aql_queue_error(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f, uint64_t va,
+			     int64_t code, const std::string &why);
+	// amd_signal_t at `sig`: its value decremented (or set to `*store`),
+	// then its event mailbox and interrupt. 0 or -EFAULT.
+	int aql_signal(KfdProcess &p, DrmFile &f, uint64_t sig, const int64_t *store);
+	// Whether (value & mask) <cond> ref holds for the signal at `sig`
+	// (HSA conditions); -EFAULT when unreadable, else 1 or 0.
+	int aql_signal_test(DrmFile &f, uint64_t sig, uint32_t cond, int64_t ref, int64_t mask);
 	int gpu_read(DrmFile &f, uint64_t va, void *dst, size_t len);
 	int gpu_write(DrmFile &f, uint64_t va, const void *src, size_t len);
 	// kfd_signal_event_interrupt: an interrupt carrying `partial_id`.

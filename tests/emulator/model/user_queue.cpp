@@ -15,7 +15,7 @@
 // has mapped. One thread per SDMA user queue polls its 64-bit doorbell slot
 // (every 20 us while work arrives, backing off to 1 ms when idle) and, on
 // a change, walks the ring under the model lock. A new queue's slot is set
-// to 0 when it is made, so that its first ring is a change even when the
+// to 0 (all ones for an AQL queue: start_user_queue) when it is made, so that its first ring is a change even when the
 // queue destroyed before it on that slot left the same value there. All of the ring, the
 // pointers and the packets' addresses are GPU virtual addresses, resolved
 // through the VM of the process's KFD render file exactly as CS IBs are.
@@ -235,8 +235,9 @@ void ModelImpl::signal_event_interrupt(KfdProcess &p, uint32_t partial_id, unsig
 
 void ModelImpl::start_user_queue(KfdProcess &p, Queue &q, bool restored)
 {
-	const bool cp = q.args.queue_type == QUEUE_COMPUTE; // PM4 (cp_queue.cpp); AQL queues run nothing
-	if (q.args.queue_type != QUEUE_SDMA && q.args.queue_type != QUEUE_SDMA_XGMI && !cp)
+	const bool cp = q.args.queue_type == QUEUE_COMPUTE;	// PM4 (cp_queue.cpp)
+	const bool aql = q.args.queue_type == QUEUE_COMPUTE_AQL; // the packet processor (aql_queue.cpp)
+	if (q.args.queue_type != QUEUE_SDMA && q.args.queue_type != QUEUE_SDMA_XGMI && !cp && !aql)
 		return;
 	Pdd *pdd = p.pdd_by_user_id(q.user_gpu_id);
 	if (!pdd || pdd->dev->family < abi::sdma::kFamilyAi || pdd->dev->engines.empty())
@@ -245,6 +246,9 @@ void ModelImpl::start_user_queue(KfdProcess &p, Queue &q, bool restored)
 	e->tgid = p.tgid;
 	e->qid = q.id;
 	e->cp = cp;
+	e->aql = aql;
+	e->wait_for_doorbell = aql && !restored;
+	e->restored_look = aql && restored;
 	e->engine = q.id % pdd->dev->engines.size();
 	e->doorbells = pdd->doorbells;
 	e->doorbell_off = (q.id * 8ull) & (pdd->dev->doorbell_slice() - 1);
@@ -257,10 +261,13 @@ void ModelImpl::start_user_queue(KfdProcess &p, Queue &q, bool restored)
 	// the slot's value. A queue destroyed on this slot may have left there
 	// the very value the new queue's first ring writes (the same packets
 	// give the same write pointer), which would then go unseen: a new
-	// queue's slot starts at 0, which no ring with work writes.
+	// queue's slot starts at a value no ring with work writes: 0 for SDMA
+	// and CP queues (byte and dword write pointers past their first
+	// packet), all ones for AQL queues, whose producers ring the index of
+	// the packet they wrote, 0 for the first one.
 	if (!restored && e->doorbells && e->doorbells->size() >= e->doorbell_off + 8)
 		std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(e->doorbells->data() + e->doorbell_off))
-			.store(0, std::memory_order_release);
+			.store(aql ? ~uint64_t{0} : 0, std::memory_order_release);
 	UserQueueEngine *raw = e.get();
 	e->thread = std::jthread([this, raw](std::stop_token st) { user_queue_thread(st, raw); });
 	q.engine = std::move(e);
@@ -268,9 +275,11 @@ void ModelImpl::start_user_queue(KfdProcess &p, Queue &q, bool restored)
 
 void ModelImpl::user_queue_thread(std::stop_token st, UserQueueEngine *e)
 {
-	uint64_t seen = 0;
-	bool have_seen = false;
-	bool pending = true; // a queue (re)starts by looking at its write pointer
+	// A queue (re)starts by looking at its write pointer, except a new
+	// AQL queue, which waits for a change of its slot from all ones.
+	uint64_t seen = e->wait_for_doorbell ? ~uint64_t{0} : 0;
+	bool have_seen = e->wait_for_doorbell;
+	bool pending = !e->wait_for_doorbell;
 	auto wait = kBusyPoll;
 	while (!st.stop_requested()) {
 		// The doorbell page, looked up afresh: libhsakmt maps it after
@@ -344,18 +353,31 @@ std::shared_ptr<Backing> ModelImpl::user_queue_doorbells(UserQueueEngine &e)
 ModelImpl::Step ModelImpl::stop_user_queue(UserQueueEngine &e, KfdProcess &p, uint32_t user_gpu_id, uint64_t va,
 					   bool vm_fault, const std::string &why)
 {
+	if (record_queue_stop(e, user_gpu_id, va, vm_fault, why))
+		raise_queue_exception(p, user_gpu_id, va, vm_fault);
+	return Step::Hung;
+}
+
+bool ModelImpl::record_queue_stop(UserQueueEngine &e, uint32_t user_gpu_id, uint64_t va, bool vm_fault,
+				  const std::string &why)
+{
 	// A process that has died (its exit not yet reported to the model)
 	// faults on nothing: its memory is gone, and so is the queue.
 	uint8_t probe;
 	if (pm_->read(e.tgid, va, &probe, 1) == -ESRCH)
-		return Step::Idle;
+		return false;
 	if (!vm_fault) // resolve_va has recorded a VM fault itself
 		counters_->vm_fault(user_gpu_id, va, why.c_str());
 	e.why = why;
 	e.hung = true;
 	std::fprintf(stderr, "kfd-emu: %s queue %u of process %d on GPU 0x%x stopped at 0x%llx (read pointer %llu): %s\n",
-		     e.cp ? "CP" : "SDMA", e.qid, int(e.tgid), user_gpu_id, static_cast<unsigned long long>(va),
-		     static_cast<unsigned long long>(e.rptr), why.c_str());
+		     e.aql ? "AQL" : e.cp ? "CP" : "SDMA", e.qid, int(e.tgid), user_gpu_id,
+		     static_cast<unsigned long long>(va), static_cast<unsigned long long>(e.rptr), why.c_str());
+	return true;
+}
+
+void ModelImpl::raise_queue_exception(KfdProcess &p, uint32_t user_gpu_id, uint64_t va, bool vm_fault)
+{
 	// What the process is told (kfd_events.c): a VM fault signals its
 	// MEMORY events with kfd_hsa_memory_exception_data {failure
 	// {NotPresent, ReadOnly, NoExecute, imprecise}, va, gpu_id, ErrorType};
@@ -383,7 +405,6 @@ ModelImpl::Step ModelImpl::stop_user_queue(UserQueueEngine &e, KfdProcess &p, ui
 		++p.event_generation;
 		events_cv_.notify_all();
 	}
-	return Step::Hung;
 }
 
 ModelImpl::Step ModelImpl::user_queue_step(UserQueueEngine &e)
@@ -410,6 +431,8 @@ ModelImpl::Step ModelImpl::user_queue_step(UserQueueEngine &e)
 	DrmFile &f = *pdd->drm;
 	if (e.cp)
 		return cp_queue_step(e, p, queue, f);
+	if (e.aql)
+		return aql_queue_step(e, p, queue, f);
 	if (!e.started) {
 		if (gpu_read(f, q.read_pointer_address, &e.rptr, 8))
 			return stop_user_queue(e, p, gpu, q.read_pointer_address, true, "read pointer not readable");
