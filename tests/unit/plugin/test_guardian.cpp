@@ -418,6 +418,9 @@ int reused_pid_scenario(const std::string &dir)
 	}
 	if (dir_fd < 0 || t < 0 || ptrace(PTRACE_SEIZE, t, nullptr, nullptr) != 0)
 		return 10;
+	int p[2];
+	if (pipe(p) != 0)
+		return 10;
 	const pid_t criu = fork();
 	if (criu == 0) {
 		auto g = Guardian::start(Guardian::Stage::Dump, dir_fd);
@@ -426,14 +429,22 @@ int reused_pid_scenario(const std::string &dir)
 		const Kfd fake = Kfd::adopt(UniqueFd(open("/dev/null", O_RDWR | O_CLOEXEC)));
 		if (!g->paused(fake, t, 1))
 			_exit(12);
+		const pid_t gp = g->pid();
+		if (write(p[1], &gp, sizeof(gp)) != sizeof(gp))
+			_exit(12);
 		std::this_thread::sleep_for(std::chrono::milliseconds(50));
 		raise(SIGKILL);
 	}
+	pid_t guardian = -1;
 	int st = 0;
-	if (criu < 0 || waitpid(criu, &st, 0) != criu || !WIFSIGNALED(st))
+	if (criu < 0 || read(p[0], &guardian, sizeof(guardian)) != sizeof(guardian) ||
+	    waitpid(criu, &st, 0) != criu || !WIFSIGNALED(st))
 		return 13;
-	// The guardian now retries its seize of t (EPERM: we trace it).
+	// The guardian now retries its seize of t (EPERM: we trace it). It is
+	// stopped while the pid changes hands, so that no attempt of it falls
+	// between t's end and b's start.
 	std::this_thread::sleep_for(std::chrono::milliseconds(300));
+	kill(guardian, SIGSTOP);
 	kill(t, SIGKILL);
 	while (waitpid(t, &st, __WALL) == t && !WIFSIGNALED(st) && !WIFEXITED(st)) {
 	}
@@ -446,6 +457,7 @@ int reused_pid_scenario(const std::string &dir)
 		for (;;)
 			pause();
 	}
+	kill(guardian, SIGCONT);
 	if (b != t) {
 		kill(b, SIGKILL);
 		return 14; // the pid did not go to the bystander
@@ -464,9 +476,9 @@ int reused_pid_scenario(const std::string &dir)
 
 } // namespace
 
-// The guardian's seize attempt that falls between T's reaping and B's fork
-// finds no process and gives up ("gone"): that run tests nothing and is
-// repeated (a few times at most).
+// Should a seize attempt of the guardian still fall between T's reaping and
+// B's fork, it finds no process and gives up ("gone"): that run tests
+// nothing and is repeated (a few times at most).
 Test(guardian, a_pid_reused_during_the_seize_is_left_untouched)
 {
 	std::string log;
