@@ -172,8 +172,8 @@ bool GuardianProcess::receive(int flags)
 	return true;
 }
 
-// What a message of kind `kind` must carry: `fds` (min, max) file
-// descriptors; a TempFile a temporary file's plain name.
+// Whether `w`, which came with `fds` file descriptors, carries what its kind
+// must (the fds, a pid, a TempFile's plain hidden name) at this stage.
 bool GuardianProcess::well_formed(const Wire &w, size_t fds) const
 {
 	switch (static_cast<Kind>(w.kind)) {
