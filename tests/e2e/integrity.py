@@ -7,6 +7,8 @@
     integrity.py --bin-dir BUILD render_flips   (CTest e2e_integrity_render_flips)
     integrity.py --bin-dir BUILD render_dump_cleanup
                                         (CTest e2e_integrity_render_dump_cleanup)
+    integrity.py --bin-dir BUILD dump_cleanup_keeps_old
+                                        (CTest e2e_integrity_dump_cleanup_keeps_old)
 
 flips: a small 2-GPU checkpoint is dumped; then, on one emulated machine,
 one byte of one image file at a time is flipped and the whole restore runs
@@ -32,6 +34,12 @@ dump_cleanup: one injected failure at each step of the dump (each ioctl
 and SDMA job of the copy, the CHECKPOINT of a second process after the
 first one's images were complete): the image directory holds no file of
 ours afterwards, under any name (temporaries included).
+
+dump_cleanup_keeps_old: dump_cleanup's SDMA and second-CHECKPOINT faults in
+a directory that holds an older checkpoint of the same workload (issue 35):
+every old file is there byte for byte unless the failed dump had replaced it
+(same name), no file of the failed dump is left, and the plugin's count of
+removed files equals the old files gone (about 70 s).
 
 render_flips: the same for a render-node checkpoint (kfdemu_criu_workload
 --render on MI100: amdgpu-renderD-<id>.img and three amdgpu-drm-pages
