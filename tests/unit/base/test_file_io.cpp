@@ -97,7 +97,8 @@ Test(file_io, regular_files_are_read_created_and_appended_with_mode_0600)
 		cr_assert_ok(a);
 		cr_assert_eq(::write(a->get(), line, 4), 4);
 	}
-	cr_assert_str_eq(read_file(d.in("log")).c_str(), "one\ntwo\n");
+	const std::string log = read_file(d.in("log"));
+	cr_assert_str_eq(log.c_str(), "one\ntwo\n");
 	cr_assert_eq(::stat(d.in("log").c_str(), &st), 0);
 	cr_assert_eq(st.st_mode & 07777, 0600u);
 }
@@ -113,7 +114,8 @@ Test(file_io, a_symbolic_link_is_never_followed)
 		assert_refused(open_in_dir(d.fd.get(), name, InDir::CreateNew), EEXIST, name, "exists");
 	}
 	assert_refused(open_in_dir(d.fd.get(), "to-file", InDir::Read), ELOOP, "to-file", "symbolic link");
-	cr_assert_str_eq(read_file(d.out("secret")).c_str(), "root's\n", "the file elsewhere is untouched");
+	const std::string secret = read_file(d.out("secret"));
+	cr_assert_str_eq(secret.c_str(), "root's\n", "the file elsewhere is untouched");
 	cr_assert_neq(::access(d.out("made-by-us").c_str(), F_OK), 0, "nothing was created elsewhere");
 }
 
@@ -144,7 +146,8 @@ Test(file_io, a_hard_link_is_not_appended_to)
 	if (::link(d.out("secret").c_str(), d.in("log").c_str()) != 0)
 		cr_skip_test("link: %s", std::strerror(errno)); // another file system
 	assert_refused(open_in_dir(d.fd.get(), "log", InDir::Append), EMLINK, "log", "links");
-	cr_assert_str_eq(read_file(d.out("secret")).c_str(), "root's\n");
+	const std::string secret = read_file(d.out("secret"));
+	cr_assert_str_eq(secret.c_str(), "root's\n");
 }
 
 Test(file_io, only_plain_names)
