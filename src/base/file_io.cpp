@@ -2,6 +2,7 @@
 #include "base/file_io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -95,6 +96,95 @@ Result<UniqueFd> open_at(int dirfd, const std::string &path, int flags, mode_t m
 	if (fd < 0)
 		return errno_error(errno, "open " + path);
 	return UniqueFd(fd);
+}
+
+namespace {
+
+const char *file_type_name(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		return "a regular file";
+	case S_IFDIR:
+		return "a directory";
+	case S_IFLNK:
+		return "a symbolic link";
+	case S_IFIFO:
+		return "a FIFO";
+	case S_IFSOCK:
+		return "a socket";
+	case S_IFCHR:
+		return "a character device";
+	case S_IFBLK:
+		return "a block device";
+	default:
+		return "not a regular file";
+	}
+}
+
+Error not_regular(const std::string &name, mode_t mode)
+{
+	if (S_ISLNK(mode))
+		return make_error(ELOOP, "%s: a symbolic link, not followed (files of an image directory must be "
+				  "regular files)",
+				  name.c_str());
+	return make_error(EINVAL, "%s: %s, not a regular file (files of an image directory must be regular files)",
+			  name.c_str(), file_type_name(mode));
+}
+
+// The file `fd` is the regular file `name` (seen as `before`, when known)
+// with, for Append, one link; then blocking again.
+Status check_opened(int fd, const std::string &name, const struct stat *before, InDir how)
+{
+	struct stat st = {};
+	if (::fstat(fd, &st) != 0)
+		return errno_error(errno, "fstat " + name);
+	if (!S_ISREG(st.st_mode))
+		return not_regular(name, st.st_mode);
+	if (before && (before->st_dev != st.st_dev || before->st_ino != st.st_ino))
+		return make_error(ESTALE, "%s: replaced by another file while it was opened", name.c_str());
+	if (how == InDir::Append && st.st_nlink != 1)
+		return make_error(EMLINK, "%s: has %ju links (a hard link to a file elsewhere?): not appended to",
+				  name.c_str(), static_cast<uintmax_t>(st.st_nlink));
+	const int fl = ::fcntl(fd, F_GETFL);
+	if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+		return errno_error(errno, "fcntl " + name);
+	return ok_status();
+}
+
+} // namespace
+
+Result<UniqueFd> open_in_dir(int dirfd, const std::string &name, InDir how)
+{
+	if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+		return make_error(EINVAL, "%s: not a plain file name", name.c_str());
+	constexpr int kAlways = O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+	if (how != InDir::Read) {
+		auto fd = open_at(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | kAlways |
+						       (how == InDir::Append ? O_APPEND : 0),
+				  0600);
+		if (fd || how == InDir::CreateNew || fd.error().code() != EEXIST) {
+			if (fd)
+				if (auto st = check_opened(fd->get(), name, nullptr, how); !st)
+					return std::move(st).error();
+			return fd;
+		}
+	}
+	struct stat before = {};
+	if (::fstatat(dirfd, name.c_str(), &before, AT_SYMLINK_NOFOLLOW) != 0)
+		return errno_error(errno, "stat " + name);
+	if (!S_ISREG(before.st_mode))
+		return not_regular(name, before.st_mode);
+	const int flags = how == InDir::Read ? O_RDONLY : O_WRONLY | O_APPEND;
+	auto fd = open_at(dirfd, name, flags | kAlways);
+	if (!fd) {
+		if (fd.error().code() == ELOOP)
+			return not_regular(name, S_IFLNK);
+		return fd;
+	}
+	if (auto st = check_opened(fd->get(), name, &before, how); !st)
+		return std::move(st).error();
+	return fd;
 }
 
 Result<std::string> read_text_file(int dirfd, const std::string &path, size_t max_bytes)

@@ -34,4 +34,25 @@ Result<std::string> read_text_file(int dirfd, const std::string &path,
 // open()/openat() returning a UniqueFd, with the errno in the Error.
 Result<UniqueFd> open_at(int dirfd, const std::string &path, int flags, mode_t mode = 0);
 
+// How open_in_dir opens a file.
+enum class InDir {
+	Read,	   // O_RDONLY, an existing file
+	CreateNew, // O_WRONLY|O_CREAT|O_EXCL, mode 0600: EEXIST if anything has the name
+	Append,	   // O_WRONLY|O_APPEND: created as CreateNew, or an existing file
+		   // with one link (a hard link to a file elsewhere is refused)
+};
+
+// Opens the file `name` (a plain name: no '/', not "." or "..") of the
+// directory `dirfd`, a directory that others may write to (an image
+// directory): the name is treated as hostile. The file must be a regular
+// file: a symbolic link is never followed (O_NOFOLLOW; ELOOP "a symbolic
+// link, not followed"), and a FIFO, socket, device or directory is refused
+// (EINVAL naming its type) without blocking: an existing name is checked
+// with fstatat before it is opened (so no device is opened), opened with
+// O_NONBLOCK|O_NOCTTY (a FIFO swapped in between cannot hang the open),
+// and the opened file is checked again to be that same regular file (ESTALE
+// when the name changed in between). O_NONBLOCK is then cleared, so reads
+// and writes behave as usual. Always O_CLOEXEC. Every Error names `name`.
+Result<UniqueFd> open_in_dir(int dirfd, const std::string &name, InDir how);
+
 } // namespace amdcr

@@ -431,10 +431,11 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 	for (size_t i = 0; i < jobs.size(); i++) {
 		auto &r = *results[i];
 		if (!r) {
-			// A failed dump leaves no GPU's pages file behind: the
-			// jobs that did finish are taken back too.
-			if (dir == Direction::GpuToFile)
-				remove_job_files(images, jobs);
+			// A job that failed left no file (its AtomicFile
+			// dropped the temporary); the files of the jobs that
+			// finished are the caller's to remove (a dump's
+			// CreatedFiles, by inode): never by their names here,
+			// which may be an older checkpoint's files.
 			return std::move(r).error().context(
 				strprintf("gpu 0x%04x", jobs[i].image_gpu_id));
 		}
@@ -446,16 +447,6 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 	if (settings.totals)
 		add_totals(*settings.totals, out, t0, t1);
 	return out;
-}
-
-void remove_job_files(const ImageDir &images, const std::vector<GpuCopyJob> &jobs)
-{
-	for (const auto &j : jobs) {
-		if (!j.pages_file.empty())
-			(void)images.remove(j.pages_file);
-		for (const auto &f : j.bo_files)
-			(void)images.remove(f);
-	}
 }
 
 } // namespace amdcr

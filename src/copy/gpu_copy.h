@@ -139,15 +139,12 @@ struct CopySettings {
 // every progress_interval_s gives the bytes copied so far.
 // Returns the per-GPU stats, or the first job's error (by job order) after
 // all jobs have stopped. Logs one line per GPU (Debug) on success and adds
-// the run to `totals`.
+// the run to `totals`. A GpuToFile job that failed leaves no file; those of
+// the jobs that finished stay, for the caller to remove (a dump's
+// CreatedFiles: by inode, so never an older file of the same name).
 Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir &images,
 						  const std::vector<GpuCopyJob> &jobs,
 						  const CopySettings &settings);
-
-// Removes the pages files `jobs` name (a dump that failed after they were
-// written); missing files are not an error, and a streamed image (no
-// directory to remove from) keeps them.
-void remove_job_files(const ImageDir &images, const std::vector<GpuCopyJob> &jobs);
 
 // The staging bound of one GPU's job when `gpus` GPUs with buffers copy in
 // parallel; EINVAL when KFD_MAX_BUFFER_SIZE leaves a GPU less than two

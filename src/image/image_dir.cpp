@@ -85,12 +85,14 @@ Result<AtomicFile> ImageDir::create(const std::string &name) const
 		std::string temp = "." + name + ".tmp-" + random_suffix();
 		if (temp_observer_)
 			temp_observer_(temp);
-		const int fd = ::openat(fd_, temp.c_str(),
-					O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (fd >= 0)
-			return AtomicFile(fd_, sync_, name, std::move(temp), UniqueFd(fd));
-		if (errno != EEXIST)
-			return errno_error(errno, "create " + name);
+		auto fd = open_in_dir(fd_, temp, InDir::CreateNew);
+		if (fd) {
+			AtomicFile f(fd_, sync_, name, std::move(temp), std::move(*fd));
+			f.observer_ = commit_observer_;
+			return f;
+		}
+		if (fd.error().code() != EEXIST)
+			return std::move(fd).error().context("create " + name);
 	}
 	return make_error(EEXIST, "create %s: no free temporary name", name.c_str());
 }
@@ -102,8 +104,8 @@ Result<UniqueFd> ImageDir::open_read(const std::string &name) const
 			return not_when_streaming("read", name);
 		return streamer_->open(name);
 	}
-	auto fd = open_at(fd_, name, O_RDONLY | O_CLOEXEC);
-	if (!fd)
+	auto fd = open_in_dir(fd_, name, InDir::Read);
+	if (!fd && fd.error().code() == ENOENT)
 		return std::move(fd).error().context(name);
 	return fd;
 }
@@ -113,7 +115,7 @@ Result<bool> ImageDir::exists(const std::string &name) const
 	if (streamer_)
 		return not_when_streaming("stat", name);
 	struct stat st = {};
-	if (::fstatat(fd_, name.c_str(), &st, 0) == 0)
+	if (::fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
 		return true;
 	if (errno == ENOENT)
 		return false;
@@ -125,8 +127,11 @@ Result<uint64_t> ImageDir::file_size(const std::string &name) const
 	if (streamer_)
 		return not_when_streaming("size of", name);
 	struct stat st = {};
-	if (::fstatat(fd_, name.c_str(), &st, 0) != 0)
+	if (::fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return errno_error(errno, "stat " + name);
+	if (S_ISLNK(st.st_mode))
+		return make_error(ELOOP, "%s: a symbolic link, not followed (files of an image directory must be "
+				  "regular files)", name.c_str());
 	if (!S_ISREG(st.st_mode))
 		return make_error(EINVAL, "%s: not a regular file", name.c_str());
 	return static_cast<uint64_t>(st.st_size);
@@ -156,7 +161,8 @@ AtomicFile::AtomicFile(std::string name, UniqueFd pipe)
 AtomicFile::AtomicFile(AtomicFile &&o) noexcept
 	: dirfd_(o.dirfd_), sync_(o.sync_), name_(std::move(o.name_)),
 	  temp_(std::exchange(o.temp_, std::string())), fd_(std::move(o.fd_)),
-	  written_(o.written_), committed_(o.committed_), streamed_(o.streamed_), holes_(o.holes_)
+	  written_(o.written_), committed_(o.committed_), streamed_(o.streamed_), holes_(o.holes_),
+	  observer_(std::move(o.observer_))
 {
 }
 
@@ -173,6 +179,7 @@ AtomicFile &AtomicFile::operator=(AtomicFile &&o) noexcept
 		committed_ = o.committed_;
 		streamed_ = o.streamed_;
 		holes_ = o.holes_;
+		observer_ = std::move(o.observer_);
 	}
 	return *this;
 }
@@ -262,6 +269,9 @@ Status AtomicFile::commit()
 		return errno_error(errno, "setting the length of " + name_);
 	if (sync_ == ImageDir::Sync::Full && ::fsync(fd_.get()) != 0)
 		return errno_error(errno, "fsync " + name_);
+	struct stat st = {};
+	if (::fstat(fd_.get(), &st) != 0)
+		return errno_error(errno, "fstat " + name_);
 	// close() can report a delayed write error (NFS, quota): check it.
 	if (::close(fd_.release()) != 0)
 		return errno_error(errno, "close " + name_);
@@ -269,6 +279,8 @@ Status AtomicFile::commit()
 		return errno_error(errno, "rename " + temp_ + " to " + name_);
 	committed_ = true;
 	temp_.clear();
+	if (observer_)
+		observer_(name_, st.st_dev, st.st_ino);
 	if (sync_ == ImageDir::Sync::Full && ::fsync(dirfd_) != 0)
 		return errno_error(errno, "fsync of the image directory after " + name_);
 	return ok_status();

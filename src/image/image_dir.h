@@ -89,22 +89,35 @@ public:
 	// streaming: zeros must be written).
 	bool can_punch_holes() const { return !streaming(); }
 
-	// Creates the temporary file for `name` (mode 0600).
+	// Creates the temporary file for `name` (mode 0600, O_EXCL: a name
+	// taken by anything, a planted symbolic link too, is never opened).
 	Result<AtomicFile> create(const std::string &name) const;
 	// Called by create() with each temporary file name just before that
 	// file is created (a dump's guardian removes it if CRIU dies).
 	using TempObserver = std::function<void(const std::string &temp_name)>;
 	void set_temp_observer(TempObserver observer) { temp_observer_ = std::move(observer); }
-	// Opens `name` read-only (O_CLOEXEC). A missing file is ENOENT with a
-	// message naming it.
+	// Called by AtomicFile::commit() with each file's final name and the
+	// (st_dev, st_ino) of the file now under it, once the rename is done:
+	// a dump records what it created, so that a failed one removes
+	// exactly those files. May be called from several threads at once
+	// (one pages file per GPU); the observer is copied into each
+	// AtomicFile created after it is set.
+	using CommitObserver = std::function<void(const std::string &name, dev_t dev, ino_t ino)>;
+	void set_commit_observer(CommitObserver observer) { commit_observer_ = std::move(observer); }
+	// Opens `name` read-only (O_CLOEXEC), which must be a regular file:
+	// open_in_dir (base/file_io.h), so a symbolic link is not followed and
+	// a FIFO, socket or device is refused without blocking, naming it. A
+	// missing file is ENOENT with a message naming it.
 	Result<UniqueFd> open_read(const std::string &name) const;
-	// Whether `name` exists (any error but ENOENT is an Error).
+	// Whether `name` exists, whatever it is (a symbolic link is not
+	// followed); any error but ENOENT is an Error.
 	Result<bool> exists(const std::string &name) const;
 	// The name of every entry of the directory but "." and "..", sorted.
 	Result<std::vector<std::string>> names() const;
 	// The CRIU file ids of the images named <prefix><id>.img, ascending.
 	Result<std::vector<int>> ids_with_prefix(const char *prefix) const;
-	// Size in bytes of `name`, from fstatat.
+	// Size in bytes of `name`, from fstatat; a symbolic link (not
+	// followed) or anything but a regular file is an Error.
 	Result<uint64_t> file_size(const std::string &name) const;
 	// Removes `name`; a missing file is not an error.
 	Status remove(const std::string &name) const;
@@ -118,6 +131,7 @@ private:
 	uint64_t max_metadata_size_ = kDefaultMaxMetadataSize;
 	std::optional<ImageStreamer> streamer_;
 	TempObserver temp_observer_;
+	CommitObserver commit_observer_;
 };
 
 // A file being written under a temporary name; see above.
@@ -169,6 +183,7 @@ private:
 	bool committed_ = false;
 	bool streamed_ = false;
 	bool holes_ = false; // write_zeros seeked: commit() sets the length
+	ImageDir::CommitObserver observer_;
 };
 
 } // namespace amdcr

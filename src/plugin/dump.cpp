@@ -151,7 +151,7 @@ Status DumpSession::unpause_all()
 		}
 		if (guardian_ && p.host_pid > 0)
 			if (auto g = guardian_->unpaused(p.host_pid); !g)
-				log_debug("pid %u: %s", p.pid, g.error().message().c_str());
+				guardian_error(g.error().context(strprintf("pid %u", p.pid)));
 	}
 	paused_.clear();
 	return first;
@@ -165,11 +165,13 @@ int DumpSession::dump_devices_late(int /*root_pid*/)
 	return -ENOTSUP;
 }
 
-Result<ImageDir> DumpSession::image_dir() const
+Result<ImageDir> DumpSession::image_dir()
 {
 	auto dir = session_image_dir(env_);
-	if (dir)
+	if (dir) {
 		tell_guardian_temp_files(*dir);
+		created_.watch(*dir);
+	}
 	return dir;
 }
 
@@ -197,19 +199,33 @@ void DumpSession::tell_guardian_temp_files(ImageDir &dir) const
 	if (!guardian_ || dir.streaming())
 		return;
 	const Guardian *g = &*guardian_;
-	dir.set_temp_observer([g](const std::string &temp) {
+	dir.set_temp_observer([this, g](const std::string &temp) {
 		if (auto st = g->temp_file(temp); !st)
-			log_debug("%s", st.error().message().c_str());
+			guardian_error(st.error());
 	});
+}
+
+void DumpSession::guardian_error(const Error &e) const
+{
+	if (!guardian_ || !guardian_->ended()) {
+		log_debug("%s", e.message().c_str());
+		return;
+	}
+	if (guardian_lost_.exchange(true))
+		return;
+	log_warn("the guardian (pid %d) ended during the dump (killed?): if CRIU is killed now, paused GPU "
+		 "queues stay paused and temporary image files stay (%s)",
+		 static_cast<int>(guardian_->pid()), e.message().c_str());
 }
 
 void DumpSession::discard_created(const char *why)
 {
-	if (created_.empty())
+	const size_t created = created_.size();
+	if (created == 0)
 		return;
 	auto images = image_dir();
 	if (!images) {
-		log_error("%s, but its %zu image files cannot be removed: %s", why, created_.size(),
+		log_error("%s, but its %zu image files cannot be removed: %s", why, created,
 			  images.error().message().c_str());
 		return;
 	}
@@ -218,18 +234,10 @@ void DumpSession::discard_created(const char *why)
 		created_.clear();
 		return;
 	}
-	size_t removed = 0;
-	for (const auto &name : created_) {
-		auto exists = images->exists(name);
-		if (exists && !*exists)
-			continue;
-		if (auto st = images->remove(name); !st)
-			log_error("%s; removing %s: %s", why, name.c_str(), st.error().message().c_str());
-		else
-			removed++;
-	}
-	log_debug("%s: removed the %zu GPU image files it had written", why, removed);
-	created_.clear();
+	const CreatedFiles::Removal r = created_.remove_all(*images, why);
+	log_info("%s: removed the %zu GPU image files it had written (%zu replaced since, %zu gone, %zu not "
+		 "removed); no other file of the directory was touched",
+		 why, r.removed, r.replaced, r.gone, r.failed);
 }
 
 void DumpSession::finish(int ret)
@@ -244,6 +252,8 @@ void DumpSession::finish(int ret)
 	else if (stage_ && (*stage_)->totals.files > 0)
 		log_notice("%s", summary_line((*stage_)->totals, true, env_.config).c_str());
 	if (guardian_) {
+		if (guardian_->ended())
+			guardian_error(Error(ESRCH, "found at the end of the dump"));
 		if (auto st = guardian_->finish(); !st)
 			log_warn("%s", st.error().message().c_str());
 		guardian_.reset();

@@ -18,15 +18,21 @@
 // before finish(), it unpauses the processes still paused (or perhaps
 // paused) and removes those files. A dump without AMD GPU state never starts one.
 //
-// Nothing half-written: every image file a dump writes is listed in
-// created_ before it is written; when a hook of ours fails, and when the
-// dump ends with an error (finish(ret != 0), whichever part of CRIU
-// failed), all of them are removed, so no restore or inspector finds a
-// checkpoint that looks complete but is not.
+// Nothing half-written: every image file is written under a temporary name
+// and renamed onto its final name when complete (image/image_dir.h), and
+// created_ records each such file by name and inode (plugin/created_files.h);
+// when a hook of ours fails, and when the dump ends with an error
+// (finish(ret != 0), whichever part of CRIU failed), exactly those files are
+// removed, so no restore or inspector finds a checkpoint that looks complete
+// but is not. A file of the directory that this dump did not write (an older
+// checkpoint's file of another name, or of a name this dump had not reached
+// yet) is never removed; one of the same name that this dump did write was
+// replaced by it, as CRIU replaces its own images.
 #pragma once
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <map>
 #include <optional>
 #include <string>
@@ -40,6 +46,7 @@
 #include "image/kfd_chain.h"
 #include "image/kfd_image.h"
 #include "image/render_image.h"
+#include "plugin/created_files.h"
 #include "plugin/guardian.h"
 #include "plugin/session.h"
 #include "topology/topology.h"
@@ -105,9 +112,12 @@ private:
 	Status unpause_all();
 	// The image directory of this hook (session_image_dir), telling the
 	// guardian (when there is one) each temporary file it creates.
-	Result<ImageDir> image_dir() const;
+	Result<ImageDir> image_dir();
 	// From now on `dir` tells the guardian (if any) its temporary files.
 	void tell_guardian_temp_files(ImageDir &dir) const;
+	// A message to the guardian failed: a warning (once) when the guardian
+	// has ended (the rest of the dump is unguarded), else a debug line.
+	void guardian_error(const Error &e) const;
 	// Starts the guardian unless it runs: called by each GPU file's dump
 	// before it pauses anything or creates any file. When it cannot start
 	// (logged) the dump goes on without one.
@@ -125,7 +135,8 @@ private:
 	// The binding of this dump's image for CRIU file `id`: the dump's
 	// identity (drawn with its first GPU file) and the file id.
 	Result<DumpBinding> binding_for(int id);
-	// Removes every file in created_ (the dump failed: `why`).
+	// Removes every file in created_ (the dump failed: `why`) that is
+	// still the file this dump wrote.
 	void discard_created(const char *why);
 
 	// Where this dump's copies add up (nullptr when it could not be
@@ -137,7 +148,7 @@ private:
 	DeviceNumbers devs_;
 	std::optional<Result<Topology>> topo_;
 	std::vector<Paused> paused_;
-	std::vector<std::string> created_; // image files of this dump, by name
+	CreatedFiles created_; // image files of this dump, by name and inode
 	std::optional<DumpId> dump_id_;	   // the same in every image of this dump
 	// The BOs dumped so far that other files may hold too, by the inode
 	// (st_dev, st_ino) of their dma-buf: the kernel gives a BO one dma-buf
@@ -152,6 +163,7 @@ private:
 	// Started by the first GPU file (start_guardian); finish() ends it.
 	std::optional<Guardian> guardian_;
 	bool guardian_failed_ = false; // start_guardian() does not try again
+	mutable std::atomic<bool> guardian_lost_{false}; // guardian_error() warned
 };
 
 } // namespace amdcr

@@ -150,7 +150,6 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 				  name.c_str());
 	// Contents first, metadata last, as for render files.
 	if (job) {
-		created_.push_back(job->bo_files.front());
 		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {*job}, copy_settings(env_, stage()));
 		if (!copied)
 			return std::move(copied).error().context(name);
@@ -162,7 +161,6 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 			set_shared_checksum(img.shared->id, *img.shared->checksum);
 		}
 	}
-	created_.push_back(name);
 	auto binding = binding_for(id);
 	if (!binding)
 		return std::move(binding).error();

@@ -367,9 +367,8 @@ Status DumpSession::dump_kfd(int fd, int id)
 
 	// Contents first, metadata last: a KFD image under its final name
 	// implies its pages files are complete. The files are the session's
-	// from the start: a dump that fails later removes them (finish()).
-	for (const auto &j : *jobs)
-		created_.push_back(j.pages_file);
+	// once committed (created_, by inode): a dump that fails later removes
+	// them (finish()), and no file it did not write.
 	auto copied = run_gpu_copies(Direction::GpuToFile, *images, *jobs, copy_settings(env_, stage()));
 	if (!copied)
 		return std::move(copied).error();
@@ -389,7 +388,6 @@ Status DumpSession::dump_kfd(int fd, int id)
 				img.parent = *parent; // a link of a chain only when a chunk is in the parent
 			}
 	}
-	created_.push_back(name);
 	auto binding = binding_for(id);
 	if (!binding)
 		return std::move(binding).error();

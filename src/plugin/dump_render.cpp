@@ -120,8 +120,8 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 
 	// Contents first, metadata last: a render image under its final name
 	// implies its pages files are complete. The files are the session's
-	// from the start: a dump that fails later removes them (finish()).
-	created_.insert(created_.end(), job.bo_files.begin(), job.bo_files.end());
+	// once committed (created_, by inode): a dump that fails later removes
+	// them (finish()), and no file it did not write.
 	if (!job.bos.empty()) {
 		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {job}, copy_settings(env_, stage()));
 		if (!copied)
@@ -142,7 +142,6 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 			}
 		}
 	}
-	created_.push_back(name);
 	auto binding = binding_for(id);
 	if (!binding)
 		return std::move(binding).error();

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "base/file_io.h"
 #include "base/socket_fds.h"
 
 namespace amdcr {
@@ -114,6 +115,7 @@ private:
 	// One message from the channel: false at EOF or on an error.
 	bool receive(int flags);
 	void handle(const Wire &w, std::vector<UniqueFd> fds);
+	bool well_formed(const Wire &w, size_t fds) const;
 	[[noreturn]] void repair();
 	void unpause(PausedTarget &t);
 	void unpause(PausingTarget &t);
@@ -127,6 +129,7 @@ private:
 	UniqueFd chan_, criu_, dir_, log_;
 	pid_t criu_pid_;
 	bool plugin_gone_ = false; // the channel reached EOF without Finished
+	bool log_refused_ = false; // amdgpu-guardian.log could not be opened safely
 	std::vector<PausedTarget> paused_;
 	std::vector<PausingTarget> pausing_;
 	std::vector<std::string> temps_;
@@ -160,39 +163,74 @@ bool GuardianProcess::receive(int flags)
 		plugin_gone_ = true;
 		return false;
 	}
-	if (msg->bytes == sizeof(w))
-		handle(w, std::move(msg->fds));
+	if (msg->bytes != sizeof(w)) {
+		log("malformed message dropped: %zu bytes, not %zu (with %zu fds)", msg->bytes, sizeof(w),
+		    msg->fds.size());
+		return true;
+	}
+	handle(w, std::move(msg->fds));
 	return true;
+}
+
+// Whether `w`, which came with `fds` file descriptors, carries what its kind
+// must (the fds, a pid, a TempFile's plain hidden name) at this stage.
+bool GuardianProcess::well_formed(const Wire &w, size_t fds) const
+{
+	switch (static_cast<Kind>(w.kind)) {
+	case Kind::Paused:
+		return fds == 2 && stage_ == Guardian::Stage::Dump;
+	case Kind::Pausing:
+		return fds >= 2 && fds <= kMaxFds && stage_ == Guardian::Stage::Dump;
+	case Kind::TempFile: {
+		// Only a name of the directory itself, as ImageDir makes them
+		// (".<name>.tmp-<hex>"): never a path, never another file.
+		const std::string_view name(w.name, strnlen(w.name, sizeof(w.name)));
+		return fds == 0 && stage_ == Guardian::Stage::Dump && name.size() < sizeof(w.name) &&
+		       name.starts_with('.') && name.find('/') == std::string_view::npos &&
+		       name.find(".tmp-") != std::string_view::npos;
+	}
+	case Kind::Task:
+		return fds == 1 && stage_ == Guardian::Stage::Restore;
+	case Kind::Unpaused:
+	case Kind::Resumed:
+		return fds == 0 && w.pid > 0;
+	case Kind::Finished:
+	case Kind::Started:
+		return fds == 0;
+	}
+	return false;
 }
 
 void GuardianProcess::handle(const Wire &w, std::vector<UniqueFd> fds)
 {
+	if (!well_formed(w, fds.size())) {
+		log("malformed message dropped: kind %u, pid %d, file %d, %zu fds (at the %s)", w.kind, w.pid,
+		    w.file, fds.size(), stage_ == Guardian::Stage::Dump ? "dump" : "restore");
+		return;
+	}
 	switch (static_cast<Kind>(w.kind)) {
 	case Kind::Paused:
 		std::erase_if(pausing_, [&](const PausingTarget &t) { return t.file == w.file; });
-		if (fds.size() == 2)
-			paused_.push_back({w.pid, std::move(fds[0]), std::move(fds[1])});
+		paused_.push_back({w.pid, std::move(fds[0]), std::move(fds[1])});
 		break;
-	case Kind::Pausing:
-		if (fds.size() >= 2) {
-			PausingTarget t{w.file, std::move(fds[0]), {}};
-			for (size_t i = 1; i < fds.size(); i++)
-				t.pidfds.push_back(std::move(fds[i]));
-			pausing_.push_back(std::move(t));
-		}
+	case Kind::Pausing: {
+		PausingTarget t{w.file, std::move(fds[0]), {}};
+		for (size_t i = 1; i < fds.size(); i++)
+			t.pidfds.push_back(std::move(fds[i]));
+		pausing_.push_back(std::move(t));
 		break;
+	}
 	case Kind::Unpaused:
 		std::erase_if(paused_, [&](const PausedTarget &t) { return t.pid == w.pid; });
 		break;
 	case Kind::TempFile:
 		temps_.emplace_back(w.name, strnlen(w.name, sizeof(w.name)));
 		break;
-	case Kind::Task:
-		if (fds.size() == 1) {
-			const pid_t pid = pidfd_pid(fds[0].get());
-			tasks_.push_back({pid, std::move(fds[0])});
-		}
+	case Kind::Task: {
+		const pid_t pid = pidfd_pid(fds[0].get());
+		tasks_.push_back({pid, std::move(fds[0])});
 		break;
+	}
 	case Kind::Resumed:
 		std::erase_if(tasks_, [&](const RestoredTask &t) { return t.pid == w.pid; });
 		if (stage_ == Guardian::Stage::Restore && tasks_.empty())
@@ -237,8 +275,18 @@ void GuardianProcess::log(const char *fmt, ...)
 	::syslog(LOG_WARNING, "guardian: %s", msg);
 	if (!dir_.valid())
 		return;
-	if (!log_.valid())
-		log_.reset(::openat(dir_.get(), Guardian::kLogName, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+	if (!log_.valid() && !log_refused_) {
+		// The directory is the user's: a planted symbolic link or
+		// FIFO is refused (syslog says why), never followed.
+		auto fd = open_in_dir(dir_.get(), Guardian::kLogName, InDir::Append);
+		if (!fd) {
+			log_refused_ = true;
+			::syslog(LOG_WARNING, "guardian: not logging to the image directory: %s",
+				 fd.error().message().c_str());
+			return;
+		}
+		log_ = std::move(*fd);
+	}
 	if (!log_.valid())
 		return;
 	char when[64] = {};
@@ -292,6 +340,18 @@ int GuardianProcess::seize_unpause(pid_t pid, int pidfd, const Kfd &kfd, bool *s
 	}
 	if (err != 0)
 		return err;
+	// The pid was a number until now: the target may have ended (and
+	// been reaped) while the seize was retried, and its pid gone to
+	// another process, which we must not touch. While the pidfd's process
+	// has not been reaped its pid is its own: if it still takes a signal,
+	// the process seized is the target.
+	if (sys_pidfd_send_signal(pidfd, 0) != 0) {
+		detach(pid);
+		log("pid %d: ended while it was being seized, and the pid is another process's now: detached at once, "
+		    "untouched",
+		    pid);
+		return ESRCH;
+	}
 	*seized = true;
 	const Status st = kfd.unpause();
 	detach(pid);
@@ -380,9 +440,12 @@ void GuardianProcess::repair()
 	_exit(0);
 }
 
-// Closes every fd but `keep` (ascending, all >= 3); 0-2 become /dev/null.
+// Closes every fd but `keep` (all >= 3: Guardian::start moved them there);
+// 0-2 become /dev/null.
 void close_all_but(std::vector<int> keep)
 {
+	if (std::any_of(keep.begin(), keep.end(), [](int fd) { return fd < 3; }))
+		_exit(1); // 0-2 are about to be replaced: start() prevents this
 	std::sort(keep.begin(), keep.end());
 	unsigned first = 3;
 	for (int fd : keep) {
@@ -447,6 +510,20 @@ Result<pid_t> receive_started(int chan)
 	return static_cast<pid_t>(w.pid);
 }
 
+// `fd` moved to the lowest free fd >= 3. CRIU may run with 0-2 closed;
+// socketpair and pidfd_open then return them, and the guardian points 0-2
+// at /dev/null.
+Status above_stdio(UniqueFd &fd, const char *what)
+{
+	if (fd.get() >= 3)
+		return ok_status();
+	UniqueFd moved(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 3));
+	if (!moved)
+		return errno_error(errno, std::string("guardian: moving ") + what + " above fd 2");
+	fd = std::move(moved);
+	return ok_status();
+}
+
 } // namespace
 
 Result<Guardian> Guardian::start(Stage stage, int image_dir_fd)
@@ -459,6 +536,9 @@ Result<Guardian> Guardian::start(Stage stage, int image_dir_fd)
 	UniqueFd criu_pidfd(sys_pidfd_open(criu));
 	if (!criu_pidfd)
 		return errno_error(errno, "guardian: pidfd_open of CRIU's process");
+	for (UniqueFd *fd : {&ours, &theirs, &criu_pidfd})
+		if (auto st = above_stdio(*fd, fd == &criu_pidfd ? "a pidfd" : "the channel"); !st)
+			return std::move(st).error();
 	UniqueFd dir;
 	if (image_dir_fd >= 0) {
 		dir.reset(::fcntl(image_dir_fd, F_DUPFD_CLOEXEC, 3));
@@ -572,6 +652,14 @@ Status Guardian::report_task(int channel)
 	w.kind = static_cast<uint32_t>(Kind::Task);
 	const int fd = self.get();
 	return send_wire(channel, w, std::span<const int>(&fd, 1));
+}
+
+bool Guardian::ended() const
+{
+	if (!pidfd_)
+		return true;
+	pollfd p{pidfd_.get(), POLLIN, 0};
+	return ::poll(&p, 1, 0) > 0;
 }
 
 Status Guardian::finish()

@@ -49,8 +49,16 @@
 //            may be incomplete; letting it run would be silent corruption).
 // Each action is logged to syslog (LOG_DAEMON, ident "amdgpu_plugin") and
 // appended to amdgpu-guardian.log in the image directory (not with
-// --stream); then it exits. A restore's guardian also exits once every
-// reported task has been resumed: nothing is left to guard.
+// --stream), opened with open_in_dir (base/file_io.h): created 0600, never
+// through a symbolic link, never a FIFO or a file with other links (then
+// syslog alone says why); then it exits. A restore's guardian also exits
+// once every reported task has been resumed: nothing is left to guard.
+// A message that is not what its kind must carry (fds, stage, a temporary
+// file's plain hidden name) is logged and dropped. After PTRACE_SEIZE of a
+// pid it checks through the pidfd that the target has not ended (its pid
+// could have gone to another process while the seize was retried); if it
+// has, it detaches at once. A stopped CRIU (SIGSTOP) is not an ended one:
+// the guardian waits (see the man page, WHEN CRIU IS KILLED).
 //
 // How it is started, given what CRIU does with a plugin's children (it
 // waits for every child at the end of a dump, and its SIGCHLD handlers end
@@ -58,7 +66,8 @@
 // guardian and exits at once, and is reaped here synchronously with SIGCHLD
 // blocked; the guardian calls setsid() (a process-group kill of CRIU, as
 // coreutils timeout sends, spares it), closes every fd it inherited but its
-// own (never CRIU's parasite socket), points 0-2 at /dev/null, resets every
+// own (never CRIU's parasite socket; start() moves its own above 2 first,
+// as CRIU may run with 0-2 closed), points 0-2 at /dev/null, resets every
 // signal disposition and mask, and names itself "amdgpu-guard" (comm).
 // A kill of CRIU's whole cgroup kills it too; then nothing is repaired.
 #pragma once
@@ -120,6 +129,10 @@ public:
 	// In a restored task, through a copy of channel(): this task will
 	// hold GPU state.
 	static Status report_task(int channel);
+
+	// Whether the guardian's process has ended (killed: nothing guards the
+	// rest of the session).
+	bool ended() const;
 
 	// The plugin ended normally: the guardian exits; waits until it has.
 	Status finish();

@@ -142,6 +142,9 @@ def inner_dump(bins, a):
             os.makedirs(st["images_dir"])
             os.symlink(st["images_dir"], images)
         os.makedirs(images, exist_ok=True)
+        if st.get("old_images"):  # an older checkpoint's files in the same directory
+            for n in os.listdir(st["old_images"]):
+                shutil.copy2(os.path.join(st["old_images"], n), images)
         plugins = ["--plugin", bins.plugin] + sum((["--plugin", x] for x in st.get("extra_plugins", [])), [])
         if st.get("pre_dump"):
             result["pre_dump"] = inner_pre_dump(bins, a, p.pid, plugins)
@@ -265,14 +268,16 @@ class Run:
         return out
 
     def dump(self, machine_args, workload, env=None, fault=None, extra_plugins=None, skip_checks=False,
-             images_dir=None, pre_dump=False):
+             images_dir=None, pre_dump=False, old_images=None):
         """images_dir: where the images go (a new directory; the dump's
         state links to it), instead of inside the dump's state. pre_dump:
-        a criu-host pre-dump first, the dump's `parent` linked to it."""
+        a criu-host pre-dump first, the dump's `parent` linked to it.
+        old_images: a directory whose files are copied into the images
+        directory before the dump (an older checkpoint there)."""
         out = self.machine(machine_args, "dump", {"workload": workload, "env": env or {}, "fault": fault,
                                                   "extra_plugins": extra_plugins or [],
                                                   "skip_checks": skip_checks, "images_dir": images_dir,
-                                                  "pre_dump": pre_dump})
+                                                  "pre_dump": pre_dump, "old_images": old_images})
         out["images_dir"] = images_dir
         return out
 

@@ -26,9 +26,9 @@ if(TARGET kfd-emu AND TARGET criu-host)
 endif()
 # Image integrity (tests/e2e/integrity.py): byte flips of a small
 # checkpoint restore cleanly refused or identical; a failed dump leaves no
-# file of ours.
+# file of ours, and removes no file of an older checkpoint it did not write.
 if(TARGET kfd-emu AND TARGET criu-host)
-  foreach(s flips dump_cleanup render_flips render_dump_cleanup)
+  foreach(s flips dump_cleanup dump_cleanup_keeps_old render_flips render_dump_cleanup)
     add_test(NAME e2e_integrity_${s}
       COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/integrity.py --bin-dir ${PROJECT_BINARY_DIR} ${s})
     set_tests_properties(e2e_integrity_${s} PROPERTIES TIMEOUT 1500 LABELS e2e)

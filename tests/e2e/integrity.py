@@ -7,6 +7,8 @@
     integrity.py --bin-dir BUILD render_flips   (CTest e2e_integrity_render_flips)
     integrity.py --bin-dir BUILD render_dump_cleanup
                                         (CTest e2e_integrity_render_dump_cleanup)
+    integrity.py --bin-dir BUILD dump_cleanup_keeps_old
+                                        (CTest e2e_integrity_dump_cleanup_keeps_old)
 
 flips: a small 2-GPU checkpoint is dumped; then, on one emulated machine,
 one byte of one image file at a time is flipped and the whole restore runs
@@ -33,6 +35,12 @@ and SDMA job of the copy, the CHECKPOINT of a second process after the
 first one's images were complete): the image directory holds no file of
 ours afterwards, under any name (temporaries included).
 
+dump_cleanup_keeps_old: dump_cleanup's SDMA and second-CHECKPOINT faults in
+a directory that holds an older checkpoint of the same workload (issue 35):
+every old file is there byte for byte unless the failed dump had replaced it
+(same name), no file of the failed dump is left, and the plugin's count of
+removed files equals the old files gone (about 70 s).
+
 render_flips: the same for a render-node checkpoint (kfdemu_criu_workload
 --render on MI100: amdgpu-renderD-<id>.img and three amdgpu-drm-pages
 files), restored with tests/e2e's render verifier, which besides handles,
@@ -52,6 +60,7 @@ written and in its second after the first one's images were: no file of
 ours is left, and the dumped process runs on and passes its own checks.
 """
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -364,7 +373,52 @@ def sc_dump_cleanup(run):
                                                         if removed else ""))
 
 
-SCENARIOS = {"flips": sc_flips, "dump_cleanup": sc_dump_cleanup, "render_flips": sc_render_flips,
+def digests(d):
+    """{name: sha256} of our files in directory d."""
+    return {n: hashlib.sha256(open(os.path.join(d, n), "rb").read()).hexdigest()
+            for n in sorted(os.listdir(d)) if ours(n)}
+
+
+def sc_dump_cleanup_keeps_old(run):
+    """A dump that fails in a directory holding an older checkpoint of the
+    same workload removes the files it wrote and no other (issue 35): every
+    old file is there byte for byte unless this dump replaced it, and the
+    log's count of removed files is the count of old files replaced."""
+    small = ["--vram", "4K,1M+4K", "--gtt", "8K"]
+    # The first GPU's SDMA job fails: nothing was committed. The second's:
+    # the first GPU's pages file may be. The second process's CHECKPOINT:
+    # the first process's KFD image and pages files were.
+    cases = [("sdma:nth=1", small), ("sdma:nth=2", small),
+             ("CRIU_OP:CHECKPOINT:nth=2", small + ["--children", "1"])]
+    olds = {}
+    for target, wl in cases:
+        key = tuple(wl)
+        if key not in olds:
+            o = run.dump(["--machine", "2xMI210"], wl)
+            e2e.check(o["rc"] == 0, "the older checkpoint (%s): dump failed" % " ".join(wl))
+            olds[key] = os.path.join(o["state"], "images")
+        old_dir = olds[key]
+        before = digests(old_dir)
+        d = run.dump(["--machine", "2xMI210"], wl, fault="%s:errno=EIO" % target, skip_checks=True,
+                     old_images=old_dir)
+        e2e.check(d["rc"] != 0, "%s: the dump succeeded despite the fault" % target)
+        after = digests(os.path.join(d["state"], "images"))
+        changed = sorted(n for n in after if n in before and after[n] != before[n])
+        e2e.check(not changed, "%s: old files changed (not removed, not kept): %s" % (target, changed))
+        new = sorted(n for n in after if n not in before)
+        e2e.check(not new, "%s: files of the failed dump are left: %s" % (target, new))
+        missing = sorted(n for n in before if n not in after)
+        removed = [l for l in e2e.plugin_lines(d["log"]) if "GPU image files it had written" in l]
+        e2e.check(removed or not missing, "%s: %d old files gone and no removal logged" % (target, len(missing)))
+        said = int(removed[-1].split("removed the ")[1].split()[0]) if removed else 0
+        e2e.check(said == len(missing), "%s: the log says %d files removed, %d old files are gone (%s)" %
+                  (target, said, len(missing), missing))
+        e2e.log("  fault %-28s -> %d of %d old files kept byte for byte, %d replaced by the dump and removed"
+                % (target, len(before) - len(missing), len(before), said))
+
+
+SCENARIOS = {"flips": sc_flips, "dump_cleanup": sc_dump_cleanup,
+             "dump_cleanup_keeps_old": sc_dump_cleanup_keeps_old, "render_flips": sc_render_flips,
              "render_dump_cleanup": sc_render_dump_cleanup}
 INNER = {"flips": inner_flips, "render_dump": inner_render_dump, "render_flips": inner_render_flips}
 

@@ -3,7 +3,7 @@
 """Tests of amdgpu-img (label inspect), on real checkpoints.
 
     inspect_test.py --bin-dir BUILD checkpoint DIR   make the checkpoints (fixture)
-    inspect_test.py --bin-dir BUILD show|verify|diff DIR
+    inspect_test.py --bin-dir BUILD show|verify|diff|hostile DIR
     inspect_test.py --bin-dir BUILD upstream CODEC... images written by upstream's code
 
 `checkpoint` runs gpu-workload on an emulated 2xMI210 and dumps it twice with
@@ -43,8 +43,8 @@ def ok(cond, msg):
     print("ok - " + msg, flush=True)
 
 
-def run(cmd, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
+def run(cmd, timeout=600, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
 
 
 def img(a, *args):
@@ -269,6 +269,39 @@ def t_verify(a):
 
 
 # --------------------------------------------------------------------------
+# hostile: files planted in the checkpoint (issue 35)
+# --------------------------------------------------------------------------
+
+def t_hostile(a):
+    """A FIFO, socket or symbolic link under an image's name: verify refuses
+    it at once, naming it, and reads nothing through a link."""
+    away = tempfile.mkdtemp(prefix="amdcr-inspect-away-")
+    for kind in ("kfd", "pages"):
+        c = scratch_copy(a, "fifo-" + kind)
+        name = os.path.basename(sorted(glob.glob(c + "/amdgpu-%s-*.img" % kind))[0])
+        os.unlink(os.path.join(c, name))
+        os.mkfifo(os.path.join(c, name))
+        # Without O_NONBLOCK the open of a FIFO with no writer never
+        # returns: run()'s timeout would end the test (TimeoutExpired).
+        t0 = time.monotonic()
+        r = run([os.path.join(a.bin_dir, "amdgpu-img"), "verify", c], timeout=30)
+        ok(r.returncode == 1 and name in r.stdout and "a FIFO, not a regular file" in r.stdout,
+           "verify with a FIFO as %s: exit 1 in %.1f s, names it (%s)" %
+           (name, time.monotonic() - t0, [l for l in r.stdout.splitlines() if name in l][:1]))
+    for kind in ("kfd", "pages"):
+        c = scratch_copy(a, "link-" + kind)
+        name = os.path.basename(sorted(glob.glob(c + "/amdgpu-%s-*.img" % kind))[0])
+        moved = os.path.join(away, name)
+        shutil.move(os.path.join(c, name), moved)
+        os.symlink(moved, os.path.join(c, name))
+        r = img(a, "verify", c)
+        ok(r.returncode == 1 and name in r.stdout and "a symbolic link, not followed" in r.stdout,
+           "verify with %s a symbolic link to the real file elsewhere: exit 1, not followed (%s)" %
+           (name, [l for l in r.stdout.splitlines() if name in l][:1]))
+    shutil.rmtree(away)
+
+
+# --------------------------------------------------------------------------
 # diff
 # --------------------------------------------------------------------------
 
@@ -410,7 +443,7 @@ def main():
             if not os.path.exists(os.path.join(a.dir, "manifest")):
                 print("FAIL: no checkpoint in %s (the inspect_checkpoint fixture failed?)" % a.dir)
                 return 1
-            {"show": t_show, "verify": t_verify, "diff": t_diff}[a.step](a)
+            {"show": t_show, "verify": t_verify, "diff": t_diff, "hostile": t_hostile}[a.step](a)
     except (Failed, subprocess.TimeoutExpired) as e:
         print("FAIL: %s" % e, flush=True)
         print("%d passed, 1 failed" % len(PASSED))

@@ -158,6 +158,7 @@ set_tests_properties(emu_image_MI100 PROPERTIES SKIP_RETURN_CODE 77)
 # --- real CRIU on the emulated GPU: adapter, wrapper, emu_realcriu_* ----------
 if(EXISTS ${KFDEMU_DIR}/criu/criu.cmake)
   include(${KFDEMU_DIR}/criu/criu.cmake)
+  include(${KFDEMU_DIR}/criu/hostile_dir.cmake)
 endif()
 if(EXISTS ${KFDEMU_DIR}/criu/streamer.cmake)
   include(${KFDEMU_DIR}/criu/streamer.cmake)

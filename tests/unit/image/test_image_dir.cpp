@@ -3,8 +3,13 @@
 #include <criterion/criterion.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "../common/assert_ok.h"
 #include "image/image_dir.h"
@@ -143,4 +148,47 @@ Test(image_dir, open_missing_directory_fails)
 	auto dir = ImageDir::open("/nonexistent/amdcr-image-dir");
 	cr_assert_not(dir.ok());
 	cr_assert_eq(dir.error().code(), ENOENT);
+}
+
+// Images are opened as regular files only (ImageDir::open_read through
+// open_in_dir): a FIFO under an image's name would block a plain open for
+// ever, a symbolic link would read a file from elsewhere.
+Test(image_dir, open_read_refuses_a_fifo_or_a_link_naming_it)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert_ok(dir);
+	cr_assert_eq(::mkfifo(tmp.file("amdgpu-kfd-1.img").c_str(), 0600), 0);
+	cr_assert_eq(::symlink("/etc/hostname", tmp.file("amdgpu-kfd-2.img").c_str()), 0);
+	auto fifo = dir->open_read("amdgpu-kfd-1.img");
+	cr_assert(!fifo.ok());
+	cr_assert(fifo.error().message().find("amdgpu-kfd-1.img: a FIFO, not a regular file") != std::string::npos,
+		  "%s", fifo.error().message().c_str());
+	auto link = dir->open_read("amdgpu-kfd-2.img");
+	cr_assert(!link.ok());
+	cr_assert(link.error().message().find("amdgpu-kfd-2.img: a symbolic link, not followed") != std::string::npos,
+		  "%s", link.error().message().c_str());
+	auto size = dir->file_size("amdgpu-kfd-2.img");
+	cr_assert(!size.ok(), "the size of a link is not its target's");
+}
+
+// The commit observer learns each committed file's inode, the one now
+// under its final name (what a failed dump removes, and nothing else).
+Test(image_dir, commit_observer_gets_the_committed_inode)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert_ok(dir);
+	std::vector<std::pair<std::string, ino_t>> seen;
+	dir->set_commit_observer([&](const std::string &name, dev_t, ino_t ino) { seen.emplace_back(name, ino); });
+	auto f = dir->create("c.img");
+	cr_assert_ok(f);
+	cr_assert_ok(f->write("abc", 3));
+	cr_assert(seen.empty(), "nothing before the commit");
+	cr_assert_ok(f->commit());
+	struct stat st = {};
+	cr_assert_eq(::stat(tmp.file("c.img").c_str(), &st), 0);
+	cr_assert_eq(seen.size(), 1u);
+	cr_assert_str_eq(seen[0].first.c_str(), "c.img");
+	cr_assert_eq(seen[0].second, st.st_ino);
 }

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// CreatedFiles: the image files one dump created, each by its name and the
+// inode (st_dev, st_ino) that its commit put under that name. A failed dump
+// removes exactly these: a name that now holds another inode (an older
+// checkpoint's file that this dump never replaced, or a file someone put
+// there since) is left alone, and so is every name this dump did not
+// commit, however it is called. A dump's file that never reached its final
+// name is its AtomicFile's temporary, removed by the AtomicFile itself (or
+// by the guardian when CRIU is killed).
+//
+// add() is called from the copy threads (one pages file per GPU) through
+// ImageDir's commit observer: it takes a lock. remove_all() runs in the
+// hook's thread after every copy has ended.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "image/image_dir.h"
+
+namespace amdcr {
+
+class CreatedFiles {
+public:
+	// What remove_all() did.
+	struct Removal {
+		size_t removed = 0;  // ours, unlinked
+		size_t replaced = 0; // the name holds another file now: kept
+		size_t gone = 0;     // nothing under the name any more
+		size_t failed = 0;   // ours, but the unlink failed (logged)
+	};
+
+	// File `name` of the image directory is this dump's inode (dev, ino).
+	void add(const std::string &name, dev_t dev, ino_t ino);
+	// From now on `dir`'s commits are recorded here.
+	void watch(ImageDir &dir);
+	size_t size() const;
+	// Unlinks each recorded file that is still the inode recorded; logs
+	// each that fails (prefixed with `why`) and forgets them all.
+	Removal remove_all(const ImageDir &dir, const char *why);
+	void clear();
+
+private:
+	struct File {
+		std::string name;
+		dev_t dev = 0;
+		ino_t ino = 0;
+	};
+	mutable std::mutex mu_;
+	std::vector<File> files_;
+};
+
+} // namespace amdcr

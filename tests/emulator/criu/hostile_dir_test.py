@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""Real CRIU and a hostile image directory (issue 35), on the emulated GPU.
+
+    hostile_dir_test.py (realcriu_test.py's arguments) --scenario SCENARIO
+
+The machinery (Run, the workload, the kfd-emu phases, the guardian checks)
+is realcriu_test.py's; these scenarios are this file's:
+
+dump-stopped      criu dump stopped (SIGSTOP) during its GPU copy, on the
+                  slow machine of the dump-killed scenarios: for 3 s the
+                  process stays paused, the guardian runs and does nothing
+                  (no log, no UNPAUSE: a stopped CRIU may be continued, and
+                  must then find the queues as it left them); then CRIU is
+                  killed while stopped and the guardian repairs as for any
+                  killed dump (realcriu_test.after_dump_killed: queues
+                  active within 1 s, no temporary file, the process's next
+                  GPU work completes).
+dump-killed-planted-log
+                  dump-killed with amdgpu-guardian.log planted in the image
+                  directory as a symbolic link to a root-owned 0600 file
+                  elsewhere: the guardian still resumes the process and
+                  removes the temporary files, the file elsewhere is
+                  unchanged and the link still a link (the guardian's lines
+                  go to syslog only).
+dump-guardian-killed
+                  the guardian SIGKILLed during the dump's GPU copy (slow
+                  machine): the dump goes on and succeeds, and its log has
+                  the plugin's warning that the guardian ended and the rest
+                  of the dump is unguarded (it used to be a debug line).
+restore-fifo-kfd  a dumped checkpoint whose amdgpu-kfd-<id>.img is replaced
+                  by a FIFO: criu restore fails within 30 s (it used to
+                  hang in the plugin's open) with the plugin's error naming
+                  the file as a FIFO; no restored process is left.
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "common"))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+import realcriu_test as rc  # noqa: E402
+from harness import log  # noqa: E402
+
+KILLED = ("dump-stopped", "dump-killed-planted-log", "dump-guardian-killed")
+SCENARIOS = KILLED + ("restore-fifo-kfd",)
+STOPPED_SECONDS = 3
+for _s in SCENARIOS:
+    rc.WORKLOAD_FLAGS[_s] = ["--user-queue"]
+
+
+def copying(run, p):
+    """Waits until the dump's GPU copy runs (a pages file of a KFD file
+    whose image is not written yet is being written)."""
+    def busy():
+        done = {m.group(1) for m in (re.fullmatch(r"amdgpu-kfd-(\d+)\.img", n) for n in os.listdir(run.images)) if m}
+        tmp = {m.group(1) for m in (re.match(r"\.amdgpu-pages-(\d+)-", n) for n in rc.temp_files(run.images)) if m}
+        return bool(tmp - done) or p.poll() is not None
+    rc.expect(rc.wait_for(busy, 60, "the dump's GPU copy"), "the dump's copy never started", False)
+    rc.expect(p.poll() is None, f"criu dump ended ({p.returncode}) before its copy could be interrupted", False)
+
+
+def dump_stopped(run):
+    procs = run.start()
+    (_, pid), = procs
+    p = rc.criu_popen(run, "dump", ["-t", str(pid)], "dump.log")
+    copying(run, p)
+    os.kill(p.pid, signal.SIGSTOP)
+    log(f"criu dump (pid {p.pid}) stopped during the copy; temporary files: {rc.temp_files(run.images)}")
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < STOPPED_SECONDS:
+        rc.expect(run.emu.ctl("queues", pid).get("state") == "paused",
+                  f"the queues of {pid} are no longer paused while CRIU is stopped: {run.emu.ctl('queues', pid)}",
+                  False)
+        rc.expect(len(rc.guardians()) == 1, f"guardians while CRIU is stopped: {rc.guardians()}", False)
+        rc.expect(not rc.guardian_log(run.images), "the guardian acted while CRIU was only stopped: "
+                  f"{rc.guardian_log(run.images)!r}", False)
+        time.sleep(0.2)
+    log(f"{STOPPED_SECONDS} s stopped: {pid} still paused, the guardian waiting and silent")
+    rc.after_dump_killed(run, procs, p, "dump-killed", [pid], "while stopped")
+
+
+def dump_killed_planted_log(run):
+    away = tempfile.mkdtemp(prefix="amdcr-hostile-away.")
+    secret = os.path.join(away, "secret")
+    with open(secret, "w") as f:
+        f.write("root's\n")
+    os.chmod(secret, 0o600)
+    procs = run.start()
+    (_, pid), = procs
+    link = os.path.join(run.images, rc.GUARDIAN_LOG)
+    os.symlink(secret, link)
+    p = rc.criu_popen(run, "dump", ["-t", str(pid)], "dump.log")
+    copying(run, p)
+    tmps = rc.temp_files(run.images)
+    status = rc.kill_criu(p, "dump-killed")
+    log(f"criu dump killed during the copy ({status}); temporary files then: {tmps}")
+    rc.expect(rc.wait_for(lambda: rc.queues_running(run.emu, pid), 1.0),
+              f"queues of {pid} not running 1 s after CRIU ended: {run.emu.ctl('queues', pid)}", False)
+    rc.expect(rc.wait_for(lambda: not rc.temp_files(run.images), 2.0),
+              f"temporary files left: {rc.temp_files(run.images)}", False)
+    rc.expect(rc.wait_for(lambda: not rc.guardians(), 2.0), f"guardians left: {rc.guardians()}", False)
+    with open(secret) as f:
+        said = f.read()
+    rc.expect(said == "root's\n", f"the guardian wrote through the planted link: {said!r}", False)
+    rc.expect(os.path.islink(link), "the planted link was replaced", False)
+    log(f"the guardian resumed {pid} and removed {tmps}; the file behind the planted link is unchanged")
+    v = rc.verdict(procs[0][0], pid)
+    rc.expect(v == "OK", f"workload {pid} after CRIU was killed: {v}", False)
+    run.wl.wait(timeout=30)
+    shutil.rmtree(away)
+
+
+def dump_guardian_killed(run):
+    procs = run.start()
+    (_, pid), = procs
+    p = rc.criu_popen(run, "dump", ["-t", str(pid)], "dump.log")
+    copying(run, p)
+    g = rc.guardians()
+    rc.expect(len(g) == 1, f"guardian processes during the dump: {g} (want exactly one)", False)
+    os.kill(g[0], signal.SIGKILL)
+    log(f"guardian {g[0]} killed during the copy")
+    try:
+        status = p.wait(timeout=rc.CRIU_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        raise rc.Failure("criu dump did not end after its guardian was killed", False)
+    dump_log = os.path.join(run.images, "dump.log")
+    rc.expect(status == 0, f"criu dump failed ({status}) after its guardian was killed", False)
+    warned = [l for l in open(dump_log, errors="replace") if "amdgpu_plugin: Warn:" in l and
+              f"the guardian (pid {g[0]}) ended during the dump" in l]
+    if not warned:
+        rc.show_log(dump_log)
+    rc.expect(len(warned) == 1, f"the dump log has {len(warned)} warnings that the guardian ended (want 1)", False)
+    log(f"the plugin warned: {warned[0].strip()}")
+    run.wl.wait(timeout=30)  # dumped (CRIU ends it)
+
+
+def restore_fifo_kfd(run):
+    procs = run.start()
+    (_, pid), = procs
+    run.dump([pid])
+    kfd = sorted(n for n in os.listdir(run.images) if re.fullmatch(r"amdgpu-kfd-\d+\.img", n))
+    rc.expect(kfd, f"no KFD image in {sorted(os.listdir(run.images))}")
+    os.unlink(os.path.join(run.images, kfd[0]))
+    os.mkfifo(os.path.join(run.images, kfd[0]))
+    log(f"{kfd[0]} replaced by a FIFO")
+    rc.CRIU_TIMEOUT = 30  # criu_run's limit: a hang is a failure within it
+    status = run.criu_run("restore", ["-d", "--pidfile", os.path.join(run.work, "restored.pid")], "restore.log")
+    errs = rc.plugin_errors(os.path.join(run.images, "restore.log"))
+    rc.expect(status != 0, "criu restore succeeded with a FIFO for a KFD image")
+    if not errs:
+        rc.show_log(os.path.join(run.images, "restore.log"))
+    rc.expect(any(kfd[0] in e and "a FIFO, not a regular file" in e for e in errs),
+              f"no plugin error naming {kfd[0]} as a FIFO: {errs}")
+    log(f"restore refused: {errs[0].strip()}")
+    rc.expect(rc.wait_for(lambda: not rc.alive(pid), 5), f"a process {pid} is alive after the failed restore")
+    left = rc.reap_children()
+    rc.expect(not left, f"processes left after the failed restore: {left}")
+
+
+def inside(args, criu):
+    harness.become_subreaper()
+    if args.scenario in KILLED:
+        os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(rc.KILL_VRAM_MIB)
+    run = rc.Run(args, criu, args.work)
+    try:
+        {"dump-stopped": dump_stopped, "dump-killed-planted-log": dump_killed_planted_log,
+         "dump-guardian-killed": dump_guardian_killed, "restore-fifo-kfd": restore_fifo_kfd}[args.scenario](run)
+    finally:
+        run.cleanup()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--criu-list", default="")
+    ap.add_argument("--criu-version", default="")
+    ap.add_argument("--criu", default="")
+    ap.add_argument("--realcriu-lib", required=True)
+    ap.add_argument("--kfd-emu", required=True)
+    ap.add_argument("--wrapper", required=True)
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--machine", default="MI100")
+    ap.add_argument("--scenario", required=True, choices=SCENARIOS)
+    ap.add_argument("--plugin", default=os.environ.get("KFDEMU_CRIU_PLUGIN", ""))
+    ap.add_argument("--sanitized", default="")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--phase", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--work", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.interop = ""
+    if args.phase:
+        harness.run_phase(lambda: inside(args, args.criu))
+
+    sys.path.insert(0, args.realcriu_lib)
+    import realcriu
+    with harness.not_run():
+        criu = realcriu.require_criu(args)
+    harness.private_dev_shm()
+    work = harness.work_dir("kfdemu-hostile.")
+    log(f"CRIU {criu}, machine {args.machine}, scenario {args.scenario}, work {work}")
+    me = harness.self_command(__file__, "--criu", criu, "--work", work)
+    machine = rc.slow_machine(work, args.machine) if args.scenario in KILLED else args.machine
+    status = subprocess.run([args.kfd_emu, "--machine", machine, "--"] + me + ["--phase", "all"]).returncode
+    harness.finish(status == 0, work, args.keep)
+
+
+if __name__ == "__main__":
+    main()
