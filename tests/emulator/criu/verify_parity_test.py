@@ -4,25 +4,27 @@
 of their own dump, and `amdgpu-img verify` giving the restore's verdict,
 under real CRIU and the emulated GPU (kfd-emu).
 
-Scenario `earlier` (issue 35, finding 3): the workload (--render: a KFD
-file, its pages files and render images) is dumped twice with
-`criu dump --leave-running`, into ckpt-1 and ckpt-2, then killed. Each
+Scenario `earlier` (issue 35, finding 3): the workload (a /dev/kfd file
+with BOs, mappings and queues: its KFD image and pages files) is dumped
+with `criu dump --leave-running` into ckpt-1, then a second time (ending
+it) into ckpt-2. Each
 case below is a copy of ckpt-2 changed as it says; on each, `amdgpu-img
 verify` runs, then `criu restore`, and both must give the case's verdict:
-  - unchanged: restored (the process exactly as before dump 2, its GPU
-    work checked by the workload), verify exit 0;
   - every GPU file of ckpt-1, its manifest (amdgpu-binding.img) included,
     in place of ckpt-2's: refused before any GPU state changed, naming
     the GPU images; verify reports a problem;
   - ckpt-1's GPU files without its manifest (ckpt-2's stays): refused the
     same way;
-  - the manifest deleted: refused naming it.
+  - the manifest deleted: refused naming it;
+  - unchanged: restored (the process exactly as before dump 2, its GPU
+    work checked by the workload), verify exit 0.
 Four restores, about 10 s in all with the dumps.
 
 Exit: 0 pass, 1 fail, 77 NOT RUN (CRIU not listed or not usable, not
 root, sanitizer build).
 """
 import argparse
+import glob
 import os
 import re
 import shutil
@@ -38,15 +40,16 @@ MANIFEST = "amdgpu-binding.img"
 REFUSED = "restore refused before any GPU state was changed"
 
 
-def dump_leave_running(run, pid, k):
-    """criu dump --leave-running of `pid` into WORK/ckpt-k."""
+def dump_into(run, pid, k, leave_running):
+    """criu dump of `pid` into WORK/ckpt-k."""
     run.images = os.path.join(run.work, f"ckpt-{k}")
     os.makedirs(run.images, exist_ok=True)
-    rc = run.criu_run("dump", ["-t", str(pid), "--leave-running"], "dump.log")
+    rc = run.criu_run("dump", ["-t", str(pid)] + (["--leave-running"] if leave_running else []), "dump.log")
     if rc != 0:
         rt.show_log(os.path.join(run.images, "dump.log"))
         raise rt.Failure(f"criu dump {k} failed ({rc})")
-    expect(rt.alive(pid), f"dump {k} (--leave-running): process {pid} is gone", False)
+    if leave_running:
+        expect(rt.alive(pid), f"dump {k} (--leave-running): process {pid} is gone", False)
     return run.images
 
 
@@ -54,7 +57,7 @@ def ours(d):
     return sorted(n for n in os.listdir(d) if rt.OURS.fullmatch(n))
 
 
-def parity_case(run, target, donor, what, change, outcome, pid, before):
+def parity_case(run, target, donor, what, change, outcome, pid, before, remaps):
     """One case: a copy of `target` changed by `change` ({"from_donor":
     [names], "delete": [names]}), verified and restored; `outcome`
     "restored" or "refused"."""
@@ -69,7 +72,14 @@ def parity_case(run, target, donor, what, change, outcome, pid, before):
     bad = [l for l in v.stdout.splitlines() if l.startswith("BAD ")]
     run.images = d
     pidfile = os.path.join(d, "restored.pid")
+    # The dump's --link-remap files, which each restore consumes.
+    for f, data in remaps.items():
+        with open(f, "wb") as out:
+            out.write(data)
     rc = run.criu_run("restore", ["-d", "--pidfile", pidfile], "restore.log")
+    for f in remaps:
+        if os.path.exists(f):
+            os.unlink(f)
     text = open(os.path.join(d, "restore.log"), errors="replace").read()
     errs = rt.plugin_errors(os.path.join(d, "restore.log"))
     if rc == 0:
@@ -100,27 +110,35 @@ def parity_case(run, target, donor, what, change, outcome, pid, before):
 def earlier_checkpoint(run):
     procs = run.start()
     pid = procs[0][1]
-    first = dump_leave_running(run, pid, 1)
+    first = dump_into(run, pid, 1, True)
     before = rt.snapshot(run.emu, pid)
-    second = dump_leave_running(run, pid, 2)
-    run.wl.kill()
-    run.wl.wait()
+    second = dump_into(run, pid, 2, False)
+    run.wl.wait(timeout=30)
     run.wl = None
     expect(rt.wait_for(lambda: not rt.reap_children() and not os.path.exists(f"/proc/{pid}"), 10,
                        "the workload to go"), f"process {pid} still exists", False)
+    # Dump 2's --link-remap files (libhsakmt's deleted semaphore), set
+    # aside: each restore consumes them.
+    remaps = {}
+    for f in set(glob.glob("/dev/shm/link_remap.*")) - run.remaps_before:
+        with open(f, "rb") as src:
+            remaps[f] = src.read()
+        os.unlink(f)
     names = ours(second)
     expect(MANIFEST in names, f"dump 2 wrote no {MANIFEST}: {names}", False)
     expect(ours(first) == names, f"the two dumps of one process wrote other GPU files: {ours(first)} vs {names}",
            False)
     gpu = [n for n in names if n != MANIFEST]
     log(f"process {pid}: two dumps, GPU files {names}")
-    cases = [("unchanged", {}, "restored"),
-             ("every GPU file of the earlier checkpoint", {"delete": names, "from_donor": names}, "refused"),
+    # The restore that succeeds last: its process writes to the workload's
+    # log, whose size CRIU checks at every later restore.
+    cases = [("every GPU file of the earlier checkpoint", {"delete": names, "from_donor": names}, "refused"),
              ("the earlier checkpoint's GPU files without its manifest", {"delete": gpu, "from_donor": gpu},
               "refused"),
-             ("the manifest deleted", {"delete": [MANIFEST]}, "refused")]
+             ("the manifest deleted", {"delete": [MANIFEST]}, "refused"),
+             ("unchanged", {}, "restored")]
     for what, change, outcome in cases:
-        parity_case(run, second, first, what, change, outcome, pid, before)
+        parity_case(run, second, first, what, change, outcome, pid, before, remaps)
 
 
 def inside(args, criu):
@@ -150,10 +168,11 @@ def main():
     ap.add_argument("--phase", default="", help=argparse.SUPPRESS)
     ap.add_argument("--work", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    # What realcriu_test.Run reads: the render workload, no streamer, no interop.
+    # What realcriu_test.Run reads: its round trip's workload, no streamer,
+    # no interop.
     args.interop = ""
     args.images_dir = ""
-    run_as = "render"
+    run_as = "roundtrip"
 
     if args.phase:
         args.scenario = run_as
