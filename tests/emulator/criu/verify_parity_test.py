@@ -16,9 +16,12 @@ verify` runs, then `criu restore`, and both must give the case's verdict:
   - ckpt-1's GPU files without its manifest (ckpt-2's stays): refused the
     same way;
   - the manifest deleted: refused naming it;
+  - an EXT file id in CRIU's files.img changed (the render file's, to
+    another one-byte id): refused naming the GPU images;
+  - the KFD image cut by one byte: refused naming it;
   - unchanged: restored (the process exactly as before dump 2, its GPU
     work checked by the workload), verify exit 0.
-Four restores, about 10 s in all with the dumps.
+Six restores, about 20 s in all with the dumps.
 
 Exit: 0 pass, 1 fail, 77 NOT RUN (CRIU not listed or not usable, not
 root, sanitizer build).
@@ -57,9 +60,34 @@ def ours(d):
     return sorted(n for n in os.listdir(d) if rt.OURS.fullmatch(n))
 
 
+def edit_ext_id(path):
+    """Changes the id of the last EXT entry (type 16) of CRIU's files.img
+    at `path` whose id is a one-byte varint (id ^ 1, same size); returns
+    the old and new id."""
+    data = bytearray(open(path, "rb").read())
+    at = 8 if data[:4] == bytes.fromhex("19435654") else 4
+    found = None
+    while at + 4 <= len(data):
+        size = int.from_bytes(data[at:at + 4], "little")
+        m = at + 4
+        if data[m:m + 3] == b"\x08\x10\x10" and data[m + 3] < 0x80:
+            found = m + 3
+        at = m + size
+    expect(found is not None, f"{path}: no EXT entry with a one-byte id", False)
+    old = data[found]
+    data[found] = old ^ 1
+    open(path, "wb").write(data)
+    return old, old ^ 1
+
+
+def cut_one_byte(path):
+    os.truncate(path, os.path.getsize(path) - 1)
+
+
 def parity_case(run, target, donor, what, change, outcome, pid, before, remaps):
     """One case: a copy of `target` changed by `change` ({"from_donor":
-    [names], "delete": [names]}), verified and restored; `outcome`
+    [names], "delete": [names], "edit": (name, fn(path)), "names": [the
+    files the refusal may name]}), verified and restored; `outcome`
     "restored" or "refused"."""
     d = os.path.join(run.work, "cases", re.sub(r"[^A-Za-z0-9]+", "-", what))
     shutil.copytree(target, d, ignore=shutil.ignore_patterns("*.log"))
@@ -68,6 +96,10 @@ def parity_case(run, target, donor, what, change, outcome, pid, before, remaps):
         os.unlink(os.path.join(d, n))
     for n in change.get("from_donor", []):
         shutil.copy(os.path.join(donor, n), os.path.join(d, n))
+    if "edit" in change:
+        name, fn = change["edit"]
+        fn(os.path.join(d, name))
+        touched += change.get("names", [name])
     v = subprocess.run([run.args.amdgpu_img, "verify", d], capture_output=True, text=True)
     bad = [l for l in v.stdout.splitlines() if l.startswith("BAD ")]
     run.images = d
@@ -129,6 +161,7 @@ def earlier_checkpoint(run):
     expect(ours(first) == names, f"the two dumps of one process wrote other GPU files: {ours(first)} vs {names}",
            False)
     gpu = [n for n in names if n != MANIFEST]
+    kfd = next(n for n in gpu if n.startswith("amdgpu-kfd-"))
     log(f"process {pid}: two dumps, GPU files {names}")
     # The restore that succeeds last: its process writes to the workload's
     # log, whose size CRIU checks at every later restore.
@@ -136,6 +169,8 @@ def earlier_checkpoint(run):
              ("the earlier checkpoint's GPU files without its manifest", {"delete": gpu, "from_donor": gpu},
               "refused"),
              ("the manifest deleted", {"delete": [MANIFEST]}, "refused"),
+             ("an EXT id of files.img changed", {"edit": ("files.img", edit_ext_id), "names": gpu}, "refused"),
+             ("the KFD image cut by one byte", {"edit": (kfd, cut_one_byte)}, "refused"),
              ("unchanged", {}, "restored")]
     for what, change, outcome in cases:
         parity_case(run, second, first, what, change, outcome, pid, before, remaps)
