@@ -6,6 +6,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <memory>
+#include <span>
+
+#include "image/framing.h"
+#include "image/image_names.h"
 
 namespace amdcr {
 
@@ -63,6 +68,24 @@ Status check_one_dump(const std::vector<BoundImage> &images, size_t *differing)
 	return ok_status();
 }
 
+std::optional<DumpId> bound_dump_id(const std::vector<BoundImage> &images)
+{
+	if (images.empty() || !images.front().binding)
+		return std::nullopt;
+	return images.front().binding->dump_id;
+}
+
+std::string bound_names(const std::vector<BoundImage> &images)
+{
+	constexpr size_t kNamed = 2;
+	std::string out;
+	for (size_t i = 0; i < images.size() && i < kNamed; i++)
+		out += (i ? ", " : "") + images[i].name;
+	if (images.size() > kNamed)
+		out += strprintf(" and %zu more", images.size() - kNamed);
+	return out;
+}
+
 Status check_file_id(uint32_t dumped_for, int id, const std::string &name)
 {
 	if (dumped_for != static_cast<uint32_t>(id))
@@ -97,6 +120,149 @@ Result<std::optional<DumpBinding>> from_binding_entry(const ::DumpBinding *e, co
 	std::copy(e->dump_id.data, e->dump_id.data + e->dump_id.len, b.dump_id.begin());
 	b.file_id = e->file_id;
 	return std::optional<DumpBinding>(b);
+}
+
+namespace {
+
+struct ManifestDeleter {
+	void operator()(::DumpManifest *m) const { dump_manifest__free_unpacked(m, nullptr); }
+};
+
+Result<DumpManifest> unpack_manifest(std::span<const uint8_t> payload)
+{
+	std::unique_ptr<::DumpManifest, ManifestDeleter> msg(
+		dump_manifest__unpack(nullptr, payload.size(), payload.data()));
+	if (!msg)
+		return make_error(EINVAL, "%s: not a valid dump_manifest message (%zu bytes)", kDumpManifestName,
+				  payload.size());
+	DumpManifest m;
+	if (msg->dump_id.len != m.dump_id.size())
+		return make_error(EINVAL, "%s: a dump identity of %zu bytes, not %zu", kDumpManifestName,
+				  msg->dump_id.len, m.dump_id.size());
+	std::copy(msg->dump_id.data, msg->dump_id.data + msg->dump_id.len, m.dump_id.begin());
+	for (size_t i = 0; i < msg->n_criu_images; i++) {
+		const ::CriuImageDigest *d = msg->criu_images[i];
+		m.criu_images.push_back({d->name, d->size, d->checksum});
+	}
+	for (size_t i = 0; i < msg->n_gpu_files; i++)
+		m.gpu_files.emplace_back(msg->gpu_files[i]);
+	return m;
+}
+
+std::string digest_text(const CriuImageDigest &d)
+{
+	return strprintf("%llu bytes, checksum %016llx", static_cast<unsigned long long>(d.size),
+			 static_cast<unsigned long long>(d.checksum));
+}
+
+// The first difference between CRIU's images as the manifest lists them
+// and as they are now, as a sentence; empty when none.
+std::string first_difference(const std::vector<CriuImageDigest> &then, const std::vector<CriuImageDigest> &now)
+{
+	auto by_name = [](const CriuImageDigest &a, const CriuImageDigest &b) { return a.name < b.name; };
+	for (const CriuImageDigest &d : then) {
+		auto it = std::lower_bound(now.begin(), now.end(), d, by_name);
+		if (it == now.end() || it->name != d.name)
+			return strprintf("CRIU's %s is missing", d.name.c_str());
+		if (*it != d)
+			return strprintf("CRIU's %s is not the one of that dump (%s then, %s now)", d.name.c_str(),
+					 digest_text(d).c_str(), digest_text(*it).c_str());
+	}
+	for (const CriuImageDigest &d : now)
+		if (!std::binary_search(then.begin(), then.end(), d, by_name))
+			return strprintf("CRIU's %s was not part of that dump", d.name.c_str());
+	return {};
+}
+
+} // namespace
+
+Status write_dump_manifest(const ImageDir &dir, const DumpManifest &m)
+{
+	std::vector<::CriuImageDigest> entries(m.criu_images.size());
+	std::vector<::CriuImageDigest *> ptrs;
+	for (size_t i = 0; i < m.criu_images.size(); i++) {
+		criu_image_digest__init(&entries[i]);
+		entries[i].name = const_cast<char *>(m.criu_images[i].name.c_str());
+		entries[i].size = m.criu_images[i].size;
+		entries[i].checksum = m.criu_images[i].checksum;
+		ptrs.push_back(&entries[i]);
+	}
+	::DumpManifest msg;
+	dump_manifest__init(&msg);
+	msg.dump_id.len = m.dump_id.size();
+	msg.dump_id.data = const_cast<uint8_t *>(m.dump_id.data());
+	msg.n_criu_images = ptrs.size();
+	msg.criu_images = ptrs.data();
+	std::vector<char *> gpu;
+	for (const std::string &n : m.gpu_files)
+		gpu.push_back(const_cast<char *>(n.c_str()));
+	msg.n_gpu_files = gpu.size();
+	msg.gpu_files = gpu.data();
+	std::vector<uint8_t> out(dump_manifest__get_packed_size(&msg));
+	if (dump_manifest__pack(&msg, out.data()) != out.size())
+		return make_error(EIO, "packing %s", kDumpManifestName);
+	return write_image_payload(dir, kDumpManifestName, out);
+}
+
+Result<std::optional<DumpManifest>> read_dump_manifest(const ImageDir &dir)
+{
+	auto payload = read_image_payload(dir, kDumpManifestName);
+	if (!payload) {
+		if (payload.error().code() == ENOENT)
+			return std::optional<DumpManifest>();
+		return std::move(payload).error();
+	}
+	auto m = unpack_manifest(*payload);
+	if (!m)
+		return std::move(m).error();
+	return std::optional<DumpManifest>(std::move(*m));
+}
+
+Status check_bound_to_criu(const ImageDir &dir, const std::optional<DumpId> &dump, const std::string &images)
+{
+	if (dir.streaming())
+		return ok_status();
+	auto manifest = read_dump_manifest(dir);
+	if (!manifest)
+		return std::move(manifest).error();
+	if (!dump) {
+		if (*manifest)
+			return make_error(EINVAL,
+					  "%s: the manifest of dump %s beside GPU images without a dump identity "
+					  "(%s): files of two checkpoints are mixed",
+					  kDumpManifestName, dump_id_text((*manifest)->dump_id).c_str(), images.c_str());
+		return ok_status();
+	}
+	if (!*manifest)
+		return make_error(EINVAL,
+				  "%s is missing: the GPU images (%s) of dump %s cannot be bound to CRIU's images "
+				  "of this checkpoint (a dump that did not finish, or GPU files copied from "
+				  "another checkpoint without their manifest)",
+				  kDumpManifestName, images.c_str(), dump_id_text(*dump).c_str());
+	if ((*manifest)->dump_id != *dump)
+		return make_error(EINVAL,
+				  "the GPU images (%s) come from dump %s, but %s is that of dump %s: the GPU "
+				  "files come from another checkpoint",
+				  images.c_str(), dump_id_text(*dump).c_str(), kDumpManifestName,
+				  dump_id_text((*manifest)->dump_id).c_str());
+	for (const std::string &name : (*manifest)->gpu_files) {
+		auto present = dir.exists(name);
+		if (!present)
+			return std::move(present).error();
+		if (!*present)
+			return make_error(ENOENT, "%s is missing: dump %s wrote it (%s lists it)", name.c_str(),
+					  dump_id_text(*dump).c_str(), kDumpManifestName);
+	}
+	auto now = digest_criu_images(dir);
+	if (!now)
+		return std::move(now).error();
+	if (auto diff = first_difference((*manifest)->criu_images, *now); !diff.empty())
+		return make_error(EINVAL,
+				  "the GPU images (%s) and %s of dump %s were not dumped with CRIU's images of "
+				  "this checkpoint: %s (the GPU files come from an earlier or later checkpoint "
+				  "of the process, or CRIU's images were changed)",
+				  images.c_str(), kDumpManifestName, dump_id_text(*dump).c_str(), diff.c_str());
+	return ok_status();
 }
 
 } // namespace amdcr

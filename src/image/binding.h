@@ -8,6 +8,20 @@
 // their own (upstream's framing leaves no room for one): each is bound to
 // its image by the image's per-MiB checksums of its contents
 // (KFD_VERIFY) and by its size.
+//
+// The dump manifest (amdgpu-binding.img, this project's file) binds the
+// dump's images to CRIU's images of the same dump: written by the plugin's
+// exit hook of a dump that succeeded and wrote GPU images, when CRIU has
+// closed its own images, it holds the dump identity and the size and
+// checksum of CRIU's images that change with every dump
+// (image/criu_images.h, is_bound_criu_image), and the names of the GPU
+// files it wrote (a GPU file deleted from the checkpoint is named before
+// CRIU asks for it). All GPU files of an earlier
+// or later checkpoint of the same process, manifest included, copied into
+// a checkpoint, are so refused: CRIU's images are not the ones they were
+// dumped with. Streamed checkpoints have no manifest (CRIU's images reach
+// the streamer only): their images are bound to each other, not to
+// CRIU's.
 #pragma once
 
 #include <array>
@@ -17,6 +31,8 @@
 #include <vector>
 
 #include "base/result.h"
+#include "image/criu_images.h"
+#include "image/image_dir.h"
 
 namespace amdcr {
 
@@ -47,11 +63,36 @@ struct BoundImage {
 // differ from the first.
 Status check_one_dump(const std::vector<BoundImage> &images, size_t *differing = nullptr);
 
+// The identity of images that passed check_one_dump (nullopt: none
+// bound, or no images), and their names for messages ("a, b and 3 more").
+std::optional<DumpId> bound_dump_id(const std::vector<BoundImage> &images);
+std::string bound_names(const std::vector<BoundImage> &images);
+
 // An image read as file `id` whose binding names another file is refused:
 // renamed, or copied over another file's image.
 Status check_binding_file(const std::optional<DumpBinding> &b, int id, const std::string &name);
 // The same for an image that names the file it was dumped for otherwise
 // (criu-dev's criu_render_node.id).
 Status check_file_id(uint32_t dumped_for, int id, const std::string &name);
+
+struct DumpManifest {
+	DumpId dump_id{};
+	std::vector<CriuImageDigest> criu_images;
+	std::vector<std::string> gpu_files; // sorted
+	bool operator==(const DumpManifest &) const = default;
+};
+
+// amdgpu-binding.img of `dir`, written atomically / read (nullopt: none).
+Status write_dump_manifest(const ImageDir &dir, const DumpManifest &m);
+Result<std::optional<DumpManifest>> read_dump_manifest(const ImageDir &dir);
+
+// The manifest of `dump` (the identity its images carry; nullopt: images
+// without one, upstream's) for CRIU's images in `dir` now, or the Error:
+// bound images need the manifest of their own dump, and CRIU's images
+// must be the ones it lists, and the GPU files it lists there, each file
+// named; unbound images must have no
+// manifest beside them. `images` names the GPU images checked, for the
+// messages. Not when streaming (nothing to check: ok).
+Status check_bound_to_criu(const ImageDir &dir, const std::optional<DumpId> &dump, const std::string &images);
 
 } // namespace amdcr

@@ -13,26 +13,82 @@
 // then the file's own: FILES_MAGIC 0x56303138, PSTREE_MAGIC 0x50273030;
 // images of CRIUs writing no common magic start with the file's own), then
 // entries of a 4-byte little-endian size and a packed message.
+//
+// Bounded in memory and time: each file is opened non-blocking, without
+// following a symlink, and must be a regular file of at most
+// kMaxCriuImageBytes; it is read as a stream (one entry at a time, each at
+// most kMaxCriuEntryBytes), and only the ids are kept, as sorted arrays of
+// at most kMaxCriuIds each. Past a limit the reading stops with an Error
+// naming the file and the limit.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <set>
+#include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "image/image_dir.h"
 
 namespace amdcr {
 
+// CRIU's files.img or pstree.img larger than this is refused unread.
+inline constexpr uint64_t kMaxCriuImageBytes = uint64_t{256} << 20;
+// One entry (a pstree_entry lists its task's threads) larger than this is
+// refused.
+inline constexpr uint32_t kMaxCriuEntryBytes = 32u << 20;
+// Ids kept per kind: the kernel's PID_MAX_LIMIT (2^22), the most tasks a
+// checkpoint can hold; EXT files (one per GPU device file opened) past it
+// are refused too.
+inline constexpr size_t kMaxCriuIds = size_t{1} << 22;
+
+// A set of CRIU ids (file ids, pids), 4 bytes each.
+class CriuIdSet {
+public:
+	CriuIdSet() = default;
+	// From any ids, in any order, duplicates allowed.
+	explicit CriuIdSet(std::vector<uint32_t> ids);
+	bool contains(uint32_t id) const;
+	size_t size() const { return ids_.size(); }
+	const std::vector<uint32_t> &sorted() const { return ids_; }
+	bool operator==(const CriuIdSet &) const = default;
+
+private:
+	std::vector<uint32_t> ids_; // sorted, unique
+};
+
 struct CriuCheckpointFacts {
-	std::set<uint32_t> ext_file_ids;
-	std::set<uint32_t> pids;
+	CriuIdSet ext_file_ids;
+	CriuIdSet pids;
 };
 
 // nullopt when the directory has no files.img or no pstree.img (a
 // checkpoint of another CRIU stand-in, or streamed images: the streamer
-// serves CRIU's files to CRIU alone). A file that is there but unreadable
-// or malformed is an Error naming it.
+// serves CRIU's files to CRIU alone). A file that is there but unreadable,
+// malformed, not a regular file or past a limit above is an Error naming
+// it.
 Result<std::optional<CriuCheckpointFacts>> read_criu_facts(const ImageDir &dir);
+
+// CRIU's images that a dump's GPU files are bound to (image/binding.h,
+// the dump manifest): those CRIU writes anew at every dump and closes
+// before the plugins' exit hook: timens-*.img (CLOCK_MONOTONIC and
+// CLOCK_BOOTTIME read at the dump, so no two dumps of a machine write the
+// same), inventory.img, pstree.img, files.img and the tasks' core-*.img.
+// Memory pages (pages-*.img) are not: they can be gigabytes.
+bool is_bound_criu_image(const std::string &name);
+
+// The size and checksum64 (base/checksum.h) of one of CRIU's images.
+struct CriuImageDigest {
+	std::string name;
+	uint64_t size = 0;
+	uint64_t checksum = 0;
+	bool operator==(const CriuImageDigest &) const = default;
+};
+
+// Every file of the directory is_bound_criu_image() names, sorted by name,
+// each read as read_criu_facts() reads (regular, non-blocking, no link,
+// within kMaxCriuImageBytes). Not when streaming (ENOTSUP).
+Result<std::vector<CriuImageDigest>> digest_criu_images(const ImageDir &dir);
 
 } // namespace amdcr

@@ -14,6 +14,8 @@
 //                                             in the render image (upstream
 //                                             passes the loop index there,
 //                                             not a gpu_id)
+//   amdgpu-binding.img                        this project's own: the dump
+//                                             manifest (image/binding.h)
 #pragma once
 
 #include <cstdint>
@@ -32,5 +34,6 @@ std::string drm_pages_image_name(int id, uint32_t render_minor, uint32_t bo_inde
 inline constexpr const char *kKfdImagePrefix = "amdgpu-kfd-";
 inline constexpr const char *kRenderImagePrefix = "amdgpu-renderD-";
 inline constexpr const char *kDmabufImagePrefix = "amdgpu-dmabuf_";
+inline constexpr const char *kDumpManifestName = "amdgpu-binding.img";
 
 } // namespace amdcr

@@ -40,6 +40,9 @@ public:
 		size_t differing = 0;
 		if (auto st = check_one_dump(bound_, &differing); !st)
 			r_.problems.push_back({bound_[differing].name, st.error().message()});
+		else if (!bound_.empty())
+			bound_to_criu();
+		checked_.insert(kDumpManifestName);
 		leftovers();
 		std::sort(r_.good.begin(), r_.good.end());
 		return std::move(r_);
@@ -252,6 +255,17 @@ private:
 		for (; i < name.size() && i < prefix.size() + 9 && name[i] >= '0' && name[i] <= '9'; i++)
 			id = id * 10 + (name[i] - '0');
 		return i > prefix.size() && i < name.size() && name[i] == '-' ? id : -1;
+	}
+
+	// As the restore: the images and their manifest were dumped with
+	// CRIU's images in the directory (image/binding.h).
+	void bound_to_criu()
+	{
+		auto st = check_bound_to_criu(ck_.dir, bound_dump_id(bound_), bound_names(bound_));
+		if (!st)
+			r_.problems.push_back({kDumpManifestName, st.error().message()});
+		else if (bound_dump_id(bound_) && !ck_.dir.streaming())
+			r_.good.push_back(kDumpManifestName);
 	}
 
 	void leftovers()

@@ -29,6 +29,16 @@ size_t CreatedFiles::size() const
 	return files_.size();
 }
 
+std::vector<std::string> CreatedFiles::names() const
+{
+	const std::lock_guard lock(mu_);
+	std::vector<std::string> out;
+	out.reserve(files_.size());
+	for (const File &f : files_)
+		out.push_back(f.name);
+	return out;
+}
+
 void CreatedFiles::clear()
 {
 	const std::lock_guard lock(mu_);

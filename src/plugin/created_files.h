@@ -40,6 +40,8 @@ public:
 	// From now on `dir`'s commits are recorded here.
 	void watch(ImageDir &dir);
 	size_t size() const;
+	// The names recorded, in the order their commits came.
+	std::vector<std::string> names() const;
 	// Unlinks each recorded file that is still the inode recorded; logs
 	// each that fails (prefixed with `why`) and forgets them all.
 	Removal remove_all(const ImageDir &dir, const char *why);

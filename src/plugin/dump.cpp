@@ -240,6 +240,31 @@ void DumpSession::discard_created(const char *why)
 		 why, r.removed, r.replaced, r.gone, r.failed);
 }
 
+void DumpSession::write_manifest()
+{
+	if (!dump_id_ || created_.size() == 0)
+		return;
+	auto dir = image_dir();
+	if (dir && dir->streaming()) {
+		log_debug("streamed: no %s (CRIU's images reach the streamer only)", kDumpManifestName);
+		return;
+	}
+	Status st = dir ? ok_status() : Status(std::move(dir).error());
+	if (st) {
+		auto criu = digest_criu_images(*dir);
+		std::vector<std::string> gpu = created_.names();
+		std::sort(gpu.begin(), gpu.end());
+		gpu.erase(std::unique(gpu.begin(), gpu.end()), gpu.end());
+		st = criu ? write_dump_manifest(*dir, DumpManifest{*dump_id_, std::move(*criu), std::move(gpu)})
+			  : Status(std::move(criu).error());
+	}
+	if (!st)
+		log_error("writing %s: %s: a restore of this checkpoint will refuse its GPU images",
+			  kDumpManifestName, st.error().message().c_str());
+	else
+		log_debug("%s binds dump %s to CRIU's images", kDumpManifestName, dump_id_text(*dump_id_).c_str());
+}
+
 void DumpSession::finish(int ret)
 {
 	if (!paused_.empty()) {
@@ -249,7 +274,9 @@ void DumpSession::finish(int ret)
 	}
 	if (ret != 0)
 		discard_created("the dump failed");
-	else if (stage_ && (*stage_)->totals.files > 0)
+	else
+		write_manifest();
+	if (ret == 0 && stage_ && (*stage_)->totals.files > 0)
 		log_notice("%s", summary_line((*stage_)->totals, true, env_.config).c_str());
 	if (guardian_) {
 		if (guardian_->ended())

@@ -135,6 +135,10 @@ private:
 	// The binding of this dump's image for CRIU file `id`: the dump's
 	// identity (drawn with its first GPU file) and the file id.
 	Result<DumpBinding> binding_for(int id);
+	// A dump that succeeded and wrote GPU images: its manifest
+	// (image/binding.h), once CRIU has closed its own images (exit(DUMP)).
+	// Failing, it logs an error: CRIU's dump is over.
+	void write_manifest();
 	// Removes every file in created_ (the dump failed: `why`) that is
 	// still the file this dump wrote.
 	void discard_created(const char *why);

@@ -215,6 +215,8 @@ Status RestorePlan::load_images(const SessionEnv &env, const ImageDir &images, I
 	}
 	if (auto st = check_one_dump(bound); !st)
 		return st;
+	if (auto st = check_bound_to_criu(images, bound_dump_id(bound), bound_names(bound)); !st)
+		return st;
 	auto map = map_checkpoint(env, CheckpointedGpus::of(kfd_images_), kfd_images_, render_images_);
 	if (!map)
 		return std::move(map).error();

@@ -19,7 +19,8 @@ plugin, no verifier run, no fd leaked), or it succeeds with identical GPU
 memory (the verifier passes). A crash, a hang, or a verifier that finds
 wrong contents fails the test. One restore costs about 0.2 s, so by default
 (about a minute) the flipped bytes are: every byte of a file up to 256
-bytes (renderD, dmabuf images); of the KFD image the first 128 bytes (header,
+bytes (renderD, dmabuf images); of the dump's manifest (amdgpu-binding.img)
+every 9th byte and the last 10; of the KFD image the first 128 bytes (header,
 counts, first device entry), the last 32 (the seal) and every 31st byte;
 of each pages file its header, the first, middle and last byte of every
 checksum chunk and every 65537th byte. Every single byte of the KFD image
@@ -93,6 +94,8 @@ def offsets(name, size, full, sparse=False):
         for start in range(8, size, CHUNK):
             picked.update((start, min(size, start + CHUNK) - 1))
         return sorted(picked)
+    if name == "amdgpu-binding.img":
+        return sorted(set(range(0, size, 9)) | set(range(max(0, size - 10), size)))
     if size <= 256:
         return list(range(size))
     if "-pages-" not in name:

@@ -3,6 +3,9 @@
 // CRIU's own images they are checked against (image/criu_images.h).
 #include <criterion/criterion.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <string>
 
 #include "../common/assert_ok.h"
@@ -147,8 +150,8 @@ Test(criu_images, ext_file_ids_and_task_pids)
 	auto facts = read_criu_facts(*dir);
 	cr_assert_ok(facts);
 	cr_assert(facts->has_value());
-	cr_assert((*facts)->ext_file_ids == std::set<uint32_t>({25, 27}));
-	cr_assert((*facts)->pids == std::set<uint32_t>({42, 43}));
+	cr_assert((*facts)->ext_file_ids == CriuIdSet({27, 25, 27}));
+	cr_assert((*facts)->pids == CriuIdSet({43, 42}));
 	// A cut entry is an error naming the file.
 	Bytes cut = criu_image(0x56303138, {{16, 25}});
 	cut.pop_back();
@@ -162,4 +165,135 @@ Test(criu_images, ext_file_ids_and_task_pids)
 	cr_assert_not(wrong.ok());
 	cr_assert(says(wrong.error(), "files.img: not a CRIU image of magic 0x56303138"), "%s",
 		  wrong.error().message().c_str());
+}
+
+// CRIU's files are read without blocking and never through a link: a FIFO
+// or a symlink planted under CRIU's name is refused, naming it.
+Test(criu_images, a_fifo_or_a_symlink_is_refused_without_hanging)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	cr_assert(test::write_raw(tmp.file("pstree.img"), criu_image(0x50273030, {{42, 1}})));
+	cr_assert_eq(::mkfifo(tmp.file("files.img").c_str(), 0600), 0);
+	auto fifo = read_criu_facts(*dir);
+	cr_assert_not(fifo.ok());
+	cr_assert(says(fifo.error(), "files.img: not a regular file"), "%s", fifo.error().message().c_str());
+	cr_assert_eq(::unlink(tmp.file("files.img").c_str()), 0);
+	cr_assert(test::write_raw(tmp.file("elsewhere"), criu_image(0x56303138, {{16, 25}})));
+	cr_assert_eq(::symlink("elsewhere", tmp.file("files.img").c_str()), 0);
+	auto link = read_criu_facts(*dir);
+	cr_assert_not(link.ok());
+	cr_assert(says(link.error(), "files.img: a symbolic link"), "%s", link.error().message().c_str());
+}
+
+// Reading is bounded: an entry past kMaxCriuEntryBytes and ids past
+// kMaxCriuIds are refused with the limit, after reading the file once
+// (memory: the ids kept, 4 bytes each).
+Test(criu_images, entries_and_ids_past_the_limits_are_refused, .timeout = 60)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	cr_assert(test::write_raw(tmp.file("pstree.img"), criu_image(0x50273030, {{42, 1}})));
+	Bytes huge;
+	put32(huge, 0x56303138);
+	put32(huge, kMaxCriuEntryBytes + 1);
+	cr_assert(test::write_raw(tmp.file("files.img"), huge));
+	auto big = read_criu_facts(*dir);
+	cr_assert_not(big.ok());
+	cr_assert(says(big.error(), "files.img: an entry of 33554433 bytes at byte 8, more than the 33554432"), "%s",
+		  big.error().message().c_str());
+	// kMaxCriuIds + 1 EXT entries: type 16, ids counting up (4-byte varints).
+	Bytes many;
+	many.reserve(4 + (kMaxCriuIds + 1) * 11);
+	put32(many, 0x56303138);
+	for (uint32_t i = 0; i <= kMaxCriuIds; i++) {
+		put32(many, 7);
+		const Bytes m{0x08,
+			      16,
+			      0x10,
+			      static_cast<uint8_t>(0x80 | (i & 0x7f)),
+			      static_cast<uint8_t>(0x80 | ((i >> 7) & 0x7f)),
+			      static_cast<uint8_t>(0x80 | ((i >> 14) & 0x7f)),
+			      static_cast<uint8_t>(i >> 21)};
+		many.insert(many.end(), m.begin(), m.end());
+	}
+	cr_assert(test::write_raw(tmp.file("files.img"), many));
+	auto lots = read_criu_facts(*dir);
+	cr_assert_not(lots.ok());
+	cr_assert(says(lots.error(), "files.img: more than 4194304 EXT files"), "%s", lots.error().message().c_str());
+	many.resize(many.size() - 11);
+	cr_assert(test::write_raw(tmp.file("files.img"), many));
+	auto most = read_criu_facts(*dir);
+	cr_assert_ok(most);
+	cr_assert_eq((*most)->ext_file_ids.size(), kMaxCriuIds);
+	cr_assert((*most)->ext_file_ids.contains(kMaxCriuIds - 1));
+	cr_assert_not((*most)->ext_file_ids.contains(kMaxCriuIds));
+}
+
+// The dump manifest binds a dump's GPU images to CRIU's images of the
+// same dump: CRIU's per-dump files (not its memory pages, not ours) are
+// listed; another dump's manifest, a CRIU image changed, missing or added,
+// and a missing manifest are refused naming the file.
+Test(dump_manifest, binds_the_images_to_crius_images_of_their_dump)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	const Bytes clocks{1, 2, 3, 4};
+	cr_assert(test::write_raw(tmp.file("timens-0.img"), clocks));
+	cr_assert(test::write_raw(tmp.file("core-42.img"), Bytes{5, 6}));
+	cr_assert(test::write_raw(tmp.file("inventory.img"), Bytes{7}));
+	cr_assert(test::write_raw(tmp.file("pages-1.img"), Bytes(8192, 9)));
+	cr_assert(test::write_raw(tmp.file("amdgpu-kfd-5.img"), Bytes{1}));
+	auto criu = digest_criu_images(*dir);
+	cr_assert_ok(criu);
+	cr_assert_eq(criu->size(), 3u);
+	cr_assert_eq((*criu)[0].name, "core-42.img");
+	cr_assert_eq((*criu)[1].name, "inventory.img");
+	cr_assert_eq((*criu)[2].name, "timens-0.img");
+	cr_assert_eq((*criu)[2].size, 4u);
+	const DumpId id = bound(1, 5).dump_id, other = bound(2, 5).dump_id;
+	cr_assert_ok(check_bound_to_criu(*dir, std::nullopt, "x"), "upstream's, no manifest");
+	auto none = check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img");
+	cr_assert_not(none.ok());
+	cr_assert(says(none.error(), "amdgpu-binding.img is missing: the GPU images (amdgpu-kfd-5.img) of dump 0102"),
+		  "%s", none.error().message().c_str());
+	const DumpManifest m{id, *criu, {"amdgpu-kfd-5.img", "amdgpu-pages-5-1111.img"}};
+	cr_assert_ok(write_dump_manifest(*dir, m));
+	auto back = read_dump_manifest(*dir);
+	cr_assert_ok(back);
+	cr_assert(*back == m);
+	auto deleted = check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img");
+	cr_assert_not(deleted.ok());
+	cr_assert(says(deleted.error(), "amdgpu-pages-5-1111.img is missing: dump 0102"), "%s",
+		  deleted.error().message().c_str());
+	cr_assert(test::write_raw(tmp.file("amdgpu-pages-5-1111.img"), Bytes(8, 0)));
+	cr_assert_ok(check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img"));
+	auto mine = check_bound_to_criu(*dir, other, "amdgpu-kfd-5.img");
+	cr_assert_not(mine.ok());
+	cr_assert(says(mine.error(), "but amdgpu-binding.img is that of dump 0102"), "%s", mine.error().message().c_str());
+	auto mixed = check_bound_to_criu(*dir, std::nullopt, "amdgpu-kfd-5.img");
+	cr_assert_not(mixed.ok());
+	cr_assert(says(mixed.error(), "GPU images without a dump identity (amdgpu-kfd-5.img)"), "%s",
+		  mixed.error().message().c_str());
+	// Another dump's clocks: the same size, other bytes.
+	cr_assert(test::write_raw(tmp.file("timens-0.img"), Bytes{1, 2, 3, 5}));
+	auto later = check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img");
+	cr_assert_not(later.ok());
+	cr_assert(says(later.error(), "CRIU's timens-0.img is not the one of that dump (4 bytes, checksum"), "%s",
+		  later.error().message().c_str());
+	cr_assert(test::write_raw(tmp.file("timens-0.img"), clocks));
+	cr_assert_ok(check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img"));
+	cr_assert(test::write_raw(tmp.file("core-43.img"), Bytes{5, 6}));
+	auto added = check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img");
+	cr_assert_not(added.ok());
+	cr_assert(says(added.error(), "CRIU's core-43.img was not part of that dump"), "%s",
+		  added.error().message().c_str());
+	cr_assert_eq(::unlink(tmp.file("core-43.img").c_str()), 0);
+	cr_assert_eq(::unlink(tmp.file("core-42.img").c_str()), 0);
+	auto gone = check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img");
+	cr_assert_not(gone.ok());
+	cr_assert(says(gone.error(), "CRIU's core-42.img is missing"), "%s", gone.error().message().c_str());
 }
