@@ -236,9 +236,11 @@ Status check_bound_to_criu(const ImageDir &dir, const std::optional<DumpId> &dum
 	if (!*manifest)
 		return make_error(EINVAL,
 				  "%s is missing: the GPU images (%s) of dump %s cannot be bound to CRIU's images "
-				  "of this checkpoint (a dump that did not finish, or GPU files copied from "
-				  "another checkpoint without their manifest)",
-				  kDumpManifestName, images.c_str(), dump_id_text(*dump).c_str());
+				  "of this checkpoint (a dump that did not finish; GPU files copied from "
+				  "another checkpoint without their manifest; or a copy made by a post-dump "
+				  "action script, which CRIU runs before the plugin writes the manifest at its "
+				  "exit: copy %s from the dump's directory once criu has exited)",
+				  kDumpManifestName, images.c_str(), dump_id_text(*dump).c_str(), kDumpManifestName);
 	if ((*manifest)->dump_id != *dump)
 		return make_error(EINVAL,
 				  "the GPU images (%s) come from dump %s, but %s is that of dump %s: the GPU "
