@@ -5,7 +5,9 @@
 //              device, hipMemcpy2D with pitches, hipMemcpyAsync on two
 //              streams at once, sizes from 1 byte to 4 MiB at odd offsets;
 //   memset     hipMemset/hipMemsetAsync from 1 byte to 3 MiB + 3 at
-//              unaligned offsets, the bytes around left untouched;
+//              unaligned offsets, the bytes around left untouched (not
+//              a range shorter than the way to the next 8-byte boundary,
+//              which HIP 5.2.3 fills wrongly: see case_memset);
 //   events     streams ordered by events (hipStreamWaitEvent), hipEventSynchronize,
 //              hipEventElapsedTime >= 0 between two recorded events;
 //   userptr    hipHostRegister'ed malloc memory used by a kernel through
@@ -135,6 +137,18 @@ void case_memset()
 			const size_t span = off + n + 64;
 			const std::string what = std::string(async ? "hipMemsetAsync " : "hipMemset ") +
 						 std::to_string(n) + " bytes at offset " + std::to_string(off);
+			// HIP 5.2.3's hipMemset(Async) of bytes splits the range at the
+			// next 8-byte boundary without checking that the range reaches
+			// it: it fills the whole head (7 bytes for 1 at offset 1) and
+			// then asks for (n - head - tail) / 8 words, which wraps to
+			// 2^61 - 1 (seen in the fill kernel's arguments on kfd-emu).
+			// A runtime bug, not the GPU's: those rounds are left out.
+			const size_t head = (8 - (reinterpret_cast<uintptr_t>(d.b()) + off) % 8) % 8;
+			if (n < head) {
+				std::printf("memset: %s: not run (HIP 5.2.3 fills past a range shorter than its head to the next 8-byte boundary)\n",
+					    what.c_str());
+				continue;
+			}
 			step(what + ": setup");
 			HIPTEST_CHECK(hipMemcpy(d.p, background.data(), span, hipMemcpyHostToDevice));
 			step(what);

@@ -7,7 +7,8 @@
 // ordinary values with signed zeros, denormals, infinities, NaNs and
 // integer edges. The table is the one source of truth: the program writes
 // the assembly from it and runs llvm-mc-15 itself (NOT RUN without it).
-// Then the stops: an unimplemented instruction, s_trap, an invalid word.
+// Then the stops: an unimplemented instruction, ds_gws_init (GWS: decoded,
+// not run), s_trap, an invalid word.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -296,6 +297,9 @@ int main()
 		cases().add(n + ": an unimplemented instruction stops the dispatch, named", [t, cpu] {
 			stops(t, cpu, "image_load v[0:3], v0, s[0:7] dmask:0xf unorm", Dispatch::Status::IllegalInstruction,
 			      "image_load");
+		});
+		cases().add(n + ": ds_gws_init (decoded, not run) stops the dispatch, named", [t, cpu] {
+			stops(t, cpu, "ds_gws_init v0 gds", Dispatch::Status::IllegalInstruction, "ds_gws_init");
 		});
 		cases().add(n + ": s_trap stops the dispatch as a trap", [t, cpu] {
 			stops(t, cpu, "s_trap 2", Dispatch::Status::Trap, "s_trap 2");

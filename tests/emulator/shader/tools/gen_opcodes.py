@@ -66,8 +66,11 @@ def probes():
         add("VOP3P", op, *[(words(0xD3800000 | op << 16 | hi << 14 | 8, srcs | (3 * hi) << 27), f)
                            for hi in (1, 0) for srcs in (272 | 280 << 9 | 288 << 18, 272 | 280 << 9)])
     for op in range(256):  # DS: vdst 8, addr 16, data0 24, data1 32
+        # and with the gds bit (16), which the GWS opcodes (ds_gws_init...)
+        # require: LLVM rejects them without it. The disassembler prints
+        # `gds` from the bit, so template() leaves it out.
         f = {"D": 8, "A": 16, "B": 24, "C": 32}
-        add("DS", op, *[(words(0xD8000000 | op << 17, w), f) for w in (
+        add("DS", op, *[(words(0xD8000000 | gds << 16 | op << 17, w), f) for gds in (0, 1) for w in (
             16 | 24 << 8 | 32 << 16 | 8 << 24, 16 | 24 << 8 | 8 << 24, 16 | 8 << 24,
             16 | 24 << 8 | 32 << 16, 16 | 24 << 8, 16, 24 << 8, 8 << 24, 0)])
     for seg, fam in ((0, "FLAT"), (1, "SCRATCH"), (2, "GLOBAL")):
@@ -94,6 +97,9 @@ def template(fam, text, fields):
     tail = ""
     if ops and " " in ops[-1]:
         ops[-1], tail = ops[-1].split(" ", 1)
+    if fam == "DS":
+        ops = [o for o in ops if o != "gds"]
+        tail = " ".join(t for t in tail.split() if t != "gds")
     tmpl = []
     for o in ops:
         m = REG.match(o)
