@@ -183,6 +183,15 @@ void test_errors()
 	CHECK(rejects("cpu\ngpu MI100\n  cache 1 16\n", "usage: cache"));
 	CHECK(rejects("cpu\n  link 2 9\n", "no such node"));
 	CHECK(rejects("cpu\ngpu MI100\n  p2p 2 9\n", "no such node"));
+	CHECK(rejects("pcie_p2p 2\ncpu\n", "usage: pcie_p2p 0|1"));
+	// pcie_p2p 0 (amdgpu.pcie_p2p=0): no derived peer links, `p2p` lines stay.
+	std::string off_err;
+	auto off = parse_machine("pcie_p2p 0\ncpu\ngpu MI210\ngpu MI210\n  p2p 2 1\n", &off_err);
+	if (CHECK(off.has_value()) && CHECK_EQ(off->nodes.size(), 3u)) {
+		CHECK(off->nodes[1].p2p_links.empty());
+		CHECK_EQ(off->nodes[2].p2p_links.size(), 1u);
+		CHECK_EQ(prop(off->nodes[1], "p2p_links_count"), 0u);
+	}
 	CHECK(rejects("cpu\n  p2p 2 0\n", "usage (gpu): p2p"));
 	CHECK(rejects("cpu\ngpu MI100\n  io_links_count 4\n", "unknown key"));	// derived, not settable
 	std::string err;

@@ -274,8 +274,8 @@ void derive_p2p_links(MachineDesc &m, uint32_t ncpu, const std::vector<Building>
 
 // Turns the parsed blocks into the final node list: properties in kernel
 // order, io links from NUMA attachment and hives, p2p links
-// (derive_p2p_links), counts in sync.
-std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor,
+// (derive_p2p_links, unless pcie_p2p is off), counts in sync.
+std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor, bool pcie_p2p,
 				  std::vector<Building> &cpus,
 				  std::vector<Building> &gpus, std::string *error)
 {
@@ -385,7 +385,8 @@ std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor,
 		sync_counts(n);
 		m.nodes.push_back(std::move(n));
 	}
-	derive_p2p_links(m, ncpu, gpus);
+	if (pcie_p2p)
+		derive_p2p_links(m, ncpu, gpus);
 	return m;
 }
 
@@ -468,6 +469,7 @@ namespace {
 struct MachineParser {
 	std::string name = "custom";
 	uint32_t kfd_minor = 14;
+	bool pcie_p2p = true;	// amdgpu's pcie_p2p: derived p2p links between GPUs
 	std::vector<Building> cpus, gpus;
 	Building *cur = nullptr;
 	bool cur_gpu = false;
@@ -494,6 +496,12 @@ std::string MachineParser::line(const std::vector<std::string_view> &w)
 		if (w.size() != 2 || !parse_u64(w[1], &v))
 			return "usage: kfd_minor_version <n>";
 		kfd_minor = uint32_t(v);
+		return "";
+	}
+	if (key == "pcie_p2p") {
+		if (w.size() != 2 || !parse_u64(w[1], &v) || v > 1)
+			return "usage: pcie_p2p 0|1";
+		pcie_p2p = v != 0;
 		return "";
 	}
 	if (key == "cpu") {
@@ -716,7 +724,7 @@ std::optional<MachineDesc> parse_machine(std::string_view text, std::string *err
 			return std::nullopt;
 		}
 	}
-	return finish(std::move(mp.name), mp.kfd_minor, mp.cpus, mp.gpus, error);
+	return finish(std::move(mp.name), mp.kfd_minor, mp.pcie_p2p, mp.cpus, mp.gpus, error);
 }
 
 std::optional<MachineDesc> load_machine(std::string_view name_or_path,
