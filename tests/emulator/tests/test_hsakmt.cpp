@@ -43,7 +43,11 @@ void test_properties(const MachineDesc &m, std::vector<Gpu> *gpus)
 		CHECK_OK(hsaKmtGetNodeProperties(i, &p));
 		CHECK_EQ(p.NumCPUCores, prop(n, "cpu_cores_count"));
 		CHECK_EQ(p.NumFComputeCores, prop(n, "simd_count"));
-		CHECK_EQ(p.NumIOLinks, n.io_links.size());
+		// libhsakmt lists a node's io_links, then its p2p_links (the
+		// peers HIP's peer access rests on), as one list.
+		std::vector<IoLinkDesc> want = n.io_links;
+		want.insert(want.end(), n.p2p_links.begin(), n.p2p_links.end());
+		CHECK_EQ(p.NumIOLinks, want.size());
 		if (!n.is_gpu)
 			continue;
 		gpus->push_back({i, &n});
@@ -81,10 +85,11 @@ void test_properties(const MachineDesc &m, std::vector<Gpu> *gpus)
 
 		std::vector<HsaIoLinkProperties> links(p.NumIOLinks);
 		CHECK_OK(hsaKmtGetNodeIoLinkProperties(i, p.NumIOLinks, links.data()));
-		for (size_t l = 0; l < links.size() && l < n.io_links.size(); l++) {
-			CHECK_EQ(uint32_t(links[l].IoLinkType), n.io_links[l].type);
-			CHECK_EQ(links[l].NodeTo, n.io_links[l].node_to);
+		for (size_t l = 0; l < links.size() && l < want.size(); l++) {
+			CHECK_EQ(uint32_t(links[l].IoLinkType), want[l].type);
+			CHECK_EQ(links[l].NodeTo, want[l].node_to);
 			CHECK_EQ(links[l].NodeFrom, i);
+			CHECK_EQ(links[l].Weight, want[l].weight);
 		}
 	}
 }

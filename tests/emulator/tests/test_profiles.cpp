@@ -88,21 +88,30 @@ void test_named()
 			CHECK(prop(n, "hive_id") != 0 && prop(n, "hive_id") == prop(big->nodes[cpus], "hive_id"));
 		}
 	}
-	// 2xMI300X: no hive, each GPU reaches the other over PCIe (p2p_links).
-	auto two = load_machine("2xMI300X", KFDEMU_PROFILE_DIR, &err);
-	if (CHECK(two.has_value()) && CHECK_EQ(two->nodes.size(), 3u)) {
+	// 2xMI300X and 2xMI210: no hive, large BAR, so each GPU reaches the
+	// other over PCIe through the CPU: one derived p2p_links entry, type 2,
+	// weight 20 + 20 (kfd_add_peer_prop); the 8xMI300X hive has none.
+	for (const char *name : {"2xMI300X", "2xMI210"}) {
+		auto two = load_machine(name, KFDEMU_PROFILE_DIR, &err);
+		if (!CHECK(two.has_value()) || !CHECK_EQ(two->nodes.size(), 3u))
+			continue;
 		for (size_t i = 1; i < 3; i++) {
 			const auto &n = two->nodes[i];
 			CHECK_EQ(n.io_links.size(), 1u);
 			CHECK_EQ(prop(n, "hive_id"), 0u);
+			CHECK_EQ(prop(n, "p2p_links_count"), 1u);
 			if (CHECK_EQ(n.p2p_links.size(), 1u)) {
 				CHECK_EQ(n.p2p_links[0].type, 2u);
 				CHECK_EQ(n.p2p_links[0].node_to, uint32_t(3 - i));
+				CHECK_EQ(n.p2p_links[0].weight, 40u);
 			}
 		}
-		if (big)
+		if (big && std::string(name) == "2xMI300X")
 			CHECK_EQ(prop(two->nodes[1], "device_id"), prop(big->nodes[2], "device_id"));
 	}
+	if (big)
+		for (size_t i = 2; i < big->nodes.size(); i++)
+			CHECK(big->nodes[i].p2p_links.empty());
 	auto none = load_machine("none", KFDEMU_PROFILE_DIR, &err);
 	CHECK(none && gpu_nodes(*none).empty());
 	CHECK(!load_machine("NoSuchMachine", KFDEMU_PROFILE_DIR, &err));
@@ -142,6 +151,18 @@ void test_custom_file()
 	CHECK_EQ(g[1]->io_links[1].type, 11u);
 	CHECK_EQ(g[2]->mem_banks[0].heap_type, 2u);	// small BAR
 	CHECK(!g[2]->large_bar);
+	// Derived p2p links: to every large-BAR GPU outside the own hive (so
+	// none to GPU 2, and none between the hive's GPUs 1 and 2); GPU 0 (CPU
+	// node 1) to GPU 1 (CPU node 0) adds the CPU1 -> CPU0 link's weight 32.
+	if (CHECK_EQ(g[0]->p2p_links.size(), 1u)) {
+		CHECK_EQ(g[0]->p2p_links[0].node_to, 3u);
+		CHECK_EQ(g[0]->p2p_links[0].weight, 20u + 20u + 32u);
+	}
+	for (size_t i = 1; i < 3; i++)
+		if (CHECK_EQ(g[i]->p2p_links.size(), 1u)) {
+			CHECK_EQ(g[i]->p2p_links[0].node_to, 2u);
+			CHECK_EQ(g[i]->p2p_links[0].type, 2u);
+		}
 	CHECK_EQ(prop(*g[0], "hive_id"), 0u);
 	CHECK(prop(*g[1], "hive_id") != 0);
 	const NodeDesc &cpu1 = m->nodes[1];
@@ -162,6 +183,15 @@ void test_errors()
 	CHECK(rejects("cpu\ngpu MI100\n  cache 1 16\n", "usage: cache"));
 	CHECK(rejects("cpu\n  link 2 9\n", "no such node"));
 	CHECK(rejects("cpu\ngpu MI100\n  p2p 2 9\n", "no such node"));
+	CHECK(rejects("pcie_p2p 2\ncpu\n", "usage: pcie_p2p 0|1"));
+	// pcie_p2p 0 (amdgpu.pcie_p2p=0): no derived peer links, `p2p` lines stay.
+	std::string off_err;
+	auto off = parse_machine("pcie_p2p 0\ncpu\ngpu MI210\ngpu MI210\n  p2p 2 1\n", &off_err);
+	if (CHECK(off.has_value()) && CHECK_EQ(off->nodes.size(), 3u)) {
+		CHECK(off->nodes[1].p2p_links.empty());
+		CHECK_EQ(off->nodes[2].p2p_links.size(), 1u);
+		CHECK_EQ(prop(off->nodes[1], "p2p_links_count"), 0u);
+	}
 	CHECK(rejects("cpu\n  p2p 2 0\n", "usage (gpu): p2p"));
 	CHECK(rejects("cpu\ngpu MI100\n  io_links_count 4\n", "unknown key"));	// derived, not settable
 	std::string err;

@@ -234,9 +234,48 @@ uint64_t unique_id_for(uint32_t gpu_id, size_t index)
 	return 0x6c5e000000000000ull ^ (uint64_t(gpu_id) << 20) ^ (index * 0x9e3779b9ull);
 }
 
+// The p2p_links the kernel publishes between GPUs outside one hive
+// (kfd_dev_create_p2p_links with CONFIG_HSA_AMD_P2P): GPU A lists B when
+// B's VRAM is all CPU-visible (large BAR, amdgpu_device_is_peer_accessible),
+// with A's first io link's type, the weights of A's and B's links to their
+// CPUs summed (plus the CPU to CPU link's when they hang off different
+// nodes), the lower bandwidths; in node order. A `p2p` line adds to these.
+// libhsakmt reads a node's p2p_links instead of deriving GPU->CPU->GPU
+// links itself once the kernel shows p2p_links_count, so without these
+// ROCr sees no path between the GPUs and HIP no peer access.
+void derive_p2p_links(MachineDesc &m, uint32_t ncpu, const std::vector<Building> &gpus)
+{
+	auto to_cpu = [&](const NodeDesc &n) { return n.io_links.front(); };
+	for (size_t a = 0; a < gpus.size(); a++) {
+		NodeDesc &from = m.nodes[ncpu + a];
+		std::vector<IoLinkDesc> derived;
+		for (size_t b = 0; b < gpus.size(); b++) {
+			const NodeDesc &to = m.nodes[ncpu + b];
+			if (b == a || !to.large_bar || (gpus[a].hive && gpus[a].hive == gpus[b].hive))
+				continue;
+			const IoLinkDesc l1 = to_cpu(from), l2 = to_cpu(to);
+			IoLinkDesc l{l1.type, uint32_t(ncpu + b), l1.weight + l2.weight,
+				     std::min(l1.min_bandwidth, l2.min_bandwidth),
+				     std::min(l1.max_bandwidth, l2.max_bandwidth)};
+			if (l1.node_to != l2.node_to)
+				for (const auto &c : m.nodes[l1.node_to].io_links)
+					if (c.node_to == l2.node_to) {
+						l.weight += c.weight;
+						l.min_bandwidth = std::min(l.min_bandwidth, c.min_bandwidth);
+						l.max_bandwidth = std::min(l.max_bandwidth, c.max_bandwidth);
+						break;
+					}
+			derived.push_back(l);
+		}
+		from.p2p_links.insert(from.p2p_links.begin(), derived.begin(), derived.end());
+		sync_counts(from);
+	}
+}
+
 // Turns the parsed blocks into the final node list: properties in kernel
-// order, io links from NUMA attachment and hives, counts in sync.
-std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor,
+// order, io links from NUMA attachment and hives, p2p links
+// (derive_p2p_links, unless pcie_p2p is off), counts in sync.
+std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor, bool pcie_p2p,
 				  std::vector<Building> &cpus,
 				  std::vector<Building> &gpus, std::string *error)
 {
@@ -346,6 +385,8 @@ std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor,
 		sync_counts(n);
 		m.nodes.push_back(std::move(n));
 	}
+	if (pcie_p2p)
+		derive_p2p_links(m, ncpu, gpus);
 	return m;
 }
 
@@ -428,6 +469,7 @@ namespace {
 struct MachineParser {
 	std::string name = "custom";
 	uint32_t kfd_minor = 14;
+	bool pcie_p2p = true;	// amdgpu's pcie_p2p: derived p2p links between GPUs
 	std::vector<Building> cpus, gpus;
 	Building *cur = nullptr;
 	bool cur_gpu = false;
@@ -454,6 +496,12 @@ std::string MachineParser::line(const std::vector<std::string_view> &w)
 		if (w.size() != 2 || !parse_u64(w[1], &v))
 			return "usage: kfd_minor_version <n>";
 		kfd_minor = uint32_t(v);
+		return "";
+	}
+	if (key == "pcie_p2p") {
+		if (w.size() != 2 || !parse_u64(w[1], &v) || v > 1)
+			return "usage: pcie_p2p 0|1";
+		pcie_p2p = v != 0;
 		return "";
 	}
 	if (key == "cpu") {
@@ -676,7 +724,7 @@ std::optional<MachineDesc> parse_machine(std::string_view text, std::string *err
 			return std::nullopt;
 		}
 	}
-	return finish(std::move(mp.name), mp.kfd_minor, mp.cpus, mp.gpus, error);
+	return finish(std::move(mp.name), mp.kfd_minor, mp.pcie_p2p, mp.cpus, mp.gpus, error);
 }
 
 std::optional<MachineDesc> load_machine(std::string_view name_or_path,
