@@ -15,7 +15,7 @@
 // has mapped. One thread per SDMA user queue polls its 64-bit doorbell slot
 // (every 20 us while work arrives, backing off to 1 ms when idle) and, on
 // a change, walks the ring under the model lock. A new queue's slot is set
-// to 0 (all ones for an AQL queue: start_user_queue) when it is made, so that its first ring is a change even when the
+// to 0 (all ones for an AQL queue, restored ones too: start_user_queue) when it is made, so that its first ring is a change even when the
 // queue destroyed before it on that slot left the same value there. All of the ring, the
 // pointers and the packets' addresses are GPU virtual addresses, resolved
 // through the VM of the process's KFD render file exactly as CS IBs are.
@@ -264,8 +264,12 @@ void ModelImpl::start_user_queue(KfdProcess &p, Queue &q, bool restored)
 	// queue's slot starts at a value no ring with work writes: 0 for SDMA
 	// and CP queues (byte and dword write pointers past their first
 	// packet), all ones for AQL queues, whose producers ring the index of
-	// the packet they wrote, 0 for the first one.
-	if (!restored && e->doorbells && e->doorbells->size() >= e->doorbell_off + 8)
+	// the packet they wrote, 0 for the first one. A restored AQL queue's
+	// slot starts at all ones too: the restored doorbell page is new
+	// (zeros), and a first ring of index 0 after the restore must be a
+	// change; it is also what the checkpointed slot held unless the
+	// process had rung it (the page's contents are not checkpointed).
+	if ((!restored || aql) && e->doorbells && e->doorbells->size() >= e->doorbell_off + 8)
 		std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(e->doorbells->data() + e->doorbell_off))
 			.store(aql ? ~uint64_t{0} : 0, std::memory_order_release);
 	UserQueueEngine *raw = e.get();
