@@ -121,6 +121,6 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
       --workload $<TARGET_FILE:kfdemu_criu_workload> --amdgpu-img $<TARGET_FILE:amdgpu-img>
       --machine MI100 --scenario earlier "--sanitized=${AMDCR_SANITIZE}")
   set_tests_properties(${_test} PROPERTIES LABELS "realcriu;emulator" SKIP_RETURN_CODE 77 TIMEOUT 300
-    FIXTURES_REQUIRED realcriu_criu RESOURCE_LOCK host_hsakmt_shm)
+    FIXTURES_REQUIRED realcriu_criu)
 endforeach()
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree amdgpu-img)

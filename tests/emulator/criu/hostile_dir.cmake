@@ -7,7 +7,7 @@
 # followed at a killed dump; a guardian killed mid-dump is a warning of the
 # plugin; a FIFO as a KFD image fails the restore instead of hanging it.
 # For every CRIU that criu.cmake registers tests for.
-if(NOT COMMAND kfdemu_realcriu_test OR NOT _kfdemu_criu_versions)
+if(NOT TARGET kfdemu_criu_workload OR NOT _kfdemu_criu_versions)
   return()
 endif()
 foreach(_ver IN LISTS _kfdemu_criu_versions)
@@ -23,6 +23,6 @@ foreach(_ver IN LISTS _kfdemu_criu_versions)
         --workload $<TARGET_FILE:kfdemu_criu_workload> --machine MI100
         --scenario ${_s} "--sanitized=${AMDCR_SANITIZE}")
     set_tests_properties(${_test} PROPERTIES LABELS "realcriu;emulator" SKIP_RETURN_CODE 77 TIMEOUT 300
-      FIXTURES_REQUIRED realcriu_criu RESOURCE_LOCK host_hsakmt_shm)
+      FIXTURES_REQUIRED realcriu_criu)
   endforeach()
 endforeach()

@@ -53,8 +53,10 @@ from harness import log  # noqa: E402
 KILLED = ("dump-stopped", "dump-killed-planted-log", "dump-guardian-killed")
 SCENARIOS = KILLED + ("restore-fifo-kfd",)
 STOPPED_SECONDS = 3
+# The workload's flags, as realcriu_test.py's Run reads them: a row of its
+# scenario table each (run by this file, not by realcriu_test.py's main).
 for _s in SCENARIOS:
-    rc.WORKLOAD_FLAGS[_s] = ["--user-queue"]
+    rc.SCENARIOS[_s] = rc.Scenario(_s, run=None, flags=("--user-queue",))
 
 
 def copying(run, p):

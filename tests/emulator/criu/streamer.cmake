@@ -22,7 +22,7 @@ function(kfdemu_stream_test ver name scenario machine)
   # The locks of criu.cmake's tests (libhsakmt's shared memory file); the
   # two network namespaces of a test are named after its pid.
   set_tests_properties(${test} PROPERTIES LABELS "realcriu;emulator;streamer" SKIP_RETURN_CODE 77 TIMEOUT 300
-    FIXTURES_REQUIRED realcriu_criu RESOURCE_LOCK host_hsakmt_shm)
+    FIXTURES_REQUIRED realcriu_criu)
 endfunction()
 
 foreach(_ver IN LISTS AMDCR_CRIU_VERSIONS)

@@ -115,9 +115,10 @@ DIES_VRAM_MIB = 64
 DMABUF_REFUSAL = re.compile(r"amdgpu_plugin: .*(does not checkpoint .*with --stream)")
 RESTORE_CHECKSUMS = re.compile(r"amdgpu_plugin: restore: .*checksums matched for (\d+) bytes")
 RESTORE_PEAKS = re.compile(r"restored \d+ BOs with contents, .*peak staging (\d+) bytes")
-rc.WORKLOAD_FLAGS.update({"migrate": ["--kfd-gem"], "migrate-stall": ["--kfd-gem"], "parent-aborts": ["--kfd-gem"],
-                         "checksum-mismatch": ["--kfd-gem"],
-                         "reader-dies": ["--kfd-gem"]})
+# The workload's flags, as realcriu_test.py's Run reads them: a row of its
+# scenario table each (run by this file, not by realcriu_test.py's main).
+for _s in ("migrate", "migrate-stall", "parent-aborts", "checksum-mismatch", "reader-dies"):
+    rc.SCENARIOS[_s] = rc.Scenario(_s, run=None, flags=("--kfd-gem",))
 
 
 # --------------------------------------------------------------------------
