@@ -202,9 +202,10 @@ def t_verify(a):
     r = img(a, "verify", "-v", d)
     ok(r.returncode == 0 and " 0 problems" in r.stdout, "verify of a good checkpoint: exit 0 (%s)" % r.stdout.strip().splitlines()[-1])
     good = sorted(l.split()[1] for l in r.stdout.splitlines() if l.startswith("ok "))
-    ok(len(good) == 5 and len([g for g in good if g.startswith("amdgpu-pages-")]) == 2 and
-       len([g for g in good if g.startswith("amdgpu-renderD-")]) == 2,
-       "verify -v: the KFD image, its 2 pages files and 2 render images ok (%s)" % " ".join(good))
+    ok(len(good) == 6 and len([g for g in good if g.startswith("amdgpu-pages-")]) == 2 and
+       len([g for g in good if g.startswith("amdgpu-renderD-")]) == 2 and "amdgpu-binding.img" in good,
+       "verify -v: the KFD image, its 2 pages files, 2 render images and the dump's manifest ok (%s)"
+       % " ".join(good))
 
     c = scratch_copy(a, "truncated")
     pages = sorted(glob.glob(c + "/amdgpu-pages-*.img"))[0]
