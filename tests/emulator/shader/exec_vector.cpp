@@ -6,6 +6,7 @@
 // defines for the basic operations; see README.md for the approximations
 // (v_rcp, v_rsq, v_sqrt, v_exp, v_log, v_sin, v_cos) and denormal modes.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -413,6 +414,50 @@ void vector_ops_misc(std::unordered_map<std::string, Handler> &t);
 
 namespace {
 
+// IEEE binary32 -> binary16, rounded to nearest even, NaNs quieted with the
+// payload's top bits kept (what v_cvt_f16_f32 does in the default mode).
+// Written out rather than through _Float16, which clang before 15 lacks
+// on x86-64 (scripts/fuzz.sh builds this library with Debian's clang 14).
+constexpr uint16_t f32_to_f16(F f)
+{
+	const U x = std::bit_cast<U>(f);
+	const U sign = (x >> 16) & 0x8000;
+	const U exp = (x >> 23) & 0xff, mant = x & 0x7fffff;
+	if (exp == 0xff)
+		return static_cast<uint16_t>(sign | 0x7c00 | (mant ? 0x200 | (mant >> 13) : 0));
+	const int e = static_cast<int>(exp) - 127 + 15; // the binary16 biased exponent
+	if (e >= 31)
+		return static_cast<uint16_t>(sign | 0x7c00);
+	if (exp == 0) // binary32 zero or subnormal: below half the least binary16 subnormal
+		return static_cast<uint16_t>(sign);
+	const U m = mant | 0x800000; // 24 significant bits
+	const int shift = e >= 1 ? 13 : 14 - e;
+	if (shift > 24)
+		return static_cast<uint16_t>(sign);
+	U r = m >> shift;
+	const U rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+	if (rem > half || (rem == half && (r & 1)))
+		++r;
+	// Normal: r holds the implicit bit (0x400..0x800); a carry into 0x800
+	// moves the exponent on (to infinity from e 30). Subnormal: r is the
+	// encoding (0x400 when it rounds up to the least normal).
+	return static_cast<uint16_t>(sign | (e >= 1 ? (static_cast<U>(e) << 10) + (r - 0x400) : r));
+}
+
+// IEEE binary16 -> binary32: exact; a signalling NaN comes out quiet.
+constexpr F f16_to_f32(U h)
+{
+	const U sign = (h & 0x8000) << 16;
+	const U exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+	if (exp == 0x1f)
+		return std::bit_cast<F>(sign | 0x7f800000 | (mant ? 0x400000 | (mant << 13) : 0));
+	if (exp == 0) {
+		const F v = static_cast<F>(mant) * 0x1p-24f;
+		return sign ? -v : v;
+	}
+	return std::bit_cast<F>(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
 constexpr U bfe(U a, U off, U width)
 {
 	off &= 31, width &= 31;
@@ -572,8 +617,8 @@ void float_ops(std::unordered_map<std::string, Handler> &t)
 		{"v_cvt_f32_ubyte1", valu<F32, U32, None, None, ([](U a, U, U) { return F(a >> 8 & 0xff); })>},
 		{"v_cvt_f32_ubyte2", valu<F32, U32, None, None, ([](U a, U, U) { return F(a >> 16 & 0xff); })>},
 		{"v_cvt_f32_ubyte3", valu<F32, U32, None, None, ([](U a, U, U) { return F(a >> 24); })>},
-		{"v_cvt_f16_f32", valu<U32, F32, None, None, ([](F a, U, U) { return U(std::bit_cast<uint16_t>(static_cast<_Float16>(a))); })>},
-		{"v_cvt_f32_f16", valu<F32, U32, None, None, ([](U a, U, U) { return F(std::bit_cast<_Float16>(uint16_t(a))); })>},
+		{"v_cvt_f16_f32", valu<U32, F32, None, None, ([](F a, U, U) { return U(f32_to_f16(a)); })>},
+		{"v_cvt_f32_f16", valu<F32, U32, None, None, ([](U a, U, U) { return f16_to_f32(a & 0xffff); })>},
 		// rounding
 		{"v_rndne_f32", valu<F32, F32, None, None, ([](F a, U, U) { return std::nearbyint(a); })>},
 		{"v_trunc_f32", valu<F32, F32, None, None, ([](F a, U, U) { return std::trunc(a); })>},
