@@ -2502,32 +2502,41 @@ def scenarios_help():
     return "\n".join(out)
 
 
+def add_run_args(ap, required=True):
+    """The arguments of every real-CRIU test script (this one, hostile_dir_test.py,
+    verify_parity_test.py, streamer_test.py): the CRIU, the emulator, the wrapper and
+    the workload to run, the plugin under test, and the run inside kfd-emu (internal).
+    `required` False: the script reports NOT RUN itself when one is missing."""
+    ap.add_argument("--criu-list", default="")
+    ap.add_argument("--criu-version", default="")
+    ap.add_argument("--criu", default="", help="a CRIU binary (instead of --criu-list/--criu-version)")
+    ap.add_argument("--realcriu-lib", required=required, default="", help="tests/realcriu (realcriu.py)")
+    for name in ("--kfd-emu", "--wrapper", "--workload"):
+        ap.add_argument(name, required=required, default="")
+    ap.add_argument("--machine", default="MI100")
+    ap.add_argument("--plugin", default=os.environ.get("KFDEMU_CRIU_PLUGIN", ""),
+                    help="the plugin under test (default: the wrapper's, the build's amdgpu_plugin.so;"
+                         " also $KFDEMU_CRIU_PLUGIN)")
+    ap.add_argument("--sanitized", default="")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--phase", default="", help=argparse.SUPPRESS)	# internal: inside kfd-emu
+    ap.add_argument("--work", default="", help=argparse.SUPPRESS)
+
+
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=scenarios_help(),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--list", action=ListTests, help="print the CTest tests of every scenario (JSON) and exit")
-    ap.add_argument("--criu-list", default="")
-    ap.add_argument("--criu-version", default="")
-    ap.add_argument("--criu", default="", help="a CRIU binary (instead of --criu-list/--criu-version)")
-    ap.add_argument("--realcriu-lib", required=True, help="tests/realcriu (realcriu.py)")
-    ap.add_argument("--kfd-emu", required=True)
-    ap.add_argument("--wrapper", required=True)
-    ap.add_argument("--workload", required=True)
-    ap.add_argument("--machine", default="MI100")
+    add_run_args(ap)
     ap.add_argument("--scenario", default="roundtrip", choices=SCENARIOS, metavar="SCENARIO",
                     help="one of the scenarios below")
     ap.add_argument("--amdgpu-img", default="", help="the inspector (log-default reads the images with it)")
     ap.add_argument("--streamer", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                                        "streamer", "streamer.py"),
                     help="the stand-in image streamer (stream scenario)")
-    ap.add_argument("--plugin", default=os.environ.get("KFDEMU_CRIU_PLUGIN", ""),
-                    help="the plugin under test (default: the wrapper's, the build's amdgpu_plugin.so;"
-                         " also $KFDEMU_CRIU_PLUGIN)")
     ap.add_argument("--emu-fault", action="append", default=[],
                     help="a fault rule for kfd-emu --fault, in effect from the start (repeatable); e.g. "
                          "DRM_IOCTL_GEM_CHANGE_HANDLE:every:errno=EINVAL, a kernel that disables the ioctl")
-    ap.add_argument("--sanitized", default="")
-    ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--images-dir", default="",
                     help="where CRIU's images go (created; default: the work directory's images/); "
                          "the benchmark's fixed-rate store")
@@ -2537,8 +2546,6 @@ def parse_args():
     ap.add_argument("--upstream-list", default="",
                     help="scripts/build-criu.sh's upstream-plugins.txt: '<version>\\t<amdgpu_plugin.so>' lines")
     ap.add_argument("--upstream-so", default="", help=argparse.SUPPRESS)	# internal: found in --upstream-list
-    ap.add_argument("--phase", default="", help=argparse.SUPPRESS)	# internal: inside kfd-emu
-    ap.add_argument("--work", default="", help=argparse.SUPPRESS)
     return ap.parse_args()
 
 

@@ -188,21 +188,9 @@ def inside(args, criu):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--criu-list", default="")
-    ap.add_argument("--criu-version", default="")
-    ap.add_argument("--criu", default="")
-    ap.add_argument("--realcriu-lib", required=True)
-    ap.add_argument("--kfd-emu", required=True)
-    ap.add_argument("--wrapper", required=True)
-    ap.add_argument("--workload", required=True)
+    rt.add_run_args(ap)
     ap.add_argument("--amdgpu-img", required=True)
-    ap.add_argument("--machine", default="MI100")
     ap.add_argument("--scenario", default="earlier", choices=["earlier"])
-    ap.add_argument("--plugin", default=os.environ.get("KFDEMU_CRIU_PLUGIN", ""))
-    ap.add_argument("--sanitized", default="")
-    ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--phase", default="", help=argparse.SUPPRESS)
-    ap.add_argument("--work", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     # What realcriu_test.Run reads: its round trip's workload, no streamer,
     # no interop.
