@@ -81,6 +81,22 @@ struct Packet {
 	}
 };
 
+// CREATE_QUEUE's arguments for an AQL queue on G0 whose ring and amd_queue_t
+// are those of `h` (write_dispatch_id at byte 56, read_dispatch_id at 128).
+CreateQueue aql_queue(Host &h, uint32_t priority)
+{
+	CreateQueue q{};
+	q.ring_base_address = addr(h.ring);
+	q.ring_size = sizeof h.ring;
+	q.write_pointer_address = addr(h.amd_queue + 56);
+	q.read_pointer_address = addr(h.amd_queue + 128);
+	q.gpu_id = G0;
+	q.queue_type = QUEUE_COMPUTE_AQL;
+	q.queue_percentage = 100;
+	q.queue_priority = priority;
+	return q;
+}
+
 Packet barrier(uint16_t type, std::vector<uint64_t> deps, uint64_t completion)
 {
 	Packet p;
@@ -144,15 +160,7 @@ struct App {
 			make_signal(63, 0, inactive_event);
 			set<uint64_t>(192, sva(63));
 		}
-		CreateQueue q{};
-		q.ring_base_address = addr(h->ring);
-		q.ring_size = sizeof h->ring;
-		q.write_pointer_address = addr(h->amd_queue + 56);
-		q.read_pointer_address = addr(h->amd_queue + 128);
-		q.gpu_id = G0;
-		q.queue_type = QUEUE_COMPUTE_AQL;
-		q.queue_percentage = 100;
-		q.queue_priority = 7;
+		CreateQueue q = aql_queue(*h, 7);
 		cr_assert_eq(rig.kfd(c, kfd, CREATE_QUEUE, &q), 0);
 		doorbell = rig.map_doorbell(c, kfd, q.doorbell_offset);
 		cr_assert_not_null(doorbell);
@@ -394,15 +402,7 @@ Test(aql_queue, two_queues_wait_for_each_other)
 	for (uint32_t i = 0; i < kSlots; ++i)
 		App::set16(h2->ring + 64 * i, kInvalid);
 	std::memcpy(h2->amd_queue + 136, "\x80\0\0\0", 4);
-	CreateQueue q{};
-	q.ring_base_address = addr(h2->ring);
-	q.ring_size = sizeof h2->ring;
-	q.write_pointer_address = addr(h2->amd_queue + 56);
-	q.read_pointer_address = addr(h2->amd_queue + 128);
-	q.gpu_id = G0;
-	q.queue_type = QUEUE_COMPUTE_AQL;
-	q.queue_percentage = 100;
-	q.queue_priority = 15;
+	CreateQueue q = aql_queue(*h2, 15);
 	cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q), 0);
 	volatile uint64_t *db2 = app.rig.map_doorbell(app.c, app.kfd, q.doorbell_offset);
 	app.make_signal(0, 1); // queue 2 -> queue 1
