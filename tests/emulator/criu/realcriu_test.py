@@ -1191,18 +1191,24 @@ def slow_machine(work, profile):
     return path
 
 
-def guardians():
-    """Guardian processes that are ours: an orphaned guardian's parent is
-    the nearest subreaper, this process (ended ones are reaped first)."""
-    out = []
+def children_by_role():
+    """(guardians, others) among our live children, from one look at each:
+    an orphaned guardian's parent is the nearest subreaper, this process
+    (ended ones are reaped first). A child that ends while it is looked at
+    is in neither list."""
+    gs, others = [], []
     for k in reap_children():
         try:
             with open(f"/proc/{k}/comm") as f:
-                if f.read().strip() == GUARDIAN_COMM:
-                    out.append(k)
+                (gs if f.read().strip() == GUARDIAN_COMM else others).append(k)
         except OSError:
             pass
-    return out
+    return gs, others
+
+
+def guardians():
+    """Guardian processes that are ours (see children_by_role)."""
+    return children_by_role()[0]
 
 
 def criu_popen(run, action, extra, log_name, timeout_wrap=False):
@@ -1345,7 +1351,7 @@ def after_restore_killed(run, pid, p, g, when):
     rc = p.wait(timeout=30)
     log(f"criu restore ended with {rc} {when}; guardian {g[0]}")
     expect(wait_for(lambda: not alive(pid), 2.0), f"the restored task {pid} still runs 2 s after CRIU was killed")
-    left = [k for k in reap_children() if k not in guardians()]
+    left = children_by_role()[1]  # a guardian ending meanwhile is not one left
     expect(not left, f"processes left after the killed restore: {left}")
     expect(wait_for(lambda: run.emu.process(pid) is None, 5),
            f"the model still has process {pid}: {run.emu.process(pid)}")
