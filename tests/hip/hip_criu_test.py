@@ -56,7 +56,13 @@ EXIT_TIMEOUT = 180
 
 class Program:
     """The HIP program in `work`, started as our child: stdout in out.log
-    (compared), stderr in err.log."""
+    (compared), stderr in err.log, TMPDIR work/tmp. HIP on gfx90a compiles
+    kernels at run time through amd_comgr, in $TMPDIR/comgr-XXXXXX, which
+    it removes while it keeps the code object mapped: CRIU dumps that
+    deleted file as a ghost and restores it under the nearest directory that
+    still exists, as <name>.cr.<ghost id>.ghost. Under the shared /tmp two
+    restores at once (ctest -j) collide there ("Can't create ghost regfile:
+    File exists"); each test has a TMPDIR of its own."""
 
     def __init__(self, run, sc):
         self.work = run.work
@@ -66,9 +72,11 @@ class Program:
         gates = [a for k in sc.gates for a in ("--gate-after", str(k))]
         cmd = [run.args.workload, *sc.args, *gates, "--gate", self.gate]
         log(f"program: {' '.join(cmd)}")
+        tmp = os.path.join(run.work, "tmp")
+        os.makedirs(tmp, exist_ok=True)
         with open(self.out, "w") as out, open(self.err, "w") as err:
             self.p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                      start_new_session=True)
+                                      start_new_session=True, env=dict(os.environ, TMPDIR=tmp))
         self.pid = self.p.pid
 
     def lines(self):
@@ -168,12 +176,22 @@ def dump(run, prog, extra=(), leave_running=False):
                     "the dumped task to go"), f"dumped task {prog.pid} still exists", False)
 
 
+def aql_read_indices(queues):
+    """{queue id: the AQL processor's read index} of the AQL queues."""
+    return {q["id"]: q["engine"]["rptr"] for q in queues["queues"] if "in_flight" in q.get("engine", {})}
+
+
 def restore_and_finish(run, prog, before, want, what, gpus=None, minors=None):
-    """Restores the dumped program, checks it against `before`, lets it go
-    through its gate and compares its output."""
+    """Restores the dumped program, checks it against `before` (and every
+    AQL queue at its dumped read index: a queue restored at 0 would run its
+    packets again, one restored past a pending packet would skip it), lets
+    it go through its gate and compares its output."""
     run.restore(prog.pid)
     expect(not rc.guardians(), f"guardian processes left after the restore: {rc.guardians()}")
     rc.check_restored(run.emu, prog.pid, before, gpus, minors)
+    dumped, now = aql_read_indices(before["queues"]), aql_read_indices(run.emu.ctl("queues", prog.pid))
+    expect(dumped and now == dumped, f"AQL queues' read indices after the restore {now} != dumped {dumped}")
+    log(f"restored {prog.pid}: {len(now)} AQL queues at their dumped read indices {sorted(now.values())}")
     finish(run, prog, want, what)
 
 
