@@ -149,14 +149,21 @@ def bo_kinds(bos):
     return kinds
 
 
+# KFD's queue types (kfd_ioctl.h KFD_IOC_QUEUE_TYPE_*).
+QUEUE_TYPES = {0: "PM4", 1: "SDMA", 2: "AQL", 3: "SDMA_XGMI", 4: "SDMA_BY_ENG_ID"}
+
+
 def at_gate(run, prog, k):
-    """The program at gate K: its snapshot (realcriu_test.snapshot), the BO
-    kinds logged."""
+    """The program at gate K: its snapshot (realcriu_test.snapshot), what it
+    holds logged (BOs by kind, queues by type, events)."""
     prog.wait_gate(k)
     before = rc.snapshot(run.emu, prog.pid)
     kinds = ", ".join(f"{t} {n} ({b} bytes)" for t, (n, b) in sorted(bo_kinds(before["bos"]).items()))
+    types = [QUEUE_TYPES.get(q["type"], str(q["type"])) for q in before["queues"]["queues"]]
+    events = run.emu.ctl("events", prog.pid)["events"]
     log(f"gate {k}: program {prog.pid}: {len(before['bos'])} BOs: {kinds}; {len(before['vmas'])} device "
-        f"mappings, {len(before['queues']['queues'])} queue(s), {len(before['fds'])} fds")
+        f"mappings; queues {', '.join(f'{types.count(t)} {t}' for t in sorted(set(types)))}; {len(events)} events "
+        f"({sum(e['signaled'] for e in events)} signaled); {len(before['fds'])} fds")
     expect(before["bos"] and before["queues"]["queues"], "the program has no BOs or queues at its gate", False)
     return before
 
