@@ -154,7 +154,7 @@ paused"/"resumed" lines in CRIU's log), median of the repetitions (3,
 --quick 1). Needs the HIP programs (hipcc) and the build's CRIU 4.2.1.
 
 --ci: the smallest form (64 MiB, 256 small BOs, 32 MiB render vs KFD, the
-incremental rows at 64 MiB, one repetition; no memory, BO-size, GPU-less, upstream, integrity or parallel
+incremental rows at 64 MiB, one repetition; no memory, BO-size, GPU-less, upstream, integrity, parallel or HIP
 rows): proof that the benchmark
 runs, for CTest's bench_ci; it asserts no figure. Exit 77 when not root (the emulator's
 CRIU_OP and criu-host need it).
