@@ -55,43 +55,48 @@ EXIT_TIMEOUT = 180
 
 
 class Program:
-    """The HIP program in `work`, started as our child: stdout in out.log
-    (compared), stderr in err.log, TMPDIR work/tmp. HIP on gfx90a compiles
-    kernels at run time through amd_comgr, in $TMPDIR/comgr-XXXXXX, which
-    it removes while it keeps the code object mapped: CRIU dumps that
-    deleted file as a ghost and restores it under the nearest directory that
-    still exists, as <name>.cr.<ghost id>.ghost. Under the shared /tmp two
-    restores at once (ctest -j) collide there ("Can't create ghost regfile:
-    File exists"); each test has a TMPDIR of its own."""
+    """The HIP program of a scenario in `work`: stdout in out.log (compared),
+    stderr in err.log, TMPDIR work/tmp; `p` its Popen when we started it
+    (start), None when CRIU restored it in this phase. HIP on gfx90a
+    compiles kernels at run time through amd_comgr, in
+    $TMPDIR/comgr-XXXXXX, which it removes while it keeps the code object
+    mapped: CRIU dumps that deleted file as a ghost and restores it under
+    the nearest directory that still exists, as <name>.cr.<ghost id>.ghost.
+    Under the shared /tmp two restores at once (ctest -j) collided there
+    ("Can't create ghost regfile: File exists"); each test has a TMPDIR of
+    its own."""
 
-    def __init__(self, run, sc):
-        self.work = run.work
-        self.gate = os.path.join(run.work, "gate")
-        self.out = os.path.join(run.work, "out.log")
-        self.err = os.path.join(run.work, "err.log")
+    def __init__(self, work, pid, p=None):
+        self.work, self.pid, self.p = work, pid, p
+        self.gate = os.path.join(work, "gate")
+        self.out = os.path.join(work, "out.log")
+        self.err = os.path.join(work, "err.log")
+
+    @classmethod
+    def start(cls, run, sc):
         gates = [a for k in sc.gates for a in ("--gate-after", str(k))]
-        cmd = [run.args.workload, *sc.args, *gates, "--gate", self.gate]
+        cmd = [run.args.workload, *sc.args, *gates, "--gate", os.path.join(run.work, "gate")]
         log(f"program: {' '.join(cmd)}")
         tmp = os.path.join(run.work, "tmp")
         os.makedirs(tmp, exist_ok=True)
-        with open(self.out, "w") as out, open(self.err, "w") as err:
-            self.p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                      start_new_session=True, env=dict(os.environ, TMPDIR=tmp))
-        self.pid = self.p.pid
+        with open(os.path.join(run.work, "out.log"), "w") as out, open(os.path.join(run.work, "err.log"), "w") as err:
+            p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+                                 env=dict(os.environ, TMPDIR=tmp))
+        run.wl = p  # Run.cleanup kills it if the test ends early
+        return cls(run.work, p.pid, p)
 
     def lines(self):
         with open(self.out, errors="replace") as f:
             return f.read().splitlines()
 
-    def wait_gate(self, k, pid=None):
-        """Until the program (`pid`: restored) prints "gate K"."""
-        pid = pid or self.pid
+    def wait_gate(self, k):
+        """Until the program prints "gate K"."""
         said = lambda: f"gate {k}" in self.lines()
-        ok = wait_for(lambda: said() or not rc.alive(pid), GATE_TIMEOUT, f"gate {k} of {pid}")
+        ok = wait_for(lambda: said() or not rc.alive(self.pid), GATE_TIMEOUT, f"gate {k} of {self.pid}")
         if not ok or not said():
             rc.show_log(self.out)
             rc.show_log(self.err)
-            raise Failure(f"the program {pid} did not reach gate {k} (exit {self.p.poll()})", False)
+            raise Failure(f"the program {self.pid} did not reach gate {k} (exit {self.p and self.p.poll()})", False)
 
     def release(self):
         open(self.gate, "w").close()
@@ -227,8 +232,7 @@ def show_images(run):
 def same_machine(run):
     """Dumped at the gate, restored on the same machine."""
     want = expected_lines(run, run.sc)
-    prog = Program(run, run.sc)
-    run.wl = prog.p
+    prog = Program.start(run, run.sc)
     before = at_gate(run, prog, run.sc.gates[0])
     dump(run, prog)
     show_images(run)
@@ -241,8 +245,7 @@ def other_machine(run):
     state = os.path.join(run.work, "state.json")
     if run.args.phase == "dump":
         want = expected_lines(run, run.sc)
-        prog = Program(run, run.sc)
-        run.wl = prog.p
+        prog = Program.start(run, run.sc)
         before = at_gate(run, prog, run.sc.gates[0])
         dump(run, prog)
         with open(state, "w") as f:
@@ -251,21 +254,9 @@ def other_machine(run):
     with open(state) as f:
         st = json.load(f)
     plan = rc.OTHER_MACHINE[run.args.machine]
-    prog = Restored(run, st["pid"])
+    prog = Program(run.work, st["pid"])
     restore_and_finish(run, prog, st["before"], st["want"], "restored on the second machine", plan["gpus"],
                        plan["minors"])
-
-
-class Restored(Program):
-    """A Program restored by CRIU in this phase (its files in `work`)."""
-
-    def __init__(self, run, pid):  # noqa: super().__init__ starts a program
-        self.work = run.work
-        self.gate = os.path.join(run.work, "gate")
-        self.out = os.path.join(run.work, "out.log")
-        self.err = os.path.join(run.work, "err.log")
-        self.pid = pid
-        self.p = None
 
 
 def hsakmt_semaphore():
@@ -290,8 +281,7 @@ def leave_running(run):
     (the pid free again) and finishes with the same output."""
     want = expected_lines(run, run.sc)
     hsakmt_semaphore()
-    prog = Program(run, run.sc)
-    run.wl = prog.p
+    prog = Program.start(run, run.sc)
     before = at_gate(run, prog, run.sc.gates[0])
     sizes = prog.sizes()
     dump(run, prog, leave_running=True)
@@ -318,8 +308,7 @@ def incremental(run):
     chain and the program finishes with the uninterrupted run's output."""
     want = expected_lines(run, run.sc)
     hsakmt_semaphore()
-    prog = Program(run, run.sc)
-    run.wl = prog.p
+    prog = Program.start(run, run.sc)
     track = ["--track-mem"] if rc.tracks_memory(run.criu) else []
     first, second = run.sc.gates
     run.images = os.path.join(run.work, "ckpt-1")
