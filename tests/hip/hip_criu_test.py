@@ -411,7 +411,8 @@ class ListTests(argparse.Action):
 def scenarios_help():
     out = ["scenarios (--scenario):"]
     for sc in SCENARIOS.values():
-        out += [f"  {sc.name} ({sc.program} {' '.join(sc.args)}, gates {', '.join(map(str, sc.gates))})",
+        gates = f", gates {', '.join(map(str, sc.gates))}" if sc.gates else ""
+        out += [f"  {sc.name} ({sc.program} {' '.join(sc.args)}{gates})",
                 textwrap.fill(sc.doc, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)]
     return "\n".join(out)
 
