@@ -26,9 +26,10 @@
 // writes the value from the CPU and the round completes. So a checkpoint at
 // the gate holds three streams with their copies, kernels and events queued
 // and unfinished, and no kernel running: the wait is a barrier-value packet
-// on the CP (GPU_STREAMOPS_CP_WAIT=1, set by the program; HIP's default
-// waits in a spinning kernel, a dispatch in flight, which a checkpoint
-// refuses until the emulator saves waves). --cpu-only prints the lines a
+// on the CP (GPU_STREAMOPS_CP_WAIT=1, set by the program unless the
+// environment sets it; HIP's default, GPU_STREAMOPS_CP_WAIT=0, waits in a
+// spinning kernel, a dispatch in flight, which a checkpoint refuses until
+// the emulator saves waves). --cpu-only prints the lines a
 // run prints but the gate lines, computed on the CPU alone (what a
 // checkpoint test compares a restored run with).
 #include "hiptest.h"
@@ -236,7 +237,7 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	setenv("GPU_STREAMOPS_CP_WAIT", "1", 1); // a stream's wait for a value on the CP, no kernel
+	setenv("GPU_STREAMOPS_CP_WAIT", "1", 0); // a stream's wait for a value on the CP, no kernel
 	hiptest::hip_init();
 	int gpus = 0;
 	HIPTEST_CHECK(hipGetDeviceCount(&gpus));
