@@ -10,7 +10,10 @@
 //             (pinned), event e2
 //
 // then hipEventSynchronize(e2), every output word compared with the CPU's,
-// and "round R c <hash> d <hash>" printed (FNV-1a of the two outputs' bits).
+// and "round R c <hash> d <hash>" printed (FNV-1a of the two outputs' bits);
+// then a new device buffer is allocated, filled with hipMemset (HIP's own
+// fill kernel), read back, checked and freed (after a restore: new memory
+// and a new kernel of the runtime in the restored process).
 // With --peer (two GPUs) stream 1, its kernel's output and the copy's
 // destination are on GPU 1: after hipDeviceEnablePeerAccess the kernel on
 // GPU 1 reads GPU 0's memory, the copy is a peer copy (GPU 0 -> GPU 1), and
@@ -214,6 +217,19 @@ public:
 		print_round(r, c, d);
 	}
 
+	// A buffer allocated, filled by the runtime and freed (see the header).
+	void fresh(int r)
+	{
+		HIPTEST_CHECK(hipSetDevice(0));
+		const size_t bytes = kWords * 4;
+		hiptest::Device t(bytes);
+		HIPTEST_CHECK(hipMemset(t.p, r & 0xff, bytes));
+		std::vector<uint8_t> back(bytes), want(bytes, uint8_t(r & 0xff));
+		HIPTEST_CHECK(hipMemcpy(back.data(), t.p, bytes, hipMemcpyDeviceToHost));
+		hiptest::expect_equal(("round " + std::to_string(r) + " new buffer").c_str(), want.data(), back.data(),
+				      bytes);
+	}
+
 private:
 	bool peer_;
 	std::unique_ptr<hiptest::Pinned> in_, outc_, outd_;
@@ -256,6 +272,7 @@ int main(int argc, char **argv)
 			rounds.release(r);
 		}
 		rounds.finish(r, x);
+		rounds.fresh(r);
 	}
 	step(hiptest::kTeardown);
 	return 0;
