@@ -25,7 +25,7 @@
 // enqueued on all three streams behind stream 0's wait for a value in
 // signal memory (hipExtMallocWithFlags(hipMallocSignalMemory)), the three
 // events are checked to be pending (hipEventQuery: hipErrorNotReady), the
-// program prints "gate K" and waits for FILE (testkit.h wait_gate); then it
+// program prints "gate K" and waits for FILE (testkit.h Gates); then it
 // writes the value from the CPU and the round completes. So a checkpoint at
 // the gate holds three streams with their copies, kernels and events queued
 // and unfinished, and no kernel running: the wait is a barrier-value packet
@@ -68,8 +68,7 @@ __global__ void mix(const uint32_t *b, uint32_t *c, size_t n)
 struct Options {
 	int rounds = 4;
 	bool cpu_only = false, peer = false;
-	std::vector<int> gate_after;
-	std::string gate;
+	hiptest::Gates gates;
 };
 
 Options parse(int argc, char **argv)
@@ -84,18 +83,14 @@ Options parse(int argc, char **argv)
 			o.cpu_only = true;
 		else if (a == "--peer")
 			o.peer = true;
-		else if (a == "--gate-after" && has_value)
-			o.gate_after.push_back(std::atoi(argv[++i]));
-		else if (a == "--gate" && has_value)
-			o.gate = argv[++i];
-		else {
+		else if (!o.gates.take(argc, argv, i)) {
 			std::fprintf(stderr,
 				     "usage: %s [--rounds N] [--cpu-only] [--peer] [--gate-after K]... [--gate FILE]\n",
 				     argv[0]);
 			std::exit(hiptest::kUsage);
 		}
 	}
-	if (o.rounds < 1 || o.gate_after.empty() != o.gate.empty()) {
+	if (o.rounds < 1 || !o.gates.complete()) {
 		std::fprintf(stderr, "%s: --rounds must be >= 1; --gate-after and --gate go together\n", argv[0]);
 		std::exit(hiptest::kUsage);
 	}
@@ -245,7 +240,7 @@ private:
 int main(int argc, char **argv)
 {
 	const Options o = parse(argc, argv);
-	auto gated = [&o](int r) { return std::find(o.gate_after.begin(), o.gate_after.end(), r - 1) != o.gate_after.end(); };
+	auto gated = [&o](int r) { return o.gates.after_step(r - 1); };
 	if (o.cpu_only) { // the rounds' lines (a harness leaves out the gate lines)
 		for (int r = 0; r < o.rounds; ++r) {
 			const Expected x(r);
@@ -267,7 +262,7 @@ int main(int argc, char **argv)
 		rounds.enqueue(r, x, gated(r));
 		if (gated(r)) {
 			rounds.expect_pending(r);
-			hiptest::wait_gate(o.gate, r - 1);
+			o.gates.wait(r - 1);
 			step("round " + std::to_string(r) + " after its gate");
 			rounds.release(r);
 		}
