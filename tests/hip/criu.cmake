@@ -51,7 +51,7 @@ endforeach()
 # The training loop in a podman container, checkpointed, exported and
 # restored on another emulated machine (hip_container_test.py, with
 # tests/container's machinery): hip_container_podman_4.2.1_2xMI210 (labels
-# hip, container), about 45 s; under CRIU 4.2.1 only, for CI's time (it
+# hip, container), 45-72 s; under CRIU 4.2.1 only, for CI's time (it
 # passes with criu-dev too: tests/hip/README.md).
 foreach(_ver IN LISTS AMDCR_CRIU_VERSIONS)
   if(NOT _ver STREQUAL "4.2.1")
