@@ -11,7 +11,7 @@
 // same losses.
 //
 //   hip_train [--steps N] [--cpu-only] [--no-check]
-//             [--gate-after K --gate FILE]
+//             [--gate-after K]... [--gate FILE]
 //
 // Prints "step K loss <hex float>" for K = 0..N-1 (the loss of the batch
 // before step K's update), then "weights <hex of the checksum>". Without
@@ -19,16 +19,14 @@
 // with the CPU reference (the first mismatch fails: step, index, both
 // values). --cpu-only runs only the CPU reference (what a checkpoint test
 // compares a restored run with). --gate-after K --gate FILE: after step K
-// prints "gate K" and waits until FILE exists (at most 10 minutes), so a
-// checkpoint harness can dump the process between two steps.
+// prints "gate K", waits until FILE exists (at most 10 minutes) and removes
+// it, so a checkpoint harness can dump the process between two steps;
+// --gate-after may be given several times (a gate after each such step,
+// each waiting for a new FILE: incremental checkpoints).
 #include "hiptest.h"
 
-#include <sys/stat.h>
-
-#include <chrono>
-#include <memory>
 #include <cmath>
-#include <thread>
+#include <memory>
 
 namespace {
 
@@ -242,8 +240,7 @@ struct GpuNet {
 struct Options {
 	int steps = 50;
 	bool cpu_only = false, check = true;
-	int gate_after = -1;
-	std::string gate;
+	hiptest::Gates gates;
 };
 
 Options parse(int argc, char **argv)
@@ -258,31 +255,17 @@ Options parse(int argc, char **argv)
 			o.cpu_only = true;
 		else if (a == "--no-check")
 			o.check = false;
-		else if (a == "--gate-after" && has_value)
-			o.gate_after = std::atoi(argv[++i]);
-		else if (a == "--gate" && has_value)
-			o.gate = argv[++i];
-		else {
-			std::fprintf(stderr, "usage: %s [--steps N] [--cpu-only] [--no-check] [--gate-after K --gate FILE]\n",
+		else if (!o.gates.take(argc, argv, i)) {
+			std::fprintf(stderr, "usage: %s [--steps N] [--cpu-only] [--no-check] [--gate-after K]... [--gate FILE]\n",
 				     argv[0]);
 			std::exit(hiptest::kUsage);
 		}
 	}
-	if (o.steps < 1 || (o.gate_after >= 0) != !o.gate.empty()) {
+	if (o.steps < 1 || !o.gates.complete()) {
 		std::fprintf(stderr, "%s: --steps must be >= 1; --gate-after and --gate go together\n", argv[0]);
 		std::exit(hiptest::kUsage);
 	}
 	return o;
-}
-
-void wait_gate(const Options &o, int s)
-{
-	std::printf("gate %d\n", s);
-	std::fflush(stdout);
-	step("waiting for the gate file " + o.gate, 600);
-	struct stat st;
-	while (stat(o.gate.c_str(), &st) != 0)
-		std::this_thread::sleep_for(std::chrono::milliseconds(50));
 }
 
 uint32_t checksum(const std::vector<float> &v)
@@ -319,8 +302,8 @@ int main(int argc, char **argv)
 		}
 		std::printf("step %d loss %a\n", s, double(loss));
 		std::fflush(stdout);
-		if (s == o.gate_after)
-			wait_gate(o, s);
+		if (o.gates.after_step(s))
+			o.gates.wait(s);
 	}
 	step("download the weights");
 	std::vector<float> final = gpu ? gpu->params() : cpu.param;
