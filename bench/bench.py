@@ -142,8 +142,19 @@ MI300X node on paper (incremental.NODE, docs/performance.md): downtime
 and bytes at 1, 10 and 50 % changed, with XXH3's speed per core measured
 here (libxxhash). (--incremental-only: only these rows.)
 
+A HIP program's checkpoint (issue 38; --hip-only: only these rows):
+tests/hip's training loop (hip_train, HIP 5.2.3 on the emulated MI100)
+dumped between two steps and restored by real CRIU 4.2.1
+(tests/hip/hip_criu_test.py, scenario train, which also checks that it
+finishes as if never stopped) beside tests/emulator/criu's roundtrip
+workload (2 MiB of VRAM, libhsakmt alone) on the same machine: BOs (with
+contents), bytes copied, CRIU's wall time of the dump and of the restore,
+and the time the dump kept the queues paused (the plugin's "GPU queues
+paused"/"resumed" lines in CRIU's log), median of the repetitions (3,
+--quick 1). Needs the HIP programs (hipcc) and the build's CRIU 4.2.1.
+
 --ci: the smallest form (64 MiB, 256 small BOs, 32 MiB render vs KFD, the
-incremental rows at 64 MiB, one repetition; no memory, BO-size, GPU-less, upstream, integrity or parallel
+incremental rows at 64 MiB, one repetition; no memory, BO-size, GPU-less, upstream, integrity, parallel or HIP
 rows): proof that the benchmark
 runs, for CTest's bench_ci; it asserts no figure. Exit 77 when not root (the emulator's
 CRIU_OP and criu-host need it).
@@ -448,6 +459,8 @@ def main():
                     help="only the side by side with upstream's plugin under real criu-dev")
     ap.add_argument("--plot-only", action="store_true",
                     help="only what the plot shows (staging bounds, BO sizes); with --plot")
+    ap.add_argument("--hip-only", action="store_true",
+                    help="only a HIP program's checkpoint beside the plain workload's (real CRIU 4.2.1)")
     ap.add_argument("--shader-only", action="store_true",
                     help="only the shader core's speed (tests/emulator/shader, no root needed)")
     ap.add_argument("--markdown", metavar="FILE", help="also write the table as markdown")
@@ -541,6 +554,12 @@ def measure(args, run, scratch):
         print()
         table.show()
         return 0
+    if args.hip_only:
+        hip_rows(table, args.reps or (1 if args.quick else 3))
+        table.show()
+        if args.markdown:
+            table.markdown(args.markdown)
+        return 0
 
     # -- dump and restore throughput ----------------------------------------
     # Page-cache write speed varies a lot from one moment to the next on a
@@ -585,6 +604,7 @@ def measure(args, run, scratch):
         integrity_and_sparse(args, run, table, scratch, total, reps)
         parallel_restore(args, run, table, scratch, total, reps)
         realcriu_parallel(args, table, reps)
+        hip_rows(table, reps)
     render_vs_kfd(run, table, scratch, total // 2, reps)
     incremental_rows(args, run, table, scratch, total, reps, plot)
     shader_rows(e2e.ARGS.bin_dir, table)
@@ -1102,6 +1122,68 @@ def realcriu_roundtrip(version, so, name, mib, env=None, machine="2xMI210", imag
         note = fails[-1][:100] if fails else "roundtrip checks failed"
         e2e.check(name == "upstream", "our plugin failed the roundtrip checks under real CRIU:\n" + out[-2000:])
     return got, note, errors
+
+
+# The plugin's dump summary line: BOs, those with contents, bytes.
+DUMP_SUMMARY = re.compile(r"amdgpu_plugin: dump: .*?(\d+) BOs \((\d+) with contents\), (\d+) bytes")
+
+
+def checkpoint_profile(cmd, env=None):
+    """Runs a real-CRIU test script (`cmd`, with --keep) and
+    reads its kept work directory: {"bos", "with_contents", "bytes" (the
+    plugin's dump summary), "dump", "restore" (CRIU's wall time, s),
+    "paused" (s the dump kept the queues paused)}."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=dict(os.environ, **(env or {})))
+    out = r.stdout + r.stderr
+    kept = re.findall(r"work directory kept: (\S+)", out)
+    try:
+        e2e.check(r.returncode == 0 and kept, "%s failed:\n%s" % (os.path.basename(cmd[1]), out[-2000:]))
+        with open(os.path.join(kept[0], "images", "dump.log"), errors="replace") as f:
+            log = f.read()
+        summary, paused = DUMP_SUMMARY.search(log), incremental.paused_seconds(log)
+        e2e.check(summary is not None and paused is not None, "no summary or pause lines in %s's dump log" % kept[0])
+        got = {k: float(v) for k, v in re.findall(r"criu (dump|restore): exit 0 after ([0-9.]+)s", out)}
+        bos, with_contents, nbytes = (int(x) for x in summary.groups())
+        return dict(got, bos=bos, with_contents=with_contents, bytes=nbytes, paused=paused)
+    finally:
+        for d in kept:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def hip_rows(table, reps):
+    """A HIP program's checkpoint beside the plain workload's (see the
+    header), alternately, median of `reps`."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    b = e2e.ARGS.bin_dir
+    hip_train = os.path.join(b, "tests/hip/hip_train")
+    if not criu_binary(argparse.Namespace(criu=None)) or not os.path.exists(hip_train):
+        table.add("HIP program's checkpoint", "not measured", "", "", "",
+                  "(needs scripts/build-criu.sh's CRIU 4.2.1 and tests/hip's programs: hipcc)")
+        return
+    common = ["--criu-list", os.path.join(b, "realcriu", "criu-bins.txt"), "--criu-version", "4.2.1",
+              "--realcriu-lib", os.path.join(src, "tests/realcriu"),
+              "--kfd-emu", os.path.join(b, "tests/emulator/kfd-emu"),
+              "--wrapper", os.path.join(b, "tests/emulator/kfdemu-criu"), "--machine", "MI100", "--keep"]
+    runs = {
+        "hip": [sys.executable, os.path.join(src, "tests/hip/hip_criu_test.py"), *common, "--workload", hip_train,
+                "--scenario", "train"],
+        "plain": [sys.executable, os.path.join(src, "tests/emulator/criu/realcriu_test.py"), *common,
+                  "--workload", os.path.join(b, "tests/emulator/kfdemu_criu_workload"), "--scenario", "roundtrip"],
+    }
+    got = {"hip": [], "plain": []}
+    for rep in range(reps):
+        for what in (["hip", "plain"] if rep % 2 == 0 else ["plain", "hip"]):
+            got[what].append(checkpoint_profile(runs[what]))
+    mid = lambda what, k: median([g[k] for g in got[what]])
+    h, p = got["hip"][0], got["plain"][0]
+    table.add("HIP program (hip_train, MI100) vs plain workload, real CRIU 4.2.1: BOs (with contents)",
+              "%d (%d) vs %d (%d)" % (h["bos"], h["with_contents"], p["bos"], p["with_contents"]))
+    table.add("  bytes copied by the plugin", "%.2f vs %.2f MiB" % (h["bytes"] / MiB, p["bytes"] / MiB))
+    for k, what in (("dump", "dump, CRIU wall time"), ("paused", "queues paused by the dump"),
+                    ("restore", "restore, CRIU wall time")):
+        table.add("  %s (median of %d)" % (what, reps), "%.3f vs %.3f s" % (mid("hip", k), mid("plain", k)), "",
+                  "%.2fx" % (mid("hip", k) / mid("plain", k)), "", "",
+                  spread([g[k] for g in got["hip"]], "%.3f") + " vs " + spread([g[k] for g in got["plain"]], "%.3f"))
 
 
 def upstream_bound_sweep(args, table, plot):

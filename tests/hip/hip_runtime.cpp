@@ -30,37 +30,10 @@ namespace {
 
 using hiptest::step;
 
-// Owners of what the cases allocate (released on every path).
-struct Device {
-	void *p = nullptr;
-	explicit Device(size_t n) { HIPTEST_CHECK(hipMalloc(&p, n)); }
-	~Device() { (void)hipFree(p); }
-	Device(const Device &) = delete;
-	Device &operator=(const Device &) = delete;
-	uint8_t *b() const { return static_cast<uint8_t *>(p); }
-};
-struct Pinned {
-	void *p = nullptr;
-	explicit Pinned(size_t n) { HIPTEST_CHECK(hipHostMalloc(&p, n, hipHostMallocDefault)); }
-	~Pinned() { (void)hipHostFree(p); }
-	Pinned(const Pinned &) = delete;
-	Pinned &operator=(const Pinned &) = delete;
-	uint8_t *b() const { return static_cast<uint8_t *>(p); }
-};
-struct Stream {
-	hipStream_t s = nullptr;
-	Stream() { HIPTEST_CHECK(hipStreamCreate(&s)); }
-	~Stream() { (void)hipStreamDestroy(s); }
-	Stream(const Stream &) = delete;
-	Stream &operator=(const Stream &) = delete;
-};
-struct Event {
-	hipEvent_t e = nullptr;
-	Event() { HIPTEST_CHECK(hipEventCreate(&e)); }
-	~Event() { (void)hipEventDestroy(e); }
-	Event(const Event &) = delete;
-	Event &operator=(const Event &) = delete;
-};
+using hiptest::Device;
+using hiptest::Event;
+using hiptest::Pinned;
+using hiptest::Stream;
 
 void expect_bytes(const std::string &what, const uint8_t *want, const uint8_t *got, size_t n)
 {

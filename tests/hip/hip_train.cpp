@@ -11,7 +11,7 @@
 // same losses.
 //
 //   hip_train [--steps N] [--cpu-only] [--no-check]
-//             [--gate-after K --gate FILE]
+//             [--gate-after K]... [--gate FILE]
 //
 // Prints "step K loss <hex float>" for K = 0..N-1 (the loss of the batch
 // before step K's update), then "weights <hex of the checksum>". Without
@@ -19,16 +19,15 @@
 // with the CPU reference (the first mismatch fails: step, index, both
 // values). --cpu-only runs only the CPU reference (what a checkpoint test
 // compares a restored run with). --gate-after K --gate FILE: after step K
-// prints "gate K" and waits until FILE exists (at most 10 minutes), so a
-// checkpoint harness can dump the process between two steps.
+// prints "gate K", waits until FILE exists (at most 10 minutes) and removes
+// it, so a checkpoint harness can dump the process between two steps;
+// --gate-after may be given several times (a gate after each such step,
+// each waiting for a new FILE: incremental checkpoints).
 #include "hiptest.h"
 
-#include <sys/stat.h>
-
-#include <chrono>
-#include <memory>
+#include <algorithm>
 #include <cmath>
-#include <thread>
+#include <memory>
 
 namespace {
 
@@ -242,7 +241,7 @@ struct GpuNet {
 struct Options {
 	int steps = 50;
 	bool cpu_only = false, check = true;
-	int gate_after = -1;
+	std::vector<int> gate_after; // steps after which the program waits for `gate`
 	std::string gate;
 };
 
@@ -259,30 +258,20 @@ Options parse(int argc, char **argv)
 		else if (a == "--no-check")
 			o.check = false;
 		else if (a == "--gate-after" && has_value)
-			o.gate_after = std::atoi(argv[++i]);
+			o.gate_after.push_back(std::atoi(argv[++i]));
 		else if (a == "--gate" && has_value)
 			o.gate = argv[++i];
 		else {
-			std::fprintf(stderr, "usage: %s [--steps N] [--cpu-only] [--no-check] [--gate-after K --gate FILE]\n",
+			std::fprintf(stderr, "usage: %s [--steps N] [--cpu-only] [--no-check] [--gate-after K]... [--gate FILE]\n",
 				     argv[0]);
 			std::exit(hiptest::kUsage);
 		}
 	}
-	if (o.steps < 1 || (o.gate_after >= 0) != !o.gate.empty()) {
+	if (o.steps < 1 || o.gate_after.empty() != o.gate.empty()) {
 		std::fprintf(stderr, "%s: --steps must be >= 1; --gate-after and --gate go together\n", argv[0]);
 		std::exit(hiptest::kUsage);
 	}
 	return o;
-}
-
-void wait_gate(const Options &o, int s)
-{
-	std::printf("gate %d\n", s);
-	std::fflush(stdout);
-	step("waiting for the gate file " + o.gate, 600);
-	struct stat st;
-	while (stat(o.gate.c_str(), &st) != 0)
-		std::this_thread::sleep_for(std::chrono::milliseconds(50));
 }
 
 uint32_t checksum(const std::vector<float> &v)
@@ -319,8 +308,8 @@ int main(int argc, char **argv)
 		}
 		std::printf("step %d loss %a\n", s, double(loss));
 		std::fflush(stdout);
-		if (s == o.gate_after)
-			wait_gate(o, s);
+		if (std::find(o.gate_after.begin(), o.gate_after.end(), s) != o.gate_after.end())
+			hiptest::wait_gate(o.gate, s);
 	}
 	step("download the weights");
 	std::vector<float> final = gpu ? gpu->params() : cpu.param;

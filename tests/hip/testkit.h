@@ -4,13 +4,17 @@
 // line naming the call or the first mismatching element, exit 1), a
 // watchdog that names the step that hung (SIGALRM after a step's deadline,
 // exit 3), NOT RUN (exit 77) and the cases a program runs, chosen with
-// --case NAME (repeatable; all when none is given). Header-only: hipcc
+// --case NAME (repeatable; all when none is given), and the gate a
+// checkpoint harness dumps a program at (wait_gate). Header-only: hipcc
 // compiles each program as one file.
 #pragma once
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cerrno>
+#include <chrono>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +22,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -128,6 +133,22 @@ inline void expect_equal(const char *what, const T *expected, const T *got, size
 inline uint8_t pattern_byte(uint64_t seed, size_t i)
 {
 	return uint8_t(testcommon::pattern_word(seed, i / 8) >> (8 * (i % 8)));
+}
+
+// wait_gate(file, at): prints "gate AT", waits until `file` exists (at most
+// 10 minutes) and removes it, so that the next gate waits for a new one: a
+// checkpoint harness dumps the program while it waits, then creates the
+// file (tests/hip/hip_criu_test.py).
+inline void wait_gate(const std::string &file, int at)
+{
+	std::printf("gate %d\n", at);
+	std::fflush(stdout);
+	step("waiting for the gate file " + file, 600);
+	struct stat st;
+	while (stat(file.c_str(), &st) != 0)
+		std::this_thread::sleep_for(std::chrono::milliseconds(50));
+	if (unlink(file.c_str()) != 0)
+		fail("gate %d: unlink %s: %s", at, file.c_str(), std::strerror(errno));
 }
 
 struct Case {
