@@ -388,6 +388,10 @@ ModelImpl::Step ModelImpl::aql_cwsr_resume(UserQueueEngine &e, KfdProcess &p, Qu
 		d = shader::Dispatch::resume(l, mem, s, &why);
 	if (!d)
 		return aql_queue_error(e, p, q, f, va, kErrCode, "saved waves cannot be resumed: " + why);
+	shader::SaveSummary sum;
+	shader::Dispatch::describe(s.control, &sum); // resume() read the same entries
+	++e.cwsr_resumes;
+	e.cwsr_waves = sum.waves, e.cwsr_groups_done = sum.groups_done, e.cwsr_groups = sum.groups;
 	e.in_flight = std::make_unique<AqlInFlight>();
 	e.in_flight->dispatch = std::move(d);
 	e.in_flight->packet = pkt;

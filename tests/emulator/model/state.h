@@ -458,6 +458,10 @@ struct UserQueueEngine {
 	bool wait_for_doorbell = false, restored_look = false;
 	std::unique_ptr<AqlInFlight> in_flight;
 	std::atomic<uint64_t> instructions{0};	// wave-instructions its dispatches ran
+	// CWSR: saved waves resumed so far, and at the last resume the waves
+	// and the grid's workgroups (done, all) the control stack held.
+	uint32_t cwsr_resumes = 0, cwsr_waves = 0;
+	uint64_t cwsr_groups_done = 0, cwsr_groups = 0;
 	// Introspection (read under the model lock or atomically):
 	std::atomic<uint64_t> packets{0};
 	std::atomic<bool> hung{false};	// stopped on a bad packet or fault

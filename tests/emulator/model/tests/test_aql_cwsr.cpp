@@ -302,6 +302,8 @@ Test(aql_cwsr, waves_saved_mid_flight_resume_after_a_restore_on_another_gpu)
 	resume.pid = 2000;
 	cr_assert_eq(dst.rig.kfd(master, mk, CRIU_OP, &resume), 0);
 	cr_assert(wait_done(h), "the restored queue finishes the dispatch and the barrier behind it");
+	cr_assert_eq(dst.queues_field("resumes"), 1u, "the restored queue resumed the saved waves");
+	cr_assert_eq(dst.queues_field("waves"), kGroupSize / 64);
 	check_result(h);
 	cr_assert_lt(dst.queues_field("instructions"), 1700000u, "only what was left ran after the restore");
 	free(h);
