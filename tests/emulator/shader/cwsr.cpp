@@ -103,7 +103,8 @@ struct In {
 			ok = false;
 			return;
 		}
-		std::memcpy(p, v.data() + at, n);
+		if (n) // an empty vector's data() may be null
+			std::memcpy(p, v.data() + at, n);
 		at += n;
 	}
 };
