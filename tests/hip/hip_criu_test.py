@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""HIP programs checkpointed between kernels under real CRIU, on the
-emulated GPU, each compared with the same program run without a checkpoint.
+"""HIP programs checkpointed between kernels, or in the middle of one, under
+real CRIU, on the emulated GPU, each compared with the same program run
+without a checkpoint.
 
     hip_criu_test.py --criu-list LIST --criu-version V --realcriu-lib DIR \
         --kfd-emu K --wrapper W --workload HIP_PROGRAM --machine NAME \
         --scenario SCENARIO [--amdgpu-img A] [--keep]
 
-The programs are tests/hip's hip_train and hip_streams (Debian's HIP 5.2.3
-runtime, unmodified, on kfd-emu's AQL processor and shader core). Each
+The programs are tests/hip's hip_train, hip_streams and hip_long_kernel
+(Debian's HIP 5.2.3 runtime, unmodified, on kfd-emu's AQL processor and
+shader core). Each
 takes `--gate-after K --gate FILE`: after its step (round) K it prints
 "gate K" and waits for FILE, between two kernels with no dispatch running
 (hip_streams with its next round queued on three streams behind a
@@ -21,6 +23,15 @@ mappings, its queues active: realcriu_test.check_restored), creates FILE,
 and compares the program's whole output (stdout, gate lines included) with
 its `--cpu-only` run, line for line, and its exit status 0: every loss and
 the final weights' checksum bit for bit.
+
+Mid-kernel (hip_long_kernel): the snapshot is taken at gate 0, before the
+launch; at gate 1 the kernel's dispatch is in flight (its middle workgroup
+held until the program is past the gate) and the test dumps once it has
+run MID_KERNEL_INSTRUCTIONS, so the dump's pause saves its waves (kfd-emu's
+CWSR). After the restore it checks the fd table and the BOs' placement (not
+their contents, which the kernel writes), and that the restored AQL queue
+resumed saved waves with some of the grid's workgroups done and some not
+(kfd-emu's `queues`), then compares the output as above.
 
 The scenarios are the rows of SCENARIOS (--help lists them, --list prints
 their CTest tests as JSON for tests/hip/criu.cmake).
