@@ -172,6 +172,8 @@ bool load_wave(Wave &w, size_t vgprs, bool agprs, In &area)
 	w.m0 = h[0], w.pc = q(h[1], h[2]), w.exec = q(h[3], h[4]), w.scc = h[5] & 1, w.trapsts = h[6];
 	w.xnack_mask = q(h[7], h[8]), w.mode = h[9], w.flat_scratch = q(h[10], h[11]), w.vcc = q(h[12], h[13]);
 	std::copy(h + 16, h + 32, w.ttmp.begin());
+	if (h[15] > area.v.size() - area.at) // checked before allocating it
+		return false;
 	w.scratch.resize(h[15]);
 	area.bytes(w.scratch.data(), w.scratch.size());
 	area.at = std::min(area.v.size(), (area.at + 3) & ~size_t{3});

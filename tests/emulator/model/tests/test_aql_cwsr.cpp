@@ -7,12 +7,14 @@
 // another GPU id in a fresh model, it resumes them and finishes with the
 // result of an uninterrupted run, bit for bit (the CPU's), then runs the
 // packet queued behind it. Also: the same pause ended by UNPAUSE, and a
-// dispatch whose waves do not fit the CWSR area refused at CHECKPOINT.
+// dispatch whose waves do not fit the CWSR area refused at CHECKPOINT, and a
+// damaged control stack stopping the restored queue with an error naming it.
 #include "harness.h"
 #include "shader/dispatch.h"
 
 #include <criterion/criterion.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -248,6 +250,54 @@ void check_result(Host *h)
 		cr_assert_eq(h->out[i], want[i], "out[%u] = %#x, the uninterrupted result is %#x", i, h->out[i], want[i]);
 }
 
+// The source paused mid-flight and checkpointed, its process torn down and
+// its memory put back as CRIU restores it (the plugin dumped it as BO
+// contents), then RESTORE (its private data through `tamper` first) and
+// RESUME in a fresh model on another gpu_id.
+std::unique_ptr<Proc> checkpoint_and_restore(Host *h, void (*tamper)(std::vector<uint8_t> &) = nullptr)
+{
+	auto src = start(h, kCwsr);
+	CriuArgs info = pause_mid_flight(*src);
+	const uint64_t paused_at = src->queues_field("instructions");
+	check_saved_mid_flight(*src);
+	std::this_thread::sleep_for(std::chrono::milliseconds(30));
+	cr_assert_eq(src->queues_field("instructions"), paused_at, "no wave runs while paused");
+	cr_assert_eq(read_index(h), 0u);
+
+	std::vector<CriuDeviceBucket> devs(info.num_devices);
+	std::vector<CriuBoBucket> bos(info.num_bos);
+	std::vector<uint8_t> priv(info.priv_data_size);
+	CriuArgs ck = info;
+	ck.op = CRIU_CHECKPOINT;
+	ck.devices = addr(devs.data()), ck.bos = addr(bos.data()), ck.priv_data = addr(priv.data());
+	cr_assert_eq(src->criu(ck), 0, "the saved dispatch is checkpointed");
+	std::vector<uint8_t> image(reinterpret_cast<uint8_t *>(h), reinterpret_cast<uint8_t *>(h) + sizeof(Host));
+	src.reset(); // the source process and its GPU are gone
+	std::memset(static_cast<void *>(h), 0xa5, sizeof(Host));
+	std::memcpy(static_cast<void *>(h), image.data(), image.size());
+	if (tamper)
+		tamper(priv);
+
+	auto dst = std::make_unique<Proc>(h, D0, 2000);
+	CriuDeviceBucket dev{S0, D0, static_cast<uint32_t>(dst->render), 0};
+	CriuArgs r{};
+	r.op = CRIU_RESTORE;
+	r.devices = addr(&dev), r.num_devices = 1;
+	r.bos = addr(bos.data()), r.num_bos = info.num_bos;
+	r.priv_data = addr(priv.data()), r.priv_data_size = priv.size();
+	r.num_objects = info.num_objects;
+	const long restored = dst->rig.kfd(dst->app, dst->kfd, CRIU_OP, &r);
+	cr_assert_eq(restored, 0, "RESTORE: %ld", restored);
+	FakeCaller master(1, true);
+	const int mk = dst->rig.open_kfd(master);
+	master.alive.insert(2000);
+	CriuArgs resume{};
+	resume.op = CRIU_RESUME;
+	resume.pid = 2000;
+	cr_assert_eq(dst->rig.kfd(master, mk, CRIU_OP, &resume), 0);
+	return dst;
+}
+
 } // namespace
 
 Test(aql_cwsr, an_uninterrupted_run_computes_the_cpus_result)
@@ -263,49 +313,38 @@ Test(aql_cwsr, an_uninterrupted_run_computes_the_cpus_result)
 Test(aql_cwsr, waves_saved_mid_flight_resume_after_a_restore_on_another_gpu)
 {
 	Host *h = new_host();
-	auto src = start(h, kCwsr);
-	CriuArgs info = pause_mid_flight(*src);
-	const uint64_t paused_at = src->queues_field("instructions");
-	check_saved_mid_flight(*src);
-	std::this_thread::sleep_for(std::chrono::milliseconds(30));
-	cr_assert_eq(src->queues_field("instructions"), paused_at, "no wave runs while paused");
-	cr_assert_eq(read_index(h), 0u);
-
-	// CHECKPOINT, then the process's memory as the plugin dumps it.
-	std::vector<CriuDeviceBucket> devs(info.num_devices);
-	std::vector<CriuBoBucket> bos(info.num_bos);
-	std::vector<uint8_t> priv(info.priv_data_size);
-	CriuArgs ck = info;
-	ck.op = CRIU_CHECKPOINT;
-	ck.devices = addr(devs.data()), ck.bos = addr(bos.data()), ck.priv_data = addr(priv.data());
-	cr_assert_eq(src->criu(ck), 0, "the saved dispatch is checkpointed");
-	std::vector<uint8_t> image(reinterpret_cast<uint8_t *>(h), reinterpret_cast<uint8_t *>(h) + sizeof(Host));
-	src.reset(); // the source process and its GPU are gone
-	std::memset(static_cast<void *>(h), 0xa5, sizeof(Host));
-	std::memcpy(static_cast<void *>(h), image.data(), image.size()); // CRIU restores the memory
-
-	Proc dst(h, D0, 2000);
-	CriuDeviceBucket dev{S0, D0, static_cast<uint32_t>(dst.render), 0};
-	CriuArgs r{};
-	r.op = CRIU_RESTORE;
-	r.devices = addr(&dev), r.num_devices = 1;
-	r.bos = addr(bos.data()), r.num_bos = info.num_bos;
-	r.priv_data = addr(priv.data()), r.priv_data_size = priv.size();
-	r.num_objects = info.num_objects;
-	const long restored = dst.rig.kfd(dst.app, dst.kfd, CRIU_OP, &r);
-	cr_assert_eq(restored, 0, "RESTORE: %ld", restored);
-	FakeCaller master(1, true);
-	const int mk = dst.rig.open_kfd(master);
-	master.alive.insert(2000);
-	CriuArgs resume{};
-	resume.op = CRIU_RESUME;
-	resume.pid = 2000;
-	cr_assert_eq(dst.rig.kfd(master, mk, CRIU_OP, &resume), 0);
+	auto dst = checkpoint_and_restore(h);
 	cr_assert(wait_done(h), "the restored queue finishes the dispatch and the barrier behind it");
-	cr_assert_eq(dst.queues_field("resumes"), 1u, "the restored queue resumed the saved waves");
-	cr_assert_eq(dst.queues_field("waves"), kGroupSize / 64);
+	cr_assert_eq(dst->queues_field("resumes"), 1u, "the restored queue resumed the saved waves");
+	cr_assert_eq(dst->queues_field("waves"), kGroupSize / 64);
 	check_result(h);
-	cr_assert_lt(dst.queues_field("instructions"), 1700000u, "only what was left ran after the restore");
+	cr_assert_lt(dst->queues_field("instructions"), 1700000u, "only what was left ran after the restore");
+	dst.reset();
+	free(h);
+}
+
+// A control stack that is not a saved dispatch (its dispatch entry's magic
+// changed in the private data: the last bytes of the queue's stack are its
+// wave entries, the entry is before them) stops the restored queue with a
+// queue error naming it, instead of running from a wrong state.
+Test(aql_cwsr, a_damaged_control_stack_stops_the_restored_queue_named)
+{
+	Host *h = new_host();
+	auto dst = checkpoint_and_restore(h, [](std::vector<uint8_t> &priv) {
+		const uint8_t magic[] = {'C', 'W', 'S', 'R'};
+		auto at = std::search(priv.begin(), priv.end(), std::begin(magic), std::end(magic));
+		cr_assert(at != priv.end(), "the saved control stack is in the private data");
+		*at = 'X';
+	});
+	auto queues = [&] { return dst->rig.model->introspect("queues 2000"); };
+	for (int i = 0; i < 5000 && queues().find("\"hung\":true") == std::string::npos; ++i)
+		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	const std::string q = queues();
+	cr_assert(q.find("\"hung\":true") != std::string::npos &&
+			  q.find("saved waves cannot be resumed: control stack: not a saved dispatch") != std::string::npos,
+		  "%s", q.c_str());
+	cr_assert_eq(read_index(h), 0u, "nothing ran");
+	dst.reset();
 	free(h);
 }
 
