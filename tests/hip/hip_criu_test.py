@@ -116,21 +116,6 @@ class Program:
         return {f: os.path.getsize(f) for f in (self.out, self.err)}
 
 
-def wait_exit(pid, timeout):
-    """Exit status of `pid`, our child or (restored, reparented to us as the
-    subreaper) our orphan; None on timeout."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            got, status = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return None
-        if got == pid:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.05)
-    return None
-
-
 def expected_lines(run, sc):
     """The program's --cpu-only output with a "gate K" line after the line
     of step (round) K: what every run must print."""
@@ -220,7 +205,7 @@ def restore_and_finish(run, prog, before, want, what, gpus=None, minors=None):
 
 def finish(run, prog, want, what):
     prog.release()
-    code = wait_exit(prog.pid, EXIT_TIMEOUT)
+    code = rc.wait_exit(prog.pid, EXIT_TIMEOUT)
     if code is None and rc.alive(prog.pid):
         log(f"{prog.pid} did not exit; its queues: {run.emu.ctl('queues', prog.pid)}")
     check_output(prog, code, want, what)
@@ -530,7 +515,8 @@ class ListTests(argparse.Action):
 def scenarios_help():
     out = ["scenarios (--scenario):"]
     for sc in SCENARIOS.values():
-        out += [f"  {sc.name} ({sc.program} {' '.join(sc.args)}, gates {', '.join(map(str, sc.gates))})",
+        gates = f", gates {', '.join(map(str, sc.gates))}" if sc.gates else ""
+        out += [f"  {sc.name} ({sc.program} {' '.join(sc.args)}{gates})",
                 textwrap.fill(sc.doc, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)]
     return "\n".join(out)
 

@@ -22,12 +22,13 @@
 // CPU's (the first mismatch fails: index, both values) and prints
 // "out[0] <hex>", "out[last] <hex>" and "checksum <hex>". A gate K given
 // with --gate-after K prints "gate K" and waits for FILE (testkit.h's
-// wait_gate): a checkpoint harness looks at the program at gate 0 and
+// Gates): a checkpoint harness looks at the program at gate 0 and
 // dumps it at gate 1, mid-kernel. --cpu-only prints the same lines but the
 // gates' from the CPU reference alone (what a checkpoint test compares a
 // restored run with).
 #include "hiptest.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -101,8 +102,7 @@ std::vector<uint32_t> cpu_reference(int rounds)
 struct Options {
 	int rounds = 2048;
 	bool cpu_only = false;
-	bool gate_at[2] = {false, false}; // --gate-after 0, 1
-	std::string gate;
+	hiptest::Gates gates; // after 0 (before the launch) and 1 (the kernel held)
 };
 
 Options parse(int argc, char **argv)
@@ -110,23 +110,19 @@ Options parse(int argc, char **argv)
 	Options o;
 	for (int i = 1; i < argc; ++i) {
 		const std::string a = argv[i];
-		const bool has_value = i + 1 < argc;
-		if (a == "--rounds" && has_value)
+		if (a == "--rounds" && i + 1 < argc)
 			o.rounds = std::atoi(argv[++i]);
 		else if (a == "--cpu-only")
 			o.cpu_only = true;
-		else if (a == "--gate-after" && has_value && (std::string(argv[i + 1]) == "0" || std::string(argv[i + 1]) == "1"))
-			o.gate_at[argv[++i][0] - '0'] = true;
-		else if (a == "--gate" && has_value)
-			o.gate = argv[++i];
-		else {
+		else if (!o.gates.take(argc, argv, i)) {
 			std::fprintf(stderr, "usage: %s [--rounds N] [--cpu-only] [--gate-after 0|1]... [--gate FILE]\n",
 				     argv[0]);
 			std::exit(hiptest::kUsage);
 		}
 	}
-	if (o.rounds < 1 || (o.gate_at[0] || o.gate_at[1]) == o.gate.empty()) {
-		std::fprintf(stderr, "%s: --rounds must be >= 1; --gate-after and --gate go together\n", argv[0]);
+	const bool known = std::all_of(o.gates.after.begin(), o.gates.after.end(), [](int k) { return k == 0 || k == 1; });
+	if (o.rounds < 1 || !o.gates.complete() || !known) {
+		std::fprintf(stderr, "%s: --rounds must be >= 1; --gate-after (0 or 1) and --gate go together\n", argv[0]);
 		std::exit(hiptest::kUsage);
 	}
 	return o;
@@ -150,8 +146,8 @@ int main(int argc, char **argv)
 	const std::vector<uint32_t> want = cpu_reference(o.rounds);
 	std::vector<uint32_t> got = want;
 	auto gate = [&](int k) {
-		if (o.gate_at[k])
-			hiptest::wait_gate(o.gate, k);
+		if (o.gates.after_step(k))
+			o.gates.wait(k);
 	};
 	if (o.cpu_only) {
 		std::printf("launched\n");

@@ -10,7 +10,10 @@
 //             (pinned), event e2
 //
 // then hipEventSynchronize(e2), every output word compared with the CPU's,
-// and "round R c <hash> d <hash>" printed (FNV-1a of the two outputs' bits).
+// and "round R c <hash> d <hash>" printed (FNV-1a of the two outputs' bits);
+// then a new device buffer is allocated, filled with hipMemset (HIP's own
+// fill kernel), read back, checked and freed (after a restore: new memory
+// and a new kernel of the runtime in the restored process).
 // With --peer (two GPUs) stream 1, its kernel's output and the copy's
 // destination are on GPU 1: after hipDeviceEnablePeerAccess the kernel on
 // GPU 1 reads GPU 0's memory, the copy is a peer copy (GPU 0 -> GPU 1), and
@@ -22,13 +25,14 @@
 // enqueued on all three streams behind stream 0's wait for a value in
 // signal memory (hipExtMallocWithFlags(hipMallocSignalMemory)), the three
 // events are checked to be pending (hipEventQuery: hipErrorNotReady), the
-// program prints "gate K" and waits for FILE (testkit.h wait_gate); then it
+// program prints "gate K" and waits for FILE (testkit.h Gates); then it
 // writes the value from the CPU and the round completes. So a checkpoint at
 // the gate holds three streams with their copies, kernels and events queued
 // and unfinished, and no kernel running: the wait is a barrier-value packet
-// on the CP (GPU_STREAMOPS_CP_WAIT=1, set by the program; HIP's default
-// waits in a spinning kernel, a dispatch in flight, which a checkpoint
-// refuses until the emulator saves waves). --cpu-only prints the lines a
+// on the CP (GPU_STREAMOPS_CP_WAIT=1, set by the program unless the
+// environment sets it; HIP's default, GPU_STREAMOPS_CP_WAIT=0, waits in a
+// spinning kernel, a dispatch in flight, which a checkpoint refuses until
+// the emulator saves waves). --cpu-only prints the lines a
 // run prints but the gate lines, computed on the CPU alone (what a
 // checkpoint test compares a restored run with).
 #include "hiptest.h"
@@ -64,8 +68,7 @@ __global__ void mix(const uint32_t *b, uint32_t *c, size_t n)
 struct Options {
 	int rounds = 4;
 	bool cpu_only = false, peer = false;
-	std::vector<int> gate_after;
-	std::string gate;
+	hiptest::Gates gates;
 };
 
 Options parse(int argc, char **argv)
@@ -80,18 +83,14 @@ Options parse(int argc, char **argv)
 			o.cpu_only = true;
 		else if (a == "--peer")
 			o.peer = true;
-		else if (a == "--gate-after" && has_value)
-			o.gate_after.push_back(std::atoi(argv[++i]));
-		else if (a == "--gate" && has_value)
-			o.gate = argv[++i];
-		else {
+		else if (!o.gates.take(argc, argv, i)) {
 			std::fprintf(stderr,
 				     "usage: %s [--rounds N] [--cpu-only] [--peer] [--gate-after K]... [--gate FILE]\n",
 				     argv[0]);
 			std::exit(hiptest::kUsage);
 		}
 	}
-	if (o.rounds < 1 || o.gate_after.empty() != o.gate.empty()) {
+	if (o.rounds < 1 || !o.gates.complete()) {
 		std::fprintf(stderr, "%s: --rounds must be >= 1; --gate-after and --gate go together\n", argv[0]);
 		std::exit(hiptest::kUsage);
 	}
@@ -213,6 +212,19 @@ public:
 		print_round(r, c, d);
 	}
 
+	// A buffer allocated, filled by the runtime and freed (see the header).
+	void fresh(int r)
+	{
+		HIPTEST_CHECK(hipSetDevice(0));
+		const size_t bytes = kWords * 4;
+		hiptest::Device t(bytes);
+		HIPTEST_CHECK(hipMemset(t.p, r & 0xff, bytes));
+		std::vector<uint8_t> back(bytes), want(bytes, uint8_t(r & 0xff));
+		HIPTEST_CHECK(hipMemcpy(back.data(), t.p, bytes, hipMemcpyDeviceToHost));
+		hiptest::expect_equal(("round " + std::to_string(r) + " new buffer").c_str(), want.data(), back.data(),
+				      bytes);
+	}
+
 private:
 	bool peer_;
 	std::unique_ptr<hiptest::Pinned> in_, outc_, outd_;
@@ -228,7 +240,7 @@ private:
 int main(int argc, char **argv)
 {
 	const Options o = parse(argc, argv);
-	auto gated = [&o](int r) { return std::find(o.gate_after.begin(), o.gate_after.end(), r - 1) != o.gate_after.end(); };
+	auto gated = [&o](int r) { return o.gates.after_step(r - 1); };
 	if (o.cpu_only) { // the rounds' lines (a harness leaves out the gate lines)
 		for (int r = 0; r < o.rounds; ++r) {
 			const Expected x(r);
@@ -236,7 +248,7 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	setenv("GPU_STREAMOPS_CP_WAIT", "1", 1); // a stream's wait for a value on the CP, no kernel
+	setenv("GPU_STREAMOPS_CP_WAIT", "1", 0); // a stream's wait for a value on the CP, no kernel
 	hiptest::hip_init();
 	int gpus = 0;
 	HIPTEST_CHECK(hipGetDeviceCount(&gpus));
@@ -250,11 +262,12 @@ int main(int argc, char **argv)
 		rounds.enqueue(r, x, gated(r));
 		if (gated(r)) {
 			rounds.expect_pending(r);
-			hiptest::wait_gate(o.gate, r - 1);
+			o.gates.wait(r - 1);
 			step("round " + std::to_string(r) + " after its gate");
 			rounds.release(r);
 		}
 		rounds.finish(r, x);
+		rounds.fresh(r);
 	}
 	step(hiptest::kTeardown);
 	return 0;

@@ -25,7 +25,6 @@
 // each waiting for a new FILE: incremental checkpoints).
 #include "hiptest.h"
 
-#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -241,8 +240,7 @@ struct GpuNet {
 struct Options {
 	int steps = 50;
 	bool cpu_only = false, check = true;
-	std::vector<int> gate_after; // steps after which the program waits for `gate`
-	std::string gate;
+	hiptest::Gates gates;
 };
 
 Options parse(int argc, char **argv)
@@ -257,17 +255,13 @@ Options parse(int argc, char **argv)
 			o.cpu_only = true;
 		else if (a == "--no-check")
 			o.check = false;
-		else if (a == "--gate-after" && has_value)
-			o.gate_after.push_back(std::atoi(argv[++i]));
-		else if (a == "--gate" && has_value)
-			o.gate = argv[++i];
-		else {
+		else if (!o.gates.take(argc, argv, i)) {
 			std::fprintf(stderr, "usage: %s [--steps N] [--cpu-only] [--no-check] [--gate-after K]... [--gate FILE]\n",
 				     argv[0]);
 			std::exit(hiptest::kUsage);
 		}
 	}
-	if (o.steps < 1 || o.gate_after.empty() != o.gate.empty()) {
+	if (o.steps < 1 || !o.gates.complete()) {
 		std::fprintf(stderr, "%s: --steps must be >= 1; --gate-after and --gate go together\n", argv[0]);
 		std::exit(hiptest::kUsage);
 	}
@@ -308,8 +302,8 @@ int main(int argc, char **argv)
 		}
 		std::printf("step %d loss %a\n", s, double(loss));
 		std::fflush(stdout);
-		if (std::find(o.gate_after.begin(), o.gate_after.end(), s) != o.gate_after.end())
-			hiptest::wait_gate(o.gate, s);
+		if (o.gates.after_step(s))
+			o.gates.wait(s);
 	}
 	step("download the weights");
 	std::vector<float> final = gpu ? gpu->params() : cpu.param;

@@ -4,17 +4,17 @@
 // line naming the call or the first mismatching element, exit 1), a
 // watchdog that names the step that hung (SIGALRM after a step's deadline,
 // exit 3), NOT RUN (exit 77) and the cases a program runs, chosen with
-// --case NAME (repeatable; all when none is given), and the gate a
-// checkpoint harness dumps a program at (wait_gate). Header-only: hipcc
+// --case NAME (repeatable; all when none is given), and the gates a
+// checkpoint harness dumps a program at (Gates). Header-only: hipcc
 // compiles each program as one file.
 #pragma once
 
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -135,21 +135,49 @@ inline uint8_t pattern_byte(uint64_t seed, size_t i)
 	return uint8_t(testcommon::pattern_word(seed, i / 8) >> (8 * (i % 8)));
 }
 
-// wait_gate(file, at): prints "gate AT", waits until `file` exists (at most
-// 10 minutes) and removes it, so that the next gate waits for a new one: a
-// checkpoint harness dumps the program while it waits, then creates the
-// file (tests/hip/hip_criu_test.py).
-inline void wait_gate(const std::string &file, int at)
-{
-	std::printf("gate %d\n", at);
-	std::fflush(stdout);
-	step("waiting for the gate file " + file, 600);
-	struct stat st;
-	while (stat(file.c_str(), &st) != 0)
-		std::this_thread::sleep_for(std::chrono::milliseconds(50));
-	if (unlink(file.c_str()) != 0)
-		fail("gate %d: unlink %s: %s", at, file.c_str(), std::strerror(errno));
-}
+// The gates a checkpoint harness dumps a program at (--gate-after K,
+// repeatable, and --gate FILE; tests/hip/hip_criu_test.py): after its step
+// K the program prints "gate K", waits until FILE exists (at most 10
+// minutes) and removes it, so that the next gate waits for a new one; the
+// harness dumps it while it waits, then creates the file.
+struct Gates {
+	std::vector<int> after; // the steps after which the program waits
+	std::string file;
+
+	// Takes argv[i] (and its value) when it is a gate option.
+	bool take(int argc, char **argv, int &i)
+	{
+		if (i + 1 >= argc)
+			return false;
+		if (std::strcmp(argv[i], "--gate-after") == 0)
+			after.push_back(std::atoi(argv[++i]));
+		else if (std::strcmp(argv[i], "--gate") == 0)
+			file = argv[++i];
+		else
+			return false;
+		return true;
+	}
+	// Both options or neither.
+	bool complete() const { return after.empty() == file.empty(); }
+	bool after_step(int k) const
+	{
+		for (int a : after)
+			if (a == k)
+				return true;
+		return false;
+	}
+	void wait(int k) const
+	{
+		std::printf("gate %d\n", k);
+		std::fflush(stdout);
+		step("waiting for the gate file " + file, 600);
+		struct stat st;
+		while (stat(file.c_str(), &st) != 0)
+			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+		if (unlink(file.c_str()) != 0)
+			fail("gate %d: unlink %s: %s", k, file.c_str(), std::strerror(errno));
+	}
+};
 
 struct Case {
 	const char *name;

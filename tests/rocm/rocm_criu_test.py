@@ -139,21 +139,6 @@ def frozen(pid):
     return bool(states) and all(st == "t" for st in states)
 
 
-def wait_exit(pid, timeout):
-    """Exit status of `pid`, our child or (restored, reparented to us as the
-    subreaper) our orphan; None on timeout."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            got, status = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return None
-        if got == pid:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.05)
-    return None
-
-
 def release(gate):
     """Lets hsa_copy --gate GATE shut its runtime down after its last round
     (until then its queues exist, whatever round it is in)."""
@@ -312,7 +297,7 @@ class CriuRun(rc.Run):
             expect(packets > 0, f"the restored SDMA queues executed no packet: {q}")
             log(f"after the restore: round {want - 1} verified, the restored queues executed {packets} packets")
         release(st["gate"])
-        code = wait_exit(pid, STREAM_TIMEOUT)
+        code = rc.wait_exit(pid, STREAM_TIMEOUT)
         if code is None and alive(pid):
             show_stuck(self.emu, pid)
         check_finished(st["progress"], st["out"], code, "restored", st["at_dump"])
@@ -372,7 +357,7 @@ def host_dump_fault(args, work):
             s.wait_rounds(at + 1, f"after the failed dump ({fault})")
             shutil.rmtree(images, ignore_errors=True)
         s.release()
-        code = wait_exit(s.pid, STREAM_TIMEOUT)
+        code = rc.wait_exit(s.pid, STREAM_TIMEOUT)
         check_finished(s.progress, s.out, code, "after two failed dumps")
     finally:
         s.kill()

@@ -310,6 +310,21 @@ def verdict(work, pid, timeout=60):
     return v
 
 
+def wait_exit(pid, timeout):
+    """Exit status of `pid`, our child or (restored, reparented to us as the
+    subreaper) our orphan; None on timeout."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            got, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if got == pid:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    return None
+
+
 def reap_children():
     """Reaps our ended children; returns the pids of those still alive
     (we are a subreaper, so orphaned restored tasks are among them)."""
