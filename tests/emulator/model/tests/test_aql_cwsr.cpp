@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // CWSR on AQL queues (aql_queue.cpp's aql_cwsr_save/resume, the layout in
 // shader/cwsr.cpp): a long kernel dispatch (64 workgroups of 4 waves, loops,
-// LDS exchanged across waves between barriers, divergent EXEC)
+// LDS exchanged across waves between barriers, private memory carried from
+// round to round, divergent EXEC)
 // paused by CRIU mid-flight has its waves saved into the queue's control
-// stack and CWSR area; checkpointed, the process torn down, restored on
-// another GPU id in a fresh model, it resumes them and finishes with the
+// stack and CWSR area (their private memory too); checkpointed, the process
+// torn down, restored on another GPU id in a fresh model, it resumes them and finishes with the
 // result of an uninterrupted run, bit for bit (the CPU's), then runs the
 // packet queued behind it. Also: the same pause ended by UNPAUSE, and a
 // dispatch whose waves do not fit the CWSR area refused at CHECKPOINT, and a
@@ -33,23 +34,27 @@ constexpr uint16_t kInvalid = 1, kDispatch = 2, kAnd = 3;
 constexpr uint32_t kGroups = 64, kGroupSize = 256, kItems = kGroups * kGroupSize;
 constexpr uint32_t kOuter = 16, kInner = 64;
 constexpr uint32_t kCtlStack = 0x1000, kCwsr = 1u << 20;
+constexpr uint32_t kPrivate = 16; // private segment bytes per work-item
 
 // The kernel (gfx908 and gfx90a alike; llvm-mc-15's encoding of), one
 // work-item per output, x = gid * 0x9e3779b1, then kOuter times:
 //   x = x * 0x19660d + 0x3c6ef35f + i for i in 0..kInner-1 (s8 the counter)
 //   lds[lid] = x; s_barrier; y = lds[(lid + 1) & 255]; s_barrier
-//   x ^= y; v7 = x; if (lid < 80) x += outer; x = v7 + x + 0x101
+//   x ^= y; x += p; p = x (p: a dword of the lane's private memory, 0 at
+//   first); v7 = x; if (lid < 80) x += outer; x = v7 + x + 0x101
 // and out[gid] = x (kernarg 0: out; s2 the workgroup id, v0 the lane's id):
 //   s_load_dwordx2 s[4:5], s[0:1], 0x0 / s_mov_b32 s6, 0x9e3779b1
 //   s_mov_b32 s9, 0x19660d / s_mov_b32 s10, 0x3c6ef35f / s_waitcnt lgkmcnt(0)
 //   s_lshl_b32 s3, s2, 8 / v_add_u32 v1, s3, v0 / v_mul_lo_u32 v2, v1, s6
 //   v_lshlrev_b32 v3, 2, v0 / v_add_u32 v4, 1, v0 / v_and_b32 v4, 0xff, v4
-//   v_lshlrev_b32 v4, 2, v4 / s_mov_b32 s7, 0
+//   v_lshlrev_b32 v4, 2, v4 / v_mov_b32 v9, 0 / s_mov_b32 s7, 0
 // outer: s_mov_b32 s8, 0
 // inner: v_mul_lo_u32 v2, v2, s9 / v_add_u32 v2, s10, v2 / v_add_u32 v2, s8, v2
 //   s_add_u32 s8, s8, 1 / s_cmp_lt_u32 s8, 64 / s_cbranch_scc1 inner
 //   ds_write_b32 v3, v2 / s_waitcnt lgkmcnt(0) / s_barrier / ds_read_b32 v5, v4
 //   s_waitcnt lgkmcnt(0) / s_barrier / v_xor_b32 v2, v2, v5
+//   scratch_load_dword v8, v9, off / s_waitcnt vmcnt(0) / v_add_u32 v2, v8, v2
+//   scratch_store_dword v9, v2, off
 //   v_mov_b32 v7, v2 / v_cmp_gt_u32 vcc, 0x50, v0
 //   s_and_saveexec_b64 s[12:13], vcc / v_add_u32 v2, s7, v2
 //   s_or_b64 exec, exec, s[12:13] / v_mov_b32 v6, v7
@@ -59,15 +64,16 @@ constexpr uint32_t kCtlStack = 0x1000, kCwsr = 1u << 20;
 constexpr uint32_t kKernel[] = {
 	0xc0060100, 0x00000000, 0xbe8600ff, 0x9e3779b1, 0xbe8900ff, 0x0019660d, 0xbe8a00ff, 0x3c6ef35f, 0xbf8cc07f,
 	0x8e038802, 0x68020003, 0xd2850002, 0x00000d01, 0x24060082, 0x68080081, 0x260808ff, 0x000000ff, 0x24080882,
-	0xbe870080, 0xbe880080, 0xd2850002, 0x00001302, 0x6804040a, 0x68040408, 0x80088108, 0xbf0ac008, 0xbf85fff9,
-	0xd81a0000, 0x00000203, 0xbf8cc07f, 0xbf8a0000, 0xd86c0000, 0x05000004, 0xbf8cc07f, 0xbf8a0000, 0x2a040b02,
-	0x7e0e0302, 0x7d9800ff, 0x00000050, 0xbe8c206a, 0x68040407, 0x87fe0c7e, 0x7e0c0307, 0x68040506, 0x680404ff,
-	0x00000101, 0x80078107, 0xbf0a9007, 0xbf85ffe2, 0x240c0282, 0xdc708000, 0x00040206, 0xbf810000};
+	0x7e120280, 0xbe870080, 0xbe880080, 0xd2850002, 0x00001302, 0x6804040a, 0x68040408, 0x80088108, 0xbf0ac008,
+	0xbf85fff9, 0xd81a0000, 0x00000203, 0xbf8cc07f, 0xbf8a0000, 0xd86c0000, 0x05000004, 0xbf8cc07f, 0xbf8a0000,
+	0x2a040b02, 0xdc504000, 0x087f0009, 0xbf8c0f70, 0x68040508, 0xdc704000, 0x007f0209, 0x7e0e0302, 0x7d9800ff,
+	0x00000050, 0xbe8c206a, 0x68040407, 0x87fe0c7e, 0x7e0c0307, 0x68040506, 0x680404ff, 0x00000101, 0x80078107,
+	0xbf0a9007, 0xbf85ffdc, 0x240c0282, 0xdc708000, 0x00040206, 0xbf810000};
 
 // What the kernel computes, on the CPU.
 std::vector<uint32_t> reference()
 {
-	std::vector<uint32_t> x(kItems);
+	std::vector<uint32_t> x(kItems), priv(kItems);
 	for (uint32_t g = 0; g < kItems; ++g)
 		x[g] = g * 0x9e3779b1u;
 	for (uint32_t o = 0; o < kOuter; ++o) {
@@ -77,7 +83,8 @@ std::vector<uint32_t> reference()
 		std::vector<uint32_t> lds = x;
 		for (uint32_t g = 0; g < kItems; ++g) {
 			const uint32_t lid = g % kGroupSize, base = g - lid;
-			const uint32_t a1 = x[g] ^ lds[base + (lid + 1) % kGroupSize];
+			const uint32_t a1 = (x[g] ^ lds[base + (lid + 1) % kGroupSize]) + priv[g];
+			priv[g] = a1;
 			x[g] = a1 + (lid < 80 ? a1 + o : a1) + 0x101;
 		}
 	}
@@ -146,11 +153,11 @@ Host *new_host()
 	for (uint32_t i = 0; i < kSlots; ++i)
 		put<uint16_t>(h->ring + 64 * i, kInvalid);
 	put<uint32_t>(h->amd_queue + 136, 128); // read_dispatch_id_field_base_byte_offset
-	// Kernel descriptor: group segment, entry at +64, 8 VGPRs (RSRC1), two
+	// Kernel descriptor: group segment, entry at +64, 12 VGPRs (RSRC1), two
 	// user SGPRs and the workgroup id x (RSRC2), the kernarg pointer.
 	put<uint32_t>(h->kernel, 1024);
 	put<int64_t>(h->kernel + 16, 64);
-	put<uint32_t>(h->kernel + 48, 1);
+	put<uint32_t>(h->kernel + 48, 2);
 	put<uint32_t>(h->kernel + 52, 2u << 1 | 1u << 7);
 	put<uint16_t>(h->kernel + 56, 1u << 3);
 	std::memcpy(h->kernel + 64, kKernel, sizeof kKernel);
@@ -161,7 +168,7 @@ Host *new_host()
 	put<uint16_t>(d + 2, 1);
 	put<uint16_t>(d + 4, kGroupSize), put<uint16_t>(d + 6, 1), put<uint16_t>(d + 8, 1);
 	put<uint32_t>(d + 12, kItems), put<uint32_t>(d + 16, 1), put<uint32_t>(d + 20, 1);
-	put<uint32_t>(d + 28, 1024);
+	put<uint32_t>(d + 24, kPrivate), put<uint32_t>(d + 28, 1024);
 	put<uint64_t>(d + 32, addr(h->kernel)), put<uint64_t>(d + 40, addr(h->kernarg));
 	put<uint64_t>(d + 56, addr(h->signal));
 	put<uint64_t>(h->ring + 64 + 56, addr(h->signal));
@@ -239,7 +246,8 @@ shader::SaveSummary check_saved_mid_flight(Proc &p)
 		  "mid-flight: %u waves saved, %llu of %llu workgroups done", s.waves,
 		  static_cast<unsigned long long>(s.groups_done), static_cast<unsigned long long>(s.groups));
 	cr_assert_eq(w.save_area_used_size, s.area_bytes);
-	cr_assert_gt(s.area_bytes, 4u * 8 * 256 + 1024, "each wave's 8 VGPRs, and the LDS");
+	cr_assert_gt(s.area_bytes, 4u * (12 * 256 + 64 * kPrivate) + 1024,
+		     "each wave's 12 VGPRs and private memory, and the LDS");
 	return s;
 }
 
