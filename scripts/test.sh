@@ -40,11 +40,11 @@ jobs=${CTEST_PARALLEL_LEVEL:-$(($(nproc) + 1))}
 # nodes, a shared dma-buf. Not e2e_roundtrip: its 2 GiB of BOs under TSan's
 # shadow memory exhaust 24 GiB. A TSan report fails its test (exit 66).
 if [ "$san" = OFF ] && [ "${THREADS:-1}" != 0 ]; then
-  tsan_targets=(tsan_criterion_selftest test_transfer test_transfer_integrity test_staging_gate test_concurrency test_user_queue test_sdma test_aql_queue
+  tsan_targets=(tsan_criterion_selftest test_transfer test_transfer_integrity test_staging_gate test_concurrency test_user_queue test_sdma test_aql_queue test_aql_cwsr
                 test_plugin_parallel_restore criu-host test_plugin host_target host_verifier amdgpu_plugin
                 gpu-workload gpu_verify img-check kfd-emu kfdemu_criu_workload render_verify
                 dmabuf-tree dmabuf_verify amdgpu-img)
-  tsan_tests='^(tsan_criterion_selftest|test_transfer|test_transfer_integrity|test_staging_gate|test_plugin_parallel_restore|kfdemu_model[.]test_(concurrency|user_queue|sdma|aql_queue)|host_threads_zombie|host_dump_order'
+  tsan_tests='^(tsan_criterion_selftest|test_transfer|test_transfer_integrity|test_staging_gate|test_plugin_parallel_restore|kfdemu_model[.]test_(concurrency|user_queue|sdma|aql_queue|aql_cwsr)|host_threads_zombie|host_dump_order'
   tsan_tests+='|e2e_(tree|bounded|parallel|render_roundtrip|render_bounded|dmabuf_holder_root_concurrent|dmabuf_importer_root_fault))$'
   cmake -S . -B build-san-thread -DAMDCR_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build-san-thread -j"$(nproc)" --target "${tsan_targets[@]}"

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""HIP programs checkpointed between kernels under real CRIU, on the
-emulated GPU, each compared with the same program run without a checkpoint.
+"""HIP programs checkpointed between kernels, or in the middle of one, under
+real CRIU, on the emulated GPU, each compared with the same program run
+without a checkpoint.
 
     hip_criu_test.py --criu-list LIST --criu-version V --realcriu-lib DIR \
         --kfd-emu K --wrapper W --workload HIP_PROGRAM --machine NAME \
         --scenario SCENARIO [--amdgpu-img A] [--keep]
 
-The programs are tests/hip's hip_train and hip_streams (Debian's HIP 5.2.3
-runtime, unmodified, on kfd-emu's AQL processor and shader core). Each
+The programs are tests/hip's hip_train, hip_streams and hip_long_kernel
+(Debian's HIP 5.2.3 runtime, unmodified, on kfd-emu's AQL processor and
+shader core). Each
 takes `--gate-after K --gate FILE`: after its step (round) K it prints
 "gate K" and waits for FILE, between two kernels with no dispatch running
 (hip_streams with its next round queued on three streams behind a
@@ -21,6 +23,15 @@ mappings, its queues active: realcriu_test.check_restored), creates FILE,
 and compares the program's whole output (stdout, gate lines included) with
 its `--cpu-only` run, line for line, and its exit status 0: every loss and
 the final weights' checksum bit for bit.
+
+Mid-kernel (hip_long_kernel): the snapshot is taken at gate 0, before the
+launch; at gate 1 the kernel's dispatch is in flight (its middle workgroup
+held until the program is past the gate) and the test dumps once it has
+run MID_KERNEL_INSTRUCTIONS, so the dump's pause saves its waves (kfd-emu's
+CWSR). After the restore it checks the fd table and the BOs' placement (not
+their contents, which the kernel writes), and that the restored AQL queue
+resumed saved waves with some of the grid's workgroups done and some not
+(kfd-emu's `queues`), then compares the output as above.
 
 The scenarios are the rows of SCENARIOS (--help lists them, --list prints
 their CTest tests as JSON for tests/hip/criu.cmake).
@@ -244,6 +255,105 @@ def other_machine(run):
                        plan["minors"])
 
 
+# Mid-kernel: the long kernel's dispatch has run this many wave-instructions
+# before the dump is started (its held workgroup spins until the program is
+# past gate 1, so it is reached, and the kernel is still in flight at the dump).
+MID_KERNEL_INSTRUCTIONS = 1_000_000
+
+
+def wait_mid_kernel(run, prog):
+    """Until the program's long kernel is in flight on an AQL queue and has
+    run MID_KERNEL_INSTRUCTIONS wave-instructions (kfd-emu's `queues`)."""
+    def running():
+        for q in run.emu.ctl("queues", prog.pid)["queues"]:
+            e = q.get("engine", {})
+            if e.get("in_flight") and e["instructions"] >= MID_KERNEL_INSTRUCTIONS:
+                return q
+        return None
+    expect(wait_for(running, GATE_TIMEOUT, "the long kernel mid-flight"),
+           f"the long kernel of {prog.pid} is not running: {run.emu.ctl('queues', prog.pid)}", False)
+    e = running()["engine"]
+    log(f"the long kernel is in flight on its AQL queue: {e['instructions']} wave-instructions run")
+
+
+def check_placed(emu, pid, before, gpus):
+    """The restored BOs where they were dumped (VA, size, type, user and
+    actual GPU), contents aside: a kernel ran on them until the dump and
+    runs again from the restore."""
+    after = {b["va"]: b for b in emu.ctl("bos", pid)["bos"]}
+    for b in before["bos"]:
+        a = after.get(b["va"])
+        want_gpu = gpus[b["actual_gpu_id"]] if gpus else b["actual_gpu_id"]
+        expect(a is not None and (a["size"], a["type"], a["gpu_id"], a["actual_gpu_id"]) ==
+               (b["size"], b["type"], b["gpu_id"], want_gpu), f"BO at {b['va']:#x} restored as {a}, dumped {b}")
+
+
+def check_resumed_waves(run, pid):
+    """The restored process's AQL queue resumed waves saved mid-flight
+    (kfd-emu's `queues`, "cwsr" of the engine): some waves, some of the
+    grid's workgroups done and some not."""
+    got = [q["engine"]["cwsr"] for q in run.emu.ctl("queues", pid)["queues"]
+           if q.get("engine", {}).get("cwsr", {}).get("resumes")]
+    expect(len(got) == 1, f"{len(got)} AQL queues resumed saved waves after the restore, want 1")
+    c = got[0]
+    expect(c["waves"] > 0 and 0 < c["groups_done"] < c["groups"],
+           f"the waves resumed were not saved mid-flight: {c}")
+    log(f"restored {pid}: its AQL queue resumed {c['waves']} saved waves, {c['groups_done']} of {c['groups']} "
+        f"workgroups done at the dump")
+
+
+def restore_mid_kernel(run, prog, before, want, what, gpus=None, minors=None):
+    """Restores the program dumped mid-kernel, checks its fd table, BOs
+    (placed, not contents), queues and that its queue resumed the saved
+    waves, lets it through its gate and compares its output."""
+    run.restore(prog.pid)
+    expect(not rc.guardians(), f"guardian processes left after the restore: {rc.guardians()}")
+    rc.check_fds(prog.pid, before, minors, "restored")
+    check_placed(run.emu, prog.pid, before, gpus)
+    check_resumed_waves(run, prog.pid)
+    finish(run, prog, want, what)
+
+
+def at_mid_kernel(run, prog):
+    """The program's snapshot at gate 0 (before its launch: the BOs' contents
+    are not compared, and the kernel would race the snapshot), then at
+    gate 1 its long kernel mid-flight; the snapshot."""
+    before = at_gate(run, prog, 0)
+    prog.release()
+    prog.wait_gate(1)
+    wait_mid_kernel(run, prog)
+    return before
+
+
+def mid_kernel(run):
+    """Dumped while its long kernel runs (gate 1, after the launch),
+    restored on the same machine."""
+    want = expected_lines(run, run.sc)
+    prog = Program.start(run, run.sc)
+    before = at_mid_kernel(run, prog)
+    dump(run, prog)
+    restore_mid_kernel(run, prog, before, want, "restored mid-kernel")
+
+
+def mid_kernel_other(run):
+    """mid_kernel, restored on the second machine (other gpu_ids, minors,
+    GPU order)."""
+    state = os.path.join(run.work, "state.json")
+    if run.args.phase == "dump":
+        want = expected_lines(run, run.sc)
+        prog = Program.start(run, run.sc)
+        before = at_mid_kernel(run, prog)
+        dump(run, prog)
+        with open(state, "w") as f:
+            json.dump({"pid": prog.pid, "before": before, "want": want}, f)
+        return
+    with open(state) as f:
+        st = json.load(f)
+    plan = rc.OTHER_MACHINE[run.args.machine]
+    restore_mid_kernel(run, Program(run.work, st["pid"]), st["before"], st["want"],
+                       "restored mid-kernel on the second machine", plan["gpus"], plan["minors"])
+
+
 def hsakmt_semaphore():
     """libhsakmt's named semaphore made before the program starts, as any
     ROCm process after the first on a machine finds it: libhsakmt then
@@ -343,6 +453,7 @@ class Scenario(NamedTuple):
 
 TRAIN = ("--steps", "12")
 STREAMS = ("--rounds", "4")
+LONG = ()  # hip_long_kernel's 2048 rounds
 SCENARIOS = {s.name: s for s in (
     Scenario("train", same_machine, "hip_train", TRAIN, (5,), (("train_MI100", "MI100"),),
              doc="the training loop dumped after step 5 of 12 and restored on the same machine: every later "
@@ -371,6 +482,14 @@ SCENARIOS = {s.name: s for s in (
              doc="streams with --peer on two GPUs (stream 1, its kernel reading GPU 0's memory through peer "
                  "access and a peer copy GPU 0 -> GPU 1 on GPU 1), restored on the second machine with the GPUs "
                  "swapped: the peer access and copies go on across the checkpoint."),
+    Scenario("mid-kernel", mid_kernel, "hip_long_kernel", LONG, (0, 1), (("mid_kernel_MI100", "MI100"),),
+             doc="hip_long_kernel dumped while its kernel runs (waves in flight, some workgroups done), restored on "
+                 "the same machine: its AQL queue resumes the waves saved at the dump (kfd-emu's CWSR) and the "
+                 "kernel's output equals the CPU's, bit for bit."),
+    Scenario("mid-kernel-other", mid_kernel_other, "hip_long_kernel", LONG, (0, 1),
+             (("mid_kernel_other_machine_2xMI210", "2xMI210"),), second=True,
+             doc="mid-kernel, restored on the second machine (other gpu_ids and render minors, the GPUs in the "
+                 "other order)."),
     Scenario("ipc", None, "hip_runtime", ("--case", "ipc"), (), (("ipc_2xMI210", "2xMI210"),), pending="ipc",
              doc="two processes sharing memory through HIP IPC, checkpointed together: NOT RUN, as hip_runtime's "
                  "ipc case (hipIpcGetMemHandle needs an ioctl upstream amdkfd does not have)."),

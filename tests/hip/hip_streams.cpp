@@ -31,8 +31,8 @@
 // and unfinished, and no kernel running: the wait is a barrier-value packet
 // on the CP (GPU_STREAMOPS_CP_WAIT=1, set by the program unless the
 // environment sets it; HIP's default, GPU_STREAMOPS_CP_WAIT=0, waits in a
-// spinning kernel, a dispatch in flight, which a checkpoint refuses until
-// the emulator saves waves). --cpu-only prints the lines a
+// spinning kernel, a dispatch in flight, whose waves the dump saves into the
+// queue's context-save area: README.md). --cpu-only prints the lines a
 // run prints but the gate lines, computed on the CPU alone (what a
 // checkpoint test compares a restored run with).
 #include "hiptest.h"

@@ -35,8 +35,14 @@
 //    model lock, which is released between slices: an eviction (CRIU
 //    PROCESS_INFO, a memory eviction, RESTORE until RESUME) stops it at an
 //    instruction boundary with every wave's state kept, and it goes on when
-//    the queue runs again. CRIU CHECKPOINT of a queue with a dispatch in
-//    flight is refused (criu.cpp): wave state is not carried yet.
+//    the queue runs again. A CRIU pause (PROCESS_INFO) saves its waves
+//    instead, as the CP's context save does (CWSR, aql_cwsr_save): the
+//    control stack entries into the queue's control stack (carried by
+//    CHECKPOINT), the waves' registers and LDS into its CWSR area (process
+//    memory); the queue resumes them (aql_cwsr_resume) when it runs again,
+//    after UNPAUSE or a restore's RESUME, then the rest of the grid, then
+//    its later packets. A dispatch that cannot be saved (no CWSR area or
+//    one too small) stays in the shader core, and CHECKPOINT refuses it.
 //  * BARRIER_AND / BARRIER_OR: wait until every / any of the five dependent
 //    signals has value 0 (a null handle: satisfied for AND, never for OR).
 //  * VENDOR_SPECIFIC with AMD's formats: BARRIER_VALUE (2; waits until
@@ -177,6 +183,8 @@ ModelImpl::Step ModelImpl::aql_queue_step(UserQueueEngine &e, KfdProcess &p, con
 		if (!gpu_read(f, q.read_pointer_address + 8, &base_off, 4) && base_off == kQueueReadDispatchId)
 			e.amd_queue = q.read_pointer_address - kQueueReadDispatchId;
 	}
+	if (queue.ctl_stack.offset < queue.ctl_stack.size) // waves saved at a pause
+		return aql_cwsr_resume(e, p, p.queues.at(e.qid), f);
 	uint64_t wptr;
 	if (gpu_read(f, q.write_pointer_address, &wptr, 8))
 		return look ? Step::Idle
@@ -284,18 +292,11 @@ ModelImpl::Step ModelImpl::aql_dispatch(UserQueueEngine &e, KfdProcess &p, const
 		return aql_queue_error(e, p, queue, f, va, kErrGroupMemory, "kernel dispatch with too much group memory");
 	if (!at<uint64_t>(pkt, 32))
 		return aql_queue_error(e, p, queue, f, va, kErrCode, "kernel dispatch without a kernel object");
-	const uint64_t gfx = f.dev->node->property("gfx_target_version", 0);
-	if (gfx != 90008 && gfx != 90010)
-		return aql_queue_error(e, p, queue, f, va, kErrCode,
-				       "no shader core for gfx_target_version " + std::to_string(gfx));
 	shader::Launch l;
-	l.target = gfx == 90008 ? shader::Target::Gfx908 : shader::Target::Gfx90a;
-	l.packet = pkt;
-	l.packet_va = va;
-	l.queue_va = e.amd_queue;
-	l.dispatch_id = e.rptr;
-	AqlMemory mem(*this, f);
 	std::string error;
+	if (!aql_launch(e, f, pkt, va, &l, &error))
+		return aql_queue_error(e, p, queue, f, va, kErrCode, error);
+	AqlMemory mem(*this, f);
 	auto d = shader::Dispatch::start(l, mem, &error);
 	if (!d)
 		return aql_queue_error(e, p, queue, f, va, kErrCode, "kernel dispatch refused: " + error);
@@ -304,6 +305,100 @@ ModelImpl::Step ModelImpl::aql_dispatch(UserQueueEngine &e, KfdProcess &p, const
 	e.in_flight->packet = pkt;
 	e.in_flight->packet_va = va;
 	return aql_run_slice(e, p, queue, f);
+}
+
+bool ModelImpl::aql_launch(const UserQueueEngine &e, DrmFile &f, const Packet &pkt, uint64_t va, shader::Launch *l,
+			   std::string *why)
+{
+	const uint64_t gfx = f.dev->node->property("gfx_target_version", 0);
+	if (gfx != 90008 && gfx != 90010)
+		return *why = "no shader core for gfx_target_version " + std::to_string(gfx), false;
+	l->target = gfx == 90008 ? shader::Target::Gfx908 : shader::Target::Gfx90a;
+	l->packet = pkt;
+	l->packet_va = va;
+	l->queue_va = e.amd_queue;
+	l->dispatch_id = e.rptr;
+	return true;
+}
+
+void ModelImpl::aql_cwsr_save(KfdProcess &p, Queue &q, uint64_t stack_bytes)
+{
+	if (!q.engine || !q.engine->in_flight)
+		return;
+	AqlInFlight &d = *q.engine->in_flight;
+	Queue::ControlStack &cs = q.ctl_stack;
+	const CreateQueue &a = q.args;
+	const Pdd *pdd = p.pdd_by_user_id(q.user_gpu_id);
+	const uint64_t room = a.ctx_save_restore_size > cs.size ? a.ctx_save_restore_size - cs.size : 0;
+	const uint64_t area_va = a.ctx_save_restore_address + cs.size;
+	shader::WaveSave s;
+	std::string why;
+	auto saved = [&] {
+		if (!a.ctx_save_restore_address || !cs.size)
+			return why = "the queue has no CWSR area (CREATE_QUEUE without ctx_save_restore_address and "
+				     "ctl_stack_size)", false;
+		if (!d.dispatch->save(&s, &why))
+			return false;
+		if (s.control.size() > cs.size)
+			return why = "its control stack needs " + std::to_string(s.control.size()) +
+				     " bytes, the queue's ctl_stack_size is " + std::to_string(cs.size), false;
+		if (s.area.size() > room)
+			return why = "its waves need " + std::to_string(s.area.size()) + " bytes of wave save area, the "
+				     "CWSR area has " + std::to_string(room) + " after the control stack", false;
+		if (!pdd || !pdd->drm || gpu_write(*pdd->drm, area_va, s.area.data(), s.area.size())) {
+			char at[32];
+			std::snprintf(at, sizeof at, "0x%llx", static_cast<unsigned long long>(area_va));
+			return why = std::string("its wave save area at ") + at + " is not writable by the GPU", false;
+		}
+		return true;
+	};
+	if (!saved()) {
+		d.unsaved = why;
+		return;
+	}
+	cs.bytes.resize(stack_bytes);
+	std::copy(s.control.begin(), s.control.end(), cs.bytes.begin() + (cs.size - s.control.size()));
+	cs.offset = static_cast<uint32_t>(cs.size - s.control.size());
+	cs.wg_state_offset = static_cast<uint32_t>(cs.size + s.area.size());
+	q.engine->in_flight.reset(); // the waves are off the shader core
+}
+
+ModelImpl::Step ModelImpl::aql_cwsr_resume(UserQueueEngine &e, KfdProcess &p, Queue &q, DrmFile &f)
+{
+	Queue::ControlStack &cs = q.ctl_stack;
+	const CreateQueue &a = q.args;
+	shader::WaveSave s;
+	s.control.assign(cs.size - cs.offset, 0); // no bytes kept: zeros, which no save is
+	if (cs.bytes.size() >= cs.size)
+		std::copy(cs.bytes.begin() + cs.offset, cs.bytes.begin() + cs.size, s.control.begin());
+	s.area.resize(cs.wg_state_offset - cs.size);
+	const uint64_t area_va = a.ctx_save_restore_address + cs.size;
+	cs.offset = cs.wg_state_offset = cs.size; // the CP has taken the save
+	const uint64_t va = a.ring_base_address + (e.rptr & (a.ring_size / kPacketBytes - 1)) * kPacketBytes;
+	Packet pkt;
+	if (gpu_read(f, va, pkt.data(), pkt.size()))
+		return stop_user_queue(e, p, q.user_gpu_id, va, true, "aql ring not readable");
+	if (gpu_read(f, area_va, s.area.data(), s.area.size()))
+		return stop_user_queue(e, p, q.user_gpu_id, area_va, true, "CWSR area not readable");
+	shader::Launch l;
+	std::string why;
+	AqlMemory mem(*this, f);
+	std::unique_ptr<shader::Dispatch> d;
+	if (aql_launch(e, f, pkt, va, &l, &why))
+		d = shader::Dispatch::resume(l, mem, s, &why);
+	if (!d)
+		return aql_queue_error(e, p, q, f, va, kErrCode, "saved waves cannot be resumed: " + why);
+	shader::SaveSummary sum;
+	shader::Dispatch::describe(s.control, &sum); // resume() read the same entries
+	++e.cwsr_resumes;
+	e.cwsr_waves = sum.waves, e.cwsr_groups_done = sum.groups_done, e.cwsr_groups = sum.groups;
+	e.in_flight = std::make_unique<AqlInFlight>();
+	e.in_flight->dispatch = std::move(d);
+	e.in_flight->packet = pkt;
+	e.in_flight->packet_va = va;
+	if (!e.picked_at)
+		e.picked_at = gpu_clock();
+	return aql_run_slice(e, p, q, f);
 }
 
 ModelImpl::Step ModelImpl::aql_run_slice(UserQueueEngine &e, KfdProcess &p, const Queue &queue, DrmFile &f)

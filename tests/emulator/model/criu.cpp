@@ -35,9 +35,19 @@
 // SDMA queues), its bytes as the CP left them, with the MQD's stack and
 // wave-state offsets, and put back at RESTORE (restore_mqd: the size
 // divided by the restoring GPU's XCCs; the model refuses, EINVAL, a size
-// that is not a multiple of them, which the kernel does not check). Without
-// shaders the CP leaves it unused: GET_QUEUE_WAVE_STATE after the restore
-// answers as before the dump.
+// that is not a multiple of them, which the kernel does not check, and
+// used wave state reaching past the queue's CWSR area). GET_QUEUE_WAVE_STATE
+// after the restore answers as before the dump.
+//
+// CWSR: PROCESS_INFO's pause preempts every queue, and an AQL queue's
+// kernel dispatch in flight has its waves saved as the hardware saves them
+// (aql_cwsr_save in aql_queue.cpp; the layout in shader/cwsr.cpp): the
+// control stack entries into the MQD's stack, carried here, and each wave's
+// registers and the workgroup's LDS into the queue's CWSR area, process
+// memory the plugin dumps as BO contents. After RESUME (or UNPAUSE) the
+// queue resumes the waves from there. A dispatch that could not be saved
+// (no CWSR area, one too small, a dispatch that stopped on an error) makes
+// CHECKPOINT fail with EBUSY and a stderr line saying why.
 #include "model/state.h"
 
 #include <algorithm>
@@ -184,6 +194,7 @@ int queue_of_record(KfdProcess &p, const PrivQueue &r, const std::vector<uint8_t
 	Queue::ControlStack &cs = q->ctl_stack;
 	cs = {r.mqd_ctl_stack_size, r.mqd_ctl_stack_offset, r.mqd_wg_state_offset, {}};
 	if (cs.offset > cs.size || cs.wg_state_offset < cs.size ||
+	    (cs.offset < cs.size && cs.wg_state_offset > r.args.ctx_save_restore_size) ||
 	    r.ctl_stack_size != (q->compute() ? uint64_t{cs.size} * num_xcc(p, *q) : 0) ||
 	    r.ctl_stack_size > priv.size() - pos)
 		return -EINVAL;
@@ -278,6 +289,10 @@ long ModelImpl::criu_process_info(Caller &c, KfdProcess &p, CriuArgs &a)
 			return -EINVAL;
 	p.queues_paused = true; // evicts every queue of the target
 	++p.evict_count;
+	// The CP preempts the queues: a dispatch in flight has its waves
+	// saved (CWSR) into its queue's control stack and CWSR area.
+	for (auto &[qid, q] : p.queues)
+		aql_cwsr_save(p, q, saved_ctl_stack_bytes(p, q));
 	// As the kernel: the target's pid in its own pid namespace.
 	a.pid = static_cast<uint32_t>(c.own_ns_pid(p.tgid));
 	a.num_devices = static_cast<uint32_t>(p.pdds.size());
@@ -298,13 +313,14 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 	if (a.num_devices != p.pdds.size() || a.num_bos != criu_num_bos(p) ||
 	    a.num_objects != num_objects(p) || a.priv_data_size != criu_priv_size(p))
 		return -EINVAL;
-	// A kernel dispatch stopped mid-way holds its waves' state in the
-	// shader core, which no checkpoint record carries yet (CWSR): refused
-	// rather than restored without it.
+	// A kernel dispatch the pause could not save (aql_cwsr_save says why):
+	// its waves are only in the shader core, which no record carries, so it
+	// is refused rather than restored without them.
 	for (const auto &[qid, q] : p.queues)
 		if (q.engine && q.engine->in_flight) {
 			std::fprintf(stderr, "kfd-emu: CRIU CHECKPOINT of process %d refused: AQL queue %u has a kernel "
-					     "dispatch in flight (its wave state is not checkpointed)\n", int(p.tgid), qid);
+					     "dispatch in flight whose waves could not be saved: %s\n", int(p.tgid), qid,
+				     q.engine->in_flight->unsaved.c_str());
 			return -EBUSY;
 		}
 

@@ -230,7 +230,10 @@ std::string Introspection::queues()
 				o << ",\"why\":" << json_str(q.engine->why);
 			if (q.engine->aql)
 				o << ",\"in_flight\":" << json_bool(q.engine->in_flight != nullptr)
-				  << ",\"instructions\":" << q.engine->instructions;
+				  << ",\"instructions\":" << q.engine->instructions << ",\"cwsr\":{\"resumes\":"
+				  << q.engine->cwsr_resumes << ",\"waves\":" << q.engine->cwsr_waves
+				  << ",\"groups_done\":" << q.engine->cwsr_groups_done
+				  << ",\"groups\":" << q.engine->cwsr_groups << "}";
 			o << "}";
 		}
 		o << "}";

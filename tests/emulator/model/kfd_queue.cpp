@@ -12,13 +12,15 @@
 //                    (QUEUE_IS_ACTIVE), which is not an error; it keeps its
 //                    read pointer and runs what is pending once an update
 //                    gives it a ring again.
-//   SET_CU_MASK      the CUs the queue may use (kept per queue; the model
-//                    runs no shaders, so the mask changes nothing else).
+//   SET_CU_MASK      the CUs the queue may use (kept per queue; the shader
+//                    core has no CUs to choose from, so the mask changes
+//                    nothing else).
 //   ALLOC_QUEUE_GWS  the GPU's global wave sync for one queue per process
 //                    and GPU, on GPUs whose topology has num_gws != 0.
 //   GET_QUEUE_WAVE_STATE  the used sizes of a stopped compute queue's
-//                    control stack and wave save area (none: no shader
-//                    ever runs), with the save-area header.
+//                    control stack and wave save area (what a CRIU pause
+//                    saved of an AQL dispatch in flight, else none), with
+//                    the save-area header.
 //
 // Errnos and their order are the kernel's, including its quirks: an
 // unknown queue is EFAULT for UPDATE_QUEUE and SET_CU_MASK, EINVAL for

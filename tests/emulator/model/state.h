@@ -421,11 +421,14 @@ struct Pdd {
 
 // A kernel dispatch an AQL queue's packet processor has started and not
 // finished (aql_queue.cpp): the shader core's state of its waves and the
-// packet it came from, kept while the queue is evicted.
+// packet it came from, kept while the queue is evicted. A CRIU pause saves
+// it into the queue's control stack and CWSR area instead (and drops it);
+// when that cannot be done it stays here, `unsaved` saying why.
 struct AqlInFlight {
 	std::unique_ptr<shader::Dispatch> dispatch;
 	std::array<uint8_t, 64> packet{};
 	uint64_t packet_va = 0;
+	std::string unsaved;
 };
 
 // The engine behind one KFD SDMA user queue (user_queue.cpp): a thread
@@ -455,6 +458,10 @@ struct UserQueueEngine {
 	bool wait_for_doorbell = false, restored_look = false;
 	std::unique_ptr<AqlInFlight> in_flight;
 	std::atomic<uint64_t> instructions{0};	// wave-instructions its dispatches ran
+	// CWSR: saved waves resumed so far, and at the last resume the waves
+	// and the grid's workgroups (done, all) the control stack held.
+	uint32_t cwsr_resumes = 0, cwsr_waves = 0;
+	uint64_t cwsr_groups_done = 0, cwsr_groups = 0;
 	// Introspection (read under the model lock or atomically):
 	std::atomic<uint64_t> packets{0};
 	std::atomic<bool> hung{false};	// stopped on a bad packet or fault
@@ -478,9 +485,11 @@ struct Queue {
 	// (kfd_mqd_manager_v9.c init_mqd: with CWSR, which every emulated GPU
 	// enables, and a CWSR area, cp_hqd_cntl_stack_size is CREATE_QUEUE's
 	// ctl_stack_size, else 0; the stack lives after the MQD, one per XCC).
-	// The CP writes wave state into it downward from `size` when it saves
-	// a queue's context; with no shader ever in flight it writes nothing,
-	// so `offset` and `wg_state_offset` stay at `size` (nothing used).
+	// The CP writes wave state into it when it saves a queue's context: an
+	// AQL queue's dispatch at a CRIU pause (aql_cwsr_save), its used part
+	// [offset, size) of XCC 0's stack, the waves' registers and LDS in the
+	// CWSR area from `size` to `wg_state_offset`. Nothing saved: both
+	// offsets at `size`.
 	struct ControlStack {
 		uint32_t size = 0;		// per XCC (cp_hqd_cntl_stack_size)
 		uint32_t offset = 0;		// cp_hqd_cntl_stack_offset
@@ -813,6 +822,17 @@ private:
 	Step aql_dispatch(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f,
 			  const std::array<uint8_t, 64> &pkt, uint64_t va);
 	Step aql_run_slice(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f);
+	// The shader core's Launch of the dispatch packet `pkt` at `va` (the
+	// CP's view: queue, index, target); false with *why for a GPU without
+	// a shader core.
+	bool aql_launch(const UserQueueEngine &e, DrmFile &f, const std::array<uint8_t, 64> &pkt, uint64_t va,
+			shader::Launch *l, std::string *why);
+	// CWSR: the dispatch in flight on `q` saved into its control stack and
+	// CWSR area at a CRIU pause; a queue with saved waves resumes them
+	// from there when it runs again (a restore's RESUME, or UNPAUSE).
+	// `stack_bytes`: the control stack's bytes for every XCC.
+	void aql_cwsr_save(KfdProcess &p, Queue &q, uint64_t stack_bytes);
+	Step aql_cwsr_resume(UserQueueEngine &e, KfdProcess &p, Queue &q, DrmFile &f);
 	// The packet at the read index is done: its completion signal, its
 	// slot released (header INVALID), the read index advanced.
 	Step aql_retire(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f,

@@ -167,7 +167,7 @@ void launch_group(DispatchState &d)
 	g.waves.resize((items + kWaveSize - 1) / kWaveSize);
 	g.lds.assign(k.group_size, 0);
 	g.current = 0;
-	size_t vgprs = std::min<size_t>(kVgprs, ((k.rsrc1 & 63) + 1) * (d.launch.target == Target::Gfx90a ? 8 : 4));
+	const size_t vgprs = declared_vgprs(d);
 	for (unsigned j = 0; j < g.waves.size(); j++) {
 		Wave &w = g.waves[j];
 		std::vector<uint32_t> vgpr = std::move(w.vgpr), agpr = std::move(w.agpr);
@@ -277,6 +277,12 @@ bool group_done(const Workgroup &g)
 }
 
 }  // namespace
+
+size_t declared_vgprs(const DispatchState &d)
+{
+	const size_t granule = d.launch.target == Target::Gfx90a ? 8 : 4;
+	return std::min<size_t>(kVgprs, ((d.k.rsrc1 & 63) + 1) * granule);
+}
 
 // --- Exec: memory through the caller ----------------------------------------
 

@@ -19,7 +19,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace kfdemu::shader {
 
@@ -83,6 +85,22 @@ struct Launch {
 
 class DispatchState;
 
+// A dispatch's waves saved between two instructions, as the hardware's
+// context save (CWSR) leaves them for the queue's control stack and its
+// wave save area; the layout is in cwsr.cpp.
+struct WaveSave {
+	std::vector<uint8_t> control;	// the control stack's used entries
+	std::vector<uint8_t> area;	// the wave save area: each wave's registers, then LDS
+};
+
+// What a saved control stack says (Dispatch::describe).
+struct SaveSummary {
+	uint32_t waves = 0;		// wave entries (the workgroup in flight's)
+	uint64_t groups_done = 0;	// workgroups that ended before the save
+	uint64_t groups = 0;		// the grid's workgroups
+	uint32_t area_bytes = 0;	// the wave save area it goes with
+};
+
 // One dispatch in flight. Not thread-safe: one caller at a time (the caller
 // serialises run() calls, and may hold no lock between them).
 class Dispatch {
@@ -118,6 +136,22 @@ public:
 	uint64_t fault_va() const;		// the faulting GPU VA after VmFault
 	uint64_t instructions() const;		// wave-instructions executed so far
 	uint64_t lane_ops() const;		// of those, the active lanes summed
+
+	// CWSR. save() writes every wave's state (PC, SGPRs, VGPRs, the
+	// AccVGPRs once used, private memory, EXEC, VCC, M0, SCC, MODE,
+	// TRAPSTS, TTMPs, barrier state), the workgroup's LDS and the grid's
+	// progress into *out; false with *why when there is nothing to resume
+	// (the dispatch ended or stopped on an error).
+	bool save(WaveSave *out, std::string *why) const;
+	// A dispatch going on from `saved`: start()'s reading of `l` and of the
+	// kernel descriptor, then the saved waves, LDS and progress, so that
+	// run() continues at the instruction each wave stopped before. nullptr
+	// with *error naming what does not fit (another packet, a malformed or
+	// truncated save).
+	static std::unique_ptr<Dispatch> resume(const Launch &l, Memory &m, const WaveSave &saved,
+						std::string *error);
+	// The counts of a saved control stack; false when it is not one.
+	static bool describe(std::span<const uint8_t> control, SaveSummary *out);
 
 private:
 	explicit Dispatch(std::unique_ptr<DispatchState> s);

@@ -90,6 +90,11 @@ inline void for_lanes(uint64_t mask, F f)
 	}
 }
 
+// The VGPRs a wave of the dispatch has (COMPUTE_PGM_RSRC1's granules; on
+// gfx90a the unified file's granule of 8), which a new workgroup's waves
+// start with cleared and a context save writes.
+size_t declared_vgprs(const DispatchState &d);
+
 // The handler of a decoded instruction (nullptr: not implemented); `why`
 // is not touched.
 Handler handler_for(const Inst &in);

@@ -2,8 +2,8 @@
 //
 // A dispatch's whole state as plain data: waves, workgroups, the grid's
 // progress. Nothing here points into the caller's memory, so the state can
-// be kept across run() calls with no lock held, and saved and restored
-// (CWSR) by copying it.
+// be kept across run() calls with no lock held, and written out and read
+// back between them (CWSR: cwsr.cpp).
 #pragma once
 
 #include <array>

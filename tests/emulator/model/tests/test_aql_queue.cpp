@@ -8,7 +8,8 @@
 // through the queue_inactive_signal, or a hang without one; a VM fault as the
 // MEMORY event), two queues waiting for each other, a CRIU pause holding a
 // queue until UNPAUSE; kernel dispatches of a hand-assembled kernel: paused
-// mid-way and resumed (CHECKPOINT refused meanwhile), a VM fault, an illegal
+// mid-way and resumed (CHECKPOINT refused meanwhile: the queue has no CWSR
+// area to save its waves in; test_aql_cwsr saves them), a VM fault, an illegal
 // instruction and a trap; pointers read only once rung.
 #include "harness.h"
 
@@ -456,7 +457,8 @@ Test(aql_queue, a_dispatch_paused_mid_way_keeps_its_waves_and_goes_on_after_unpa
 	cr_assert_eq(app.instructions(), paused_at, "paused at an instruction boundary: no wave runs");
 	cr_assert_eq(app.h->out[0], 0u);
 	cr_assert(app.queues().find("\"in_flight\":true") != std::string::npos);
-	// CHECKPOINT (with the counts PROCESS_INFO gave) refuses the dispatch in flight.
+	// CHECKPOINT (with the counts PROCESS_INFO gave) refuses the dispatch in
+	// flight: a queue without a CWSR area could not save its waves.
 	std::vector<CriuDeviceBucket> devs(info.num_devices);
 	std::vector<CriuBoBucket> bos(info.num_bos);
 	std::vector<uint8_t> priv(info.priv_data_size);
