@@ -86,6 +86,16 @@ if(KFDEMU_HSAKMT_LIB)
     set_tests_properties(emu_hsakmt_bare_sys_${m} PROPERTIES
       TIMEOUT 120 LABELS emulator SKIP_RETURN_CODE 77)
   endforeach()
+  # SVM ranges reached by SDMA queues (XNACK off and on, migration, SMI
+  # events, partial unmap, two GPUs, eviction), on 256 MiB of VRAM so that
+  # the eviction case needs little memory.
+  kfdemu_test_executable(kfdemu_test_svm ${KFDEMU_TESTS}/test_svm.cpp)
+  target_link_libraries(kfdemu_test_svm PRIVATE ${KFDEMU_HSAKMT_LIB} amdcr_kernel_headers
+    PkgConfig::LIBDRM_AMDGPU PkgConfig::LIBDRM)
+  foreach(m MI100 2xMI210)
+    kfdemu_add_test(emu_svm_${m} kfdemu_test_svm
+      LAUNCHER --machine ${m} --vram 256M ARGS --machine ${m} --vram 256M)
+  endforeach()
 endif()
 
 # --- (b) libdrm_amdgpu 2.4.114: init, BOs, dma-buf, SDMA through CS ------------
