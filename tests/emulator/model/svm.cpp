@@ -28,8 +28,8 @@
 // resolve_va (svm_gpu_access); an access to an unmapped one is a VM fault
 // with XNACK off, and with XNACK on a recoverable fault handled as
 // svm_range_restore_pages does: a range made for unregistered memory
-// (2 MiB aligned, cut at its neighbours and at the end of the process's
-// memory), the GPU's access checked (none: the fault stays a VM fault),
+// (2 MiB aligned, cut at the process's mapping, its neighbours and the
+// GPU's BO mappings), the GPU's access checked (none: the fault stays a VM fault),
 // the range migrated to its best restore location, then mapped there.
 // Migration (a prefetch, a GPU fault, TTM's eviction under VRAM pressure)
 // moves the range's VRAM charge and sends SMI events MIGRATE_START/END;
@@ -43,8 +43,10 @@
 // its GPUs read and write (only the VRAM is accounted); so no CPU page
 // fault migrates a VRAM range back (svm_migrate_to_ram), and the CPU sees
 // a GPU's writes at once. Ranges lose their pages when the process
-// unmaps them through the shim's munmap (svm_unmap; glibc's own munmap
-// calls inside malloc, and mremap, are not seen). "The process's memory"
+// unmaps them through the shim's munmap (svm_unmap: the shim tells of an
+// munmap in a span it gave SET_ATTR, or of any with XNACK on; glibc's own
+// munmap calls inside malloc, mremap and MAP_FIXED mappings over a range
+// are not seen). "The process's memory"
 // is memory the model can read (the kernel also takes PROT_NONE
 // mappings, and refuses device mappings, which the model cannot tell
 // apart).
