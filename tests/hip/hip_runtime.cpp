@@ -12,6 +12,9 @@
 //              hipEventElapsedTime >= 0 between two recorded events;
 //   userptr    hipHostRegister'ed malloc memory used by a kernel through
 //              its device pointer, then unregistered;
+//   managed    hipMallocManaged memory (SVM) used in place by kernels, in
+//              system memory and prefetched to VRAM, copied out, and read
+//              by the CPU after a prefetch back;
 //   peer       two GPUs: hipSetDevice, hipDeviceEnablePeerAccess, a kernel on
 //              GPU 1 reading GPU 0's memory, hipMemcpyPeer both ways (NOT RUN
 //              on one GPU, with a line saying so);
@@ -214,6 +217,47 @@ void case_userptr()
 	HIPTEST_CHECK(hipHostUnregister(mem));
 }
 
+// hipMallocManaged memory (KFD SVM ranges under HIP 5.2: ROCr gives them
+// the GPUs' access, XNACK off): written by the CPU, a kernel adds to it in
+// place, then prefetched to the GPU's VRAM (hipMemPrefetchAsync: an SVM
+// prefetch) a second kernel adds again and hipMemcpy copies it out to
+// device memory; prefetched back, the CPU reads what the GPU wrote.
+void case_managed()
+{
+	const size_t n = (1u << 20) / 4 + 100;
+	uint32_t *m = nullptr;
+	step("hipMallocManaged");
+	HIPTEST_CHECK(hipMallocManaged(reinterpret_cast<void **>(&m), n * 4));
+	std::unique_ptr<uint32_t, hipError_t (*)(void *)> own(m, hipFree);
+	std::vector<uint32_t> want(n);
+	for (size_t i = 0; i < n; ++i) {
+		m[i] = uint32_t(i) * 5u;
+		want[i] = m[i] + 9u;
+	}
+	const dim3 grid(unsigned((n + 255) / 256)), block(256);
+	step("managed: kernel in place");
+	hipLaunchKernelGGL(add_kernel, grid, block, 0, 0, m, 9u, n);
+	HIPTEST_CHECK(hipGetLastError());
+	HIPTEST_CHECK(hipDeviceSynchronize());
+	hiptest::expect_equal("kernel on hipMallocManaged memory", want.data(), m, n);
+	step("managed: prefetched to the GPU");
+	HIPTEST_CHECK(hipMemPrefetchAsync(m, n * 4, 0, nullptr));
+	hipLaunchKernelGGL(add_kernel, grid, block, 0, 0, m, 3u, n);
+	HIPTEST_CHECK(hipGetLastError());
+	HIPTEST_CHECK(hipDeviceSynchronize());
+	for (auto &w : want)
+		w += 3u;
+	Device d(n * 4);
+	HIPTEST_CHECK(hipMemcpy(d.p, m, n * 4, hipMemcpyDefault));
+	std::vector<uint32_t> got(n);
+	HIPTEST_CHECK(hipMemcpy(got.data(), d.p, n * 4, hipMemcpyDeviceToHost));
+	hiptest::expect_equal("hipMemcpy out of prefetched managed memory", want.data(), got.data(), n);
+	step("managed: prefetched back to the CPU");
+	HIPTEST_CHECK(hipMemPrefetchAsync(m, n * 4, hipCpuDeviceId, nullptr));
+	HIPTEST_CHECK(hipDeviceSynchronize());
+	hiptest::expect_equal("the CPU reads what the GPU wrote", want.data(), m, n);
+}
+
 __global__ void copy_kernel(const uint32_t *src, uint32_t *dst, size_t n)
 {
 	size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -348,6 +392,7 @@ int main(int argc, char **argv)
 				   {"memset", case_memset},
 				   {"events", case_events},
 				   {"userptr", case_userptr},
+				   {"managed", case_managed},
 				   {"peer", case_peer},
 				   {"ipc", [&exe] { case_ipc(exe.c_str()); }}});
 }

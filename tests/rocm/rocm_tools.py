@@ -7,7 +7,10 @@ what the runtime must make of it (gfx target, marketing name from
 amdgpu.ids, chip id, compute units, clock, VBIOS, power cap); rocm-smi
 also shows the firmware versions kfd-emu is given.
 
-  rocm_tools.py --kfd-emu PATH --machine NAME rocminfo|rocm-smi|rocm-smi-writes
+  rocm_tools.py --kfd-emu PATH --machine NAME rocminfo|rocm-smi|rocm-smi-writes|rocm-smi-all
+
+rocm-smi-all: `rocm-smi -a`, whose only failures must be the files the
+kernel itself does not create for the ASIC.
 
 rocm-smi-writes: rocm-smi's writes (--setperflevel, --setpoweroverdrive,
 --resetpoweroverdrive) and shell redirections to sysfs read back as the
@@ -220,13 +223,70 @@ def rocm_smi_writes(kfd_emu, machine):
     check(re.search(r"^append=high\\n$", out, re.M) is not None, "echo >> replaces the value too")
 
 
+# What `rocm-smi -a` cannot read on each ASIC because the kernel (a current
+# amdgpu, default module options) does not create the file, as on real
+# hardware: pp_sclk_od and pp_mclk_od (no swsmu driver has them),
+# pp_od_clk_voltage (overdrive is off in the default ppfeaturemask) and, on
+# aldebaran, pp_power_profile_mode (its driver has no profiles). rocm-smi
+# 5.2 reports each as an error and exits 2 (RSMI_STATUS_NOT_SUPPORTED).
+SMI_ALL_ABSENT = {
+    "arcturus": ["sclk OverDrive", "mclk OverDrive", "od volt"],
+    "aldebaran": ["sclk OverDrive", "mclk OverDrive", "od volt", "profiles"],
+}
+
+
+def smi_errors(out, i):
+    """The metrics rocm-smi could not read for GPU i, by the words its
+    error lines name them with."""
+    found = set()
+    for line in out.splitlines():
+        if not line.startswith("ERROR") or f"GPU[{i}]" not in line:
+            continue
+        for what in ("sclk OverDrive", "mclk OverDrive", "od volt", "profiles", "Energy Counter"):
+            if what in line:
+                found.add(what)
+        if re.search(rf"GPU\[{i}\]:RSMI_STATUS_NOT_SUPPORTED", line):
+            found.add("sclk OverDrive")  # the level's own call, before the sentence naming it
+    return found
+
+
+def rocm_smi_all(kfd_emu, machine):
+    """rocm-smi -a: every section shown; the energy counter (gpu_metrics),
+    HBM temperatures and, where the driver has them, the power profiles
+    read; what fails is exactly what the kernel does not provide for the
+    ASIC (SMI_ALL_ABSENT), so the exit status is real hardware's."""
+    _, gpus = machine_facts(kfd_emu, machine)
+    p = run_emulated(kfd_emu, machine, ["rocm-smi", "-a"])
+    out = p.stdout + p.stderr
+    check("End of ROCm SMI Log" in out, "rocm-smi -a runs to its end")
+    # rocm-smi 5.2 names the mclk OverDrive failure for the first GPU only,
+    # so each GPU's failures are among the expected ones, and all of them
+    # together are the expected ones.
+    absent, failed = set(), set()
+    for i, g in enumerate(gpus):
+        tag = f"GPU[{i}]"
+        want = set(SMI_ALL_ABSENT.get(g["asic"], []))
+        absent |= want
+        got = smi_errors(out, i)
+        failed |= got
+        check(got <= want, f"{tag} fails to read only {sorted(want)} (got {sorted(got)})")
+        check(re.search(rf"^GPU\[{i}\]\s+: Energy counter: \d+", out, re.M) is not None, f"{tag} energy counter")
+        check(re.search(rf"^GPU\[{i}\]\s+: Temperature \(Sensor HBM 0\) \(C\): 38.0", out, re.M) is not None,
+              f"{tag} HBM temperature from gpu_metrics")
+        if "profiles" not in want:
+            check(re.search(rf"^GPU\[{i}\]\s+: \d+\. Available power profile .*BOOTUP DEFAULT\*", out, re.M)
+                  is not None, f"{tag} power profiles, BOOTUP_DEFAULT current")
+    check(failed == absent, f"the failures are exactly {sorted(absent)} (got {sorted(failed)})")
+    check(p.returncode == (2 if absent else 0), f"rocm-smi -a exits {2 if absent else 0} (got {p.returncode})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kfd-emu", required=True)
     ap.add_argument("--machine", required=True)
-    ap.add_argument("tool", choices=["rocminfo", "rocm-smi", "rocm-smi-writes"])
+    ap.add_argument("tool", choices=["rocminfo", "rocm-smi", "rocm-smi-writes", "rocm-smi-all"])
     a = ap.parse_args()
-    tool = "rocm-smi" if a.tool == "rocm-smi-writes" else a.tool
+    tool = "rocm-smi" if a.tool.startswith("rocm-smi") else a.tool
     if not shutil.which(tool):
         print(f"NOT RUN: {tool} is not installed (Debian package {tool}; scripts/install-deps.sh)")
         return 77
@@ -234,6 +294,8 @@ def main():
         rocminfo(a.kfd_emu, a.machine)
     elif a.tool == "rocm-smi-writes":
         rocm_smi_writes(a.kfd_emu, a.machine)
+    elif a.tool == "rocm-smi-all":
+        rocm_smi_all(a.kfd_emu, a.machine)
     else:
         rocm_smi(a.kfd_emu, a.machine)
         rocm_smi_firmware(a.kfd_emu, a.machine)

@@ -2424,6 +2424,11 @@ SCENARIOS = {s.name: s for s in (
              doc="roundtrip of SVM ranges made through libhsakmt (workload --svm), one prefetched to VRAM, two in "
                  "system memory with other attributes: restored as dumped (the VRAM one in VRAM); the restored "
                  "process finds the same hsaKmtSVMGetAttr answers and bytes."),
+    Scenario("svm_pending", svm_round_trip, tests("svm_pending", *BOTH), flags=("--svm", "--svm-pending"),
+             doc="svm with GPU work pending on the VRAM-resident range (workload --svm-pending): an inactive SDMA "
+                 "queue holds a copy into it when it is dumped; restored, the range is in VRAM with its own "
+                 "bytes, and once the queue gets its ring back the copy runs, and a copy out of the range after "
+                 "it brings the new bytes."),
     Scenario("periodic", periodic_incremental,
              tests("periodic", *BOTH) + interop_tests("periodic", "MI100", ways=("upstream-restore",)),
              flags=("--periodic", "3", "--named-semaphore"), vram_mib=PERIODIC_VRAM_MIB, needs=("amdgpu-img",),

@@ -4,7 +4,7 @@
 // emulator's realcriu tests (realcriu_test.py). Unmodified libhsakmt 5.2.3
 // and libdrm_amdgpu 2.4.114.
 //
-//   kfdemu_criu_workload [--tree] [--kfd-gem [--gem-cpu-visible] [--gem-high-va | --gem-va-offset]] [--metadata] [--queue-state] [--svm] [--user-queue | --cp-queue]
+//   kfdemu_criu_workload [--tree] [--kfd-gem [--gem-cpu-visible] [--gem-high-va | --gem-va-offset]] [--metadata] [--queue-state] [--svm [--svm-pending]] [--user-queue | --cp-queue]
 //                        [--periodic N] [--named-semaphore] [--fork-holder | --scm-holder] DIR
 //   kfdemu_criu_workload --render [--second-file] DIR
 //
@@ -80,6 +80,10 @@
 // GPU's VRAM. hsaKmtSVMGetAttr's answers for them before DIR/ready must be
 // its answers after the restore; the regions' bytes are checked, and the
 // VRAM range is then prefetched back to system memory.
+// --svm-pending (with --svm): GPU work pending on the VRAM range when it is
+// dumped: an inactive SDMA queue holds a copy into it, which must not have
+// run at the restore and must run, and a copy out of it after it, once the
+// ring is given back (SvmState's setup_pending).
 // --periodic N: for the periodic incremental dumps (criu dump
 // --leave-running N times): after DIR/ready, for k = 1..N it waits for
 // DIR/step<k> (written after the k-th dump, which left it running), checks
@@ -1137,7 +1141,82 @@ struct SvmState {
 		return true;
 	}
 
-	bool verify(uint64_t seed, std::string *err) const
+	// --svm-pending: GPU work on the VRAM range left pending at the dump.
+	// An SDMA queue on the GPU is made inactive (hsaKmtUpdateQueue without
+	// a ring) with a COPY_LINEAR of a system BO (pattern seed + 2) into the
+	// first kPart bytes of the VRAM range and a FENCE in its ring, doorbell
+	// rung. After the restore the range still has its own bytes; once the
+	// ring is given back the copy runs, then a second one copies that part
+	// out of VRAM into another system BO: both must hold the new pattern.
+	static constexpr uint32_t kSdmaCopy = 1, kSdmaFence = 5;
+	Bo ring{}, src{}, out{};
+	HsaQueueResource q{};
+	uint64_t wptr = 0;
+
+	volatile uint32_t *fence_word() const { return static_cast<volatile uint32_t *>(out.addr) + kPart / 4; }
+	void put(std::initializer_list<uint32_t> dw)
+	{
+		for (uint32_t v : dw) {
+			static_cast<uint32_t *>(ring.addr)[wptr / 4 % (ring.size / 4)] = v;
+			wptr += 4;
+		}
+	}
+	void copy_and_fence(uint64_t dst, uint64_t from, uint32_t value)
+	{
+		put({kSdmaCopy, uint32_t(kPart - 1), 0, uint32_t(from), uint32_t(from >> 32), uint32_t(dst),
+		     uint32_t(dst >> 32)});
+		const uint64_t f = reinterpret_cast<uint64_t>(fence_word());
+		put({kSdmaFence, uint32_t(f), uint32_t(f >> 32), value});
+		__atomic_store_n(q.Queue_write_ptr_aql, wptr, __ATOMIC_RELEASE);
+		__atomic_store_n(q.Queue_DoorBell_aql, wptr, __ATOMIC_RELEASE);
+	}
+	bool wait_fence(uint32_t value) const
+	{
+		for (int i = 0; i < 5000 && *fence_word() != value; i++)
+			::usleep(1000);
+		return *fence_word() == value;
+	}
+
+	bool setup_pending(uint64_t seed, std::string *err)
+	{
+		if (!alloc_bo(0, 4096, false, &ring, err) || !alloc_bo(0, kPart, false, &src, err) ||
+		    !alloc_bo(0, kPart + 4096, false, &out, err))
+			return false;
+		testcommon::fill_pattern(src.addr, kPart, seed + 2);
+		std::memset(out.addr, 0, out.size);
+		if (HSAKMT_STATUS s = hsaKmtCreateQueue(node, HSA_QUEUE_SDMA, 100, HSA_QUEUE_PRIORITY_NORMAL, ring.addr,
+							 ring.size, nullptr, &q);
+		    s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtCreateQueue(SDMA)", s), false;
+		if (HSAKMT_STATUS s = hsaKmtUpdateQueue(q.QueueId, 100, HSA_QUEUE_PRIORITY_NORMAL, nullptr, 0, nullptr);
+		    s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtUpdateQueue(no ring)", s), false;
+		copy_and_fence(reinterpret_cast<uint64_t>(vram), reinterpret_cast<uint64_t>(src.addr), 1);
+		::usleep(50 * 1000);
+		if (*fence_word() != 0 || check(vram, kSize, seed + 1) >= 0)
+			return *err = "the inactive SDMA queue ran its copy into the VRAM range", false;
+		return true;
+	}
+
+	bool verify_pending(std::string *err)
+	{
+		if (HSAKMT_STATUS s = hsaKmtUpdateQueue(q.QueueId, 100, HSA_QUEUE_PRIORITY_NORMAL, ring.addr, ring.size,
+							 nullptr);
+		    s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtUpdateQueue(ring back)", s), false;
+		if (!wait_fence(1))
+			return *err = "the copy pending into the VRAM range did not run once the ring was given back", false;
+		if (std::memcmp(vram, src.addr, kPart) != 0)
+			return *err = "the VRAM range does not hold what the pending copy wrote", false;
+		copy_and_fence(reinterpret_cast<uint64_t>(out.addr), reinterpret_cast<uint64_t>(vram), 2);
+		if (!wait_fence(2) || std::memcmp(out.addr, src.addr, kPart) != 0)
+			return *err = "a copy out of the VRAM range did not bring its bytes", false;
+		if (HSAKMT_STATUS s = hsaKmtDestroyQueue(q.QueueId); s != HSAKMT_STATUS_SUCCESS)
+			return *err = status("hsaKmtDestroyQueue(SDMA)", s), false;
+		return true;
+	}
+
+	bool verify(uint64_t seed, bool pending, std::string *err)
 	{
 		std::vector<std::vector<HSA_SVM_ATTRIBUTE>> now;
 		if (!query(&now, err))
@@ -1149,6 +1228,8 @@ struct SvmState {
 				       false;
 		if (check(sys, kSize, seed) >= 0 || check(vram, kSize, seed + 1) >= 0)
 			return *err = "an SVM region's bytes differ", false;
+		if (pending && !verify_pending(err))
+			return false;
 		return set(vram, kSize, {{HSA_SVM_ATTR_PREFETCH_LOC, 0}}, err);
 	}
 };
@@ -1391,7 +1472,7 @@ void gpu_bos(const HsaSystemProperties &sys, std::vector<uint32_t> *gpus_out, st
 struct Modes {
 	bool tree = false, render = false, second_file = false;
 	bool gem = false, gem_cpu_visible = false, gem_high_va = false, gem_va_offset = false;
-	bool metadata = false, queue_state = false, user_queue = false, cp_queue = false, svm = false;
+	bool metadata = false, queue_state = false, user_queue = false, cp_queue = false, svm = false, svm_pending = false;
 	int periodic = 0; // --periodic N
 	bool named_semaphore = false, fork_holder = false, scm_holder = false;
 	int scm_socket = -1; // --scm-holder's child: its end of the pair to the parent (no option)
@@ -1421,6 +1502,7 @@ constexpr Option kOptions[] = {
 	{"--user-queue", &Modes::user_queue},
 	{"--cp-queue", &Modes::cp_queue, nullptr, true, nullptr, {"--user-queue"}},
 	{"--svm", &Modes::svm},
+	{"--svm-pending", &Modes::svm_pending, nullptr, true, "--svm"},
 	{"--periodic", nullptr, &Modes::periodic},
 	{"--named-semaphore", &Modes::named_semaphore},
 	{"--fork-holder", &Modes::fork_holder},
@@ -1585,6 +1667,8 @@ struct KfdProcess {
 		seed += 2;
 		if (m.svm && !svm.setup(gpus[0], svm_seed, &err))
 			finish("FAIL: SVM: " + err);
+		if (m.svm_pending && !svm.setup_pending(svm_seed, &err))
+			finish("FAIL: SVM pending copy: " + err);
 		if (m.user_queue && !uq.create(gpus[0], gtt.size, &err))
 			finish("FAIL: " + err);
 		if (m.cp_queue && !cq.setup(gpus[0], ev, &err))
@@ -1668,7 +1752,7 @@ struct KfdProcess {
 		}
 		if (m.queue_state && !qs.verify(q.QueueId, &err))
 			finish("FAIL: after restore: queue state: " + err);
-		if (m.svm && !svm.verify(svm_seed, &err))
+		if (m.svm && !svm.verify(svm_seed, m.svm_pending, &err))
 			finish("FAIL: after restore: SVM: " + err);
 		if (HSAKMT_STATUS s = hsaKmtDestroyQueue(q.QueueId); s != HSAKMT_STATUS_SUCCESS)
 			finish(status("FAIL: after restore: hsaKmtDestroyQueue", s));

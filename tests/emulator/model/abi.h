@@ -154,6 +154,16 @@ inline constexpr uint32_t SVM_FLAG_HOST_ACCESS = 0x1, SVM_FLAG_COHERENT = 0x2, S
 			  SVM_FLAG_GPU_EXEC = 0x10, SVM_FLAG_GPU_ALWAYS_MAPPED = 0x40;
 // AMDKFD_IOC_SMI_EVENTS: kfd_ioctl_smi_events_args.
 struct SmiEvents { uint32_t gpuid, anon_fd; };
+// enum kfd_smi_event (a client's mask bit for event i is 1 << (i - 1)) and
+// the triggers its migration, queue eviction and unmap events name.
+inline constexpr uint32_t SMI_EVENT_VMFAULT = 1, SMI_EVENT_MIGRATE_START = 5, SMI_EVENT_MIGRATE_END = 6,
+			  SMI_EVENT_PAGE_FAULT_START = 7, SMI_EVENT_PAGE_FAULT_END = 8,
+			  SMI_EVENT_QUEUE_EVICTION = 9, SMI_EVENT_QUEUE_RESTORE = 10,
+			  SMI_EVENT_UNMAP_FROM_GPU = 11, SMI_EVENT_ALL_PROCESS = 64;
+inline constexpr uint32_t MIGRATE_TRIGGER_PREFETCH = 0, MIGRATE_TRIGGER_PAGEFAULT_GPU = 1,
+			  MIGRATE_TRIGGER_TTM_EVICTION = 3;
+inline constexpr uint32_t QUEUE_EVICTION_TRIGGER_TTM = 2;
+inline constexpr uint32_t SVM_UNMAP_TRIGGER_UNMAP_FROM_CPU = 2;
 
 static_assert(sizeof(SvmArgs) == 24 && sizeof(SvmAttribute) == 8 && sizeof(SmiEvents) == 8);
 static_assert(sizeof(CreateQueue) == 88 && sizeof(CreateEvent) == 32 && sizeof(WaitEvents) == 24);

@@ -9,6 +9,8 @@
 //   fits. Not evictable: a BO an unfinished SDMA job uses, and the KFD BOs
 //   of the calling process (TTM asks amdkfd_fence_check_mm: a KFD process
 //   needs all its BOs resident). Nothing a client can do pins a BO here.
+//   When moving BOs does not free enough, SVM ranges of other processes
+//   in that VRAM migrate to system memory (svm.cpp, svm_evict_vram).
 // - GEM_CREATE of a VRAM-only BO that evicting cannot make room for is
 //   retried with VRAM|GTT (amdgpu_gem_create_ioctl) and lives in GTT. A
 //   BO created with VRAM|GTT goes to GTT without evicting anything when
@@ -137,10 +139,13 @@ bool ModelImpl::make_vram_room(Device &d, uint64_t size, pid_t current)
 		freed += bo->size;
 		victims.push_back(std::move(bo));
 	}
-	if (used - freed + size > d.vram_size)
+	const uint64_t short_by = used - freed + size > d.vram_size ? used - freed + size - d.vram_size : 0;
+	if (short_by > svm_evictable(d, current))
 		return false;
 	for (auto &v : victims)
 		evict_bo(v);
+	if (short_by)
+		svm_evict_vram(d, short_by, current);
 	return true;
 }
 

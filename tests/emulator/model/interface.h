@@ -278,6 +278,13 @@ public:
 	// 0 or -errno (-EFAULT: unmapped, -ESRCH: the process is gone).
 	virtual int read(pid_t tgid, uint64_t addr, void *dst, size_t len) = 0;
 	virtual int write(pid_t tgid, uint64_t addr, const void *src, size_t len) = 0;
+	// The bounds [*start, *end) of the process's mapping (VMA) that holds
+	// addr: false when there is none, or when this memory cannot tell.
+	virtual bool vma_of(pid_t tgid, uint64_t addr, uint64_t *start, uint64_t *end)
+	{
+		(void)tgid, (void)addr, (void)start, (void)end;
+		return false;
+	}
 };
 
 // Where an mmap of an emulated fd lands: `fd` (model-owned) at `offset`;
@@ -315,6 +322,11 @@ public:
 	// progress (WAIT_EVENTS) end now, as timed out, as the kernel's
 	// interrupted waits would be restarted (see Op::Settle).
 	virtual void interrupt_waits(pid_t tgid) = 0;
+
+	// The client process unmapped [addr, addr + len) of its address space
+	// (munmap, or mremap's old pages): its SVM ranges lose those pages, as
+	// kfd_svm.c's MMU notifier removes them.
+	virtual void svm_unmap(pid_t tgid, uint64_t addr, uint64_t len) = 0;
 
 	// What an fd is, for the shim's fstat/readlink/lseek answers.
 	virtual std::optional<FileInfo> describe(FileKey file) const = 0;

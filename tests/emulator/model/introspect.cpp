@@ -266,7 +266,7 @@ std::string Introspection::svm()
 		o << (first ? "" : ",") << "{\"start\":" << r.start * kPage << ",\"size\":" << r.npages() * kPage
 		  << ",\"preferred_loc\":" << r.preferred_loc << ",\"prefetch_loc\":" << r.prefetch_loc
 		  << ",\"flags\":" << r.flags << ",\"granularity\":" << r.granularity << ",\"access\":" << ids(r.access)
-		  << ",\"access_in_place\":" << ids(r.aip) << ",\"mapped\":" << json_bool(r.mapped_to_gpu)
+		  << ",\"access_in_place\":" << ids(r.aip) << ",\"mapped\":" << ids(r.mapped)
 		  << ",\"vram_gpu_id\":" << (d ? d->gpu_id : 0) << "}";
 		first = false;
 	}

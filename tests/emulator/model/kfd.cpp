@@ -478,6 +478,14 @@ long KfdOps::set_xnack_mode()
 	}
 	if (!p->queues.empty())
 		return -EBUSY;
+	// kfd_process_xnack_mode(p, supported): XNACK on needs every GPU to
+	// take it per process (GC 9.4.2 and later GFX9: gfx90a, gfx94x);
+	// amdgpu's default noretry leaves it off on the others (gfx908).
+	for (const Pdd &pdd : p->pdds) {
+		const uint64_t gfx = pdd.dev->node->property("gfx_target_version");
+		if (a.xnack_enabled && gfx != 90010 && (gfx < 90400 || gfx >= 100000))
+			return -EPERM;
+	}
 	p->xnack = a.xnack_enabled ? 1 : 0;
 	return 0;
 }

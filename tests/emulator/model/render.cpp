@@ -131,6 +131,15 @@ int ModelImpl::resolve_va(DrmFile &f, uint64_t va, uint64_t len, bool write, std
 	uint64_t cur = va & kHoleMask;
 	while (len) {
 		const Mapping *m = f.vm.find(cur);
+		if ((!m || !m->bo) && f.kfd_owner) { // an SVM range of the KFD process (svm.cpp)
+			Segment s;
+			if (int e = svm_gpu_access(f, cur, len, write, &s))
+				return e;
+			cur += s.len;
+			len -= s.len;
+			out->push_back(std::move(s));
+			continue;
+		}
 		if (!m || !m->bo) {
 			counters_->vm_fault(f.dev->gpu_id, cur, "unmapped");
 			return -EFAULT;

@@ -562,8 +562,9 @@ private:
 };
 
 // An SVM range (kfd_svm.c's svm_range): pages [start, last], its
-// attributes, which GPUs (pdd indices) may access it (in place), and where
-// it is: system memory, or the VRAM `vram` charges (a prefetch to a GPU).
+// attributes, which GPUs (pdd indices) may access it (in place), on which
+// GPUs' page tables it is mapped (`mapped`, bit i: pdds[i]), and where it
+// is: system memory, or the VRAM `vram` charges (a migration to a GPU).
 struct SvmRange {
 	uint64_t start = 0, last = 0;
 	uint32_t preferred_loc = abi::kfd::SVM_LOCATION_UNDEFINED;
@@ -571,7 +572,7 @@ struct SvmRange {
 	uint32_t flags = abi::kfd::SVM_FLAG_HOST_ACCESS | abi::kfd::SVM_FLAG_COHERENT;
 	uint32_t granularity = 9;
 	uint64_t access = 0, aip = 0; // bit i: pdds[i]
-	bool mapped_to_gpu = false;
+	uint64_t mapped = 0;
 	VramCharge vram;
 	uint64_t npages() const { return last - start + 1; }
 };
@@ -613,9 +614,21 @@ struct KfdProcess {
 	uint32_t pasid = 0;
 	std::map<uint64_t, SvmRange> svm;	// by start page; never overlapping
 	std::vector<SvmSaved> svm_restored;	// RESTORE .. RESUME
+	// The process's address space as its GPUs reach SVM ranges through
+	// their page tables: a userptr-like BO of the whole user address
+	// space at address 0 (svm.cpp), made at the first such access.
+	std::shared_ptr<Bo> svm_memory;
 	// SMI_EVENTS fds: the client's end (kept until the transport has sent
-	// it) and the other end of each socket pair.
-	std::vector<Fd> smi_clients, smi_peers;
+	// it) and the other end of each socket pair, with the GPU it listens
+	// to and the event mask the client last wrote.
+	struct SmiClient {
+		Fd peer;
+		uint32_t gpu_id = 0; // actual
+		uint64_t events = 0;
+		bool suser = false; // may take every process's events
+	};
+	std::vector<Fd> smi_clients;
+	std::vector<SmiClient> smi_peers;
 
 	// The queue of this process that holds the GWS of GPU `user_gpu_id`
 	// (the kernel's qpd.num_gws != 0), or null.
@@ -692,6 +705,7 @@ public:
 	void release(FileKey file) override;
 	void process_exit(pid_t tgid) override;
 	void interrupt_waits(pid_t tgid) override;
+	void svm_unmap(pid_t tgid, uint64_t addr, uint64_t len) override;
 	std::optional<FileInfo> describe(FileKey file) const override;
 	long ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t arg) override;
 	int mmap(Caller &c, FileKey file, uint64_t offset, uint64_t len, int prot,
@@ -769,6 +783,32 @@ private:
 	int svm_criu_resume(KfdProcess &p);
 	// Whether pages [start, last] overlap an SVM range of p (ALLOC_MEMORY_OF_GPU's EADDRINUSE).
 	static bool svm_overlaps(const KfdProcess &p, uint64_t start, uint64_t last);
+	// A GPU access at `va` through f's VM that no BO mapping covers: the
+	// SVM range there as the GPU's page table maps it (with XNACK on, the
+	// fault recovered as svm_range_restore_pages does). 0 with *seg the
+	// bytes up to the range's end (at most `len`), or -EFAULT (a VM fault,
+	// recorded).
+	int svm_gpu_access(DrmFile &f, uint64_t va, uint64_t len, bool write, Segment *seg);
+	// svm_range_unmap_from_cpu: pages [start, last] of p unmapped by it.
+	void svm_unmap_pages(KfdProcess &p, uint64_t start, uint64_t last);
+	// Moves range `r` of p to system memory or to `to`'s VRAM, as
+	// svm_migrate_to_vram/svm_migrate_vram_to_ram with their SMI events:
+	// 0 or -ENOMEM.
+	int svm_migrate(KfdProcess &p, SvmRange &r, Device *to, uint32_t trigger);
+	// TTM's eviction of SVM ranges in `d`'s VRAM (not those of process
+	// `current`) until at least `need` bytes are freed: each range
+	// migrates to system memory. Returns the bytes freed.
+	uint64_t svm_evict_vram(Device &d, uint64_t need, pid_t current);
+	// The VRAM bytes svm_evict_vram could free.
+	uint64_t svm_evictable(const Device &d, pid_t current) const;
+	// XNACK's fault path: a range for unregistered memory at `page` (null:
+	// not the process's memory), and svm_range_restore_pages for GPU
+	// pdds[i] (null once mapped, else why the fault stays a VM fault).
+	SvmRange *svm_new_unregistered(KfdProcess &p, const Vm &vm, uint64_t page);
+	const char *svm_restore_pages(KfdProcess &p, int i, uint64_t page, bool write);
+	// An SMI event of GPU `gpu_id` for process `pid` (0: none): the line
+	// "<event> <text>" to each client whose mask (and process) takes it.
+	void smi_event(uint32_t gpu_id, pid_t pid, uint32_t event, const std::string &text);
 	// SMI_EVENTS (svm.cpp as well, the other ioctl of kfd_svm's era).
 	long kfd_smi_events(Caller &c, KfdProcess &p, abi::kfd::SmiEvents &a, uint64_t uarg);
 

@@ -7,7 +7,11 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 
+#include <sys/ioctl.h>
+
+#include <algorithm>
 #include <cstdarg>
+#include <cstring>
 #include <mutex>
 
 namespace kfdemu::shim {
@@ -15,39 +19,91 @@ namespace kfdemu::shim {
 namespace {
 
 // ---------------------------------------------------------------------------
-// Device mappings of this process (so munmap knows when to tell the daemon).
+// Address ranges munmap must tell the daemon about: the process's device
+// mappings, and the spans it has set SVM attributes on (an unmap there
+// takes the pages out of its SVM ranges, as the kernel's MMU notifier).
 // ---------------------------------------------------------------------------
 
-std::mutex g_vma_mu;
-std::map<uint64_t, uint64_t> g_vmas;	// start -> end
+class Spans {
+public:
+	void add(uint64_t start, uint64_t len)
+	{
+		std::lock_guard lock(mu_);
+		m_[start] = std::max(m_[start], start + len);
+	}
+	// Takes [start, start + len) out; whether any of it was there.
+	bool drop(uint64_t start, uint64_t len)
+	{
+		std::lock_guard lock(mu_);
+		const uint64_t end = start + len;
+		bool hit = false;
+		std::vector<std::pair<uint64_t, uint64_t>> keep;
+		for (auto it = m_.begin(); it != m_.end();) {
+			if (it->second <= start || it->first >= end) {
+				++it;
+				continue;
+			}
+			hit = true;
+			if (it->first < start)
+				keep.push_back({it->first, start});
+			if (it->second > end)
+				keep.push_back({end, it->second});
+			it = m_.erase(it);
+		}
+		for (auto &[s, e] : keep)
+			m_[s] = e;
+		return hit;
+	}
 
-void note_vma(uint64_t start, uint64_t len)
+private:
+	std::mutex mu_;
+	std::map<uint64_t, uint64_t> m_; // start -> end
+};
+
+Spans g_vmas, g_svm;
+// XNACK is on: a GPU fault may have made a range anywhere, so every munmap
+// goes to the daemon.
+std::atomic<bool> g_xnack{false};
+
+void note_vma(uint64_t start, uint64_t len) { g_vmas.add(start, len); }
+
+// A KFD ioctl that succeeded: an SVM SET_ATTR's span is SVM memory now; a
+// SET_XNACK_MODE sets the mode (a negative value only queries it).
+void note_svm(unsigned long request, const void *arg)
 {
-	std::lock_guard lock(g_vma_mu);
-	g_vmas[start] = start + len;
+	constexpr unsigned kSvmNr = 0x20, kXnackNr = 0x21, kKfdType = 'K';
+	if (_IOC_TYPE(request) != kKfdType || !arg)
+		return;
+	if (_IOC_NR(request) == kXnackNr) {
+		int32_t on;
+		std::memcpy(&on, arg, sizeof on);
+		if (on >= 0)
+			g_xnack = on > 0;
+		return;
+	}
+	if (_IOC_NR(request) != kSvmNr)
+		return;
+	uint64_t a[3]; // start_addr, size, op | nattr << 32
+	std::memcpy(a, arg, sizeof a);
+	if (uint32_t(a[2]) == 0) // KFD_IOCTL_SVM_OP_SET_ATTR
+		g_svm.add(a[0], a[1]);
 }
 
-bool drop_vma(uint64_t start, uint64_t len)
+// munmap of [addr, addr + len): the daemon told what it needs to know.
+void note_unmap(uint64_t addr, uint64_t len)
 {
-	std::lock_guard lock(g_vma_mu);
-	const uint64_t end = start + len;
-	bool hit = false;
-	std::vector<std::pair<uint64_t, uint64_t>> keep;
-	for (auto it = g_vmas.begin(); it != g_vmas.end();) {
-		if (it->second <= start || it->first >= end) {
-			++it;
+	const int saved = errno;
+	for (auto [spans, op] : {std::pair{&g_vmas, wire::Op::VmaRemove}, std::pair{&g_svm, wire::Op::SvmUnmap}}) {
+		if (!spans->drop(addr, len) && !(op == wire::Op::SvmUnmap && g_xnack))
 			continue;
-		}
-		hit = true;
-		if (it->first < start)
-			keep.push_back({it->first, start});
-		if (it->second > end)
-			keep.push_back({end, it->second});
-		it = g_vmas.erase(it);
+		wire::Request rq{};
+		rq.op = op;
+		rq.a[0] = addr;
+		rq.a[1] = len;
+		Response ignored;
+		call(rq, {}, &ignored);
 	}
-	for (auto &[s, e] : keep)
-		g_vmas[s] = e;
-	return hit;
+	errno = saved;
 }
 
 void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
@@ -142,6 +198,7 @@ SHIM_EXPORT int ioctl(int fd, unsigned long request, ...) noexcept
 	int64_t res = deliver(r);
 	if (res < 0)
 		return fail(int(-res));
+	note_svm(request, arg);
 	return int(res);
 }
 
@@ -157,15 +214,7 @@ SHIM_EXPORT int munmap(void *addr, size_t len) noexcept
 {
 	REAL(munmap, int (*)(void *, size_t));
 	int r = real_munmap(addr, len);
-	if (r == 0 && config().active && drop_vma(uint64_t(uintptr_t(addr)), len)) {
-		const int saved = errno;
-		wire::Request rq{};
-		rq.op = wire::Op::VmaRemove;
-		rq.a[0] = uint64_t(uintptr_t(addr));
-		rq.a[1] = len;
-		Response ignored;
-		call(rq, {}, &ignored);
-		errno = saved;
-	}
+	if (r == 0 && config().active)
+		note_unmap(uint64_t(uintptr_t(addr)), len);
 	return r;
 }

@@ -18,8 +18,8 @@
 //
 // The only mutable globals are the ones an interposer needs: the lazily
 // loaded configuration, the per-thread daemon connection, the fresh-image
-// flag, a describe cache, the process's device mappings and a bitmap of
-// "unreadable" sysfs fds.
+// flag, a describe cache, the process's device mappings, the spans it set
+// SVM attributes on, and a bitmap of "unreadable" sysfs fds.
 //
 // The library's files (their functions in namespace kfdemu::shim, hidden by
 // -fvisibility=hidden: of its own functions the library exports only the

@@ -6,9 +6,8 @@
 // KFD ioctl and mmap paths.
 //
 // Usage (under kfd-emu): test_hsakmt --machine NAME [overrides]
-#include "check.h"
+#include "hsakmt_client.h"
 
-#include <hsakmt.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,8 +23,6 @@ using namespace kfdemu;
 using namespace kfdemu::test;
 
 namespace {
-
-#define CHECK_OK(expr) CHECK_EQ(int(expr), int(HSAKMT_STATUS_SUCCESS))
 
 struct Gpu {
 	uint32_t node;
@@ -202,40 +199,6 @@ void test_queue(const Gpu &g)
 	CHECK_OK(hsaKmtUnmapMemoryToGPU(ptrs));
 	CHECK_OK(hsaKmtFreeMemory(ptrs, 4096));
 }
-
-// System memory for the GPU: allocated, mapped, freed at the end.
-struct SysMem {
-	void *addr = nullptr;
-	size_t size = 0;
-	explicit SysMem(size_t n) : size(n)
-	{
-		HsaMemFlags f{};
-		f.ui32.HostAccess = 1;
-		f.ui32.ExecuteAccess = 1;
-		f.ui32.PageSize = HSA_PAGE_SIZE_4KB;
-		uint64_t alt = 0;
-		if (!CHECK_OK(hsaKmtAllocMemory(0, size, f, &addr)) || !addr ||
-		    !CHECK_OK(hsaKmtMapMemoryToGPU(addr, size, &alt))) {
-			addr = nullptr;
-			return;
-		}
-		std::memset(addr, 0, size);
-	}
-	~SysMem()
-	{
-		if (!addr)
-			return;
-		CHECK_OK(hsaKmtUnmapMemoryToGPU(addr));
-		CHECK_OK(hsaKmtFreeMemory(addr, size));
-	}
-	SysMem(const SysMem &) = delete;
-	SysMem &operator=(const SysMem &) = delete;
-	uint64_t va(size_t off = 0) const { return uint64_t(uintptr_t(addr)) + off; }
-	template <typename T> volatile T *at(size_t off) const
-	{
-		return reinterpret_cast<volatile T *>(static_cast<char *>(addr) + off);
-	}
-};
 
 // One round of the loop below: a new event and a new SDMA queue on a new
 // ring, a COPY_LINEAR of `src` to `dst`, a FENCE of `round`, a TIMESTAMP,

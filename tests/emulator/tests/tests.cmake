@@ -86,6 +86,16 @@ if(KFDEMU_HSAKMT_LIB)
     set_tests_properties(emu_hsakmt_bare_sys_${m} PROPERTIES
       TIMEOUT 120 LABELS emulator SKIP_RETURN_CODE 77)
   endforeach()
+  # SVM ranges reached by SDMA queues (XNACK off and on, migration, SMI
+  # events, partial unmap, two GPUs, eviction), on 256 MiB of VRAM so that
+  # the eviction case needs little memory.
+  kfdemu_test_executable(kfdemu_test_svm ${KFDEMU_TESTS}/test_svm.cpp)
+  target_link_libraries(kfdemu_test_svm PRIVATE ${KFDEMU_HSAKMT_LIB} amdcr_kernel_headers
+    PkgConfig::LIBDRM_AMDGPU PkgConfig::LIBDRM)
+  foreach(m MI100 2xMI210)
+    kfdemu_add_test(emu_svm_${m} kfdemu_test_svm
+      LAUNCHER --machine ${m} --vram 256M ARGS --machine ${m} --vram 256M)
+  endforeach()
 endif()
 
 # --- (b) libdrm_amdgpu 2.4.114: init, BOs, dma-buf, SDMA through CS ------------
@@ -133,6 +143,21 @@ foreach(m MI100 2xMI210)
             -- $<TARGET_FILE:kfdemu_test_sysfs_write> --machine ${m})
   set_tests_properties(emu_sysfs_write_${m} PROPERTIES TIMEOUT 120 LABELS emulator SKIP_RETURN_CODE 77)
 endforeach()
+# The same with the shim under ASan and UBSan (kfd-emu-asan, transport.cmake)
+# and the test program built with them too (its buffers get redzones): the
+# shim's write interposer on every path the test takes, sh and bash
+# included. Leaks are not looked for: the uninstrumented shells' would count.
+if(TARGET kfd-emu-asan)
+  kfdemu_test_executable(kfdemu_test_sysfs_write_asan ${KFDEMU_TESTS}/test_sysfs_write.cpp)
+  target_compile_options(kfdemu_test_sysfs_write_asan PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer)
+  target_link_options(kfdemu_test_sysfs_write_asan PRIVATE -fsanitize=address,undefined)
+  add_dependencies(kfdemu_test_sysfs_write_asan kfd-emu-asan)
+  add_test(NAME emu_sysfs_write_asan_MI100
+    COMMAND ${KFDEMU_TESTS}/ro_sys.sh $<TARGET_FILE:kfd-emu-asan> --machine MI100
+            -- $<TARGET_FILE:kfdemu_test_sysfs_write_asan> --machine MI100)
+  set_tests_properties(emu_sysfs_write_asan_MI100 PROPERTIES TIMEOUT 180 LABELS "emulator;asan"
+    SKIP_RETURN_CODE 77 ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+endif()
 
 # --- the command line: kfd-emu ctl, kfd-emu machine, exit status --------------
 add_test(NAME emu_cli_ctl

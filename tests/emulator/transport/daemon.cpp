@@ -177,6 +177,21 @@ int ProcMemory::write(pid_t tgid, uint64_t addr, const void *src, size_t len)
 	return vm_io(tgid, addr, const_cast<void *>(src), len, true);
 }
 
+bool ProcMemory::vma_of(pid_t tgid, uint64_t addr, uint64_t *start, uint64_t *end)
+{
+	std::ifstream maps("/proc/" + std::to_string(tgid) + "/maps");
+	std::string line;
+	while (std::getline(maps, line)) {
+		unsigned long long s = 0, e = 0;
+		if (std::sscanf(line.c_str(), "%llx-%llx", &s, &e) == 2 && s <= addr && addr < e) {
+			*start = s;
+			*end = e;
+			return true;
+		}
+	}
+	return false;
+}
+
 bool proc_is_tracer_of(pid_t tracer_tgid, pid_t tracer_tid, pid_t pid)
 {
 	// /proc/<pid>/status is the leader thread's: its TracerPid is the
@@ -982,6 +997,7 @@ void Daemon::dispatch(Call &call)
 		case wire::Op::Mmap: on_mmap(call); break;
 		case wire::Op::VmaAdd: on_vma_add(call); break;
 		case wire::Op::VmaRemove: vma_remove(call.tgid, call.rq.a[0], call.rq.a[1]); break;
+		case wire::Op::SvmUnmap: model_.svm_unmap(call.tgid, call.rq.a[0], call.rq.a[1]); break;
 		case wire::Op::Describe: on_describe(call); break;
 		case wire::Op::Introspect: on_introspect(call); break;
 		case wire::Op::Settle: call.rp.result = settle(uint32_t(call.rq.a[0]), call.rq.a[1]); break;

@@ -33,6 +33,7 @@ class ProcMemory final : public ProcessMemory {
 public:
 	int read(pid_t tgid, uint64_t addr, void *dst, size_t len) override;
 	int write(pid_t tgid, uint64_t addr, const void *src, size_t len) override;
+	bool vma_of(pid_t tgid, uint64_t addr, uint64_t *start, uint64_t *end) override; // /proc/<pid>/maps
 };
 
 // /proc facts about a process, as the kernel would know them.

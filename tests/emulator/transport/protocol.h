@@ -37,6 +37,8 @@ enum class Op : uint32_t {
 			// process and returns once the connection has no call in progress
 			// (its reply written) and no request unread; -ETIMEDOUT if it still
 			// has one after a1 ms
+	SvmUnmap,	// a0 = start, a1 = len: the process unmapped memory that holds
+			// SVM ranges (Model::svm_unmap)
 };
 
 struct Request {

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
+#include <ctime>
 #include <cstring>
 #include <algorithm>
 #include <iterator>
@@ -349,8 +351,10 @@ void write_cpus(Writer &w, const MachineDesc &m, std::string *redirects)
 // *_used files are kept current by the model as BOs come and go), busy
 // percentages, PCIe link, unique_id, and one hwmon directory ("amdgpu":
 // edge/junction/memory temperatures in millidegrees, average power and cap
-// in microwatts, vddgfx in mV, sclk/mclk in Hz). The values are an idle
-// GPU's: the model executes no shaders and has no power model.
+// in microwatts, vddgfx in mV, sclk/mclk in Hz), and the SMU driver's
+// gpu_metrics and power profiles where the ASIC's has them (kSmuFiles). The
+// values are an idle GPU's (kIdle): the model executes no shaders and has
+// no power model.
 std::string dpm_levels(std::initializer_list<uint64_t> mhz, size_t current)
 {
 	std::string s;
@@ -408,6 +412,122 @@ void write_ras(Writer &w, const NodeDesc &g, const std::string &dir)
 	w.file(dir + "gpu_vram_bad_pages", "");
 }
 
+// The idle GPU every sysfs view shows (hwmon, DPM tables, gpu_metrics).
+struct IdleGpu {
+	uint64_t sclk_mhz, socclk_mhz;
+	uint32_t edge_c, junction_c, mem_c, power_w, vddgfx_mv;
+};
+constexpr IdleGpu kIdle{500, 667, 35, 40, 38, 42, 806};
+
+// What the swsmu driver of each ASIC adds (arcturus_ppt.c, aldebaran_ppt.c):
+// gpu_metrics (get_gpu_metrics: both give gpu_metrics_v1_3) and
+// pp_power_profile_mode (get_power_profile_mode: arcturus only; amdgpu
+// hides the file where the driver has none). Neither enables overdrive
+// (amdgpu's default ppfeaturemask leaves PP_OVERDRIVE_MASK off), so
+// pp_od_clk_voltage is not there, nor pp_sclk_od/pp_mclk_od (no swsmu
+// driver has get_sclk_od/get_mclk_od). Other ASICs: none of these.
+struct SmuFiles {
+	const char *asic;
+	bool gpu_metrics_v1_3, power_profiles;
+};
+constexpr SmuFiles kSmuFiles[] = {{"arcturus", true, true}, {"aldebaran", true, false}};
+
+// kgd_pp_interface.h's gpu_metrics_v1_3 (natural alignment, 120 bytes).
+struct GpuMetricsV13 {
+	uint16_t structure_size;
+	uint8_t format_revision, content_revision;
+	uint16_t temperature_edge, temperature_hotspot, temperature_mem, temperature_vrgfx, temperature_vrsoc,
+		temperature_vrmem;
+	uint16_t average_gfx_activity, average_umc_activity, average_mm_activity;
+	uint16_t average_socket_power;
+	uint64_t energy_accumulator;
+	uint64_t system_clock_counter;
+	uint16_t average_gfxclk_frequency, average_socclk_frequency, average_uclk_frequency,
+		average_vclk0_frequency, average_dclk0_frequency, average_vclk1_frequency, average_dclk1_frequency;
+	uint16_t current_gfxclk, current_socclk, current_uclk, current_vclk0, current_dclk0, current_vclk1,
+		current_dclk1;
+	uint32_t throttle_status;
+	uint16_t current_fan_speed;
+	uint16_t pcie_link_width, pcie_link_speed;
+	uint16_t padding;
+	uint32_t gfx_activity_acc, mem_activity_acc;
+	uint16_t temperature_hbm[4];
+	uint64_t firmware_timestamp;
+	uint16_t voltage_soc, voltage_gfx, voltage_mem;
+	uint16_t padding1;
+	uint64_t indep_throttle_status;
+};
+static_assert(sizeof(GpuMetricsV13) == 120 && offsetof(GpuMetricsV13, energy_accumulator) == 24 &&
+	      offsetof(GpuMetricsV13, throttle_status) == 68 && offsetof(GpuMetricsV13, firmware_timestamp) == 96);
+
+// The idle GPU of write_smi_files as the SMU's metrics table says it (degrees
+// C, W, MHz, mV; PCIe speed in 0.1 GT/s), sampled once when the machine
+// starts: no energy accumulated yet, the timestamps of that moment.
+std::string gpu_metrics_v1_3(uint64_t mclk)
+{
+	GpuMetricsV13 m{};
+	m.structure_size = sizeof m;
+	m.format_revision = 1;
+	m.content_revision = 3;
+	m.temperature_edge = uint16_t(kIdle.edge_c);
+	m.temperature_hotspot = uint16_t(kIdle.junction_c);
+	m.temperature_mem = uint16_t(kIdle.mem_c);
+	for (uint16_t &t : m.temperature_hbm)
+		t = uint16_t(kIdle.mem_c);
+	m.average_socket_power = uint16_t(kIdle.power_w);
+	timespec ts{};
+	::clock_gettime(CLOCK_BOOTTIME, &ts);
+	m.system_clock_counter = uint64_t(ts.tv_sec) * 1000000000 + uint64_t(ts.tv_nsec);
+	m.firmware_timestamp = m.system_clock_counter / 10;
+	m.average_gfxclk_frequency = m.current_gfxclk = uint16_t(kIdle.sclk_mhz);
+	m.average_socclk_frequency = m.current_socclk = uint16_t(kIdle.socclk_mhz);
+	m.average_uclk_frequency = m.current_uclk = uint16_t(mclk);
+	m.pcie_link_width = 16;
+	m.pcie_link_speed = 160;
+	m.voltage_gfx = uint16_t(kIdle.vddgfx_mv);
+	return std::string(reinterpret_cast<const char *>(&m), sizeof m);
+}
+
+// arcturus_get_power_profile_mode with SMU firmware >= 54.13: the title
+// line, then per profile the driver maps (3D_FULL_SCREEN and VR it does not)
+// "%2d %14s%s" with "*" on the current one (BOOTUP_DEFAULT: no KFD queue
+// has asked for COMPUTE) and its activity monitor coefficients for GFXCLK
+// and UCLK, which come from the SMU firmware: the model has none and shows
+// 0.
+std::string power_profiles()
+{
+	std::string s;
+	char b[256];
+	std::snprintf(b, sizeof b, "%16s %s %s %s %s %s %s %s %s %s %s\n", "PROFILE_INDEX(NAME)", "CLOCK_TYPE(NAME)",
+		      "FPS", "UseRlcBusy", "MinActiveFreqType", "MinActiveFreq", "BoosterFreqType", "BoosterFreq",
+		      "PD_Data_limit_c", "PD_Data_error_coeff", "PD_Data_error_rate_coeff");
+	s += b;
+	static constexpr std::pair<int, const char *> kProfiles[] = {
+		{0, "BOOTUP_DEFAULT"}, {2, "POWER_SAVING"}, {3, "VIDEO"}, {5, "COMPUTE"}, {6, "CUSTOM"}};
+	for (const auto &[i, name] : kProfiles) {
+		std::snprintf(b, sizeof b, "%2d %14s%s\n", i, name, i == 0 ? "*" : " ");
+		s += b;
+		for (const auto &[clk, clk_name] : {std::pair{0, "GFXCLK"}, std::pair{1, "UCLK"}}) {
+			std::snprintf(b, sizeof b, "%19s %d(%13s) %7d %7d %7d %7d %7d %7d %7d %7d %7d\n", " ", clk,
+				      clk_name, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+			s += b;
+		}
+	}
+	return s;
+}
+
+void write_smu_files(Writer &w, const NodeDesc &g, const std::string &d, uint64_t mclk)
+{
+	for (const SmuFiles &f : kSmuFiles) {
+		if (g.name != f.asic)
+			continue;
+		if (f.gpu_metrics_v1_3)
+			w.file(d + "gpu_metrics", gpu_metrics_v1_3(mclk));
+		if (f.power_profiles)
+			w.file(d + "pp_power_profile_mode", power_profiles(), 0644);
+	}
+}
+
 void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::string &pci, uint64_t gtt_size)
 {
 	const std::string d = pci.substr(1) + "/";
@@ -423,13 +543,14 @@ void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::stri
 	char uid[32];
 	std::snprintf(uid, sizeof uid, "%016llx\n", static_cast<unsigned long long>(prop(g, "unique_id")));
 	w.file(d + "unique_id", uid);
-	w.file(d + "pp_dpm_sclk", dpm_levels({500, sclk}, 0));
+	w.file(d + "pp_dpm_sclk", dpm_levels({kIdle.sclk_mhz, sclk}, 0));
 	w.file(d + "pp_dpm_mclk", dpm_levels({mclk / 2, mclk}, 1));
 	w.file(d + "pp_dpm_fclk", dpm_levels({1200}, 0));
-	w.file(d + "pp_dpm_socclk", dpm_levels({667, 1000}, 0));
+	w.file(d + "pp_dpm_socclk", dpm_levels({kIdle.socclk_mhz, 1000}, 0));
 	w.file(d + "pp_dpm_pcie", "0: 2.5GT/s, x16 \n1: 16.0GT/s, x16 *\n");
 	w.file(d + "power_dpm_force_performance_level", "auto\n", 0644);
 	w.file(d + "power_dpm_state", "performance\n", 0644);
+	write_smu_files(w, g, d, mclk);
 	w.file(d + "mem_info_vram_total", std::to_string(vram) + "\n");
 	w.file(d + "mem_info_vram_used", "0\n");
 	w.file(d + "mem_info_vis_vram_total", std::to_string(g.large_bar ? vram : 256ull << 20) + "\n");
@@ -450,16 +571,16 @@ void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::stri
 	w.file(h + "name", "amdgpu\n");
 	w.link(h + "device", "../../../" + g.pci_slot);
 	int t = 1;
-	for (const auto &[label, mdeg] : {std::pair{"edge", 35000}, std::pair{"junction", 40000},
-					  std::pair{"mem", 38000}}) {
+	for (const auto &[label, c] : {std::pair{"edge", kIdle.edge_c}, std::pair{"junction", kIdle.junction_c},
+				       std::pair{"mem", kIdle.mem_c}}) {
 		const std::string n = "temp" + std::to_string(t++);
-		w.file(h + n + "_input", std::to_string(mdeg) + "\n");
+		w.file(h + n + "_input", std::to_string(c * 1000) + "\n");
 		w.file(h + n + "_label", std::string(label) + "\n");
 		w.file(h + n + "_crit", "100000\n");
 		w.file(h + n + "_emergency", "105000\n");
 	}
 	const std::string cap = std::to_string(uint64_t{g.power_cap_w} * 1000000) + "\n"; // microwatts
-	w.file(h + "power1_average", "42000000\n");
+	w.file(h + "power1_average", std::to_string(uint64_t{kIdle.power_w} * 1000000) + "\n");
 	w.file(h + "power1_cap", cap, 0644);
 	w.file(h + "power1_cap_max", cap);
 	w.file(h + "power1_cap_min", "0\n");
@@ -468,9 +589,9 @@ void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::stri
 	w.file(h + "pwm1_min", "0\n");
 	w.file(h + "pwm1_max", "255\n");
 	w.file(h + "power1_cap_default", cap);
-	w.file(h + "in0_input", "806\n");
+	w.file(h + "in0_input", std::to_string(kIdle.vddgfx_mv) + "\n");
 	w.file(h + "in0_label", "vddgfx\n");
-	w.file(h + "freq1_input", std::to_string(500ull * 1000000) + "\n");
+	w.file(h + "freq1_input", std::to_string(kIdle.sclk_mhz * 1000000) + "\n");
 	w.file(h + "freq1_label", "sclk\n");
 	w.file(h + "freq2_input", std::to_string(mclk * 1000000) + "\n");
 	w.file(h + "freq2_label", "mclk\n");
