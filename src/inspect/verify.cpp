@@ -42,6 +42,7 @@ public:
 			r_.problems.push_back({bound_[differing].name, st.error().message()});
 		else if (!bound_.empty())
 			bound_to_criu();
+		restorable();
 		checked_.insert(kDumpManifestName);
 		leftovers();
 		std::sort(r_.good.begin(), r_.good.end());
@@ -266,6 +267,44 @@ private:
 			r_.problems.push_back({kDumpManifestName, st.error().message()});
 		else if (bound_dump_id(bound_) && !ck_.dir.streaming())
 			r_.good.push_back(kDumpManifestName);
+	}
+
+	// As the restore, before any GPU state: every imported BO held by
+	// files of the checkpoint, every render node mapping of CRIU's tasks
+	// given back by an image (image/image_set.h).
+	void restorable()
+	{
+		std::map<uint32_t, uint32_t> holders; // shared BO id -> files holding it
+		RestorableMappings mappings;
+		for (const auto &l : ck_.kfd)
+			if (l.image && part_of_checkpoint(l))
+				mappings.add(*l.image);
+		for (const auto &l : ck_.render) {
+			if (!l.image || !part_of_checkpoint(l))
+				continue;
+			mappings.add(l.file, *l.image);
+			for (const DrmBo &bo : l.image->bos)
+				if (bo.shared)
+					holders[bo.shared->id]++;
+		}
+		for (const auto &l : ck_.dmabuf)
+			if (l.image && part_of_checkpoint(l) && l.image->shared)
+				holders[l.image->shared->id]++;
+		for (const auto &l : ck_.render)
+			if (l.image && part_of_checkpoint(l))
+				if (auto st = check_imports_held(l.file, *l.image, [&](uint32_t id) { return holders[id]; });
+				    !st)
+					problem(l.file, st.error());
+		if (!ck_.criu || ck_.dir.streaming() || !ck_.has_images())
+			return;
+		auto maps = read_render_mappings(ck_.dir, ck_.criu->pids);
+		if (!maps) {
+			problem("mm-*.img", maps.error());
+			return;
+		}
+		const CriuRenderMapping *uncovered = nullptr;
+		if (auto st = mappings.check(*maps, &uncovered); !st)
+			problem(strprintf("mm-%u.img", uncovered->pid), st.error());
 	}
 
 	void leftovers()

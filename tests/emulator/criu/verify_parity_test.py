@@ -24,6 +24,18 @@ verify` runs, then `criu restore`, and both must give the case's verdict:
 Six restores: about 33 s in all with the dumps (2-core machine under
 load).
 
+Scenario `upstream-gem` (issue 35, finding 8; CTest
+emu_realcriu_<criu>_interop_upstream_dump_kfd_gem_MI100): kfd-gem's
+workload (GEM BOs of its own on libhsakmt's render node file, made as
+upstream's plugin can carry them) dumped by upstream's amdgpu_plugin.so
+built from the same CRIU's sources (--upstream-list), then verified and
+restored by ours: refused before any GPU state changed, and verify reports
+a problem naming the same file. CRIU 4.2.1's plugin writes the render image
+with no BOs: the refusal names the task's mm-<pid>.img, the mapping (render
+node, addresses, offset) and the render image "with 0 BOs". criu-dev's
+dumps the BOs but marks one imported (its defect, README): the refusal
+names the render image and the GEM handle. About 6 s.
+
 Exit: 0 pass, 1 fail, 77 NOT RUN (CRIU not listed or not usable, not
 root, sanitizer build).
 """
@@ -100,7 +112,8 @@ def parity_case(run, target, donor, what, change, outcome, pid, before, remaps):
     if "edit" in change:
         name, fn = change["edit"]
         fn(os.path.join(d, name))
-        touched += change.get("names", [name])
+        touched.append(name)
+    touched = change.get("names", touched)
     v = subprocess.run([run.args.amdgpu_img, "verify", d], capture_output=True, text=True)
     bad = [l for l in v.stdout.splitlines() if l.startswith("BAD ")]
     run.images = d
@@ -137,6 +150,7 @@ def parity_case(run, target, donor, what, change, outcome, pid, before, remaps):
     expect(rt.wait_for(lambda: not rt.alive(pid), 5) and not rt.reap_children(), f"{what}: a process is left")
     expect(rt.wait_for(lambda: run.emu.process(pid) is None, 5), f"{what}: the model has process {pid}")
     expect(v.returncode != 0 and bad, f"{what}: the restore was refused, but amdgpu-img verify passed: {v.stdout}")
+    expect(any(n in l for l in bad for n in touched), f"{what}: verify's problems name none of {touched}: {bad}")
     log(f"{what}: refused ({refusal[0].split('amdgpu_plugin: ')[-1].strip()[:200]}); verify: {bad[0][:200]}")
 
 
@@ -150,13 +164,7 @@ def earlier_checkpoint(run):
     run.wl = None
     expect(rt.wait_for(lambda: not rt.reap_children() and not os.path.exists(f"/proc/{pid}"), 10,
                        "the workload to go"), f"process {pid} still exists", False)
-    # Dump 2's --link-remap files (libhsakmt's deleted semaphore), set
-    # aside: each restore consumes them.
-    remaps = {}
-    for f in set(glob.glob("/dev/shm/link_remap.*")) - run.remaps_before:
-        with open(f, "rb") as src:
-            remaps[f] = src.read()
-        os.unlink(f)
+    remaps = set_aside_remaps(run)
     names = ours(second)
     expect(MANIFEST in names, f"dump 2 wrote no {MANIFEST}: {names}", False)
     expect(ours(first) == names, f"the two dumps of one process wrote other GPU files: {ours(first)} vs {names}",
@@ -177,11 +185,54 @@ def earlier_checkpoint(run):
         parity_case(run, second, first, what, change, outcome, pid, before, remaps)
 
 
+def set_aside_remaps(run):
+    """The dump's --link-remap files (libhsakmt's deleted semaphore), set
+    aside: each restore consumes them."""
+    remaps = {}
+    for f in set(glob.glob("/dev/shm/link_remap.*")) - run.remaps_before:
+        with open(f, "rb") as src:
+            remaps[f] = src.read()
+        os.unlink(f)
+    return remaps
+
+
+def upstream_gem(run):
+    """Scenario upstream-gem (issue 35, finding 8): see the header."""
+    procs = run.start()
+    pid = procs[0][1]
+    ckpt = dump_into(run, pid, 1, False)
+    run.wl.wait(timeout=30)
+    run.wl = None
+    expect(rt.wait_for(lambda: not rt.reap_children() and not os.path.exists(f"/proc/{pid}"), 10,
+                       "the workload to go"), f"process {pid} still exists", False)
+    names = ours(ckpt)
+    render = [n for n in names if n.startswith("amdgpu-renderD-")]
+    expect(len(render) == 1, f"upstream's dump wrote {names}: want one render image", False)
+    log(f"upstream's plugin of CRIU {run.version} dumped {names}")
+    if run.version == "4.2.1":
+        # Its render image has no BOs: the GEM BOs' CPU mappings (CRIU's
+        # mm image) are given back by no image.
+        names = [f"mm-{pid}.img", render[0]]
+        what = "upstream 4.2.1's GEM checkpoint (render image without BOs)"
+    else:
+        # criu-dev's dumps the BOs, one of them marked imported (its
+        # defect): refused naming the image.
+        names = render
+        what = "upstream criu-dev's GEM checkpoint (a BO marked imported)"
+    parity_case(run, ckpt, ckpt, what, {"names": names}, "refused", pid, None, set_aside_remaps(run))
+    if run.version == "4.2.1":
+        text = open(os.path.join(run.work, "cases", re.sub(r"[^A-Za-z0-9]+", "-", what), "restore.log"),
+                    errors="replace").read()
+        expect(re.search(rf"mm-{pid}\.img: task {pid} maps /dev/dri/renderD\d+ at 0x[0-9a-f]+-0x[0-9a-f]+ "
+                         rf"\(offset 0x[0-9a-f]+, CRIU file \d+\).*{re.escape(render[0])} with 0 BOs", text),
+               f"{what}: the refusal does not name the mapping and the render image")
+
+
 def inside(args, criu):
     harness.become_subreaper()
     run = rt.Run(args, criu, args.work)
     try:
-        earlier_checkpoint(run)
+        {"earlier": earlier_checkpoint, "upstream-gem": upstream_gem}[args.parity](run)
     finally:
         run.cleanup()
 
@@ -190,13 +241,17 @@ def main():
     ap = argparse.ArgumentParser()
     rt.add_run_args(ap)
     ap.add_argument("--amdgpu-img", required=True)
-    ap.add_argument("--scenario", default="earlier", choices=["earlier"])
+    ap.add_argument("--scenario", default="earlier", choices=["earlier", "upstream-gem"])
+    ap.add_argument("--upstream-list", default="", help="scripts/build-criu.sh's upstream-plugins.txt (upstream-gem)")
+    ap.add_argument("--upstream-so", default="", help=argparse.SUPPRESS)  # internal: found in --upstream-list
     args = ap.parse_args()
-    # What realcriu_test.Run reads: its round trip's workload, no streamer,
-    # no interop.
-    args.interop = ""
+    # What realcriu_test.Run reads: the workload of its round trip (earlier)
+    # or of kfd-gem as upstream's plugin dumps it (upstream-gem), no
+    # streamer.
+    args.parity = args.scenario
+    args.interop = "upstream-dump" if args.scenario == "upstream-gem" else ""
     args.images_dir = ""
-    run_as = "roundtrip"
+    run_as = "kfd-gem" if args.scenario == "upstream-gem" else "roundtrip"
 
     if args.phase:
         args.scenario = run_as
@@ -206,10 +261,14 @@ def main():
     import realcriu
     with harness.not_run():
         criu = realcriu.require_criu(args)
+        if args.interop:
+            args.upstream_so = rt.upstream_plugin(args.upstream_list, args.criu_version)
     harness.private_dev_shm()
     work = harness.work_dir("kfdemu-parity.")
     log(f"CRIU {criu}, machine {args.machine}, scenario {args.scenario}, work {work}")
     me = harness.self_command(__file__, "--criu", criu, "--work", work)
+    if args.interop:
+        me += ["--upstream-so", args.upstream_so]
     rc = subprocess.run([args.kfd_emu, "--machine", args.machine, "--"] + me + ["--phase", "all"]).returncode
     if rc == harness.NOT_RUN:
         shutil.rmtree(work, ignore_errors=True)
