@@ -20,7 +20,10 @@ namespace {
 
 class Verifier {
 public:
-	explicit Verifier(const Checkpoint &ck) : ck_(ck), buf_(kVerifyReadBytes) {}
+	Verifier(const Checkpoint &ck, bool require_manifest)
+		: ck_(ck), require_manifest_(require_manifest), buf_(kVerifyReadBytes)
+	{
+	}
 
 	VerifyReport run() &&
 	{
@@ -262,9 +265,13 @@ private:
 	// CRIU's images in the directory (image/binding.h).
 	void bound_to_criu()
 	{
-		auto st = check_bound_to_criu(ck_.dir, bound_dump_id(bound_), bound_names(bound_));
+		std::string unbound;
+		auto st = check_bound_to_criu(ck_.dir, bound_dump_id(bound_), bound_names(bound_), require_manifest_,
+					      &unbound);
 		if (!st)
 			r_.problems.push_back({kDumpManifestName, st.error().message()});
+		else if (!unbound.empty())
+			r_.warnings.push_back({kDumpManifestName, unbound});
 		else if (bound_dump_id(bound_) && !ck_.dir.streaming())
 			r_.good.push_back(kDumpManifestName);
 	}
@@ -334,6 +341,7 @@ private:
 	}
 
 	const Checkpoint &ck_;
+	const bool require_manifest_;
 	std::vector<uint8_t> buf_;
 	VerifyReport r_;
 	std::set<std::string> checked_;
@@ -346,9 +354,9 @@ private:
 
 } // namespace
 
-VerifyReport verify_checkpoint(const Checkpoint &ck)
+VerifyReport verify_checkpoint(const Checkpoint &ck, bool require_manifest)
 {
-	return Verifier(ck).run();
+	return Verifier(ck, require_manifest).run();
 }
 
 std::string format_verify(const VerifyReport &r, bool verbose)

@@ -215,8 +215,13 @@ Status RestorePlan::load_images(const SessionEnv &env, const ImageDir &images, I
 	}
 	if (auto st = check_one_dump(bound); !st)
 		return st;
-	if (auto st = check_bound_to_criu(images, bound_dump_id(bound), bound_names(bound)); !st)
+	std::string unbound;
+	if (auto st = check_bound_to_criu(images, bound_dump_id(bound), bound_names(bound),
+					  env.config.require_manifest, &unbound);
+	    !st)
 		return st;
+	if (!unbound.empty())
+		log_warn("%s", unbound.c_str());
 	if (auto st = check_restorable(images, ids.criu); !st)
 		return st;
 	auto map = map_checkpoint(env, CheckpointedGpus::of(kfd_images_), kfd_images_, render_images_);

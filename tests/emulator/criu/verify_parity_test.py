@@ -56,11 +56,12 @@ MANIFEST = "amdgpu-binding.img"
 REFUSED = "restore refused before any GPU state was changed"
 
 
-def dump_into(run, pid, k, leave_running):
+def dump_into(run, pid, k, leave_running, extra=()):
     """criu dump of `pid` into WORK/ckpt-k."""
     run.images = os.path.join(run.work, f"ckpt-{k}")
     os.makedirs(run.images, exist_ok=True)
-    rc = run.criu_run("dump", ["-t", str(pid)] + (["--leave-running"] if leave_running else []), "dump.log")
+    rc = run.criu_run("dump", ["-t", str(pid)] + (["--leave-running"] if leave_running else []) + list(extra),
+                      "dump.log")
     if rc != 0:
         rt.show_log(os.path.join(run.images, "dump.log"))
         raise rt.Failure(f"criu dump {k} failed ({rc})")
@@ -97,11 +98,34 @@ def cut_one_byte(path):
     os.truncate(path, os.path.getsize(path) - 1)
 
 
+def post_dump_copy_script(run, dest):
+    """A CRIU action script that copies the checkpoint to `dest` at
+    post-dump (CRTOOLS_IMAGE_DIR: CRIU's /proc/<pid>/fd/<n> of the image
+    directory), as a migration script does."""
+    script = os.path.join(run.work, "post-dump-copy.sh")
+    with open(script, "w") as f:
+        f.write('#!/bin/sh\n[ "$CRTOOLS_SCRIPT_ACTION" = post-dump ] || exit 0\n'
+                f'mkdir -p {dest} && cp -a "$CRTOOLS_IMAGE_DIR/." {dest}/\n')
+    os.chmod(script, 0o755)
+    return ["--action-script", script]
+
+
+def fresh_workload_files(run, log_size):
+    """What a restored workload changes, put back as dumped so that the next
+    restore of the same checkpoint can succeed: its log (CRIU checks the
+    size of an open file) and its go/result files."""
+    os.truncate(os.path.join(run.work, "workload.log"), log_size)
+    for n in ("go", "result"):
+        if os.path.exists(os.path.join(run.work, n)):
+            os.unlink(os.path.join(run.work, n))
+
+
 def parity_case(run, target, donor, what, change, outcome, pid, before, remaps):
     """One case: a copy of `target` changed by `change` ({"from_donor":
     [names], "delete": [names], "edit": (name, fn(path)), "names": [the
-    files the refusal may name]}), verified and restored; `outcome`
-    "restored" or "refused"."""
+    files the refusal may name], "env": {NAME: VALUE} for verify and CRIU,
+    "warns": a text verify and the restore must warn with}), verified and
+    restored; `outcome` "restored" or "refused"."""
     d = os.path.join(run.work, "cases", re.sub(r"[^A-Za-z0-9]+", "-", what))
     shutil.copytree(target, d, ignore=shutil.ignore_patterns("*.log"))
     touched = list(change.get("from_donor", [])) + list(change.get("delete", []))
@@ -114,7 +138,8 @@ def parity_case(run, target, donor, what, change, outcome, pid, before, remaps):
         fn(os.path.join(d, name))
         touched.append(name)
     touched = change.get("names", touched)
-    v = subprocess.run([run.args.amdgpu_img, "verify", d], capture_output=True, text=True)
+    env = dict(os.environ, **change.get("env", {}))
+    v = subprocess.run([run.args.amdgpu_img, "verify", d], capture_output=True, text=True, env=env)
     bad = [l for l in v.stdout.splitlines() if l.startswith("BAD ")]
     run.images = d
     pidfile = os.path.join(d, "restored.pid")
@@ -122,7 +147,11 @@ def parity_case(run, target, donor, what, change, outcome, pid, before, remaps):
     for f, data in remaps.items():
         with open(f, "wb") as out:
             out.write(data)
-    rc = run.criu_run("restore", ["-d", "--pidfile", pidfile], "restore.log")
+    saved_env, run.env = run.env, dict(run.env, **change.get("env", {}))
+    try:
+        rc = run.criu_run("restore", ["-d", "--pidfile", pidfile], "restore.log")
+    finally:
+        run.env = saved_env
     for f in remaps:
         if os.path.exists(f):
             os.unlink(f)
@@ -136,6 +165,11 @@ def parity_case(run, target, donor, what, change, outcome, pid, before, remaps):
         rt.check_restored(run.emu, pid, before)
         expect(not errs, f"{what}: restored, but the plugin logged errors: {errs}")
         expect(v.returncode == 0, f"{what}: restored correctly, but amdgpu-img verify says {bad or v.stdout}")
+        if "warns" in change:
+            warned = [l for l in text.splitlines() if "amdgpu_plugin: Warn:" in l and change["warns"] in l]
+            expect(warned, f"{what}: restored without the plugin's warning '{change['warns']}'")
+            expect(any(l.startswith("warning: ") and change["warns"] in l for l in v.stdout.splitlines()),
+                   f"{what}: verify did not warn '{change['warns']}': {v.stdout}")
         expect(rt.verdict(run.work, pid) == "OK", f"{what}: the restored workload failed")
         os.kill(pid, signal.SIGKILL)
         rt.wait_for(lambda: not rt.alive(pid) and not rt.reap_children(), 10)
@@ -159,30 +193,40 @@ def earlier_checkpoint(run):
     pid = procs[0][1]
     first = dump_into(run, pid, 1, True)
     before = rt.snapshot(run.emu, pid)
-    second = dump_into(run, pid, 2, False)
+    copied = os.path.join(run.work, "ckpt-2-copied")
+    second = dump_into(run, pid, 2, False, post_dump_copy_script(run, copied))
     run.wl.wait(timeout=30)
     run.wl = None
     expect(rt.wait_for(lambda: not rt.reap_children() and not os.path.exists(f"/proc/{pid}"), 10,
                        "the workload to go"), f"process {pid} still exists", False)
+    log_size = os.path.getsize(os.path.join(run.work, "workload.log"))
     remaps = set_aside_remaps(run)
     names = ours(second)
     expect(MANIFEST in names, f"dump 2 wrote no {MANIFEST}: {names}", False)
     expect(ours(first) == names, f"the two dumps of one process wrote other GPU files: {ours(first)} vs {names}",
            False)
+    expect(ours(copied) == [n for n in names if n != MANIFEST],
+           f"the post-dump script's copy holds {ours(copied)}: want dump 2's GPU files without {MANIFEST}", False)
     gpu = [n for n in names if n != MANIFEST]
     kfd = next(n for n in gpu if n.startswith("amdgpu-kfd-"))
     log(f"process {pid}: two dumps, GPU files {names}")
-    # The restore that succeeds last: its process writes to the workload's
-    # log, whose size CRIU checks at every later restore.
-    cases = [("every GPU file of the earlier checkpoint", {"delete": names, "from_donor": names}, "refused"),
-             ("the earlier checkpoint's GPU files without its manifest", {"delete": gpu, "from_donor": gpu},
+    lax = {"KFD_REQUIRE_MANIFEST": "0"}
+    cases = [("every GPU file of the earlier checkpoint", second, {"delete": names, "from_donor": names}, "refused"),
+             ("the earlier checkpoint's GPU files without its manifest", second,
+              {"delete": gpu, "from_donor": gpu}, "refused"),
+             ("every GPU file of the earlier checkpoint, KFD_REQUIRE_MANIFEST=0", second,
+              {"delete": names, "from_donor": names, "env": lax}, "refused"),
+             ("the manifest deleted", second, {"delete": [MANIFEST]}, "refused"),
+             ("an EXT id of files.img changed", second, {"edit": ("files.img", edit_ext_id), "names": gpu},
               "refused"),
-             ("the manifest deleted", {"delete": [MANIFEST]}, "refused"),
-             ("an EXT id of files.img changed", {"edit": ("files.img", edit_ext_id), "names": gpu}, "refused"),
-             ("the KFD image cut by one byte", {"edit": (kfd, cut_one_byte)}, "refused"),
-             ("unchanged", {}, "restored")]
-    for what, change, outcome in cases:
-        parity_case(run, second, first, what, change, outcome, pid, before, remaps)
+             ("the KFD image cut by one byte", second, {"edit": (kfd, cut_one_byte)}, "refused"),
+             ("a copy made by a post-dump action script", copied, {"names": [MANIFEST]}, "refused"),
+             ("a copy made by a post-dump action script, KFD_REQUIRE_MANIFEST=0", copied,
+              {"env": lax, "warns": f"{MANIFEST} is missing and KFD_REQUIRE_MANIFEST=0"}, "restored"),
+             ("unchanged", second, {}, "restored")]
+    for what, target, change, outcome in cases:
+        fresh_workload_files(run, log_size)
+        parity_case(run, target, first, what, change, outcome, pid, before, remaps)
 
 
 def set_aside_remaps(run):

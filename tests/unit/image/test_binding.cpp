@@ -261,6 +261,12 @@ Test(dump_manifest, binds_the_images_to_crius_images_of_their_dump)
 	cr_assert_not(none.ok());
 	cr_assert(says(none.error(), "amdgpu-binding.img is missing: the GPU images (amdgpu-kfd-5.img) of dump 0102"),
 		  "%s", none.error().message().c_str());
+	// KFD_REQUIRE_MANIFEST=0: no error, a warning saying what goes unchecked.
+	std::string warning;
+	cr_assert_ok(check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img", false, &warning));
+	cr_assert(warning.find("amdgpu-binding.img is missing and KFD_REQUIRE_MANIFEST=0: the GPU images "
+			       "(amdgpu-kfd-5.img) of dump 0102") == 0,
+		  "%s", warning.c_str());
 	const DumpManifest m{id, *criu, {"amdgpu-kfd-5.img", "amdgpu-pages-5-1111.img"}};
 	cr_assert_ok(write_dump_manifest(*dir, m));
 	auto back = read_dump_manifest(*dir);
@@ -274,6 +280,8 @@ Test(dump_manifest, binds_the_images_to_crius_images_of_their_dump)
 	cr_assert_ok(check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img"));
 	auto mine = check_bound_to_criu(*dir, other, "amdgpu-kfd-5.img");
 	cr_assert_not(mine.ok());
+	cr_assert_not(check_bound_to_criu(*dir, other, "amdgpu-kfd-5.img", false).ok(),
+		      "a manifest that is there is checked with KFD_REQUIRE_MANIFEST=0 too");
 	cr_assert(says(mine.error(), "but amdgpu-binding.img is that of dump 0102"), "%s", mine.error().message().c_str());
 	auto mixed = check_bound_to_criu(*dir, std::nullopt, "amdgpu-kfd-5.img");
 	cr_assert_not(mixed.ok());
