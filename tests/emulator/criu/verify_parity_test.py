@@ -41,11 +41,15 @@ verify` runs, then `criu restore`, and both must give the case's verdict:
 Before each restore the workload's log is cut back to its size at dump 2
 and its go/result files removed (CRIU checks an open file's size), so
 several restores of one checkpoint can succeed. verify's problems must
-name a file of the case as the restore's refusal does. Not covered here:
-a process tree's KFD images (a pid edited to another task of the tree, its
-files under their own ids), whose check is the task's at restore and
-which verify cannot make without CRIU's fdinfo images. 15 restores: about
-20 s in all with the dumps (2-core machine under load).
+name a file of the case as the restore's refusal does. Then a process
+tree (workload --tree: a parent and a child, each with a KFD context) is
+dumped once, and the child's KFD image's pid edited to the parent's:
+refused naming the image (by its seal, which the edit breaks). Not
+covered: the same edit with the seal made again or in an unsealed
+(upstream's) image, where only the task restoring the file would notice
+(at RESTORE_EXT_FILE: verify cannot make that check without CRIU's
+fdinfo images), and a tree's files under their own ids. 16 restores:
+about 21 s in all with the dumps (2-core machine under load).
 
 Scenario `upstream-gem` (issue 35, finding 8; CTest
 emu_realcriu_<criu>_interop_upstream_dump_kfd_gem_MI100): kfd-gem's
@@ -290,6 +294,61 @@ def earlier_checkpoint(run):
         parity_case(run, target, first, what, change, outcome, pid, before, remaps)
 
 
+def kfd_pid(data):
+    """A KFD image's pid (criu_kfd field 1, its payload's first field) and
+    where its varint ends."""
+    expect(data[8] == 0x08, "a KFD image's payload does not start with field 1 (pid)", False)
+    pid, at, shift = 0, 9, 0
+    while True:
+        pid |= (data[at] & 0x7f) << shift
+        at, shift = at + 1, shift + 7
+        if not data[at - 1] & 0x80:
+            return pid, at
+
+
+def edit_kfd_pid(new_pid):
+    """An edit of a KFD image's pid to `new_pid`, a varint of the same
+    length (the image's seal is not made again)."""
+    def edit(path):
+        data = bytearray(open(path, "rb").read())
+        old, end = kfd_pid(data)
+        new = bytearray()
+        v = new_pid
+        while v >= 0x80:
+            new.append(v & 0x7f | 0x80)
+            v >>= 7
+        new.append(v)
+        expect(len(new) == end - 9, f"pids {old} and {new_pid} are varints of other lengths", False)
+        data[9:end] = new
+        open(path, "wb").write(data)
+        log(f"{os.path.basename(path)}: pid {old} -> {new_pid}")
+    return edit
+
+
+def tree_pid(args, criu):
+    """The tree case: a parent and a child each with a KFD context, dumped
+    once; the child's KFD image's pid edited to the parent's."""
+    args.scenario = "tree"
+    run = rt.Run(args, criu, os.path.join(args.work, "tree"))
+    os.makedirs(run.work, exist_ok=True)
+    try:
+        procs = run.start()
+        (_, parent), (_, child) = procs
+        ckpt = dump_into(run, parent, 1, False)
+        run.wl.wait(timeout=30)
+        run.wl = None
+        expect(rt.wait_for(lambda: not rt.reap_children() and not rt.alive(child), 10, "the tree to go"),
+               "the dumped tree is still there", False)
+        kfd = sorted(n for n in ours(ckpt) if n.startswith("amdgpu-kfd-"))
+        expect(len(kfd) == 2, f"the tree's dump wrote KFD images {kfd}: want two", False)
+        mine = [n for n in kfd if kfd_pid(open(os.path.join(ckpt, n), "rb").read())[0] == child]
+        expect(len(mine) == 1, f"no KFD image of the child {child} among {kfd}", False)
+        parity_case(run, ckpt, ckpt, "a tree's child KFD image with the parent's pid",
+                    {"edit": (mine[0], edit_kfd_pid(parent))}, "refused", parent, None, set_aside_remaps(run))
+    finally:
+        run.cleanup()
+
+
 def set_aside_remaps(run):
     """The dump's --link-remap files (libhsakmt's deleted semaphore), set
     aside: each restore consumes them."""
@@ -340,6 +399,8 @@ def inside(args, criu):
         {"earlier": earlier_checkpoint, "upstream-gem": upstream_gem}[args.parity](run)
     finally:
         run.cleanup()
+    if args.parity == "earlier":
+        tree_pid(args, criu)
 
 
 def main():
