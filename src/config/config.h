@@ -23,6 +23,10 @@
 //   KFD_PARALLEL_RESTORE
 //       Boolean as above. Default: 1 (GPU memory restored by CRIU's main
 //       process while the tasks restore the rest; plugin/parallel_restore.h).
+//   KFD_REQUIRE_MANIFEST
+//       Boolean as above. Default: 1 (a restore refuses GPU images of this
+//       plugin without their dump's manifest, amdgpu-binding.img; 0: they
+//       are restored with a warning, bound to each other only).
 #pragma once
 
 #include <cstdint>
@@ -77,6 +81,7 @@ inline constexpr uint64_t kDefaultStagingBound = 64ull << 20;
 inline constexpr uint64_t kDefaultSdmaTimeoutSeconds = 60;
 inline constexpr uint64_t kMaxSdmaTimeoutSeconds = 24 * 3600;
 inline constexpr const char *kParallelRestoreEnv = "KFD_PARALLEL_RESTORE";
+inline constexpr const char *kRequireManifestEnv = "KFD_REQUIRE_MANIFEST";
 
 // Immutable once loaded: hold it as `const Config`.
 struct Config {
@@ -107,6 +112,12 @@ struct Config {
 	// happens where the parallel path is unavailable: CRIU 4.0/4.1,
 	// --stream).
 	bool parallel_restore = true;
+	// KFD_REQUIRE_MANIFEST: GPU images of this plugin must have their
+	// dump's manifest (image/binding.h) beside them. 0: a checkpoint copied
+	// by a post-dump action script, which CRIU runs before the plugin's
+	// exit hook writes the manifest, restores with a warning; a manifest
+	// that is there is checked all the same.
+	bool require_manifest = true;
 
 	bool enabled(Check check) const;
 	// A copy with one check switched on or off (tests, tooling).
@@ -116,7 +127,7 @@ struct Config {
 	// The effective configuration, for the log at init: "configuration:
 	// KFD_CAPABILITY_CHECK=0 (the other checks on), KFD_MAX_BUFFER_SIZE
 	// unset (staging: 64 MiB per GPU), KFD_VERIFY=1, KFD_SDMA_TIMEOUT=60 s,
-	// KFD_PARALLEL_RESTORE=1".
+	// KFD_PARALLEL_RESTORE=1, KFD_REQUIRE_MANIFEST=1".
 	std::string describe() const;
 
 	bool operator==(const Config &) const = default;

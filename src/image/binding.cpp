@@ -218,7 +218,8 @@ Result<std::optional<DumpManifest>> read_dump_manifest(const ImageDir &dir)
 	return std::optional<DumpManifest>(std::move(*m));
 }
 
-Status check_bound_to_criu(const ImageDir &dir, const std::optional<DumpId> &dump, const std::string &images)
+Status check_bound_to_criu(const ImageDir &dir, const std::optional<DumpId> &dump, const std::string &images,
+			   bool require_manifest, std::string *warning)
 {
 	if (dir.streaming())
 		return ok_status();
@@ -233,13 +234,23 @@ Status check_bound_to_criu(const ImageDir &dir, const std::optional<DumpId> &dum
 					  kDumpManifestName, dump_id_text((*manifest)->dump_id).c_str(), images.c_str());
 		return ok_status();
 	}
+	if (!*manifest && !require_manifest) {
+		if (warning)
+			*warning = strprintf("%s is missing and KFD_REQUIRE_MANIFEST=0: the GPU images (%s) of dump "
+					     "%s are restored bound to each other only, not to CRIU's images of this "
+					     "checkpoint (GPU files of an earlier or later checkpoint of the process "
+					     "would go unnoticed)",
+					     kDumpManifestName, images.c_str(), dump_id_text(*dump).c_str());
+		return ok_status();
+	}
 	if (!*manifest)
 		return make_error(EINVAL,
 				  "%s is missing: the GPU images (%s) of dump %s cannot be bound to CRIU's images "
 				  "of this checkpoint (a dump that did not finish; GPU files copied from "
 				  "another checkpoint without their manifest; or a copy made by a post-dump "
 				  "action script, which CRIU runs before the plugin writes the manifest at its "
-				  "exit: copy %s from the dump's directory once criu has exited)",
+				  "exit: copy %s from the dump's directory once criu has exited, or restore "
+				  "with KFD_REQUIRE_MANIFEST=0)",
 				  kDumpManifestName, images.c_str(), dump_id_text(*dump).c_str(), kDumpManifestName);
 	if ((*manifest)->dump_id != *dump)
 		return make_error(EINVAL,

@@ -19,7 +19,9 @@
 // CRIU asks for it). All GPU files of an earlier
 // or later checkpoint of the same process, manifest included, copied into
 // a checkpoint, are so refused: CRIU's images are not the ones they were
-// dumped with. Streamed checkpoints have no manifest (CRIU's images reach
+// dumped with. A checkpoint copied by a post-dump action script (which
+// CRIU runs before the plugin's exit hook) has none: KFD_REQUIRE_MANIFEST=0
+// restores it with a warning. Streamed checkpoints have no manifest (CRIU's images reach
 // the streamer only): their images are bound to each other, not to
 // CRIU's.
 #pragma once
@@ -92,7 +94,11 @@ Result<std::optional<DumpManifest>> read_dump_manifest(const ImageDir &dir);
 // must be the ones it lists, and the GPU files it lists there, each file
 // named; unbound images must have no
 // manifest beside them. `images` names the GPU images checked, for the
-// messages. Not when streaming (nothing to check: ok).
-Status check_bound_to_criu(const ImageDir &dir, const std::optional<DumpId> &dump, const std::string &images);
+// messages. Not when streaming (nothing to check: ok). With
+// `require_manifest` false (KFD_REQUIRE_MANIFEST=0) bound images without a
+// manifest are no error: `warning` (when given) receives the sentence that
+// says what goes unchecked, for the caller to log once.
+Status check_bound_to_criu(const ImageDir &dir, const std::optional<DumpId> &dump, const std::string &images,
+			   bool require_manifest = true, std::string *warning = nullptr);
 
 } // namespace amdcr

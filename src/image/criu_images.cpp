@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -24,7 +25,10 @@ namespace {
 constexpr uint32_t kImgCommonMagic = 0x54564319;
 constexpr uint32_t kFilesMagic = 0x56303138;
 constexpr uint32_t kPstreeMagic = 0x50273030;
+constexpr uint32_t kMmMagic = 0x57492820;
+constexpr uint32_t kFileTypeReg = 1;  // fd_types.REG
 constexpr uint32_t kFileTypeExt = 16; // fd_types.EXT
+constexpr uint64_t kVmaExtPlugin = uint64_t{1} << 27; // vma_entry.status: a device mapping a plugin claimed
 constexpr size_t kReadChunk = size_t{1} << 20;
 
 uint32_t le32(const char *b)
@@ -47,39 +51,65 @@ bool varint(std::string_view m, size_t &at, uint64_t &v)
 	return false;
 }
 
-// The varint fields numbered 1 and 2 of a packed message; others skipped.
-bool first_two_fields(std::string_view m, std::optional<uint64_t> &f1, std::optional<uint64_t> &f2)
+// One field of a packed protobuf message: a varint's or fixed field's value
+// in `value`, a length-delimited field's contents in `bytes`.
+struct PbField {
+	uint64_t number = 0;
+	bool delimited = false;
+	uint64_t value = 0;
+	std::string_view bytes;
+};
+
+// Calls `field` with each field of a packed message; false: the message is
+// malformed.
+bool each_field(std::string_view m, const std::function<void(const PbField &)> &field)
 {
 	size_t at = 0;
 	while (at < m.size()) {
 		uint64_t key = 0, v = 0;
 		if (!varint(m, at, key))
 			return false;
+		std::string_view bytes;
 		switch (key & 7) {
 		case 0:
 			if (!varint(m, at, v))
 				return false;
-			if (key >> 3 == 1)
-				f1 = v;
-			else if (key >> 3 == 2)
-				f2 = v;
 			break;
 		case 1:
-			at += 8;
-			break;
-		case 2:
-			if (!varint(m, at, v) || v > m.size() - std::min(at, m.size()))
+		case 5: {
+			const size_t n = (key & 7) == 1 ? 8 : 4;
+			if (n > m.size() - at)
 				return false;
-			at += v;
+			for (size_t i = 0; i < n; i++)
+				v |= static_cast<uint64_t>(static_cast<uint8_t>(m[at + i])) << (8 * i);
+			at += n;
 			break;
-		case 5:
-			at += 4;
+		}
+		case 2:
+			if (!varint(m, at, v) || v > m.size() - at)
+				return false;
+			bytes = m.substr(at, v);
+			at += v;
 			break;
 		default:
 			return false;
 		}
+		field({key >> 3, (key & 7) == 2, v, bytes});
 	}
-	return at == m.size();
+	return true;
+}
+
+// The varint fields numbered 1 and 2 of a packed message; others skipped.
+bool first_two_fields(std::string_view m, std::optional<uint64_t> &f1, std::optional<uint64_t> &f2)
+{
+	return each_field(m, [&](const PbField &f) {
+		if (f.delimited)
+			return;
+		if (f.number == 1)
+			f1 = f.value;
+		else if (f.number == 2)
+			f2 = f.value;
+	});
 }
 
 // A CRIU image read front to back through a buffer that holds one entry
@@ -269,7 +299,127 @@ Result<std::vector<std::string>> list_names(const ImageDir &dir)
 	return names;
 }
 
+// The REG files of files.img that are render nodes (reg_file_entry: field
+// 1 id, field 6 name), by id.
+Result<std::map<uint32_t, std::string>> render_node_files(const ImageDir &dir)
+{
+	std::map<uint32_t, std::string> out;
+	auto read = each_entry(dir, "files.img", kFilesMagic, [&](std::string_view m) -> Status {
+		std::optional<uint64_t> type;
+		std::string_view reg;
+		if (!each_field(m, [&](const PbField &f) {
+			    if (!f.delimited && f.number == 1)
+				    type = f.value;
+			    else if (f.delimited && f.number == 3)
+				    reg = f.bytes;
+		    }))
+			return make_error(EINVAL, "files.img: a malformed file_entry");
+		if (type != kFileTypeReg || reg.empty())
+			return ok_status();
+		std::optional<uint64_t> id;
+		std::string_view name;
+		if (!each_field(reg, [&](const PbField &f) {
+			    if (!f.delimited && f.number == 1)
+				    id = f.value;
+			    else if (f.delimited && f.number == 6)
+				    name = f.bytes;
+		    }) || !id)
+			return make_error(EINVAL, "files.img: a malformed reg_file_entry");
+		if (render_minor_of_path(name) == 0)
+			return ok_status();
+		if (out.size() >= kMaxCriuIds)
+			return make_error(EFBIG, "files.img: more than %zu render node files, the most this plugin "
+					  "keeps: refused", kMaxCriuIds);
+		out.emplace(static_cast<uint32_t>(*id), std::string(name));
+		return ok_status();
+	});
+	if (!read)
+		return std::move(read).error();
+	return out;
+}
+
+// The render node mappings of the VMAs of one mm_entry (field 14, each a
+// vma_entry: 1 start, 2 end, 3 pgoff, 4 shmid, 7 status) of task `pid`.
+Status render_vmas(std::string_view mm, uint32_t pid, const std::string &image,
+		   const std::map<uint32_t, std::string> &renders, std::vector<CriuRenderMapping> &out)
+{
+	Status st = ok_status();
+	const bool well_formed = each_field(mm, [&](const PbField &f) {
+		if (!st || !f.delimited || f.number != 14)
+			return;
+		CriuRenderMapping v;
+		v.pid = pid;
+		uint64_t shmid = 0, status = 0;
+		if (!each_field(f.bytes, [&](const PbField &g) {
+			    const uint64_t x = g.delimited ? 0 : g.value;
+			    switch (g.number) {
+			    case 1: v.start = x; break;
+			    case 2: v.end = x; break;
+			    case 3: v.pgoff = x; break;
+			    case 4: shmid = x; break;
+			    case 7: status = x; break;
+			    default: break;
+			    }
+		    })) {
+			st = make_error(EINVAL, "%s: a malformed vma_entry", image.c_str());
+			return;
+		}
+		auto file = renders.find(static_cast<uint32_t>(shmid));
+		if (!(status & kVmaExtPlugin) || shmid > UINT32_MAX || file == renders.end())
+			return;
+		if (out.size() >= kMaxCriuIds) {
+			st = make_error(EFBIG, "%s: more than %zu render node mappings in the checkpoint, the most "
+					"this plugin keeps: refused", image.c_str(), kMaxCriuIds);
+			return;
+		}
+		v.file_id = file->first;
+		v.path = file->second;
+		v.minor = render_minor_of_path(v.path);
+		out.push_back(std::move(v));
+	});
+	if (!well_formed)
+		return make_error(EINVAL, "%s: a malformed mm_entry", image.c_str());
+	return st;
+}
+
 } // namespace
+
+uint32_t render_minor_of_path(std::string_view path)
+{
+	constexpr std::string_view kPrefix = "renderD";
+	const size_t slash = path.rfind('/');
+	const std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+	if (!base.starts_with(kPrefix) || base.size() == kPrefix.size() || base.size() > kPrefix.size() + 9)
+		return 0;
+	uint32_t minor = 0;
+	for (char c : base.substr(kPrefix.size())) {
+		if (c < '0' || c > '9')
+			return 0;
+		minor = minor * 10 + static_cast<uint32_t>(c - '0');
+	}
+	return minor;
+}
+
+Result<std::vector<CriuRenderMapping>> read_render_mappings(const ImageDir &dir, const CriuIdSet &pids)
+{
+	if (dir.streaming())
+		return make_error(ENOTSUP, "CRIU's images are not in the directory when streamed");
+	auto renders = render_node_files(dir);
+	if (!renders)
+		return std::move(renders).error();
+	std::vector<CriuRenderMapping> out;
+	if (renders->empty())
+		return out;
+	for (uint32_t pid : pids.sorted()) {
+		const std::string image = strprintf("mm-%u.img", pid);
+		auto read = each_entry(dir, image.c_str(), kMmMagic, [&](std::string_view m) {
+			return render_vmas(m, pid, image, *renders, out);
+		});
+		if (!read)
+			return std::move(read).error();
+	}
+	return out;
+}
 
 bool is_bound_criu_image(const std::string &name)
 {

@@ -8,9 +8,17 @@
 //               plugins for;
 //   pstree.img  pstree_entry (field 1 pid): the checkpoint's tasks, by the
 //               pid each has in its own pid namespace (the pid KFD's
-//               PROCESS_INFO reports and a restored task has again).
+//               PROCESS_INFO reports and a restored task has again);
+//   files.img   the REG files (type 1) that are render nodes: reg_file_entry
+//               (file_entry field 3; its field 1 id, field 6 name);
+//   mm-<pid>.img  mm_entry's VMAs (field 14, vma_entry: 1 start, 2 end,
+//               3 pgoff, 4 shmid, 7 status): those a plugin claimed
+//               (status VMA_EXT_PLUGIN, 1 << 27) whose file (shmid, a REG
+//               id of files.img) is a render node: the mappings CRIU hands
+//               the plugins at restore (UPDATE_VMA_MAP).
 // Each file starts with CRIU's image magic (IMG_COMMON_MAGIC 0x54564319,
-// then the file's own: FILES_MAGIC 0x56303138, PSTREE_MAGIC 0x50273030;
+// then the file's own: FILES_MAGIC 0x56303138, PSTREE_MAGIC 0x50273030,
+// MM_MAGIC 0x57492820;
 // images of CRIUs writing no common magic start with the file's own), then
 // entries of a 4-byte little-endian size and a packed message.
 //
@@ -26,6 +34,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -69,6 +78,28 @@ struct CriuCheckpointFacts {
 // malformed, not a regular file or past a limit above is an Error naming
 // it.
 Result<std::optional<CriuCheckpointFacts>> read_criu_facts(const ImageDir &dir);
+
+// A task's mapping of a render node, which the restore must give back
+// (UPDATE_VMA_MAP: moved to the mmap offset its BO has then).
+struct CriuRenderMapping {
+	uint32_t pid = 0;	// the task (mm-<pid>.img)
+	uint64_t start = 0;	// its addresses
+	uint64_t end = 0;
+	uint64_t pgoff = 0;	// the render node offset it maps, in bytes
+	uint32_t file_id = 0;	// its file: a REG id of files.img
+	std::string path;	// that file's path ("/dev/dri/renderD128")
+	uint32_t minor = 0;	// its render minor (128)
+};
+
+// Every render node mapping of the tasks `pids` (from pstree.img), read
+// from their mm-<pid>.img (a task without one, a zombie, has none) as
+// read_criu_facts() reads, at most kMaxCriuIds in all. Not when streaming
+// (ENOTSUP).
+Result<std::vector<CriuRenderMapping>> read_render_mappings(const ImageDir &dir, const CriuIdSet &pids);
+
+// "/dev/dri/renderD<N>" (a path whose last part is renderD and a number)
+// -> N; 0 when the path is not a render node's.
+uint32_t render_minor_of_path(std::string_view path);
 
 // CRIU's images that a dump's GPU files are bound to (image/binding.h,
 // the dump manifest): those CRIU writes anew at every dump and closes

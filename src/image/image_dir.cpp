@@ -253,6 +253,20 @@ Status AtomicFile::rewind(uint64_t len)
 	return ok_status();
 }
 
+Result<std::string> AtomicFile::keep_replaced() const
+{
+	for (int attempt = 0; attempt < 16; attempt++) {
+		std::string kept = "." + name_ + ".old-" + random_suffix();
+		if (::linkat(dirfd_, name_.c_str(), dirfd_, kept.c_str(), 0) == 0)
+			return kept;
+		if (errno == ENOENT)
+			return std::string(); // nothing to replace
+		if (errno != EEXIST)
+			return errno_error(errno, "keeping the " + name_ + " this dump replaces (link to " + kept + ")");
+	}
+	return make_error(EEXIST, "keeping the %s this dump replaces: no free name", name_.c_str());
+}
+
 Status AtomicFile::commit()
 {
 	if (committed_ || !fd_)
@@ -275,12 +289,19 @@ Status AtomicFile::commit()
 	// close() can report a delayed write error (NFS, quota): check it.
 	if (::close(fd_.release()) != 0)
 		return errno_error(errno, "close " + name_);
-	if (::renameat(dirfd_, temp_.c_str(), dirfd_, name_.c_str()) != 0)
-		return errno_error(errno, "rename " + temp_ + " to " + name_);
+	auto kept = observer_ ? keep_replaced() : Result<std::string>(std::string());
+	if (!kept)
+		return std::move(kept).error();
+	if (::renameat(dirfd_, temp_.c_str(), dirfd_, name_.c_str()) != 0) {
+		const int err = errno;
+		if (!kept->empty())
+			::unlinkat(dirfd_, kept->c_str(), 0);
+		return errno_error(err, "rename " + temp_ + " to " + name_);
+	}
 	committed_ = true;
 	temp_.clear();
 	if (observer_)
-		observer_(name_, st.st_dev, st.st_ino);
+		observer_(name_, st.st_dev, st.st_ino, *kept);
 	if (sync_ == ImageDir::Sync::Full && ::fsync(dirfd_) != 0)
 		return errno_error(errno, "fsync of the image directory after " + name_);
 	return ok_status();

@@ -101,8 +101,13 @@ public:
 	// a dump records what it created, so that a failed one removes
 	// exactly those files. May be called from several threads at once
 	// (one pages file per GPU); the observer is copied into each
-	// AtomicFile created after it is set.
-	using CommitObserver = std::function<void(const std::string &name, dev_t dev, ino_t ino)>;
+	// AtomicFile created after it is set. With an observer, a commit that
+	// replaces a file keeps that file, hard-linked under a hidden name
+	// (".<name>.old-<random>", made before the rename), and passes that
+	// name as `kept` ("" when the name was free): the observer's owner puts
+	// it back (a failed dump) or removes it (one that succeeded).
+	using CommitObserver =
+		std::function<void(const std::string &name, dev_t dev, ino_t ino, const std::string &kept)>;
 	void set_commit_observer(CommitObserver observer) { commit_observer_ = std::move(observer); }
 	// Opens `name` read-only (O_CLOEXEC), which must be a regular file:
 	// open_in_dir (base/file_io.h), so a symbolic link is not followed and
@@ -162,8 +167,9 @@ public:
 	// they began). Not streamed: ESPIPE.
 	Status rewind(uint64_t len);
 	// Makes the file visible under its final name (replacing an older file
-	// of that name). After an Error, the temporary is still removed by the
-	// destructor.
+	// of that name, kept under a hidden name when the directory has a
+	// commit observer). After an Error, the temporary is still removed by
+	// the destructor.
 	Status commit();
 	// Drops the temporary file now.
 	void abort();
@@ -173,6 +179,9 @@ private:
 	AtomicFile(int dirfd, ImageDir::Sync sync, std::string name, std::string temp, UniqueFd fd);
 	// A streamed file (no directory, no temporary).
 	AtomicFile(std::string name, UniqueFd pipe);
+	// Links the file under the final name, if any, to a new hidden name
+	// and returns that name ("": none there).
+	Result<std::string> keep_replaced() const;
 
 	int dirfd_ = -1;
 	ImageDir::Sync sync_ = ImageDir::Sync::None;

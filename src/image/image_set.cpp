@@ -96,4 +96,73 @@ Status validate_dmabuf_image_set(const ImageDir &dir, int id, const DmabufImage 
 				what.c_str());
 }
 
+Status check_imports_held(const std::string &name, const RenderNodeImage &img,
+			  const std::function<uint32_t(uint32_t)> &holders)
+{
+	for (const DrmBo &bo : img.bos)
+		if (bo.is_import && !(bo.shared && holders(bo.shared->id) > 1))
+			return make_error(ENOTSUP,
+					  "%s: GEM handle %u is an imported dma-buf that names no BO of the checkpoint "
+					  "(an image of upstream's plugin); this plugin restores shared BOs of its "
+					  "own images only",
+					  name.c_str(), bo.handle);
+	return ok_status();
+}
+
+void RestorableMappings::add(const KfdImage &img)
+{
+	for (const KfdDevice &d : img.devices)
+		if (d.is_gpu())
+			minors_.emplace(d.gpu_id, d.drm_render_minor);
+	for (const KfdBo &b : img.bos)
+		if (b.has_contents())
+			if (const KfdDevice *d = img.find_gpu(b.gpu_id))
+				offsets_.emplace(d->drm_render_minor, b.offset);
+}
+
+void RestorableMappings::add(const std::string &name, const RenderNodeImage &img)
+{
+	Render r{name, img.gpu_id, img.drm_render_minor, img.bos.size(), {}};
+	for (const DrmBo &bo : img.bos)
+		if (bo.offset != 0)
+			r.offsets.push_back(bo.offset);
+	renders_.push_back(std::move(r));
+}
+
+Status RestorableMappings::check(const std::vector<CriuRenderMapping> &mappings,
+				 const CriuRenderMapping **uncovered) const
+{
+	std::set<std::pair<uint32_t, uint64_t>> covered = offsets_;
+	std::map<uint32_t, std::string> named; // render minor -> its images, for the message
+	for (const Render &r : renders_) {
+		auto kfd_minor = minors_.find(r.gpu_id);
+		const uint32_t minor = r.minor ? r.minor : kfd_minor != minors_.end() ? kfd_minor->second : 0;
+		for (uint64_t off : r.offsets)
+			covered.emplace(minor, off);
+		std::string &text = named[minor];
+		text += strprintf("%s%s with %zu BOs", text.empty() ? "" : ", ", r.name.c_str(), r.bos);
+	}
+	for (const CriuRenderMapping &m : mappings) {
+		if (covered.count({m.minor, m.pgoff}) || covered.count({0, m.pgoff}))
+			continue;
+		if (uncovered)
+			*uncovered = &m;
+		auto images = named.find(m.minor);
+		const std::string where =
+			images == named.end()
+				? strprintf("no render image of renderD%u, no KFD BO at that offset", m.minor)
+				: images->second + ": none has a BO at that offset, nor has a KFD image";
+		return make_error(EINVAL,
+				  "mm-%u.img: task %u maps %s at 0x%llx-0x%llx (offset 0x%llx, CRIU file %u), "
+				  "which no GPU image of the checkpoint gives back (%s): restored, the process "
+				  "would find the mapping gone and fault on it (a checkpoint of a plugin that "
+				  "does not dump a render node's GEM BOs, such as upstream's of CRIU 4.0-4.2.1, "
+				  "whose render images have none)",
+				  m.pid, m.pid, m.path.c_str(), static_cast<unsigned long long>(m.start),
+				  static_cast<unsigned long long>(m.end), static_cast<unsigned long long>(m.pgoff),
+				  m.file_id, where.c_str());
+	}
+	return ok_status();
+}
+
 } // namespace amdcr

@@ -20,7 +20,10 @@ namespace {
 
 class Verifier {
 public:
-	explicit Verifier(const Checkpoint &ck) : ck_(ck), buf_(kVerifyReadBytes) {}
+	Verifier(const Checkpoint &ck, bool require_manifest)
+		: ck_(ck), require_manifest_(require_manifest), buf_(kVerifyReadBytes)
+	{
+	}
 
 	VerifyReport run() &&
 	{
@@ -42,6 +45,7 @@ public:
 			r_.problems.push_back({bound_[differing].name, st.error().message()});
 		else if (!bound_.empty())
 			bound_to_criu();
+		restorable();
 		checked_.insert(kDumpManifestName);
 		leftovers();
 		std::sort(r_.good.begin(), r_.good.end());
@@ -261,11 +265,53 @@ private:
 	// CRIU's images in the directory (image/binding.h).
 	void bound_to_criu()
 	{
-		auto st = check_bound_to_criu(ck_.dir, bound_dump_id(bound_), bound_names(bound_));
+		std::string unbound;
+		auto st = check_bound_to_criu(ck_.dir, bound_dump_id(bound_), bound_names(bound_), require_manifest_,
+					      &unbound);
 		if (!st)
 			r_.problems.push_back({kDumpManifestName, st.error().message()});
+		else if (!unbound.empty())
+			r_.warnings.push_back({kDumpManifestName, unbound});
 		else if (bound_dump_id(bound_) && !ck_.dir.streaming())
 			r_.good.push_back(kDumpManifestName);
+	}
+
+	// As the restore, before any GPU state: every imported BO held by
+	// files of the checkpoint, every render node mapping of CRIU's tasks
+	// given back by an image (image/image_set.h).
+	void restorable()
+	{
+		std::map<uint32_t, uint32_t> holders; // shared BO id -> files holding it
+		RestorableMappings mappings;
+		for (const auto &l : ck_.kfd)
+			if (l.image && part_of_checkpoint(l))
+				mappings.add(*l.image);
+		for (const auto &l : ck_.render) {
+			if (!l.image || !part_of_checkpoint(l))
+				continue;
+			mappings.add(l.file, *l.image);
+			for (const DrmBo &bo : l.image->bos)
+				if (bo.shared)
+					holders[bo.shared->id]++;
+		}
+		for (const auto &l : ck_.dmabuf)
+			if (l.image && part_of_checkpoint(l) && l.image->shared)
+				holders[l.image->shared->id]++;
+		for (const auto &l : ck_.render)
+			if (l.image && part_of_checkpoint(l))
+				if (auto st = check_imports_held(l.file, *l.image, [&](uint32_t id) { return holders[id]; });
+				    !st)
+					problem(l.file, st.error());
+		if (!ck_.criu || ck_.dir.streaming() || !ck_.has_images())
+			return;
+		auto maps = read_render_mappings(ck_.dir, ck_.criu->pids);
+		if (!maps) {
+			problem("mm-*.img", maps.error());
+			return;
+		}
+		const CriuRenderMapping *uncovered = nullptr;
+		if (auto st = mappings.check(*maps, &uncovered); !st)
+			problem(strprintf("mm-%u.img", uncovered->pid), st.error());
 	}
 
 	void leftovers()
@@ -295,6 +341,7 @@ private:
 	}
 
 	const Checkpoint &ck_;
+	const bool require_manifest_;
 	std::vector<uint8_t> buf_;
 	VerifyReport r_;
 	std::set<std::string> checked_;
@@ -307,9 +354,9 @@ private:
 
 } // namespace
 
-VerifyReport verify_checkpoint(const Checkpoint &ck)
+VerifyReport verify_checkpoint(const Checkpoint &ck, bool require_manifest)
 {
-	return Verifier(ck).run();
+	return Verifier(ck, require_manifest).run();
 }
 
 std::string format_verify(const VerifyReport &r, bool verbose)

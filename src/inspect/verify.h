@@ -43,7 +43,9 @@ struct VerifyReport {
 	size_t sealed = 0;		 // metadata images whose seal was checked
 };
 
-VerifyReport verify_checkpoint(const Checkpoint &ck);
+// `require_manifest`: as the restore's KFD_REQUIRE_MANIFEST (false: GPU
+// images without their manifest are a warning, not a problem).
+VerifyReport verify_checkpoint(const Checkpoint &ck, bool require_manifest = true);
 
 // One line per finding ("BAD file: ...", "warning: file: ..."), with
 // `verbose` one "ok file" line per good file, then a summary line.

@@ -236,8 +236,16 @@ void DumpSession::discard_created(const char *why)
 	}
 	const CreatedFiles::Removal r = created_.remove_all(*images, why);
 	log_info("%s: removed the %zu GPU image files it had written (%zu replaced since, %zu gone, %zu not "
-		 "removed); no other file of the directory was touched",
-		 why, r.removed, r.replaced, r.gone, r.failed);
+		 "removed) and put back the %zu older ones they had replaced; no other file of the directory "
+		 "was touched",
+		 why, r.removed, r.replaced, r.gone, r.failed, r.put_back);
+}
+
+void DumpSession::drop_replaced()
+{
+	auto images = image_dir();
+	if (images && !images->streaming())
+		created_.drop_kept(*images);
 }
 
 void DumpSession::write_manifest()
@@ -272,10 +280,12 @@ void DumpSession::finish(int ret)
 			  paused_.size());
 		(void)unpause_all();
 	}
-	if (ret != 0)
+	if (ret != 0) {
 		discard_created("the dump failed");
-	else
+	} else {
 		write_manifest();
+		drop_replaced();
+	}
 	if (ret == 0 && stage_ && (*stage_)->totals.files > 0)
 		log_notice("%s", summary_line((*stage_)->totals, true, env_.config).c_str());
 	if (guardian_) {

@@ -140,8 +140,12 @@ private:
 	// Failing, it logs an error: CRIU's dump is over.
 	void write_manifest();
 	// Removes every file in created_ (the dump failed: `why`) that is
-	// still the file this dump wrote.
+	// still the file this dump wrote, and puts back the older files they
+	// had replaced.
 	void discard_created(const char *why);
+	// The dump succeeded: removes the older files its own replaced, kept
+	// until now (CreatedFiles::drop_kept).
+	void drop_replaced();
 
 	// Where this dump's copies add up (nullptr when it could not be
 	// mapped: then there is no summary line).

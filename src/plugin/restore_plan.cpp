@@ -215,12 +215,43 @@ Status RestorePlan::load_images(const SessionEnv &env, const ImageDir &images, I
 	}
 	if (auto st = check_one_dump(bound); !st)
 		return st;
-	if (auto st = check_bound_to_criu(images, bound_dump_id(bound), bound_names(bound)); !st)
+	std::string unbound;
+	if (auto st = check_bound_to_criu(images, bound_dump_id(bound), bound_names(bound),
+					  env.config.require_manifest, &unbound);
+	    !st)
+		return st;
+	if (!unbound.empty())
+		log_warn("%s", unbound.c_str());
+	if (auto st = check_restorable(images, ids.criu); !st)
 		return st;
 	auto map = map_checkpoint(env, CheckpointedGpus::of(kfd_images_), kfd_images_, render_images_);
 	if (!map)
 		return std::move(map).error();
 	map_ = std::move(*map);
+	return ok_status();
+}
+
+Status RestorePlan::check_restorable(const ImageDir &images, const std::optional<CriuCheckpointFacts> &criu) const
+{
+	for (const auto &[id, img] : render_images_)
+		if (auto st = check_imports_held(render_image_name(id), img,
+						 [this](uint32_t s) { return holder_count(s); });
+		    !st)
+			return st;
+	if (!criu)
+		return ok_status();
+	auto mappings = read_render_mappings(images, criu->pids);
+	if (!mappings)
+		return std::move(mappings).error();
+	RestorableMappings restorable;
+	for (const auto &[id, img] : kfd_images_)
+		restorable.add(img);
+	for (const auto &[id, img] : render_images_)
+		restorable.add(render_image_name(id), img);
+	if (auto st = restorable.check(*mappings); !st)
+		return st;
+	log_debug("%zu render node mappings of the checkpoint's tasks (their mm images), each given back by a "
+		  "GPU image", mappings->size());
 	return ok_status();
 }
 

@@ -77,6 +77,11 @@ private:
 	struct Ids;
 	RestorePlan() = default;
 	Status load_images(const SessionEnv &env, const ImageDir &images, Ids &ids);
+	// What the task's RESTORE_EXT_FILE and UPDATE_VMA_MAP would find only
+	// once GPU state exists: an import no file of the checkpoint holds, a
+	// render node mapping of CRIU's (`criu`: its facts) no image gives
+	// back.
+	Status check_restorable(const ImageDir &images, const std::optional<CriuCheckpointFacts> &criu) const;
 
 	bool streamed_ = false;
 	bool bound_to_criu_ = false;

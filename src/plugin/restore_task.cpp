@@ -41,17 +41,6 @@ Result<UniqueFd> move_fd_high(UniqueFd fd)
 	return UniqueFd(high);
 }
 
-// "/dev/dri/renderD<N>" -> N; 0 when the path is not a render node.
-uint32_t render_minor_of_path(const char *path)
-{
-	const char *p = std::strstr(path, "renderD");
-	if (!p)
-		return 0;
-	char *end = nullptr;
-	const unsigned long m = std::strtoul(p + 7, &end, 10);
-	return end != p + 7 ? static_cast<uint32_t>(m) : 0;
-}
-
 // Another fd of this process that refers to the same open file as `fd`
 // (kcmp KCMP_FILE), or -1.
 int find_same_open_file(int fd)

@@ -20,6 +20,7 @@
 #include "device/gem.h"
 #include "device/system.h"
 #include "image/image_names.h"
+#include "image/image_set.h"
 #include "image/render_image.h"
 #include "plugin/restore_contents.h"
 #include "plugin/summary.h"
@@ -130,13 +131,9 @@ Status TaskRestore::restore_render(const ImageDir &images, int id, const RenderN
 	if (!m)
 		return make_error(EINVAL, "%s: gpu 0x%04x (%s) has no local GPU", name.c_str(), img.gpu_id,
 				  render_node_label(img).c_str());
-	for (const DrmBo &bo : img.bos)
-		if (bo.is_import && !(bo.shared && plan_.shared_among_files(bo.shared->id)))
-			return make_error(ENOTSUP,
-					  "%s: GEM handle %u is an imported dma-buf that names no BO of the "
-					  "checkpoint (an image of upstream's plugin); this plugin restores "
-					  "shared BOs of its own images only",
-					  name.c_str(), bo.handle);
+	// Checked at init too (RestorePlan), but for streamed images.
+	if (auto st = check_imports_held(name, img, [this](uint32_t s) { return plan_.holder_count(s); }); !st)
+		return st;
 	// The same open file as KFD's RESTORE uses (in either order): the
 	// driver lets only that file map the process's BOs. A further file of
 	// the same node in this process whose handles or VAs would clash there

@@ -384,17 +384,22 @@ def digests(d):
 
 def sc_dump_cleanup_keeps_old(run):
     """A dump that fails in a directory holding an older checkpoint of the
-    same workload removes the files it wrote and no other (issue 35): every
-    old file is there byte for byte unless this dump replaced it, and the
-    log's count of removed files is the count of old files replaced."""
+    same workload removes the files it wrote and no other, and puts back
+    the older files it had replaced (issue 35): every old file is there
+    byte for byte, no file of the failed dump (nor a kept copy) is left,
+    and where the dump had replaced old files by its own the log says it
+    put them back."""
     small = ["--vram", "4K,1M+4K", "--gtt", "8K"]
     # The first GPU's SDMA job fails: nothing was committed. The second's:
     # the first GPU's pages file may be. The second process's CHECKPOINT:
-    # the first process's KFD image and pages files were.
-    cases = [("sdma:nth=1", small), ("sdma:nth=2", small),
-             ("CRIU_OP:CHECKPOINT:nth=2", small + ["--children", "1"])]
+    # the first process's KFD image and pages files were. The render
+    # node's GEM BO copy (the third SDMA job): the whole KFD checkpoint
+    # (image and both pages files) was.
+    cases = [("sdma:nth=1", small, False), ("sdma:nth=2", small, False),
+             ("CRIU_OP:CHECKPOINT:nth=2", small + ["--children", "1"], True),
+             ("sdma:nth=3", small + ["--gem", "4K"], True)]
     olds = {}
-    for target, wl in cases:
+    for target, wl, replaced in cases:
         key = tuple(wl)
         if key not in olds:
             o = run.dump(["--machine", "2xMI210"], wl)
@@ -405,19 +410,22 @@ def sc_dump_cleanup_keeps_old(run):
         d = run.dump(["--machine", "2xMI210"], wl, fault="%s:errno=EIO" % target, skip_checks=True,
                      old_images=old_dir)
         e2e.check(d["rc"] != 0, "%s: the dump succeeded despite the fault" % target)
-        after = digests(os.path.join(d["state"], "images"))
+        images = os.path.join(d["state"], "images")
+        after = digests(images)
         changed = sorted(n for n in after if n in before and after[n] != before[n])
-        e2e.check(not changed, "%s: old files changed (not removed, not kept): %s" % (target, changed))
+        e2e.check(not changed, "%s: old files changed (replaced and not put back): %s" % (target, changed))
         new = sorted(n for n in after if n not in before)
         e2e.check(not new, "%s: files of the failed dump are left: %s" % (target, new))
         missing = sorted(n for n in before if n not in after)
-        removed = [l for l in e2e.plugin_lines(d["log"]) if "GPU image files it had written" in l]
-        e2e.check(removed or not missing, "%s: %d old files gone and no removal logged" % (target, len(missing)))
-        said = int(removed[-1].split("removed the ")[1].split()[0]) if removed else 0
-        e2e.check(said == len(missing), "%s: the log says %d files removed, %d old files are gone (%s)" %
-                  (target, said, len(missing), missing))
-        e2e.log("  fault %-28s -> %d of %d old files kept byte for byte, %d replaced by the dump and removed"
-                % (target, len(before) - len(missing), len(before), said))
+        e2e.check(not missing, "%s: old files gone: %s" % (target, missing))
+        hidden = sorted(n for n in os.listdir(images) if n.startswith(".amdgpu-"))
+        e2e.check(not hidden, "%s: hidden files left: %s" % (target, hidden))
+        said = [l for l in e2e.plugin_lines(d["log"]) if "GPU image files it had written" in l]
+        back = int(said[-1].split("put back the ")[1].split()[0]) if said else 0
+        e2e.check(back > 0 or not replaced, "%s: the dump had replaced old files, but the log says none was put "
+                  "back: %s" % (target, said))
+        e2e.log("  fault %-28s -> %d of %d old files byte for byte, %d of them put back after the dump had "
+                "replaced them" % (target, len(before), len(before), back))
 
 
 SCENARIOS = {"flips": sc_flips, "dump_cleanup": sc_dump_cleanup,

@@ -103,7 +103,12 @@ int cmd_verify(const std::vector<std::string> &args)
 		std::printf("%s: no amdgpu images\n", dirs[0].c_str());
 		return kNoImages;
 	}
-	const VerifyReport r = verify_checkpoint(*ck);
+	// As the restore: KFD_REQUIRE_MANIFEST=0 accepts GPU images without
+	// their manifest (a warning).
+	ConfigLoad env = config_from_process_env();
+	for (const auto &w : env.warnings)
+		std::fprintf(stderr, "amdgpu-img: %s\n", w.c_str());
+	const VerifyReport r = verify_checkpoint(*ck, env.config.require_manifest);
 	print(format_verify(r, verbose));
 	return r.problems.empty() ? kOk : kFound;
 }

@@ -185,7 +185,8 @@ Test(config, function_source_is_asked_by_name)
 			return std::string("no");
 		return std::nullopt;
 	});
-	cr_assert_eq(asked.size(), 11u); // 7 checks, KFD_MAX_BUFFER_SIZE, KFD_VERIFY, KFD_SDMA_TIMEOUT, KFD_PARALLEL_RESTORE
+	cr_assert_eq(asked.size(), 12u); // 7 checks, KFD_MAX_BUFFER_SIZE, KFD_VERIFY, KFD_SDMA_TIMEOUT, KFD_PARALLEL_RESTORE,
+					 // KFD_REQUIRE_MANIFEST
 	cr_assert(!l.config.capability_check);
 }
 
@@ -209,7 +210,8 @@ Test(config, describe_names_every_check_that_is_off_and_the_budget)
 	const std::string def = Config{}.describe();
 	cr_assert(Config{}.is_default());
 	cr_assert_str_eq(def.c_str(), "configuration: every check on, KFD_MAX_BUFFER_SIZE unset (staging: 64 MiB "
-				      "per GPU), KFD_VERIFY=1, KFD_SDMA_TIMEOUT=60 s, KFD_PARALLEL_RESTORE=1");
+				      "per GPU), KFD_VERIFY=1, KFD_SDMA_TIMEOUT=60 s, KFD_PARALLEL_RESTORE=1, "
+				      "KFD_REQUIRE_MANIFEST=1");
 	Config c = Config{}.with(Check::Numa, false).with(Check::Capability, false);
 	c.max_buffer_size = 1 << 20;
 	cr_assert(!c.is_default());
@@ -275,4 +277,17 @@ Test(config, parallel_restore_defaults_on_and_parses_as_a_boolean)
 	cr_assert(bad.config.parallel_restore, "an invalid value must keep the default");
 	cr_assert_eq(bad.warnings.size(), 1u);
 	cr_assert(contains(bad.warnings[0], "KFD_PARALLEL_RESTORE=\"2\""), "%s", bad.warnings[0].c_str());
+}
+
+Test(config, require_manifest_defaults_on_and_parses_as_a_boolean)
+{
+	cr_assert(Config{}.require_manifest);
+	cr_assert(contains(Config{}.describe(), ", KFD_REQUIRE_MANIFEST=1"));
+	ConfigLoad l = load_config({{"KFD_REQUIRE_MANIFEST", "0"}});
+	cr_assert_not(l.config.require_manifest);
+	cr_assert(l.warnings.empty());
+	cr_assert(contains(l.config.describe(), ", KFD_REQUIRE_MANIFEST=0"));
+	ConfigLoad bad = load_config({{"KFD_REQUIRE_MANIFEST", "later"}});
+	cr_assert(bad.config.require_manifest, "an invalid value must keep the default");
+	cr_assert_eq(bad.warnings.size(), 1u);
 }

@@ -13,6 +13,7 @@
 #include "image/criu_images.h"
 #include "image/image_names.h"
 #include "image/kfd_image.h"
+#include "image/image_set.h"
 #include "image/render_image.h"
 #include "image_test_util.h"
 
@@ -260,6 +261,12 @@ Test(dump_manifest, binds_the_images_to_crius_images_of_their_dump)
 	cr_assert_not(none.ok());
 	cr_assert(says(none.error(), "amdgpu-binding.img is missing: the GPU images (amdgpu-kfd-5.img) of dump 0102"),
 		  "%s", none.error().message().c_str());
+	// KFD_REQUIRE_MANIFEST=0: no error, a warning saying what goes unchecked.
+	std::string warning;
+	cr_assert_ok(check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img", false, &warning));
+	cr_assert(warning.find("amdgpu-binding.img is missing and KFD_REQUIRE_MANIFEST=0: the GPU images "
+			       "(amdgpu-kfd-5.img) of dump 0102") == 0,
+		  "%s", warning.c_str());
 	const DumpManifest m{id, *criu, {"amdgpu-kfd-5.img", "amdgpu-pages-5-1111.img"}};
 	cr_assert_ok(write_dump_manifest(*dir, m));
 	auto back = read_dump_manifest(*dir);
@@ -273,6 +280,8 @@ Test(dump_manifest, binds_the_images_to_crius_images_of_their_dump)
 	cr_assert_ok(check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img"));
 	auto mine = check_bound_to_criu(*dir, other, "amdgpu-kfd-5.img");
 	cr_assert_not(mine.ok());
+	cr_assert_not(check_bound_to_criu(*dir, other, "amdgpu-kfd-5.img", false).ok(),
+		      "a manifest that is there is checked with KFD_REQUIRE_MANIFEST=0 too");
 	cr_assert(says(mine.error(), "but amdgpu-binding.img is that of dump 0102"), "%s", mine.error().message().c_str());
 	auto mixed = check_bound_to_criu(*dir, std::nullopt, "amdgpu-kfd-5.img");
 	cr_assert_not(mixed.ok());
@@ -296,4 +305,116 @@ Test(dump_manifest, binds_the_images_to_crius_images_of_their_dump)
 	auto gone = check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img");
 	cr_assert_not(gone.ok());
 	cr_assert(says(gone.error(), "CRIU's core-42.img is missing"), "%s", gone.error().message().c_str());
+}
+
+namespace {
+
+void put_varint(Bytes &out, uint64_t v)
+{
+	for (; v >= 0x80; v >>= 7)
+		out.push_back(static_cast<uint8_t>(v | 0x80));
+	out.push_back(static_cast<uint8_t>(v));
+}
+
+void put_field(Bytes &out, uint32_t number, uint64_t v)
+{
+	put_varint(out, uint64_t{number} << 3);
+	put_varint(out, v);
+}
+
+void put_bytes(Bytes &out, uint32_t number, const Bytes &m)
+{
+	put_varint(out, (uint64_t{number} << 3) | 2);
+	put_varint(out, m.size());
+	out.insert(out.end(), m.begin(), m.end());
+}
+
+Bytes framed(uint32_t magic, const std::vector<Bytes> &entries)
+{
+	Bytes out;
+	put32(out, 0x54564319);
+	put32(out, magic);
+	for (const Bytes &m : entries) {
+		put32(out, static_cast<uint32_t>(m.size()));
+		out.insert(out.end(), m.begin(), m.end());
+	}
+	return out;
+}
+
+// A file_entry of type REG (1) with its reg_file_entry (id, name).
+Bytes reg_file(uint32_t id, const std::string &name)
+{
+	Bytes reg, e;
+	put_field(reg, 1, id);
+	put_bytes(reg, 6, Bytes(name.begin(), name.end()));
+	put_field(e, 1, 1);
+	put_field(e, 2, id);
+	put_bytes(e, 3, reg);
+	return e;
+}
+
+Bytes vma(uint64_t start, uint64_t pgoff, uint32_t shmid, uint32_t status)
+{
+	Bytes v;
+	put_field(v, 1, start);
+	put_field(v, 2, start + 0x1000);
+	put_field(v, 3, pgoff);
+	put_field(v, 4, shmid);
+	put_field(v, 7, status);
+	return v;
+}
+
+} // namespace
+
+// The render node mappings of CRIU's mm images (the device mappings a
+// plugin claimed, VMA_EXT_PLUGIN, whose file is a render node) and whether
+// the GPU images give each back (issue 35, finding 8).
+Test(criu_images, render_mappings_are_given_back_by_an_image_or_refused)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	constexpr uint32_t kPlugin = 1u << 27;
+	cr_assert(test::write_raw(tmp.file("files.img"),
+				  framed(0x56303138, {reg_file(3, "/dev/dri/renderD129"), reg_file(4, "/usr/lib/libc.so")})));
+	Bytes mm;
+	put_field(mm, 1, 0x400000);
+	put_bytes(mm, 14, vma(0x7f0000000000, 0x10000, 3, kPlugin | 0x80));
+	put_bytes(mm, 14, vma(0x7f0000100000, 0x20000, 3, 0x80)); // not claimed by a plugin
+	put_bytes(mm, 14, vma(0x7f0000200000, 0x30000, 4, kPlugin)); // not a render node
+	cr_assert(test::write_raw(tmp.file("mm-42.img"), framed(0x57492820, {mm})));
+	auto maps = read_render_mappings(*dir, CriuIdSet({42, 43}));
+	cr_assert_ok(maps);
+	cr_assert_eq(maps->size(), 1u);
+	const CriuRenderMapping &m = maps->front();
+	cr_assert(m.pid == 42 && m.start == 0x7f0000000000 && m.pgoff == 0x10000 && m.file_id == 3 && m.minor == 129);
+	cr_assert_eq(m.path, "/dev/dri/renderD129");
+
+	RenderNodeImage empty{};
+	empty.gpu_id = 0x1234;
+	empty.drm_render_minor = 129;
+	RestorableMappings none;
+	none.add("amdgpu-renderD-7.img", empty);
+	const CriuRenderMapping *uncovered = nullptr;
+	auto refused = none.check(*maps, &uncovered);
+	cr_assert_not(refused.ok());
+	cr_assert_eq(uncovered, &maps->front());
+	cr_assert(says(refused.error(), "mm-42.img: task 42 maps /dev/dri/renderD129 at 0x7f0000000000-0x7f0000001000 "
+					"(offset 0x10000, CRIU file 3), which no GPU image of the checkpoint gives "
+					"back (amdgpu-renderD-7.img with 0 BOs"),
+		  "%s", refused.error().message().c_str());
+	RenderNodeImage with = empty;
+	with.bos.push_back(DrmBo{});
+	with.bos.back().offset = 0x10000;
+	RestorableMappings given;
+	given.add("amdgpu-renderD-7.img", with);
+	cr_assert_ok(given.check(*maps));
+	// On another node the offset is not given back.
+	with.drm_render_minor = 128;
+	RestorableMappings other;
+	other.add("amdgpu-renderD-7.img", with);
+	cr_assert_not(other.check(*maps).ok());
+	cr_assert_eq(render_minor_of_path("/dev/dri/renderD128"), 128u);
+	cr_assert_eq(render_minor_of_path("/dev/dri/renderD128x"), 0u);
+	cr_assert_eq(render_minor_of_path("/dev/dri/card0"), 0u);
 }

@@ -180,7 +180,11 @@ Test(image_dir, commit_observer_gets_the_committed_inode)
 	auto dir = ImageDir::open(tmp.path());
 	cr_assert_ok(dir);
 	std::vector<std::pair<std::string, ino_t>> seen;
-	dir->set_commit_observer([&](const std::string &name, dev_t, ino_t ino) { seen.emplace_back(name, ino); });
+	std::vector<std::string> kept;
+	dir->set_commit_observer([&](const std::string &name, dev_t, ino_t ino, const std::string &k) {
+		seen.emplace_back(name, ino);
+		kept.push_back(k);
+	});
 	auto f = dir->create("c.img");
 	cr_assert_ok(f);
 	cr_assert_ok(f->write("abc", 3));
@@ -191,4 +195,15 @@ Test(image_dir, commit_observer_gets_the_committed_inode)
 	cr_assert_eq(seen.size(), 1u);
 	cr_assert_str_eq(seen[0].first.c_str(), "c.img");
 	cr_assert_eq(seen[0].second, st.st_ino);
+	cr_assert_str_eq(kept[0].c_str(), "", "nothing replaced");
+	// Replacing it keeps the replaced file under a hidden name, told.
+	auto g = dir->create("c.img");
+	cr_assert_ok(g);
+	cr_assert_ok(g->write("de", 2));
+	cr_assert_ok(g->commit());
+	cr_assert_eq(kept.size(), 2u);
+	cr_assert(kept[1].starts_with(".c.img.old-"), "%s", kept[1].c_str());
+	struct stat old = {};
+	cr_assert_eq(::stat(tmp.file(kept[1]).c_str(), &old), 0);
+	cr_assert_eq(old.st_ino, st.st_ino, "the kept file is the replaced one");
 }
