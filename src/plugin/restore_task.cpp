@@ -4,11 +4,8 @@
 // render node files and UPDATE_VMA_MAP.
 #include "plugin/restore_task.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <linux/kcmp.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +13,7 @@
 #include <cstring>
 
 #include "base/log.h"
-#include "base/scoped.h"
+#include "device/processes.h"
 #include "image/image_names.h"
 #include "image/image_set.h"
 #include "plugin/criu_api.h"
@@ -50,26 +47,6 @@ uint32_t render_minor_of_path(const char *path)
 	char *end = nullptr;
 	const unsigned long m = std::strtoul(p + 7, &end, 10);
 	return end != p + 7 ? static_cast<uint32_t>(m) : 0;
-}
-
-// Another fd of this process that refers to the same open file as `fd`
-// (kcmp KCMP_FILE), or -1.
-int find_same_open_file(int fd)
-{
-	DIR *d = ::opendir("/proc/self/fd");
-	if (!d)
-		return -1;
-	ScopeExit closer([d] { ::closedir(d); });
-	const pid_t self = ::getpid();
-	while (const dirent *e = ::readdir(d)) {
-		char *end = nullptr;
-		const long n = std::strtol(e->d_name, &end, 10);
-		if (end == e->d_name || *end || n == fd || n == ::dirfd(d))
-			continue;
-		if (::syscall(SYS_kcmp, self, self, KCMP_FILE, fd, n) == 0)
-			return static_cast<int>(n);
-	}
-	return -1;
 }
 
 bool is_kfd_path(const char *path)
@@ -268,12 +245,12 @@ void TaskRestore::hand_render_files_to_task()
 		return;
 	handed_over_ = true;
 	auto borrow = [](uint32_t minor, RenderFile &file) {
-		const int theirs = find_same_open_file(file.ours.get());
-		if (theirs < 0)
+		const auto theirs = fd_on_same_file(0, file.ours.get());
+		if (!theirs)
 			return; // the task holds none: ours stays (as upstream's does)
-		file.borrowed = theirs;
+		file.borrowed = *theirs;
 		file.ours.reset();
-		log_debug("renderD%u: mapped through the task's own fd %d", minor, theirs);
+		log_debug("renderD%u: mapped through the task's own fd %d", minor, *theirs);
 	};
 	for (auto &[minor, file] : render_files_)
 		borrow(minor, file);
