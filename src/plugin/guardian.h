@@ -70,6 +70,9 @@
 // as CRIU may run with 0-2 closed), points 0-2 at /dev/null, resets every
 // signal disposition and mask, and names itself "amdgpu-guard" (comm).
 // A kill of CRIU's whole cgroup kills it too; then nothing is repaired.
+//
+// This class, the plugin's side, is guardian.cpp; the guardian's process
+// is guardian_process.cpp; the messages between them, guardian_protocol.h.
 #pragma once
 
 #include <sys/types.h>
