@@ -21,9 +21,9 @@ DumpSession::DumpSession(SessionEnv env)
 	: env_(std::move(env)), devs_(DeviceNumbers::probe(env_.paths)), ledger_(env_),
 	  files_(env_, [this](ImageDir &dir) { ledger_.watch_temp_files(dir); })
 {
-	auto t = SharedMemory<CopyStage>::create("the dump's copy totals");
+	auto t = SharedMemory<SharedCopies>::create("the dump's copy totals");
 	if (t)
-		stage_.emplace(std::move(*t));
+		shared_copies_.emplace(std::move(*t));
 	else
 		log_debug("no summary line for this dump: %s", t.error().message().c_str());
 }
@@ -113,8 +113,8 @@ void DumpSession::finish(int ret)
 		files_.discard_created("the dump failed");
 	else
 		files_.write_manifest();
-	if (ret == 0 && stage_ && (*stage_)->totals.files > 0)
-		log_notice("%s", summary_line((*stage_)->totals, true, env_.config).c_str());
+	if (ret == 0 && shared_copies_ && (*shared_copies_)->totals.files > 0)
+		log_notice("%s", summary_line((*shared_copies_)->totals, true, env_.config).c_str());
 	ledger_.finish_guardian();
 }
 

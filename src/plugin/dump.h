@@ -82,10 +82,10 @@ private:
 	const TopologyNode *amd_render_gpu(const struct stat &st);
 	// Where this dump's copies add up (nullptr when it could not be
 	// mapped: then there is no summary line).
-	CopyStage *stage() const { return stage_ ? stage_->get() : nullptr; }
+	SharedCopies *shared_copies() const { return shared_copies_ ? shared_copies_->get() : nullptr; }
 
 	SessionEnv env_;
-	std::optional<SharedMemory<CopyStage>> stage_;
+	std::optional<SharedMemory<SharedCopies>> shared_copies_;
 	DeviceNumbers devs_;
 	std::optional<Result<Topology>> topo_;
 	// Destroyed bottom-up: the files, then the ledger, which resumes any

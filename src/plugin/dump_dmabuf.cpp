@@ -116,7 +116,7 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 				  name.c_str());
 	// Contents first, metadata last, as for render files.
 	if (job) {
-		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {*job}, copy_settings(env_, stage()));
+		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {*job}, copy_settings(env_, shared_copies()));
 		if (!copied)
 			return std::move(copied).error().context(name);
 		if (job->checksums) {

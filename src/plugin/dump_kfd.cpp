@@ -215,7 +215,7 @@ Status DumpSession::dump_kfd(int fd, int id)
 	// implies its pages files are complete. The files are the session's
 	// once committed (DumpFiles, by inode): a dump that fails later
 	// removes them (finish()), and no file it did not write.
-	auto copied = run_gpu_copies(Direction::GpuToFile, *images, *jobs, copy_settings(env_, stage()));
+	auto copied = run_gpu_copies(Direction::GpuToFile, *images, *jobs, copy_settings(env_, shared_copies()));
 	if (!copied)
 		return std::move(copied).error();
 	for (size_t j = 0; j < jobs->size(); j++) {
@@ -242,8 +242,8 @@ Status DumpSession::dump_kfd(int fd, int id)
 		return st;
 	log_debug("pid %u: wrote %s (%zu devices, %zu BOs)", info->pid, name.c_str(), img.devices.size(),
 		  img.bos.size());
-	if (stage_)
-		count_file((*stage_)->totals, img.bos.size());
+	if (shared_copies_)
+		count_file((*shared_copies_)->totals, img.bos.size());
 	if (!env_.dump_devices_late)
 		return ledger_.unpause_all(); // no later hook will (CRIU 4.0-4.2.1)
 	return ok_status();

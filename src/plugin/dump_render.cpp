@@ -133,7 +133,7 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 	// once committed (DumpFiles, by inode): a dump that fails later
 	// removes them (finish()), and no file it did not write.
 	if (!job.bos.empty()) {
-		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {job}, copy_settings(env_, stage()));
+		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {job}, copy_settings(env_, shared_copies()));
 		if (!copied)
 			return std::move(copied).error().context(strprintf("renderD%u", minor));
 		if (job.checksums) {
@@ -160,8 +160,8 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 		return st;
 	log_gpu(LogLevel::Debug, gpu.gpu_id, "render node %u: wrote %s (%zu BOs, %zu with contents)", minor,
 		name.c_str(), img.bos.size(), job.bos.size());
-	if (stage_)
-		count_file((*stage_)->totals, img.bos.size(), gpu.gpu_id);
+	if (shared_copies_)
+		count_file((*shared_copies_)->totals, img.bos.size(), gpu.gpu_id);
 	return ok_status();
 }
 

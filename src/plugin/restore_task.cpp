@@ -239,11 +239,11 @@ Result<std::pair<int, int>> TaskRestore::render_file_for(uint32_t minor, int id,
 	return std::pair{raw, id};
 }
 
-void TaskRestore::hand_render_files_to_task()
+void TaskRestore::borrow_task_render_files()
 {
-	if (handed_over_)
+	if (borrowed_from_task_)
 		return;
-	handed_over_ = true;
+	borrowed_from_task_ = true;
 	auto borrow = [](uint32_t minor, RenderFile &file) {
 		const auto theirs = fd_on_same_file(0, file.ours.get());
 		if (!theirs)
@@ -266,7 +266,7 @@ int TaskRestore::update_vma_map(const char *path, uint64_t old_pgoff, uint64_t *
 	const uint32_t minor = render_minor_of_path(path);
 	if (!kfd && minor == 0)
 		return -ENOTSUP;
-	hand_render_files_to_task();
+	borrow_task_render_files();
 	for (const auto &v : vmas_) {
 		if (v.old_offset != old_pgoff || v.kfd != kfd || (!kfd && v.old_minor != minor))
 			continue;
@@ -303,7 +303,7 @@ Status TaskRestore::copy_contents(const ImageDir &images, HandOverKind kind, int
 		log_info("file %d: copied in the task: its GPUs were mapped again in the task, CRIU's main "
 			 "process knows the first mapping only",
 			 id);
-	return fill_from_images(images, jobs, copy_settings(env_, fabric_.stage()));
+	return fill_from_images(images, jobs, copy_settings(env_, fabric_.shared_copies()));
 }
 
 } // namespace amdcr

@@ -4,7 +4,8 @@
 of their own dump, and `amdgpu-img verify` giving the restore's verdict,
 under real CRIU and the emulated GPU (kfd-emu).
 
-Scenario `earlier` (issue 35, finding 3): the round trip's workload (a
+Scenario `earlier` (a checkpoint's GPU files swapped for an earlier
+dump's of the same process): the round trip's workload (a
 /dev/kfd file with BOs, mappings and queues, and a render node file: its
 KFD image, pages file and render image) is dumped with
 `criu dump --leave-running` into ckpt-1, then a second time (ending it)
