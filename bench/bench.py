@@ -75,7 +75,7 @@ The plugin's part is under a millisecond of a run of about 50 ms that
 varies by several, so ten runs of each, compared by their medians, did
 not settle it.
 
-Parallel restore (issue 11 part 4, issue 14): the same checkpoint restored
+Parallel restore: the same checkpoint restored
 with KFD_PARALLEL_RESTORE=0 (each task copies its own GPU memory in its
 RESTORE_EXT_FILE) and =1 (CRIU's main process copies it while the tasks go
 on), alternately, median of the repetitions, on the throughput rows'
@@ -89,7 +89,7 @@ roundtrip workload, 2 x 1 GiB, --quick 2 x 256 MiB), CRIU's wall time of
 the restore.
 (--parallel-only: only these rows.)
 
-Upstream side by side (issue 14): real criu-dev (the build's realcriu/)
+Upstream side by side: real criu-dev (the build's realcriu/)
 dumping and restoring tests/emulator/criu's roundtrip workload with our
 plugin and with upstream's, built from the criu-dev tarball, on the
 throughput rows' storage and machine (the fixed-rate store; SDMA model the
@@ -102,14 +102,14 @@ comparable" and the one-GPU row compares complete restores. And both at
 KFD_MAX_BUFFER_SIZE 4M, 16M and 64M (2 x 256 MiB, page cache, one run
 each), the plot's third panel. (--upstream-only: only these.)
 
-Render-node BOs (issue 11): one GPU (MI100), the same bytes once in one
+Render-node BOs: one GPU (MI100), the same bytes once in one
 KFD VRAM BO and once in one VRAM GEM BO on libhsakmt's render-node file
 (gpu-workload --gem), each dumped and restored alternately, each restore
 verified in the restored task: throughput of each against min(storage,
 SDMA model) measured in the same repetition, and the GEM BO's against the
 KFD BO's, median of the repetitions. (--render-only: only these rows.)
 
-Integrity and sparse files (issue 13): dump and restore throughput with
+Integrity and sparse files: dump and restore throughput with
 checksums (the default) against KFD_VERIFY=0 (none computed or checked),
 the same workload back to back (which goes first alternates), median
 ratio of the repetitions, on the throughput rows' storage and machine
@@ -122,7 +122,7 @@ disk blocks (st_blocks), and the restore time of each, on a fixed-rate
 store at NODE_STORE_GBPS (0.5 GB/s: a tenth of the emulated SDMA's
 copy, as a GPU's SDMA is to one NVMe) with the SDMA unthrottled.
 
-Incremental dumps (issue 29, bench/incremental.py): one running process
+Incremental dumps (bench/incremental.py): one running process
 of 4 GiB of VRAM over 2 GPUs (--quick 1 GiB, --ci 64 MiB), dumped by
 criu-host three times, each leaving it running: A complete; B after the
 workload rewrote 10 % of its VRAM's 1 MiB chunks (random, a fixed seed;
@@ -142,7 +142,7 @@ MI300X node on paper (incremental.NODE, docs/performance.md): downtime
 and bytes at 1, 10 and 50 % changed, with XXH3's speed per core measured
 here (libxxhash). (--incremental-only: only these rows.)
 
-A HIP program's checkpoint (issue 38; --hip-only: only these rows):
+A HIP program's checkpoint (--hip-only: only these rows):
 tests/hip's training loop (hip_train, HIP 5.2.3 on the emulated MI100)
 dumped between two steps and restored by real CRIU 4.2.1
 (tests/hip/hip_criu_test.py, scenario train, which also checks that it
@@ -1462,7 +1462,7 @@ def render_vs_kfd(run, table, scratch, nbytes, reps):
                   "%.2f" % (got["render"] / got["kfd"]))
 
 
-# -- incremental dumps (issue 29 item 5) ----------------------------------
+# -- incremental dumps ---------------------------------------------------
 
 INCR_SEED = 29       # the chunks the workload rewrites (random.Random(seed + dump index))
 INCR_CHANGED = 0.10  # the fraction of 1 MiB chunks changed before the second dump

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""The incremental-dump rows of bench.py (issue 29 item 5): what they
+"""The incremental-dump rows of bench.py: what they
 compute, and the step that runs inside an emulated machine.
 
     incremental.py --bin-dir BUILD --inner --state DIR --spec SPEC.json

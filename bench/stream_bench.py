@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""Rows for streamed checkpoints (issue 40; not a test).
+"""Rows for streamed checkpoints (not a test).
 
     python3 bench/stream_bench.py [--mib N] [--markdown FILE.md]
         [--bin-dir build --criu-version V --vram-mib M]

@@ -50,4 +50,33 @@ Result<ReceivedMessage> receive_with_fds(int fd, void *buf, size_t len, size_t m
 	return r;
 }
 
+Status send_with_fds(int fd, const void *buf, size_t len, std::span<const int> fds)
+{
+	iovec iov{const_cast<void *>(buf), len};
+	msghdr msg{};
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	// cmsghdr-aligned room for the fds.
+	std::vector<cmsghdr> control;
+	if (!fds.empty()) {
+		control.resize(CMSG_SPACE(sizeof(int) * fds.size()) / sizeof(cmsghdr) + 1);
+		msg.msg_control = control.data();
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+		cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+		std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+	}
+	ssize_t n;
+	do {
+		n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno_error(errno, "sendmsg");
+	if (static_cast<size_t>(n) != len)
+		return make_error(EIO, "short send (%zd of %zu bytes)", n, len);
+	return ok_status();
+}
+
 } // namespace amdcr

@@ -2,13 +2,14 @@
 //
 // One message of a local socket (SOCK_SEQPACKET, SOCK_DGRAM) with the fds
 // it carries (SCM_RIGHTS) and, on a socket with SO_PASSCRED, its sender's
-// credentials: the one recvmsg of the plugin's channels (the guardian's,
-// the parallel restore's).
+// credentials: the one sendmsg and the one recvmsg of the plugin's
+// channels (the guardian's, the parallel restore's).
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "base/result.h"
@@ -28,5 +29,11 @@ struct ReceivedMessage {
 // The fds are owned by the result whatever else is wrong with the message.
 // Fails with recvmsg's errno (EAGAIN: none waiting under MSG_DONTWAIT).
 Result<ReceivedMessage> receive_with_fds(int fd, void *buf, size_t len, size_t max_fds, int flags = 0);
+
+// sendmsg of one message of `len` bytes from `buf` with `fds` (SCM_RIGHTS;
+// none: no control message), MSG_NOSIGNAL, retried on EINTR. Fails with
+// sendmsg's errno (EPIPE: the peer has closed its end), or EIO when the
+// socket took only part of the message.
+Status send_with_fds(int fd, const void *buf, size_t len, std::span<const int> fds = {});
 
 } // namespace amdcr

@@ -9,8 +9,8 @@
 // so that together they stay within the one bound.
 //
 // The gate is a futex word in memory that every process of the restore
-// shares (the plugin's copy stage: an anonymous MAP_SHARED page made before
-// CRIU forks the tasks, which inherit it), so it holds only atomics. A
+// shares (the plugin's SharedCopies: an anonymous MAP_SHARED page made
+// before CRIU forks the tasks, which inherit it), so it holds only atomics. A
 // process that dies holding it is not waited for forever: CRIU ends the
 // whole restore when a task dies, and a waiter that is told to stop
 // (`cancel`) gives up within kPollNs.

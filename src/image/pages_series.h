@@ -5,7 +5,8 @@
 // shared BO, each in its own amdgpu-drm-pages file, upstream's layout),
 // copied by one pipelined transfer whose stream is their concatenation.
 //
-// Each file is a PagesFile (pages_file.h framing). The writer creates a file
+// Each file is a pages file in upstream's framing (pages_file.h), written
+// by a PagesWriter and read by a PagesReader. The writer creates a file
 // when the stream reaches it and commits it when the stream goes on past
 // its end (the last ones, and empty ones, in finish()), so at most one is
 // open; the reader opens each in turn and requires its payload to be

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
-// BOs that several files hold (image/render_image.h SharedBo): their
-// identity across the files of a dump, and the dump of a bare dma-buf fd
-// (amdgpu-dmabuf_<id>.img). The first file of the dump that holds a BO,
-// render file or dma-buf, writes its contents; the others name it.
+// The dump of a bare dma-buf fd (amdgpu-dmabuf_<id>.img): the shared BO
+// (image/render_image.h SharedBo) it is a dma-buf of, which the dump's
+// registry (plugin/dump_shared_bos.h) knows when a file dumped before held
+// it, and its contents when none did.
 #include "plugin/dump.h"
 
 #include <linux/magic.h>
@@ -60,39 +60,6 @@ Result<std::optional<DmabufOrigin>> dmabuf_origin(const SystemPaths &paths, cons
 
 } // namespace
 
-Result<SharedBo> DumpSession::share_bo(int dmabuf, SharedBo first, uint32_t handle, bool *seen)
-{
-	struct stat st {};
-	if (::fstat(dmabuf, &st) != 0)
-		return errno_error(errno, "fstat of a dma-buf");
-	const auto key = std::make_pair(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
-	if (auto it = shared_bos_.find(key); it != shared_bos_.end()) {
-		// A streamed restore reads each file once, in its task, and
-		// cannot count a BO's holders before it forks them.
-		if (auto images = image_dir(); images && images->streaming())
-			return make_error(ENOTSUP,
-					  "BO of %" PRIu64 " bytes (handle %u) is "
-					  "held by several files (a shared dma-buf), "
-					  "which this plugin does not checkpoint with --stream",
-					  first.size, handle);
-		*seen = true;
-		return it->second.bo;
-	}
-	if (shared_bos_.size() >= kMaxSharedBoId)
-		return make_error(E2BIG, "more than %u BOs with contents in one checkpoint", kMaxSharedBoId);
-	first.id = static_cast<uint32_t>(shared_bos_.size()) + 1;
-	shared_bos_.emplace(key, SeenBo{first, handle});
-	*seen = false;
-	return first;
-}
-
-void DumpSession::set_shared_checksum(uint32_t id, const BoChecksum &checksum)
-{
-	for (auto &[key, seen] : shared_bos_)
-		if (seen.bo.id == id)
-			seen.bo.checksum = checksum;
-}
-
 Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 {
 	*ours = false;
@@ -105,14 +72,13 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 	struct stat st {};
 	if (::fstat(fd, &st) != 0)
 		return errno_error(errno, strprintf("dma-buf file %d: fstat", id));
-	const auto key = std::make_pair(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
 	const std::string name = dmabuf_image_name(id);
 
 	DmabufImage img;
 	std::optional<GpuCopyJob> job;
-	if (auto it = shared_bos_.find(key); it != shared_bos_.end()) {
-		img.gem_handle = it->second.handle;
-		img.shared = it->second.bo;
+	if (const DumpSharedBos::Seen *held = shared_bos_.find(st)) {
+		img.gem_handle = held->handle;
+		img.shared = held->bo;
 	} else {
 		auto origin = dmabuf_origin(env_.paths, *topo, fd);
 		if (!origin)
@@ -123,7 +89,7 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 		const GemBoInfo &info = (*origin)->info;
 		const uint32_t minor = gpu.drm_render_minor;
 		bool seen = false;
-		auto shared = share_bo(fd,
+		auto shared = shared_bos_.share(fd,
 				       SharedBo{0, gpu.gpu_id, info.size, info.alignment_bytes, info.preferred_domains,
 						info.alloc_flags, static_cast<uint32_t>(id), minor, 0, std::nullopt,
 						(*origin)->metadata},
@@ -141,8 +107,8 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 		}
 	}
 	*ours = true;
-	start_guardian();
-	auto images = image_dir();
+	ledger_.start_guardian();
+	auto images = files_.image_dir();
 	if (!images)
 		return std::move(images).error();
 	if (images->streaming())
@@ -150,7 +116,7 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 				  name.c_str());
 	// Contents first, metadata last, as for render files.
 	if (job) {
-		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {*job}, copy_settings(env_, stage()));
+		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {*job}, copy_settings(env_, shared_copies()));
 		if (!copied)
 			return std::move(copied).error().context(name);
 		if (job->checksums) {
@@ -158,10 +124,10 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 			if (sums.size() != 1)
 				return make_error(EIO, "%s: %zu checksums for 1 BO", name.c_str(), sums.size());
 			img.shared->checksum = std::move(sums.front());
-			set_shared_checksum(img.shared->id, *img.shared->checksum);
+			shared_bos_.set_checksum(img.shared->id, *img.shared->checksum);
 		}
 	}
-	auto binding = binding_for(id);
+	auto binding = files_.binding_for(id);
 	if (!binding)
 		return std::move(binding).error();
 	img.binding = *binding;

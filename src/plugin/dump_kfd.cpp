@@ -4,23 +4,17 @@
 // buffers' contents.
 #include "plugin/dump.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <linux/kcmp.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
 #include <optional>
 #include <string>
 
 #include "base/log.h"
 #include "copy/gpu_copy.h"
 #include "device/hsakmt_shm.h"
+#include "device/processes.h"
 #include "image/image_names.h"
 #include "image/kfd_chain.h"
 #include "image/kfd_image.h"
@@ -31,113 +25,11 @@ namespace amdcr {
 
 namespace {
 
-// The fields of /proc/<pid>/status a dumped process is found by.
-struct ProcStatus {
-	pid_t tgid = 0;
-	pid_t tracer = 0;
-	pid_t innermost = 0; // NSpid's last: the pid in its own namespace
-};
-
-std::optional<ProcStatus> read_status(const std::string &pid)
-{
-	FILE *f = std::fopen(("/proc/" + pid + "/status").c_str(), "re");
-	if (!f)
-		return std::nullopt;
-	ProcStatus st;
-	char line[512];
-	while (std::fgets(line, sizeof(line), f)) {
-		long v = 0;
-		if (std::sscanf(line, "Tgid: %ld", &v) == 1) {
-			st.tgid = static_cast<pid_t>(v);
-		} else if (std::sscanf(line, "TracerPid: %ld", &v) == 1) {
-			st.tracer = static_cast<pid_t>(v);
-		} else if (std::strncmp(line, "NSpid:", 6) == 0) {
-			char *save = nullptr;
-			for (char *tok = strtok_r(line + 6, " \t\n", &save); tok; tok = strtok_r(nullptr, " \t\n", &save))
-				st.innermost = static_cast<pid_t>(std::atol(tok));
-		}
-	}
-	std::fclose(f);
-	return st;
-}
-
-// The pid, in our namespace, of the process CRIU dumps whose pid in its
-// own namespace is `ns_pid` (PROCESS_INFO's): CRIU's thread running this
-// hook ptraces every process it dumps, so it is the process traced by us
-// whose innermost pid is `ns_pid`; tried at `ns_pid` first (no pid
-// namespace), then among all processes.
-std::optional<pid_t> dumped_process(uint32_t ns_pid)
-{
-	const pid_t me = ::gettid(), us = ::getpid();
-	const auto want = static_cast<pid_t>(ns_pid);
-	auto traced = [&](const std::string &name) {
-		auto st = read_status(name);
-		return st && std::to_string(st->tgid) == name && (st->tracer == me || st->tracer == us) &&
-		       st->innermost == want;
-	};
-	const std::string direct = std::to_string(ns_pid);
-	if (traced(direct))
-		return want;
-	std::unique_ptr<DIR, int (*)(DIR *)> proc(::opendir("/proc"), ::closedir);
-	if (!proc)
-		return std::nullopt;
-	while (const dirent *e = ::readdir(proc.get())) {
-		if (e->d_name[0] < '1' || e->d_name[0] > '9' || direct == e->d_name)
-			continue;
-		if (traced(e->d_name))
-			return static_cast<pid_t>(std::atol(e->d_name));
-	}
-	return std::nullopt;
-}
-
-// Whether process `pid` has an fd open on the same file as our fd `fd`.
-bool holds_file(pid_t pid, int fd)
-{
-	const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
-	std::unique_ptr<DIR, int (*)(DIR *)> fds(::opendir(dir.c_str()), ::closedir);
-	if (!fds)
-		return false;
-	const pid_t us = ::getpid();
-	while (const dirent *e = ::readdir(fds.get())) {
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		const long theirs = std::atol(e->d_name);
-		if (::syscall(SYS_kcmp, us, pid, KCMP_FILE, fd, theirs) == 0)
-			return true;
-	}
-	return false;
-}
-
-// The processes (in our pid namespace) that may be the owner of the
-// /dev/kfd file our fd `fd` refers to, the process PROCESS_INFO will pause:
-// those CRIU dumps (traced by CRIU's thread running this hook, as in
-// dumped_process) that hold that file, in /proc's order. After a fork, or
-// once the file was sent over a Unix socket, several do; KFD pauses the
-// one that opened it, known only from PROCESS_INFO's answer.
-std::vector<pid_t> kfd_file_holders(int fd)
-{
-	const pid_t me = ::gettid(), us = ::getpid();
-	std::vector<pid_t> found;
-	std::unique_ptr<DIR, int (*)(DIR *)> proc(::opendir("/proc"), ::closedir);
-	if (!proc)
-		return found;
-	while (const dirent *e = ::readdir(proc.get())) {
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		auto st = read_status(e->d_name);
-		if (!st || std::to_string(st->tgid) != e->d_name || (st->tracer != me && st->tracer != us))
-			continue;
-		if (holds_file(st->tgid, fd))
-			found.push_back(st->tgid);
-	}
-	return found;
-}
-
 // KFD recreates a process's state only in the process that opens /dev/kfd
 // at restore (its open makes the opener's KFD process), and CRIU restores
 // a file several dumped processes hold in the one of lowest pid (the
 // others receive it from that one). So the file `holders` hold
-// (kfd_file_holders), paused as process `owner`'s (PROCESS_INFO's pid, in its own namespace,
+// (traced_processes_holding), paused as process `owner`'s (PROCESS_INFO's pid, in its own namespace,
 // as pstree.img has it), can be restored only when no process of lower
 // pid that CRIU dumps holds it too (one it was sent to over a Unix
 // socket). Refused now, while the processes can run on, instead of at the
@@ -146,7 +38,7 @@ Status check_restorable_in_owner(const std::vector<pid_t> &holders, uint32_t own
 {
 	pid_t first = static_cast<pid_t>(owner);
 	for (pid_t holder : holders) {
-		auto st = read_status(std::to_string(holder));
+		auto st = read_proc_status(holder);
 		if (st && st->innermost > 0 && st->innermost < first)
 			first = st->innermost;
 	}
@@ -225,47 +117,6 @@ Result<std::vector<std::vector<size_t>>> add_bos(const KfdCheckpoint &ck, std::v
 
 } // namespace
 
-void DumpSession::announce(const Kfd &target, int id, std::vector<pid_t> holders) const
-{
-	if (!guardian_)
-		return;
-	if (holders.empty()) {
-		log_debug("file %d: no process traced by us holds it; the guardian learns of it after its pause",
-			  id);
-		return;
-	}
-	if (holders.size() > Guardian::kMaxCandidates)
-		holders.resize(Guardian::kMaxCandidates);
-	if (auto st = guardian_->pausing(target, id, holders); !st) {
-		log_warn("file %d: if CRIU is killed during its pause, the GPU queues it pauses stay paused: %s", id,
-			 st.error().message().c_str());
-		return;
-	}
-	log_debug("file %d: the guardian knows it before its pause (%zu candidate processes)", id,
-		  holders.size());
-}
-
-void DumpSession::guard(Paused &p)
-{
-	const uint32_t pid = p.pid;
-	if (!guardian_) {
-		log_debug("pid %u: no guardian watches it", pid);
-		return;
-	}
-	const auto host = dumped_process(pid);
-	if (!host) {
-		log_debug("pid %u: no process traced by us has that pid; no guardian watches it", pid);
-		return;
-	}
-	if (auto st = guardian_->paused(p.kfd, *host, p.id); !st) {
-		log_warn("pid %u: if CRIU is killed now its GPU queues stay paused: %s", pid,
-			 st.error().message().c_str());
-		return;
-	}
-	p.host_pid = *host;
-	log_debug("pid %u: the guardian watches it (pid %d here)", pid, static_cast<int>(*host));
-}
-
 Result<std::optional<ChainParent>> DumpSession::compare_with_parent(const ImageDir &images, uint32_t pid,
 								  const KfdImage &img,
 								  const std::vector<std::vector<size_t>> &job_bo_index,
@@ -300,8 +151,8 @@ Status DumpSession::dump_kfd(int fd, int id)
 {
 	if (auto st = check_kfd_criu_support(env_.paths); !st)
 		return st;
-	start_guardian();
-	auto images = image_dir();
+	ledger_.start_guardian();
+	auto images = files_.image_dir();
 	if (!images)
 		return std::move(images).error();
 
@@ -313,16 +164,11 @@ Status DumpSession::dump_kfd(int fd, int id)
 	Kfd target = Kfd::adopt(UniqueFd(dup_fd));
 	// The processes CRIU dumps that hold the file: frozen, so the same
 	// before and after the pause.
-	const std::vector<pid_t> holders = kfd_file_holders(target.fd());
-	announce(target, id, holders);
-	auto info = target.process_info();
+	const std::vector<pid_t> holders = traced_processes_holding(target.fd());
+	auto info = ledger_.pause(std::move(target), id, holders);
 	if (!info)
 		return std::move(info).error();
-	paused_.push_back({std::move(target), info->pid, 0, id});
-	const Kfd &kfd = paused_.back().kfd;
-	log_debug("pid %u: GPU queues paused (%u GPUs, %u BOs, %u objects)", info->pid, info->num_devices,
-		 info->num_bos, info->num_objects);
-	guard(paused_.back());
+	const Kfd &kfd = ledger_.paused_kfd();
 	if (auto st = check_restorable_in_owner(holders, info->pid); !st)
 		return st;
 
@@ -367,9 +213,9 @@ Status DumpSession::dump_kfd(int fd, int id)
 
 	// Contents first, metadata last: a KFD image under its final name
 	// implies its pages files are complete. The files are the session's
-	// once committed (created_, by inode): a dump that fails later removes
-	// them (finish()), and no file it did not write.
-	auto copied = run_gpu_copies(Direction::GpuToFile, *images, *jobs, copy_settings(env_, stage()));
+	// once committed (DumpFiles, by inode): a dump that fails later
+	// removes them (finish()), and no file it did not write.
+	auto copied = run_gpu_copies(Direction::GpuToFile, *images, *jobs, copy_settings(env_, shared_copies()));
 	if (!copied)
 		return std::move(copied).error();
 	for (size_t j = 0; j < jobs->size(); j++) {
@@ -388,7 +234,7 @@ Status DumpSession::dump_kfd(int fd, int id)
 				img.parent = *parent; // a link of a chain only when a chunk is in the parent
 			}
 	}
-	auto binding = binding_for(id);
+	auto binding = files_.binding_for(id);
 	if (!binding)
 		return std::move(binding).error();
 	img.binding = *binding;
@@ -396,10 +242,10 @@ Status DumpSession::dump_kfd(int fd, int id)
 		return st;
 	log_debug("pid %u: wrote %s (%zu devices, %zu BOs)", info->pid, name.c_str(), img.devices.size(),
 		  img.bos.size());
-	if (stage_)
-		count_file((*stage_)->totals, img.bos.size());
+	if (shared_copies_)
+		count_file((*shared_copies_)->totals, img.bos.size());
 	if (!env_.dump_devices_late)
-		return unpause_all(); // no later hook will (CRIU 4.0-4.2.1)
+		return ledger_.unpause_all(); // no later hook will (CRIU 4.0-4.2.1)
 	return ok_status();
 }
 

@@ -61,8 +61,8 @@ Result<DrmBo> describe_bo(int fd, const GemBoInfo &h, uint32_t minor)
 
 Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 {
-	start_guardian();
-	auto images = image_dir();
+	ledger_.start_guardian();
+	auto images = files_.image_dir();
 	if (!images)
 		return std::move(images).error();
 	const uint32_t minor = gpu.drm_render_minor;
@@ -94,13 +94,23 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 			// same BO: its contents go with the first one dumped.
 			const auto index = static_cast<uint32_t>(img.bos.size());
 			bool seen = false;
-			auto shared = share_bo(dmabuf->get(),
+			auto shared = shared_bos_.share(dmabuf->get(),
 					       SharedBo{0, gpu.gpu_id, h.size, h.alignment_bytes, h.preferred_domains,
 							h.alloc_flags, static_cast<uint32_t>(id), minor, index,
 							std::nullopt, bo->metadata},
 					       h.handle, &seen);
 			if (!shared)
 				return std::move(shared).error().context(strprintf("renderD%u", minor));
+			// A streamed restore reads each file once, in its
+			// task, and cannot count a BO's holders before it
+			// forks them.
+			if (seen && images->streaming())
+				return make_error(ENOTSUP,
+						  "BO of %" PRIu64 " bytes (handle %u) is "
+						  "held by several files (a shared dma-buf), "
+						  "which this plugin does not checkpoint with --stream",
+						  h.size, h.handle)
+					.context(strprintf("renderD%u", minor));
 			bo->shared = *shared;
 			// One BO, one metadata: as its first holder read it.
 			bo->metadata = shared->metadata;
@@ -120,10 +130,10 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 
 	// Contents first, metadata last: a render image under its final name
 	// implies its pages files are complete. The files are the session's
-	// once committed (created_, by inode): a dump that fails later removes
-	// them (finish()), and no file it did not write.
+	// once committed (DumpFiles, by inode): a dump that fails later
+	// removes them (finish()), and no file it did not write.
 	if (!job.bos.empty()) {
-		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {job}, copy_settings(env_, stage()));
+		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {job}, copy_settings(env_, shared_copies()));
 		if (!copied)
 			return std::move(copied).error().context(strprintf("renderD%u", minor));
 		if (job.checksums) {
@@ -137,12 +147,12 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 				// carry them in their shared BO entries; this
 				// one's are its own entry's.
 				if (bo.shared)
-					set_shared_checksum(bo.shared->id, sums[k]);
+					shared_bos_.set_checksum(bo.shared->id, sums[k]);
 				bo.checksum = std::move(sums[k]);
 			}
 		}
 	}
-	auto binding = binding_for(id);
+	auto binding = files_.binding_for(id);
 	if (!binding)
 		return std::move(binding).error();
 	img.binding = *binding;
@@ -150,8 +160,8 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 		return st;
 	log_gpu(LogLevel::Debug, gpu.gpu_id, "render node %u: wrote %s (%zu BOs, %zu with contents)", minor,
 		name.c_str(), img.bos.size(), job.bos.size());
-	if (stage_)
-		count_file((*stage_)->totals, img.bos.size(), gpu.gpu_id);
+	if (shared_copies_)
+		count_file((*shared_copies_)->totals, img.bos.size(), gpu.gpu_id);
 	return ok_status();
 }
 

@@ -101,7 +101,7 @@ int plugin_init(int stage)
 		if (stage == CR_PLUGIN_STAGE__DUMP || stage == CR_PLUGIN_STAGE__PRE_DUMP) {
 			// A pre-dump (criu pre-dump, CRIU 4.2.1 and criu-dev) runs
 			// PAUSE_DEVICES and HANDLE_DEVICE_VMA only: CRIU refuses a
-			// device mapping no plugin claims, so the session answers
+			// device mapping no plugin handles, so the session answers
 			// for the GPU mappings. No file hook runs, so it copies no
 			// GPU memory: KFD's checkpoint ops need the process's own
 			// /dev/kfd file, which CRIU hands to DUMP_EXT_FILE alone.

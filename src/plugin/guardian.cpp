@@ -1,497 +1,33 @@
 // SPDX-License-Identifier: GPL-2.0-only
+//
+// The guardian's plugin side: starting its process (guardian_process.cpp
+// runs in it), and the messages that tell it what to guard
+// (guardian_protocol.h).
 #include "plugin/guardian.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sys/prctl.h>
-#include <sys/ptrace.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <syslog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <cstdarg>
-#include <cstdio>
-#include <cstring>
-#include <ctime>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "base/file_io.h"
-#include "base/socket_fds.h"
+#include "plugin/guardian_process.h"
+#include "plugin/guardian_protocol.h"
 
 namespace amdcr {
 
+using guardian::Kind;
+using guardian::Wire;
+
 namespace {
-
-enum class Kind : uint32_t { Paused = 1, Unpaused, TempFile, Task, Resumed, Finished, Started, Pausing };
-
-// One message; `name` for TempFile, `pid` for the pid kinds, `file` (the
-// CRIU file id) for Pausing and Paused. Paused carries (kfd fd, pidfd),
-// Pausing (kfd fd, a pidfd of each candidate), Task (pidfd).
-struct Wire {
-	uint32_t kind = 0;
-	int32_t pid = 0;
-	int32_t file = 0;
-	char name[256] = {};
-};
-
-constexpr int kMaxFds = 1 + static_cast<int>(Guardian::kMaxCandidates);
-
-int sys_pidfd_open(pid_t pid)
-{
-	return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-}
-
-int sys_pidfd_send_signal(int pidfd, int sig)
-{
-	return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
-}
-
-Status send_wire(int chan, const Wire &w, std::span<const int> fds = {})
-{
-	Wire copy = w;
-	iovec iov{&copy, sizeof(copy)};
-	msghdr msg{};
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
-	if (fds.size() > 0) {
-		msg.msg_control = control;
-		msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-		cmsghdr *c = CMSG_FIRSTHDR(&msg);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-		std::copy(fds.begin(), fds.end(), reinterpret_cast<int *>(CMSG_DATA(c)));
-	}
-	for (;;) {
-		if (::sendmsg(chan, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(copy)))
-			return ok_status();
-		if (errno != EINTR)
-			return errno_error(errno, "guardian: send");
-	}
-}
-
-// ---------------------------------------------------------------------------
-// The guardian process. Runs in a fork of CRIU; never returns (_exit: none
-// of CRIU's atexit handlers or static destructors may run here).
-// ---------------------------------------------------------------------------
-
-struct PausedTarget {
-	pid_t pid = 0;
-	UniqueFd kfd;
-	UniqueFd pidfd;
-};
-
-// A /dev/kfd file about to be paused: which of the candidates KFD pauses
-// (the file's owner) is not known yet.
-struct PausingTarget {
-	int file = 0;
-	UniqueFd kfd;
-	std::vector<UniqueFd> pidfds;
-};
-
-struct RestoredTask {
-	pid_t pid = 0;
-	UniqueFd pidfd;
-};
-
-class GuardianProcess {
-public:
-	GuardianProcess(Guardian::Stage stage, int chan, int criu_pidfd, int dir_fd, pid_t criu_pid)
-		: stage_(stage), chan_(chan), criu_(criu_pidfd), dir_(dir_fd), criu_pid_(criu_pid)
-	{
-	}
-	[[noreturn]] void run();
-
-private:
-	// One message from the channel: false at EOF or on an error.
-	bool receive(int flags);
-	void handle(const Wire &w, std::vector<UniqueFd> fds);
-	bool well_formed(const Wire &w, size_t fds) const;
-	[[noreturn]] void repair();
-	void unpause(PausedTarget &t);
-	void unpause(PausingTarget &t);
-	// PTRACE_SEIZE of `pid` (alive: `pidfd`), UNPAUSE through `kfd` from
-	// here, detach: 0, or the errno of what failed; *seized tells which.
-	int seize_unpause(pid_t pid, int pidfd, const Kfd &kfd, bool *seized);
-	void detach(pid_t pid);
-	void log(const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-	Guardian::Stage stage_;
-	UniqueFd chan_, criu_, dir_, log_;
-	pid_t criu_pid_;
-	bool plugin_gone_ = false; // the channel reached EOF without Finished
-	bool log_refused_ = false; // amdgpu-guardian.log could not be opened safely
-	std::vector<PausedTarget> paused_;
-	std::vector<PausingTarget> pausing_;
-	std::vector<std::string> temps_;
-	std::vector<RestoredTask> tasks_;
-};
-
-// The pid a pidfd refers to, in our pid namespace (its fdinfo's "Pid:").
-pid_t pidfd_pid(int pidfd)
-{
-	char path[64];
-	std::snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
-	FILE *f = std::fopen(path, "re");
-	if (!f)
-		return 0;
-	char line[256];
-	long pid = 0;
-	while (std::fgets(line, sizeof(line), f))
-		if (std::sscanf(line, "Pid: %ld", &pid) == 1)
-			break;
-	std::fclose(f);
-	return static_cast<pid_t>(pid);
-}
-
-bool GuardianProcess::receive(int flags)
-{
-	Wire w;
-	auto msg = receive_with_fds(chan_.get(), &w, sizeof(w), kMaxFds, flags);
-	if (!msg && msg.error().code() == EAGAIN)
-		return false;
-	if (!msg || msg->bytes == 0) {
-		plugin_gone_ = true;
-		return false;
-	}
-	if (msg->bytes != sizeof(w)) {
-		log("malformed message dropped: %zu bytes, not %zu (with %zu fds)", msg->bytes, sizeof(w),
-		    msg->fds.size());
-		return true;
-	}
-	handle(w, std::move(msg->fds));
-	return true;
-}
-
-// Whether `w`, which came with `fds` file descriptors, carries what its kind
-// must (the fds, a pid, a TempFile's plain hidden name) at this stage.
-bool GuardianProcess::well_formed(const Wire &w, size_t fds) const
-{
-	switch (static_cast<Kind>(w.kind)) {
-	case Kind::Paused:
-		return fds == 2 && stage_ == Guardian::Stage::Dump;
-	case Kind::Pausing:
-		return fds >= 2 && fds <= kMaxFds && stage_ == Guardian::Stage::Dump;
-	case Kind::TempFile: {
-		// Only a name of the directory itself, as ImageDir makes them
-		// (".<name>.tmp-<hex>"): never a path, never another file.
-		const std::string_view name(w.name, strnlen(w.name, sizeof(w.name)));
-		return fds == 0 && stage_ == Guardian::Stage::Dump && name.size() < sizeof(w.name) &&
-		       name.starts_with('.') && name.find('/') == std::string_view::npos &&
-		       name.find(".tmp-") != std::string_view::npos;
-	}
-	case Kind::Task:
-		return fds == 1 && stage_ == Guardian::Stage::Restore;
-	case Kind::Unpaused:
-	case Kind::Resumed:
-		return fds == 0 && w.pid > 0;
-	case Kind::Finished:
-	case Kind::Started:
-		return fds == 0;
-	}
-	return false;
-}
-
-void GuardianProcess::handle(const Wire &w, std::vector<UniqueFd> fds)
-{
-	if (!well_formed(w, fds.size())) {
-		log("malformed message dropped: kind %u, pid %d, file %d, %zu fds (at the %s)", w.kind, w.pid,
-		    w.file, fds.size(), stage_ == Guardian::Stage::Dump ? "dump" : "restore");
-		return;
-	}
-	switch (static_cast<Kind>(w.kind)) {
-	case Kind::Paused:
-		std::erase_if(pausing_, [&](const PausingTarget &t) { return t.file == w.file; });
-		paused_.push_back({w.pid, std::move(fds[0]), std::move(fds[1])});
-		break;
-	case Kind::Pausing: {
-		PausingTarget t{w.file, std::move(fds[0]), {}};
-		for (size_t i = 1; i < fds.size(); i++)
-			t.pidfds.push_back(std::move(fds[i]));
-		pausing_.push_back(std::move(t));
-		break;
-	}
-	case Kind::Unpaused:
-		std::erase_if(paused_, [&](const PausedTarget &t) { return t.pid == w.pid; });
-		break;
-	case Kind::TempFile:
-		temps_.emplace_back(w.name, strnlen(w.name, sizeof(w.name)));
-		break;
-	case Kind::Task: {
-		const pid_t pid = pidfd_pid(fds[0].get());
-		tasks_.push_back({pid, std::move(fds[0])});
-		break;
-	}
-	case Kind::Resumed:
-		std::erase_if(tasks_, [&](const RestoredTask &t) { return t.pid == w.pid; });
-		if (stage_ == Guardian::Stage::Restore && tasks_.empty())
-			_exit(0); // every task with GPU state is resumed: nothing to guard
-		break;
-	case Kind::Finished:
-		_exit(0);
-	case Kind::Started:
-		break;
-	}
-}
-
-void GuardianProcess::run()
-{
-	for (;;) {
-		pollfd p[2] = {{criu_.get(), POLLIN, 0}, {plugin_gone_ ? -1 : chan_.get(), POLLIN, 0}};
-		if (::poll(p, 2, -1) < 0) {
-			// Acting now could unpause or kill under a live CRIU:
-			// wait and watch again instead.
-			if (errno != EINTR)
-				::usleep(10000);
-			continue;
-		}
-		if (p[0].revents) {
-			// Whatever the plugin sent before CRIU ended counts.
-			while (!plugin_gone_ && receive(MSG_DONTWAIT)) {
-			}
-			repair();
-		}
-		if (p[1].revents)
-			(void)receive(0);
-	}
-}
-
-void GuardianProcess::log(const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	std::vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	::syslog(LOG_WARNING, "guardian: %s", msg);
-	if (!dir_.valid())
-		return;
-	if (!log_.valid() && !log_refused_) {
-		// The directory is the user's: a planted symbolic link or
-		// FIFO is refused (syslog says why), never followed.
-		auto fd = open_in_dir(dir_.get(), Guardian::kLogName, InDir::Append);
-		if (!fd) {
-			log_refused_ = true;
-			::syslog(LOG_WARNING, "guardian: not logging to the image directory: %s",
-				 fd.error().message().c_str());
-			return;
-		}
-		log_ = std::move(*fd);
-	}
-	if (!log_.valid())
-		return;
-	char when[64] = {};
-	const time_t now = ::time(nullptr);
-	struct tm tm {};
-	if (::gmtime_r(&now, &tm))
-		std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	::dprintf(log_.get(), "%s amdgpu_plugin guardian (pid %d): %s\n", when, static_cast<int>(::getpid()), msg);
-}
-
-void GuardianProcess::detach(pid_t pid)
-{
-	if (::ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) != 0)
-		return;
-	// Up to 1 s for the stop; without it our exit detaches the tracee.
-	for (int i = 0; i < 1000; i++) {
-		int status = 0;
-		const pid_t r = ::waitpid(pid, &status, __WALL | WNOHANG);
-		if (r < 0)
-			return;
-		if (r == pid && !WIFSTOPPED(status))
-			return; // it ended
-		if (r == pid) {
-			// A signal-delivery stop passes its signal on; the
-			// interrupt's own stop (PTRACE_EVENT_STOP) none.
-			const bool event_stop = (status >> 16) == PTRACE_EVENT_STOP;
-			const long sig = event_stop ? 0 : WSTOPSIG(status);
-			(void)::ptrace(PTRACE_DETACH, pid, nullptr, reinterpret_cast<void *>(sig));
-			return;
-		}
-		::usleep(1000);
-	}
-}
-
-int GuardianProcess::seize_unpause(pid_t pid, int pidfd, const Kfd &kfd, bool *seized)
-{
-	*seized = false;
-	if (sys_pidfd_send_signal(pidfd, 0) != 0)
-		return ESRCH;
-	// CRIU's ptrace ends with CRIU; allow the kernel a moment (2 s at most).
-	int err = 0;
-	for (int i = 0; i < 2000; i++) {
-		if (::ptrace(PTRACE_SEIZE, pid, nullptr, nullptr) == 0) {
-			err = 0;
-			break;
-		}
-		err = errno;
-		if (err != EPERM && err != EBUSY)
-			break;
-		::usleep(1000);
-	}
-	if (err != 0)
-		return err;
-	// The pid was a number until now: the target may have ended (and
-	// been reaped) while the seize was retried, and its pid gone to
-	// another process, which we must not touch. While the pidfd's process
-	// has not been reaped its pid is its own: if it still takes a signal,
-	// the process seized is the target.
-	if (sys_pidfd_send_signal(pidfd, 0) != 0) {
-		detach(pid);
-		log("pid %d: ended while it was being seized, and the pid is another process's now: detached at once, "
-		    "untouched",
-		    pid);
-		return ESRCH;
-	}
-	*seized = true;
-	const Status st = kfd.unpause();
-	detach(pid);
-	return st ? 0 : st.error().code();
-}
-
-void GuardianProcess::unpause(PausedTarget &t)
-{
-	const Kfd kfd = Kfd::adopt(std::move(t.kfd));
-	bool seized = false;
-	const int err = seize_unpause(t.pid, t.pidfd.get(), kfd, &seized);
-	if (err == 0)
-		log("pid %d: GPU queues resumed (UNPAUSE)", t.pid);
-	else if (err == ESRCH && !seized)
-		log("pid %d: gone (its GPU queues went with it)", t.pid);
-	else if (!seized)
-		log("pid %d: its GPU queues stay paused: PTRACE_SEIZE: %s", t.pid, std::strerror(err));
-	else
-		log("pid %d: its GPU queues stay paused: KFD CRIU_OP UNPAUSE: %s", t.pid, std::strerror(err));
-}
-
-// CRIU ended between the plugin's announcement and its confirmation: KFD
-// may or may not have paused the file's owner. UNPAUSE through the file
-// from each candidate in turn: the owner's answers (done, or EINVAL: not
-// paused, CRIU ended before the pause or the plugin had unpaused it
-// without finding its pid) end the search; EBADF says the
-// candidate is not the owner (KFD takes CRIU_OP from another process only
-// from the tracer of the owner's leader thread): logged, the next is tried.
-void GuardianProcess::unpause(PausingTarget &t)
-{
-	const Kfd kfd = Kfd::adopt(std::move(t.kfd));
-	for (const auto &pidfd : t.pidfds) {
-		const pid_t pid = pidfd_pid(pidfd.get());
-		if (pid <= 0)
-			continue; // gone
-		bool seized = false;
-		const int err = seize_unpause(pid, pidfd.get(), kfd, &seized);
-		if (err == 0) {
-			log("pid %d: GPU queues resumed (UNPAUSE)", pid);
-			return;
-		}
-		if (err == EINVAL && seized) {
-			log("pid %d: its GPU queues were not paused when CRIU ended: nothing to resume", pid);
-			return;
-		}
-		if (err == EBADF && seized) {
-			log("pid %d: holds the file but is not its KFD process (EBADF): trying the next process", pid);
-			continue;
-		}
-		if (err == ESRCH && !seized)
-			continue;
-		log("pid %d: if CRIU paused its GPU queues they stay paused: %s: %s", pid,
-		    seized ? "KFD CRIU_OP UNPAUSE" : "PTRACE_SEIZE", std::strerror(err));
-	}
-	// Every candidate was gone, failed, or only held the file: the
-	// owner, if CRIU paused it, was not among them.
-	log("none of the %zu processes announced as holding the /dev/kfd file answered as its KFD process: if "
-	    "CRIU paused the owner's GPU queues they stay paused",
-	    t.pidfds.size());
-}
-
-void GuardianProcess::repair()
-{
-	const char *what = stage_ == Guardian::Stage::Dump ? "dump" : "restore";
-	if (paused_.empty() && pausing_.empty() && temps_.empty() && tasks_.empty())
-		_exit(0);
-	log("CRIU (pid %d) ended before the plugin finished its %s", static_cast<int>(criu_pid_), what);
-	for (auto &t : paused_)
-		unpause(t);
-	for (auto &t : pausing_)
-		unpause(t);
-	for (const auto &name : temps_) {
-		if (!dir_.valid())
-			break;
-		if (::unlinkat(dir_.get(), name.c_str(), 0) == 0)
-			log("removed the temporary file %s", name.c_str());
-		else if (errno != ENOENT)
-			log("temporary file %s not removed: %s", name.c_str(), std::strerror(errno));
-	}
-	for (const auto &t : tasks_) {
-		if (sys_pidfd_send_signal(t.pidfd.get(), SIGKILL) == 0)
-			log("pid %d: killed (SIGKILL): restored task whose GPU state CRIU did not finish", t.pid);
-		else if (errno != ESRCH)
-			log("pid %d: not killed: %s", t.pid, std::strerror(errno));
-	}
-	_exit(0);
-}
-
-// Closes every fd but `keep` (all >= 3: Guardian::start moved them there);
-// 0-2 become /dev/null.
-void close_all_but(std::vector<int> keep)
-{
-	if (std::any_of(keep.begin(), keep.end(), [](int fd) { return fd < 3; }))
-		_exit(1); // 0-2 are about to be replaced: start() prevents this
-	std::sort(keep.begin(), keep.end());
-	unsigned first = 3;
-	for (int fd : keep) {
-		if (static_cast<unsigned>(fd) > first)
-			(void)::close_range(first, static_cast<unsigned>(fd) - 1, 0);
-		first = static_cast<unsigned>(fd) + 1;
-	}
-	(void)::close_range(first, ~0U, 0);
-	const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null >= 0) {
-		for (int fd = 0; fd < 3; fd++)
-			(void)::dup2(null, fd);
-		if (null > 2)
-			::close(null);
-	}
-}
-
-void reset_signals()
-{
-	struct sigaction dfl {};
-	dfl.sa_handler = SIG_DFL;
-	for (int sig = 1; sig < NSIG; sig++)
-		(void)::sigaction(sig, &dfl, nullptr);
-	sigset_t none;
-	sigemptyset(&none);
-	(void)::sigprocmask(SIG_SETMASK, &none, nullptr);
-}
-
-[[noreturn]] void guardian_main(Guardian::Stage stage, int chan, int criu_pidfd, int dir_fd, pid_t criu_pid)
-{
-	reset_signals();
-	std::vector<int> keep = {chan, criu_pidfd};
-	if (dir_fd >= 0)
-		keep.push_back(dir_fd);
-	close_all_but(keep);
-	(void)::prctl(PR_SET_NAME, Guardian::kComm, 0, 0, 0);
-	(void)::chdir("/");
-	::openlog("amdgpu_plugin", LOG_PID, LOG_DAEMON);
-	// Our pid, for finish() to wait for our end.
-	Wire hello;
-	hello.kind = static_cast<uint32_t>(Kind::Started);
-	hello.pid = ::getpid();
-	if (!send_wire(chan, hello))
-		_exit(1);
-	GuardianProcess(stage, chan, criu_pidfd, dir_fd, criu_pid).run();
-}
 
 // The guardian's first message: its pid (2 s at most).
 Result<pid_t> receive_started(int chan)
@@ -533,7 +69,7 @@ Result<Guardian> Guardian::start(Stage stage, int image_dir_fd)
 		return errno_error(errno, "guardian: socketpair");
 	UniqueFd ours(sv[0]), theirs(sv[1]);
 	const pid_t criu = ::getpid();
-	UniqueFd criu_pidfd(sys_pidfd_open(criu));
+	UniqueFd criu_pidfd(guardian::pidfd_open(criu));
 	if (!criu_pidfd)
 		return errno_error(errno, "guardian: pidfd_open of CRIU's process");
 	for (UniqueFd *fd : {&ours, &theirs, &criu_pidfd})
@@ -558,7 +94,7 @@ Result<Guardian> Guardian::start(Stage stage, int image_dir_fd)
 		(void)::setsid();
 		const pid_t g = ::fork();
 		if (g == 0)
-			guardian_main(stage, theirs.get(), criu_pidfd.get(), dir.get(), criu);
+			guardian::run_guardian(stage, theirs.get(), criu_pidfd.get(), dir.get(), criu);
 		_exit(g < 0 ? 1 : 0);
 	}
 	const int fork_errno = errno;
@@ -577,7 +113,7 @@ Result<Guardian> Guardian::start(Stage stage, int image_dir_fd)
 	auto pid = receive_started(ours.get());
 	if (!pid)
 		return std::move(pid).error();
-	UniqueFd pidfd(sys_pidfd_open(*pid));
+	UniqueFd pidfd(guardian::pidfd_open(*pid));
 	if (!pidfd)
 		return errno_error(errno, "guardian: pidfd_open of the guardian");
 	return Guardian(std::move(ours), std::move(pidfd), *pid);
@@ -590,23 +126,23 @@ Status Guardian::pausing(const Kfd &target, int file, std::span<const pid_t> can
 				  kMaxCandidates);
 	std::vector<UniqueFd> pidfds;
 	for (pid_t pid : candidates) {
-		pidfds.emplace_back(sys_pidfd_open(pid));
+		pidfds.emplace_back(guardian::pidfd_open(pid));
 		if (!pidfds.back())
 			return errno_error(errno, "guardian: pidfd_open of process " + std::to_string(pid));
 	}
 	Wire w;
 	w.kind = static_cast<uint32_t>(Kind::Pausing);
 	w.file = file;
-	int fds[kMaxFds];
+	int fds[guardian::kMaxFds];
 	fds[0] = target.fd();
 	for (size_t i = 0; i < pidfds.size(); i++)
 		fds[i + 1] = pidfds[i].get();
-	return send_wire(chan_.get(), w, std::span<const int>(fds, pidfds.size() + 1));
+	return guardian::send_message(chan_.get(), w, std::span<const int>(fds, pidfds.size() + 1));
 }
 
 Status Guardian::paused(const Kfd &target, pid_t pid, int file) const
 {
-	UniqueFd pidfd(sys_pidfd_open(pid));
+	UniqueFd pidfd(guardian::pidfd_open(pid));
 	if (!pidfd)
 		return errno_error(errno, "guardian: pidfd_open of the paused process");
 	Wire w;
@@ -614,7 +150,7 @@ Status Guardian::paused(const Kfd &target, pid_t pid, int file) const
 	w.pid = pid;
 	w.file = file;
 	const int fds[] = {target.fd(), pidfd.get()};
-	return send_wire(chan_.get(), w, fds);
+	return guardian::send_message(chan_.get(), w, fds);
 }
 
 Status Guardian::unpaused(pid_t pid) const
@@ -622,7 +158,7 @@ Status Guardian::unpaused(pid_t pid) const
 	Wire w;
 	w.kind = static_cast<uint32_t>(Kind::Unpaused);
 	w.pid = pid;
-	return send_wire(chan_.get(), w);
+	return guardian::send_message(chan_.get(), w);
 }
 
 Status Guardian::temp_file(std::string_view name) const
@@ -632,7 +168,7 @@ Status Guardian::temp_file(std::string_view name) const
 		return make_error(ENAMETOOLONG, "guardian: file name too long");
 	w.kind = static_cast<uint32_t>(Kind::TempFile);
 	std::copy(name.begin(), name.end(), w.name);
-	return send_wire(chan_.get(), w);
+	return guardian::send_message(chan_.get(), w);
 }
 
 Status Guardian::resumed(pid_t pid) const
@@ -640,18 +176,18 @@ Status Guardian::resumed(pid_t pid) const
 	Wire w;
 	w.kind = static_cast<uint32_t>(Kind::Resumed);
 	w.pid = pid;
-	return send_wire(chan_.get(), w);
+	return guardian::send_message(chan_.get(), w);
 }
 
 Status Guardian::report_task(int channel)
 {
-	UniqueFd self(sys_pidfd_open(::getpid()));
+	UniqueFd self(guardian::pidfd_open(::getpid()));
 	if (!self)
 		return errno_error(errno, "guardian: pidfd_open of the restored task");
 	Wire w;
 	w.kind = static_cast<uint32_t>(Kind::Task);
 	const int fd = self.get();
-	return send_wire(channel, w, std::span<const int>(&fd, 1));
+	return guardian::send_message(channel, w, std::span<const int>(&fd, 1));
 }
 
 bool Guardian::ended() const
@@ -668,7 +204,7 @@ Status Guardian::finish()
 		return ok_status();
 	Wire w;
 	w.kind = static_cast<uint32_t>(Kind::Finished);
-	Status st = send_wire(chan_.get(), w, {});
+	Status st = guardian::send_message(chan_.get(), w, {});
 	if (!st && (st.error().code() == EPIPE || st.error().code() == ECONNRESET))
 		st = ok_status(); // it has exited already (a restore with every task resumed)
 	if (st) {

@@ -8,11 +8,11 @@
 // on. No code of the plugin runs after CRIU's SIGKILL, so this has to live
 // in another process.
 //
-// One Guardian per session (DumpSession, RestoreFabric own it), started on
-// first need: by a dump at its first GPU file (a /dev/kfd file before its
-// pause, an AMD render node, an AMD GPU's dma-buf; never on a machine or dump
-// without AMD GPU state), by a restore in init(RESTORE) when the checkpoint
-// has GPU state to restore. It is told, over a SOCK_SEQPACKET socket pair:
+// One Guardian per session (the dump's PauseLedger and the restore's
+// RestoreFabric own it), started on first need: by a dump at its first GPU
+// file (a /dev/kfd file before its pause, an AMD render node, an AMD GPU's
+// dma-buf; never on a machine or dump without AMD GPU state), by a restore
+// in init(RESTORE) when the checkpoint has GPU state to restore. It is told, over a SOCK_SEQPACKET socket pair:
 //   dump:    before each /dev/kfd file's pausing PROCESS_INFO, the file (an
 //            fd of it) and a pidfd of each process that may be the one KFD
 //            pauses (the processes CRIU dumps that hold the file: KFD
@@ -70,6 +70,9 @@
 // as CRIU may run with 0-2 closed), points 0-2 at /dev/null, resets every
 // signal disposition and mask, and names itself "amdgpu-guard" (comm).
 // A kill of CRIU's whole cgroup kills it too; then nothing is repaired.
+//
+// This class, the plugin's side, is guardian.cpp; the guardian's process
+// is guardian_process.cpp; the messages between them, guardian_protocol.h.
 #pragma once
 
 #include <sys/types.h>

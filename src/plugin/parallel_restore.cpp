@@ -59,31 +59,9 @@ Result<UniqueFd> above_low_fds(int fd)
 
 Status send_message(int fd, const Header &h, std::span<const int> fds)
 {
-	Header copy = h;
-	iovec iov{&copy, sizeof(copy)};
-	msghdr msg{};
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	std::vector<char> control;
-	if (!fds.empty()) {
-		control.resize(CMSG_SPACE(sizeof(int) * fds.size()));
-		msg.msg_control = control.data();
-		msg.msg_controllen = control.size();
-		cmsghdr *c = CMSG_FIRSTHDR(&msg);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-		std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-	}
-	for (;;) {
-		const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-		if (n == static_cast<ssize_t>(sizeof(copy)))
-			return ok_status();
-		if (n < 0 && errno == EINTR)
-			continue;
-		return n < 0 ? errno_error(errno, "parallel restore: sending to CRIU's main process")
-			     : make_error(EIO, "parallel restore: short send (%zd bytes)", n);
-	}
+	if (auto st = send_with_fds(fd, &h, sizeof(h), fds); !st)
+		return std::move(st).error().context("parallel restore: sending to CRIU's main process");
+	return ok_status();
 }
 
 Result<Received> receive_message(int fd)

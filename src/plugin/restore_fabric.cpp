@@ -22,10 +22,10 @@ Result<std::unique_ptr<RestoreFabric>> RestoreFabric::create(const SessionEnv &e
 		f->shared_bos_.emplace(std::move(*table));
 	}
 	f->set_up_parallel(env, plan, std::move(copy));
-	if (auto stage = SharedMemory<CopyStage>::create("the restore's copy totals"); stage)
-		f->stage_.emplace(std::move(*stage));
+	if (auto copies = SharedMemory<SharedCopies>::create("the restore's copy totals"); copies)
+		f->shared_copies_.emplace(std::move(*copies));
 	else
-		log_debug("no summary line for this restore: %s", stage.error().message().c_str());
+		log_debug("no summary line for this restore: %s", copies.error().message().c_str());
 	if (with_guardian)
 		f->start_guardian(env);
 	return f;
@@ -61,8 +61,8 @@ void RestoreFabric::finish(int ret, const Config &config)
 			log_warn("%s", st.error().message().c_str());
 		guardian_.reset();
 	}
-	if (ret == 0 && stage_ && (*stage_)->totals.files > 0)
-		log_notice("%s", summary_line((*stage_)->totals, false, config).c_str());
+	if (ret == 0 && shared_copies_ && (*shared_copies_)->totals.files > 0)
+		log_notice("%s", summary_line((*shared_copies_)->totals, false, config).c_str());
 }
 
 // ---- the guardian's restore side ------------------------------------------

@@ -9,9 +9,9 @@
 // exit(RESTORE) (finish), then destroyed. The tasks never tear it down
 // (CRIU's restorer unmaps every mapping the restored process did not have,
 // and closes every fd but those CRIU restores). Its parts:
-//   - the copy stage (session.h CopyStage, shared memory): the totals of
-//     the summary line and the staging gate, which every copy of the
-//     restore, in any process, adds to and takes turns through;
+//   - SharedCopies (session.h, shared memory): the totals of the summary
+//     line and the staging gate, which every copy of the restore, in any
+//     process, adds to and takes turns through;
 //   - the SharedBoTable (shared_bos.h, shared memory), when some BO has
 //     several holders: its first holder restored, in whichever task,
 //     creates it for the others;
@@ -57,8 +57,8 @@ public:
 	// the restore succeeded (`ret` 0) the summary line is logged.
 	void finish(int ret, const Config &config);
 
-	// nullptr: no stage (no totals, no gate).
-	CopyStage *stage() const { return stage_ ? stage_->get() : nullptr; }
+	// nullptr: none (no totals, no gate).
+	SharedCopies *shared_copies() const { return shared_copies_ ? shared_copies_->get() : nullptr; }
 	// nullptr: no BO has several holders.
 	SharedBoTable *shared_bos() { return shared_bos_ ? &*shared_bos_ : nullptr; }
 	// nullptr: each task copies its own buffers.
@@ -75,7 +75,7 @@ private:
 	void set_up_parallel(const SessionEnv &env, const RestorePlan &plan, ParallelRestore::CopyFn copy);
 	void start_guardian(const SessionEnv &env);
 
-	std::optional<SharedMemory<CopyStage>> stage_;
+	std::optional<SharedMemory<SharedCopies>> shared_copies_;
 	std::optional<SharedBoTable> shared_bos_;
 	std::unique_ptr<ParallelRestore> parallel_;
 	// Main process only (a task's copy of it is never used).

@@ -83,7 +83,7 @@ Status MainRestore::copy_handed_over(const HandOver &h, const std::atomic<bool> 
 	auto images = session_image_dir(env_);
 	if (!images)
 		return std::move(images).error();
-	return fill_from_images(*images, jobs, copy_settings(env_, fabric_.stage(), &cancel, &log));
+	return fill_from_images(*images, jobs, copy_settings(env_, fabric_.shared_copies(), &cancel, &log));
 }
 
 Status MainRestore::check_parallel(pid_t pid)

@@ -65,8 +65,8 @@ public:
 	bool bound_to_criu() const { return bound_to_criu_; }
 	const GpuMap &gpu_map() const { return map_; }
 	// How many files of the checkpoint hold shared BO `id`: with several,
-	// they get it through the SharedBoTable (else a render file
-	// recreates it as its own, as before sharing existed).
+	// they get it through the SharedBoTable (else its one render file
+	// recreates it as a BO of its own).
 	uint32_t holder_count(uint32_t id) const;
 	bool shared_among_files(uint32_t id) const { return holder_count(id) > 1; }
 	// The largest id of a BO shared among files (0: none): the size of

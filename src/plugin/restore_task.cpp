@@ -4,11 +4,8 @@
 // render node files and UPDATE_VMA_MAP.
 #include "plugin/restore_task.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <linux/kcmp.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,7 +13,7 @@
 #include <cstring>
 
 #include "base/log.h"
-#include "base/scoped.h"
+#include "device/processes.h"
 #include "image/image_names.h"
 #include "image/image_set.h"
 #include "plugin/criu_api.h"
@@ -39,26 +36,6 @@ Result<UniqueFd> move_fd_high(UniqueFd fd)
 	if (high < 0)
 		return errno_error(errno, "moving an fd above the restored task's fds");
 	return UniqueFd(high);
-}
-
-// Another fd of this process that refers to the same open file as `fd`
-// (kcmp KCMP_FILE), or -1.
-int find_same_open_file(int fd)
-{
-	DIR *d = ::opendir("/proc/self/fd");
-	if (!d)
-		return -1;
-	ScopeExit closer([d] { ::closedir(d); });
-	const pid_t self = ::getpid();
-	while (const dirent *e = ::readdir(d)) {
-		char *end = nullptr;
-		const long n = std::strtol(e->d_name, &end, 10);
-		if (end == e->d_name || *end || n == fd || n == ::dirfd(d))
-			continue;
-		if (::syscall(SYS_kcmp, self, self, KCMP_FILE, fd, n) == 0)
-			return static_cast<int>(n);
-	}
-	return -1;
 }
 
 bool is_kfd_path(const char *path)
@@ -251,18 +228,18 @@ Result<std::pair<int, int>> TaskRestore::render_file_for(uint32_t minor, int id,
 	return std::pair{raw, id};
 }
 
-void TaskRestore::hand_render_files_to_task()
+void TaskRestore::borrow_task_render_files()
 {
-	if (handed_over_)
+	if (borrowed_from_task_)
 		return;
-	handed_over_ = true;
+	borrowed_from_task_ = true;
 	auto borrow = [](uint32_t minor, RenderFile &file) {
-		const int theirs = find_same_open_file(file.ours.get());
-		if (theirs < 0)
+		const auto theirs = fd_on_same_file(0, file.ours.get());
+		if (!theirs)
 			return; // the task holds none: ours stays (as upstream's does)
-		file.borrowed = theirs;
+		file.borrowed = *theirs;
 		file.ours.reset();
-		log_debug("renderD%u: mapped through the task's own fd %d", minor, theirs);
+		log_debug("renderD%u: mapped through the task's own fd %d", minor, *theirs);
 	};
 	for (auto &[minor, file] : render_files_)
 		borrow(minor, file);
@@ -278,7 +255,7 @@ int TaskRestore::update_vma_map(const char *path, uint64_t old_pgoff, uint64_t *
 	const uint32_t minor = render_minor_of_path(path);
 	if (!kfd && minor == 0)
 		return -ENOTSUP;
-	hand_render_files_to_task();
+	borrow_task_render_files();
 	for (const auto &v : vmas_) {
 		if (v.old_offset != old_pgoff || v.kfd != kfd || (!kfd && v.old_minor != minor))
 			continue;
@@ -315,7 +292,7 @@ Status TaskRestore::copy_contents(const ImageDir &images, HandOverKind kind, int
 		log_info("file %d: copied in the task: its GPUs were mapped again in the task, CRIU's main "
 			 "process knows the first mapping only",
 			 id);
-	return fill_from_images(images, jobs, copy_settings(env_, fabric_.stage()));
+	return fill_from_images(images, jobs, copy_settings(env_, fabric_.shared_copies()));
 }
 
 } // namespace amdcr

@@ -187,7 +187,7 @@ private:
 	Result<std::pair<int, int>> render_file_for(uint32_t minor, int id, const RenderNodeImage &img);
 	// Once the task's fds are installed (first UPDATE_VMA_MAP): each render
 	// file of ours that the task holds too is closed and borrowed from it.
-	void hand_render_files_to_task();
+	void borrow_task_render_files();
 
 	// A file's contents: copied here (serial restore, or a GPU mapped again
 	// in the task) or handed over to CRIU's main process (parallel restore).
@@ -206,7 +206,7 @@ private:
 	// fit_map_to_task() mapped this task's GPUs anew: CRIU's main process
 	// holds the other mapping, so the task copies its own buffers.
 	bool remapped_in_task_ = false;
-	bool handed_over_ = false;
+	bool borrowed_from_task_ = false;
 	std::vector<VmaUpdate> vmas_;
 	pid_t reported_to_guardian_ = 0; // the task that told it
 };

@@ -24,7 +24,7 @@ struct FilledBo {
 };
 
 Result<FilledBo> create_filled_bo(const SessionEnv &env, const ImageDir &images, const SharedBo &s,
-				  uint32_t minor, int render_fd, CopyStage *stage)
+				  uint32_t minor, int render_fd, SharedCopies *copies)
 {
 	const std::string what = strprintf("shared BO %u", s.id);
 	auto h = create_gem_bo(render_fd, s.size, s.alignment, s.preferred_domains, s.alloc_flags, s.metadata);
@@ -35,7 +35,7 @@ Result<FilledBo> create_filled_bo(const SessionEnv &env, const ImageDir &images,
 		return std::move(dmabuf).error().context(what);
 	if (s.has_contents())
 		if (auto st = fill_from_images(images, {shared_bo_copy_job(env, s, minor, dmabuf->get())},
-					       copy_settings(env, stage));
+					       copy_settings(env, copies));
 		    !st)
 			return std::move(st).error(); // names the pages file and the BO
 	return FilledBo{std::move(*h), std::move(*dmabuf)};
@@ -53,7 +53,7 @@ Result<UniqueFd> TaskRestore::shared_dmabuf(const ImageDir &images, const Shared
 		log_debug("shared BO %u: taken from the task that restored it first", s.id);
 		return std::move(taken->dmabuf);
 	}
-	auto bo = create_filled_bo(env_, images, s, m.local_render_minor, render_fd, fabric_.stage());
+	auto bo = create_filled_bo(env_, images, s, m.local_render_minor, render_fd, fabric_.shared_copies());
 	if (!bo)
 		return std::move(bo).error();
 	if (auto st = taken->claim->publish(bo->dmabuf.get()); !st)
@@ -88,7 +88,7 @@ Status TaskRestore::restore_dmabuf(const ImageDir &images, int id, const DmabufI
 	std::optional<GemHandle> created;
 	if (!plan_.shared_among_files(s.id)) {
 		// The only holder in the checkpoint.
-		auto bo = create_filled_bo(env_, images, s, m->local_render_minor, render->get(), fabric_.stage());
+		auto bo = create_filled_bo(env_, images, s, m->local_render_minor, render->get(), fabric_.shared_copies());
 		if (!bo)
 			return std::move(bo).error().context(name);
 		created.emplace(std::move(bo->handle));

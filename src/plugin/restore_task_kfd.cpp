@@ -103,8 +103,8 @@ Status TaskRestore::restore_kfd(const ImageDir &images, int id, const KfdImage &
 		return std::move(jobs).error();
 	if (auto st = copy_contents(images, HandOverKind::Kfd, id, *jobs, *dmabufs); !st)
 		return st;
-	if (CopyStage *stage = fabric_.stage())
-		count_file(stage->totals, img.bos.size());
+	if (SharedCopies *copies = fabric_.shared_copies())
+		count_file(copies->totals, img.bos.size());
 
 	if (auto st = restore_hsakmt_shm(env_.paths.shm_dir, {img.shared_mem_size, img.shared_mem_magic}); !st)
 		return std::move(st).error().context("hsakmt shared memory");

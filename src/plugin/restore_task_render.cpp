@@ -183,8 +183,8 @@ Status TaskRestore::restore_render(const ImageDir &images, int id, const RenderN
 	vmas_.insert(vmas_.end(), updates.begin(), updates.end());
 	log_gpu(LogLevel::Debug, img.gpu_id, "render node %s restored as renderD%u (%zu BOs, %zu with contents)",
 		render_node_label(img).c_str(), m->local_render_minor, img.bos.size(), contents.size());
-	if (CopyStage *stage = fabric_.stage())
-		count_file(stage->totals, img.bos.size(), img.gpu_id);
+	if (SharedCopies *copies = fabric_.shared_copies())
+		count_file(copies->totals, img.bos.size(), img.gpu_id);
 	return ok_status();
 }
 

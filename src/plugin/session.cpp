@@ -18,15 +18,15 @@ Result<ImageDir> session_image_dir(const SessionEnv &env)
 	return dir;
 }
 
-CopySettings copy_settings(const SessionEnv &env, CopyStage *stage, const std::atomic<bool> *cancel,
+CopySettings copy_settings(const SessionEnv &env, SharedCopies *copies, const std::atomic<bool> *cancel,
 			   DeferredLog *deferred)
 {
 	CopySettings s;
 	s.max_buffer_size = env.config.max_buffer_size;
 	s.sdma_timeout_s = env.config.sdma_timeout_s;
-	if (stage) {
-		s.totals = &stage->totals;
-		s.gate = &stage->gate;
+	if (copies) {
+		s.totals = &copies->totals;
+		s.gate = &copies->gate;
 	}
 	s.cancel = cancel;
 	s.log = deferred;

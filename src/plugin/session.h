@@ -42,22 +42,22 @@ Result<ImageDir> session_image_dir(const SessionEnv &env);
 // part: the totals of the summary line (summary.h) and the gate through
 // which the copies take turns (copy/staging_gate.h). A restore's files are
 // restored by the tasks CRIU forks after the plugin's init, and its last
-// hook (exit) runs in CRIU's main process: so the stage is a SharedMemory
+// hook (exit) runs in CRIU's main process: so this is a SharedMemory
 // (base/shared_memory.h) made at init, which the tasks inherit and add to,
 // and which CRIU's process reads at exit. The restored process does not
 // keep it: CRIU's restorer unmaps every mapping that is not in the
 // checkpoint. A dump runs in CRIU's process alone and uses the same.
-struct CopyStage {
+struct SharedCopies {
 	CopyTotals totals;
 	StagingGate gate;
 };
 
 // How the session's copies run (KFD_MAX_BUFFER_SIZE, KFD_SDMA_TIMEOUT):
-// their results added to `stage`'s totals, taking turns through its gate
-// with the other processes of the dump or restore (`stage` may be nullptr:
+// their results added to `copies`'s totals, taking turns through its gate
+// with the other processes of the dump or restore (`copies` may be nullptr:
 // neither). `cancel` (may be nullptr) stops a wait for the gate; the log
 // lines go to `deferred` when set (a thread beside CRIU's, base/log.h).
-CopySettings copy_settings(const SessionEnv &env, CopyStage *stage, const std::atomic<bool> *cancel = nullptr,
+CopySettings copy_settings(const SessionEnv &env, SharedCopies *copies, const std::atomic<bool> *cancel = nullptr,
 			   DeferredLog *deferred = nullptr);
 
 } // namespace amdcr

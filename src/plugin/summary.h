@@ -2,8 +2,8 @@
 //
 // The one line a dump or a restore prints at CRIU's default log level
 // (LogLevel::Notice), from the totals of all its copies (CopyTotals, in
-// the stage every process of the dump or restore adds to: session.h
-// CopyStage).
+// the shared copy state every process of the dump or restore adds to:
+// session.h SharedCopies).
 #pragma once
 
 #include <cstddef>

@@ -37,8 +37,8 @@ first one's images were complete): the image directory holds no file of
 ours afterwards, under any name (temporaries included).
 
 dump_cleanup_keeps_old: dump_cleanup's SDMA and second-CHECKPOINT faults in
-a directory that holds an older checkpoint of the same workload (issue 35):
-every old file is there byte for byte unless the failed dump had replaced it
+a directory that holds an older checkpoint of the same workload: every old
+file is there byte for byte unless the failed dump had replaced it
 (same name), no file of the failed dump is left, and the plugin's count of
 removed files equals the old files gone (about 70 s).
 
@@ -385,10 +385,10 @@ def digests(d):
 def sc_dump_cleanup_keeps_old(run):
     """A dump that fails in a directory holding an older checkpoint of the
     same workload removes the files it wrote and no other, and puts back
-    the older files it had replaced (issue 35): every old file is there
-    byte for byte, no file of the failed dump (nor a kept copy) is left,
-    and where the dump had replaced old files by its own the log says it
-    put them back."""
+    the older files it had replaced: every old file is there byte for
+    byte, no file of the failed dump (nor a kept copy) is left, and where
+    the dump had replaced old files by its own the log says it put them
+    back."""
     small = ["--vram", "4K,1M+4K", "--gtt", "8K"]
     # The first GPU's SDMA job fails: nothing was committed. The second's:
     # the first GPU's pages file may be. The second process's CHECKPOINT:

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-only
-# HIP programs checkpointed at a gate under real CRIU (hip_criu_test.py,
-# issue 38), and in a podman container (at the end):
+# HIP programs checkpointed at a gate under real CRIU (hip_criu_test.py)
+# and in a podman container (at the end):
 # hip_realcriu_<version>_<name> (labels hip, realcriu, emulator),
 # one JSON object each from its --list (the rows of its SCENARIOS table),
 # under every CRIU the realcriu suite lists (cmake/RealCriu.cmake). Included

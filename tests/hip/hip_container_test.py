@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
 """A HIP program in a podman container, checkpointed, exported and restored
-on another emulated machine (issue 38), under runc and real CRIU.
+on another emulated machine, under runc and real CRIU.
 
     hip_container_test.py (tests/container's arguments; --workload hip_train)
 

@@ -270,7 +270,7 @@ def t_verify(a):
 
 
 # --------------------------------------------------------------------------
-# hostile: files planted in the checkpoint (issue 35)
+# hostile: files planted in the checkpoint
 # --------------------------------------------------------------------------
 
 def t_hostile(a):

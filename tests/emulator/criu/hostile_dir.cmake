@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 # emu_realcriu_<version>_hostile_* (labels realcriu, emulator): a hostile
-# image directory under real CRIU (issue 35; hostile_dir_test.py, which
-# reuses realcriu_test.py's machinery): a CRIU stopped (SIGSTOP) during the
+# image directory under real CRIU (hostile_dir_test.py, which reuses
+# realcriu_test.py's machinery): a CRIU stopped (SIGSTOP) during the
 # dump's copy keeps the process paused and the guardian idle until it is
 # killed; an amdgpu-guardian.log planted as a symbolic link is not
 # followed at a killed dump; a guardian killed mid-dump is a warning of the

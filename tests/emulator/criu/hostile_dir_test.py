@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""Real CRIU and a hostile image directory (issue 35), on the emulated GPU.
+"""Real CRIU and a hostile image directory, on the emulated GPU.
 
     hostile_dir_test.py (realcriu_test.py's arguments) --scenario SCENARIO
 

@@ -4,7 +4,8 @@
 of their own dump, and `amdgpu-img verify` giving the restore's verdict,
 under real CRIU and the emulated GPU (kfd-emu).
 
-Scenario `earlier` (issue 35, finding 3): the round trip's workload (a
+Scenario `earlier` (a checkpoint's GPU files swapped for an earlier
+dump's of the same process): the round trip's workload (a
 /dev/kfd file with BOs, mappings and queues, and a render node file: its
 KFD image, pages file and render image) is dumped with
 `criu dump --leave-running` into ckpt-1, then a second time (ending it)
@@ -51,7 +52,7 @@ covered: the same edit with the seal made again or in an unsealed
 fdinfo images), and a tree's files under their own ids. 16 restores:
 about 21 s in all with the dumps (2-core machine under load).
 
-Scenario `upstream-gem` (issue 35, finding 8; CTest
+Scenario `upstream-gem` (CTest
 emu_realcriu_<criu>_interop_upstream_dump_kfd_gem_MI100): kfd-gem's
 workload (GEM BOs of its own on libhsakmt's render node file, made as
 upstream's plugin can carry them) dumped by upstream's amdgpu_plugin.so
@@ -361,7 +362,7 @@ def set_aside_remaps(run):
 
 
 def upstream_gem(run):
-    """Scenario upstream-gem (issue 35, finding 8): see the header."""
+    """Scenario upstream-gem: see the header."""
     procs = run.start()
     pid = procs[0][1]
     ckpt = dump_into(run, pid, 1, False)

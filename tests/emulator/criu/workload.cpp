@@ -831,7 +831,7 @@ std::string not_same_file(int fd, pid_t pid, int their_fd)
 	::_exit(why.empty() ? 0 : 1);
 }
 
-// --scm-holder: the two ends of the hand-over of the child's /dev/kfd
+// --scm-holder: the two ends of the passing of the child's /dev/kfd
 // file, over a SOCK_SEQPACKET pair. The child sends the file with its own
 // fd number; the parent answers with the number it holds the file at.
 bool send_fd(int sock, int fd, std::string *err)
@@ -1695,7 +1695,7 @@ struct KfdProcess {
 
 	// --fork-holder: the child holding the inherited fds; --scm-holder's
 	// child: its /dev/kfd file sent to the parent.
-	void hand_over()
+	void share_kfd_file()
 	{
 		std::string err;
 		if (m.fork_holder) {
@@ -1766,7 +1766,7 @@ struct KfdProcess {
 	p.open_kfd();
 	p.make_queues();
 	p.make_gem();
-	p.hand_over();
+	p.share_kfd_file();
 	write_ready(p.bos);
 	periodic_steps(m.periodic, p.bos, p.gpus, p.render_fds);
 	wait_for_go(); // dumped and restored in here

@@ -368,7 +368,7 @@ Bytes vma(uint64_t start, uint64_t pgoff, uint32_t shmid, uint32_t status)
 
 // The render node mappings of CRIU's mm images (the device mappings a
 // plugin claimed, VMA_EXT_PLUGIN, whose file is a render node) and whether
-// the GPU images give each back (issue 35, finding 8).
+// the GPU images give each back.
 Test(criu_images, render_mappings_are_given_back_by_an_image_or_refused)
 {
 	TempDir tmp;
