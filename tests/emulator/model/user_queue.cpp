@@ -74,6 +74,9 @@ constexpr uint32_t SUBOP_TIMESTAMP_GET_LOCAL = 1, SUBOP_TIMESTAMP_GET_GLOBAL = 2
 constexpr uint64_t kUnsignaledSlot = ~0ull;
 constexpr auto kBusyPoll = std::chrono::microseconds(20);
 constexpr auto kIdlePoll = std::chrono::milliseconds(1);
+// Between two steps that both have work (a dispatch's slices): long
+// enough for a thread blocked on the model lock to take it.
+constexpr auto kSliceGap = std::chrono::microseconds(10);
 // Packets walked per lock hold: others get the lock in between.
 constexpr int kPacketsPerHold = 64;
 
@@ -330,6 +333,10 @@ void ModelImpl::user_queue_thread(std::stop_token st, UserQueueEngine *e)
 			wait = kBusyPoll;
 			break;
 		case Step::Again:
+			// More to do (a dispatch's next slice): first let a thread
+			// waiting for the model lock in (a CRIU pause, an ioctl),
+			// which try_lock above would otherwise overtake at once.
+			std::this_thread::sleep_for(kSliceGap);
 			break;
 		case Step::Blocked: // a poll not yet satisfied, or evicted
 			std::this_thread::sleep_for(wait);
