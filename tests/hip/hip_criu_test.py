@@ -235,14 +235,17 @@ def same_machine(run):
     restore_and_finish(run, prog, before, want, "restored")
 
 
-def other_machine(run):
-    """Dumped at the gate on the first machine, restored on the second
-    (realcriu_test.OTHER_MACHINE: other gpu_ids, minors, GPU order)."""
+def on_two_machines(run, reach, restore, what):
+    """The two phases of a case restored on the second machine
+    (realcriu_test.OTHER_MACHINE: other gpu_ids, minors, GPU order): the
+    dump phase starts the program, `reach`(run, prog) takes it to where it
+    is dumped (returning its state there) and dumps it; the restore phase
+    runs `restore`(run, prog, before, want, what, gpus, minors)."""
     state = os.path.join(run.work, "state.json")
     if run.args.phase == "dump":
         want = expected_lines(run, run.sc)
         prog = Program.start(run, run.sc)
-        before = at_gate(run, prog, run.sc.gates[0])
+        before = reach(run, prog)
         dump(run, prog)
         with open(state, "w") as f:
             json.dump({"pid": prog.pid, "before": before, "want": want}, f)
@@ -250,9 +253,13 @@ def other_machine(run):
     with open(state) as f:
         st = json.load(f)
     plan = rc.OTHER_MACHINE[run.args.machine]
-    prog = Program(run.work, st["pid"])
-    restore_and_finish(run, prog, st["before"], st["want"], "restored on the second machine", plan["gpus"],
-                       plan["minors"])
+    restore(run, Program(run.work, st["pid"]), st["before"], st["want"], what, plan["gpus"], plan["minors"])
+
+
+def other_machine(run):
+    """Dumped at the gate on the first machine, restored on the second."""
+    on_two_machines(run, lambda r, prog: at_gate(r, prog, r.sc.gates[0]), restore_and_finish,
+                    "restored on the second machine")
 
 
 # Mid-kernel: the long kernel's dispatch has run this many wave-instructions
@@ -338,20 +345,7 @@ def mid_kernel(run):
 def mid_kernel_other(run):
     """mid_kernel, restored on the second machine (other gpu_ids, minors,
     GPU order)."""
-    state = os.path.join(run.work, "state.json")
-    if run.args.phase == "dump":
-        want = expected_lines(run, run.sc)
-        prog = Program.start(run, run.sc)
-        before = at_mid_kernel(run, prog)
-        dump(run, prog)
-        with open(state, "w") as f:
-            json.dump({"pid": prog.pid, "before": before, "want": want}, f)
-        return
-    with open(state) as f:
-        st = json.load(f)
-    plan = rc.OTHER_MACHINE[run.args.machine]
-    restore_mid_kernel(run, Program(run.work, st["pid"]), st["before"], st["want"],
-                       "restored mid-kernel on the second machine", plan["gpus"], plan["minors"])
+    on_two_machines(run, at_mid_kernel, restore_mid_kernel, "restored mid-kernel on the second machine")
 
 
 def hsakmt_semaphore():
