@@ -233,6 +233,23 @@ CriuArgs pause_mid_flight(Proc &p, uint64_t at = 250000)
 	return info;
 }
 
+// CRIU CHECKPOINT after the PROCESS_INFO answer `info`, into buffers of
+// the sizes it gave.
+struct Checkpoint {
+	std::vector<CriuDeviceBucket> devs;
+	std::vector<CriuBoBucket> bos;
+	std::vector<uint8_t> priv;
+	CriuArgs args;
+
+	explicit Checkpoint(const CriuArgs &info)
+		: devs(info.num_devices), bos(info.num_bos), priv(info.priv_data_size), args(info)
+	{
+		args.op = CRIU_CHECKPOINT;
+		args.devices = addr(devs.data()), args.bos = addr(bos.data()), args.priv_data = addr(priv.data());
+	}
+	long run(Proc &p) { return p.criu(args); }
+};
+
 // The saved control stack: waves and workgroups done mid-grid.
 shader::SaveSummary check_saved_mid_flight(Proc &p)
 {
@@ -272,13 +289,10 @@ std::unique_ptr<Proc> checkpoint_and_restore(Host *h, void (*tamper)(std::vector
 	cr_assert_eq(src->queues_field("instructions"), paused_at, "no wave runs while paused");
 	cr_assert_eq(read_index(h), 0u);
 
-	std::vector<CriuDeviceBucket> devs(info.num_devices);
-	std::vector<CriuBoBucket> bos(info.num_bos);
-	std::vector<uint8_t> priv(info.priv_data_size);
-	CriuArgs ck = info;
-	ck.op = CRIU_CHECKPOINT;
-	ck.devices = addr(devs.data()), ck.bos = addr(bos.data()), ck.priv_data = addr(priv.data());
-	cr_assert_eq(src->criu(ck), 0, "the saved dispatch is checkpointed");
+	Checkpoint ck(info);
+	cr_assert_eq(ck.run(*src), 0, "the saved dispatch is checkpointed");
+	std::vector<CriuBoBucket> &bos = ck.bos;
+	std::vector<uint8_t> &priv = ck.priv;
 	std::vector<uint8_t> image(reinterpret_cast<uint8_t *>(h), reinterpret_cast<uint8_t *>(h) + sizeof(Host));
 	src.reset(); // the source process and its GPU are gone
 	std::memset(static_cast<void *>(h), 0xa5, sizeof(Host));
@@ -385,13 +399,7 @@ Test(aql_cwsr, waves_that_do_not_fit_the_cwsr_area_are_refused_at_checkpoint)
 	GetQueueWaveState w{};
 	p->wave_state(&w);
 	cr_assert_eq(w.ctl_stack_used_size, 0u, "not saved");
-	std::vector<CriuDeviceBucket> devs(info.num_devices);
-	std::vector<CriuBoBucket> bos(info.num_bos);
-	std::vector<uint8_t> priv(info.priv_data_size);
-	CriuArgs ck = info;
-	ck.op = CRIU_CHECKPOINT;
-	ck.devices = addr(devs.data()), ck.bos = addr(bos.data()), ck.priv_data = addr(priv.data());
-	cr_assert_eq(p->criu(ck), -EBUSY);
+	cr_assert_eq(Checkpoint(info).run(*p), -EBUSY);
 	CriuArgs u{};
 	u.op = CRIU_UNPAUSE;
 	cr_assert_eq(p->criu(u), 0);
