@@ -48,7 +48,9 @@ if [ "$san" = OFF ] && [ "${THREADS:-1}" != 0 ]; then
   tsan_tests+='|e2e_(tree|bounded|parallel|render_roundtrip|render_bounded|dmabuf_holder_root_concurrent|dmabuf_importer_root_fault))$'
   cmake -S . -B build-san-thread -DAMDCR_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build-san-thread -j"$(nproc)" --target "${tsan_targets[@]}"
-  # One at a time: TSan's shadow memory makes each instrumented process
-  # several times its size (above: e2e_roundtrip alone exhausts 24 GiB).
-  (cd build-san-thread && ctest --output-on-failure --timeout 600 -j1 --no-tests=error -R "$tsan_tests")
+  # One per CPU: TSan's shadow memory makes each instrumented process
+  # several times its size (above: e2e_roundtrip alone exhausts 24 GiB);
+  # the two largest of these, e2e_bounded and e2e_parallel, side by side
+  # take 3.1 GB of MemAvailable at their peak.
+  (cd build-san-thread && ctest --output-on-failure --timeout 600 -j"$(nproc)" --no-tests=error -R "$tsan_tests")
 fi
