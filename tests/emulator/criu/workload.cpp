@@ -255,6 +255,21 @@ bool alloc_bo(uint32_t node, uint64_t size, bool vram, Bo *out, std::string *err
 	return true;
 }
 
+// An SDMA queue of `node` on `ring`, made inactive at once
+// (hsaKmtUpdateQueue without a ring): what its ring is given waits until
+// the ring is given back.
+bool create_inactive_sdma(uint32_t node, const Bo &ring, HsaQueueResource *q, std::string *err)
+{
+	if (HSAKMT_STATUS s = hsaKmtCreateQueue(node, HSA_QUEUE_SDMA, 100, HSA_QUEUE_PRIORITY_NORMAL, ring.addr,
+						 ring.size, nullptr, q);
+	    s != HSAKMT_STATUS_SUCCESS)
+		return *err = status("hsaKmtCreateQueue(SDMA)", s), false;
+	if (HSAKMT_STATUS s = hsaKmtUpdateQueue(q->QueueId, 100, HSA_QUEUE_PRIORITY_NORMAL, nullptr, 0, nullptr);
+	    s != HSAKMT_STATUS_SUCCESS)
+		return *err = status("hsaKmtUpdateQueue(no ring)", s), false;
+	return true;
+}
+
 // The fd of /dev/dri/renderD<minor> in this process (libhsakmt's), or -1.
 int find_fd_of(const std::string &want)
 {
@@ -1009,13 +1024,8 @@ struct QueueState {
 		std::memset(ptrs.addr, 0, ptrs.size);
 		sdma.Queue_read_ptr_aql = static_cast<HSAuint64 *>(ptrs.addr);
 		sdma.Queue_write_ptr_aql = static_cast<HSAuint64 *>(ptrs.addr) + 1;
-		if (HSAKMT_STATUS s = hsaKmtCreateQueue(gpu, HSA_QUEUE_SDMA, 100, HSA_QUEUE_PRIORITY_NORMAL, ring.addr,
-							 ring.size, nullptr, &sdma);
-		    s != HSAKMT_STATUS_SUCCESS)
-			return *err = status("hsaKmtCreateQueue(SDMA)", s), false;
-		if (HSAKMT_STATUS s = hsaKmtUpdateQueue(sdma.QueueId, 100, HSA_QUEUE_PRIORITY_NORMAL, nullptr, 0, nullptr);
-		    s != HSAKMT_STATUS_SUCCESS)
-			return *err = status("hsaKmtUpdateQueue(no ring)", s), false;
+		if (!create_inactive_sdma(gpu, ring, &sdma, err))
+			return false;
 		const uint64_t fence_va = reinterpret_cast<uint64_t>(word64(2));
 		const uint32_t pkt[4] = {kSdmaOpFence, uint32_t(fence_va), uint32_t(fence_va >> 32), kValue};
 		std::memcpy(ring.addr, pkt, sizeof pkt);
@@ -1184,13 +1194,8 @@ struct SvmState {
 			return false;
 		testcommon::fill_pattern(src.addr, kPart, seed + 2);
 		std::memset(out.addr, 0, out.size);
-		if (HSAKMT_STATUS s = hsaKmtCreateQueue(node, HSA_QUEUE_SDMA, 100, HSA_QUEUE_PRIORITY_NORMAL, ring.addr,
-							 ring.size, nullptr, &q);
-		    s != HSAKMT_STATUS_SUCCESS)
-			return *err = status("hsaKmtCreateQueue(SDMA)", s), false;
-		if (HSAKMT_STATUS s = hsaKmtUpdateQueue(q.QueueId, 100, HSA_QUEUE_PRIORITY_NORMAL, nullptr, 0, nullptr);
-		    s != HSAKMT_STATUS_SUCCESS)
-			return *err = status("hsaKmtUpdateQueue(no ring)", s), false;
+		if (!create_inactive_sdma(node, ring, &q, err))
+			return false;
 		copy_and_fence(reinterpret_cast<uint64_t>(vram), reinterpret_cast<uint64_t>(src.addr), 1);
 		::usleep(50 * 1000);
 		if (*fence_word() != 0 || check(vram, kSize, seed + 1) >= 0)
