@@ -153,6 +153,7 @@
 #include <vector>
 
 #include "testcommon/pattern.h"
+#include "testcommon/sdma_copy.h"
 #include "testcommon/scm_rights.h"
 
 namespace {
@@ -359,26 +360,11 @@ struct GemBo {
 bool sdma_copy(amdgpu_device_handle dev, std::initializer_list<amdgpu_bo_handle> extra, uint64_t src,
 	       uint64_t dst, uint64_t n, std::string *err)
 {
-	constexpr uint64_t kMaxPacket = 1ull << 22;
-	const uint64_t packets = (n + kMaxPacket - 1) / kMaxPacket;
-	const uint64_t ib_dw = (packets * 7 + 7) / 8 * 8;
+	const uint64_t ib_dw = testcommon::sdma_copy_ib_dwords(n);
 	GemBo ib(dev, (ib_dw * 4 + 4095) / 4096 * 4096, err);
 	if (!ib.ok())
 		return false;
-	auto *dw = static_cast<uint32_t *>(ib.cpu);
-	std::memset(dw, 0, ib_dw * 4);	// NOP padding
-	for (uint64_t p = 0, done = 0; p < packets; p++) {
-		const uint64_t chunk = std::min(kMaxPacket, n - done);
-		uint32_t *pk = dw + p * 7;
-		pk[0] = 1;			// COPY, LINEAR
-		pk[1] = uint32_t(chunk - 1);
-		pk[2] = 0;
-		pk[3] = uint32_t(src + done);
-		pk[4] = uint32_t((src + done) >> 32);
-		pk[5] = uint32_t(dst + done);
-		pk[6] = uint32_t((dst + done) >> 32);
-		done += chunk;
-	}
+	testcommon::sdma_copy_ib(static_cast<uint32_t *>(ib.cpu), src, dst, n);
 	std::vector<amdgpu_bo_handle> bos{ib.bo};
 	bos.insert(bos.end(), extra);
 	amdgpu_bo_list_handle list = nullptr;
