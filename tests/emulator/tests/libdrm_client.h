@@ -28,6 +28,20 @@ struct Dev {
 	amdgpu_gpu_info info{};
 };
 
+// A Dev (not opened yet) for each GPU of `m`; a machine without one ends the
+// test (exit 1).
+inline std::vector<Dev> gpu_devs(const MachineDesc &m)
+{
+	std::vector<Dev> devs;
+	for (const NodeDesc *g : gpu_nodes(m))
+		devs.push_back(Dev{g});
+	if (devs.empty()) {
+		std::printf("machine has no GPU\n");
+		std::exit(1);
+	}
+	return devs;
+}
+
 // A BO mapped into the device's GPU VA space.
 struct Mapped {
 	amdgpu_bo_handle bo = nullptr;
