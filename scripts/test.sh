@@ -16,7 +16,11 @@ bash scripts/install-deps.sh
 san=${SANITIZE:-OFF}
 dir=build
 [ "$san" = OFF ] || dir=build-san-$san
-cmake -S . -B "$dir" -DAMDCR_SANITIZE="$san" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# Every build here with line tables only (CMakeLists.txt: AMDCR_DEBUG_LINES_ONLY;
+# scripts/fuzz.sh takes it from the environment).
+export AMDCR_DEBUG_LINES_ONLY=ON
+cmake -S . -B "$dir" -DAMDCR_SANITIZE="$san" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DAMDCR_DEBUG_LINES_ONLY="$AMDCR_DEBUG_LINES_ONLY" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 # The sanitizer builds (below: the libFuzzer targets, the ThreadSanitizer
 # targets) are compiled while the tests run, at the lowest CPU and I/O
@@ -29,7 +33,8 @@ tsan_targets=(tsan_criterion_selftest test_transfer test_transfer_integrity test
               gpu-workload gpu_verify img-check kfd-emu kfdemu_criu_workload render_verify
               dmabuf-tree dmabuf_verify amdgpu-img)
 tsan_build() {
-  cmake -S . -B build-san-thread -DAMDCR_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake -S . -B build-san-thread -DAMDCR_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DAMDCR_DEBUG_LINES_ONLY="$AMDCR_DEBUG_LINES_ONLY" >/dev/null
   cmake --build build-san-thread -j"$(nproc)" --target "${tsan_targets[@]}"
 }
 threads=0
