@@ -2490,11 +2490,13 @@ INTEROP_DOC = (
     "image); upstream's restore remaps a BO's CPU mapping only where its CPU address is its last GPU VA.")
 
 
-def ctest_list():
+def ctest_list(scenarios=None):
     """--list: every scenario's CTest tests as criu.cmake registers them:
-    the arguments after --scenario and --sanitized (NEEDS' placeholders)."""
+    the arguments after --scenario and --sanitized (NEEDS' placeholders).
+    `scenarios`: another script's table (hostile_dir_test.py's), else
+    SCENARIOS."""
     out = []
-    for sc in SCENARIOS.values():
+    for sc in (SCENARIOS if scenarios is None else scenarios).values():
         def needs(*names):
             return [a for n in names if n in sc.needs for a in NEEDS[n]]
         for t in sc.tests:
@@ -2507,21 +2509,29 @@ def ctest_list():
 
 
 class ListTests(argparse.Action):
-    """--list: prints ctest_list() as JSON and exits (no other argument needed)."""
+    """--list: prints ctest_list() of the table `scenarios` (default
+    SCENARIOS) as JSON and exits (no other argument needed)."""
 
-    def __init__(self, **kw):
+    def __init__(self, scenarios=None, **kw):
         super().__init__(nargs=0, **kw)
+        self.scenarios = scenarios
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print("[\n" + ",\n".join(json.dumps(t) for t in ctest_list()) + "\n]")
+        print("[\n" + ",\n".join(json.dumps(t) for t in ctest_list(self.scenarios)) + "\n]")
         parser.exit()
+
+
+def scenarios_doc(scenarios):
+    """--help's list of the scenarios of a table (their docs)."""
+    out = ["scenarios (--scenario):"]
+    for sc in scenarios.values():
+        out += [f"  {sc.name}", textwrap.fill(sc.doc, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)]
+    return out
 
 
 def scenarios_help():
     """--help's list of the scenarios (SCENARIOS' docs) and of --interop."""
-    out = ["scenarios (--scenario):"]
-    for sc in SCENARIOS.values():
-        out += [f"  {sc.name}", textwrap.fill(sc.doc, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)]
+    out = scenarios_doc(SCENARIOS)
     out += ["--interop upstream-dump | upstream-restore (with " +
             ", ".join(n for n, sc in SCENARIOS.items() if sc.interop) + "):",
             textwrap.fill(INTEROP_DOC, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)]
