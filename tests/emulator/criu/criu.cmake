@@ -114,26 +114,8 @@ endfunction()
 kfdemu_realcriu_register(${KFDEMU_DIR}/criu/realcriu_test.py)
 # emu_realcriu_<short>_parity_earlier_MI100 and
 # emu_realcriu_<short>_interop_upstream_dump_kfd_gem_MI100:
-# verify_parity_test.py --scenario earlier / upstream-gem (a checkpoint's
-# GPU files bound to CRIU's images of their dump, and given back whole;
-# amdgpu-img verify and the restore agree on each case), labelled as the
-# others.
-foreach(_ver IN LISTS _kfdemu_criu_versions)
-  string(REGEX REPLACE "^dev-.*" "dev" _short "${_ver}")
-  foreach(_case "parity_earlier;earlier" "interop_upstream_dump_kfd_gem;upstream-gem")
-    list(GET _case 0 _name)
-    list(GET _case 1 _scenario)
-    set(_test emu_realcriu_${_short}_${_name}_MI100)
-    add_test(NAME ${_test}
-      COMMAND ${Python3_EXECUTABLE} ${KFDEMU_DIR}/criu/verify_parity_test.py
-        --criu-list ${CMAKE_BINARY_DIR}/realcriu/criu-bins.txt --criu-version ${_ver}
-        --realcriu-lib ${PROJECT_SOURCE_DIR}/tests/realcriu
-        --kfd-emu $<TARGET_FILE:kfd-emu> --wrapper ${KFDEMU_CRIU_WRAPPER}
-        --workload $<TARGET_FILE:kfdemu_criu_workload> --amdgpu-img $<TARGET_FILE:amdgpu-img>
-        --upstream-list ${CMAKE_BINARY_DIR}/realcriu/upstream-plugins.txt
-        --machine MI100 --scenario ${_scenario} "--sanitized=${AMDCR_SANITIZE}")
-    set_tests_properties(${_test} PROPERTIES LABELS "realcriu;emulator" SKIP_RETURN_CODE 77 TIMEOUT 300
-      FIXTURES_REQUIRED realcriu_criu)
-  endforeach()
-endforeach()
+# verify_parity_test.py's scenarios earlier and upstream-gem (a
+# checkpoint's GPU files bound to CRIU's images of their dump, and given
+# back whole; amdgpu-img verify and the restore agree on each case).
+kfdemu_realcriu_register(${KFDEMU_DIR}/criu/verify_parity_test.py)
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree amdgpu-img)

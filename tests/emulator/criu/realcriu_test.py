@@ -2143,7 +2143,7 @@ class Scenario(NamedTuple):
     second: Callable = None  # fn(machine) -> the plan of the restore's machine (None: not defined for it)
     interop: tuple = ()   # the --interop ways it takes
     interop_flags: tuple = ()  # the workload's, added with --interop
-    needs: tuple = ()     # what CTest passes it: "dmabuf-tree", "streamer", "amdgpu-img" (NEEDS)
+    needs: tuple = ()     # what CTest passes it: "dmabuf-tree", "streamer", "amdgpu-img", "upstream-list" (NEEDS)
     verbose: bool = True  # CRIU at -v4 (False: CRIU's default log level)
     stream: bool = False  # criu --stream through the stand-in image streamer
     negative: bool = False  # passes only when the round trip fails after a good dump (phase exit 3)
@@ -2158,12 +2158,13 @@ def tests(stem, *machines, **kw):
 # What CTest passes for a scenario's `needs`, in this order: placeholders
 # that criu.cmake replaces ({target:T}: the file of CMake target T;
 # {source}, {build}: the source and build trees).
+UPSTREAM_LIST = "{build}/realcriu/upstream-plugins.txt"
 NEEDS = {
     "dmabuf-tree": ["--workload", "{target:dmabuf-tree}"],
     "streamer": ["--streamer", "{source}/tests/streamer/streamer.py"],
     "amdgpu-img": ["--amdgpu-img", "{target:amdgpu-img}"],
+    "upstream-list": ["--upstream-list", UPSTREAM_LIST],  # without --interop (verify_parity_test.py)
 }
-UPSTREAM_LIST = "{build}/realcriu/upstream-plugins.txt"
 TEST_TIMEOUT = 300
 TEST_LABELS = ["realcriu", "emulator"]
 BOTH = ("MI100", "2xMI210")
@@ -2501,7 +2502,7 @@ def ctest_list(scenarios=None):
             return [a for n in names if n in sc.needs for a in NEEDS[n]]
         for t in sc.tests:
             args = needs("dmabuf-tree") + (["--emu-fault", t.emu_fault] if t.emu_fault else []) + \
-                needs("streamer", "amdgpu-img") + \
+                needs("streamer", "amdgpu-img", "upstream-list") + \
                 (["--interop", t.interop, "--upstream-list", UPSTREAM_LIST] if t.interop else [])
             out.append({"name": t.name, "scenario": sc.name, "machine": t.machine, "args": args,
                         "env": [t.env] if t.env else [], "timeout": TEST_TIMEOUT, "labels": TEST_LABELS})
