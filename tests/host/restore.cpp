@@ -35,6 +35,7 @@
 #include <set>
 
 #include "api.h"
+#include "testcommon/scm_rights.h"
 
 namespace host {
 namespace {
@@ -314,19 +315,7 @@ int Restorer::send_file(size_t idx, int id)
 		for (const FdRecord &f : t.fds)
 			if (f.kind == "ext" && f.id == id)
 				fd = f.fd;
-		char cbuf[CMSG_SPACE(sizeof(int))] = {};
-		struct iovec iov = {&id, sizeof(id)};
-		struct msghdr mh = {};
-		mh.msg_iov = &iov;
-		mh.msg_iovlen = 1;
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-		if (sendmsg(ch_[j].pass_send, &mh, 0) < 0) {
+		if (!testcommon::send_with_fd(ch_[j].pass_send, &id, sizeof(id), fd)) {
 			log_perror("Can't send file id %d to task %d", id, inv_.tasks[j].pid);
 			return -1;
 		}
@@ -337,24 +326,16 @@ int Restorer::send_file(size_t idx, int id)
 int Restorer::receive_files(size_t idx, std::set<int> wanted, std::set<int> &installed)
 {
 	while (!wanted.empty()) {
-		int id = -1;
-		char cbuf[CMSG_SPACE(sizeof(int))] = {};
-		struct iovec iov = {&id, sizeof(id)};
-		struct msghdr mh = {};
-		mh.msg_iov = &iov;
-		mh.msg_iovlen = 1;
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		const ssize_t n = recvmsg(ch_[idx].pass_recv, &mh, MSG_CMSG_CLOEXEC);
+		int id = -1, fd = -1;
+		const ssize_t n = testcommon::recv_with_fd(ch_[idx].pass_recv, &id, sizeof(id), &fd);
 		if (n < 0 && errno == EINTR)
 			continue;
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-		if (n != sizeof(id) || !cm || cm->cmsg_type != SCM_RIGHTS) {
+		if (n != sizeof(id) || fd < 0) {
+			if (fd >= 0)
+				::close(fd);
 			logf(kError, "Bad file message for task %d\n", inv_.tasks[idx].pid);
 			return -1;
 		}
-		int fd;
-		std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
 		logf(kInfo, "Received file id %d\n", id);
 		if (install(idx, id, fd, installed))
 			return -1;
