@@ -340,6 +340,26 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 
 	std::vector<CriuBoBucket> bos;
 	std::vector<std::pair<size_t, std::shared_ptr<Bo>>> exports;
+	criu_checkpoint_bos(p, priv, bos, exports);
+	if (int e = criu_checkpoint_objects(p, priv))
+		return e;
+	if (priv.size() != a.priv_data_size)
+		return -EINVAL; // internal inconsistency
+
+	if (c.write(a.devices, devs.data(), devs.size() * sizeof(CriuDeviceBucket)) ||
+	    (!bos.empty() && c.write(a.bos, bos.data(), bos.size() * sizeof(CriuBoBucket))) ||
+	    c.write(a.priv_data, priv.data(), priv.size()))
+		return -EFAULT;
+	// dma-buf fds land in the caller (the dumper), without O_CLOEXEC.
+	for (auto &[i, bo] : exports)
+		export_dmabuf(c, bo, false, a.bos + i * sizeof(CriuBoBucket) + offsetof(CriuBoBucket, dmabuf_fd),
+			      false);
+	return 0;
+}
+
+void ModelImpl::criu_checkpoint_bos(KfdProcess &p, std::vector<uint8_t> &priv, std::vector<CriuBoBucket> &bos,
+				    std::vector<std::pair<size_t, std::shared_ptr<Bo>>> &exports)
+{
 	for (auto &pdd : p.pdds)
 		for (auto &[id, bo] : pdd.bos) {
 			if (excluded(*bo))
@@ -365,6 +385,10 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 			bos.push_back(b);
 		}
 
+}
+
+int ModelImpl::criu_checkpoint_objects(KfdProcess &p, std::vector<uint8_t> &priv)
+{
 	for (auto &[qid, q] : p.queues) {
 		PrivObject o{};
 		o.type = kObjQueue;
@@ -415,17 +439,6 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 		for (auto &at : attrs)
 			put(priv, at);
 	}
-	if (priv.size() != a.priv_data_size)
-		return -EINVAL; // internal inconsistency
-
-	if (c.write(a.devices, devs.data(), devs.size() * sizeof(CriuDeviceBucket)) ||
-	    (!bos.empty() && c.write(a.bos, bos.data(), bos.size() * sizeof(CriuBoBucket))) ||
-	    c.write(a.priv_data, priv.data(), priv.size()))
-		return -EFAULT;
-	// dma-buf fds land in the caller (the dumper), without O_CLOEXEC.
-	for (auto &[i, bo] : exports)
-		export_dmabuf(c, bo, false, a.bos + i * sizeof(CriuBoBucket) + offsetof(CriuBoBucket, dmabuf_fd),
-			      false);
 	return 0;
 }
 
