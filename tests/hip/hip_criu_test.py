@@ -47,7 +47,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from typing import Callable, NamedTuple
@@ -535,7 +534,7 @@ def run_machines(args, sc, me, work):
     if not sc.second:
         return subprocess.run([args.kfd_emu, "--machine", args.machine, "--"] + me + ["--phase", "all"]).returncode
     plan = rc.OTHER_MACHINE[args.machine]
-    root = tempfile.mkdtemp(prefix="hip-criu-root.")
+    root = harness.machine_root("hip-criu-root.")
     emu = [args.kfd_emu, "--root", root, "--machine", args.machine]
     log(f"first machine: {' '.join(plan['first'])}")
     code = subprocess.run(emu + plan["first"] + ["--"] + me + ["--phase", "dump"]).returncode

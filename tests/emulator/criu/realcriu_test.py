@@ -31,7 +31,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import textwrap
 import time
@@ -2604,7 +2603,7 @@ def run_machines(args, sc, plan, me, faults, work):
     # Both machines at one root path: the restored shim keeps the root
     # and socket paths of its dump. The second starts after the first
     # has ended (kfd-emu --root refuses a root that is in use).
-    root = tempfile.mkdtemp(prefix="kfdemu-realcriu-root.")
+    root = harness.machine_root("kfdemu-realcriu-root.")
     emu = [args.kfd_emu, "--root", root, "--machine", args.machine] + faults
     log(f"first machine: {' '.join(plan['first'])}")
     rc = subprocess.run(emu + plan["first"] + ["--"] + me + ["--phase", "dump"]).returncode
