@@ -163,11 +163,16 @@ struct Result {
 	std::string why;
 	uint64_t fault_va = 0, instructions = 0, lane_ops = 0;
 	std::string error;	// start() refused
+	SaveSummary saved;	// with cwsr_at: what the save held
 };
 
 // Runs `kd` over the grid to its end, `budget` wave-instructions a call.
+// With `cwsr_at`, once that many have run the dispatch is saved
+// (Dispatch::save), dropped, and a new one resumed from the save
+// (Dispatch::resume), as a CRIU pause and a restore do; a save or resume
+// that fails ends the run with its reason in `error`.
 inline Result run(FakeMemory &m, Target t, uint64_t kd, const Grid &g, const Args &args,
-		  uint64_t budget = 10000)
+		  uint64_t budget = 10000, uint64_t cwsr_at = 0)
 {
 	uint8_t desc[64];
 	m.read(kd, desc, sizeof(desc));
@@ -196,6 +201,17 @@ inline Result run(FakeMemory &m, Target t, uint64_t kd, const Grid &g, const Arg
 	if (!d) {
 		r.status = Dispatch::Status::IllegalInstruction;
 		return r;
+	}
+	if (cwsr_at) {
+		while ((r.status = d->run(m, cwsr_at - d->instructions())) == Dispatch::Status::Running &&
+		       d->instructions() < cwsr_at) {
+		}
+		WaveSave save;
+		if (!d->save(&save, &r.error) || !Dispatch::describe(save.control, &r.saved))
+			return r.error = "save: " + r.error, r;
+		d = Dispatch::resume(l, m, save, &r.error);
+		if (!d)
+			return r.error = "resume: " + r.error, r;
 	}
 	while ((r.status = d->run(m, budget)) == Dispatch::Status::Running) {
 	}

@@ -71,3 +71,31 @@ extern "C" __global__ void private_array(const double *in, double *out, int n)
 		s += v[(k * 7 + i) % 24] / (k + 3.0);
 	out[i] = s;
 }
+
+// Values parked in AccVGPRs (v_accvgpr_write/read, as compiled code keeps
+// MFMA accumulators and, on gfx908, spilled VGPRs; v_accvgpr_mov_b32 on
+// gfx90a) across a loop of `rounds`: `keep` stays in an AGPR the whole
+// time, `h` goes through one every round.
+extern "C" __global__ void agpr_carry(const unsigned *in, unsigned *out, int n, int rounds)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	unsigned x = in[i], keep, h, t;
+	asm volatile("v_accvgpr_write_b32 %0, %1" : "=a"(keep) : "v"(x ^ 0x5bd1e995u));
+	asm volatile("v_accvgpr_write_b32 %0, %1" : "=a"(h) : "v"(x));
+	for (int r = 0; r < rounds; r++) {
+		asm volatile("v_accvgpr_read_b32 %0, %1" : "=v"(t) : "a"(h));
+		t = t * 0x19660du + 0x3c6ef35fu + r;
+#if defined(__gfx90a__)
+		unsigned u;
+		asm volatile("v_accvgpr_write_b32 %0, %1" : "=a"(u) : "v"(t));
+		asm volatile("v_accvgpr_mov_b32 %0, %1" : "=a"(h) : "a"(u));
+#else
+		asm volatile("v_accvgpr_write_b32 %0, %1" : "=a"(h) : "v"(t));
+#endif
+	}
+	asm volatile("v_accvgpr_read_b32 %0, %1" : "=v"(t) : "a"(h));
+	asm volatile("v_accvgpr_read_b32 %0, %1" : "=v"(x) : "a"(keep));
+	out[i] = t ^ x;
+}

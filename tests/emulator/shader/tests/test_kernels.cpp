@@ -6,7 +6,8 @@
 // same computation on the CPU, bit for bit where the ISA defines the
 // rounding: saxpy over a partial workgroup, an LDS tree reduction with
 // barriers, a tiled matrix multiply over a 2D grid, global atomics, a
-// private (scratch) array with f64 division; then the failure paths: a
+// private (scratch) array with f64 division, values kept in AccVGPRs (also
+// across a CWSR save and resume mid-dispatch); then the failure paths: a
 // VM fault, a userptr buffer, a dispatch resumed across many budget calls.
 #include <cmath>
 #include <cstdint>
@@ -168,6 +169,41 @@ void private_array(const Arch &a)
 	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, n);
 }
 
+// AccVGPRs carried across a loop (kernels.hip's agpr_carry); with
+// `cwsr_at`, the dispatch saved mid-flight (its waves holding values only in
+// AGPRs) and resumed from the save: the result is the CPU's either way.
+void agpr_carry(const Arch &a, uint64_t cwsr_at)
+{
+	Rig r(a);
+	const int n = 1000, rounds = 40;
+	r.m.map(kA, n * 4), r.m.map(kB, n * 4);
+	std::vector<uint32_t> in(n);
+	uint32_t s = 6;
+	for (uint32_t &v : in)
+		v = lcg(s);
+	std::memcpy(r.m.bytes(kA), in.data(), n * 4);
+	Grid g;
+	g.grid[0] = (n + 255) / 256 * 256, g.wg[0] = 256;
+	Result res = run(r.m, r.t, r.kd("agpr_carry"), g, Args().add(kA).add(kB).add(n).add(rounds), 10000, cwsr_at);
+	SHADER_CHECK(res.status == Dispatch::Status::Done && res.error.empty(), "%s: %s %s %s", a.name,
+		     status_name(res.status), res.why.c_str(), res.error.c_str());
+	if (cwsr_at)
+		SHADER_CHECK(res.saved.waves == 4 && res.saved.groups_done > 0 && res.saved.groups_done < 4,
+			     "%s: saved mid-flight: %u waves, %llu of %llu workgroups done", a.name, res.saved.waves,
+			     static_cast<unsigned long long>(res.saved.groups_done),
+			     static_cast<unsigned long long>(res.saved.groups));
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		uint32_t h = in[i];
+		for (int k = 0; k < rounds; k++)
+			h = h * 0x19660du + 0x3c6ef35fu + static_cast<uint32_t>(k);
+		const uint32_t want = h ^ in[i] ^ 0x5bd1e995u;
+		if (r.m.at<uint32_t>(kB)[i] != want && bad++ < 3)
+			std::printf("  [%d] %#x, CPU %#x\n", i, r.m.at<uint32_t>(kB)[i], want);
+	}
+	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, n);
+}
+
 // y unmapped: the first store faults, at y's VA.
 void vm_fault(const Arch &a)
 {
@@ -229,6 +265,9 @@ int main()
 		cases().add(n + ": tiled matmul on a 2D grid, bit-exact", [&] { matmul(a); });
 		cases().add(n + ": global atomics (add, max) match the CPU", [&] { atomics(a); });
 		cases().add(n + ": private array (scratch) and f64 division, bit-exact", [&] { private_array(a); });
+		cases().add(n + ": values carried in AccVGPRs (v_accvgpr_write/read/mov)", [&] { agpr_carry(a, 0); });
+		cases().add(n + ": waves holding AccVGPR values saved mid-dispatch (CWSR) and resumed",
+			    [&] { agpr_carry(a, 2000); });
 		cases().add(n + ": a store to unmapped memory is a VM fault at its VA", [&] { vm_fault(a); });
 		cases().add(n + ": a dispatch resumed one wave-instruction at a time", [&] { resumable(a); });
 		cases().add(n + ": bad packets and descriptors are refused with the reason", [&] { bad_packet(a); });
