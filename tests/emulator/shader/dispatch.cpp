@@ -231,7 +231,7 @@ uint64_t run_wave(Exec &x, Wave &w, uint64_t budget)
 			r = x.illegal(w, dec->in, dec->in.info ? "not implemented" : "not a gfx9 instruction");
 		} else {
 			d.lane_ops += static_cast<unsigned>(std::popcount(w.exec));
-			r = dec->fn(x, w, dec->in);
+			r = dec->in.sdwa ? run_sdwa(x, w, dec->in, dec->fn) : dec->fn(x, w, dec->in);
 		}
 		n++;
 		d.instructions++;
@@ -355,7 +355,7 @@ int Exec::illegal(const Wave &, const Inst &in, const char *what)
 
 Handler handler_for(const Inst &in)
 {
-	if (!in.info || in.dpp || in.sdwa)
+	if (!in.info || in.dpp || (in.sdwa && in.family == Family::Vopc))
 		return nullptr;
 	std::string name = in.info->name;
 	if (name.size() > 4 && (name.ends_with("_e32") || name.ends_with("_e64")))

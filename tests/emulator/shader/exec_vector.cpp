@@ -649,11 +649,38 @@ void float_ops(std::unordered_map<std::string, Handler> &t)
 	});
 }
 
+// The 16-bit integer ALU (VOP2 and VOP3 without op_sel): the sources'
+// low halves; the result's high 16 bits are written 0, as GFX9 does (on
+// GFX10 they are kept; LLVM's zeroesHigh16BitsOfDest).
+constexpr U lo16(U v) { return v & 0xffff; }
+constexpr I s16(U v) { return static_cast<int16_t>(v); }
+
+void integer16_ops(std::unordered_map<std::string, Handler> &t)
+{
+	using enum Ty;
+	t.insert({
+		{"v_add_u16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(a + b); })>},
+		{"v_sub_u16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(a - b); })>},
+		{"v_subrev_u16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(b - a); })>},
+		{"v_mul_lo_u16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(lo16(a) * lo16(b)); })>},
+		{"v_lshlrev_b16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(b << (a & 15)); })>},
+		{"v_lshrrev_b16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(b) >> (a & 15); })>},
+		{"v_ashrrev_i16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(U(s16(b) >> (a & 15))); })>},
+		{"v_max_u16", valu<U32, U32, U32, None, ([](U a, U b, U) { return std::max(lo16(a), lo16(b)); })>},
+		{"v_min_u16", valu<U32, U32, U32, None, ([](U a, U b, U) { return std::min(lo16(a), lo16(b)); })>},
+		{"v_max_i16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(U(std::max(s16(a), s16(b)))); })>},
+		{"v_min_i16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(U(std::min(s16(a), s16(b)))); })>},
+		{"v_mad_legacy_u16", valu<U32, U32, U32, U32, ([](U a, U b, U c) { return lo16(lo16(a) * lo16(b) + c); })>},
+		{"v_mad_legacy_i16", valu<U32, U32, U32, U32, ([](U a, U b, U c) { return lo16(lo16(a) * lo16(b) + c); })>},
+	});
+}
+
 const std::unordered_map<std::string, Handler> &vector_table()
 {
 	static const std::unordered_map<std::string, Handler> t = [] {
 		std::unordered_map<std::string, Handler> m;
 		integer_ops(m);
+		integer16_ops(m);
 		float_ops(m);
 		compares(m);
 		vector_ops_div(m);

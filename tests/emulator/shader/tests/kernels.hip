@@ -99,3 +99,17 @@ extern "C" __global__ void agpr_carry(const unsigned *in, unsigned *out, int n, 
 	asm volatile("v_accvgpr_read_b32 %0, %1" : "=v"(x) : "a"(keep));
 	out[i] = t ^ x;
 }
+
+// Byte and 16-bit arithmetic as hipcc compiles it for GFX9: SDWA forms
+// (a byte of a register as an operand) and the 16-bit ALU
+// (v_mad_legacy_u16, v_ashrrev_i16).
+extern "C" __global__ void narrow(const unsigned *in, unsigned *out, const unsigned char *b, unsigned char *bo,
+				  const short *h, short *ho, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	out[i] = (in[i] % 256) * 3 + (unsigned char)(in[i] >> 8) + (unsigned short)(in[i] >> 3);
+	bo[i] = (unsigned char)(b[i] * 7 + b[(i + 1) % n]);
+	ho[i] = (short)(h[i] * h[i] - 3) >> 1;
+}

@@ -204,6 +204,40 @@ void agpr_carry(const Arch &a, uint64_t cwsr_at)
 	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, n);
 }
 
+// kernels.hip's narrow: bytes and shorts as hipcc compiles them (SDWA
+// operands, the 16-bit ALU), against the same C++ on the CPU.
+void narrow(const Arch &a)
+{
+	Rig r(a);
+	const int n = 777;
+	constexpr uint64_t kE = 0x500000000ull, kF = 0x600000000ull;
+	r.m.map(kA, n * 4), r.m.map(kB, n * 4), r.m.map(kC, n), r.m.map(kD, n), r.m.map(kE, n * 2), r.m.map(kF, n * 2);
+	std::vector<uint32_t> in(n);
+	std::vector<uint8_t> b(n);
+	std::vector<int16_t> h(n);
+	uint32_t s = 7;
+	for (int i = 0; i < n; i++)
+		in[i] = lcg(s), b[i] = static_cast<uint8_t>(lcg(s) >> 24), h[i] = static_cast<int16_t>(lcg(s) >> 16);
+	std::memcpy(r.m.bytes(kA), in.data(), n * 4), std::memcpy(r.m.bytes(kC), b.data(), n);
+	std::memcpy(r.m.bytes(kE), h.data(), n * 2);
+	Grid g;
+	g.grid[0] = (n + 127) / 128 * 128, g.wg[0] = 128;
+	Result res = run(r.m, r.t, r.kd("narrow"), g, Args().add(kA).add(kB).add(kC).add(kD).add(kE).add(kF).add(n));
+	SHADER_CHECK(res.status == Dispatch::Status::Done, "%s: %s %s %s", a.name, status_name(res.status),
+		     res.why.c_str(), res.error.c_str());
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		const uint32_t o = (in[i] % 256) * 3 + static_cast<uint8_t>(in[i] >> 8) + static_cast<uint16_t>(in[i] >> 3);
+		const auto bo = static_cast<uint8_t>(b[i] * 7 + b[(i + 1) % n]);
+		const auto ho = static_cast<int16_t>(static_cast<int16_t>(h[i] * h[i] - 3) >> 1);
+		const bool ok = r.m.at<uint32_t>(kB)[i] == o && r.m.at<uint8_t>(kD)[i] == bo && r.m.at<int16_t>(kF)[i] == ho;
+		if (!ok && bad++ < 3)
+			std::printf("  [%d] %#x %#x %d, CPU %#x %#x %d\n", i, r.m.at<uint32_t>(kB)[i], r.m.at<uint8_t>(kD)[i],
+				    r.m.at<int16_t>(kF)[i], o, bo, ho);
+	}
+	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, n);
+}
+
 // y unmapped: the first store faults, at y's VA.
 void vm_fault(const Arch &a)
 {
@@ -268,6 +302,7 @@ int main()
 		cases().add(n + ": values carried in AccVGPRs (v_accvgpr_write/read/mov)", [&] { agpr_carry(a, 0); });
 		cases().add(n + ": waves holding AccVGPR values saved mid-dispatch (CWSR) and resumed",
 			    [&] { agpr_carry(a, 2000); });
+		cases().add(n + ": bytes and shorts (SDWA, 16-bit ALU) match the CPU", [&] { narrow(a); });
 		cases().add(n + ": a store to unmapped memory is a VM fault at its VA", [&] { vm_fault(a); });
 		cases().add(n + ": a dispatch resumed one wave-instruction at a time", [&] { resumable(a); });
 		cases().add(n + ": bad packets and descriptors are refused with the reason", [&] { bad_packet(a); });
