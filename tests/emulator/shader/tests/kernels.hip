@@ -3,6 +3,7 @@
 // at build time for gfx908 and gfx90a by Debian's clang-15 (HIP). Products
 // are explicit fmaf, so that the CPU reference does not depend on which
 // multiply-adds the compiler contracts.
+#include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
 
 extern "C" __global__ void saxpy(float a, const float *x, float *y, int n)
@@ -112,4 +113,17 @@ extern "C" __global__ void narrow(const unsigned *in, unsigned *out, const unsig
 	out[i] = (in[i] % 256) * 3 + (unsigned char)(in[i] >> 8) + (unsigned short)(in[i] >> 3);
 	bo[i] = (unsigned char)(b[i] * 7 + b[(i + 1) % n]);
 	ho[i] = (short)(h[i] * h[i] - 3) >> 1;
+}
+
+// Half precision (hip_fp16.h): a sum, a product and a fused multiply-add,
+// each stored, so that none is contracted into another.
+extern "C" __global__ void halves(const __half *a, const __half *b, const __half *c, __half *s, __half *p, __half *f,
+				  int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	s[i] = __hadd(a[i], b[i]);
+	p[i] = __hmul(a[i], b[i]);
+	f[i] = __hfma(a[i], b[i], c[i]);
 }

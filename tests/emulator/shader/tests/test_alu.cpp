@@ -31,6 +31,7 @@ struct Row {
 	Fn cpu;
 	bool fp;		// a float result: NaN matches any NaN
 	bool gfx90a_only = false;	// an instruction or operand gfx908 lacks
+	bool f16 = false;	// a binary16 result in the low half: NaN matches any NaN there
 };
 
 float f(U u) { return std::bit_cast<float>(u); }
@@ -150,6 +151,12 @@ const Row kRows[] = {
 	{"SDWA: float neg/abs", "v_add_f32_sdwa v5, -v2, |v3| dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:DWORD src1_sel:DWORD", [](U a, U b, U, unsigned) { return u(-f(a) + std::fabs(f(b))); }, true},
 	{"SDWA: v_mov WORD_1 to WORD_0", "v_mov_b32_sdwa v5, v2 dst_sel:WORD_0 dst_unused:UNUSED_PAD src0_sel:WORD_1", [](U a, U, U, unsigned) { return a >> 16; }, false},
 	{"SDWA: an SGPR source, a 16-bit op into WORD_1", "s_mov_b32 s20, 0x1234; v_sub_u16_sdwa v5, s20, v3 dst_sel:WORD_1 dst_unused:UNUSED_PAD src0_sel:BYTE_0 src1_sel:BYTE_0", [](U, U b, U, unsigned) { return ((0x34 - (b & 0xff)) & 0xffff) << 16; }, false},
+	{"v_add_f16", "v_add_f16 v5, v2, v3", [](U a, U b, U, unsigned) { return to_half(half_value(a) + half_value(b)); }, true, false, true},
+	{"v_mul_f16 with neg/abs", "v_mul_f16_e64 v5, -v2, |v3|", [](U a, U b, U, unsigned) { return to_half(-half_value(a) * std::fabs(half_value(b))); }, true, false, true},
+	{"v_sub_f16 clamp", "v_sub_f16_e64 v5, v2, v3 clamp", [](U a, U b, U, unsigned) { long double r = half_value(a) - half_value(b); return to_half(std::isnan(r) ? 0 : std::fmin(std::fmax(r, 0.0L), 1.0L)); }, true, false, true},
+	{"v_max_f16", "v_max_f16 v5, v2, v3", [](U a, U b, U, unsigned) { return to_half(std::fmax(half_value(a), half_value(b))); }, true, false, true},
+	{"v_fma_f16 (one rounding)", "v_fma_f16 v5, v2, v3, v4", [](U a, U b, U c, unsigned) { return to_half(std::fmal(half_value(a), half_value(b), half_value(c))); }, true, false, true},
+	{"v_fma_f16 of an inline constant", "v_fma_f16 v5, v2, 0.5, v4", [](U a, U, U c, unsigned) { return to_half(std::fmal(half_value(a), 0.5L, half_value(c))); }, true, false, true},
 	{"v_lshlrev_b64 (high half)", "v_mov_b32 v7, v3; v_mov_b32 v6, v2; v_lshlrev_b64 v[6:7], 13, v[6:7]; v_mov_b32 v5, v7", [](U a, U b, U, unsigned) { return U(((uint64_t(b) << 32 | a) << 13) >> 32); }, false},
 };
 
@@ -274,7 +281,8 @@ void semantics(Target t, const char *cpu)
 				want = U((uint64_t(a[5]) * b[5]) >> 32);
 			if (r.gfx90a_only && t != Target::Gfx90a)
 				want = 0;  // the row is v_mov_b32 v5, 0 there
-			bool same = got == want || (r.fp && std::isnan(f(got)) && std::isnan(f(want)));
+			auto nan = [&](U v) { return r.f16 ? (v & 0x7c00) == 0x7c00 && (v & 0x3ff) : std::isnan(f(v)); };
+			bool same = got == want || (r.fp && nan(got) && nan(want));
 			if (!same && bad++ == 0)
 				std::printf("  %s %s lane %u: a %08x b %08x c %08x: got %08x want %08x\n", cpu, r.name, l,
 					    a[l], b[l], c[l], got, want);

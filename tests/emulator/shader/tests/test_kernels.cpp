@@ -238,6 +238,40 @@ void narrow(const Arch &a)
 	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, n);
 }
 
+// kernels.hip's halves: binary16 sums, products and fmas (v_add_f16,
+// v_mul_f16, v_fma_f16) against the CPU's correctly rounded ones.
+void halves(const Arch &a)
+{
+	Rig r(a);
+	const int n = 1000;
+	const uint64_t in[3] = {kA, kB, kC}, out[3] = {kD, 0x500000000ull, 0x600000000ull};
+	std::vector<uint16_t> v[3];
+	uint32_t s = 8;
+	for (int k = 0; k < 3; k++) {
+		r.m.map(in[k], n * 2), r.m.map(out[k], n * 2);
+		for (int i = 0; i < n; i++)
+			v[k].push_back(static_cast<uint16_t>(to_half(frand(s) * (k == 2 ? 8.0f : 40.0f))));
+		std::memcpy(r.m.bytes(in[k]), v[k].data(), n * 2);
+	}
+	Grid g;
+	g.grid[0] = (n + 255) / 256 * 256, g.wg[0] = 256;
+	Args args;
+	for (uint64_t va : {in[0], in[1], in[2], out[0], out[1], out[2]})
+		args.add(va);
+	Result res = run(r.m, r.t, r.kd("halves"), g, args.add(n));
+	SHADER_CHECK(res.status == Dispatch::Status::Done, "%s: %s %s %s", a.name, status_name(res.status),
+		     res.why.c_str(), res.error.c_str());
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		const long double x = half_value(v[0][i]), y = half_value(v[1][i]), z = half_value(v[2][i]);
+		const uint32_t want[3] = {to_half(x + y), to_half(x * y), to_half(std::fmal(x, y, z))};
+		for (int k = 0; k < 3; k++)
+			if (r.m.at<uint16_t>(out[k])[i] != want[k] && bad++ < 3)
+				std::printf("  [%d] output %d: %#x, CPU %#x\n", i, k, r.m.at<uint16_t>(out[k])[i], want[k]);
+	}
+	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, 3 * n);
+}
+
 // y unmapped: the first store faults, at y's VA.
 void vm_fault(const Arch &a)
 {
@@ -303,6 +337,7 @@ int main()
 		cases().add(n + ": waves holding AccVGPR values saved mid-dispatch (CWSR) and resumed",
 			    [&] { agpr_carry(a, 2000); });
 		cases().add(n + ": bytes and shorts (SDWA, 16-bit ALU) match the CPU", [&] { narrow(a); });
+		cases().add(n + ": half precision (v_add/mul/fma_f16) matches the CPU, bit-exact", [&] { halves(a); });
 		cases().add(n + ": a store to unmapped memory is a VM fault at its VA", [&] { vm_fault(a); });
 		cases().add(n + ": a dispatch resumed one wave-instruction at a time", [&] { resumable(a); });
 		cases().add(n + ": bad packets and descriptors are refused with the reason", [&] { bad_packet(a); });
