@@ -45,6 +45,7 @@ struct Exec {
 	Tlb tlb;
 	std::string why;
 	uint64_t fault_va = 0;
+	Workgroup *wg = nullptr;	// the running wave's workgroup (its LDS)
 
 	// Host bytes for [va, va + n) when the caller maps them (write: and
 	// writable), else nullptr.

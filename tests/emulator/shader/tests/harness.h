@@ -173,8 +173,9 @@ struct Result {
 // (Dispatch::save), dropped, and a new one resumed from the save
 // (Dispatch::resume), as a CRIU pause and a restore do; a save or resume
 // that fails ends the run with its reason in `error`.
+// With `limit`, a dispatch still Running after that many is left so.
 inline Result run(FakeMemory &m, Target t, uint64_t kd, const Grid &g, const Args &args,
-		  uint64_t budget = 10000, uint64_t cwsr_at = 0)
+		  uint64_t budget = 10000, uint64_t cwsr_at = 0, uint64_t limit = 0)
 {
 	uint8_t desc[64];
 	m.read(kd, desc, sizeof(desc));
@@ -215,7 +216,7 @@ inline Result run(FakeMemory &m, Target t, uint64_t kd, const Grid &g, const Arg
 		if (!d)
 			return r.error = "resume: " + r.error, r;
 	}
-	while ((r.status = d->run(m, budget)) == Dispatch::Status::Running) {
+	while ((r.status = d->run(m, budget)) == Dispatch::Status::Running && (!limit || d->instructions() < limit)) {
 	}
 	r.why = d->why(), r.fault_va = d->fault_va();
 	r.instructions = d->instructions(), r.lane_ops = d->lane_ops();

@@ -127,3 +127,19 @@ extern "C" __global__ void halves(const __half *a, const __half *b, const __half
 	p[i] = __hmul(a[i], b[i]);
 	f[i] = __hfma(a[i], b[i], c[i]);
 }
+
+// Workgroup 0 waits for a flag workgroup 1 sets: finishes only when
+// several workgroups of a dispatch are in flight at once.
+extern "C" __global__ void handshake(int *flag, int *out)
+{
+	if (threadIdx.x != 0)
+		return;
+	if (blockIdx.x == 0) {
+		while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 0) {
+		}
+		out[0] = 1;
+	} else if (blockIdx.x == 1) {
+		__atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+		out[1] = 2;
+	}
+}
