@@ -43,7 +43,7 @@
 // kernel dispatch in flight has its waves saved as the hardware saves them
 // (aql_cwsr_save in aql_queue.cpp; the layout in shader/cwsr.cpp): the
 // control stack entries into the MQD's stack, carried here, and each wave's
-// registers and the workgroup's LDS into the queue's CWSR area, process
+// registers and each workgroup's LDS into the queue's CWSR area, process
 // memory the plugin dumps as BO contents. After RESUME (or UNPAUSE) the
 // queue resumes the waves from there. A dispatch that could not be saved
 // (no CWSR area, one too small, a dispatch that stopped on an error) makes

@@ -518,6 +518,10 @@ struct Queue {
 // CREATE_QUEUE's argument checks (kfd_queue.cpp): 0 or -errno; raises a
 // ring size under the minimum.
 long queue_properties_from_user(abi::kfd::CreateQueue &a);
+// Linux 6.12's size checks of a compute queue's buffers against its GPU
+// node (kfd_queue_acquire_buffers; kfd_queue.cpp): 0 or -EINVAL, with
+// *why saying which size differs from which.
+long queue_sizes_against_node(const abi::kfd::CreateQueue &a, const NodeDesc &n, std::string *why);
 
 struct Event {
 	uint32_t id = 0, type = 0, node_id = 0;
