@@ -321,6 +321,11 @@ std::string flat_text(const Inst &in)
 std::string mubuf_text(const Inst &in)
 {
 	std::vector<std::string> v = template_operands(in);
+	// The cache maintenance forms (buffer_wbl2, buffer_wbinvl1, ...) take
+	// no operand, and llvm-objdump-15 prints none of their cache bits
+	// (hipcc's atomics emit buffer_wbl2 with glc and scc set on gfx90a).
+	if (v.empty())
+		return fill(in, "");
 	for (std::string &x : v)
 		if (x == "off")
 			x = in.offen && in.idxen ? "%A2v" : in.offen || in.idxen ? "%A1v" : "off";
