@@ -33,7 +33,7 @@ Result<DumpBinding> DumpFiles::binding_for(int id)
 		dump_id_ = *drawn;
 		log_debug("dump identity %s", dump_id_text(*dump_id_).c_str());
 	}
-	return DumpBinding{*dump_id_, static_cast<uint32_t>(id)};
+	return DumpBinding{*dump_id_, static_cast<uint32_t>(id), true}; // its pages files sealed
 }
 
 void DumpFiles::add_to_inventory()

@@ -46,7 +46,8 @@ public:
 	// are recorded as this dump's files.
 	Result<ImageDir> image_dir();
 	// The binding of this dump's image for CRIU file `id`: the dump's
-	// identity (drawn on first use) and the file id.
+	// identity (drawn on first use), the file id, and pages_sealed (the
+	// dump seals every pages file it writes, GpuCopyJob::pages_seal).
 	Result<DumpBinding> binding_for(int id);
 	// The plugin's name into CRIU's inventory (once): a checkpoint with
 	// GPU state of ours asks for this plugin at restore.

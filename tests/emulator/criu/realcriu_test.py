@@ -1541,9 +1541,13 @@ def tracks_memory(criu):
 
 
 def pages_payload(images):
-    """Payload bytes of the KFD pages files in `images` (their 8-byte
-    headers left out)."""
-    return sum(os.path.getsize(f) - 8 for f in glob.glob(os.path.join(images, "amdgpu-pages-*.img")))
+    """Payload bytes of the KFD pages files in `images`, as their 8-byte
+    headers announce them (the plugin's seal follows the payload)."""
+    total = 0
+    for f in glob.glob(os.path.join(images, "amdgpu-pages-*.img")):
+        with open(f, "rb") as fh:
+            total += int.from_bytes(fh.read(8), "little")
+    return total
 
 
 def periodic_dump(run, pid, k, track, leave_running=True, parent_gpu=True):

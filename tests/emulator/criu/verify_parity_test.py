@@ -27,6 +27,10 @@ verify` runs, then `criu restore`, and both must give the case's verdict:
   - a killed dump's directory (the manifest missing, files.img empty, the
     core images missing; its inventory, which CRIU checks before any
     plugin, kept): refused naming the manifest;
+  - each pages file of ckpt-1 (the same size: the same BOs) in place of
+    ckpt-2's, with KFD_VERIFY=0 (for verify and CRIU; no content
+    checksums): refused naming it, by its seal (the dump identity after
+    its payload, which the metadata image's binding asks for);
   - one byte flipped in each GPU file (the offset drawn by
     random.Random(35)): refused naming it, but a pages file's, found while
     its contents are copied in: the restore fails naming it and no process
@@ -49,8 +53,8 @@ refused naming the image (by its seal, which the edit breaks). Not
 covered: the same edit with the seal made again or in an unsealed
 (upstream's) image, where only the task restoring the file would notice
 (at RESTORE_EXT_FILE: verify cannot make that check without CRIU's
-fdinfo images), and a tree's files under their own ids. 16 restores:
-about 21 s in all with the dumps (2-core machine under load).
+fdinfo images), and a tree's files under their own ids. 17 restores:
+about 15-22 s in all with the dumps (2-core machine under load).
 
 Scenario `upstream-gem` (CTest
 emu_realcriu_<criu>_interop_upstream_dump_kfd_gem_MI100): kfd-gem's
@@ -286,6 +290,9 @@ def earlier_checkpoint(run):
               {"edit": (MANIFEST, as_killed_dump)}, "refused")] + [
              (f"one byte of {n} flipped (seed {SEED})", second, {"edit": (n, flip_one_byte(SEED))},
               "failed" if n.startswith("amdgpu-pages-") else "refused") for n in names] + [
+             (f"{n} of the earlier checkpoint (the same size), KFD_VERIFY=0", second,
+              {"delete": [n], "from_donor": [n], "env": {"KFD_VERIFY": "0"}}, "refused")
+             for n in gpu if "pages-" in n] + [
              ("a copy made by a post-dump action script", copied, {"names": [MANIFEST]}, "refused"),
              ("a copy made by a post-dump action script, KFD_REQUIRE_MANIFEST=0", copied,
               {"env": lax, "warns": f"{MANIFEST} is missing and KFD_REQUIRE_MANIFEST=0"}, "restored"),
