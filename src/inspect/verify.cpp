@@ -314,12 +314,31 @@ private:
 			problem(strprintf("mm-%u.img", uncovered->pid), st.error());
 	}
 
+	// The kept file `kept` (image/image_dir.h, kept_name) of `original`:
+	// what it is and what becomes of it.
+	std::string kept_file_warning(const std::string &kept, const std::string &original) const
+	{
+		auto carried = carried_dump_id(ck_.dir, kept, original);
+		const std::string whose = carried && *carried
+						  ? "of dump " + dump_id_text(**carried) + ": the next dump into this "
+						    "directory that writes " + original + " removes it"
+						  : "it carries no dump identity of this plugin: the next dump leaves it, "
+						    "with a warning";
+		return "an older " + original +
+		       " that a dump replacing it kept and did not put back or remove (it did not end: killed?); "
+		       "not part of this checkpoint, a restore ignores it; " + whose;
+	}
+
 	void leftovers()
 	{
 		static constexpr std::string_view kPages[] = {"amdgpu-pages-", "amdgpu-drm-pages-"};
 		for (const auto &f : ck_.amdgpu_files) {
 			if (checked_.count(f))
 				continue;
+			if (const auto original = kept_original(f)) {
+				r_.warnings.push_back({f, kept_file_warning(f, *original)});
+				continue;
+			}
 			if (f.starts_with(".")) {
 				r_.warnings.push_back({f, "temporary file of an interrupted write"});
 				continue;

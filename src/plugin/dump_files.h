@@ -61,10 +61,19 @@ public:
 	// Failing, it logs an error: CRIU's dump is over.
 	void write_manifest();
 	// The dump succeeded: removes the older files its own replaced, kept
-	// until now (CreatedFiles::drop_kept).
+	// until now (CreatedFiles::drop_kept), and the files an earlier dump
+	// into the directory kept and never put back or removed (it was
+	// killed): a kept file (image/image_dir.h, kept_name) of a name this
+	// dump wrote that carries another dump identity of this plugin
+	// (carried_dump_id). One that carries none is left, with a warning
+	// naming it: nothing proves it this plugin's.
 	void drop_replaced();
 
 private:
+	// The second half of drop_replaced(): `written` the names this dump
+	// committed.
+	void drop_stale_kept(const ImageDir &dir, const std::vector<std::string> &written);
+
 	const SessionEnv &env_;
 	std::function<void(ImageDir &)> on_open_;
 	CreatedFiles created_; // image files of this dump, by name and inode
