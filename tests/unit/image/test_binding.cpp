@@ -470,3 +470,48 @@ Test(binding, a_kept_file_gives_the_dump_identity_of_the_file_it_kept)
 	cr_assert_not(kept_original(".amdgpu-kfd-9.img.tmp-0000abcd").has_value());
 	cr_assert_not(kept_original(".amdgpu-kfd-9.img.old-").has_value());
 }
+
+// Which task CRIU restores each EXT file in: the lowest pid of the tasks
+// whose fd table (ids-<pid>.img's files_id, fdinfo-<files_id>.img) holds it.
+Test(criu_images, the_lowest_pid_holding_an_ext_file_restores_it)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	// ids-<pid>.img: task_kobj_ids_entry (1 vm_id, 2 files_id, 3 fs_id).
+	auto ids = [](uint8_t files_id) {
+		Bytes out;
+		put32(out, 0x54564319);
+		put32(out, 0x54432030);
+		const Bytes m{0x08, 0x07, 0x10, files_id, 0x18, 0x09};
+		put32(out, static_cast<uint32_t>(m.size()));
+		out.insert(out.end(), m.begin(), m.end());
+		return out;
+	};
+	// fdinfo_entry: 1 id, 3 type (16 EXT, 1 REG).
+	auto fdinfo = [](const std::vector<std::pair<uint8_t, uint8_t>> &fds) {
+		Bytes out;
+		put32(out, 0x54564319);
+		put32(out, 0x56213732);
+		for (auto [id, type] : fds) {
+			const Bytes m{0x08, id, 0x10, 0x02, 0x18, type, 0x20, 0x05};
+			put32(out, static_cast<uint32_t>(m.size()));
+			out.insert(out.end(), m.begin(), m.end());
+		}
+		return out;
+	};
+	const CriuIdSet pids({42, 43, 44});
+	cr_assert(test::write_raw(tmp.file("ids-42.img"), ids(1)));
+	cr_assert(test::write_raw(tmp.file("ids-43.img"), ids(2)));
+	auto missing = read_ext_file_restorers(*dir, pids);
+	cr_assert_ok(missing);
+	cr_assert_not(missing->has_value(), "ids-44.img missing: nothing to tell");
+	cr_assert(test::write_raw(tmp.file("ids-44.img"), ids(2))); // shares 43's table
+	cr_assert(test::write_raw(tmp.file("fdinfo-1.img"), fdinfo({{25, 16}, {3, 1}, {26, 16}})));
+	cr_assert(test::write_raw(tmp.file("fdinfo-2.img"), fdinfo({{26, 16}, {27, 16}})));
+	auto r = read_ext_file_restorers(*dir, pids);
+	cr_assert_ok(r);
+	cr_assert(r->has_value());
+	const std::map<uint32_t, uint32_t> want{{25, 42}, {26, 42}, {27, 43}};
+	cr_assert(**r == want);
+}
