@@ -5,48 +5,10 @@
     hostile_dir_test.py (realcriu_test.py's arguments) --scenario SCENARIO
 
 The machinery (Run, the workload, the kfd-emu phases, the guardian checks)
-is realcriu_test.py's; these scenarios are this file's:
-
-dump-stopped      criu dump stopped (SIGSTOP) during its GPU copy, on the
-                  slow machine of the dump-killed scenarios: for 3 s the
-                  process stays paused, the guardian runs and does nothing
-                  (no log, no UNPAUSE: a stopped CRIU may be continued, and
-                  must then find the queues as it left them); then CRIU is
-                  killed while stopped and the guardian repairs as for any
-                  killed dump (realcriu_test.after_dump_killed: queues
-                  active within 1 s, no temporary file, the process's next
-                  GPU work completes).
-dump-killed-planted-log
-                  dump-killed with amdgpu-guardian.log planted in the image
-                  directory as a symbolic link to a root-owned 0600 file
-                  elsewhere: the guardian still resumes the process and
-                  removes the temporary files, the file elsewhere is
-                  unchanged and the link still a link (the guardian's lines
-                  go to syslog only).
-dump-guardian-killed
-                  the guardian SIGKILLed during the dump's GPU copy (slow
-                  machine): the dump goes on and succeeds, and its log has
-                  the plugin's warning that the guardian ended and the rest
-                  of the dump is unguarded (it used to be a debug line).
-dump-killed-kept  a dump killed after it replaced an older checkpoint's GPU
-                  files, before it ended: `criu dump --leave-running` into
-                  the directory, then a second one whose post-dump action
-                  script stalls until CRIU is SIGKILLed there (every GPU
-                  file written, the older ones kept under hidden names,
-                  neither put back nor removed). Its kept files
-                  (.<name>.old-<random>) must be the first dump's files byte
-                  for byte; a file of no dump identity is planted under such
-                  a name too. amdgpu-img verify warns naming each (the
-                  first dump's identity, or none); a third dump (ending the
-                  process) succeeds, removes the first dump's kept files
-                  (its log names each) and leaves the planted one with a
-                  warning naming it; its restore succeeds and the process's
-                  GPU work is checked; verify then exits 0 warning of the
-                  planted file only.
-restore-fifo-kfd  a dumped checkpoint whose amdgpu-kfd-<id>.img is replaced
-                  by a FIFO: criu restore fails within 30 s (it used to
-                  hang in the plugin's open) with the plugin's error naming
-                  the file as a FIFO; no restored process is left.
+is realcriu_test.py's; the scenarios are the rows of this file's table,
+SCENARIOS, in realcriu_test.py's shape: what runs, the workload's flags,
+the machine, the text (--help) and the CTest tests (--list, which
+criu/hostile_dir.cmake registers), so a new scenario is one row.
 """
 import argparse
 import glob
@@ -66,13 +28,7 @@ import harness  # noqa: E402
 import realcriu_test as rc  # noqa: E402
 from harness import log  # noqa: E402
 
-KILLED = ("dump-stopped", "dump-killed-planted-log", "dump-guardian-killed")
-SCENARIOS = KILLED + ("dump-killed-kept", "restore-fifo-kfd")
 STOPPED_SECONDS = 3
-# The workload's flags, as realcriu_test.py's Run reads them: a row of its
-# scenario table each (run by this file, not by realcriu_test.py's main).
-for _s in SCENARIOS:
-    rc.SCENARIOS[_s] = rc.Scenario(_s, run=None, flags=("--user-queue",))
 
 
 def copying(run, p):
@@ -263,24 +219,72 @@ def restore_fifo_kfd(run):
     rc.expect(not left, f"processes left after the failed restore: {left}")
 
 
+# The scenarios: one row each, in realcriu_test.py's Scenario shape (its
+# Run reads the workload's flags from it). `slow`: on realcriu_test.py's
+# slow machine, with its VRAM BOs of the dump-killed scenarios.
+KILLED = {"flags": ("--user-queue",), "vram_mib": rc.KILL_VRAM_MIB, "slow": True}
+SCENARIOS = {s.name: s for s in (
+    rc.Scenario("dump-stopped", dump_stopped, rc.tests("hostile_dump_stopped", "MI100"), **KILLED,
+                doc="criu dump stopped (SIGSTOP) during its GPU copy, on the slow machine of the dump-killed "
+                    "scenarios: for 3 s the process stays paused, the guardian runs and does nothing (no log, no "
+                    "UNPAUSE: a stopped CRIU may be continued, and must then find the queues as it left them); "
+                    "then CRIU is killed while stopped and the guardian repairs as for any killed dump "
+                    "(realcriu_test.after_dump_killed: queues active within 1 s, no temporary file, the process's "
+                    "next GPU work completes)."),
+    rc.Scenario("dump-killed-planted-log", dump_killed_planted_log,
+                rc.tests("hostile_dump_killed_planted_log", "MI100"), **KILLED,
+                doc="dump-killed with amdgpu-guardian.log planted in the image directory as a symbolic link to a "
+                    "root-owned 0600 file elsewhere: the guardian still resumes the process and removes the "
+                    "temporary files, the file elsewhere is unchanged and the link still a link (the guardian's "
+                    "lines go to syslog only)."),
+    rc.Scenario("dump-guardian-killed", dump_guardian_killed, rc.tests("hostile_dump_guardian_killed", "MI100"),
+                **KILLED,
+                doc="the guardian SIGKILLed during the dump's GPU copy (slow machine): the dump goes on and "
+                    "succeeds, and its log has the plugin's warning that the guardian ended and the rest of the "
+                    "dump is unguarded (it used to be a debug line)."),
+    rc.Scenario("dump-killed-kept", dump_killed_kept, rc.tests("hostile_dump_killed_kept", "MI100"),
+                flags=("--user-queue",), needs=("amdgpu-img",),
+                doc="a dump killed after it replaced an older checkpoint's GPU files, before it ended: `criu dump "
+                    "--leave-running` into the directory, then a second one whose post-dump action script stalls "
+                    "until CRIU is SIGKILLed there (every GPU file written, the older ones kept under hidden names, "
+                    "neither put back nor removed). Its kept files (.<name>.old-<random>) must be the first dump's "
+                    "byte for byte; a file of no dump identity is planted under such a name too. amdgpu-img verify "
+                    "warns naming each (the first dump's identity, or none); a third dump (ending the process) "
+                    "succeeds, removes the first dump's kept files (its log names each) and leaves the planted one "
+                    "with a warning naming it; its restore succeeds and the process's GPU work is checked; verify "
+                    "then exits 0 warning of the planted file only."),
+    rc.Scenario("restore-fifo-kfd", restore_fifo_kfd, rc.tests("hostile_restore_fifo_kfd", "MI100"),
+                flags=("--user-queue",),
+                doc="a dumped checkpoint whose amdgpu-kfd-<id>.img is replaced by a FIFO: criu restore fails "
+                    "within 30 s (it used to hang in the plugin's open) with the plugin's error naming the file as "
+                    "a FIFO; no restored process is left."),
+)}
+# realcriu_test.py's Run finds the row of the scenario it runs there.
+rc.SCENARIOS.update(SCENARIOS)
+
+
 def inside(args, criu):
     harness.become_subreaper()
-    if args.scenario in KILLED:
-        os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(rc.KILL_VRAM_MIB)
+    sc = SCENARIOS[args.scenario]
+    if sc.vram_mib:
+        os.environ["KFDEMU_WORKLOAD_VRAM_MIB"] = str(sc.vram_mib)
     run = rc.Run(args, criu, args.work)
     try:
-        {"dump-stopped": dump_stopped, "dump-killed-planted-log": dump_killed_planted_log,
-         "dump-guardian-killed": dump_guardian_killed, "dump-killed-kept": dump_killed_kept,
-         "restore-fifo-kfd": restore_fifo_kfd}[args.scenario](run)
+        sc.run(run)
     finally:
         run.cleanup()
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="\n".join(rc.scenarios_doc(SCENARIOS)),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--list", action=rc.ListTests, scenarios=SCENARIOS,
+                    help="print the CTest tests of every scenario (JSON) and exit")
     rc.add_run_args(ap)
-    ap.add_argument("--scenario", required=True, choices=SCENARIOS)
-    ap.add_argument("--amdgpu-img", default="", help="amdgpu-img (dump-killed-kept)")
+    ap.add_argument("--scenario", required=True, choices=SCENARIOS, metavar="SCENARIO",
+                    help="one of the scenarios below")
+    ap.add_argument("--amdgpu-img", default="", help="the inspector (dump-killed-kept)")
     args = ap.parse_args()
     args.interop = ""
     if args.phase:
@@ -294,7 +298,7 @@ def main():
     work = harness.work_dir("kfdemu-hostile.")
     log(f"CRIU {criu}, machine {args.machine}, scenario {args.scenario}, work {work}")
     me = harness.self_command(__file__, "--criu", criu, "--work", work)
-    machine = rc.slow_machine(work, args.machine) if args.scenario in KILLED else args.machine
+    machine = rc.slow_machine(work, args.machine) if SCENARIOS[args.scenario].slow else args.machine
     status = subprocess.run([args.kfd_emu, "--machine", machine, "--"] + me + ["--phase", "all"]).returncode
     harness.finish(status == 0, work, args.keep)
 

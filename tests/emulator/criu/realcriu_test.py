@@ -31,7 +31,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import textwrap
 import time
@@ -271,10 +270,12 @@ def cr_link_name(path):
     return path[:-len(suffix)] + ".cr_link" + suffix if path.endswith(suffix) else None
 
 
-def check_restored(emu, pid, before, gpus=None, minors=None):
+def check_restored(emu, pid, before, gpus=None, minors=None, cwsr_vas=()):
     """The restored process against its dumped snapshot (see roundtrip).
     Contents first: a restore that lost GPU memory says so before anything
-    else it got wrong."""
+    else it got wrong. `cwsr_vas`: BOs that are queues' CWSR areas, whose
+    contents the dump's pause may write after the snapshot (it saves the
+    waves of a dispatch in flight there); only their placement is checked."""
     after = {b["va"]: b for b in emu.ctl("bos", pid)["bos"]}
     for b in before["bos"]:
         va = b["va"]
@@ -282,7 +283,7 @@ def check_restored(emu, pid, before, gpus=None, minors=None):
         a = after[va]
         # A doorbell page is registers, not memory: what a process rang
         # before the dump is not restored (on a GPU neither).
-        expect(a["checksum"] == b["checksum"] or b["type"] == "doorbell",
+        expect(a["checksum"] == b["checksum"] or b["type"] == "doorbell" or va in cwsr_vas,
                f"BO at {va:#x}: checksum {a['checksum']} != dumped {b['checksum']}")
         expect(a["gpu_id"] == b["gpu_id"], f"BO at {va:#x}: user gpu_id {a['gpu_id']} != dumped {b['gpu_id']}")
         want_gpu = gpus[b["actual_gpu_id"]] if gpus else b["actual_gpu_id"]
@@ -2147,7 +2148,7 @@ class Scenario(NamedTuple):
     second: Callable = None  # fn(machine) -> the plan of the restore's machine (None: not defined for it)
     interop: tuple = ()   # the --interop ways it takes
     interop_flags: tuple = ()  # the workload's, added with --interop
-    needs: tuple = ()     # what CTest passes it: "dmabuf-tree", "streamer", "amdgpu-img" (NEEDS)
+    needs: tuple = ()     # what CTest passes it: "dmabuf-tree", "streamer", "amdgpu-img", "upstream-list" (NEEDS)
     verbose: bool = True  # CRIU at -v4 (False: CRIU's default log level)
     stream: bool = False  # criu --stream through the stand-in image streamer
     negative: bool = False  # passes only when the round trip fails after a good dump (phase exit 3)
@@ -2162,12 +2163,13 @@ def tests(stem, *machines, **kw):
 # What CTest passes for a scenario's `needs`, in this order: placeholders
 # that criu.cmake replaces ({target:T}: the file of CMake target T;
 # {source}, {build}: the source and build trees).
+UPSTREAM_LIST = "{build}/realcriu/upstream-plugins.txt"
 NEEDS = {
     "dmabuf-tree": ["--workload", "{target:dmabuf-tree}"],
     "streamer": ["--streamer", "{source}/tests/streamer/streamer.py"],
     "amdgpu-img": ["--amdgpu-img", "{target:amdgpu-img}"],
+    "upstream-list": ["--upstream-list", UPSTREAM_LIST],  # without --interop (verify_parity_test.py)
 }
-UPSTREAM_LIST = "{build}/realcriu/upstream-plugins.txt"
 TEST_TIMEOUT = 300
 TEST_LABELS = ["realcriu", "emulator"]
 BOTH = ("MI100", "2xMI210")
@@ -2494,16 +2496,18 @@ INTEROP_DOC = (
     "image); upstream's restore remaps a BO's CPU mapping only where its CPU address is its last GPU VA.")
 
 
-def ctest_list():
+def ctest_list(scenarios=None):
     """--list: every scenario's CTest tests as criu.cmake registers them:
-    the arguments after --scenario and --sanitized (NEEDS' placeholders)."""
+    the arguments after --scenario and --sanitized (NEEDS' placeholders).
+    `scenarios`: another script's table (hostile_dir_test.py's), else
+    SCENARIOS."""
     out = []
-    for sc in SCENARIOS.values():
+    for sc in (SCENARIOS if scenarios is None else scenarios).values():
         def needs(*names):
             return [a for n in names if n in sc.needs for a in NEEDS[n]]
         for t in sc.tests:
             args = needs("dmabuf-tree") + (["--emu-fault", t.emu_fault] if t.emu_fault else []) + \
-                needs("streamer", "amdgpu-img") + \
+                needs("streamer", "amdgpu-img", "upstream-list") + \
                 (["--interop", t.interop, "--upstream-list", UPSTREAM_LIST] if t.interop else [])
             out.append({"name": t.name, "scenario": sc.name, "machine": t.machine, "args": args,
                         "env": [t.env] if t.env else [], "timeout": TEST_TIMEOUT, "labels": TEST_LABELS})
@@ -2511,21 +2515,29 @@ def ctest_list():
 
 
 class ListTests(argparse.Action):
-    """--list: prints ctest_list() as JSON and exits (no other argument needed)."""
+    """--list: prints ctest_list() of the table `scenarios` (default
+    SCENARIOS) as JSON and exits (no other argument needed)."""
 
-    def __init__(self, **kw):
+    def __init__(self, scenarios=None, **kw):
         super().__init__(nargs=0, **kw)
+        self.scenarios = scenarios
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print("[\n" + ",\n".join(json.dumps(t) for t in ctest_list()) + "\n]")
+        print("[\n" + ",\n".join(json.dumps(t) for t in ctest_list(self.scenarios)) + "\n]")
         parser.exit()
+
+
+def scenarios_doc(scenarios):
+    """--help's list of the scenarios of a table (their docs)."""
+    out = ["scenarios (--scenario):"]
+    for sc in scenarios.values():
+        out += [f"  {sc.name}", textwrap.fill(sc.doc, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)]
+    return out
 
 
 def scenarios_help():
     """--help's list of the scenarios (SCENARIOS' docs) and of --interop."""
-    out = ["scenarios (--scenario):"]
-    for sc in SCENARIOS.values():
-        out += [f"  {sc.name}", textwrap.fill(sc.doc, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)]
+    out = scenarios_doc(SCENARIOS)
     out += ["--interop upstream-dump | upstream-restore (with " +
             ", ".join(n for n, sc in SCENARIOS.items() if sc.interop) + "):",
             textwrap.fill(INTEROP_DOC, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)]
@@ -2597,7 +2609,7 @@ def run_machines(args, sc, plan, me, faults, work):
     # Both machines at one root path: the restored shim keeps the root
     # and socket paths of its dump. The second starts after the first
     # has ended (kfd-emu --root refuses a root that is in use).
-    root = tempfile.mkdtemp(prefix="kfdemu-realcriu-root.")
+    root = harness.machine_root("kfdemu-realcriu-root.")
     emu = [args.kfd_emu, "--root", root, "--machine", args.machine] + faults
     log(f"first machine: {' '.join(plan['first'])}")
     rc = subprocess.run(emu + plan["first"] + ["--"] + me + ["--phase", "dump"]).returncode

@@ -71,6 +71,9 @@ node, addresses, offset) and the render image "with 0 BOs". criu-dev's
 dumps the BOs but marks one imported (its defect, README): the refusal
 names the render image and the GEM handle. About 6 s.
 
+The scenarios are the rows of SCENARIOS (--help lists them, --list gives
+their CTest tests, which criu.cmake registers).
+
 Exit: 0 pass, 1 fail, 77 NOT RUN (CRIU not listed or not usable, not
 root, sanitizer build).
 """
@@ -85,6 +88,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from typing import Callable, NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import realcriu_test as rt  # noqa: E402
@@ -431,11 +435,34 @@ def upstream_gem(run):
                f"{what}: the refusal does not name the mapping and the render image")
 
 
+class Parity(NamedTuple):
+    """A scenario: the fields of realcriu_test.py's Scenario that its
+    ctest_list reads (criu.cmake registers the tests from --list), and the
+    realcriu_test.py scenario whose workload and settings it runs."""
+    name: str
+    run: Callable         # fn(Run), inside the kfd-emu
+    runs_as: str          # realcriu_test.py's scenario: the workload its Run starts
+    tests: tuple = ()     # the registered tests (realcriu_test.Test)
+    needs: tuple = ()     # what CTest passes it (realcriu_test.NEEDS)
+    interop: str = ""     # upstream's plugin dumps (upstream-dump), ours restores
+    doc: str = ""         # --help
+
+
+SCENARIOS = {s.name: s for s in (
+    Parity("earlier", earlier_checkpoint, "roundtrip", rt.tests("parity_earlier", "MI100"), needs=("amdgpu-img",),
+           doc="a checkpoint's GPU files swapped for an earlier dump's, and the other cases of the header; then "
+               "a tree's KFD pid edited"),
+    Parity("upstream-gem", upstream_gem, "kfd-gem", rt.tests("interop_upstream_dump_kfd_gem", "MI100"),
+           needs=("amdgpu-img", "upstream-list"), interop="upstream-dump",
+           doc="kfd-gem's workload dumped by upstream's plugin, refused by the restore and by verify"),
+)}
+
+
 def inside(args, criu):
     harness.become_subreaper()
     run = rt.Run(args, criu, args.work)
     try:
-        {"earlier": earlier_checkpoint, "upstream-gem": upstream_gem}[args.parity](run)
+        SCENARIOS[args.parity].run(run)
     finally:
         run.cleanup()
     if args.parity == "earlier":
@@ -443,10 +470,15 @@ def inside(args, criu):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="\n".join(rt.scenarios_doc(SCENARIOS)),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--list", action=rt.ListTests, scenarios=SCENARIOS,
+                    help="print the CTest tests of every scenario (JSON) and exit")
     rt.add_run_args(ap)
     ap.add_argument("--amdgpu-img", required=True)
-    ap.add_argument("--scenario", default="earlier", choices=["earlier", "upstream-gem"])
+    ap.add_argument("--scenario", default="earlier", choices=SCENARIOS, metavar="SCENARIO",
+                    help="one of the scenarios below")
     ap.add_argument("--upstream-list", default="", help="scripts/build-criu.sh's upstream-plugins.txt (upstream-gem)")
     ap.add_argument("--upstream-so", default="", help=argparse.SUPPRESS)  # internal: found in --upstream-list
     args = ap.parse_args()
@@ -454,9 +486,9 @@ def main():
     # or of kfd-gem as upstream's plugin dumps it (upstream-gem), no
     # streamer.
     args.parity = args.scenario
-    args.interop = "upstream-dump" if args.scenario == "upstream-gem" else ""
+    args.interop = SCENARIOS[args.scenario].interop
     args.images_dir = ""
-    run_as = "kfd-gem" if args.scenario == "upstream-gem" else "roundtrip"
+    run_as = SCENARIOS[args.scenario].runs_as
 
     if args.phase:
         args.scenario = run_as

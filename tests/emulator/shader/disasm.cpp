@@ -132,12 +132,14 @@ bool vector_memory(Family f)
 	       f == Family::Scratch || f == Family::Mubuf;
 }
 
-// VOP3 source modifiers: -x, |x|.
+// VOP3 and SDWA source modifiers: -x, |x|, sext(x).
 std::string modified(const Inst &in, char field, std::string s)
 {
 	unsigned i = field - 'A';
-	if (in.family != Family::Vop3 || i > 2 || std::strstr(in.info->operands, "%E"))
+	if ((in.family != Family::Vop3 && !in.sdwa) || i > 2 || std::strstr(in.info->operands, "%E"))
 		return s;
+	if (in.sext >> i & 1)
+		s = "sext(" + s + ")";
 	if (in.abs >> i & 1)
 		s = "|" + s + "|";
 	if (in.neg >> i & 1)
@@ -434,10 +436,11 @@ std::string dpp_text(const Inst &in)
 
 std::string sdwa_text(const Inst &in)
 {
+	static constexpr const char *kOmod[] = {"", " mul:2", " mul:4", " div:2"};
+	std::string s = std::string(in.clamp ? " clamp" : "") + kOmod[in.omod];
 	static constexpr const char *kSel[] = {"BYTE_0", "BYTE_1", "BYTE_2", "BYTE_3",
 					       "WORD_0", "WORD_1", "DWORD", "?"};
 	static constexpr const char *kUnused[] = {"UNUSED_PAD", "UNUSED_SEXT", "UNUSED_PRESERVE", "?"};
-	std::string s;
 	if (in.family != Family::Vopc)
 		s += std::string(" dst_sel:") + kSel[in.ext >> 8 & 7] + " dst_unused:" +
 		     kUnused[in.ext >> 11 & 3];
