@@ -180,7 +180,9 @@ def inner(bins, root, order, work):
         check(len(renders) == 2 and len(dmabufs) == 1, "expected 2 render and 1 dma-buf images: %s" % names)
         check(len(pages) == 1, "the shared BO's contents should be in one pages file: %s" % pages)
         data = open(os.path.join(images, pages[0]), "rb").read()
-        check(data[:8] == struct.pack("<Q", SIZE) and data[8:] == pattern(1, SIZE),
+        # (the plugin's 32-byte seal follows the payload)
+        check(data[:8] == struct.pack("<Q", SIZE) and data[8:8 + SIZE] == pattern(1, SIZE) and
+              len(data) == 8 + SIZE + 32,
               "%s does not hold the BO's %d bytes" % (pages[0], SIZE))
         v = subprocess.run([bins.img, "verify", images], capture_output=True, text=True, timeout=60)
         check(v.returncode == 0, "amdgpu-img verify: %s%s" % (v.stdout, v.stderr))

@@ -136,8 +136,9 @@ def inner(bins, scenario, work):
         for n in pages:
             data = open(os.path.join(images, n), "rb").read()
             (size,) = struct.unpack("<Q", data[:8])
-            check(size == len(data) - 8, "%s: header %d, payload %d" % (n, size, len(data) - 8))
-            hit = [h for h, g in unmatched.items() if g["size"] == size and data[8:] == pattern(g["seed"], size)]
+            # the payload, then the plugin's 32-byte seal
+            check(size == len(data) - 8 - 32, "%s: header %d, payload and seal %d" % (n, size, len(data) - 8))
+            hit = [h for h, g in unmatched.items() if g["size"] == size and data[8:8 + size] == pattern(g["seed"], size)]
             check(hit, "%s: %d bytes match no BO's pattern" % (n, size))
             del unmatched[hit[0]]
         print("dump: %s + %d drm-pages files, each BO's exact bytes" % (" + ".join(renders), len(pages)))

@@ -573,6 +573,8 @@ def scm_holder_refused(run):
 
 
 OURS = re.compile(r"amdgpu-[^/]*\.img")  # every file of the plugin
+PAGES = re.compile(r"amdgpu-(drm-)?pages-[^/]*\.img")
+PAGES_SEAL = 32  # bytes after a pages file's payload (src/image/pages_file.h)
 
 
 # --interop: the workload's GEM BOs as upstream's plugin can carry them.
@@ -701,18 +703,19 @@ def stream_round_trip(run):
     ours = {n: sz for n, sz in captured.items() if OURS.fullmatch(n)}
     log(f"captured {len(captured)} files; ours: {ours}")
     expect(any(n.startswith("amdgpu-kfd-") for n in ours), f"no amdgpu-kfd image captured: {sorted(captured)}")
+    seal = {n: PAGES_SEAL if PAGES.fullmatch(n) else 0 for n in ours}  # the plugin's seal after a pages payload
     for n, size in ours.items():
         with open(os.path.join(run.store, n), "rb") as f:
             head = f.read(8)
-        expect(len(head) == 8 and int.from_bytes(head, "little") == size - 8,
+        expect(len(head) == 8 and int.from_bytes(head, "little") == size - 8 - seal[n],
                f"captured {n}: header {head.hex()} does not frame its {size} bytes")
     bos = [b for s in before.values() for b in s["bos"] if b["type"] in ("vram", "gtt")]
     for n in ours:
         m = re.fullmatch(r"amdgpu-pages-\d+-([0-9a-f]+)\.img", n)
         if m:
             want = sum(b["size"] for b in bos if b["actual_gpu_id"] == int(m.group(1), 16))
-            expect(ours[n] - 8 in (0, want) or want == 0,
-                   f"captured {n}: {ours[n] - 8} payload bytes, the GPU's BOs have {want}")
+            payload = ours[n] - 8 - seal[n]
+            expect(payload in (0, want) or want == 0, f"captured {n}: {payload} payload bytes, the GPU's BOs have {want}")
     expect(max(b["size"] for b in bos) > STREAM_BOUND, "no BO larger than KFD_MAX_BUFFER_SIZE")
     peak = run.emu.ctl("userptr", run.criu_pids["dump"])
     log(f"dump staging (emulator's userptr count of CRIU {run.criu_pids['dump']}): {peak}")
@@ -1542,9 +1545,13 @@ def tracks_memory(criu):
 
 
 def pages_payload(images):
-    """Payload bytes of the KFD pages files in `images` (their 8-byte
-    headers left out)."""
-    return sum(os.path.getsize(f) - 8 for f in glob.glob(os.path.join(images, "amdgpu-pages-*.img")))
+    """Payload bytes of the KFD pages files in `images`, as their 8-byte
+    headers announce them (the plugin's seal follows the payload)."""
+    total = 0
+    for f in glob.glob(os.path.join(images, "amdgpu-pages-*.img")):
+        with open(f, "rb") as fh:
+            total += int.from_bytes(fh.read(8), "little")
+    return total
 
 
 def periodic_dump(run, pid, k, track, leave_running=True, parent_gpu=True):

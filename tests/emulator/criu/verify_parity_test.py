@@ -27,6 +27,10 @@ verify` runs, then `criu restore`, and both must give the case's verdict:
   - a killed dump's directory (the manifest missing, files.img empty, the
     core images missing; its inventory, which CRIU checks before any
     plugin, kept): refused naming the manifest;
+  - each pages file of ckpt-1 (the same size: the same BOs) in place of
+    ckpt-2's, with KFD_VERIFY=0 (for verify and CRIU; no content
+    checksums): refused naming it, by its seal (the dump identity after
+    its payload, which the metadata image's binding asks for);
   - one byte flipped in each GPU file (the offset drawn by
     random.Random(35)): refused naming it, but a pages file's, found while
     its contents are copied in: the restore fails naming it and no process
@@ -45,12 +49,15 @@ several restores of one checkpoint can succeed. verify's problems must
 name a file of the case as the restore's refusal does. Then a process
 tree (workload --tree: a parent and a child, each with a KFD context) is
 dumped once, and the child's KFD image's pid edited to the parent's:
-refused naming the image (by its seal, which the edit breaks). Not
-covered: the same edit with the seal made again or in an unsealed
-(upstream's) image, where only the task restoring the file would notice
-(at RESTORE_EXT_FILE: verify cannot make that check without CRIU's
-fdinfo images), and a tree's files under their own ids. 16 restores:
-about 21 s in all with the dumps (2-core machine under load).
+refused naming the image (by its seal, which the edit breaks); the
+same edit with the seal made again (libxxhash's XXH3-64 through ctypes):
+the restore fails in the task CRIU restores the file in (RESTORE_EXT_FILE,
+after other tasks' GPU state exists: "failed", no process left), naming
+the image, and verify finds it from CRIU's ids-*.img and fdinfo-*.img
+(the task holding the file). Not covered: the edit in an unsealed
+(upstream's) image (its other images then carry no identity either, or
+the mix is refused first), and a tree's files under their own ids. 18 restores:
+about 15-22 s in all with the dumps (2-core machine under load).
 
 Scenario `upstream-gem` (CTest
 emu_realcriu_<criu>_interop_upstream_dump_kfd_gem_MI100): kfd-gem's
@@ -71,6 +78,8 @@ Exit: 0 pass, 1 fail, 77 NOT RUN (CRIU not listed or not usable, not
 root, sanitizer build).
 """
 import argparse
+import ctypes
+import ctypes.util
 import glob
 import os
 import random
@@ -290,6 +299,9 @@ def earlier_checkpoint(run):
               {"edit": (MANIFEST, as_killed_dump)}, "refused")] + [
              (f"one byte of {n} flipped (seed {SEED})", second, {"edit": (n, flip_one_byte(SEED))},
               "failed" if n.startswith("amdgpu-pages-") else "refused") for n in names] + [
+             (f"{n} of the earlier checkpoint (the same size), KFD_VERIFY=0", second,
+              {"delete": [n], "from_donor": [n], "env": {"KFD_VERIFY": "0"}}, "refused")
+             for n in gpu if "pages-" in n] + [
              ("a copy made by a post-dump action script", copied, {"names": [MANIFEST]}, "refused"),
              ("a copy made by a post-dump action script, KFD_REQUIRE_MANIFEST=0", copied,
               {"env": lax, "warns": f"{MANIFEST} is missing and KFD_REQUIRE_MANIFEST=0"}, "restored"),
@@ -330,6 +342,26 @@ def edit_kfd_pid(new_pid):
     return edit
 
 
+def resealed(edit):
+    """`edit` of a KFD image, then its seal (criu_kfd field 100, fixed64,
+    the payload's last field: XXH3-64, seed 0, of the bytes before it,
+    libxxhash's) made again for the edited bytes, as someone who knows the
+    format would."""
+    def edit_and_seal(path):
+        edit(path)
+        data = bytearray(open(path, "rb").read())
+        key = bytes([(100 << 3 | 1) & 0x7f | 0x80, (100 << 3 | 1) >> 7])
+        expect(data[-10:-8] == key, f"{os.path.basename(path)}: no seal at the payload's end", False)
+        xxh = ctypes.CDLL(ctypes.util.find_library("xxhash"))
+        xxh.XXH3_64bits.restype = ctypes.c_uint64
+        xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        body = bytes(data[8:-10])
+        data[-8:] = xxh.XXH3_64bits(body, len(body)).to_bytes(8, "little")
+        open(path, "wb").write(data)
+        log(f"{os.path.basename(path)}: sealed again")
+    return edit_and_seal
+
+
 def tree_pid(args, criu):
     """The tree case: a parent and a child each with a KFD context, dumped
     once; the child's KFD image's pid edited to the parent's."""
@@ -348,8 +380,14 @@ def tree_pid(args, criu):
         expect(len(kfd) == 2, f"the tree's dump wrote KFD images {kfd}: want two", False)
         mine = [n for n in kfd if kfd_pid(open(os.path.join(ckpt, n), "rb").read())[0] == child]
         expect(len(mine) == 1, f"no KFD image of the child {child} among {kfd}", False)
+        remaps = set_aside_remaps(run)
         parity_case(run, ckpt, ckpt, "a tree's child KFD image with the parent's pid",
-                    {"edit": (mine[0], edit_kfd_pid(parent))}, "refused", parent, None, set_aside_remaps(run))
+                    {"edit": (mine[0], edit_kfd_pid(parent))}, "refused", parent, None, remaps)
+        # Sealed again: only the task CRIU restores the file in can tell
+        # (RESTORE_EXT_FILE, after other tasks' GPU state exists: "failed"),
+        # and verify from CRIU's core and fdinfo images.
+        parity_case(run, ckpt, ckpt, "a tree's child KFD image with the parent's pid, sealed again",
+                    {"edit": (mine[0], resealed(edit_kfd_pid(parent)))}, "failed", parent, None, remaps)
     finally:
         run.cleanup()
 
