@@ -68,6 +68,7 @@ working, CRIU not listed / not usable, sanitizer build; CASE pre-checkpoint
 where CRIU cannot track memory).
 """
 import argparse
+import errno
 import json
 import os
 import shutil
@@ -385,6 +386,22 @@ def start_container(rc, emu, work, minors, flags=(), env=()):
     return pm, pid, wl, rc.snapshot(emu, pid)
 
 
+def remove_storage(storage):
+    """Removes podman's storage directory, retrying for 10 s: in one run of
+    .ci/run the removal right after `podman rm -f` failed with ENOTEMPTY
+    (a file appeared in a directory while it was being emptied: something
+    of podman's still wrote there after `rm` returned)."""
+    for _ in range(40):
+        try:
+            shutil.rmtree(storage)
+            return
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.ENOENT):
+                raise
+            time.sleep(0.25)
+    shutil.rmtree(storage)
+
+
 def save_state(work, state):
     """What a later machine's phase needs of this one's, as WORK/state.json."""
     with open(os.path.join(work, "state.json"), "w") as f:
@@ -412,7 +429,7 @@ def export_checkpoint(rc, pm, work, state, image=IMAGE):
     # The second host has podman's storage at the same paths (as every
     # host has its /var/lib/containers): podman 4.3 keeps them in the
     # exported container's config (conmon's pid file), but nothing else.
-    shutil.rmtree(storage)
+    remove_storage(storage)
     save_state(work, state)
 
 
@@ -556,7 +573,7 @@ def phase_restore(args, rc, emu, work, expected):
     what = f"restored on machine {args.phase}"
     if expected is not None:
         restore_import(args, rc, emu, pm, storage, st, archive, expected, what)
-        shutil.rmtree(storage)
+        remove_storage(storage)
         return
     r = pm.run("container", "restore", "--keep", "--import", archive, check=False)
     errors = plugin_lines(storage, "Error")
@@ -575,7 +592,7 @@ def phase_restore(args, rc, emu, work, expected):
     edit_devices(archive, edited, 129, 130)
     log(f"the archive's device list edited: renderD129 -> renderD130 ({os.path.basename(edited)})")
     restore_import(args, rc, emu, pm, storage, st, edited, EDITED, what + ", edited archive")
-    shutil.rmtree(storage)
+    remove_storage(storage)
 
 
 def descendants(pid):
