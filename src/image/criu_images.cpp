@@ -464,7 +464,9 @@ Result<std::optional<std::map<uint32_t, uint32_t>>> read_ext_file_restorers(cons
 	Restorers out;
 	for (const auto &[files_id, tasks] : tables) {
 		const std::string image = strprintf("fdinfo-%u.img", files_id);
-		// pids.sorted(): tasks.front() is the table's lowest pid.
+		// pids.sorted(): tasks.front() is the table's lowest pid (a copy:
+		// clang before 16 cannot capture a structured binding).
+		const uint32_t lowest = tasks.front();
 		auto read = each_entry(dir, image.c_str(), kFdinfoMagic, [&](std::string_view m) -> Status {
 			std::optional<uint64_t> id, type; // fdinfo_entry: 1 id, 3 type
 			if (!each_field(m, [&](const PbField &f) {
@@ -476,9 +478,9 @@ Result<std::optional<std::map<uint32_t, uint32_t>>> read_ext_file_restorers(cons
 				return make_error(EINVAL, "%s: a malformed fdinfo_entry", image.c_str());
 			if (type != kFileTypeExt || *id > UINT32_MAX)
 				return ok_status();
-			auto [it, added] = out.emplace(static_cast<uint32_t>(*id), tasks.front());
+			auto [it, added] = out.emplace(static_cast<uint32_t>(*id), lowest);
 			if (!added)
-				it->second = std::min(it->second, tasks.front()); // CRIU: the lower pid restores it
+				it->second = std::min(it->second, lowest); // CRIU: the lower pid restores it
 			if (out.size() > kMaxCriuIds)
 				return make_error(EFBIG, "%s: more than %zu EXT files in the checkpoint, the most this "
 						  "plugin keeps: refused", image.c_str(), kMaxCriuIds);

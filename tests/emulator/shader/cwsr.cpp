@@ -141,13 +141,14 @@ struct GroupEntry {
 bool read_group(In &in, GroupEntry *g)
 {
 	in.get<uint64_t>(); // the state word (its facts are in the entries)
+	const size_t start = in.at;
 	g->slot = in.get<uint32_t>();
 	for (auto &x : g->id)
 		x = in.get<uint32_t>();
 	for (auto &x : g->size)
 		x = in.get<uint32_t>();
 	g->current = in.get<uint32_t>(), g->waves = in.get<uint32_t>(), g->lds = in.get<uint32_t>();
-	return in.ok && g->slot < kGroupsInFlight && g->waves <= 1024 / kWaveSize;
+	return in.ok && in.at - start == kGroupEntry && g->slot < kGroupsInFlight && g->waves <= 1024 / kWaveSize;
 }
 
 void save_wave(const Wave &w, size_t vgprs, Out &area)
