@@ -147,6 +147,19 @@ Status PagesWriter::retract(uint64_t len)
 	return ok_status();
 }
 
+Result<UniqueFd> PagesWriter::open_reader() const
+{
+	if (file_.streamed())
+		return make_error(ESPIPE, "%s: a streamed pages file cannot be read back", name().c_str());
+	// Through /proc: the temporary's name may change (commit), the fd's
+	// file does not, and the fd is write-only.
+	const std::string self = "/proc/self/fd/" + std::to_string(file_.fd());
+	const int fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno_error(errno, "reopening " + name() + " for reading");
+	return UniqueFd(fd);
+}
+
 Status PagesWriter::commit()
 {
 	if (open_ended_) {

@@ -63,6 +63,9 @@ public:
 	// Requires exactly the declared size written (open-ended: writes the
 	// size written into the header), then renames into place.
 	Status commit();
+	// A read-only fd of the file being written (a deduplicating dump reads
+	// its chunks back, image/chunk_index.h); not streamed (ESPIPE).
+	Result<UniqueFd> open_reader() const;
 	// Payload bytes left as holes so far (retract() does not lower it).
 	uint64_t hole_bytes() const { return hole_bytes_; }
 	void abort() { file_.abort(); }
