@@ -9,7 +9,7 @@
 //
 //   gpu-workload --manifest FILE [--ready FILE] [--vram LIST] [--gtt LIST]
 //                [--gem LIST] [--no-queues] [--exit] [--children N] [--zero]
-//                [--changes FILE]
+//                [--changes FILE] [--replica LIST]
 //   --gem LIST: on every GPU, GEM BOs (libdrm_amdgpu) of these sizes in
 //   VRAM on the render-node file libhsakmt opened for that GPU (as a ROCm
 //   runtime's own GEM BOs sit beside its KFD BOs), CPU-visible and
@@ -28,6 +28,10 @@
 //   CPU mapping, as the BOs were filled; then create FILE.done (the
 //   incremental-dump benchmark changes chosen 1 MiB chunks of a BO between
 //   two dumps this way). SIGUSR1 is blocked except while the workload waits.
+//   --replica LIST: on every GPU, VRAM BOs of these sizes after the
+//   --vram ones, the k-th filled with the pattern of seed kReplicaSeed + k
+//   on every GPU and in every process of a --children tree: the same
+//   bytes several times (the deduplicated-checkpoint tests).
 //   LIST: comma-separated sizes with K/M/G suffixes and '+' sums, e.g.
 //         4K,12K,1M+4K,1G+36K (each a multiple of 4 KiB); SIZExN repeats
 //         a size N times (64Kx16384)
@@ -49,6 +53,10 @@
 #include "testcommon/pattern.h"
 
 namespace {
+
+// The seed of the first --replica BO's pattern (above any per-process seed:
+// those start at 1 + 1000 k).
+constexpr uint64_t kReplicaSeed = 1'000'000;
 
 [[noreturn]] void die(const char *what, long code = 0)
 {
@@ -192,7 +200,7 @@ int main(int argc, char **argv)
 	std::string manifest_path, ready_path, changes_path;
 	std::vector<uint64_t> vram = {4 << 10, 12 << 10, (1 << 20) + (4 << 10), (7 << 20) + (12 << 10)};
 	std::vector<uint64_t> gtt = {8 << 10, (3 << 20) + (4 << 10)};
-	std::vector<uint64_t> gem;
+	std::vector<uint64_t> gem, replica;
 	bool queues = true, hold = true, zero = false;
 	int children = 0;
 	for (int i = 1; i < argc; i++) {
@@ -212,6 +220,7 @@ int main(int argc, char **argv)
 		else if (a == "--children") children = std::atoi(next());
 		else if (a == "--zero") zero = true;
 		else if (a == "--changes") changes_path = next();
+		else if (a == "--replica") replica = parse_list(next());
 		else die("unknown option");
 	}
 	if (manifest_path.empty())
@@ -265,7 +274,7 @@ int main(int argc, char **argv)
 		if (props.NumFComputeCores == 0 || props.DrmRenderMinor <= 0)
 			continue;
 		gpu_nodes.push_back(node);
-		for (uint64_t size : vram) {
+		auto vram_bo = [&](uint64_t size, uint64_t fill_seed) {
 			HsaMemFlags f{};
 			f.ui32.NonPaged = 1;
 			f.ui32.HostAccess = 1;
@@ -280,11 +289,14 @@ int main(int argc, char **argv)
 			if (zero)
 				std::memset(addr, 0, size);
 			else
-				testcommon::fill_pattern(addr, size, seed);
+				testcommon::fill_pattern(addr, size, fill_seed);
 			m.bos.push_back({node, static_cast<uint32_t>(props.DrmRenderMinor), true, false,
-					 reinterpret_cast<uint64_t>(addr), size, zero ? 0 : size, seed});
-			seed++;
-		}
+					 reinterpret_cast<uint64_t>(addr), size, zero ? 0 : size, fill_seed});
+		};
+		for (uint64_t size : vram)
+			vram_bo(size, seed++);
+		for (size_t k = 0; k < replica.size(); k++)
+			vram_bo(replica[k], kReplicaSeed + k);
 		if (gem.empty())
 			continue;
 		const int fd = libhsakmt_render_fd(props.DrmRenderMinor);

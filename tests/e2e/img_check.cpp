@@ -4,7 +4,9 @@
 // image layer and prints, per KFD image, its devices and BO table with an
 // FNV-1a 64 checksum of each BO's contents in the pages files (the same
 // checksum the emulator reports for live BOs). With --manifest, also checks
-// each workload BO's pattern in the pages files.
+// each workload BO's pattern in the pages files. A KFD image whose chunks
+// are partly elsewhere (a chain's link, a deduplicated image) is read
+// through its ChainPages, as a restore reads it.
 //
 //   img-check --images DIR [--manifest FILE]
 // Exit 0: all images valid (and patterns intact); 1 otherwise.
@@ -12,6 +14,7 @@
 
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,7 @@
 #include "image/image_dir.h"
 #include "image/image_names.h"
 #include "image/image_set.h"
+#include "image/kfd_chain.h"
 #include "image/kfd_image.h"
 #include "image/pages_file.h"
 
@@ -92,18 +96,24 @@ int main(int argc, char **argv)
 			first = false;
 		}
 		std::printf("],\n  \"bos\": [");
-		std::map<uint32_t, PagesReader> readers;
+		auto chain = resolve_chain_pages(*dir, id, *img);
+		if (!chain)
+			return fail(chain.error().message());
+		std::map<uint32_t, std::unique_ptr<ByteSource>> readers;
 		std::vector<unsigned char> buf(8 << 20);
 		first = true;
 		for (const auto &b : img->bos) {
 			std::string fnv = "null";
 			if (b.has_contents()) {
 				auto it = readers.find(b.gpu_id);
-				if (it == readers.end()) {
+				if (it == readers.end() && chain->contains(b.gpu_id)) {
+					it = readers.emplace(b.gpu_id, std::make_unique<ChainSource>(*dir, chain->at(b.gpu_id)))
+						     .first;
+				} else if (it == readers.end()) {
 					auto r = PagesReader::open_kfd(*dir, id, b.gpu_id);
 					if (!r)
 						return fail(r.error().message());
-					it = readers.emplace(b.gpu_id, std::move(*r)).first;
+					it = readers.emplace(b.gpu_id, std::make_unique<PagesReader>(std::move(*r))).first;
 				}
 				std::vector<unsigned char> whole;
 				const bool check = wanted.count(b.addr) != 0;
@@ -112,7 +122,7 @@ int main(int argc, char **argv)
 				uint64_t h = 0xcbf29ce484222325ull;
 				for (uint64_t off = 0; off < b.size;) {
 					const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), b.size - off));
-					if (auto st = it->second.read(buf.data(), n); !st)
+					if (auto st = it->second->read(buf.data(), n); !st)
 						return fail(st.error().message());
 					h = fnv1a(h, buf.data(), n);
 					if (check)
@@ -142,9 +152,10 @@ int main(int argc, char **argv)
 			first = false;
 		}
 		for (auto &[gpu, r] : readers)
-			if (r.remaining() != 0) {
-				std::fprintf(stderr, "img-check: %s: %llu bytes past the BO table\n", r.name().c_str(),
-					     static_cast<unsigned long long>(r.remaining()));
+			if (r->remaining() != 0) {
+				std::fprintf(stderr, "img-check: %s: %llu bytes past the BO table\n",
+					     kfd_pages_image_name(id, gpu).c_str(),
+					     static_cast<unsigned long long>(r->remaining()));
 				bad++;
 			}
 		std::printf("]}");
