@@ -209,7 +209,8 @@ Result<JobOut> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &
 		const bool dedup = job.dedup && job.checksums;
 		auto pages = job.parent_checksums.empty() && !dedup
 				     ? PagesWriter::create(images, job.pages_file, bytes)
-				     : PagesWriter::create_open_ended(images, job.pages_file, bytes);
+				     : PagesWriter::create_open_ended(images, job.pages_file, bytes,
+								      job.parent_checksums.empty());
 		if (!pages)
 			return std::move(pages).error();
 		DeltaDedup index;

@@ -6,6 +6,8 @@
 #include <cinttypes>
 #include <cstring>
 
+#include <nettle/sha2.h>
+
 #include "base/file_io.h"
 #include "image/framing.h"
 #include "image/from_parent.h"
@@ -112,27 +114,36 @@ void ChunkIndex::settle(const Key &k, size_t slot, std::shared_ptr<const Indexed
 	cv_.notify_all();
 }
 
-Result<bool> ChunkIndex::same(const Entry &e, uint64_t len, const ChunkBytes &bytes) const
+namespace {
+
+using Digest = std::array<uint8_t, SHA256_DIGEST_SIZE>;
+
+// SHA-256 of `len` bytes that `read(at, buf, n)` gives, 64 KiB at a time.
+template <typename Read>
+Result<Digest> digest_of(uint64_t len, Read &&read)
 {
 	constexpr size_t kPiece = 64 << 10;
-	std::vector<uint8_t> a(static_cast<size_t>(std::min<uint64_t>(kPiece, len)));
-	std::vector<uint8_t> b(a.size());
+	std::vector<uint8_t> buf(static_cast<size_t>(std::min<uint64_t>(kPiece, len)));
+	sha256_ctx ctx;
+	sha256_init(&ctx);
 	for (uint64_t at = 0; at < len;) {
 		const size_t n = static_cast<size_t>(std::min<uint64_t>(kPiece, len - at));
-		if (auto st = read_indexed(*e.file, e.offset + at, a.data(), n); !st)
+		if (auto st = read(at, buf.data(), n); !st)
 			return std::move(st).error();
-		if (auto st = bytes(at, b.data(), n); !st)
-			return std::move(st).error();
-		if (std::memcmp(a.data(), b.data(), n) != 0)
-			return false;
+		sha256_update(&ctx, n, buf.data());
 		at += n;
 	}
-	return true;
+	Digest d{};
+	sha256_digest(&ctx, d.size(), d.data());
+	return d;
 }
+
+} // namespace
 
 Result<ChunkIndex::Found> ChunkIndex::find(uint64_t key, uint64_t len, const ChunkBytes &bytes)
 {
 	const Key k{key, len};
+	std::optional<Digest> mine; // the chunk looked up, once a candidate needs it
 	std::unique_lock lk(mu_);
 	for (size_t i = 0;; i++) {
 		auto &list = entries_[k]; // a map node: stable while unlocked
@@ -148,11 +159,20 @@ Result<ChunkIndex::Found> ChunkIndex::find(uint64_t key, uint64_t len, const Chu
 		if (e.withdrawn)
 			continue;
 		lk.unlock();
-		auto eq = same(e, len, bytes);
+		auto theirs = e.digest ? Result<Digest>(*e.digest) : digest_of(len, [&](uint64_t at, void *p, size_t n) {
+			return read_indexed(*e.file, e.offset + at, p, n);
+		});
+		if (theirs && !mine) {
+			auto d = digest_of(len, bytes);
+			if (!d)
+				return std::move(d).error();
+			mine = *d;
+		}
 		lk.lock();
-		if (!eq)
-			return std::move(eq).error();
-		if (*eq) {
+		if (!theirs)
+			return std::move(theirs).error();
+		entries_[k][i].digest = *theirs; // read back once per stored chunk
+		if (*theirs == *mine) {
 			Found out;
 			out.place = Place{e.file->name, e.offset};
 			return out;

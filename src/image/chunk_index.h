@@ -11,11 +11,15 @@
 // ChunkRefs is the format's side (what an image says); ChunkIndex is the
 // dump's: the chunks written so far, keyed by their checksum64 and length.
 // The checksum only points at candidates: two chunks are the same only when
-// their bytes compare equal, the candidate read back from its pages file,
-// so a checksum collision never merges different contents. A chunk of zeros
-// is never indexed (DeltaSink): it costs no space (a hole) and no read.
+// their SHA-256 digests (nettle) are equal, so a checksum collision never
+// merges different contents. A stored chunk's digest is computed when it
+// first is a candidate, from its pages file (read back once: chunks that
+// never repeat cost no digest and no read), the looked-up chunk's from the
+// copy's own bytes. A chunk of zeros is never indexed (DeltaSink): it
+// costs no space (a hole) and no read.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -114,7 +118,7 @@ public:
 	};
 
 	// Looks a chunk of `len` bytes with checksum `key` up: each entry of
-	// the same key and length is compared byte for byte with `bytes`.
+	// the same key and length is compared with `bytes` by SHA-256.
 	Result<Found> find(uint64_t key, uint64_t len, const ChunkBytes &bytes);
 
 	// Entries published; comparisons that found different bytes under
@@ -127,10 +131,10 @@ private:
 		std::shared_ptr<const IndexedFile> file; // nullptr: claimed, not published yet
 		uint64_t offset = 0;
 		bool withdrawn = false;
+		std::optional<std::array<uint8_t, 32>> digest; // SHA-256, once read back
 	};
 	using Key = std::pair<uint64_t, uint64_t>; // checksum, length
 	void settle(const Key &k, size_t slot, std::shared_ptr<const IndexedFile> file, uint64_t offset);
-	Result<bool> same(const Entry &e, uint64_t len, const ChunkBytes &bytes) const;
 
 	mutable std::mutex mu_;
 	std::condition_variable cv_;

@@ -75,7 +75,7 @@ struct DeltaDedup {
 //
 // Deduplicated (with a DeltaDedup index): a chunk to be written that is not all
 // zeros is looked up in the checkpoint's ChunkIndex (image/chunk_index.h)
-// first; when an equal one was written already (compared byte for byte),
+// first; when an equal one was written already (equal SHA-256 digests),
 // the chunk is not written (its bytes of earlier writes taken back, as for
 // a chunk in the parent) and the BO's ChunkRefs name where it is; when
 // none was, it is written and indexed. `inner` must then be an

@@ -44,11 +44,12 @@ Result<PagesWriter> PagesWriter::create(const ImageDir &dir, const std::string &
 }
 
 Result<PagesWriter> PagesWriter::create_open_ended(const ImageDir &dir, const std::string &name,
-						  uint64_t max_payload)
+						  uint64_t max_payload, bool reserve)
 {
 	if (dir.streaming())
 		return make_error(ESPIPE, "%s: a pages file of unknown size cannot be streamed", name.c_str());
-	auto w = create(dir, name, 0); // the header's size is written at commit
+	// The header's size is written at commit.
+	auto w = create(dir, name, reserve ? max_payload : 0);
 	if (!w)
 		return w;
 	w->payload_size_ = max_payload;
@@ -167,6 +168,9 @@ Status PagesWriter::commit()
 		encode_image_header(written_, header);
 		if (auto st = pwrite_full(file_.fd(), header, sizeof(header), 0); !st)
 			return std::move(st).error().context(name());
+		// A reserved file has the maximum's length until now.
+		if (reserved_ && ::ftruncate(file_.fd(), static_cast<off_t>(kImageHeaderSize + written_)) != 0)
+			return errno_error(errno, "setting the length of " + name());
 		payload_size_ = written_;
 	}
 	if (written_ != payload_size_)

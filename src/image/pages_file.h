@@ -45,11 +45,16 @@ public:
 	static Result<PagesWriter> create(const ImageDir &dir, const std::string &name,
 					  uint64_t payload_size);
 	// Starts `name` for at most `max_payload` bytes, the size unknown yet
-	// (an incremental dump's pages file: only the chunks that changed);
-	// commit() puts the size written into the header. Not streamed (the
-	// header is rewritten in place): ESPIPE.
+	// (an incremental or deduplicated dump's pages file: only the chunks
+	// that changed, or not written before); commit() puts the size written
+	// into the header and cuts the file there. With `reserve`, the
+	// maximum is reserved and the file given that length first, as
+	// create() does (a deduplicated complete dump: with no chunk taken
+	// back, it writes what create() would); without, the file grows as it
+	// is written (an incremental dump, which may need a small part). Not
+	// streamed (the header is rewritten in place): ESPIPE.
 	static Result<PagesWriter> create_open_ended(const ImageDir &dir, const std::string &name,
-						     uint64_t max_payload);
+						     uint64_t max_payload, bool reserve = false);
 
 	PagesWriter(PagesWriter &&) noexcept = default;
 	PagesWriter &operator=(PagesWriter &&) noexcept = default;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // Deduplicated checkpoints (image/chunk_index.h): the chunk index merges
-// only equal bytes (a forced checksum collision stays two chunks), a
+// only equal bytes (a forced checksum collision stays two chunks: their
+// SHA-256 digests differ), a
 // claimed chunk makes a second lookup wait and a dropped claim releases it;
 // a dump of two processes on two GPUs holding the same data writes each
 // distinct chunk once and restores every byte; without duplicates the
@@ -102,7 +103,7 @@ uint64_t dump(const std::string &path, int id, Memory m, ChunkIndex *index)
 				stream.insert(stream.end(), bytes.begin(), bytes.end());
 			}
 		const std::string name = kfd_pages_image_name(id, gpu);
-		auto w = index ? PagesWriter::create_open_ended(*dir, name, stream.size())
+		auto w = index ? PagesWriter::create_open_ended(*dir, name, stream.size(), true)
 			       : PagesWriter::create(*dir, name, stream.size());
 		cr_assert_ok(w);
 		DeltaDedup dd;
