@@ -362,6 +362,12 @@ class Run:
         # (tests/rocm's scenarios are not in SCENARIOS: PLAIN)
         self.sc = SCENARIOS.get(args.scenario, PLAIN)
         self.env = dict(os.environ, **dict(self.sc.criu_env))
+        # Upstream's plugin reads complete pages files only: a checkpoint it
+        # restores is dumped without deduplication (a deduplicated one
+        # needs amdgpu-img flatten first; the man page, DEDUPLICATION). A
+        # tree's processes share some of the runtime's chunks.
+        if getattr(args, "interop", "") == "upstream-restore":
+            self.env["KFD_DEDUP"] = "0"
         # CRIU's log level: -v4 (debug) but for log-default (CRIU's default, 2).
         self.verbosity = ["-v4"] if self.sc.verbose else []
         self.stream = self.sc.stream
