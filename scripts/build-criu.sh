@@ -26,6 +26,10 @@
 #      decompressed (gzip or xz) and the SHA-256 of the tar stream must be
 #      the pinned one, else nothing is built and the script fails. Built
 #      like a tarball, reused while that SHA-256 is unchanged.
+# CRIU_UNPACK_ONLY=1: each source is checked and unpacked into
+# BUILD_DIR/realcriu/criu-<version>/ as above, not built and not listed
+# (sources fetched and checked for a later offline build; the download
+# test checks what the download unpacks without a third CRIU build).
 # JOBS is make's parallelism (default: nproc). AMDCR_TEST_CRIU_URL replaces
 # the pinned URL (not the pinned SHA-256): tests/realcriu/download_test.sh
 # points it at a server on 127.0.0.1; nothing else sets it.
@@ -192,11 +196,16 @@ build_tree() {
 	if [ -x "$bin" ] && [ "$(cat "$dir/.tarball-sha256" 2>/dev/null)" = "$stamp" ]; then
 		echo "build-criu: criu $version: up to date"
 	else
-		echo "build-criu: criu $version: building (make -j$jobs criu, a few minutes)"
+		[ "${CRIU_UNPACK_ONLY:-0}" = 1 ] ||
+			echo "build-criu: criu $version: building (make -j$jobs criu, a few minutes)"
 		# The stamp is written last: an interrupted build is redone from scratch.
 		rm -rf "$dir"
 		mkdir -p "$dir"
 		"$@" "$dir" || fail "criu $version: unpacking its sources failed"
+		if [ "${CRIU_UNPACK_ONLY:-0}" = 1 ]; then
+			echo "build-criu: criu $version: unpacked in $dir, not built (CRIU_UNPACK_ONLY=1)"
+			return 0
+		fi
 		if ! make -C "$dir" -j"$jobs" criu >"$log" 2>&1; then
 			tail -n 30 "$log" >&2
 			fail "criu $version: build FAILED (log: $log)"

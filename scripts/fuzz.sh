@@ -2,16 +2,22 @@
 # Builds the libFuzzer targets (tests/fuzz) with clang under AddressSanitizer
 # and UndefinedBehaviorSanitizer in build-fuzz/ and runs each: its seed
 # corpus first, then SECONDS of fuzzing (default 600: the long run; CI runs
-# 20). New inputs accumulate in build-fuzz/tests/fuzz/fuzz-corpus/<target>/,
+# 15). New inputs accumulate in build-fuzz/tests/fuzz/fuzz-corpus/<target>/,
 # crashes land in build-fuzz/tests/fuzz/fuzz-artifacts/. Fix what a crash
 # shows, then add its input to tests/fuzz/corpus/<target>/ (named crash-<what>).
 #   scripts/fuzz.sh [SECONDS] [TARGET-REGEX]
+# AMDCR_DEBUG_LINES_ONLY=ON builds with line tables only (CMakeLists.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-600}
 only=${2:-.}
 dir=${FUZZ_BUILD_DIR:-build-fuzz}
 CC=clang CXX=clang++ cmake -S . -B "$dir" -DAMDCR_FUZZ=ON -DAMDCR_SANITIZE=ON \
-	-DAMDCR_FUZZ_SECONDS="$seconds" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	-DAMDCR_FUZZ_SECONDS="$seconds" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	-DAMDCR_DEBUG_LINES_ONLY="${AMDCR_DEBUG_LINES_ONLY:-OFF}" >/dev/null
 cmake --build "$dir" --target fuzz -j"$(nproc)"
-ctest --test-dir "$dir" -L fuzz -R "fuzz_.*($only)" --output-on-failure -j1
+# FUZZ_BUILD_ONLY=1: the build alone (scripts/test.sh builds them while
+# other tests run).
+[ "${FUZZ_BUILD_ONLY:-0}" = 0 ] || exit 0
+# One target per CPU at a time: each libFuzzer run is one thread.
+ctest --test-dir "$dir" -L fuzz -R "fuzz_.*($only)" --output-on-failure -j"$(nproc)"

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds everything and runs every test.
-#   scripts/test.sh            normal build (build/), then each libFuzzer
-#                              target for 15 s (build-fuzz/, scripts/fuzz.sh)
-#   SANITIZE=ON scripts/test.sh       ASan+UBSan build (build-san-ON/)
-#                              and the threaded paths under ThreadSanitizer
-#                              (build-san-thread/, only their targets; THREADS=0
-#                              skips this step)
+#   scripts/test.sh            normal build (build/) and its tests, then each
+#                              libFuzzer target for 15 s (build-fuzz/,
+#                              scripts/fuzz.sh) and the threaded paths under
+#                              ThreadSanitizer (build-san-thread/, only their
+#                              targets; THREADS=0 skips this step); those two
+#                              builds compile while the tests run
+#   SANITIZE=ON scripts/test.sh       everything under ASan+UBSan (build-san-ON/)
 #   SANITIZE=thread scripts/test.sh   everything under ThreadSanitizer (build-san-thread/)
 #   CTEST_PARALLEL_LEVEL=N     tests run at once (default: one more than the
 #                              CPUs, see below)
@@ -15,8 +16,43 @@ bash scripts/install-deps.sh
 san=${SANITIZE:-OFF}
 dir=build
 [ "$san" = OFF ] || dir=build-san-$san
-cmake -S . -B "$dir" -DAMDCR_SANITIZE="$san" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# Every build here with line tables only (CMakeLists.txt: AMDCR_DEBUG_LINES_ONLY;
+# scripts/fuzz.sh takes it from the environment).
+export AMDCR_DEBUG_LINES_ONLY=ON
+cmake -S . -B "$dir" -DAMDCR_SANITIZE="$san" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DAMDCR_DEBUG_LINES_ONLY="$AMDCR_DEBUG_LINES_ONLY" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
+# The sanitizer builds (below: the libFuzzer targets, the ThreadSanitizer
+# targets) are compiled while the tests run, at the lowest CPU and I/O
+# priority (nice 19, ionice idle): most tests wait (see below), so the
+# compilers take the CPU time the tests leave; a test that wants a CPU
+# gets it first. Their output goes to $dir/sanitizer-builds.log; a failed
+# build fails this script after the tests.
+tsan_targets=(tsan_criterion_selftest test_transfer test_transfer_integrity test_staging_gate test_concurrency test_user_queue test_sdma test_aql_queue test_aql_cwsr
+              test_plugin_parallel_restore criu-host test_plugin host_target host_verifier amdgpu_plugin
+              gpu-workload gpu_verify img-check kfd-emu kfdemu_criu_workload render_verify
+              dmabuf-tree dmabuf_verify amdgpu-img)
+tsan_build() {
+  cmake -S . -B build-san-thread -DAMDCR_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DAMDCR_DEBUG_LINES_ONLY="$AMDCR_DEBUG_LINES_ONLY" >/dev/null
+  cmake --build build-san-thread -j"$(nproc)" --target "${tsan_targets[@]}"
+}
+threads=0
+[ "$san" != OFF ] || [ "${THREADS:-1}" = 0 ] || threads=1
+fuzz_seconds=15
+bg=
+if [ "$san" = OFF ]; then
+  set -m # its own process group, which the trap ends if the tests fail
+  (
+    renice -n 19 -p "$BASHPID" >/dev/null || true
+    ionice -c 3 -p "$BASHPID" || true
+    FUZZ_BUILD_ONLY=1 bash scripts/fuzz.sh "$fuzz_seconds"
+    [ "$threads" = 0 ] || tsan_build
+  ) >"$dir/sanitizer-builds.log" 2>&1 </dev/null &
+  bg=$!
+  set +m
+  trap '[ -z "$bg" ] || kill -- -"$bg" 2>/dev/null || true' EXIT
+fi
 # In parallel: one more test than CPUs. Most tests spend their time
 # waiting (on the emulated GPU's rate-limited SDMA engines, on polls of a
 # workload's files, on CRIU's freezing), so one more keeps the CPUs busy;
@@ -26,9 +62,17 @@ cmake --build "$dir" -j"$(nproc)"
 # real-CRIU ones their own /dev/shm.
 jobs=${CTEST_PARALLEL_LEVEL:-$(($(nproc) + 1))}
 (cd "$dir" && ctest --output-on-failure --timeout 600 -j"$jobs")
+[ "$san" = OFF ] || exit 0
+if ! wait "$bg"; then
+  bg=
+  tail -n 60 "$dir/sanitizer-builds.log"
+  echo "test.sh: the sanitizer builds failed (log: $dir/sanitizer-builds.log)" >&2
+  exit 1
+fi
+bg=
 # The libFuzzer targets (tests/fuzz): their seeds, then 15 s each, in a
 # clang ASan+UBSan build of only those targets.
-[ "$san" != OFF ] || bash scripts/fuzz.sh 15
+bash scripts/fuzz.sh "$fuzz_seconds"
 # The threaded paths under ThreadSanitizer (Criterion tests run through
 # tests/tsan_criterion there): the copy pipeline (and its checksums) and the
 # gate its processes take
@@ -39,16 +83,13 @@ jobs=${CTEST_PARALLEL_LEVEL:-$(($(nproc) + 1))}
 # bounded staging, the parallel restore with its turns and faults, render
 # nodes, a shared dma-buf. Not e2e_roundtrip: its 2 GiB of BOs under TSan's
 # shadow memory exhaust 24 GiB. A TSan report fails its test (exit 66).
-if [ "$san" = OFF ] && [ "${THREADS:-1}" != 0 ]; then
-  tsan_targets=(tsan_criterion_selftest test_transfer test_transfer_integrity test_staging_gate test_concurrency test_user_queue test_sdma test_aql_queue test_aql_cwsr
-                test_plugin_parallel_restore criu-host test_plugin host_target host_verifier amdgpu_plugin
-                gpu-workload gpu_verify img-check kfd-emu kfdemu_criu_workload render_verify
-                dmabuf-tree dmabuf_verify amdgpu-img)
+if [ "$threads" = 1 ]; then
   tsan_tests='^(tsan_criterion_selftest|test_transfer|test_transfer_integrity|test_staging_gate|test_plugin_parallel_restore|kfdemu_model[.]test_(concurrency|user_queue|sdma|aql_queue|aql_cwsr)|host_threads_zombie|host_dump_order'
   tsan_tests+='|e2e_(tree|bounded|parallel|render_roundtrip|render_bounded|dmabuf_holder_root_concurrent|dmabuf_importer_root_fault))$'
-  cmake -S . -B build-san-thread -DAMDCR_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build build-san-thread -j"$(nproc)" --target "${tsan_targets[@]}"
-  # One at a time: TSan's shadow memory makes each instrumented process
-  # several times its size (above: e2e_roundtrip alone exhausts 24 GiB).
-  (cd build-san-thread && ctest --output-on-failure --timeout 600 -j1 --no-tests=error -R "$tsan_tests")
+  tsan_build >/dev/null # built above; this checks it is up to date
+  # One per CPU: TSan's shadow memory makes each instrumented process
+  # several times its size (above: e2e_roundtrip alone exhausts 24 GiB);
+  # the two largest of these, e2e_bounded and e2e_parallel, side by side
+  # take 3.1 GB of MemAvailable at their peak.
+  (cd build-san-thread && ctest --output-on-failure --timeout 600 -j"$(nproc)" --no-tests=error -R "$tsan_tests")
 fi

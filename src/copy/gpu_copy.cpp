@@ -88,7 +88,7 @@ struct JobOut {
 Result<JobOut> run_empty(Direction dir, const ImageDir &images, const GpuCopyJob &job)
 {
 	if (dir == Direction::GpuToFile) {
-		auto pages = PagesWriter::create(images, job.pages_file, 0);
+		auto pages = PagesWriter::create(images, job.pages_file, 0, job.pages_seal);
 		if (!pages)
 			return std::move(pages).error();
 		if (auto st = pages->commit(); !st)
@@ -170,7 +170,7 @@ Result<JobOut> run_series(Direction dir, const ImageDir &images, const GpuCopyJo
 	for (size_t i = 0; i < job.bos.size(); i++)
 		parts.push_back({job.bo_files[i], job.bos[i].size});
 	if (dir == Direction::GpuToFile) {
-		PagesSeriesWriter pages(images, std::move(parts));
+		PagesSeriesWriter pages(images, std::move(parts), job.pages_seal);
 		auto out = transfer_checked(engine, bufs, job, &pages, nullptr, bound, moved);
 		if (!out)
 			return out;
@@ -178,7 +178,7 @@ Result<JobOut> run_series(Direction dir, const ImageDir &images, const GpuCopyJo
 			return std::move(st).error();
 		return out;
 	}
-	PagesSeriesReader pages(images, std::move(parts));
+	PagesSeriesReader pages(images, std::move(parts), job.pages_seal);
 	return transfer_checked(engine, bufs, job, nullptr, &pages, bound, moved);
 }
 
@@ -208,9 +208,9 @@ Result<JobOut> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &
 	if (dir == Direction::GpuToFile) {
 		const bool dedup = job.dedup && job.checksums;
 		auto pages = job.parent_checksums.empty() && !dedup
-				     ? PagesWriter::create(images, job.pages_file, bytes)
+				     ? PagesWriter::create(images, job.pages_file, bytes, job.pages_seal)
 				     : PagesWriter::create_open_ended(images, job.pages_file, bytes,
-								      job.parent_checksums.empty());
+								      job.parent_checksums.empty(), job.pages_seal);
 		if (!pages)
 			return std::move(pages).error();
 		DeltaDedup index;
@@ -238,7 +238,7 @@ Result<JobOut> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &
 			return std::move(out).error().context(job.pages_file);
 		return out;
 	}
-	auto pages = PagesReader::open(images, job.pages_file);
+	auto pages = PagesReader::open(images, job.pages_file, job.pages_seal);
 	if (!pages)
 		return std::move(pages).error();
 	if (pages->payload_size() != bytes)

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "base/result.h"
 #include "copy/staging_gate.h"
 #include "copy/transfer.h"
+#include "image/binding.h"
 #include "image/chunk_index.h"
 #include "image/content_checksum.h"
 #include "image/from_parent.h"
@@ -43,6 +45,10 @@ struct GpuCopyJob {
 	std::vector<std::string> bo_files;
 	// Dump: compute the BOs' checksums (KFD_VERIFY=0: no).
 	bool checksums = true;
+	// Dump: the dump identity every pages file is sealed with; restore:
+	// the one each must be sealed with (image/pages_file.h; nullopt:
+	// unsealed, upstream's).
+	std::optional<DumpId> pages_seal{};
 	// Dump, incremental (one pages_file, checksums on): per BO, the parent
 	// checkpoint's checksums of the same BO (nullptr: written whole). When
 	// not empty, the pages file holds only the chunks whose checksum

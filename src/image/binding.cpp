@@ -11,6 +11,7 @@
 
 #include "image/framing.h"
 #include "image/image_names.h"
+#include "image/pages_file.h"
 
 namespace amdcr {
 
@@ -107,6 +108,8 @@ void to_binding_entry(const DumpBinding &b, ::DumpBinding *e)
 	e->dump_id.len = b.dump_id.size();
 	e->dump_id.data = const_cast<uint8_t *>(b.dump_id.data());
 	e->file_id = b.file_id;
+	e->has_pages_sealed = b.pages_sealed;
+	e->pages_sealed = b.pages_sealed;
 }
 
 Result<std::optional<DumpBinding>> from_binding_entry(const ::DumpBinding *e, const std::string &name)
@@ -119,7 +122,15 @@ Result<std::optional<DumpBinding>> from_binding_entry(const ::DumpBinding *e, co
 				  b.dump_id.size());
 	std::copy(e->dump_id.data, e->dump_id.data + e->dump_id.len, b.dump_id.begin());
 	b.file_id = e->file_id;
+	b.pages_sealed = e->has_pages_sealed && e->pages_sealed;
 	return std::optional<DumpBinding>(b);
+}
+
+std::optional<DumpId> pages_seal(const std::optional<DumpBinding> &b)
+{
+	if (!b || !b->pages_sealed)
+		return std::nullopt;
+	return b->dump_id;
 }
 
 namespace {
@@ -148,6 +159,65 @@ Result<DumpManifest> unpack_manifest(std::span<const uint8_t> payload)
 		m.gpu_files.emplace_back(msg->gpu_files[i]);
 	return m;
 }
+
+// A varint of `msg` at `at` (advanced past it); nullopt: cut short.
+std::optional<uint64_t> read_varint(std::span<const uint8_t> msg, size_t &at)
+{
+	uint64_t v = 0;
+	for (unsigned shift = 0; shift < 64 && at < msg.size(); shift += 7) {
+		const uint8_t b = msg[at++];
+		v |= static_cast<uint64_t>(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return v;
+	}
+	return std::nullopt;
+}
+
+// The bytes of the top-level length-delimited field `field` of the packed
+// message `msg` (the last one, as a decoder merges them); nullopt: none,
+// or a message that does not parse.
+std::optional<std::span<const uint8_t>> find_bytes_field(std::span<const uint8_t> msg, uint32_t field)
+{
+	std::optional<std::span<const uint8_t>> found;
+	size_t at = 0;
+	while (at < msg.size()) {
+		const auto key = read_varint(msg, at);
+		if (!key)
+			return std::nullopt;
+		uint64_t skip = 0;
+		switch (*key & 7) {
+		case 0:
+			if (!read_varint(msg, at))
+				return std::nullopt;
+			continue;
+		case 1:
+			skip = 8;
+			break;
+		case 5:
+			skip = 4;
+			break;
+		case 2: {
+			const auto len = read_varint(msg, at);
+			if (!len || *len > msg.size() - at)
+				return std::nullopt;
+			if ((*key >> 3) == field)
+				found = msg.subspan(at, static_cast<size_t>(*len));
+			skip = *len;
+			break;
+		}
+		default:
+			return std::nullopt;
+		}
+		if (skip > msg.size() - at)
+			return std::nullopt;
+		at += static_cast<size_t>(skip);
+	}
+	return found;
+}
+
+struct BindingDeleter {
+	void operator()(::DumpBinding *b) const { dump_binding__free_unpacked(b, nullptr); }
+};
 
 std::string digest_text(const CriuImageDigest &d)
 {
@@ -216,6 +286,31 @@ Result<std::optional<DumpManifest>> read_dump_manifest(const ImageDir &dir)
 	if (!m)
 		return std::move(m).error();
 	return std::optional<DumpManifest>(std::move(*m));
+}
+
+Result<std::optional<DumpId>> carried_dump_id(const ImageDir &dir, const std::string &file, const std::string &as)
+{
+	if (as.starts_with(kPagesImagePrefix) || as.starts_with(kDrmPagesImagePrefix))
+		return read_pages_seal(dir, file, as);
+	const bool manifest = as == kDumpManifestName;
+	if (!manifest && !as.starts_with(kKfdImagePrefix) && !as.starts_with(kRenderImagePrefix) &&
+	    !as.starts_with(kDmabufImagePrefix))
+		return std::optional<DumpId>();
+	auto payload = read_image_payload(dir, file);
+	if (!payload)
+		return std::move(payload).error();
+	if (manifest) {
+		auto m = unpack_manifest(*payload);
+		return m ? std::optional<DumpId>(m->dump_id) : std::optional<DumpId>();
+	}
+	const auto bytes = find_bytes_field(*payload, kBindingField);
+	if (!bytes)
+		return std::optional<DumpId>();
+	std::unique_ptr<::DumpBinding, BindingDeleter> msg(dump_binding__unpack(nullptr, bytes->size(), bytes->data()));
+	auto b = from_binding_entry(msg.get(), file);
+	if (!b || !*b)
+		return std::optional<DumpId>();
+	return std::optional<DumpId>((*b)->dump_id);
 }
 
 Status check_bound_to_criu(const ImageDir &dir, const std::optional<DumpId> &dump, const std::string &images,

@@ -4,10 +4,11 @@
 // dump_binding message, field 150 of criu_kfd, criu_render_node and
 // criu_dmabuf_node; upstream's plugin ignores it): an identity drawn at
 // random once per dump, the same in every image that dump writes, and the
-// CRIU file id the image was dumped for. Pages files carry no binding of
-// their own (upstream's framing leaves no room for one): each is bound to
-// its image by the image's per-MiB checksums of its contents
-// (KFD_VERIFY) and by its size.
+// CRIU file id the image was dumped for. Pages files are bound to their
+// image by a seal after the payload, which upstream's reader never reaches
+// (image/pages_file.h), holding the dump identity and checked always
+// (pages_sealed), and by the image's per-MiB checksums of their contents
+// (KFD_VERIFY) and their size.
 //
 // The dump manifest (amdgpu-binding.img, this project's file) binds the
 // dump's images to CRIU's images of the same dump: written by the plugin's
@@ -45,8 +46,14 @@ using DumpId = std::array<uint8_t, 16>;
 struct DumpBinding {
 	DumpId dump_id{};
 	uint32_t file_id = 0;
+	// The image's pages files are sealed with dump_id (image/pages_file.h).
+	bool pages_sealed = false;
 	bool operator==(const DumpBinding &) const = default;
 };
+
+// The dump identity an image's pages files must be sealed with (nullopt:
+// not sealed, an image of upstream's plugin or of a dump before seals).
+std::optional<DumpId> pages_seal(const std::optional<DumpBinding> &b);
 
 // A new dump identity (getrandom).
 Result<DumpId> new_dump_id();
@@ -83,6 +90,13 @@ struct DumpManifest {
 	std::vector<std::string> gpu_files; // sorted
 	bool operator==(const DumpManifest &) const = default;
 };
+
+// The dump identity the GPU file `file` of `dir` carries as the file `as`
+// (a copy of it under another name, e.g. a commit's kept file,
+// image/image_dir.h): a metadata image's binding, a pages file's seal
+// naming `as`, a manifest's dump_id. nullopt: none (upstream's, a dump's
+// before seals, not a file of this plugin's, or one that does not parse).
+Result<std::optional<DumpId>> carried_dump_id(const ImageDir &dir, const std::string &file, const std::string &as);
 
 // amdgpu-binding.img of `dir`, written atomically / read (nullopt: none).
 Status write_dump_manifest(const ImageDir &dir, const DumpManifest &m);

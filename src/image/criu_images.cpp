@@ -26,6 +26,8 @@ constexpr uint32_t kImgCommonMagic = 0x54564319;
 constexpr uint32_t kFilesMagic = 0x56303138;
 constexpr uint32_t kPstreeMagic = 0x50273030;
 constexpr uint32_t kMmMagic = 0x57492820;
+constexpr uint32_t kIdsMagic = 0x54432030;
+constexpr uint32_t kFdinfoMagic = 0x56213732;
 constexpr uint32_t kFileTypeReg = 1;  // fd_types.REG
 constexpr uint32_t kFileTypeExt = 16; // fd_types.EXT
 constexpr uint64_t kVmaExtPlugin = uint64_t{1} << 27; // vma_entry.status: a device mapping a plugin claimed
@@ -419,6 +421,75 @@ Result<std::vector<CriuRenderMapping>> read_render_mappings(const ImageDir &dir,
 			return std::move(read).error();
 	}
 	return out;
+}
+
+namespace {
+
+// The files_id of task `pid`'s fd table (ids-<pid>.img, where CRIU's
+// restore reads it: task_kobj_ids_entry, its field 2); nullopt: no such
+// image.
+Result<std::optional<uint32_t>> task_files_id(const ImageDir &dir, uint32_t pid)
+{
+	const std::string image = strprintf("ids-%u.img", pid);
+	std::optional<uint64_t> vm_id, files_id;
+	auto read = each_entry(dir, image.c_str(), kIdsMagic, [&](std::string_view m) -> Status {
+		if (!first_two_fields(m, vm_id, files_id))
+			return make_error(EINVAL, "%s: a malformed task_kobj_ids_entry", image.c_str());
+		return ok_status();
+	});
+	if (!read)
+		return std::move(read).error();
+	if (!*read || !files_id || *files_id > UINT32_MAX)
+		return std::optional<uint32_t>();
+	return std::optional<uint32_t>(static_cast<uint32_t>(*files_id));
+}
+
+} // namespace
+
+Result<std::optional<std::map<uint32_t, uint32_t>>> read_ext_file_restorers(const ImageDir &dir,
+									    const CriuIdSet &pids)
+{
+	using Restorers = std::map<uint32_t, uint32_t>;
+	if (dir.streaming())
+		return make_error(ENOTSUP, "CRIU's images are not in the directory when streamed");
+	std::map<uint32_t, std::vector<uint32_t>> tables; // files_id -> the tasks sharing it
+	for (uint32_t pid : pids.sorted()) {
+		auto files_id = task_files_id(dir, pid);
+		if (!files_id)
+			return std::move(files_id).error();
+		if (!*files_id)
+			return std::optional<Restorers>();
+		tables[**files_id].push_back(pid);
+	}
+	Restorers out;
+	for (const auto &[files_id, tasks] : tables) {
+		const std::string image = strprintf("fdinfo-%u.img", files_id);
+		// pids.sorted(): tasks.front() is the table's lowest pid.
+		auto read = each_entry(dir, image.c_str(), kFdinfoMagic, [&](std::string_view m) -> Status {
+			std::optional<uint64_t> id, type; // fdinfo_entry: 1 id, 3 type
+			if (!each_field(m, [&](const PbField &f) {
+				    if (!f.delimited && f.number == 1)
+					    id = f.value;
+				    else if (!f.delimited && f.number == 3)
+					    type = f.value;
+			    }) || !id)
+				return make_error(EINVAL, "%s: a malformed fdinfo_entry", image.c_str());
+			if (type != kFileTypeExt || *id > UINT32_MAX)
+				return ok_status();
+			auto [it, added] = out.emplace(static_cast<uint32_t>(*id), tasks.front());
+			if (!added)
+				it->second = std::min(it->second, tasks.front()); // CRIU: the lower pid restores it
+			if (out.size() > kMaxCriuIds)
+				return make_error(EFBIG, "%s: more than %zu EXT files in the checkpoint, the most this "
+						  "plugin keeps: refused", image.c_str(), kMaxCriuIds);
+			return ok_status();
+		});
+		if (!read)
+			return std::move(read).error();
+		if (!*read)
+			return std::optional<Restorers>();
+	}
+	return std::optional<Restorers>(std::move(out));
 }
 
 bool is_bound_criu_image(const std::string &name)

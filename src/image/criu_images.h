@@ -2,7 +2,7 @@
 //
 // Facts from CRIU's own images in the checkpoint directory that bind the
 // GPU images to their checkpoint, read without CRIU's protobuf definitions
-// (two fields of two messages):
+// (the few fields named below):
 //   files.img   file_entry (field 1 type, field 2 id): the ids of the EXT
 //               files (type 16) CRIU restores: the ids it will ask the
 //               plugins for;
@@ -11,6 +11,8 @@
 //               PROCESS_INFO reports and a restored task has again);
 //   files.img   the REG files (type 1) that are render nodes: reg_file_entry
 //               (file_entry field 3; its field 1 id, field 6 name);
+//   ids-<pid>.img, fdinfo-<files_id>.img  which task holds which EXT
+//               file (read_ext_file_restorers);
 //   mm-<pid>.img  mm_entry's VMAs (field 14, vma_entry: 1 start, 2 end,
 //               3 pgoff, 4 shmid, 7 status): those a plugin claimed
 //               (status VMA_EXT_PLUGIN, 1 << 27) whose file (shmid, a REG
@@ -18,7 +20,7 @@
 //               the plugins at restore (UPDATE_VMA_MAP).
 // Each file starts with CRIU's image magic (IMG_COMMON_MAGIC 0x54564319,
 // then the file's own: FILES_MAGIC 0x56303138, PSTREE_MAGIC 0x50273030,
-// MM_MAGIC 0x57492820;
+// MM_MAGIC 0x57492820, IDS_MAGIC 0x54432030, FDINFO_MAGIC 0x56213732;
 // images of CRIUs writing no common magic start with the file's own), then
 // entries of a 4-byte little-endian size and a packed message.
 //
@@ -32,6 +34,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -96,6 +99,18 @@ struct CriuRenderMapping {
 // read_criu_facts() reads, at most kMaxCriuIds in all. Not when streaming
 // (ENOTSUP).
 Result<std::vector<CriuRenderMapping>> read_render_mappings(const ImageDir &dir, const CriuIdSet &pids);
+
+// The task CRIU restores each EXT file of the checkpoint in, by file id:
+// the lowest pid among the tasks `pids` (pstree.img's) whose fd table
+// holds it (CRIU gives a shared file to the task of lower pid to restore,
+// pid_rst_prio). A task's table is fdinfo-<files_id>.img (fdinfo_entry: 1
+// id, 3 type), its files_id that of ids-<pid>.img (task_kobj_ids_entry,
+// its field 2; where CRIU's restore reads it). nullopt: a task's ids
+// image or its fd table missing (nothing to tell then). Read as
+// read_criu_facts() reads, at most kMaxCriuIds files. Not when streaming
+// (ENOTSUP).
+Result<std::optional<std::map<uint32_t, uint32_t>>> read_ext_file_restorers(const ImageDir &dir,
+									    const CriuIdSet &pids);
 
 // "/dev/dri/renderD<N>" (a path whose last part is renderD and a number)
 // -> N; 0 when the path is not a render node's.

@@ -89,7 +89,7 @@ Status expect_stream_end(int fd, const std::string &name, uint64_t payload_size)
 }
 
 Result<FramedFile> open_framed_image(const ImageDir &dir, const std::string &name,
-				     std::optional<uint64_t> max_payload)
+				     std::optional<uint64_t> max_payload, uint64_t may_trail)
 {
 	auto fd = dir.open_read(name);
 	if (!fd)
@@ -115,10 +115,14 @@ Result<FramedFile> open_framed_image(const ImageDir &dir, const std::string &nam
 		return std::move(chk).error();
 	}
 	const uint64_t payload_size = decode_image_header(header);
-	auto chk = check_image_framing(name, file_size, payload_size);
+	const uint64_t trailing = may_trail > 0 && file_size >= kImageHeaderSize + may_trail &&
+						  file_size - kImageHeaderSize - may_trail == payload_size
+					  ? may_trail
+					  : 0;
+	auto chk = check_image_framing(name, file_size - trailing, payload_size);
 	if (!chk)
 		return std::move(chk).error();
-	return FramedFile{std::move(*fd), payload_size};
+	return FramedFile{std::move(*fd), payload_size, false, trailing};
 }
 
 Result<std::vector<uint8_t>> read_image_payload(const ImageDir &dir, const std::string &name)

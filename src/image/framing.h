@@ -12,8 +12,10 @@
 // The header lets upstream, and this plugin, read images through CRIU's
 // image streamer (image_stream.h), where the size of a file is not known up
 // front: there a file is read once, header first, and its end is checked
-// by reading one byte past the payload. Nothing follows the payload; a
-// file longer or shorter than 8 + header is corrupt.
+// by reading one byte past the payload. Nothing follows the payload but a
+// pages file's seal (pages_file.h, which upstream's reader never reaches:
+// it reads what the header announces); any other file longer or shorter
+// than 8 + header is corrupt.
 #pragma once
 
 #include <cstddef>
@@ -47,14 +49,18 @@ struct FramedFile {
 	// payload follows at the current position and must be read in order;
 	// its size could not be checked yet (see expect_stream_end).
 	bool streamed = false;
+	// Bytes after the payload (open_framed_image's `may_trail`, or 0).
+	uint64_t trailing = 0;
 };
 
 // Opens `name` in `dir` and checks it: a regular file, no larger than
 // `max_payload` + header (metadata images; EFBIG), with a header that
 // matches its size. Every Error names the file. Streamed (dir.streaming()):
 // the header is read from the pipe and checked against `max_payload` only.
+// A file exactly `may_trail` bytes longer than header + payload is
+// accepted too (FramedFile::trailing; a pages file's seal).
 Result<FramedFile> open_framed_image(const ImageDir &dir, const std::string &name,
-				     std::optional<uint64_t> max_payload = std::nullopt);
+				     std::optional<uint64_t> max_payload = std::nullopt, uint64_t may_trail = 0);
 
 // Stream mode, after the whole payload of `name` was read from `fd`: the
 // pipe must be at its end (trailing bytes are corrupt, as in a file).

@@ -42,7 +42,23 @@ std::string random_suffix()
 	return strprintf("%08x", r);
 }
 
+constexpr std::string_view kKeptInfix = ".old-";
+
 } // namespace
+
+std::string kept_name(const std::string &name, const std::string &suffix)
+{
+	return "." + name + std::string(kKeptInfix) + suffix;
+}
+
+std::optional<std::string> kept_original(std::string_view hidden)
+{
+	const size_t at = hidden.rfind(kKeptInfix);
+	if (!hidden.starts_with('.') || at == std::string_view::npos || at < 2 ||
+	    at + kKeptInfix.size() == hidden.size() || hidden.find('/') != std::string_view::npos)
+		return std::nullopt;
+	return std::string(hidden.substr(1, at - 1));
+}
 
 ImageDir ImageDir::borrow(int dirfd, Sync sync)
 {
@@ -256,7 +272,7 @@ Status AtomicFile::rewind(uint64_t len)
 Result<std::string> AtomicFile::keep_replaced() const
 {
 	for (int attempt = 0; attempt < 16; attempt++) {
-		std::string kept = "." + name_ + ".old-" + random_suffix();
+		std::string kept = kept_name(name_, random_suffix());
 		if (::linkat(dirfd_, name_.c_str(), dirfd_, kept.c_str(), 0) == 0)
 			return kept;
 		if (errno == ENOENT)

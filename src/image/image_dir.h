@@ -42,6 +42,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -51,6 +52,12 @@
 namespace amdcr {
 
 class AtomicFile;
+
+// The hidden name a commit keeps the file it replaces under
+// (".<name>.old-<random>", ImageDir::set_commit_observer), and back: the
+// final name whose older file `hidden` keeps (nullopt: not such a name).
+std::string kept_name(const std::string &name, const std::string &suffix);
+std::optional<std::string> kept_original(std::string_view hidden);
 
 class ImageDir {
 public:

@@ -34,6 +34,8 @@ std::string drm_pages_image_name(int id, uint32_t render_minor, uint32_t bo_inde
 inline constexpr const char *kKfdImagePrefix = "amdgpu-kfd-";
 inline constexpr const char *kRenderImagePrefix = "amdgpu-renderD-";
 inline constexpr const char *kDmabufImagePrefix = "amdgpu-dmabuf_";
+inline constexpr const char *kPagesImagePrefix = "amdgpu-pages-";
+inline constexpr const char *kDrmPagesImagePrefix = "amdgpu-drm-pages-";
 inline constexpr const char *kDumpManifestName = "amdgpu-binding.img";
 
 } // namespace amdcr

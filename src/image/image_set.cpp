@@ -12,9 +12,10 @@ namespace amdcr {
 namespace {
 
 // The pages file `name` must exist with a payload of exactly `expected`
-// bytes. With `may_be_missing`, absence is fine.
+// bytes, sealed with `seal` when given (pages_file.h). With
+// `may_be_missing`, absence is fine.
 Status check_pages_file(const ImageDir &dir, const std::string &name, uint64_t expected,
-			bool may_be_missing, const char *what)
+			bool may_be_missing, const char *what, const std::optional<DumpId> &seal)
 {
 	// Streamed: a file can be read only once, so its header is checked
 	// against the BO table when the copy reads it, and its end when the
@@ -28,7 +29,7 @@ Status check_pages_file(const ImageDir &dir, const std::string &name, uint64_t e
 		if (!*present)
 			return ok_status();
 	}
-	auto reader = PagesReader::open(dir, name);
+	auto reader = PagesReader::open(dir, name, seal);
 	if (!reader) {
 		if (reader.error().code() == ENOENT)
 			return make_error(ENOENT, "%s: missing (%s, %" PRIu64 " bytes of contents)",
@@ -59,7 +60,7 @@ Status validate_kfd_image_set(const ImageDir &dir, int id, const KfdImage &img)
 			strprintf("the VRAM/GTT BOs of gpu 0x%04x in %s", d.gpu_id,
 				  kfd_image_name(id).c_str());
 		st = check_pages_file(dir, kfd_pages_image_name(id, d.gpu_id), *expected,
-				      *expected == 0, what.c_str());
+				      *expected == 0, what.c_str(), pages_seal(img.binding));
 		if (!st)
 			return st;
 	}
@@ -79,7 +80,7 @@ Status validate_render_image_set(const ImageDir &dir, int id, const RenderNodeIm
 		st = check_pages_file(dir,
 				      drm_pages_image_name(id, img.drm_render_minor,
 							   static_cast<uint32_t>(i)),
-				      bo.size, false, what.c_str());
+				      bo.size, false, what.c_str(), pages_seal(img.binding));
 		if (!st)
 			return st;
 	}
@@ -93,7 +94,7 @@ Status validate_dmabuf_image_set(const ImageDir &dir, int id, const DmabufImage 
 	const SharedBo &s = *img.shared;
 	const std::string what = strprintf("the BO of %s", dmabuf_image_name(id).c_str());
 	return check_pages_file(dir, drm_pages_image_name(id, s.contents_minor, s.contents_index), s.size, false,
-				what.c_str());
+				what.c_str(), pages_seal(img.binding));
 }
 
 Status check_imports_held(const std::string &name, const RenderNodeImage &img,

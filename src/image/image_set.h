@@ -27,6 +27,8 @@ namespace amdcr {
 // For the KFD image `img` (read from amdgpu-kfd-<id>.img):
 //  - validate_kfd_image (counts, BO sanity, gpu_ids known, minors in range);
 //  - for each GPU: amdgpu-pages-<id>-<gpu>.img exists, is framed correctly,
+//    is sealed with the image's dump identity when its binding says its
+//    pages files are (pages_file.h, checked with KFD_VERIFY=0 too),
 //    and its payload equals the sum of that GPU's VRAM/GTT BO sizes. A GPU
 //    without content BOs may lack its pages file (upstream writes an empty
 //    one; both are accepted).
@@ -34,12 +36,12 @@ Status validate_kfd_image_set(const ImageDir &dir, int id, const KfdImage &img);
 
 // For a render node image (id = its CRIU file id): every BO with contents
 // (VRAM/GTT domain, DrmBo::has_contents) has its amdgpu-drm-pages file with
-// a payload of exactly the BO size.
+// a payload of exactly the BO size, sealed as a KFD image's.
 Status validate_render_image_set(const ImageDir &dir, int id, const RenderNodeImage &img);
 
 // For a dma-buf image (id = its CRIU file id) whose BO's contents it wrote
 // itself (its shared BO's contents_id is `id`): that amdgpu-drm-pages file
-// has a payload of exactly the BO size.
+// has a payload of exactly the BO size, sealed as a KFD image's.
 Status validate_dmabuf_image_set(const ImageDir &dir, int id, const DmabufImage &img);
 
 // A render image's BOs imported through another file (DrmBo::is_import)

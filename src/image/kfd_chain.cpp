@@ -162,13 +162,14 @@ LinkLayout layout_of(const KfdImage &img, uint32_t gpu_id)
 	return l;
 }
 
-// The index in out.files of `name` in link directory `dir`, added if new.
-uint32_t file_index(ChainPages &out, const std::string &dir, const std::string &name)
+// The index in out.files of `name` in the directory of link `l`, added if
+// new (sealed as the link's own files: one dump wrote them all).
+uint32_t file_index(ChainPages &out, const KfdChain::Link &l, const std::string &name)
 {
 	for (size_t f = 0; f < out.files.size(); f++)
-		if (out.files[f].dir == dir && out.files[f].name == name)
+		if (out.files[f].dir == l.dir && out.files[f].name == name)
 			return static_cast<uint32_t>(f);
-	out.files.push_back({dir, name});
+	out.files.push_back({l.dir, name, pages_seal(l.img.binding)});
 	return static_cast<uint32_t>(out.files.size() - 1);
 }
 
@@ -193,7 +194,7 @@ Result<ChainPages> KfdChain::pages(uint32_t gpu_id) const
 	ChainPages out;
 	std::vector<LinkLayout> layouts;
 	for (const Link &l : links_) {
-		out.files.push_back({l.dir, kfd_pages_image_name(l.id, gpu_id)});
+		out.files.push_back({l.dir, kfd_pages_image_name(l.id, gpu_id), pages_seal(l.img.binding)});
 		layouts.push_back(layout_of(l.img, gpu_id));
 	}
 	const KfdImage &top = links_.front().img;
@@ -233,7 +234,7 @@ Result<ChainPages> KfdChain::pages(uint32_t gpu_id) const
 			const uint64_t len = std::min<uint64_t>(cb, b.size - k * cb);
 			const auto &d = links_[link].img.bos[bo].dedup;
 			if (const ChunkRef *ref = d ? d->find(k) : nullptr) { // stored elsewhere in that checkpoint
-				append(out, file_index(out, links_[link].dir, ref->file), ref->offset, len);
+				append(out, file_index(out, links_[link], ref->file), ref->offset, len);
 				continue;
 			}
 			const auto &ranks = layouts[link].rank;
@@ -308,14 +309,21 @@ std::shared_ptr<const ChainPages::Users> dedup_users(const KfdChain &chain)
 Status check_referenced_files(const ImageDir &top, const KfdChain &chain,
 			      const std::map<uint32_t, ChainPages> &pages)
 {
-	std::map<std::pair<std::string, std::string>, uint64_t> need; // (dir, name) -> payload bytes needed
+	struct Need {
+		uint64_t bytes = 0; // of payload
+		std::optional<DumpId> seal;
+	};
+	std::map<std::pair<std::string, std::string>, Need> need; // by (dir, name)
 	for (const auto &[gpu, p] : pages)
 		for (const PagesSegment &s : p.segments) {
-			uint64_t &n = need[{p.files[s.file].dir, p.files[s.file].name}];
-			n = std::max(n, s.offset + s.length);
+			const ChainPages::File &f = p.files[s.file];
+			Need &n = need[{f.dir, f.name}];
+			n.bytes = std::max(n.bytes, s.offset + s.length);
+			n.seal = f.seal;
 		}
-	for (const auto &[file, bytes] : need) {
+	for (const auto &[file, n] : need) {
 		const auto &[dir, name] = file;
+		const uint64_t bytes = n.bytes;
 		std::optional<ImageDir> sub;
 		if (!dir.empty()) {
 			auto d = ImageDir::open_sub(top, dir);
@@ -323,7 +331,7 @@ Status check_referenced_files(const ImageDir &top, const KfdChain &chain,
 				return std::move(d).error();
 			sub.emplace(std::move(*d));
 		}
-		auto r = PagesReader::open(sub ? *sub : top, name);
+		auto r = PagesReader::open(sub ? *sub : top, name, n.seal);
 		const std::string shown = join(dir, name.c_str());
 		if (!r)
 			return make_error(r.error().code(), "%s, where deduplicated chunks are stored, cannot be read (%s); "
@@ -377,7 +385,7 @@ Result<const PagesReader *> ChainSource::reader(uint32_t file)
 		return &*r;
 	const ChainPages::File &f = pages_->files[file];
 	if (f.dir.empty()) {
-		auto p = PagesReader::open(*top_, f.name);
+		auto p = PagesReader::open(*top_, f.name, f.seal);
 		if (!p)
 			return std::move(p).error();
 		r.emplace(std::move(*p));
@@ -386,7 +394,7 @@ Result<const PagesReader *> ChainSource::reader(uint32_t file)
 	auto dir = ImageDir::open_sub(*top_, f.dir);
 	if (!dir)
 		return std::move(dir).error();
-	auto p = PagesReader::open(*dir, f.name);
+	auto p = PagesReader::open(*dir, f.name, f.seal);
 	if (!p)
 		return std::move(p).error().context("the parent checkpoint " + describe_link(*top_, f.dir));
 	r.emplace(std::move(*p));

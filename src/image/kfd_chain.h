@@ -70,6 +70,9 @@ struct ChainPages {
 	struct File {
 		std::string dir;  // relative to the newest images directory ("" = it)
 		std::string name; // the pages file in it
+		// The dump identity it must be sealed with: its link's
+		// (pages_seal() of that image's binding; nullopt: unsealed).
+		std::optional<DumpId> seal;
 	};
 	std::vector<File> files;
 	std::vector<PagesSegment> segments; // in stream order
@@ -111,14 +114,17 @@ private:
 // restore needs of a chain, all checked before any GPU state changes. A
 // deduplicated chunk (kfd_bo_entry.dedup, image/chunk_index.h) is a segment
 // of the pages file it refers to, in its link's directory; every file a
-// segment lies in is opened and must hold it (a missing or short one is
-// refused naming the file and every BO chunk stored there). An image that
+// segment lies in is opened, must hold it and must carry its link's seal
+// (ChainPages::File::seal, image/pages_file.h; KFD_VERIFY=0 too): a
+// missing, short, unsealed or foreign one is refused naming the file and
+// every BO chunk stored there. An image that
 // is no link of a chain and has no deduplicated chunk gives an empty map.
 Result<std::map<uint32_t, ChainPages>> resolve_chain_pages(const ImageDir &dir, int id, const KfdImage &img,
 							   Verify verify = Verify::On);
 
 // Restore: the bytes of a ChainPages in stream order, each read from the
-// pages file that holds it (files opened once, when first needed).
+// pages file that holds it (files opened once, when first needed, their
+// seals checked again).
 class ChainSource final : public ByteSource {
 public:
 	// `top` (the newest images directory) and `pages` must outlive it.

@@ -10,14 +10,66 @@
 #include <cstring>
 #include <utility>
 
+#include "base/checksum.h"
 #include "base/file_io.h"
 #include "image/framing.h"
 #include "image/image_names.h"
 
 namespace amdcr {
 
+namespace {
+
+constexpr char kPagesSealMagic[8] = {'A', 'M', 'D', 'C', 'R', 'P', 'S', '1'};
+constexpr size_t kSealIdAt = sizeof(kPagesSealMagic);
+constexpr size_t kSealNameAt = kSealIdAt + sizeof(DumpId);
+static_assert(kSealNameAt + sizeof(uint64_t) == kPagesSealSize);
+
+uint64_t name_checksum(const std::string &name)
+{
+	return checksum64(name.data(), name.size());
+}
+
+void encode_seal(const DumpId &id, const std::string &name, uint8_t out[kPagesSealSize])
+{
+	std::memcpy(out, kPagesSealMagic, sizeof(kPagesSealMagic));
+	std::memcpy(out + kSealIdAt, id.data(), id.size());
+	const uint64_t sum = name_checksum(name);
+	for (size_t i = 0; i < sizeof(sum); i++)
+		out[kSealNameAt + i] = static_cast<uint8_t>(sum >> (8 * i));
+}
+
+// A seal's identity, and whether it names `name` (nullopt: `len` bytes
+// that are no seal).
+struct ParsedSeal {
+	DumpId id{};
+	bool names = false;
+};
+std::optional<ParsedSeal> parse_seal(const uint8_t *bytes, size_t len, const std::string &name)
+{
+	if (len != kPagesSealSize || std::memcmp(bytes, kPagesSealMagic, sizeof(kPagesSealMagic)) != 0)
+		return std::nullopt;
+	ParsedSeal p;
+	std::memcpy(p.id.data(), bytes + kSealIdAt, p.id.size());
+	uint64_t sum = 0;
+	for (size_t i = 0; i < sizeof(sum); i++)
+		sum |= static_cast<uint64_t>(bytes[kSealNameAt + i]) << (8 * i);
+	p.names = sum == name_checksum(name);
+	return p;
+}
+
+Error unsealed_error(const std::string &name)
+{
+	return make_error(EINVAL,
+			  "%s: not sealed, but its image says its dump sealed every pages file: a pages "
+			  "file of another checkpoint, or of a dump before seals (this check is made with "
+			  "KFD_VERIFY=0 too)",
+			  name.c_str());
+}
+
+} // namespace
+
 Result<PagesWriter> PagesWriter::create(const ImageDir &dir, const std::string &name,
-					uint64_t payload_size)
+					uint64_t payload_size, std::optional<DumpId> seal)
 {
 	auto file = dir.create(name);
 	if (!file)
@@ -40,16 +92,18 @@ Result<PagesWriter> PagesWriter::create(const ImageDir &dir, const std::string &
 		if (reserved && ::ftruncate(file->fd(), static_cast<off_t>(kImageHeaderSize + payload_size)) != 0)
 			return errno_error(errno, "setting the length of " + name);
 	}
-	return PagesWriter(std::move(*file), payload_size, reserved);
+	PagesWriter w(std::move(*file), payload_size, reserved);
+	w.seal_ = seal;
+	return w;
 }
 
 Result<PagesWriter> PagesWriter::create_open_ended(const ImageDir &dir, const std::string &name,
-						  uint64_t max_payload, bool reserve)
+						  uint64_t max_payload, bool reserve, std::optional<DumpId> seal)
 {
 	if (dir.streaming())
 		return make_error(ESPIPE, "%s: a pages file of unknown size cannot be streamed", name.c_str());
 	// The header's size is written at commit.
-	auto w = create(dir, name, reserve ? max_payload : 0);
+	auto w = create(dir, name, reserve ? max_payload : 0, seal);
 	if (!w)
 		return w;
 	w->payload_size_ = max_payload;
@@ -178,23 +232,105 @@ Status PagesWriter::commit()
 				  name().c_str(), written_, payload_size_);
 	if (auto st = flush_zeros(); !st)
 		return st;
+	if (seal_) {
+		uint8_t seal[kPagesSealSize];
+		encode_seal(*seal_, name(), seal);
+		if (auto st = file_.write(seal, sizeof(seal)); !st)
+			return st;
+	}
 	return file_.commit();
 }
 
-Result<PagesReader> PagesReader::open(const ImageDir &dir, const std::string &name)
+Status PagesReader::take_seal(const uint8_t *bytes, size_t len)
 {
-	auto file = open_framed_image(dir, name);
+	const auto seal = parse_seal(bytes, len, name_);
+	if (!seal)
+		return make_error(EINVAL,
+				  "%s: %zu bytes of trailing garbage after the %" PRIu64
+				  "-byte payload the header announces",
+				  name_.c_str(), len, payload_size_);
+	if (!seal->names)
+		return make_error(EINVAL,
+				  "%s: sealed under another name: a pages file renamed or copied over this "
+				  "one (this check is made with KFD_VERIFY=0 too)",
+				  name_.c_str());
+	if (expect_ && seal->id != *expect_)
+		return make_error(EINVAL,
+				  "%s: sealed by dump %s, but its image is of dump %s: a pages file of another "
+				  "checkpoint (this check is made with KFD_VERIFY=0 too)",
+				  name_.c_str(), dump_id_text(seal->id).c_str(), dump_id_text(*expect_).c_str());
+	found_ = seal->id;
+	return ok_status();
+}
+
+Result<PagesReader> PagesReader::open(const ImageDir &dir, const std::string &name, std::optional<DumpId> seal)
+{
+	auto file = open_framed_image(dir, name, std::nullopt, kPagesSealSize);
 	if (!file)
 		return std::move(file).error();
 	// Restore reads each pages file once, front to back.
 	if (!file->streamed)
 		::posix_fadvise(file->fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-	return PagesReader(name, std::move(file->fd), file->payload_size, file->streamed);
+	PagesReader r(name, std::move(file->fd), file->payload_size, file->streamed, seal);
+	if (r.streamed_)
+		return r; // sealed or not: seen at the payload's end
+	if (file->trailing > 0) {
+		uint8_t bytes[kPagesSealSize];
+		auto n = pread_full(r.fd_.get(), bytes, sizeof(bytes), kImageHeaderSize + r.payload_size_);
+		if (!n)
+			return std::move(n).error().context(name);
+		if (auto st = r.take_seal(bytes, *n); !st)
+			return std::move(st).error();
+	}
+	if (seal && !r.found_)
+		return unsealed_error(name);
+	return r;
 }
 
-Result<PagesReader> PagesReader::open_kfd(const ImageDir &dir, int id, uint32_t gpu_id)
+Result<PagesReader> PagesReader::open_kfd(const ImageDir &dir, int id, uint32_t gpu_id, std::optional<DumpId> seal)
 {
-	return open(dir, kfd_pages_image_name(id, gpu_id));
+	return open(dir, kfd_pages_image_name(id, gpu_id), seal);
+}
+
+Result<std::optional<DumpId>> read_pages_seal(const ImageDir &dir, const std::string &file, const std::string &as)
+{
+	auto framed = open_framed_image(dir, file, std::nullopt, kPagesSealSize);
+	if (!framed)
+		return std::move(framed).error();
+	if (framed->streamed || framed->trailing == 0)
+		return std::optional<DumpId>();
+	uint8_t bytes[kPagesSealSize];
+	auto n = pread_full(framed->fd.get(), bytes, sizeof(bytes), kImageHeaderSize + framed->payload_size);
+	if (!n)
+		return std::move(n).error().context(file);
+	const auto seal = parse_seal(bytes, *n, as);
+	if (!seal || !seal->names)
+		return std::optional<DumpId>();
+	return std::optional<DumpId>(seal->id);
+}
+
+Status PagesReader::finish_stream()
+{
+	// The seal, when there is one, then the pipe's end (one read more
+	// than a seal: anything else is trailing garbage).
+	uint8_t bytes[kPagesSealSize + 1];
+	auto n = read_full(fd_.get(), bytes, sizeof(bytes));
+	if (!n)
+		return std::move(n).error().context(name_);
+	if (*n > 0) {
+		if (*n > kPagesSealSize) {
+			(void)expect_stream_end(fd_.get(), name_, payload_size_); // drains the rest
+			return make_error(EINVAL,
+					  "%s: more than a seal's %zu bytes of trailing garbage after the %" PRIu64
+					  "-byte payload the header announces",
+					  name_.c_str(), kPagesSealSize, payload_size_);
+		}
+		if (auto st = take_seal(bytes, *n); !st)
+			return st;
+	}
+	if (expect_ && !found_)
+		return unsealed_error(name_);
+	return ok_status();
 }
 
 Status PagesReader::read_at(uint64_t payload_offset, void *buf, size_t len) const
@@ -254,7 +390,7 @@ Status PagesReader::read_next(void *buf, size_t len)
 				  name_.c_str(), pos_ + *n, payload_size_);
 	pos_ += len;
 	if (pos_ == payload_size_)
-		return expect_stream_end(fd_.get(), name_, payload_size_);
+		return finish_stream();
 	return ok_status();
 }
 

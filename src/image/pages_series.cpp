@@ -10,7 +10,7 @@ namespace amdcr {
 Status PagesSeriesWriter::open_next()
 {
 	const PagesPart &p = parts_[next_++];
-	auto w = PagesWriter::create(*dir_, p.name, p.size);
+	auto w = PagesWriter::create(*dir_, p.name, p.size, seal_);
 	if (!w)
 		return std::move(w).error();
 	cur_.emplace(std::move(*w));
@@ -64,8 +64,8 @@ Status PagesSeriesWriter::finish()
 	}
 }
 
-PagesSeriesReader::PagesSeriesReader(const ImageDir &dir, std::vector<PagesPart> parts)
-	: dir_(&dir), parts_(std::move(parts))
+PagesSeriesReader::PagesSeriesReader(const ImageDir &dir, std::vector<PagesPart> parts, std::optional<DumpId> seal)
+	: dir_(&dir), parts_(std::move(parts)), seal_(seal)
 {
 	for (const auto &p : parts_)
 		remaining_ += p.size;
@@ -78,7 +78,7 @@ Status PagesSeriesReader::advance()
 		if (next_ == parts_.size())
 			return make_error(EINVAL, "read past the last of %zu pages files", parts_.size());
 		const PagesPart &p = parts_[next_++];
-		auto r = PagesReader::open(*dir_, p.name);
+		auto r = PagesReader::open(*dir_, p.name, seal_);
 		if (!r)
 			return std::move(r).error();
 		if (r->payload_size() != p.size)

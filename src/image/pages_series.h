@@ -33,9 +33,9 @@ struct PagesPart {
 class PagesSeriesWriter final : public ByteSink {
 public:
 	// `dir` must outlive the writer. Parts of size 0 are written (empty)
-	// when the stream passes them.
-	PagesSeriesWriter(const ImageDir &dir, std::vector<PagesPart> parts)
-		: dir_(&dir), parts_(std::move(parts))
+	// when the stream passes them; each sealed with `seal` (when given).
+	PagesSeriesWriter(const ImageDir &dir, std::vector<PagesPart> parts, std::optional<DumpId> seal = std::nullopt)
+		: dir_(&dir), parts_(std::move(parts)), seal_(seal)
 	{
 	}
 	Status write(const void *buf, size_t len) override;
@@ -46,13 +46,15 @@ private:
 	Status open_next();
 	const ImageDir *dir_;
 	std::vector<PagesPart> parts_;
+	std::optional<DumpId> seal_;
 	size_t next_ = 0; // the part to open next
 	std::optional<PagesWriter> cur_;
 };
 
 class PagesSeriesReader final : public ByteSource {
 public:
-	PagesSeriesReader(const ImageDir &dir, std::vector<PagesPart> parts);
+	// With `seal`, each file must be sealed with it (PagesReader::open).
+	PagesSeriesReader(const ImageDir &dir, std::vector<PagesPart> parts, std::optional<DumpId> seal = std::nullopt);
 	Status read(void *buf, size_t len) override;
 	Status skip(uint64_t len) override;
 	uint64_t remaining() const override { return remaining_; }
@@ -62,6 +64,7 @@ private:
 	Status advance();
 	const ImageDir *dir_;
 	std::vector<PagesPart> parts_;
+	std::optional<DumpId> seal_;
 	size_t next_ = 0;
 	std::optional<PagesReader> cur_;
 	uint64_t remaining_ = 0;

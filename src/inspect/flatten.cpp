@@ -68,13 +68,13 @@ Status pump(ByteSource &from, ByteSink &to, std::vector<uint8_t> &buf)
 	return ok_status();
 }
 
-// A pages file as it is (its holes kept).
+// A pages file as it is (its holes and its seal kept).
 Status copy_pages(const ImageDir &src, const ImageDir &dst, const std::string &name, std::vector<uint8_t> &buf)
 {
 	auto r = PagesReader::open(src, name);
 	if (!r)
 		return std::move(r).error();
-	auto w = PagesWriter::create(dst, name, r->payload_size());
+	auto w = PagesWriter::create(dst, name, r->payload_size(), r->seal());
 	if (!w)
 		return std::move(w).error();
 	if (auto st = pump(*r, *w, buf); !st)
@@ -124,7 +124,7 @@ Status flatten_kfd(const ImageDir &src, const ImageDir &dst, int id, KfdImage im
 							 kfd_image_name(id).c_str())});
 		}
 		VerifyingSource checked(source, std::move(bos));
-		auto w = PagesWriter::create(dst, name, where.total);
+		auto w = PagesWriter::create(dst, name, where.total, pages_seal(img.binding));
 		if (!w)
 			return std::move(w).error();
 		if (auto st = pump(checked, *w, buf); !st)

@@ -131,6 +131,37 @@ private:
 		}
 	}
 
+	// As the restore (at RESTORE_EXT_FILE, in the task CRIU restores the
+	// file in): KFD file `id` dumped from `pid` must be restored in that
+	// task, the one CRIU's fd tables name (read_ext_file_restorers). Where
+	// CRIU's images cannot tell, a warning says the check is not made.
+	Status restored_in_its_task(int id, uint32_t pid)
+	{
+		if (!ck_.criu || ck_.dir.streaming())
+			return ok_status();
+		if (!restorers_) {
+			auto r = read_ext_file_restorers(ck_.dir, ck_.criu->pids);
+			restorers_.emplace(r ? std::move(*r) : std::nullopt);
+			if (!r || !*restorers_)
+				r_.warnings.push_back({"ids-*.img/fdinfo-*.img",
+						       (r ? std::string("a task's ids or fdinfo image is missing")
+							  : r.error().message()) +
+							       ": which task restores each KFD file (its image's pid) is "
+							       "not checked (the restore checks it in the task)"});
+		}
+		const auto &known = *restorers_;
+		if (!known)
+			return ok_status();
+		auto it = known->find(static_cast<uint32_t>(id));
+		if (it == known->end() || it->second == pid)
+			return ok_status();
+		return make_error(EINVAL,
+				  "dumped from pid %u, but CRIU restores the file in task %u (the lowest pid of the "
+				  "tasks holding it, ids-*.img and fdinfo-*.img): the image comes from another task "
+				  "or checkpoint",
+				  pid, it->second);
+	}
+
 	void kfd(const Loaded<KfdImage> &l)
 	{
 		if (!decoded(l))
@@ -140,6 +171,11 @@ private:
 			problem(l.file, make_error(EINVAL, "dumped from pid %u, which is no task of this checkpoint "
 							   "(pstree.img): the image comes from another checkpoint",
 						   img.pid));
+			failed_ids_.insert(l.id);
+			return;
+		}
+		if (auto st = restored_in_its_task(l.id, img.pid); !st) {
+			problem(l.file, st.error());
 			failed_ids_.insert(l.id);
 			return;
 		}
@@ -333,12 +369,31 @@ private:
 			problem(strprintf("mm-%u.img", uncovered->pid), st.error());
 	}
 
+	// The kept file `kept` (image/image_dir.h, kept_name) of `original`:
+	// what it is and what becomes of it.
+	std::string kept_file_warning(const std::string &kept, const std::string &original) const
+	{
+		auto carried = carried_dump_id(ck_.dir, kept, original);
+		const std::string whose = carried && *carried
+						  ? "of dump " + dump_id_text(**carried) + ": the next dump into this "
+						    "directory that writes " + original + " removes it"
+						  : "it carries no dump identity of this plugin: the next dump leaves it, "
+						    "with a warning";
+		return "an older " + original +
+		       " that a dump replacing it kept and did not put back or remove (it did not end: killed?); "
+		       "not part of this checkpoint, a restore ignores it; " + whose;
+	}
+
 	void leftovers()
 	{
 		static constexpr std::string_view kPages[] = {"amdgpu-pages-", "amdgpu-drm-pages-"};
 		for (const auto &f : ck_.amdgpu_files) {
 			if (checked_.count(f))
 				continue;
+			if (const auto original = kept_original(f)) {
+				r_.warnings.push_back({f, kept_file_warning(f, *original)});
+				continue;
+			}
 			if (f.starts_with(".")) {
 				r_.warnings.push_back({f, "temporary file of an interrupted write"});
 				continue;
@@ -367,6 +422,9 @@ private:
 	std::set<int> failed_ids_;
 	std::set<int> extra_ids_;	  // images of files CRIU does not restore
 	std::vector<BoundImage> bound_; // the dump identity of each decoded image
+	// Which task CRIU restores each EXT file in (read once; nullopt inside:
+	// CRIU's images cannot tell).
+	std::optional<std::optional<std::map<uint32_t, uint32_t>>> restorers_;
 	// Per pages file: its BOs in file order, with their checksums.
 	std::map<std::string, std::vector<VerifyingSource::Bo>> checked_bos_;
 };

@@ -114,8 +114,12 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 	if (images->streaming())
 		return make_error(ENOTSUP, "%s: this plugin does not checkpoint bare dma-buf fds with --stream",
 				  name.c_str());
+	auto binding = files_.binding_for(id);
+	if (!binding)
+		return std::move(binding).error();
 	// Contents first, metadata last, as for render files.
 	if (job) {
+		job->pages_seal = binding->dump_id;
 		auto copied = run_gpu_copies(Direction::GpuToFile, *images, {*job}, copy_settings(env_, shared_copies()));
 		if (!copied)
 			return std::move(copied).error().context(name);
@@ -127,9 +131,6 @@ Status DumpSession::dump_dmabuf(int fd, int id, bool *ours)
 			shared_bos_.set_checksum(img.shared->id, *img.shared->checksum);
 		}
 	}
-	auto binding = files_.binding_for(id);
-	if (!binding)
-		return std::move(binding).error();
 	img.binding = *binding;
 	if (auto st2 = write_dmabuf_image(*images, id, img); !st2)
 		return st2;

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "plugin/dump_files.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,7 +38,7 @@ Result<DumpBinding> DumpFiles::binding_for(int id)
 		dump_id_ = *drawn;
 		log_debug("dump identity %s", dump_id_text(*dump_id_).c_str());
 	}
-	return DumpBinding{*dump_id_, static_cast<uint32_t>(id)};
+	return DumpBinding{*dump_id_, static_cast<uint32_t>(id), true}; // its pages files sealed
 }
 
 void DumpFiles::add_to_inventory()
@@ -70,8 +75,45 @@ void DumpFiles::discard_created(const char *why)
 void DumpFiles::drop_replaced()
 {
 	auto images = image_dir();
-	if (images && !images->streaming())
-		created_.drop_kept(*images);
+	if (!images || images->streaming())
+		return;
+	const std::vector<std::string> written = created_.names();
+	created_.drop_kept(*images);
+	drop_stale_kept(*images, written);
+}
+
+void DumpFiles::drop_stale_kept(const ImageDir &dir, const std::vector<std::string> &written)
+{
+	auto names = dir.names();
+	if (!names || !dump_id_)
+		return;
+	std::string removed; // "a (dump X), b (dump Y)"
+	size_t count = 0;
+	for (const std::string &n : *names) {
+		const auto original = kept_original(n);
+		if (!original || std::find(written.begin(), written.end(), *original) == written.end())
+			continue;
+		auto carried = carried_dump_id(dir, n, *original);
+		if (!carried || !*carried) {
+			log_warn("%s: an older %s kept by an earlier dump that did not end (killed?), left as it is: "
+				 "it carries no dump identity of this plugin (%s), so nothing proves it an earlier "
+				 "dump's GPU file; remove it if it is",
+				 n.c_str(), original->c_str(),
+				 carried ? "none" : carried.error().message().c_str());
+			continue;
+		}
+		if (**carried == *dump_id_)
+			continue; // this dump's own: drop_kept's
+		if (::unlinkat(dir.fd(), n.c_str(), 0) == 0)
+			removed += (count++ ? ", " : "") + n + " (dump " + dump_id_text(**carried) + ")";
+		else if (errno != ENOENT)
+			log_warn("removing %s, an older %s an earlier dump kept: %s", n.c_str(), original->c_str(),
+				 std::strerror(errno));
+	}
+	if (count > 0)
+		log_info("removed %zu files an earlier dump into this directory kept and never put back (it did not "
+			 "end: killed?), each an older GPU file of a name this dump wrote: %s",
+			 count, removed.c_str());
 }
 
 void DumpFiles::write_manifest()

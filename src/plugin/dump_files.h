@@ -46,7 +46,8 @@ public:
 	// are recorded as this dump's files.
 	Result<ImageDir> image_dir();
 	// The binding of this dump's image for CRIU file `id`: the dump's
-	// identity (drawn on first use) and the file id.
+	// identity (drawn on first use), the file id, and pages_sealed (the
+	// dump seals every pages file it writes, GpuCopyJob::pages_seal).
 	Result<DumpBinding> binding_for(int id);
 	// The plugin's name into CRIU's inventory (once): a checkpoint with
 	// GPU state of ours asks for this plugin at restore.
@@ -60,10 +61,19 @@ public:
 	// Failing, it logs an error: CRIU's dump is over.
 	void write_manifest();
 	// The dump succeeded: removes the older files its own replaced, kept
-	// until now (CreatedFiles::drop_kept).
+	// until now (CreatedFiles::drop_kept), and the files an earlier dump
+	// into the directory kept and never put back or removed (it was
+	// killed): a kept file (image/image_dir.h, kept_name) of a name this
+	// dump wrote that carries another dump identity of this plugin
+	// (carried_dump_id). One that carries none is left, with a warning
+	// naming it: nothing proves it this plugin's.
 	void drop_replaced();
 
 private:
+	// The second half of drop_replaced(): `written` the names this dump
+	// committed.
+	void drop_stale_kept(const ImageDir &dir, const std::vector<std::string> &written);
+
 	const SessionEnv &env_;
 	std::function<void(ImageDir &)> on_open_;
 	CreatedFiles created_; // image files of this dump, by name and inode

@@ -220,6 +220,11 @@ Status DumpSession::dump_kfd(int fd, int id)
 	// implies its pages files are complete. The files are the session's
 	// once committed (DumpFiles, by inode): a dump that fails later
 	// removes them (finish()), and no file it did not write.
+	auto binding = files_.binding_for(id);
+	if (!binding)
+		return std::move(binding).error();
+	for (auto &job : *jobs)
+		job.pages_seal = binding->dump_id;
 	auto copied = run_gpu_copies(Direction::GpuToFile, *images, *jobs, copy_settings(env_, shared_copies()));
 	if (!copied)
 		return std::move(copied).error();
@@ -242,9 +247,6 @@ Status DumpSession::dump_kfd(int fd, int id)
 		for (size_t k = 0; k < dedup.size() && k < (*job_bo_index)[j].size(); k++)
 			img.bos[(*job_bo_index)[j][k]].dedup = dedup[k];
 	}
-	auto binding = files_.binding_for(id);
-	if (!binding)
-		return std::move(binding).error();
 	img.binding = *binding;
 	if (auto st = write_kfd_image(*images, id, img); !st)
 		return st;

@@ -76,10 +76,14 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 	img.gpu_id = gpu.gpu_id;
 	img.id = static_cast<uint32_t>(id);
 	img.drm_render_minor = minor;
+	auto binding = files_.binding_for(id);
+	if (!binding)
+		return std::move(binding).error();
 	GpuCopyJob job;
 	job.image_gpu_id = gpu.gpu_id;
 	job.render_path = env_.paths.render_path(minor);
 	job.checksums = env_.config.verify;
+	job.pages_seal = binding->dump_id;
 	std::vector<size_t> job_bo_index; // for each BO of the job, its index in img.bos
 	std::vector<UniqueFd> dmabufs; // open until the copy is done
 	for (const GemBoInfo &h : *handles) {
@@ -152,9 +156,6 @@ Status DumpSession::dump_render(int fd, int id, const TopologyNode &gpu)
 			}
 		}
 	}
-	auto binding = files_.binding_for(id);
-	if (!binding)
-		return std::move(binding).error();
 	img.binding = *binding;
 	if (auto st = write_render_image(*images, id, img); !st)
 		return st;

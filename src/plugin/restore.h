@@ -20,9 +20,10 @@
 //     on the parallel restore's thread (KFD_PARALLEL_RESTORE), then resumes
 //     each task's GPU queues. exit(RESTORE) (finish) ends the fabric once.
 //
-// The tasks inherit the plan, the fabric and an empty TaskRestore when
-// CRIU forks them, so a task's /dev/kfd and render node files restore
-// consistently in whichever order CRIU restores them.
+// The tasks inherit the plan, the fabric and the TaskRestore when CRIU
+// forks them, each task with state of its own in the TaskRestore (made at
+// its first hook, never its parent's), so a task's /dev/kfd and render node
+// files restore consistently in whichever order CRIU restores them.
 #pragma once
 
 #include <cstdint>

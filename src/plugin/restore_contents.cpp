@@ -23,6 +23,7 @@ Result<std::vector<GpuCopyJob>> kfd_copy_jobs(const SessionEnv &env, int id, con
 		job.image_gpu_id = d.gpu_id;
 		job.render_path = env.paths.render_path(m->local_render_minor);
 		job.pages_file = kfd_pages_image_name(id, d.gpu_id);
+		job.pages_seal = pages_seal(img.binding);
 		if (chain)
 			job.chain = &chain->at(d.gpu_id);
 		jobs.push_back(std::move(job));
@@ -56,6 +57,7 @@ Result<GpuCopyJob> render_copy_job(const SessionEnv &env, int id, const RenderNo
 	GpuCopyJob job;
 	job.image_gpu_id = img.gpu_id;
 	job.render_path = env.paths.render_path(m.local_render_minor);
+	job.pages_seal = pages_seal(img.binding);
 	const std::string name = render_image_name(id);
 	size_t k = 0;
 	for (size_t i = 0; i < img.bos.size(); i++) {

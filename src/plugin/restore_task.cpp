@@ -1,50 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
-// A restored task's RESTORE_EXT_FILE dispatch (streamed images too), its
-// render node files and UPDATE_VMA_MAP.
+// A restored task's RESTORE_EXT_FILE dispatch (streamed images too) and
+// UPDATE_VMA_MAP, over its parts (plugin/restore_task.h).
 #include "plugin/restore_task.h"
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "base/log.h"
-#include "device/processes.h"
 #include "image/image_names.h"
 #include "image/image_set.h"
-#include "plugin/criu_api.h"
 #include "plugin/restore_contents.h"
 
 namespace amdcr {
-namespace {
-
-// An fd number above those the restored task will use: CRIU's own choice
-// when it exports one, else high in the fd table.
-Result<UniqueFd> move_fd_high(UniqueFd fd)
-{
-	int base = criu::unused_fd_of_task(static_cast<int>(::getpid())).value_or(-1);
-	if (base < 0) { // not under CRIU, or CRIU does not know the task
-		struct rlimit rl {};
-		const rlim_t cur = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
-		base = static_cast<int>(std::min<rlim_t>(cur > 1024 ? cur - 512 : cur / 2, 1 << 20));
-	}
-	const int high = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, base);
-	if (high < 0)
-		return errno_error(errno, "moving an fd above the restored task's fds");
-	return UniqueFd(high);
-}
-
-bool is_kfd_path(const char *path)
-{
-	const size_t n = std::strlen(path);
-	return n >= 4 && std::strcmp(path + n - 4, "/kfd") == 0;
-}
-
-} // namespace
 
 int TaskRestore::restore_ext_file(int id)
 {
@@ -97,10 +68,10 @@ Status TaskRestore::restore_file(const ImageDir &images, int id, UniqueFd *out, 
 
 void TaskRestore::report_to_guardian()
 {
-	const pid_t me = ::getpid();
-	if (reported_to_guardian_ == me)
+	TaskState &task = own();
+	if (task.reported_to_guardian)
 		return;
-	reported_to_guardian_ = me;
+	task.reported_to_guardian = true;
 	fabric_.report_task();
 }
 
@@ -121,22 +92,7 @@ Result<const KfdImage *> TaskRestore::load_streamed_kfd(const ImageDir &images, 
 				  kfd_image_name(id).c_str());
 	if (auto st = validate_kfd_image_set(images, id, img); !st)
 		return std::move(st).error();
-	CheckpointedGpus gpus;
-	gpus.add(img);
-	if (map_.entries().empty()) {
-		auto map = map_checkpoint(env_, gpus, {}, {});
-		if (!map)
-			return std::move(map).error();
-		map_ = std::move(*map);
-	} else {
-		for (uint32_t g : gpus.held)
-			if (!map_.find_checkpointed(g))
-				return make_error(EINVAL,
-						  "%s: gpu 0x%04x is not among the GPUs this task's first KFD image "
-						  "mapped (streamed images are mapped one KFD file at a time)",
-						  kfd_image_name(id).c_str(), g);
-	}
-	return &(streamed_kfd_.insert_or_assign(id, std::move(img)).first->second);
+	return own().devices.add_streamed(id, std::move(img));
 }
 
 Status TaskRestore::restore_streamed(const ImageDir &images, int id, UniqueFd *out, bool *ours)
@@ -159,8 +115,9 @@ Status TaskRestore::restore_streamed(const ImageDir &images, int id, UniqueFd *o
 	}
 	if (auto st = validate_render_image_set(images, id, *render); !st)
 		return st;
-	resolve_render_minor(*render, kfd_images());
-	if (!mapping_for(*render))
+	const TaskDevices &devices = own().devices;
+	resolve_render_minor(*render, devices.kfd_images());
+	if (!devices.mapping_for(*render))
 		return make_error(EINVAL,
 				  "%s: gpu 0x%04x (%s) is not mapped: with streamed images (criu "
 				  "--stream) the GPUs are mapped when the task's /dev/kfd file is restored, and "
@@ -169,113 +126,31 @@ Status TaskRestore::restore_streamed(const ImageDir &images, int id, UniqueFd *o
 	return restore_render(images, id, *render, out);
 }
 
-// ---- render node files -------------------------------------------------------
-
-Result<UniqueFd> TaskRestore::open_render_file(uint32_t minor) const
-{
-	auto fd = open_render_node(env_.paths, minor);
-	if (!fd)
-		return std::move(fd).error();
-	return move_fd_high(std::move(*fd));
-}
-
-Result<int> TaskRestore::local_render_fd(uint32_t minor)
-{
-	if (auto it = render_files_.find(minor); it != render_files_.end())
-		return it->second.fd();
-	auto high = open_render_file(minor);
-	if (!high)
-		return std::move(high).error();
-	const int raw = high->get();
-	render_files_.emplace(minor, RenderFile{std::move(*high), -1});
-	return raw;
-}
-
-Result<std::pair<int, int>> TaskRestore::render_file_for(uint32_t minor, int id, const RenderNodeImage &img)
-{
-	if (auto it = extra_render_files_.find(id); it != extra_render_files_.end())
-		return std::pair{it->second.second.fd(), id}; // CRIU asked again (retry)
-	RenderFileUse &use = render_file_use_[minor];
-	bool clash = false;
-	for (const DrmBo &bo : img.bos) {
-		clash |= use.handles.count(bo.handle) != 0;
-		for (const DrmVm &vm : bo.vms) {
-			auto next = use.vas.lower_bound(vm.addr);
-			clash |= next != use.vas.end() && next->first < vm.addr + vm.size;
-			clash |= next != use.vas.begin() && std::prev(next)->second > vm.addr;
-		}
-	}
-	if (use.ids.count(id) || !clash) {
-		auto fd = local_render_fd(minor);
-		if (!fd)
-			return std::move(fd).error();
-		if (use.ids.insert(id).second)
-			for (const DrmBo &bo : img.bos) {
-				use.handles.insert(bo.handle);
-				for (const DrmVm &vm : bo.vms)
-					use.vas.emplace(vm.addr, vm.addr + vm.size);
-			}
-		return std::pair{*fd, -1};
-	}
-	auto high = open_render_file(minor);
-	if (!high)
-		return std::move(high).error();
-	const int raw = high->get();
-	extra_render_files_.emplace(id, std::pair{minor, RenderFile{std::move(*high), -1}});
-	log_debug("%s: its GEM handles or GPU VAs clash with those of another file of renderD%u in this task: "
-		  "restored as an open file of its own",
-		  render_image_name(id).c_str(), minor);
-	return std::pair{raw, id};
-}
-
-void TaskRestore::borrow_task_render_files()
-{
-	if (borrowed_from_task_)
-		return;
-	borrowed_from_task_ = true;
-	auto borrow = [](uint32_t minor, RenderFile &file) {
-		const auto theirs = fd_on_same_file(0, file.ours.get());
-		if (!theirs)
-			return; // the task holds none: ours stays (as upstream's does)
-		file.borrowed = *theirs;
-		file.ours.reset();
-		log_debug("renderD%u: mapped through the task's own fd %d", minor, *theirs);
-	};
-	for (auto &[minor, file] : render_files_)
-		borrow(minor, file);
-	for (auto &[id, file] : extra_render_files_)
-		borrow(file.first, file.second);
-}
+// ---- mappings -----------------------------------------------------------------
 
 int TaskRestore::update_vma_map(const char *path, uint64_t old_pgoff, uint64_t *new_pgoff, int *plugin_fd)
 {
-	if (!path)
+	const auto file = MappedGpuFile::of_path(path);
+	if (!file)
 		return -ENOTSUP;
-	const bool kfd = is_kfd_path(path);
-	const uint32_t minor = render_minor_of_path(path);
-	if (!kfd && minor == 0)
+	TaskState &task = own();
+	task.files.borrow_from_task();
+	const VmaMove *v = task.mappings.find(*file, old_pgoff);
+	if (!v)
 		return -ENOTSUP;
-	borrow_task_render_files();
-	for (const auto &v : vmas_) {
-		if (v.old_offset != old_pgoff || v.kfd != kfd || (!kfd && v.old_minor != minor))
-			continue;
-		int fd = -1;
-		if (!v.kfd) {
-			const RenderFile &file = v.file_id < 0 ? render_files_.at(v.local_minor)
-							       : extra_render_files_.at(v.file_id).second;
-			fd = ::fcntl(file.fd(), F_DUPFD_CLOEXEC, 0);
-			if (fd < 0) {
-				const int err = errno;
-				log_error("mapping of %s at offset 0x%llx: dup: %s", path,
-					  static_cast<unsigned long long>(old_pgoff), std::strerror(err));
-				return -err;
-			}
+	int fd = -1;
+	if (!v->kfd) {
+		fd = ::fcntl(task.files.fd(v->local_minor, v->file_id), F_DUPFD_CLOEXEC, 0);
+		if (fd < 0) {
+			const int err = errno;
+			log_error("mapping of %s at offset 0x%llx: dup: %s", path,
+				  static_cast<unsigned long long>(old_pgoff), std::strerror(err));
+			return -err;
 		}
-		*new_pgoff = v.new_offset;
-		*plugin_fd = fd;
-		return 1;
 	}
-	return -ENOTSUP;
+	*new_pgoff = v->new_offset;
+	*plugin_fd = fd;
+	return 1;
 }
 
 // ---- contents ---------------------------------------------------------------
@@ -286,7 +161,7 @@ Status TaskRestore::copy_contents(const ImageDir &images, HandOverKind kind, int
 	if (dmabufs.empty())
 		return ok_status();
 	ParallelRestore *parallel = fabric_.parallel();
-	if (parallel && !remapped_in_task_)
+	if (parallel && !own().devices.remapped())
 		return parallel->hand_over(kind, id, dmabufs);
 	if (parallel)
 		log_info("file %d: copied in the task: its GPUs were mapped again in the task, CRIU's main "

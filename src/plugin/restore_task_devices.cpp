@@ -1,14 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
-// In a restored task, at RESTORE_EXT_FILE, before its first GPU file: the
-// devices it can reach. The plan maps the checkpointed GPUs in CRIU's main
-// process, on the host (plugin/restore_plan.h); the task that gets the files
-// may be in a container (its mount namespace, its device cgroup) that has
-// only some of the host's render nodes, e.g. podman's --device list. So in
-// each task, before its first GPU file changes any state, the GPUs of the
-// mapping are opened there: when one is missing, the checkpoint is mapped
-// again onto the GPUs the task can use, and when none fit, the restore is
-// refused naming each missing node and that the runtime must pass it in.
+// TaskDevices (plugin/restore_task_devices.h): in a restored task, at
+// RESTORE_EXT_FILE, before its first GPU file, the devices it can reach.
+#include "plugin/restore_task_devices.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,7 +15,7 @@
 #include <vector>
 
 #include "base/log.h"
-#include "plugin/restore_task.h"
+#include "image/image_names.h"
 #include "topology/device_entries.h"
 #include "topology/topology.h"
 
@@ -63,11 +58,11 @@ std::string device_options(const std::vector<MissingNode> &missing)
 
 } // namespace
 
-Status TaskRestore::fit_map_to_task(bool kfd_file)
+Status TaskDevices::fit(bool kfd_file)
 {
-	const pid_t self = ::getpid();
-	if (fitted_pid_ == self)
+	if (fitted_)
 		return ok_status();
+	const pid_t self = ::getpid();
 	const std::string kfd = env_.paths.kfd_path();
 	struct stat st {};
 	if (kfd_file && ::stat(kfd.c_str(), &st) != 0) {
@@ -91,7 +86,7 @@ Status TaskRestore::fit_map_to_task(bool kfd_file)
 		missing.push_back(std::move(m));
 	}
 	if (missing.empty()) {
-		fitted_pid_ = self;
+		fitted_ = true;
 		return ok_status();
 	}
 	log_info("restored task %d cannot use %s: mapping the checkpoint again onto the GPUs it can use",
@@ -107,16 +102,16 @@ Status TaskRestore::fit_map_to_task(bool kfd_file)
 				  remapped.error().message().c_str(), missing.size() > 1 ? "them" : "it",
 				  device_options(missing).c_str(), kOciDevices);
 	map_ = std::move(*remapped);
-	remapped_in_task_ = true;
+	remapped_ = true;
 	for (const auto &e : map_.entries())
 		log_gpu(LogLevel::Info, e.checkpointed_gpu_id,
 			"restoring onto local gpu 0x%04x (renderD%u), as restored task %d sees the GPUs",
 			e.local_gpu_id, e.local_render_minor, static_cast<int>(self));
-	fitted_pid_ = self;
+	fitted_ = true;
 	return ok_status();
 }
 
-Result<GpuMap> TaskRestore::map_for_task() const
+Result<GpuMap> TaskDevices::map_for_task() const
 {
 	const CheckpointedGpus gpus = CheckpointedGpus::of(kfd_images());
 	// A render node without /dev/kfd is restored onto the GPU with its
@@ -144,6 +139,26 @@ Result<GpuMap> TaskRestore::map_for_task() const
 		return std::move(map).error();
 	entries.insert(entries.begin(), map->entries().begin(), map->entries().end());
 	return GpuMap(std::move(entries));
+}
+
+Result<const KfdImage *> TaskDevices::add_streamed(int id, KfdImage img)
+{
+	CheckpointedGpus gpus;
+	gpus.add(img);
+	if (map_.entries().empty()) {
+		auto map = map_checkpoint(env_, gpus, {}, {});
+		if (!map)
+			return std::move(map).error();
+		map_ = std::move(*map);
+	} else {
+		for (uint32_t g : gpus.held)
+			if (!map_.find_checkpointed(g))
+				return make_error(EINVAL,
+						  "%s: gpu 0x%04x is not among the GPUs this task's first KFD image "
+						  "mapped (streamed images are mapped one KFD file at a time)",
+						  kfd_image_name(id).c_str(), g);
+	}
+	return &(streamed_kfd_.insert_or_assign(id, std::move(img)).first->second);
 }
 
 } // namespace amdcr

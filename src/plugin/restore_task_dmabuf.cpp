@@ -73,10 +73,10 @@ Status TaskRestore::restore_dmabuf(const ImageDir &images, int id, const DmabufI
 				  "%s names its buffer only by GEM handle %u (an image of upstream's plugin); "
 				  "this plugin restores dma-bufs of its own images only",
 				  name.c_str(), img.gem_handle);
-	if (auto st = fit_map_to_task(false); !st)
+	if (auto st = own().devices.fit(false); !st)
 		return st;
 	const SharedBo &s = *img.shared;
-	const GpuMapEntry *m = map_.find_checkpointed(s.gpu_id);
+	const GpuMapEntry *m = own().devices.map().find_checkpointed(s.gpu_id);
 	if (!m)
 		return make_error(EINVAL, "%s: gpu 0x%04x of shared BO %u has no local GPU", name.c_str(), s.gpu_id,
 				  s.id);

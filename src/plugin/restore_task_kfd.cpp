@@ -19,14 +19,15 @@ namespace amdcr {
 
 Result<KfdRestored> TaskRestore::recreate_kfd_state(const Kfd &kfd, const KfdImage &img)
 {
+	TaskState &task = own();
 	std::vector<KfdDeviceBucket> devices;
 	for (const auto &d : img.devices) {
 		if (!d.is_gpu())
 			continue;
-		const GpuMapEntry *m = map_.find_checkpointed(d.gpu_id);
+		const GpuMapEntry *m = task.devices.map().find_checkpointed(d.gpu_id);
 		if (!m)
 			return make_error(EINVAL, "gpu 0x%04x has no local GPU", d.gpu_id);
-		auto fd = local_render_fd(m->local_render_minor);
+		auto fd = task.files.node_file(m->local_render_minor);
 		if (!fd)
 			return std::move(fd).error();
 		devices.push_back({d.gpu_id, m->local_gpu_id, *fd});
@@ -52,11 +53,12 @@ Result<KfdRestored> TaskRestore::recreate_kfd_state(const Kfd &kfd, const KfdIma
 
 Result<std::vector<int>> TaskRestore::note_restored_bos(const KfdImage &img, const KfdRestored &restored)
 {
+	TaskState &task = own();
 	std::vector<int> dmabufs;
 	for (size_t i = 0; i < img.bos.size(); i++) {
 		const KfdBo &b = img.bos[i];
 		const KfdBoBucket &r = restored.bos[i];
-		const GpuMapEntry *m = map_.find_checkpointed(b.gpu_id);
+		const GpuMapEntry *m = task.devices.map().find_checkpointed(b.gpu_id);
 		if (b.has_contents()) {
 			if (!m)
 				return make_error(EINVAL, "BO %zu at 0x%llx is on gpu 0x%04x, which the image lists no device for",
@@ -65,12 +67,12 @@ Result<std::vector<int>> TaskRestore::note_restored_bos(const KfdImage &img, con
 				return make_error(EIO, "BO %zu at 0x%llx: RESTORE returned no dma-buf", i,
 						  static_cast<unsigned long long>(b.addr));
 			dmabufs.push_back(r.dmabuf.get());
-			vmas_.push_back({false, checkpointed_minor(kfd_images(), b.gpu_id), m->local_render_minor,
-					 b.offset, r.restored_offset});
+			task.mappings.add({false, checkpointed_minor(task.devices.kfd_images(), b.gpu_id),
+					   m->local_render_minor, b.offset, r.restored_offset});
 		} else if (b.maps_through_kfd()) {
 			// Any /dev/kfd file maps these (the driver finds the
 			// process by its mm): CRIU opens the path itself.
-			vmas_.push_back({true, 0, 0, b.offset, r.restored_offset});
+			task.mappings.add({true, 0, 0, b.offset, r.restored_offset});
 		}
 	}
 	return dmabufs;
@@ -85,7 +87,7 @@ Status TaskRestore::restore_kfd(const ImageDir &images, int id, const KfdImage &
 				  "%s: dumped from pid %u, but CRIU restores the file in task %d: the image comes "
 				  "from another task or checkpoint",
 				  kfd_image_name(id).c_str(), img.pid, static_cast<int>(::getpid()));
-	if (auto st = fit_map_to_task(true); !st)
+	if (auto st = own().devices.fit(true); !st)
 		return st;
 	if (auto st = check_kfd_criu_support(env_.paths); !st)
 		return st;
@@ -98,7 +100,7 @@ Status TaskRestore::restore_kfd(const ImageDir &images, int id, const KfdImage &
 	auto dmabufs = note_restored_bos(img, *restored); // of the BOs with contents, in image order
 	if (!dmabufs)
 		return std::move(dmabufs).error();
-	auto jobs = kfd_copy_jobs(env_, id, img, map_, plan_.kfd_chain(id), *dmabufs);
+	auto jobs = kfd_copy_jobs(env_, id, img, own().devices.map(), plan_.kfd_chain(id), *dmabufs);
 	if (!jobs)
 		return std::move(jobs).error();
 	if (auto st = copy_contents(images, HandOverKind::Kfd, id, *jobs, *dmabufs); !st)

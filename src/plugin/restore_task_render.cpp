@@ -124,10 +124,11 @@ Result<std::vector<GemHandle>> TaskRestore::make_render_bos(const ImageDir &imag
 
 Status TaskRestore::restore_render(const ImageDir &images, int id, const RenderNodeImage &img, UniqueFd *out)
 {
-	if (auto st = fit_map_to_task(false); !st)
+	TaskState &task = own();
+	if (auto st = task.devices.fit(false); !st)
 		return st;
 	const std::string name = render_image_name(id);
-	const GpuMapEntry *m = mapping_for(img);
+	const GpuMapEntry *m = task.devices.mapping_for(img);
 	if (!m)
 		return make_error(EINVAL, "%s: gpu 0x%04x (%s) has no local GPU", name.c_str(), img.gpu_id,
 				  render_node_label(img).c_str());
@@ -137,8 +138,8 @@ Status TaskRestore::restore_render(const ImageDir &images, int id, const RenderN
 	// The same open file as KFD's RESTORE uses (in either order): the
 	// driver lets only that file map the process's BOs. A further file of
 	// the same node in this process whose handles or VAs would clash there
-	// gets an open file of its own (render_file_for).
-	auto file = render_file_for(m->local_render_minor, id, img);
+	// gets an open file of its own (TaskRenderFiles::file_for).
+	auto file = task.files.file_for(m->local_render_minor, id, img);
 	if (!file)
 		return std::move(file).error();
 	const int render_fd = file->first;
@@ -150,7 +151,7 @@ Status TaskRestore::restore_render(const ImageDir &images, int id, const RenderN
 	if (!created)
 		return std::move(created).error();
 	std::vector<UniqueFd> dmabufs; // open until the copy is done
-	std::vector<VmaUpdate> updates;
+	std::vector<VmaMove> updates;
 	std::vector<int> contents; // the dma-bufs of the BOs with contents, in image order
 	for (const DrmBo &bo : img.bos) {
 		if (bo.offset != 0) {
@@ -180,7 +181,7 @@ Status TaskRestore::restore_render(const ImageDir &images, int id, const RenderN
 	// The BOs are the restored process's now.
 	for (auto &h : *created)
 		(void)h.release();
-	vmas_.insert(vmas_.end(), updates.begin(), updates.end());
+	task.mappings.add(updates);
 	log_gpu(LogLevel::Debug, img.gpu_id, "render node %s restored as renderD%u (%zu BOs, %zu with contents)",
 		render_node_label(img).c_str(), m->local_render_minor, img.bos.size(), contents.size());
 	if (SharedCopies *copies = fabric_.shared_copies())

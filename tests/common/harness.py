@@ -159,6 +159,16 @@ def private_dev_shm():
     call("mount tmpfs /dev/shm", libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", 0, b"mode=1777"))
 
 
+def machine_root(prefix):
+    """A new directory for `kfd-emu --root` (two machines one after the
+    other at one root path), in the test's own /dev/shm: call it after
+    private_dev_shm(). The root's thousand small files (sysfs, device
+    nodes) belong in memory, as kfd-emu's own default root does
+    (launcher/main.cpp, default_root_parent: seconds per machine on a disk
+    mounted with discard)."""
+    return tempfile.mkdtemp(prefix=prefix, dir="/dev/shm")
+
+
 def become_subreaper():
     """Restored tasks (criu restore -d) and the orphans of a killed process
     tree are reparented to us, so that we can wait for them."""

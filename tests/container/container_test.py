@@ -135,6 +135,8 @@ MISSING_FEATURES = "CRIU is missing features"  # its error
 MISSING_NODE = "/dev/dri/renderD130"
 # The workload's libraries the container image needs besides ldd's list.
 DATA_FILES = ["/usr/share/libdrm/amdgpu.ids"]
+# The container image podman imports rootfs.tar as.
+IMAGE = "localhost/kfdemu-workload:1"
 
 
 # --------------------------------------------------------------------------
@@ -339,17 +341,19 @@ def plugin_lines(storage, what):
     return lines
 
 
-def start_container(rc, emu, work, minors, flags=(), env=()):
-    """The workload (with `flags`, and `env` NAME=VALUE settings) as the
-    init of container "gpu" on this machine, given `minors`' render nodes.
-    Returns (Podman, its host pid, its directory, its snapshot)."""
+def run_container(work, minors, command, image=IMAGE, env=()):
+    """WORK/rootfs.tar imported as `image`, and container "gpu" of it run
+    on this machine, given `minors`' render nodes, with the shim, the
+    machine and `env` NAME=VALUE settings in its environment; its init
+    `command(wl)`, wl a directory of this machine it shares (made here).
+    Returns (Podman, wl)."""
     pm = Podman(work, os.path.join(work, "storage"))
     wl = os.path.join(work, "wl")
     os.makedirs(wl)
     os.chmod(wl, 0o777)
     root = os.environ["KFDEMU_ROOT"]
     libdir = os.path.join(work, "criu-plugins")
-    pm.run("import", os.path.join(work, "rootfs.tar"), "localhost/kfdemu-workload:1")
+    pm.run("import", os.path.join(work, "rootfs.tar"), image)
     cmd = ["run", "-d", "--name", "gpu", "--network", "none",
            "--annotation", f"org.criu.config={os.path.join(work, 'criu.conf')}",
            # The machine's root (sysfs, device node files, the daemon's
@@ -363,13 +367,73 @@ def start_container(rc, emu, work, minors, flags=(), env=()):
         cmd += ["-e", e]
     for d in device_nodes(work, 1, minors):
         cmd += ["--device", d]
-    pm.run(*cmd, "localhost/kfdemu-workload:1", "/kfdemu/workload", *flags, wl)
+    pm.run(*cmd, image, *command(wl))
+    return pm, wl
+
+
+def start_container(rc, emu, work, minors, flags=(), env=()):
+    """The workload (with `flags`, and `env` NAME=VALUE settings) as the
+    init of container "gpu" on this machine (run_container), given
+    `minors`' render nodes. Returns (Podman, its host pid, its directory,
+    its snapshot)."""
+    pm, wl = run_container(work, minors, lambda wl: ["/kfdemu/workload", *flags, wl], env=env)
     ready = os.path.join(wl, "ready")
     if not rc.wait_for(lambda: os.path.exists(ready), 60, "the workload in the container"):
         log(pm.run("logs", "gpu", check=False).stdout[-3000:])
         raise Failed("the workload did not get ready")
     pid = pm.pid("gpu")
     return pm, pid, wl, rc.snapshot(emu, pid)
+
+
+def save_state(work, state):
+    """What a later machine's phase needs of this one's, as WORK/state.json."""
+    with open(os.path.join(work, "state.json"), "w") as f:
+        json.dump(state, f)
+
+
+def load_state(work):
+    with open(os.path.join(work, "state.json")) as f:
+        return json.load(f)
+
+
+def export_checkpoint(rc, pm, work, state, image=IMAGE):
+    """`podman container checkpoint --export` of container "gpu" to
+    WORK/gpu.tar.zst and its image saved to WORK/image.tar, for another
+    machine; this machine's containers and storage removed, `state` saved
+    (save_state)."""
+    storage = os.path.join(work, "storage")
+    try:
+        pm.run("container", "checkpoint", "--export", os.path.join(work, "gpu.tar.zst"), "gpu")
+    except Failed:
+        show_criu_logs(rc, storage)
+        raise
+    pm.run("save", "-o", os.path.join(work, "image.tar"), image)
+    pm.run("rm", "-f", "-t", "0", "-a")
+    # The second host has podman's storage at the same paths (as every
+    # host has its /var/lib/containers): podman 4.3 keeps them in the
+    # exported container's config (conmon's pid file), but nothing else.
+    shutil.rmtree(storage)
+    save_state(work, state)
+
+
+def load_export(work):
+    """On the next machine: podman with a new storage, export_checkpoint's
+    image loaded. Returns (Podman, its storage, the state saved)."""
+    storage = os.path.join(work, "storage")
+    pm = Podman(work, storage)
+    st = load_state(work)
+    pm.run("load", "-i", os.path.join(work, "image.tar"))
+    return pm, storage, st
+
+
+def import_checkpoint(rc, pm, storage, archive):
+    """`podman container restore --keep --import` of `archive`; CRIU's
+    logs shown when it fails."""
+    try:
+        pm.run("container", "restore", "--keep", "--import", archive)
+    except Failed:
+        show_criu_logs(rc, storage)
+        raise
 
 
 def phase_first(args, rc, emu, work):
@@ -402,16 +466,7 @@ def phase_first(args, rc, emu, work):
         raise
     check_restored(rc, emu, pm.pid("gpu"), before, {}, {}, "restored in place")
 
-    archive = os.path.join(work, "gpu.tar.zst")
-    pm.run("container", "checkpoint", "--export", archive, "gpu")
-    pm.run("save", "-o", os.path.join(work, "image.tar"), "localhost/kfdemu-workload:1")
-    pm.run("rm", "-f", "-t", "0", "-a")
-    # The second host has podman's storage at the same paths (as every
-    # host has its /var/lib/containers): podman 4.3 keeps them in the
-    # exported container's config (conmon's pid file), but nothing else.
-    shutil.rmtree(os.path.join(work, "storage"))
-    with open(os.path.join(work, "state.json"), "w") as f:
-        json.dump({"before": before, "wl": wl}, f)
+    export_checkpoint(rc, pm, work, {"before": before, "wl": wl})
 
 
 def restore_import(args, rc, emu, pm, storage, st, archive, expected, what):
@@ -423,11 +478,7 @@ def restore_import(args, rc, emu, pm, storage, st, archive, expected, what):
     for name in ("go", "result"):
         if os.path.exists(os.path.join(st["wl"], name)):
             os.unlink(os.path.join(st["wl"], name))
-    try:
-        pm.run("container", "restore", "--keep", "--import", archive)
-    except Failed:
-        show_criu_logs(rc, storage)
-        raise
+    import_checkpoint(rc, pm, storage, archive)
     for line in plugin_lines(storage, "restoring onto"):
         log(f"  {line}")
     pid = pm.pid("gpu")
@@ -500,11 +551,7 @@ def phase_restore(args, rc, emu, work, expected):
     --import`): `expected` (gpu map, minor map) must hold after it, or,
     None, the restore must fail naming MISSING_NODE and leave no GPU state;
     then the archive with its device list edited must restore here."""
-    storage = os.path.join(work, "storage")
-    pm = Podman(work, storage)
-    with open(os.path.join(work, "state.json")) as f:
-        st = json.load(f)
-    pm.run("load", "-i", os.path.join(work, "image.tar"))
+    pm, storage, st = load_export(work)
     archive = os.path.join(work, "gpu.tar.zst")
     what = f"restored on machine {args.phase}"
     if expected is not None:
@@ -849,6 +896,22 @@ def require_host(args, tools, script=None):
     return criu
 
 
+def run_test(args, script, tools, prefix, inside, run, cleanup, check=lambda criu: None, what=""):
+    """The frame of every container test's main: inside a machine (--phase)
+    `inside(args)`, its phase; on the host require_host(args, tools,
+    script), `check(criu)` (a NotRun it raises ends the test as NOT RUN), a
+    new work directory `prefix`*, then `run(args, work, criu)`'s verdict
+    with `cleanup(work)` after it (harness.conclude)."""
+    if args.phase:
+        harness.run_phase(lambda: inside(args))
+    criu = require_host(args, tools, script)
+    with harness.not_run():
+        check(criu)
+    work = harness.work_dir(prefix)
+    log(f"CRIU {criu}, {what}work {work}")
+    harness.conclude(lambda: run(args, work, criu), work, args.keep, lambda: cleanup(work))
+
+
 def add_common_args(ap):
     """The arguments of every container test (CMakeLists.txt here)."""
     ap.add_argument("--criu-list", default="")
@@ -896,28 +959,27 @@ def run_machines(args, work, criu):
     return rc == 0
 
 
+def require_memory_tracking(args, criu):
+    """--case pre-checkpoint: CRIU able to track memory, or NotRun."""
+    if args.case != "pre-checkpoint":
+        return
+    sys.path.insert(0, args.emu_criu_lib)
+    import realcriu_test
+    if not realcriu_test.tracks_memory(criu):
+        raise NotRun("podman container checkpoint --pre-checkpoint runs runc checkpoint --pre-dump, which "
+                     f"runc refuses ({NO_MEMTRACK!r}) unless CRIU can track memory: the kernel's "
+                     "soft-dirty bits (CONFIG_MEM_SOFT_DIRTY), absent here (criu check --feature "
+                     "mem_dirty_track fails); --case leave-running checks that refusal")
+
+
 def main():
     ap = argparse.ArgumentParser()
     add_common_args(ap)
     ap.add_argument("--case", choices=sorted(CASES), default="all")
     args = ap.parse_args()
 
-    if args.phase:
-        harness.run_phase(lambda: inside(args))
-
-    criu = require_host(args, [("podman", "podman"), ("runc", "runc")])
-    if args.case == "pre-checkpoint":
-        sys.path.insert(0, args.emu_criu_lib)
-        import realcriu_test
-        with harness.not_run():
-            if not realcriu_test.tracks_memory(criu):
-                raise NotRun("podman container checkpoint --pre-checkpoint runs runc checkpoint --pre-dump, which "
-                             f"runc refuses ({NO_MEMTRACK!r}) unless CRIU can track memory: the kernel's "
-                             "soft-dirty bits (CONFIG_MEM_SOFT_DIRTY), absent here (criu check --feature "
-                             "mem_dirty_track fails); --case leave-running checks that refusal")
-    work = harness.work_dir("kfdemu-container.")
-    log(f"CRIU {criu}, case {args.case}, work {work}")
-    harness.conclude(lambda: run_machines(args, work, criu), work, args.keep, lambda: podman_cleanup(work))
+    run_test(args, __file__, [("podman", "podman"), ("runc", "runc")], "kfdemu-container.", inside, run_machines,
+             podman_cleanup, check=lambda criu: require_memory_tracking(args, criu), what=f"case {args.case}, ")
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ import harness  # noqa: E402
 from harness import Failed, NotRun, log  # noqa: E402
 
 CTR_TIMEOUT = 180
-IMAGE = "localhost/kfdemu-workload:1"
+IMAGE = ct.IMAGE
 CHECKPOINT = "localhost/kfdemu-gpu-checkpoint:1"
 FIRST = ["--machine", "2xMI210", "--gpu-ids", "0xa1a1,0xb2b2", "--minors", "128,129", "--vram", "64G,32G"]
 FIRST_MINORS = [128, 129]
@@ -552,16 +552,14 @@ def phase_first(args, rc, emu, work, node):
     rc.expect(v == "OK", f"the checkpointed container, left running: {v}")
     node.remove("gpu")
     st = {"before": before, "wl": wl}
-    with open(os.path.join(work, "state.json"), "w") as f:
-        json.dump(st, f)
+    ct.save_state(work, st)
     restore(rc, emu, node, st, work, "gpu-restored", CHECKPOINT, ({}, {}), "restored on the same node")
     # No Docker manifest.json: it cannot describe a checkpoint.
     node.ctr("images", "export", "--skip-manifest-json", os.path.join(work, "checkpoint.tar"), CHECKPOINT)
 
 
 def phase_second(args, rc, emu, work, node):
-    with open(os.path.join(work, "state.json")) as f:
-        st = json.load(f)
+    st = ct.load_state(work)
     node.start()
     # The container's image as from a registry; the checkpoint not
     # unpacked (it has no layers: containerd 1.6 cannot unpack it).
@@ -656,14 +654,8 @@ def main():
     ct.add_common_args(ap)
     args = ap.parse_args()
 
-    if args.phase:
-        harness.run_phase(lambda: inside(args))
-
-    criu = ct.require_host(args, [("containerd", "containerd"), ("ctr", "containerd"), ("runc", "runc")],
-                           script=__file__)
-    work = harness.work_dir("kfdemu-containerd.")
-    log(f"CRIU {criu}, work {work}")
-    harness.conclude(lambda: run_nodes(args, work, criu), work, args.keep, lambda: remove_cgroups(work))
+    ct.run_test(args, __file__, [("containerd", "containerd"), ("ctr", "containerd"), ("runc", "runc")],
+                "kfdemu-containerd.", inside, run_nodes, remove_cgroups)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import criu_host  # noqa: E402
 import harness  # noqa: E402
 from harness import check  # noqa: E402
 from testcommon import pattern  # noqa: E402
@@ -59,22 +60,18 @@ SIZE = 1 << 20
 BOUND = 64 << 10  # KFD_MAX_BUFFER_SIZE: the 1 MiB BO is copied in many passes
 
 
-class Bins:
+class Bins(criu_host.Bins):
     def __init__(self, d):
-        self.emu = os.path.join(d, "tests/emulator/kfd-emu")
-        self.host = os.path.join(d, "tests/host/criu-host")
-        self.plugin = os.path.join(d, "amdgpu_plugin.so")
+        super().__init__(d)
         self.workload = os.path.join(d, "tests/e2e/dmabuf-tree")
         self.verify = os.path.join(d, "tests/e2e/libdmabuf_verify.so")
         self.img = os.path.join(d, "amdgpu-img")
 
 
 def host(bins, args, log):
-    e = dict(os.environ, CRIU_HOST_KFDEMU=bins.emu, KFD_MAX_BUFFER_SIZE=str(BOUND))
-    with open(log + ".out", "w") as out:
-        rc = subprocess.run([bins.host] + args + ["-v4", "-o", log], env=e, stdout=out,
-                            stderr=subprocess.STDOUT, timeout=600).returncode
-    return rc, (open(log).read() if os.path.exists(log) else "") + open(log + ".out").read()
+    """criu-host with the BOs copied in passes of BOUND bytes: (exit
+    status, log + output)."""
+    return criu_host.run(bins, args, {"KFD_MAX_BUFFER_SIZE": str(BOUND)}, log)[:2]
 
 
 def staging_within_bound(text, what):
@@ -183,7 +180,9 @@ def inner(bins, root, order, work):
         check(len(renders) == 2 and len(dmabufs) == 1, "expected 2 render and 1 dma-buf images: %s" % names)
         check(len(pages) == 1, "the shared BO's contents should be in one pages file: %s" % pages)
         data = open(os.path.join(images, pages[0]), "rb").read()
-        check(data[:8] == struct.pack("<Q", SIZE) and data[8:] == pattern(1, SIZE),
+        # (the plugin's 32-byte seal follows the payload)
+        check(data[:8] == struct.pack("<Q", SIZE) and data[8:8 + SIZE] == pattern(1, SIZE) and
+              len(data) == 8 + SIZE + 32,
               "%s does not hold the BO's %d bytes" % (pages[0], SIZE))
         v = subprocess.run([bins.img, "verify", images], capture_output=True, text=True, timeout=60)
         check(v.returncode == 0, "amdgpu-img verify: %s%s" % (v.stdout, v.stderr))
@@ -240,10 +239,7 @@ def main():
         harness.run_phase(lambda: inner(bins, a.root, a.order, a.work))
     with harness.not_run():
         harness.require_built(bins.emu, bins.host, bins.plugin, bins.workload, bins.verify, bins.img)
-    work = harness.work_dir("amdcr-dmabuf-e2e-")
-    r = subprocess.run([bins.emu, "--machine", "MI100", "--"] + harness.self_command(__file__, "--inner", "--work", work),
-                       timeout=900)
-    harness.finish(r.returncode == 0, work, why=f": e2e dmabuf ({a.root} root, {a.order} restore)")
+    criu_host.run_inside_machine(__file__, bins, "amdcr-dmabuf-e2e-", f": e2e dmabuf ({a.root} root, {a.order} restore)")
 
 
 if __name__ == "__main__":

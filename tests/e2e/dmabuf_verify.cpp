@@ -34,27 +34,14 @@
 #include <string>
 #include <vector>
 
+#include "drm_uapi.h"
 #include "gpu_workload.h"
 #include "testcommon/pattern.h"
 
 namespace {
 
-// The kernel's uapi, written here from the layouts (as render_verify.cpp).
-struct ListHandles {
-	uint64_t entries;
-	uint32_t num_entries, padding;
-};
-struct ListEntry {
-	uint32_t gem_handle, flags;
-	uint64_t size, preferred_domains, alloc_flags, alignment;
-};
-struct PrimeHandle {
-	uint32_t handle, flags;
-	int32_t fd;
-};
-constexpr unsigned long kListHandles = 0xC0106459ul;  // _IOWR('d', 0x59, 16)
-constexpr unsigned long kPrimeHandleToFd = 0xC00C642Dul; // _IOWR('d', 0x2d, 12)
-constexpr uint32_t kCloexec = 02000000;
+using namespace e2e_drm;
+
 constexpr int kRoleFd[3] = {100, 101, 102};
 const char *const kRoles[3] = {"exporter", "importer", "holder"};
 

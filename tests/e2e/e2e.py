@@ -645,8 +645,17 @@ def sc_pre_copy(run):
 REPLICA = 16 * 2**20 + 3 * 2**20 + 4096  # --replica 16M,3M+4K: per GPU, per process
 
 
-def pages_bytes(images):
-    return sum(os.path.getsize(f) for f in glob.glob(os.path.join(images, "amdgpu-pages-*.img")))
+PAGES_SEAL = 32  # the plugin's seal after a pages file's payload (src/image/pages_file.h)
+
+
+def pages_payloads(images):
+    """{file: payload bytes its 8-byte header announces} of the KFD pages
+    files in `images`."""
+    out = {}
+    for f in glob.glob(os.path.join(images, "amdgpu-pages-*.img")):
+        with open(f, "rb") as fh:
+            out[f] = int.from_bytes(fh.read(8), "little")
+    return out
 
 
 def dedup_summary(text):
@@ -677,9 +686,12 @@ def sc_dedup(run):
     m = re.search(r"amdgpu_plugin: dump: .*?BOs \(\d+ with contents\), (\d+) bytes", d["log"])
     check(m and int(m.group(1)) == s[0] + s[1], "the summary's bytes (%s) are not %d written + %d not written" %
           (m and m.group(1), s[0], s[1]))
-    files = glob.glob(os.path.join(images, "amdgpu-pages-*.img"))
-    check(pages_bytes(images) == s[0] + 8 * len(files),
-          "the pages files hold %d bytes, the summary says %d written" % (pages_bytes(images), s[0]))
+    payloads = pages_payloads(images)
+    check(sum(payloads.values()) == s[0],
+          "the pages files hold %d bytes, the summary says %d written" % (sum(payloads.values()), s[0]))
+    for f, n in payloads.items():  # cut to the payload, the seal right after it
+        check(os.path.getsize(f) == 8 + n + PAGES_SEAL, "%s: %d bytes, not the header, its %d-byte payload and "
+              "the %d-byte seal" % (os.path.basename(f), os.path.getsize(f), n, PAGES_SEAL))
     log("  dedup dump ok: %d bytes copied, %d written, %d not written again (%.2f x the replicas)" %
         (s[0] + s[1], s[0], s[1], s[1] / REPLICA))
     r = run.restore(["--machine", "2xMI210"], d)

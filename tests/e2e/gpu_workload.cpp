@@ -193,16 +193,106 @@ void apply_changes(const std::string &path)
 	std::fclose(done);
 }
 
-} // namespace
-
-int main(int argc, char **argv)
+// A KFD VRAM BO of `size` bytes on `node`, mapped to the GPU: its CPU
+// address.
+uint64_t vram_bo(uint32_t node, uint64_t size)
 {
+	HsaMemFlags f{};
+	f.ui32.NonPaged = 1;
+	f.ui32.HostAccess = 1;
+	f.ui32.NoSubstitute = 1;
+	f.ui32.PageSize = HSA_PAGE_SIZE_4KB;
+	void *addr = nullptr;
+	if (HSAKMT_STATUS s = hsaKmtAllocMemory(node, size, f, &addr); s != HSAKMT_STATUS_SUCCESS)
+		die("hsaKmtAllocMemory(VRAM)", s);
+	HSAuint64 gpuva = 0;
+	if (HSAKMT_STATUS s = hsaKmtMapMemoryToGPU(addr, size, &gpuva); s != HSAKMT_STATUS_SUCCESS)
+		die("hsaKmtMapMemoryToGPU(VRAM)", s);
+	return reinterpret_cast<uint64_t>(addr);
+}
+
+// A KFD system-memory (GTT) BO of `size` bytes, mapped to the GPU: its CPU
+// address.
+uint64_t system_bo(uint64_t size)
+{
+	HsaMemFlags f{};
+	f.ui32.NonPaged = 1;
+	f.ui32.HostAccess = 1;
+	f.ui32.PageSize = HSA_PAGE_SIZE_4KB;
+	void *addr = nullptr;
+	if (HSAKMT_STATUS s = hsaKmtAllocMemory(0, size, f, &addr); s != HSAKMT_STATUS_SUCCESS)
+		die("hsaKmtAllocMemory(system)", s);
+	HSAuint64 gpuva = 0;
+	if (HSAKMT_STATUS s = hsaKmtMapMemoryToGPU(addr, size, &gpuva); s != HSAKMT_STATUS_SUCCESS)
+		die("hsaKmtMapMemoryToGPU(system)", s);
+	return reinterpret_cast<uint64_t>(addr);
+}
+
+// libdrm_amdgpu on libhsakmt's file of render node `minor`.
+amdgpu_device_handle gem_device(int minor)
+{
+	const int fd = libhsakmt_render_fd(minor);
+	if (fd < 0)
+		die("no fd of the GPU's render node (libhsakmt's) in /proc/self/fd", minor);
+	uint32_t major = 0, drm_minor = 0;
+	amdgpu_device_handle dev = nullptr;
+	if (int r = amdgpu_device_initialize(fd, &major, &drm_minor, &dev); r)
+		die("amdgpu_device_initialize", r);
+	return dev;
+}
+
+// BO `b` (its address, size and seed set) zeroed when `zero`, else filled
+// with its pattern, listed in `m` with the bytes it holds.
+void add_bo(e2e::Manifest &m, e2e::ManifestBo b, bool zero)
+{
+	void *addr = reinterpret_cast<void *>(static_cast<uintptr_t>(b.addr));
+	if (zero)
+		std::memset(addr, 0, b.size);
+	else
+		testcommon::fill_pattern(addr, b.size, b.seed);
+	b.fill = zero ? 0 : b.size;
+	m.bos.push_back(b);
+}
+
+// A signal event and an AQL queue on GPU node `node`.
+void make_queue(uint32_t node)
+{
+	HsaEventDescriptor desc{};
+	desc.EventType = HSA_EVENTTYPE_SIGNAL;
+	desc.NodeId = node;
+	HsaEvent *ev = nullptr;
+	if (HSAKMT_STATUS s = hsaKmtCreateEvent(&desc, false, false, &ev); s != HSAKMT_STATUS_SUCCESS)
+		die("hsaKmtCreateEvent", s);
+	HsaMemFlags f{};
+	f.ui32.HostAccess = 1;
+	f.ui32.NonPaged = 1;
+	f.ui32.PageSize = HSA_PAGE_SIZE_4KB;
+	void *ring = nullptr;
+	if (HSAKMT_STATUS s = hsaKmtAllocMemory(0, 64 << 10, f, &ring); s != HSAKMT_STATUS_SUCCESS)
+		die("hsaKmtAllocMemory(ring)", s);
+	HSAuint64 gpuva = 0;
+	if (HSAKMT_STATUS s = hsaKmtMapMemoryToGPU(ring, 64 << 10, &gpuva); s != HSAKMT_STATUS_SUCCESS)
+		die("hsaKmtMapMemoryToGPU(ring)", s);
+	HsaQueueResource res{};
+	if (HSAKMT_STATUS s = hsaKmtCreateQueue(node, HSA_QUEUE_COMPUTE_AQL, 100, HSA_QUEUE_PRIORITY_NORMAL, ring,
+						64 << 10, nullptr, &res);
+	    s != HSAKMT_STATUS_SUCCESS)
+		die("hsaKmtCreateQueue", s);
+}
+
+// The command line (see the header).
+struct Options {
 	std::string manifest_path, ready_path, changes_path;
 	std::vector<uint64_t> vram = {4 << 10, 12 << 10, (1 << 20) + (4 << 10), (7 << 20) + (12 << 10)};
 	std::vector<uint64_t> gtt = {8 << 10, (3 << 20) + (4 << 10)};
 	std::vector<uint64_t> gem, replica;
 	bool queues = true, hold = true, zero = false;
 	int children = 0;
+};
+
+Options parse_options(int argc, char **argv)
+{
+	Options o;
 	for (int i = 1; i < argc; i++) {
 		const std::string a = argv[i];
 		auto next = [&]() -> const char * {
@@ -210,21 +300,30 @@ int main(int argc, char **argv)
 				die("missing value");
 			return argv[++i];
 		};
-		if (a == "--manifest") manifest_path = next();
-		else if (a == "--ready") ready_path = next();
-		else if (a == "--vram") vram = parse_list(next());
-		else if (a == "--gtt") gtt = parse_list(next());
-		else if (a == "--gem") gem = parse_list(next());
-		else if (a == "--no-queues") queues = false;
-		else if (a == "--exit") hold = false;
-		else if (a == "--children") children = std::atoi(next());
-		else if (a == "--zero") zero = true;
-		else if (a == "--changes") changes_path = next();
-		else if (a == "--replica") replica = parse_list(next());
+		if (a == "--manifest") o.manifest_path = next();
+		else if (a == "--ready") o.ready_path = next();
+		else if (a == "--vram") o.vram = parse_list(next());
+		else if (a == "--gtt") o.gtt = parse_list(next());
+		else if (a == "--gem") o.gem = parse_list(next());
+		else if (a == "--no-queues") o.queues = false;
+		else if (a == "--exit") o.hold = false;
+		else if (a == "--children") o.children = std::atoi(next());
+		else if (a == "--zero") o.zero = true;
+		else if (a == "--changes") o.changes_path = next();
+		else if (a == "--replica") o.replica = parse_list(next());
 		else die("unknown option");
 	}
-	if (manifest_path.empty())
+	if (o.manifest_path.empty())
 		die("--manifest is required");
+	return o;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	Options o = parse_options(argc, argv);
+	auto &[manifest_path, ready_path, changes_path, vram, gtt, gem, replica, queues, hold, zero, children] = o;
 	setpgid(0, 0);
 	signal(SIGTERM, on_term);
 	sigset_t usr1{}, waiting{};
@@ -274,93 +373,27 @@ int main(int argc, char **argv)
 		if (props.NumFComputeCores == 0 || props.DrmRenderMinor <= 0)
 			continue;
 		gpu_nodes.push_back(node);
-		auto vram_bo = [&](uint64_t size, uint64_t fill_seed) {
-			HsaMemFlags f{};
-			f.ui32.NonPaged = 1;
-			f.ui32.HostAccess = 1;
-			f.ui32.NoSubstitute = 1;
-			f.ui32.PageSize = HSA_PAGE_SIZE_4KB;
-			void *addr = nullptr;
-			if (HSAKMT_STATUS s = hsaKmtAllocMemory(node, size, f, &addr); s != HSAKMT_STATUS_SUCCESS)
-				die("hsaKmtAllocMemory(VRAM)", s);
-			HSAuint64 gpuva = 0;
-			if (HSAKMT_STATUS s = hsaKmtMapMemoryToGPU(addr, size, &gpuva); s != HSAKMT_STATUS_SUCCESS)
-				die("hsaKmtMapMemoryToGPU(VRAM)", s);
-			if (zero)
-				std::memset(addr, 0, size);
-			else
-				testcommon::fill_pattern(addr, size, fill_seed);
-			m.bos.push_back({node, static_cast<uint32_t>(props.DrmRenderMinor), true, false,
-					 reinterpret_cast<uint64_t>(addr), size, zero ? 0 : size, fill_seed});
-		};
+		const auto render = static_cast<uint32_t>(props.DrmRenderMinor);
 		for (uint64_t size : vram)
-			vram_bo(size, seed++);
+			add_bo(m, {node, render, true, false, vram_bo(node, size), size, 0, seed++}, zero);
 		for (size_t k = 0; k < replica.size(); k++)
-			vram_bo(replica[k], kReplicaSeed + k);
+			add_bo(m, {node, render, true, false, vram_bo(node, replica[k]), replica[k], 0, kReplicaSeed + k},
+			       zero);
 		if (gem.empty())
 			continue;
-		const int fd = libhsakmt_render_fd(props.DrmRenderMinor);
-		if (fd < 0)
-			die("no fd of the GPU's render node (libhsakmt's) in /proc/self/fd", props.DrmRenderMinor);
-		uint32_t major = 0, minor = 0;
-		amdgpu_device_handle dev = nullptr;
-		if (int r = amdgpu_device_initialize(fd, &major, &minor, &dev); r)
-			die("amdgpu_device_initialize", r);
-		for (uint64_t size : gem) {
-			void *addr = gem_vram_bo(dev, size);
-			if (zero)
-				std::memset(addr, 0, size);
-			else
-				testcommon::fill_pattern(addr, size, seed);
-			m.bos.push_back({node, static_cast<uint32_t>(props.DrmRenderMinor), true, true,
-					 reinterpret_cast<uint64_t>(addr), size, zero ? 0 : size, seed});
-			seed++;
-		}
+		const amdgpu_device_handle dev = gem_device(props.DrmRenderMinor);
+		for (uint64_t size : gem)
+			add_bo(m, {node, render, true, true, reinterpret_cast<uint64_t>(gem_vram_bo(dev, size)), size, 0, seed++},
+			       zero);
 	}
 	if (gpu_nodes.empty())
 		die("no GPU node");
-	for (uint64_t size : gtt) {
-		HsaMemFlags f{};
-		f.ui32.NonPaged = 1;
-		f.ui32.HostAccess = 1;
-		f.ui32.PageSize = HSA_PAGE_SIZE_4KB;
-		void *addr = nullptr;
-		if (HSAKMT_STATUS s = hsaKmtAllocMemory(0, size, f, &addr); s != HSAKMT_STATUS_SUCCESS)
-			die("hsaKmtAllocMemory(system)", s);
-		HSAuint64 gpuva = 0;
-		if (HSAKMT_STATUS s = hsaKmtMapMemoryToGPU(addr, size, &gpuva); s != HSAKMT_STATUS_SUCCESS)
-			die("hsaKmtMapMemoryToGPU(system)", s);
-		testcommon::fill_pattern(addr, size, seed);
-		m.bos.push_back({0, 0, false, false, reinterpret_cast<uint64_t>(addr), size, size, seed});
-		seed++;
-	}
+	for (uint64_t size : gtt)
+		add_bo(m, {0, 0, false, false, system_bo(size), size, 0, seed++}, false);
 
-	if (queues) {
-		for (uint32_t node : gpu_nodes) {
-			HsaEventDescriptor desc{};
-			desc.EventType = HSA_EVENTTYPE_SIGNAL;
-			desc.NodeId = node;
-			HsaEvent *ev = nullptr;
-			if (HSAKMT_STATUS s = hsaKmtCreateEvent(&desc, false, false, &ev); s != HSAKMT_STATUS_SUCCESS)
-				die("hsaKmtCreateEvent", s);
-			HsaMemFlags f{};
-			f.ui32.HostAccess = 1;
-			f.ui32.NonPaged = 1;
-			f.ui32.PageSize = HSA_PAGE_SIZE_4KB;
-			void *ring = nullptr;
-			if (HSAKMT_STATUS s = hsaKmtAllocMemory(0, 64 << 10, f, &ring); s != HSAKMT_STATUS_SUCCESS)
-				die("hsaKmtAllocMemory(ring)", s);
-			HSAuint64 gpuva = 0;
-			if (HSAKMT_STATUS s = hsaKmtMapMemoryToGPU(ring, 64 << 10, &gpuva); s != HSAKMT_STATUS_SUCCESS)
-				die("hsaKmtMapMemoryToGPU(ring)", s);
-			HsaQueueResource res{};
-			if (HSAKMT_STATUS s = hsaKmtCreateQueue(node, HSA_QUEUE_COMPUTE_AQL, 100,
-								HSA_QUEUE_PRIORITY_NORMAL, ring, 64 << 10,
-								nullptr, &res);
-			    s != HSAKMT_STATUS_SUCCESS)
-				die("hsaKmtCreateQueue", s);
-		}
-	}
+	if (queues)
+		for (uint32_t node : gpu_nodes)
+			make_queue(node);
 
 	if (!e2e::write_manifest(manifest_path, m))
 		die("write manifest");

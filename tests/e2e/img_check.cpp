@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,47 @@ int fail(const std::string &msg)
 	return 1;
 }
 
+struct Tally {
+	int bad = 0;
+	size_t patterns_ok = 0;
+};
+
+// BO `b`'s bytes, read next from `source`: their FNV-1a 64 as JSON text
+// (nullopt: a read failed, said on stderr). With `m` (the workload's BO
+// at b's address), its pattern is checked too, the outcome counted.
+std::optional<std::string> read_bo(ByteSource &source, const KfdBo &b, const e2e::ManifestBo *m,
+				   std::vector<unsigned char> &buf, Tally &tally)
+{
+	std::vector<unsigned char> whole;
+	if (m)
+		whole.resize(b.size);
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (uint64_t off = 0; off < b.size;) {
+		const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), b.size - off));
+		if (auto st = source.read(buf.data(), n); !st) {
+			fail(st.error().message());
+			return std::nullopt;
+		}
+		h = fnv1a(h, buf.data(), n);
+		if (m)
+			std::copy(buf.begin(), buf.begin() + static_cast<long>(n), whole.begin() + static_cast<long>(off));
+		off += n;
+	}
+	if (m) {
+		const int64_t at = testcommon::check_pattern(whole.data(), std::min(m->fill, b.size), m->seed);
+		if (at >= 0) {
+			std::fprintf(stderr, "img-check: BO %#llx: pattern differs at offset %lld\n",
+				     static_cast<unsigned long long>(b.addr), static_cast<long long>(at));
+			tally.bad++;
+		} else {
+			tally.patterns_ok++;
+		}
+	}
+	char text[32];
+	std::snprintf(text, sizeof(text), "\"0x%016llx\"", static_cast<unsigned long long>(h));
+	return std::string(text);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -74,8 +116,7 @@ int main(int argc, char **argv)
 				wanted[b.addr] = &b;
 	}
 
-	int bad = 0;
-	size_t patterns_ok = 0;
+	Tally tally;
 	std::printf("{\"kfd\": [");
 	bool first_img = true;
 	for (int id = 0; id < 1 << 16; id++) {
@@ -110,41 +151,18 @@ int main(int argc, char **argv)
 					it = readers.emplace(b.gpu_id, std::make_unique<ChainSource>(*dir, chain->at(b.gpu_id)))
 						     .first;
 				} else if (it == readers.end()) {
-					auto r = PagesReader::open_kfd(*dir, id, b.gpu_id);
+					auto r = PagesReader::open_kfd(*dir, id, b.gpu_id, pages_seal(img->binding));
 					if (!r)
 						return fail(r.error().message());
 					it = readers.emplace(b.gpu_id, std::make_unique<PagesReader>(std::move(*r))).first;
 				}
-				std::vector<unsigned char> whole;
-				const bool check = wanted.count(b.addr) != 0;
-				if (check)
-					whole.resize(b.size);
-				uint64_t h = 0xcbf29ce484222325ull;
-				for (uint64_t off = 0; off < b.size;) {
-					const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), b.size - off));
-					if (auto st = it->second->read(buf.data(), n); !st)
-						return fail(st.error().message());
-					h = fnv1a(h, buf.data(), n);
-					if (check)
-						std::copy(buf.begin(), buf.begin() + static_cast<long>(n),
-							  whole.begin() + static_cast<long>(off));
-					off += n;
-				}
-				char tmp[32];
-				std::snprintf(tmp, sizeof(tmp), "\"0x%016llx\"", static_cast<unsigned long long>(h));
-				fnv = tmp;
-				if (check) {
-					const e2e::ManifestBo &m = *wanted[b.addr];
-					const int64_t at = testcommon::check_pattern(whole.data(), std::min(m.fill, b.size), m.seed);
-					if (at >= 0) {
-						std::fprintf(stderr, "img-check: BO %#llx: pattern differs at offset %lld\n",
-							     static_cast<unsigned long long>(b.addr), static_cast<long long>(at));
-						bad++;
-					} else {
-						patterns_ok++;
-					}
-					wanted.erase(b.addr);
-				}
+				const auto w = wanted.find(b.addr);
+				auto sum = read_bo(*it->second, b, w == wanted.end() ? nullptr : w->second, buf, tally);
+				if (!sum)
+					return 1;
+				fnv = *sum;
+				if (w != wanted.end())
+					wanted.erase(w);
 			}
 			std::printf("%s\n   {\"addr\": %llu, \"size\": %llu, \"gpu_id\": %u, \"flags\": %u, \"fnv\": %s}",
 				    first ? "" : ",", static_cast<unsigned long long>(b.addr),
@@ -156,7 +174,7 @@ int main(int argc, char **argv)
 				std::fprintf(stderr, "img-check: %s: %llu bytes past the BO table\n",
 					     kfd_pages_image_name(id, gpu).c_str(),
 					     static_cast<unsigned long long>(r->remaining()));
-				bad++;
+				tally.bad++;
 			}
 		std::printf("]}");
 	}
@@ -165,9 +183,10 @@ int main(int argc, char **argv)
 		for (const auto &[addr, m] : wanted) {
 			std::fprintf(stderr, "img-check: manifest BO %#llx is in no KFD image\n",
 				     static_cast<unsigned long long>(addr));
-			bad++;
+			tally.bad++;
 		}
-		std::fprintf(stderr, "img-check: %zu workload BOs hold their pattern in the pages files\n", patterns_ok);
+		std::fprintf(stderr, "img-check: %zu workload BOs hold their pattern in the pages files\n",
+			     tally.patterns_ok);
 	}
-	return bad ? 1 : 0;
+	return tally.bad ? 1 : 0;
 }

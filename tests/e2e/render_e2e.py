@@ -40,6 +40,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import criu_host  # noqa: E402
 import harness  # noqa: E402
 from harness import check  # noqa: E402
 from testcommon import pattern  # noqa: E402
@@ -47,23 +48,11 @@ from testcommon import pattern  # noqa: E402
 BOUND = 64 << 10
 
 
-class Bins:
+class Bins(criu_host.Bins):
     def __init__(self, d):
-        self.emu = os.path.join(d, "tests/emulator/kfd-emu")
-        self.host = os.path.join(d, "tests/host/criu-host")
-        self.plugin = os.path.join(d, "amdgpu_plugin.so")
+        super().__init__(d)
         self.workload = os.path.join(d, "tests/emulator/kfdemu_criu_workload")
         self.verify = os.path.join(d, "tests/e2e/librender_verify.so")
-
-
-def host(bins, args, env, log):
-    """Runs criu-host; returns (exit status, log + output, its pid)."""
-    e = dict(os.environ, CRIU_HOST_KFDEMU=bins.emu, **env)
-    with open(log + ".out", "w") as out:
-        p = subprocess.Popen([bins.host] + args + ["-v4", "-o", log], env=e, stdout=out, stderr=subprocess.STDOUT)
-        rc = p.wait(timeout=600)
-    text = (open(log).read() if os.path.exists(log) else "") + open(log + ".out").read()
-    return rc, text, p.pid
 
 
 def staging(bins, text, pid, what):
@@ -121,7 +110,7 @@ def inner(bins, scenario, work):
     try:
         if scenario == "old_kernel":
             ctl(bins, "faults", "DRM_IOCTL_AMDGPU_GEM_LIST_HANDLES:errno=EINVAL")
-        rc, text, hostpid = host(bins, ["dump", "-t", str(p.pid), "-D", images, "--plugin", bins.plugin], env,
+        rc, text, hostpid = criu_host.run(bins, ["dump", "-t", str(p.pid), "-D", images, "--plugin", bins.plugin], env,
                            os.path.join(work, "dump.log"))
         if scenario == "old_kernel":
             ctl(bins, "faults", "")
@@ -147,14 +136,15 @@ def inner(bins, scenario, work):
         for n in pages:
             data = open(os.path.join(images, n), "rb").read()
             (size,) = struct.unpack("<Q", data[:8])
-            check(size == len(data) - 8, "%s: header %d, payload %d" % (n, size, len(data) - 8))
-            hit = [h for h, g in unmatched.items() if g["size"] == size and data[8:] == pattern(g["seed"], size)]
+            # the payload, then the plugin's 32-byte seal
+            check(size == len(data) - 8 - 32, "%s: header %d, payload and seal %d" % (n, size, len(data) - 8))
+            hit = [h for h, g in unmatched.items() if g["size"] == size and data[8:8 + size] == pattern(g["seed"], size)]
             check(hit, "%s: %d bytes match no BO's pattern" % (n, size))
             del unmatched[hit[0]]
         print("dump: %s + %d drm-pages files, each BO's exact bytes" % (" + ".join(renders), len(pages)))
         verdict(p, work)
         p = None
-        rc, text, hostpid = host(bins, ["restore", "-D", images, "--plugin", bins.plugin, "--verifier",
+        rc, text, hostpid = criu_host.run(bins, ["restore", "-D", images, "--plugin", bins.plugin, "--verifier",
                                   bins.verify + ":verify_render", "--verifier-arg", os.path.join(work, "render")],
                            env, os.path.join(work, "restore.log"))
         check(rc == 0 and "verify_render() = 0 (pass)" in text, "restore failed (%d):\n%s" % (rc, text[-3000:]))
@@ -180,10 +170,7 @@ def main():
         harness.run_phase(lambda: inner(bins, a.scenario, a.work))
     with harness.not_run():
         harness.require_built(bins.emu, bins.host, bins.plugin, bins.workload, bins.verify)
-    work = harness.work_dir("amdcr-render-e2e-")
-    r = subprocess.run([bins.emu, "--machine", "MI100", "--"] + harness.self_command(__file__, "--inner", "--work", work),
-                       timeout=900)
-    harness.finish(r.returncode == 0, work, why=f": e2e render {a.scenario}")
+    criu_host.run_inside_machine(__file__, bins, "amdcr-render-e2e-", f": e2e render {a.scenario}")
 
 
 if __name__ == "__main__":

@@ -36,31 +36,12 @@
 #include <string>
 #include <vector>
 
+#include "drm_uapi.h"
 #include "testcommon/pattern.h"
 
 namespace {
 
-// The kernel's uapi (include/uapi/drm/amdgpu_drm.h), written here from the
-// layouts so the check does not share the plugin's definitions.
-struct ListHandles {
-	uint64_t entries;
-	uint32_t num_entries, padding;
-};
-struct ListEntry {
-	uint32_t gem_handle, flags;
-	uint64_t size, preferred_domains, alloc_flags, alignment;
-};
-struct GemOp {
-	uint32_t handle, op;
-	uint64_t value;
-	uint32_t num_entries, padding;
-};
-struct VmEntry {
-	uint64_t addr, size, offset, flags;
-};
-constexpr unsigned long kListHandles = 0xC0106459ul; // _IOWR('d', 0x59, 16)
-constexpr unsigned long kGemOp = 0xC0186450ul;	     // _IOWR('d', 0x50, 24)
-constexpr uint32_t kGetMappingInfo = 2;
+using namespace e2e_drm;
 
 struct Gem {
 	uint32_t handle;

@@ -2,19 +2,24 @@
 //
 // Shared by the libFuzzer targets of tests/fuzz: a failed property aborts
 // (libFuzzer keeps the input as a crash), and a scratch image directory
-// per process for the targets that go through files.
+// per process for the targets that go through files, with the cut of one
+// input into several files.
 #pragma once
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "base/file_io.h"
 #include "base/unique_fd.h"
@@ -75,6 +80,39 @@ private:
 inline const ScratchDir &scratch()
 {
 	static const ScratchDir dir;
+	return dir;
+}
+
+// The input of a target that writes N files, cut into their contents: each
+// of the first N-1 a u16 LE length n and then n bytes (fewer where the
+// input ends first; empty where under two bytes are left), the last one
+// what remains.
+template <size_t N>
+std::array<std::span<const uint8_t>, N> cut_input(const uint8_t *data, size_t size)
+{
+	std::span<const uint8_t> in(data, size);
+	std::array<std::span<const uint8_t>, N> pieces;
+	for (size_t i = 0; i + 1 < N; i++) {
+		if (in.size() < 2) {
+			pieces[i] = {};
+			continue;
+		}
+		const size_t n = std::min<size_t>(in[0] | (in[1] << 8), in.size() - 2);
+		pieces[i] = in.subspan(2, n);
+		in = in.subspan(2 + n);
+	}
+	pieces[N - 1] = in;
+	return pieces;
+}
+
+// scratch() emptied, then holding each (name, bytes) of `files`.
+inline const ScratchDir &scratch_files(
+	std::initializer_list<std::pair<std::string, std::span<const uint8_t>>> files)
+{
+	const ScratchDir &dir = scratch();
+	dir.clear();
+	for (const auto &[name, bytes] : files)
+		dir.put(name, bytes);
 	return dir;
 }
 

@@ -17,31 +17,11 @@
 #include "image/criu_images.h"
 #include "image/image_set.h"
 
-namespace {
-
-std::span<const uint8_t> take(std::span<const uint8_t> &in)
-{
-	if (in.size() < 2)
-		return {};
-	const size_t n = std::min<size_t>(in[0] | (in[1] << 8), in.size() - 2);
-	auto piece = in.subspan(2, n);
-	in = in.subspan(2 + n);
-	return piece;
-}
-
-} // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	using namespace amdcr;
-	std::span<const uint8_t> in(data, size);
-	const auto files = take(in);
-	const auto pstree = take(in);
-	const auto &dir = fuzz::scratch();
-	dir.clear();
-	dir.put("files.img", files);
-	dir.put("pstree.img", pstree);
-	dir.put("mm-1.img", in);
+	const auto [files, pstree, mm] = fuzz::cut_input<3>(data, size);
+	const auto &dir = fuzz::scratch_files({{"files.img", files}, {"pstree.img", pstree}, {"mm-1.img", mm}});
 	auto images = ImageDir::open(dir.path());
 	fuzz::require(images.ok(), "the scratch directory opens");
 	auto facts = read_criu_facts(*images);

@@ -20,31 +20,10 @@
 #include "inspect/show.h"
 #include "inspect/verify.h"
 
-namespace {
-
-// The next u16-length-prefixed piece of `in`; empty when `in` is short.
-std::span<const uint8_t> take(std::span<const uint8_t> &in)
-{
-	if (in.size() < 2)
-		return {};
-	const size_t n = std::min<size_t>(in[0] | (in[1] << 8), in.size() - 2);
-	auto piece = in.subspan(2, n);
-	in = in.subspan(2 + n);
-	return piece;
-}
-
-} // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	using namespace amdcr;
-	std::span<const uint8_t> in(data, size);
-	const auto kfd = take(in);
-	const auto render = take(in);
-	const auto &dir = fuzz::scratch();
-	dir.clear();
-	dir.put(kfd_image_name(1), kfd);
-	dir.put(render_image_name(2), render);
+	const auto [kfd, render, pages] = fuzz::cut_input<3>(data, size);
 	uint32_t gpu = 1;
 	if (kfd.size() >= kImageHeaderSize)
 		if (auto img = unpack_kfd_image(kfd.subspan(kImageHeaderSize), "fuzz"); img)
@@ -53,7 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					gpu = d.gpu_id;
 					break;
 				}
-	dir.put(kfd_pages_image_name(1, gpu), in);
+	const auto &dir = fuzz::scratch_files(
+		{{kfd_image_name(1), kfd}, {render_image_name(2), render}, {kfd_pages_image_name(1, gpu), pages}});
 
 	auto ck = inspect::load_checkpoint(dir.path());
 	fuzz::require(ck.ok(), "the scratch directory loads");

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
 // Pages-file and metadata-image framing: the input is a whole file (8-byte
-// size header + payload, or anything else). PagesReader must open it only
-// when the header matches the size, then read exactly its payload, in
-// pieces whose sizes come from the input, and refuse every read past the
-// end; read_image_payload must agree with it on the payload.
+// size header + payload, possibly a pages seal after it, or anything else).
+// PagesReader must open it only when the header matches the size, or the
+// size less a seal that names the file (read_pages_seal), then read
+// exactly its payload, in pieces whose sizes come from the input, and
+// refuse every read past the end; read_image_payload must agree with it on
+// the payload of a file without a seal and refuse a sealed one.
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "fuzz_common.h"
@@ -22,17 +25,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	auto dir = ImageDir::open(dir_path.path());
 	fuzz::require(dir.ok(), "opening the scratch directory");
 
+	const std::string name = "amdgpu-pages-1-0001.img";
 	const bool framed = size >= kImageHeaderSize && decode_image_header(data) == size - kImageHeaderSize;
-	auto reader = PagesReader::open(*dir, "amdgpu-pages-1-0001.img");
-	fuzz::require(reader.ok() == framed, "PagesReader opens exactly the well-framed files");
-	auto payload = read_image_payload(*dir, "amdgpu-pages-1-0001.img");
+	auto seal = read_pages_seal(*dir, name, name);
+	const bool sealed = seal.ok() && seal->has_value();
+	fuzz::require(!(framed && sealed), "a file framed without a seal has none");
+	auto reader = PagesReader::open(*dir, name);
+	fuzz::require(reader.ok() == (framed || sealed), "PagesReader opens exactly the well-framed files");
+	auto payload = read_image_payload(*dir, name);
 	fuzz::require(payload.ok() == framed, "read_image_payload reads exactly the well-framed files");
-	if (!framed)
+	if (!framed && !sealed)
 		return 0;
-	fuzz::require(payload->size() == reader->payload_size() &&
-			      (payload->empty() ||
-			       std::memcmp(payload->data(), data + kImageHeaderSize, payload->size()) == 0),
+	fuzz::require(reader->payload_size() == size - kImageHeaderSize - (sealed ? kPagesSealSize : 0),
+		      "the payload is the file after its header (and before its seal)");
+	fuzz::require(!framed || (payload->size() == reader->payload_size() &&
+				  (payload->empty() ||
+				   std::memcmp(payload->data(), data + kImageHeaderSize, payload->size()) == 0)),
 		      "the payload is the file after its header");
+	fuzz::require(reader->seal() == (sealed ? *seal : std::nullopt), "the reader finds the seal read_pages_seal does");
 
 	// Sequential reads in pieces of 2^0..2^18 bytes, the power taken from
 	// the payload byte at the position (a zero byte: the largest piece).

@@ -23,7 +23,6 @@ runc or busybox-static missing, CRIU not usable, sanitizer build; the
 program not built).
 """
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -37,6 +36,7 @@ import harness  # noqa: E402
 from harness import Failed, NotRun, log  # noqa: E402
 
 STEPS, GATE = 12, 5
+IMAGE = "localhost/hip-train:1"
 GATE_TIMEOUT = 240
 # What HIP loads with dlopen (ldd does not list it): the code object
 # manager, whose own libraries ldd gives.
@@ -72,24 +72,14 @@ def lines(path):
         return []
 
 
+def program(wl):
+    """The container's init: the training loop, its output in `wl`."""
+    return ["/bin/sh", "-c", f"exec /kfdemu/workload --steps {STEPS} --gate-after {GATE} --gate {wl}/gate "
+            f">{wl}/out.log 2>{wl}/err.log"]
+
+
 def phase_first(args, rc, emu, work):
-    pm = ct.Podman(work, os.path.join(work, "storage"))
-    wl = os.path.join(work, "wl")
-    os.makedirs(wl)
-    os.chmod(wl, 0o777)
-    root = os.environ["KFDEMU_ROOT"]
-    libdir = os.path.join(work, "criu-plugins")
-    pm.run("import", os.path.join(work, "rootfs.tar"), "localhost/hip-train:1")
-    cmd = ["run", "-d", "--name", "gpu", "--network", "none",
-           "--annotation", f"org.criu.config={os.path.join(work, 'criu.conf')}",
-           "-v", f"{root}:{root}", "-v", f"{wl}:{wl}", "-v", f"{libdir}:{libdir}:ro",
-           "-e", "LD_PRELOAD=/kfdemu/libkfdemu_shim.so", "-e", f"KFDEMU_ROOT={root}",
-           "-e", f"KFDEMU_SOCKET={os.environ['KFDEMU_SOCKET']}"]
-    for d in ct.device_nodes(work, 1, [128, 129]):
-        cmd += ["--device", d]
-    prog = (f"exec /kfdemu/workload --steps {STEPS} --gate-after {GATE} --gate {wl}/gate "
-            f">{wl}/out.log 2>{wl}/err.log")
-    pm.run(*cmd, "localhost/hip-train:1", "/bin/sh", "-c", prog)
+    pm, wl = ct.run_container(work, [128, 129], program, image=IMAGE)
     out = os.path.join(wl, "out.log")
     if not rc.wait_for(lambda: f"gate {GATE}" in lines(out), GATE_TIMEOUT, "the program's gate"):
         rc.show_log(out)
@@ -99,30 +89,12 @@ def phase_first(args, rc, emu, work):
     before = rc.snapshot(emu, pid)
     log(f"container init {pid} at gate {GATE}: {len(before['bos'])} BOs, {len(before['vmas'])} device mappings, "
         f"{len(before['queues']['queues'])} queue(s)")
-    archive = os.path.join(work, "gpu.tar.zst")
-    try:
-        pm.run("container", "checkpoint", "--export", archive, "gpu")
-    except Failed:
-        ct.show_criu_logs(rc, os.path.join(work, "storage"))
-        raise
-    pm.run("save", "-o", os.path.join(work, "image.tar"), "localhost/hip-train:1")
-    pm.run("rm", "-f", "-t", "0", "-a")
-    shutil.rmtree(os.path.join(work, "storage"))
-    with open(os.path.join(work, "state.json"), "w") as f:
-        json.dump({"before": before, "wl": wl}, f)
+    ct.export_checkpoint(rc, pm, work, {"before": before, "wl": wl}, image=IMAGE)
 
 
 def phase_second(args, rc, emu, work):
-    storage = os.path.join(work, "storage")
-    pm = ct.Podman(work, storage)
-    with open(os.path.join(work, "state.json")) as f:
-        st = json.load(f)
-    pm.run("load", "-i", os.path.join(work, "image.tar"))
-    try:
-        pm.run("container", "restore", "--keep", "--import", os.path.join(work, "gpu.tar.zst"))
-    except Failed:
-        ct.show_criu_logs(rc, storage)
-        raise
+    pm, storage, st = ct.load_export(work)
+    ct.import_checkpoint(rc, pm, storage, os.path.join(work, "gpu.tar.zst"))
     gpus, minors = ct.MACHINES["second"][1]
     ct.check_restored(rc, emu, pm.pid("gpu"), st["before"], gpus, minors, "restored on the second machine")
     open(os.path.join(st["wl"], "gate"), "w").close()
@@ -166,15 +138,11 @@ def main():
     ap = argparse.ArgumentParser()
     ct.add_common_args(ap)
     args = ap.parse_args()
-    if args.phase:
-        harness.run_phase(lambda: inside(args))
     with harness.not_run():
         if not os.path.exists(args.workload):
             raise NotRun(f"{args.workload} was not built (hipcc; tests/hip/README.md)")
-    criu = ct.require_host(args, [("podman", "podman"), ("runc", "runc")], __file__)
-    work = harness.work_dir("hip-container.")
-    log(f"CRIU {criu}, work {work}")
-    harness.conclude(lambda: run_machines(args, work, criu), work, args.keep, lambda: ct.podman_cleanup(work))
+    ct.run_test(args, __file__, [("podman", "podman"), ("runc", "runc")], "hip-container.", inside, run_machines,
+                ct.podman_cleanup)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,9 @@ barrier-value packet: copies, kernels and events pending). The test waits
 for that line, dumps the program there with real CRIU (realcriu_test.py's
 Run: the kfdemu-criu wrapper, the adapter, the plugin under test), restores
 it (`restore -d`, the same pid), checks it against the snapshot taken at
-the gate (fd table, every BO's contents, size, type and GPU, the device
-mappings, its queues active: realcriu_test.check_restored), creates FILE,
+the gate (fd table, every BO's contents but its queues' CWSR areas', size,
+type and GPU, the device mappings, its queues active:
+realcriu_test.check_restored), creates FILE,
 and compares the program's whole output (stdout, gate lines included) with
 its `--cpu-only` run, line for line, and its exit status 0: every loss and
 the final weights' checksum bit for bit.
@@ -32,6 +33,11 @@ CWSR). After the restore it checks the fd table and the BOs' placement (not
 their contents, which the kernel writes), and that the restored AQL queue
 resumed saved waves with some of the grid's workgroups done and some not
 (kfd-emu's `queues`), then compares the output as above.
+
+hip_streams also runs with HIP's default GPU_STREAMOPS_CP_WAIT=0 (inside
+the streams test): a spinning wait kernel is in flight at the gate, the
+dump's pause saves its wave into its queue's CWSR area, and the restored
+queue resumes it.
 
 The scenarios are the rows of SCENARIOS (--help lists them, --list prints
 their CTest tests as JSON for tests/hip/criu.cmake).
@@ -47,7 +53,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from typing import Callable, NamedTuple
@@ -90,9 +95,11 @@ class Program:
         log(f"program: {' '.join(cmd)}")
         tmp = os.path.join(run.work, "tmp")
         os.makedirs(tmp, exist_ok=True)
+        if sc.env:
+            log(f"program environment: {' '.join(f'{k}={v}' for k, v in sc.env)}")
         with open(os.path.join(run.work, "out.log"), "w") as out, open(os.path.join(run.work, "err.log"), "w") as err:
             p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
-                                 env=dict(os.environ, TMPDIR=tmp))
+                                 env=dict(os.environ, TMPDIR=tmp, **dict(sc.env)))
         run.wl = p  # Run.cleanup kills it if the test ends early
         return cls(run.work, p.pid, p)
 
@@ -189,17 +196,31 @@ def aql_read_indices(queues):
     return {q["id"]: q["engine"]["rptr"] for q in queues["queues"] if "in_flight" in q.get("engine", {})}
 
 
+def cwsr_areas(before):
+    """The VAs of the snapshot's BOs that are its queues' CWSR areas (a
+    queue's ctx_save_restore address, kfd-emu's `queues`): the dump's pause
+    writes the waves of a dispatch in flight there after the snapshot."""
+    starts = {q["ctx_save_restore"]["address"] for q in before["queues"]["queues"]
+              if q["ctx_save_restore"]["size"]}
+    return {b["va"] for b in before["bos"] if b["va"] in starts}
+
+
 def restore_and_finish(run, prog, before, want, what, gpus=None, minors=None):
-    """Restores the dumped program, checks it against `before` (and every
-    AQL queue at its dumped read index: a queue restored at 0 would run its
-    packets again, one restored past a pending packet would skip it), lets
-    it go through its gate and compares its output."""
+    """Restores the dumped program, checks it against `before` (every BO's
+    contents but its queues' CWSR areas', and every AQL queue at its dumped
+    read index: a queue restored at 0 would run its packets again, one
+    restored past a pending packet would skip it), lets it go through its
+    gate and compares its output."""
     run.restore(prog.pid)
     expect(not rc.guardians(), f"guardian processes left after the restore: {rc.guardians()}")
-    rc.check_restored(run.emu, prog.pid, before, gpus, minors)
+    cwsr = cwsr_areas(before)
+    log(f"contents not compared: the CWSR areas at {', '.join(f'{va:#x}' for va in sorted(cwsr)) or '(none)'}")
+    rc.check_restored(run.emu, prog.pid, before, gpus, minors, cwsr)
     dumped, now = aql_read_indices(before["queues"]), aql_read_indices(run.emu.ctl("queues", prog.pid))
     expect(dumped and now == dumped, f"AQL queues' read indices after the restore {now} != dumped {dumped}")
     log(f"restored {prog.pid}: {len(now)} AQL queues at their dumped read indices {sorted(now.values())}")
+    if run.sc.waves_at_gate:
+        check_resumed_waves(run, prog.pid, mid_grid=False)
     finish(run, prog, want, what)
 
 
@@ -235,6 +256,19 @@ def same_machine(run):
     restore_and_finish(run, prog, before, want, "restored")
 
 
+def streams_both_waits(run):
+    """same_machine with the program's barrier-value wait, then again, in a
+    work directory of its own, as the streams-spin-wait row (HIP's default
+    spinning wait kernel in flight at the gate): one test for both."""
+    same_machine(run)
+    run.sc = SCENARIOS["streams-spin-wait"]
+    run.work = os.path.join(run.work, "spin-wait")
+    run.images = os.path.join(run.work, "images")
+    os.makedirs(run.images)
+    log(f"again with {run.sc.name} in {run.work}")
+    same_machine(run)
+
+
 def on_two_machines(run, reach, restore, what):
     """The two phases of a case restored on the second machine
     (realcriu_test.OTHER_MACHINE: other gpu_ids, minors, GPU order): the
@@ -265,7 +299,9 @@ def other_machine(run):
 # Mid-kernel: the long kernel's dispatch has run this many wave-instructions
 # before the dump is started (its held workgroup spins until the program is
 # past gate 1, so it is reached, and the kernel is still in flight at the dump).
-MID_KERNEL_INSTRUCTIONS = 1_000_000
+# With four workgroups in flight (the shader's kGroupsInFlight) none had
+# ended at 1.39 M, 4 of 64 had at 3.1-3.5 M; the check wants some ended.
+MID_KERNEL_INSTRUCTIONS = 3_000_000
 
 
 def wait_mid_kernel(run, prog):
@@ -295,15 +331,15 @@ def check_placed(emu, pid, before, gpus):
                (b["size"], b["type"], b["gpu_id"], want_gpu), f"BO at {b['va']:#x} restored as {a}, dumped {b}")
 
 
-def check_resumed_waves(run, pid):
+def check_resumed_waves(run, pid, mid_grid=True):
     """The restored process's AQL queue resumed waves saved mid-flight
-    (kfd-emu's `queues`, "cwsr" of the engine): some waves, some of the
-    grid's workgroups done and some not."""
+    (kfd-emu's `queues`, "cwsr" of the engine): some waves and, with
+    `mid_grid`, some of the grid's workgroups done and some not."""
     got = [q["engine"]["cwsr"] for q in run.emu.ctl("queues", pid)["queues"]
            if q.get("engine", {}).get("cwsr", {}).get("resumes")]
     expect(len(got) == 1, f"{len(got)} AQL queues resumed saved waves after the restore, want 1")
     c = got[0]
-    expect(c["waves"] > 0 and 0 < c["groups_done"] < c["groups"],
+    expect(c["waves"] > 0 and (not mid_grid or 0 < c["groups_done"] < c["groups"]),
            f"the waves resumed were not saved mid-flight: {c}")
     log(f"restored {pid}: its AQL queue resumed {c['waves']} saved waves, {c['groups_done']} of {c['groups']} "
         f"workgroups done at the dump")
@@ -443,6 +479,8 @@ class Scenario(NamedTuple):
     second: bool = False  # restored on a second machine (realcriu_test.OTHER_MACHINE)
     pending: str = ""     # NOT RUN: the hip_runtime case whose reason (tests/hip/CMakeLists.txt) it shares
     doc: str = ""
+    env: tuple = ()       # (name, value) pairs set in the program's environment
+    waves_at_gate: bool = False  # a dispatch in flight at the gate: the restored queue resumes saved waves
 
 
 TRAIN = ("--steps", "12")
@@ -466,11 +504,19 @@ SCENARIOS = {s.name: s for s in (
              doc="dump --leave-running after step 3 into ckpt-1, then after step 7 a dump into ckpt-2 with ckpt-1 "
                  "as its parent: the plugin writes only what changed (its summary's incremental clause: written + "
                  "taken from the parent = the BOs' bytes, something taken); restored from ckpt-2, then as train."),
-    Scenario("streams", same_machine, "hip_streams", STREAMS, (1,), (("streams_MI100", "MI100"),),
+    Scenario("streams", streams_both_waits, "hip_streams", STREAMS, (1,), (("streams_MI100", "MI100"),),
              doc="hip_streams dumped at its gate after round 1: round 2 queued on three streams (async copies "
                  "host to device, device to device and device to host, two kernels, three events pending) behind "
                  "a barrier-value packet; restored on the same machine, the round completes and the rest as "
-                 "train."),
+                 "train. Then, in the same test, streams-spin-wait."),
+    Scenario("streams-spin-wait", same_machine, "hip_streams", STREAMS, (1,), (),
+             env=(("GPU_STREAMOPS_CP_WAIT", "0"),), waves_at_gate=True,
+             doc="streams with HIP's default GPU_STREAMOPS_CP_WAIT=0: stream 0 waits in HIP's spinning wait "
+                 "kernel, a dispatch in flight at the gate whose waves the dump's pause saves (kfd-emu's CWSR) "
+                 "into its queue's CWSR area (contents not compared: the pause writes them after the snapshot); "
+                 "restored, its queue resumes the saved waves (kfd-emu's `queues`), the kernel sees the value "
+                 "and the round completes as in streams. Run by the streams test, after streams (no test of its "
+                 "own)."),
     Scenario("peer-other", other_machine, "hip_streams", STREAMS + ("--peer",), (1,),
              (("peer_other_machine_2xMI210", "2xMI210"),), second=True,
              doc="streams with --peer on two GPUs (stream 1, its kernel reading GPU 0's memory through peer "
@@ -535,7 +581,7 @@ def run_machines(args, sc, me, work):
     if not sc.second:
         return subprocess.run([args.kfd_emu, "--machine", args.machine, "--"] + me + ["--phase", "all"]).returncode
     plan = rc.OTHER_MACHINE[args.machine]
-    root = tempfile.mkdtemp(prefix="hip-criu-root.")
+    root = harness.machine_root("hip-criu-root.")
     emu = [args.kfd_emu, "--root", root, "--machine", args.machine]
     log(f"first machine: {' '.join(plan['first'])}")
     code = subprocess.run(emu + plan["first"] + ["--"] + me + ["--phase", "dump"]).returncode

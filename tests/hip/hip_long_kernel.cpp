@@ -108,23 +108,8 @@ struct Options {
 Options parse(int argc, char **argv)
 {
 	Options o;
-	for (int i = 1; i < argc; ++i) {
-		const std::string a = argv[i];
-		if (a == "--rounds" && i + 1 < argc)
-			o.rounds = std::atoi(argv[++i]);
-		else if (a == "--cpu-only")
-			o.cpu_only = true;
-		else if (!o.gates.take(argc, argv, i)) {
-			std::fprintf(stderr, "usage: %s [--rounds N] [--cpu-only] [--gate-after 0|1]... [--gate FILE]\n",
-				     argv[0]);
-			std::exit(hiptest::kUsage);
-		}
-	}
-	const bool known = std::all_of(o.gates.after.begin(), o.gates.after.end(), [](int k) { return k == 0 || k == 1; });
-	if (o.rounds < 1 || !o.gates.complete() || !known) {
-		std::fprintf(stderr, "%s: --rounds must be >= 1; --gate-after (0 or 1) and --gate go together\n", argv[0]);
-		std::exit(hiptest::kUsage);
-	}
+	hiptest::parse_command_line(argc, argv, "--rounds", o.rounds, {{"--cpu-only", &o.cpu_only, true}}, o.gates,
+				    {"0|1", " (0 or 1)", [](int k) { return k == 0 || k == 1; }});
 	return o;
 }
 

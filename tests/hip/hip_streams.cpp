@@ -74,26 +74,8 @@ struct Options {
 Options parse(int argc, char **argv)
 {
 	Options o;
-	for (int i = 1; i < argc; ++i) {
-		std::string a = argv[i];
-		bool has_value = i + 1 < argc;
-		if (a == "--rounds" && has_value)
-			o.rounds = std::atoi(argv[++i]);
-		else if (a == "--cpu-only")
-			o.cpu_only = true;
-		else if (a == "--peer")
-			o.peer = true;
-		else if (!o.gates.take(argc, argv, i)) {
-			std::fprintf(stderr,
-				     "usage: %s [--rounds N] [--cpu-only] [--peer] [--gate-after K]... [--gate FILE]\n",
-				     argv[0]);
-			std::exit(hiptest::kUsage);
-		}
-	}
-	if (o.rounds < 1 || !o.gates.complete()) {
-		std::fprintf(stderr, "%s: --rounds must be >= 1; --gate-after and --gate go together\n", argv[0]);
-		std::exit(hiptest::kUsage);
-	}
+	hiptest::parse_command_line(argc, argv, "--rounds", o.rounds,
+				    {{"--cpu-only", &o.cpu_only, true}, {"--peer", &o.peer, true}}, o.gates);
 	return o;
 }
 

@@ -246,25 +246,8 @@ struct Options {
 Options parse(int argc, char **argv)
 {
 	Options o;
-	for (int i = 1; i < argc; ++i) {
-		std::string a = argv[i];
-		bool has_value = i + 1 < argc;
-		if (a == "--steps" && has_value)
-			o.steps = std::atoi(argv[++i]);
-		else if (a == "--cpu-only")
-			o.cpu_only = true;
-		else if (a == "--no-check")
-			o.check = false;
-		else if (!o.gates.take(argc, argv, i)) {
-			std::fprintf(stderr, "usage: %s [--steps N] [--cpu-only] [--no-check] [--gate-after K]... [--gate FILE]\n",
-				     argv[0]);
-			std::exit(hiptest::kUsage);
-		}
-	}
-	if (o.steps < 1 || !o.gates.complete()) {
-		std::fprintf(stderr, "%s: --steps must be >= 1; --gate-after and --gate go together\n", argv[0]);
-		std::exit(hiptest::kUsage);
-	}
+	hiptest::parse_command_line(argc, argv, "--steps", o.steps,
+				    {{"--cpu-only", &o.cpu_only, true}, {"--no-check", &o.check, false}}, o.gates);
 	return o;
 }
 

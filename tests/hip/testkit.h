@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -21,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -178,6 +180,49 @@ struct Gates {
 			fail("gate %d: unlink %s: %s", k, file.c_str(), std::strerror(errno));
 	}
 };
+
+// A HIP program's command line: its count (`count_option` N, at least 1),
+// its flags (each sets its bool) and the gates, whose --gate-after values
+// must also pass `gate_ok` where the program has one (`gate_values` says
+// which in the messages: "K" for any). Anything else: the usage, exit
+// kUsage.
+struct Flag {
+	const char *option;
+	bool *value;
+	bool set_to;
+};
+
+struct GateRule {
+	const char *values = "K", *said = "";
+	bool (*ok)(int) = nullptr;
+};
+
+inline void parse_command_line(int argc, char **argv, const char *count_option, int &count,
+			       std::initializer_list<Flag> flags, Gates &gates, GateRule rule = {})
+{
+	for (int i = 1; i < argc; ++i) {
+		const std::string a = argv[i];
+		const Flag *flag = std::find_if(flags.begin(), flags.end(), [&](const Flag &f) { return a == f.option; });
+		if (a == count_option && i + 1 < argc) {
+			count = std::atoi(argv[++i]);
+		} else if (flag != flags.end()) {
+			*flag->value = flag->set_to;
+		} else if (!gates.take(argc, argv, i)) {
+			std::string usage = std::string("[") + count_option + " N]";
+			for (const Flag &f : flags)
+				usage += std::string(" [") + f.option + "]";
+			std::fprintf(stderr, "usage: %s %s [--gate-after %s]... [--gate FILE]\n", argv[0], usage.c_str(),
+				     rule.values);
+			std::exit(kUsage);
+		}
+	}
+	const bool known = !rule.ok || std::all_of(gates.after.begin(), gates.after.end(), rule.ok);
+	if (count < 1 || !gates.complete() || !known) {
+		std::fprintf(stderr, "%s: %s must be >= 1; --gate-after%s and --gate go together\n", argv[0],
+			     count_option, rule.said);
+		std::exit(kUsage);
+	}
+}
 
 struct Case {
 	const char *name;

@@ -35,6 +35,7 @@
 #include <set>
 
 #include "api.h"
+#include "testcommon/scm_rights.h"
 
 namespace host {
 namespace {
@@ -134,6 +135,14 @@ private:
 	// In a restored task (never return).
 	[[noreturn]] void task_main(size_t idx);
 	int restore_files(size_t idx);
+	// restore_files' steps: the plugin files task `idx` is the master of
+	// (RESTORE_EXT_FILE, retried as asked), each sent to the other tasks
+	// holding it (send_file); the files it receives from their masters;
+	// the files CRIU would restore itself, reopened by path.
+	int restore_own_files(size_t idx, std::vector<int> pending, std::set<int> &installed);
+	int send_file(size_t idx, int id);
+	int receive_files(size_t idx, std::set<int> wanted, std::set<int> &installed);
+	int reopen_host_files(size_t idx, std::set<int> &installed);
 	int restore_vmas(size_t idx);
 	int install(size_t idx, int id, int newfd, std::set<int> &installed);
 	// Before a restored fd takes number `fd`: says what it replaces.
@@ -248,6 +257,14 @@ int Restorer::restore_files(size_t idx)
 			wanted.insert(f.id);
 		}
 	}
+	if (restore_own_files(idx, std::move(pending), installed) ||
+	    receive_files(idx, std::move(wanted), installed))
+		return -1;
+	return reopen_host_files(idx, installed);
+}
+
+int Restorer::restore_own_files(size_t idx, std::vector<int> pending, std::set<int> &installed)
+{
 	for (int round = 0; !pending.empty(); round++) {
 		if (round > 64) {
 			logf(kError, "RESTORE_EXT_FILE keeps asking for a retry\n");
@@ -273,70 +290,64 @@ int Restorer::restore_files(size_t idx)
 				again.push_back(id);
 				continue;
 			}
-			if (install(idx, id, r.ret, installed))
+			if (install(idx, id, r.ret, installed) || send_file(idx, id))
 				return -1;
-			// Serve the file out to the other tasks that hold it.
-			for (size_t j = 0; j < inv_.tasks.size(); j++) {
-				if (j == idx)
-					continue;
-				bool holds = false;
-				for (const FdRecord &f : inv_.tasks[j].fds)
-					holds |= f.kind == "ext" && f.id == id;
-				if (!holds)
-					continue;
-				int fd = -1;
-				for (const FdRecord &f : t.fds)
-					if (f.kind == "ext" && f.id == id)
-						fd = f.fd;
-				char cbuf[CMSG_SPACE(sizeof(int))] = {};
-				struct iovec iov = {&id, sizeof(id)};
-				struct msghdr mh = {};
-				mh.msg_iov = &iov;
-				mh.msg_iovlen = 1;
-				mh.msg_control = cbuf;
-				mh.msg_controllen = sizeof(cbuf);
-				struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-				cm->cmsg_level = SOL_SOCKET;
-				cm->cmsg_type = SCM_RIGHTS;
-				cm->cmsg_len = CMSG_LEN(sizeof(int));
-				std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-				if (sendmsg(ch_[j].pass_send, &mh, 0) < 0) {
-					log_perror("Can't send file id %d to task %d", id,
-						   inv_.tasks[j].pid);
-					return -1;
-				}
-			}
 		}
 		pending = std::move(again);
 	}
+	return 0;
+}
 
-	while (!wanted.empty()) {
-		int id = -1;
-		char cbuf[CMSG_SPACE(sizeof(int))] = {};
-		struct iovec iov = {&id, sizeof(id)};
-		struct msghdr mh = {};
-		mh.msg_iov = &iov;
-		mh.msg_iovlen = 1;
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof(cbuf);
-		const ssize_t n = recvmsg(ch_[idx].pass_recv, &mh, MSG_CMSG_CLOEXEC);
-		if (n < 0 && errno == EINTR)
+// Serves file `id`, installed in task `idx`, out to the other tasks that
+// hold it.
+int Restorer::send_file(size_t idx, int id)
+{
+	const TaskRecord &t = inv_.tasks[idx];
+	for (size_t j = 0; j < inv_.tasks.size(); j++) {
+		if (j == idx)
 			continue;
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-		if (n != sizeof(id) || !cm || cm->cmsg_type != SCM_RIGHTS) {
-			logf(kError, "Bad file message for task %d\n", t.pid);
+		bool holds = false;
+		for (const FdRecord &f : inv_.tasks[j].fds)
+			holds |= f.kind == "ext" && f.id == id;
+		if (!holds)
+			continue;
+		int fd = -1;
+		for (const FdRecord &f : t.fds)
+			if (f.kind == "ext" && f.id == id)
+				fd = f.fd;
+		if (!testcommon::send_with_fd(ch_[j].pass_send, &id, sizeof(id), fd)) {
+			log_perror("Can't send file id %d to task %d", id, inv_.tasks[j].pid);
 			return -1;
 		}
-		int fd;
-		std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	}
+	return 0;
+}
+
+int Restorer::receive_files(size_t idx, std::set<int> wanted, std::set<int> &installed)
+{
+	while (!wanted.empty()) {
+		int id = -1, fd = -1;
+		const ssize_t n = testcommon::recv_with_fd(ch_[idx].pass_recv, &id, sizeof(id), &fd);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != sizeof(id) || fd < 0) {
+			if (fd >= 0)
+				::close(fd);
+			logf(kError, "Bad file message for task %d\n", inv_.tasks[idx].pid);
+			return -1;
+		}
 		logf(kInfo, "Received file id %d\n", id);
 		if (install(idx, id, fd, installed))
 			return -1;
 		wanted.erase(id);
 	}
+	return 0;
+}
 
-	// Files CRIU would restore itself: the host reopens paths.
-	for (const FdRecord &f : t.fds) {
+// Files CRIU would restore itself: the host reopens paths.
+int Restorer::reopen_host_files(size_t idx, std::set<int> &installed)
+{
+	for (const FdRecord &f : inv_.tasks[idx].fds) {
 		if (f.kind == "skip") {
 			logf(kDebug, "fd %d (%s) not restored by the host\n", f.fd, f.path.c_str());
 			continue;

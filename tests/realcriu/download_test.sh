@@ -11,10 +11,12 @@
 #                three ways (CRIU_TARBALLS, CRIU_BIN / criu on PATH, the URL)
 #   corrupted    the tar stream with one byte flipped: exit 1, "SHA-256
 #                MISMATCH", both lists empty, nothing unpacked
-#   good         the tar stream as pinned: criu-bins.txt lists 4.2.1 whose
-#                `criu --version` says so, upstream-plugins.txt lists its
-#                amdgpu_plugin.so exporting CR_PLUGIN_DESC (a full CRIU build,
-#                a few minutes)
+#   good         the tar stream as pinned, with CRIU_UNPACK_ONLY=1: exit 0,
+#                the sources unpacked are the release tarball's file for
+#                file, nothing built or listed. (Building them is the
+#                tarball path's build_tree, which realcriu_build_criu runs on
+#                the same sources: a third CRIU build here took 46 s of both
+#                CPUs of CI.)
 # Exit 0 pass, 1 fail, 77 NOT RUN (no tarball of the release, no python3,
 # curl or gzip).
 set -uo pipefail
@@ -128,18 +130,16 @@ lists_empty corrupted || failed "corrupted: a list is missing or not empty"
 echo "ok: one flipped byte: refused with a SHA-256 mismatch, nothing listed or unpacked"
 
 # good
-run good "http://127.0.0.1:$port/good.tar.gz"
+CRIU_UNPACK_ONLY=1 run good "http://127.0.0.1:$port/good.tar.gz"
 rc=$?
 tail -n 20 "$work/good.log"
 [ $rc = 0 ] || failed "good: build-criu.sh exit $rc"
-bins=$work/good/realcriu/criu-bins.txt
-want_bin=$work/good/realcriu/criu-$release/criu/criu
-[ "$(cat "$bins")" = "$(printf '%s\t%s' "$release" "$want_bin")" ] ||
-	failed "good: criu-bins.txt is '$(cat "$bins")', expected '$release<TAB>$want_bin'"
-"$want_bin" --version | grep -x "Version: $release" >/dev/null || failed "good: $want_bin --version: $("$want_bin" --version)"
-so=$work/good/realcriu/criu-$release/plugins/amdgpu/amdgpu_plugin.so
-[ "$(cat "$work/good/realcriu/upstream-plugins.txt")" = "$(printf '%s\t%s' "$release" "$so")" ] ||
-	failed "good: upstream-plugins.txt is '$(cat "$work/good/realcriu/upstream-plugins.txt")'"
-nm -D --defined-only "$so" | grep -w CR_PLUGIN_DESC >/dev/null || failed "good: $so exports no CR_PLUGIN_DESC"
 grep -q "GET /good.tar.gz" "$work/server.log" || failed "good: the server saw no request"
-echo "ok: good download: CRIU $release built and listed, upstream's plugin listed"
+lists_empty good || failed "good: something was listed although nothing was built"
+got=$work/good/realcriu/criu-$release
+[ -f "$got/Makefile" ] || failed "good: no sources unpacked in $got"
+mkdir -p "$work/ref"
+tar -xJf "$tarballs/criu-$release.tar.xz" -C "$work/ref" --strip-components=1
+diff -r -q --no-dereference "$work/ref" "$got" >"$work/good.diff" 2>&1 ||
+	failed "good: the unpacked sources differ from the release tarball's: $(head -n 5 "$work/good.diff")"
+echo "ok: good download: checked against the pin and unpacked, file for file the release tarball"

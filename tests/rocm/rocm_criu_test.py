@@ -59,7 +59,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -470,7 +469,7 @@ def main():
     me = harness.self_command(__file__, "--work", work, *(["--criu", criu] if criu else []))
     t0 = time.monotonic()
     if args.scenario == "other":
-        root = tempfile.mkdtemp(prefix="rocm-criu-root.")
+        root = harness.machine_root("rocm-criu-root.")
         plan = rc.OTHER_MACHINE[args.machine]
         emu = [args.kfd_emu, "--root", root, "--machine", args.machine]
         log(f"first machine: {' '.join(plan['first'])}")

@@ -4,13 +4,14 @@
 output checked against the machine: `kfd-emu machine` for the per-GPU
 facts the profile resolves (gpu_id, PCI slot, VRAM, ASIC) and, per ASIC,
 what the runtime must make of it (gfx target, marketing name from
-amdgpu.ids, chip id, compute units, clock, VBIOS, power cap); rocm-smi
-also shows the firmware versions kfd-emu is given.
+amdgpu.ids, chip id, compute units, clock, memory clock, VBIOS, power
+cap); rocm-smi also shows the firmware versions kfd-emu is given.
 
   rocm_tools.py --kfd-emu PATH --machine NAME rocminfo|rocm-smi|rocm-smi-writes|rocm-smi-all
 
-rocm-smi-all: `rocm-smi -a`, whose only failures must be the files the
-kernel itself does not create for the ASIC.
+rocm-smi-all: `rocm-smi -a`, whose only failures must be those of the real
+board (files the kernel does not create for the ASIC, a format rocm-smi
+5.2 cannot use).
 
 rocm-smi-writes: rocm-smi's writes (--setperflevel, --setpoweroverdrive,
 --resetpoweroverdrive) and shell redirections to sysfs read back as the
@@ -28,9 +29,11 @@ import sys
 # know the target and leaves the GPU out.
 EXPECT = {
     "arcturus": dict(gfx="gfx908", marketing="AMD Instinct MI100", chip=0x738C, cu=120,
-                     clock=1502, vbios="113-D3431401-100", series="Instinct MI100", power=290),
+                     clock=1502, vbios="113-D3431401-100", series="Instinct MI100", power=290,
+                     mclk=1200),
     "aldebaran": dict(gfx="gfx90a", marketing="AMD Instinct MI210", chip=0x740F, cu=104,
-                      clock=1700, vbios="113-D67301-063", series="Instinct MI210", power=300),
+                      clock=1700, vbios="113-D67301-063", series="Instinct MI210", power=300,
+                      mclk=1600),
     "aqua_vanjaram": None,
 }
 
@@ -223,15 +226,20 @@ def rocm_smi_writes(kfd_emu, machine):
     check(re.search(r"^append=high\\n$", out, re.M) is not None, "echo >> replaces the value too")
 
 
-# What `rocm-smi -a` cannot read on each ASIC because the kernel (a current
-# amdgpu, default module options) does not create the file, as on real
-# hardware: pp_sclk_od and pp_mclk_od (no swsmu driver has them),
-# pp_od_clk_voltage (overdrive is off in the default ppfeaturemask) and, on
-# aldebaran, pp_power_profile_mode (its driver has no profiles). rocm-smi
-# 5.2 reports each as an error and exits 2 (RSMI_STATUS_NOT_SUPPORTED).
-SMI_ALL_ABSENT = {
-    "arcturus": ["sclk OverDrive", "mclk OverDrive", "od volt"],
-    "aldebaran": ["sclk OverDrive", "mclk OverDrive", "od volt", "profiles"],
+# What `rocm-smi -a` fails to read on each ASIC, as on the real board with
+# a current amdgpu (whatever amdgpu.ppfeaturemask says: smu_set_funcs
+# turns overdrive off for arcturus and on for aldebaran), and the status
+# it then exits with (its last failure's):
+# * pp_sclk_od, pp_mclk_od: no swsmu driver has them ("sclk OverDrive",
+#   "mclk OverDrive", RSMI_STATUS_NOT_SUPPORTED);
+# * arcturus: no pp_od_clk_voltage ("od volt", NOT_SUPPORTED, 2);
+# * aldebaran: no pp_power_profile_mode ("profiles"), and its
+#   pp_od_clk_voltage (GFXCLK and MCLK levels) reads, but rocm-smi 5.2
+#   finds no voltage curve regions in that format and asks for none
+#   ("volt": the voltage range, RSMI_STATUS_INVALID_ARGS, 1).
+SMI_ALL_FAILS = {
+    "arcturus": (["sclk OverDrive", "mclk OverDrive", "od volt"], 2),
+    "aldebaran": (["sclk OverDrive", "mclk OverDrive", "profiles", "voltage range"], 1),
 }
 
 
@@ -245,6 +253,8 @@ def smi_errors(out, i):
         for what in ("sclk OverDrive", "mclk OverDrive", "od volt", "profiles", "Energy Counter"):
             if what in line:
                 found.add(what)
+        if re.search(rf"GPU\[{i}\]: volt: ", line):
+            found.add("voltage range")
         if re.search(rf"GPU\[{i}\]:RSMI_STATUS_NOT_SUPPORTED", line):
             found.add("sclk OverDrive")  # the level's own call, before the sentence naming it
     return found
@@ -252,9 +262,9 @@ def smi_errors(out, i):
 
 def rocm_smi_all(kfd_emu, machine):
     """rocm-smi -a: every section shown; the energy counter (gpu_metrics),
-    HBM temperatures and, where the driver has them, the power profiles
-    read; what fails is exactly what the kernel does not provide for the
-    ASIC (SMI_ALL_ABSENT), so the exit status is real hardware's."""
+    HBM temperatures and, where the driver has them, the power profiles and
+    the overdrive clock table read; what fails is exactly what fails on the
+    real board (SMI_ALL_FAILS), and so is the exit status."""
     _, gpus = machine_facts(kfd_emu, machine)
     p = run_emulated(kfd_emu, machine, ["rocm-smi", "-a"])
     out = p.stdout + p.stderr
@@ -262,11 +272,12 @@ def rocm_smi_all(kfd_emu, machine):
     # rocm-smi 5.2 names the mclk OverDrive failure for the first GPU only,
     # so each GPU's failures are among the expected ones, and all of them
     # together are the expected ones.
-    absent, failed = set(), set()
+    expected, failed, status = set(), set(), 0
     for i, g in enumerate(gpus):
         tag = f"GPU[{i}]"
-        want = set(SMI_ALL_ABSENT.get(g["asic"], []))
-        absent |= want
+        fails, status = SMI_ALL_FAILS.get(g["asic"], ([], status))
+        want = set(fails)
+        expected |= want
         got = smi_errors(out, i)
         failed |= got
         check(got <= want, f"{tag} fails to read only {sorted(want)} (got {sorted(got)})")
@@ -276,8 +287,16 @@ def rocm_smi_all(kfd_emu, machine):
         if "profiles" not in want:
             check(re.search(rf"^GPU\[{i}\]\s+: \d+\. Available power profile .*BOOTUP DEFAULT\*", out, re.M)
                   is not None, f"{tag} power profiles, BOOTUP_DEFAULT current")
-    check(failed == absent, f"the failures are exactly {sorted(absent)} (got {sorted(failed)})")
-    check(p.returncode == (2 if absent else 0), f"rocm-smi -a exits {2 if absent else 0} (got {p.returncode})")
+        if "od volt" not in want:
+            # pp_od_clk_voltage's GFXCLK levels as the sclk range, its last
+            # MCLK level as the memory clock's top.
+            e = EXPECT[g["asic"]]
+            m = re.search(rf"^GPU\[{i}\]\s+: OD_SCLK:\s*\n.*: 0: (\d+)Mhz\s*\n.*: 1: (\d+)Mhz\s*\n"
+                          rf".*: OD_MCLK:\s*\n.*: 1: (\d+)Mhz", out, re.M)
+            check(m is not None and int(m[2]) == e["clock"] and int(m[3]) == e["mclk"],
+                  f"{tag} overdrive table sclk {m and m[1]}-{m and m[2]} MHz, mclk {m and m[3]} MHz")
+    check(failed == expected, f"the failures are exactly {sorted(expected)} (got {sorted(failed)})")
+    check(p.returncode == status, f"rocm-smi -a exits {status} (got {p.returncode})")
 
 
 def main():

@@ -48,19 +48,53 @@ if(NOT _kfdemu_criu_versions)
   return()
 endif()
 
-# emu_realcriu_<short>_<name>: realcriu_test.py's tests, one JSON object
-# each from its --list (the rows of its SCENARIOS table), under the CRIU of
-# every version in criu-bins.txt (the fixture builds it). Their arguments'
-# placeholders: {target:T} the file of target T, {source} and {build} the
-# trees.
-execute_process(COMMAND ${Python3_EXECUTABLE} ${KFDEMU_DIR}/criu/realcriu_test.py --list
-  OUTPUT_VARIABLE _kfdemu_realcriu_list ERROR_VARIABLE _kfdemu_realcriu_err RESULT_VARIABLE _kfdemu_realcriu_rc)
-if(NOT _kfdemu_realcriu_rc EQUAL 0)
-  message(FATAL_ERROR "realcriu_test.py --list failed (${_kfdemu_realcriu_rc}): ${_kfdemu_realcriu_err}")
-endif()
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${KFDEMU_DIR}/criu/realcriu_test.py)
+# kfdemu_realcriu_register(<script>): emu_realcriu_<short>_<name>, the
+# tests of a real-CRIU test script (realcriu_test.py, hostile_dir_test.py),
+# one JSON object each from its --list (the rows of its scenario table), under
+# the CRIU of every version in criu-bins.txt (the fixture builds it). Their
+# arguments' placeholders: {target:T} the file of target T, {source} and
+# {build} the trees.
+function(kfdemu_realcriu_register script)
+  execute_process(COMMAND ${Python3_EXECUTABLE} ${script} --list
+    OUTPUT_VARIABLE _kfdemu_realcriu_list ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${script} --list failed (${rc}): ${err}")
+  endif()
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${script})
+  string(JSON n LENGTH "${_kfdemu_realcriu_list}")
+  math(EXPR last "${n} - 1")
+  foreach(_ver IN LISTS _kfdemu_criu_versions)
+    string(REGEX REPLACE "^dev-.*" "dev" _short "${_ver}")
+    foreach(_i RANGE ${last})
+      foreach(_key name scenario machine timeout)
+        string(JSON _${_key} GET "${_kfdemu_realcriu_list}" ${_i} ${_key})
+      endforeach()
+      kfdemu_realcriu_json_list(_args ${_i} args)
+      kfdemu_realcriu_json_list(_env ${_i} env)
+      kfdemu_realcriu_json_list(_labels ${_i} labels)
+      set(_test emu_realcriu_${_short}_${_name})
+      add_test(NAME ${_test}
+        COMMAND ${Python3_EXECUTABLE} ${script}
+          --criu-list ${CMAKE_BINARY_DIR}/realcriu/criu-bins.txt --criu-version ${_ver}
+          --realcriu-lib ${PROJECT_SOURCE_DIR}/tests/realcriu
+          --kfd-emu $<TARGET_FILE:kfd-emu> --wrapper ${KFDEMU_CRIU_WRAPPER}
+          --workload $<TARGET_FILE:kfdemu_criu_workload> --machine ${_machine}
+          --scenario ${_scenario} "--sanitized=${AMDCR_SANITIZE}" ${_args})
+      # No resource lock: each test has a /dev/shm of its own
+      # (harness.private_dev_shm: libhsakmt's shared memory and semaphore,
+      # CRIU's link_remap files), its own kfd-emu root and socket, work
+      # directory and image directory, so tests run side by side (ctest -j).
+      set_tests_properties(${_test} PROPERTIES LABELS "${_labels}" SKIP_RETURN_CODE 77 TIMEOUT ${_timeout}
+        FIXTURES_REQUIRED realcriu_criu)
+      if(_env)
+        set_tests_properties(${_test} PROPERTIES ENVIRONMENT "${_env}")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
 
-# The list's value at index `i` of key `key` (a JSON array) as a CMake list.
+# The list's value at index `i` of key `key` (a JSON array) as a CMake
+# list; the list is kfdemu_realcriu_register's, the caller's.
 function(kfdemu_realcriu_json_list out i key)
   set(items)
   string(JSON n LENGTH "${_kfdemu_realcriu_list}" ${i} ${key})
@@ -77,58 +111,11 @@ function(kfdemu_realcriu_json_list out i key)
   set(${out} "${items}" PARENT_SCOPE)
 endfunction()
 
-string(JSON _kfdemu_realcriu_n LENGTH "${_kfdemu_realcriu_list}")
-math(EXPR _kfdemu_realcriu_last "${_kfdemu_realcriu_n} - 1")
-foreach(_ver IN LISTS _kfdemu_criu_versions)
-  string(REGEX REPLACE "^dev-.*" "dev" _short "${_ver}")
-  foreach(_i RANGE ${_kfdemu_realcriu_last})
-    foreach(_key name scenario machine timeout)
-      string(JSON _${_key} GET "${_kfdemu_realcriu_list}" ${_i} ${_key})
-    endforeach()
-    kfdemu_realcriu_json_list(_args ${_i} args)
-    kfdemu_realcriu_json_list(_env ${_i} env)
-    kfdemu_realcriu_json_list(_labels ${_i} labels)
-    set(_test emu_realcriu_${_short}_${_name})
-    add_test(NAME ${_test}
-      COMMAND ${Python3_EXECUTABLE} ${KFDEMU_DIR}/criu/realcriu_test.py
-        --criu-list ${CMAKE_BINARY_DIR}/realcriu/criu-bins.txt --criu-version ${_ver}
-        --realcriu-lib ${PROJECT_SOURCE_DIR}/tests/realcriu
-        --kfd-emu $<TARGET_FILE:kfd-emu> --wrapper ${KFDEMU_CRIU_WRAPPER}
-        --workload $<TARGET_FILE:kfdemu_criu_workload> --machine ${_machine}
-        --scenario ${_scenario} "--sanitized=${AMDCR_SANITIZE}" ${_args})
-    # No resource lock: each test has a /dev/shm of its own
-    # (harness.private_dev_shm: libhsakmt's shared memory and semaphore,
-    # CRIU's link_remap files), its own kfd-emu root and socket, work
-    # directory and image directory, so tests run side by side (ctest -j).
-    set_tests_properties(${_test} PROPERTIES LABELS "${_labels}" SKIP_RETURN_CODE 77 TIMEOUT ${_timeout}
-      FIXTURES_REQUIRED realcriu_criu)
-    if(_env)
-      set_tests_properties(${_test} PROPERTIES ENVIRONMENT "${_env}")
-    endif()
-  endforeach()
-endforeach()
+kfdemu_realcriu_register(${KFDEMU_DIR}/criu/realcriu_test.py)
 # emu_realcriu_<short>_parity_earlier_MI100 and
 # emu_realcriu_<short>_interop_upstream_dump_kfd_gem_MI100:
-# verify_parity_test.py --scenario earlier / upstream-gem (a checkpoint's
-# GPU files bound to CRIU's images of their dump, and given back whole;
-# amdgpu-img verify and the restore agree on each case), labelled as the
-# others.
-foreach(_ver IN LISTS _kfdemu_criu_versions)
-  string(REGEX REPLACE "^dev-.*" "dev" _short "${_ver}")
-  foreach(_case "parity_earlier;earlier" "interop_upstream_dump_kfd_gem;upstream-gem")
-    list(GET _case 0 _name)
-    list(GET _case 1 _scenario)
-    set(_test emu_realcriu_${_short}_${_name}_MI100)
-    add_test(NAME ${_test}
-      COMMAND ${Python3_EXECUTABLE} ${KFDEMU_DIR}/criu/verify_parity_test.py
-        --criu-list ${CMAKE_BINARY_DIR}/realcriu/criu-bins.txt --criu-version ${_ver}
-        --realcriu-lib ${PROJECT_SOURCE_DIR}/tests/realcriu
-        --kfd-emu $<TARGET_FILE:kfd-emu> --wrapper ${KFDEMU_CRIU_WRAPPER}
-        --workload $<TARGET_FILE:kfdemu_criu_workload> --amdgpu-img $<TARGET_FILE:amdgpu-img>
-        --upstream-list ${CMAKE_BINARY_DIR}/realcriu/upstream-plugins.txt
-        --machine MI100 --scenario ${_scenario} "--sanitized=${AMDCR_SANITIZE}")
-    set_tests_properties(${_test} PROPERTIES LABELS "realcriu;emulator" SKIP_RETURN_CODE 77 TIMEOUT 300
-      FIXTURES_REQUIRED realcriu_criu)
-  endforeach()
-endforeach()
+# verify_parity_test.py's scenarios earlier and upstream-gem (a
+# checkpoint's GPU files bound to CRIU's images of their dump, and given
+# back whole; amdgpu-img verify and the restore agree on each case).
+kfdemu_realcriu_register(${KFDEMU_DIR}/criu/verify_parity_test.py)
 add_dependencies(kfdemu_criu_workload kfd-emu kfdemu_criu_adapter amdgpu_plugin dmabuf-tree amdgpu-img)

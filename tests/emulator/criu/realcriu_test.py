@@ -31,7 +31,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import textwrap
 import time
@@ -271,10 +270,12 @@ def cr_link_name(path):
     return path[:-len(suffix)] + ".cr_link" + suffix if path.endswith(suffix) else None
 
 
-def check_restored(emu, pid, before, gpus=None, minors=None):
+def check_restored(emu, pid, before, gpus=None, minors=None, cwsr_vas=()):
     """The restored process against its dumped snapshot (see roundtrip).
     Contents first: a restore that lost GPU memory says so before anything
-    else it got wrong."""
+    else it got wrong. `cwsr_vas`: BOs that are queues' CWSR areas, whose
+    contents the dump's pause may write after the snapshot (it saves the
+    waves of a dispatch in flight there); only their placement is checked."""
     after = {b["va"]: b for b in emu.ctl("bos", pid)["bos"]}
     for b in before["bos"]:
         va = b["va"]
@@ -282,7 +283,7 @@ def check_restored(emu, pid, before, gpus=None, minors=None):
         a = after[va]
         # A doorbell page is registers, not memory: what a process rang
         # before the dump is not restored (on a GPU neither).
-        expect(a["checksum"] == b["checksum"] or b["type"] == "doorbell",
+        expect(a["checksum"] == b["checksum"] or b["type"] == "doorbell" or va in cwsr_vas,
                f"BO at {va:#x}: checksum {a['checksum']} != dumped {b['checksum']}")
         expect(a["gpu_id"] == b["gpu_id"], f"BO at {va:#x}: user gpu_id {a['gpu_id']} != dumped {b['gpu_id']}")
         want_gpu = gpus[b["actual_gpu_id"]] if gpus else b["actual_gpu_id"]
@@ -578,6 +579,8 @@ def scm_holder_refused(run):
 
 
 OURS = re.compile(r"amdgpu-[^/]*\.img")  # every file of the plugin
+PAGES = re.compile(r"amdgpu-(drm-)?pages-[^/]*\.img")
+PAGES_SEAL = 32  # bytes after a pages file's payload (src/image/pages_file.h)
 
 
 # --interop: the workload's GEM BOs as upstream's plugin can carry them.
@@ -706,18 +709,19 @@ def stream_round_trip(run):
     ours = {n: sz for n, sz in captured.items() if OURS.fullmatch(n)}
     log(f"captured {len(captured)} files; ours: {ours}")
     expect(any(n.startswith("amdgpu-kfd-") for n in ours), f"no amdgpu-kfd image captured: {sorted(captured)}")
+    seal = {n: PAGES_SEAL if PAGES.fullmatch(n) else 0 for n in ours}  # the plugin's seal after a pages payload
     for n, size in ours.items():
         with open(os.path.join(run.store, n), "rb") as f:
             head = f.read(8)
-        expect(len(head) == 8 and int.from_bytes(head, "little") == size - 8,
+        expect(len(head) == 8 and int.from_bytes(head, "little") == size - 8 - seal[n],
                f"captured {n}: header {head.hex()} does not frame its {size} bytes")
     bos = [b for s in before.values() for b in s["bos"] if b["type"] in ("vram", "gtt")]
     for n in ours:
         m = re.fullmatch(r"amdgpu-pages-\d+-([0-9a-f]+)\.img", n)
         if m:
             want = sum(b["size"] for b in bos if b["actual_gpu_id"] == int(m.group(1), 16))
-            expect(ours[n] - 8 in (0, want) or want == 0,
-                   f"captured {n}: {ours[n] - 8} payload bytes, the GPU's BOs have {want}")
+            payload = ours[n] - 8 - seal[n]
+            expect(payload in (0, want) or want == 0, f"captured {n}: {payload} payload bytes, the GPU's BOs have {want}")
     expect(max(b["size"] for b in bos) > STREAM_BOUND, "no BO larger than KFD_MAX_BUFFER_SIZE")
     peak = run.emu.ctl("userptr", run.criu_pids["dump"])
     log(f"dump staging (emulator's userptr count of CRIU {run.criu_pids['dump']}): {peak}")
@@ -1548,9 +1552,13 @@ def tracks_memory(criu):
 
 
 def pages_payload(images):
-    """Payload bytes of the KFD pages files in `images` (their 8-byte
-    headers left out)."""
-    return sum(os.path.getsize(f) - 8 for f in glob.glob(os.path.join(images, "amdgpu-pages-*.img")))
+    """Payload bytes of the KFD pages files in `images`, as their 8-byte
+    headers announce them (the plugin's seal follows the payload)."""
+    total = 0
+    for f in glob.glob(os.path.join(images, "amdgpu-pages-*.img")):
+        with open(f, "rb") as fh:
+            total += int.from_bytes(fh.read(8), "little")
+    return total
 
 
 def periodic_dump(run, pid, k, track, leave_running=True, parent_gpu=True):
@@ -2170,7 +2178,7 @@ class Scenario(NamedTuple):
     second: Callable = None  # fn(machine) -> the plan of the restore's machine (None: not defined for it)
     interop: tuple = ()   # the --interop ways it takes
     interop_flags: tuple = ()  # the workload's, added with --interop
-    needs: tuple = ()     # what CTest passes it: "dmabuf-tree", "streamer", "amdgpu-img" (NEEDS)
+    needs: tuple = ()     # what CTest passes it: "dmabuf-tree", "streamer", "amdgpu-img", "upstream-list" (NEEDS)
     verbose: bool = True  # CRIU at -v4 (False: CRIU's default log level)
     stream: bool = False  # criu --stream through the stand-in image streamer
     negative: bool = False  # passes only when the round trip fails after a good dump (phase exit 3)
@@ -2185,12 +2193,13 @@ def tests(stem, *machines, **kw):
 # What CTest passes for a scenario's `needs`, in this order: placeholders
 # that criu.cmake replaces ({target:T}: the file of CMake target T;
 # {source}, {build}: the source and build trees).
+UPSTREAM_LIST = "{build}/realcriu/upstream-plugins.txt"
 NEEDS = {
     "dmabuf-tree": ["--workload", "{target:dmabuf-tree}"],
     "streamer": ["--streamer", "{source}/tests/streamer/streamer.py"],
     "amdgpu-img": ["--amdgpu-img", "{target:amdgpu-img}"],
+    "upstream-list": ["--upstream-list", UPSTREAM_LIST],  # without --interop (verify_parity_test.py)
 }
-UPSTREAM_LIST = "{build}/realcriu/upstream-plugins.txt"
 TEST_TIMEOUT = 300
 TEST_LABELS = ["realcriu", "emulator"]
 BOTH = ("MI100", "2xMI210")
@@ -2524,16 +2533,18 @@ INTEROP_DOC = (
     "image); upstream's restore remaps a BO's CPU mapping only where its CPU address is its last GPU VA.")
 
 
-def ctest_list():
+def ctest_list(scenarios=None):
     """--list: every scenario's CTest tests as criu.cmake registers them:
-    the arguments after --scenario and --sanitized (NEEDS' placeholders)."""
+    the arguments after --scenario and --sanitized (NEEDS' placeholders).
+    `scenarios`: another script's table (hostile_dir_test.py's), else
+    SCENARIOS."""
     out = []
-    for sc in SCENARIOS.values():
+    for sc in (SCENARIOS if scenarios is None else scenarios).values():
         def needs(*names):
             return [a for n in names if n in sc.needs for a in NEEDS[n]]
         for t in sc.tests:
             args = needs("dmabuf-tree") + (["--emu-fault", t.emu_fault] if t.emu_fault else []) + \
-                needs("streamer", "amdgpu-img") + \
+                needs("streamer", "amdgpu-img", "upstream-list") + \
                 (["--interop", t.interop, "--upstream-list", UPSTREAM_LIST] if t.interop else [])
             out.append({"name": t.name, "scenario": sc.name, "machine": t.machine, "args": args,
                         "env": [t.env] if t.env else [], "timeout": TEST_TIMEOUT, "labels": TEST_LABELS})
@@ -2541,21 +2552,29 @@ def ctest_list():
 
 
 class ListTests(argparse.Action):
-    """--list: prints ctest_list() as JSON and exits (no other argument needed)."""
+    """--list: prints ctest_list() of the table `scenarios` (default
+    SCENARIOS) as JSON and exits (no other argument needed)."""
 
-    def __init__(self, **kw):
+    def __init__(self, scenarios=None, **kw):
         super().__init__(nargs=0, **kw)
+        self.scenarios = scenarios
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print("[\n" + ",\n".join(json.dumps(t) for t in ctest_list()) + "\n]")
+        print("[\n" + ",\n".join(json.dumps(t) for t in ctest_list(self.scenarios)) + "\n]")
         parser.exit()
+
+
+def scenarios_doc(scenarios):
+    """--help's list of the scenarios of a table (their docs)."""
+    out = ["scenarios (--scenario):"]
+    for sc in scenarios.values():
+        out += [f"  {sc.name}", textwrap.fill(sc.doc, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)]
+    return out
 
 
 def scenarios_help():
     """--help's list of the scenarios (SCENARIOS' docs) and of --interop."""
-    out = ["scenarios (--scenario):"]
-    for sc in SCENARIOS.values():
-        out += [f"  {sc.name}", textwrap.fill(sc.doc, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)]
+    out = scenarios_doc(SCENARIOS)
     out += ["--interop upstream-dump | upstream-restore (with " +
             ", ".join(n for n, sc in SCENARIOS.items() if sc.interop) + "):",
             textwrap.fill(INTEROP_DOC, 100, initial_indent=" " * 6, subsequent_indent=" " * 6)]
@@ -2627,7 +2646,7 @@ def run_machines(args, sc, plan, me, faults, work):
     # Both machines at one root path: the restored shim keeps the root
     # and socket paths of its dump. The second starts after the first
     # has ended (kfd-emu --root refuses a root that is in use).
-    root = tempfile.mkdtemp(prefix="kfdemu-realcriu-root.")
+    root = harness.machine_root("kfdemu-realcriu-root.")
     emu = [args.kfd_emu, "--root", root, "--machine", args.machine] + faults
     log(f"first machine: {' '.join(plan['first'])}")
     rc = subprocess.run(emu + plan["first"] + ["--"] + me + ["--phase", "dump"]).returncode

@@ -87,7 +87,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -599,7 +598,7 @@ def migrate(args, me, work, nodes):
     plan = rc.OTHER_MACHINE[args.machine]
     stall = STALL_AFTER if args.scenario == "migrate-stall" else 0
     recv = Receiver(args, nodes, work, stall_after=stall, keep=args.scenario == "checksum-mismatch")
-    root = tempfile.mkdtemp(prefix="kfdemu-stream-root.")
+    root = harness.machine_root("kfdemu-stream-root.")
     try:
         images_a = os.path.join(work, "images-a")
         log(f"first machine (node A): {' '.join(plan['first'])}")

@@ -27,6 +27,10 @@ verify` runs, then `criu restore`, and both must give the case's verdict:
   - a killed dump's directory (the manifest missing, files.img empty, the
     core images missing; its inventory, which CRIU checks before any
     plugin, kept): refused naming the manifest;
+  - each pages file of ckpt-1 (the same size: the same BOs) in place of
+    ckpt-2's, with KFD_VERIFY=0 (for verify and CRIU; no content
+    checksums): refused naming it, by its seal (the dump identity after
+    its payload, which the metadata image's binding asks for);
   - one byte flipped in each GPU file (the offset drawn by
     random.Random(35)): refused naming it, but a pages file's, found while
     its contents are copied in: the restore fails naming it and no process
@@ -45,12 +49,15 @@ several restores of one checkpoint can succeed. verify's problems must
 name a file of the case as the restore's refusal does. Then a process
 tree (workload --tree: a parent and a child, each with a KFD context) is
 dumped once, and the child's KFD image's pid edited to the parent's:
-refused naming the image (by its seal, which the edit breaks). Not
-covered: the same edit with the seal made again or in an unsealed
-(upstream's) image, where only the task restoring the file would notice
-(at RESTORE_EXT_FILE: verify cannot make that check without CRIU's
-fdinfo images), and a tree's files under their own ids. 16 restores:
-about 21 s in all with the dumps (2-core machine under load).
+refused naming the image (by its seal, which the edit breaks); the
+same edit with the seal made again (libxxhash's XXH3-64 through ctypes):
+the restore fails in the task CRIU restores the file in (RESTORE_EXT_FILE,
+after other tasks' GPU state exists: "failed", no process left), naming
+the image, and verify finds it from CRIU's ids-*.img and fdinfo-*.img
+(the task holding the file). Not covered: the edit in an unsealed
+(upstream's) image (its other images then carry no identity either, or
+the mix is refused first), and a tree's files under their own ids. 18 restores:
+about 15-22 s in all with the dumps (2-core machine under load).
 
 Scenario `upstream-gem` (CTest
 emu_realcriu_<criu>_interop_upstream_dump_kfd_gem_MI100): kfd-gem's
@@ -64,10 +71,15 @@ node, addresses, offset) and the render image "with 0 BOs". criu-dev's
 dumps the BOs but marks one imported (its defect, README): the refusal
 names the render image and the GEM handle. About 6 s.
 
+The scenarios are the rows of SCENARIOS (--help lists them, --list gives
+their CTest tests, which criu.cmake registers).
+
 Exit: 0 pass, 1 fail, 77 NOT RUN (CRIU not listed or not usable, not
 root, sanitizer build).
 """
 import argparse
+import ctypes
+import ctypes.util
 import glob
 import os
 import random
@@ -76,6 +88,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from typing import Callable, NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import realcriu_test as rt  # noqa: E402
@@ -286,6 +299,9 @@ def earlier_checkpoint(run):
               {"edit": (MANIFEST, as_killed_dump)}, "refused")] + [
              (f"one byte of {n} flipped (seed {SEED})", second, {"edit": (n, flip_one_byte(SEED))},
               "failed" if n.startswith("amdgpu-pages-") else "refused") for n in names] + [
+             (f"{n} of the earlier checkpoint (the same size), KFD_VERIFY=0", second,
+              {"delete": [n], "from_donor": [n], "env": {"KFD_VERIFY": "0"}}, "refused")
+             for n in gpu if "pages-" in n] + [
              ("a copy made by a post-dump action script", copied, {"names": [MANIFEST]}, "refused"),
              ("a copy made by a post-dump action script, KFD_REQUIRE_MANIFEST=0", copied,
               {"env": lax, "warns": f"{MANIFEST} is missing and KFD_REQUIRE_MANIFEST=0"}, "restored"),
@@ -326,6 +342,26 @@ def edit_kfd_pid(new_pid):
     return edit
 
 
+def resealed(edit):
+    """`edit` of a KFD image, then its seal (criu_kfd field 100, fixed64,
+    the payload's last field: XXH3-64, seed 0, of the bytes before it,
+    libxxhash's) made again for the edited bytes, as someone who knows the
+    format would."""
+    def edit_and_seal(path):
+        edit(path)
+        data = bytearray(open(path, "rb").read())
+        key = bytes([(100 << 3 | 1) & 0x7f | 0x80, (100 << 3 | 1) >> 7])
+        expect(data[-10:-8] == key, f"{os.path.basename(path)}: no seal at the payload's end", False)
+        xxh = ctypes.CDLL(ctypes.util.find_library("xxhash"))
+        xxh.XXH3_64bits.restype = ctypes.c_uint64
+        xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        body = bytes(data[8:-10])
+        data[-8:] = xxh.XXH3_64bits(body, len(body)).to_bytes(8, "little")
+        open(path, "wb").write(data)
+        log(f"{os.path.basename(path)}: sealed again")
+    return edit_and_seal
+
+
 def tree_pid(args, criu):
     """The tree case: a parent and a child each with a KFD context, dumped
     once; the child's KFD image's pid edited to the parent's."""
@@ -344,8 +380,14 @@ def tree_pid(args, criu):
         expect(len(kfd) == 2, f"the tree's dump wrote KFD images {kfd}: want two", False)
         mine = [n for n in kfd if kfd_pid(open(os.path.join(ckpt, n), "rb").read())[0] == child]
         expect(len(mine) == 1, f"no KFD image of the child {child} among {kfd}", False)
+        remaps = set_aside_remaps(run)
         parity_case(run, ckpt, ckpt, "a tree's child KFD image with the parent's pid",
-                    {"edit": (mine[0], edit_kfd_pid(parent))}, "refused", parent, None, set_aside_remaps(run))
+                    {"edit": (mine[0], edit_kfd_pid(parent))}, "refused", parent, None, remaps)
+        # Sealed again: only the task CRIU restores the file in can tell
+        # (RESTORE_EXT_FILE, after other tasks' GPU state exists: "failed"),
+        # and verify from CRIU's core and fdinfo images.
+        parity_case(run, ckpt, ckpt, "a tree's child KFD image with the parent's pid, sealed again",
+                    {"edit": (mine[0], resealed(edit_kfd_pid(parent)))}, "failed", parent, None, remaps)
     finally:
         run.cleanup()
 
@@ -393,11 +435,34 @@ def upstream_gem(run):
                f"{what}: the refusal does not name the mapping and the render image")
 
 
+class Parity(NamedTuple):
+    """A scenario: the fields of realcriu_test.py's Scenario that its
+    ctest_list reads (criu.cmake registers the tests from --list), and the
+    realcriu_test.py scenario whose workload and settings it runs."""
+    name: str
+    run: Callable         # fn(Run), inside the kfd-emu
+    runs_as: str          # realcriu_test.py's scenario: the workload its Run starts
+    tests: tuple = ()     # the registered tests (realcriu_test.Test)
+    needs: tuple = ()     # what CTest passes it (realcriu_test.NEEDS)
+    interop: str = ""     # upstream's plugin dumps (upstream-dump), ours restores
+    doc: str = ""         # --help
+
+
+SCENARIOS = {s.name: s for s in (
+    Parity("earlier", earlier_checkpoint, "roundtrip", rt.tests("parity_earlier", "MI100"), needs=("amdgpu-img",),
+           doc="a checkpoint's GPU files swapped for an earlier dump's, and the other cases of the header; then "
+               "a tree's KFD pid edited"),
+    Parity("upstream-gem", upstream_gem, "kfd-gem", rt.tests("interop_upstream_dump_kfd_gem", "MI100"),
+           needs=("amdgpu-img", "upstream-list"), interop="upstream-dump",
+           doc="kfd-gem's workload dumped by upstream's plugin, refused by the restore and by verify"),
+)}
+
+
 def inside(args, criu):
     harness.become_subreaper()
     run = rt.Run(args, criu, args.work)
     try:
-        {"earlier": earlier_checkpoint, "upstream-gem": upstream_gem}[args.parity](run)
+        SCENARIOS[args.parity].run(run)
     finally:
         run.cleanup()
     if args.parity == "earlier":
@@ -405,10 +470,15 @@ def inside(args, criu):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="\n".join(rt.scenarios_doc(SCENARIOS)),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--list", action=rt.ListTests, scenarios=SCENARIOS,
+                    help="print the CTest tests of every scenario (JSON) and exit")
     rt.add_run_args(ap)
     ap.add_argument("--amdgpu-img", required=True)
-    ap.add_argument("--scenario", default="earlier", choices=["earlier", "upstream-gem"])
+    ap.add_argument("--scenario", default="earlier", choices=SCENARIOS, metavar="SCENARIO",
+                    help="one of the scenarios below")
     ap.add_argument("--upstream-list", default="", help="scripts/build-criu.sh's upstream-plugins.txt (upstream-gem)")
     ap.add_argument("--upstream-so", default="", help=argparse.SUPPRESS)  # internal: found in --upstream-list
     args = ap.parse_args()
@@ -416,9 +486,9 @@ def main():
     # or of kfd-gem as upstream's plugin dumps it (upstream-gem), no
     # streamer.
     args.parity = args.scenario
-    args.interop = "upstream-dump" if args.scenario == "upstream-gem" else ""
+    args.interop = SCENARIOS[args.scenario].interop
     args.images_dir = ""
-    run_as = "kfd-gem" if args.scenario == "upstream-gem" else "roundtrip"
+    run_as = SCENARIOS[args.scenario].runs_as
 
     if args.phase:
         args.scenario = run_as

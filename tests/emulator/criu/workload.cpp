@@ -156,6 +156,7 @@
 #include <vector>
 
 #include "testcommon/pattern.h"
+#include "testcommon/sdma_copy.h"
 #include "testcommon/scm_rights.h"
 
 namespace {
@@ -258,6 +259,21 @@ bool alloc_bo(uint32_t node, uint64_t size, bool vram, Bo *out, std::string *err
 	return true;
 }
 
+// An SDMA queue of `node` on `ring`, made inactive at once
+// (hsaKmtUpdateQueue without a ring): what its ring is given waits until
+// the ring is given back.
+bool create_inactive_sdma(uint32_t node, const Bo &ring, HsaQueueResource *q, std::string *err)
+{
+	if (HSAKMT_STATUS s = hsaKmtCreateQueue(node, HSA_QUEUE_SDMA, 100, HSA_QUEUE_PRIORITY_NORMAL, ring.addr,
+						 ring.size, nullptr, q);
+	    s != HSAKMT_STATUS_SUCCESS)
+		return *err = status("hsaKmtCreateQueue(SDMA)", s), false;
+	if (HSAKMT_STATUS s = hsaKmtUpdateQueue(q->QueueId, 100, HSA_QUEUE_PRIORITY_NORMAL, nullptr, 0, nullptr);
+	    s != HSAKMT_STATUS_SUCCESS)
+		return *err = status("hsaKmtUpdateQueue(no ring)", s), false;
+	return true;
+}
+
 // The fd of /dev/dri/renderD<minor> in this process (libhsakmt's), or -1.
 int find_fd_of(const std::string &want)
 {
@@ -347,26 +363,11 @@ struct GemBo {
 bool sdma_copy(amdgpu_device_handle dev, std::initializer_list<amdgpu_bo_handle> extra, uint64_t src,
 	       uint64_t dst, uint64_t n, std::string *err)
 {
-	constexpr uint64_t kMaxPacket = 1ull << 22;
-	const uint64_t packets = (n + kMaxPacket - 1) / kMaxPacket;
-	const uint64_t ib_dw = (packets * 7 + 7) / 8 * 8;
+	const uint64_t ib_dw = testcommon::sdma_copy_ib_dwords(n);
 	GemBo ib(dev, (ib_dw * 4 + 4095) / 4096 * 4096, err);
 	if (!ib.ok())
 		return false;
-	auto *dw = static_cast<uint32_t *>(ib.cpu);
-	std::memset(dw, 0, ib_dw * 4);	// NOP padding
-	for (uint64_t p = 0, done = 0; p < packets; p++) {
-		const uint64_t chunk = std::min(kMaxPacket, n - done);
-		uint32_t *pk = dw + p * 7;
-		pk[0] = 1;			// COPY, LINEAR
-		pk[1] = uint32_t(chunk - 1);
-		pk[2] = 0;
-		pk[3] = uint32_t(src + done);
-		pk[4] = uint32_t((src + done) >> 32);
-		pk[5] = uint32_t(dst + done);
-		pk[6] = uint32_t((dst + done) >> 32);
-		done += chunk;
-	}
+	testcommon::sdma_copy_ib(static_cast<uint32_t *>(ib.cpu), src, dst, n);
 	std::vector<amdgpu_bo_handle> bos{ib.bo};
 	bos.insert(bos.end(), extra);
 	amdgpu_bo_list_handle list = nullptr;
@@ -1012,13 +1013,8 @@ struct QueueState {
 		std::memset(ptrs.addr, 0, ptrs.size);
 		sdma.Queue_read_ptr_aql = static_cast<HSAuint64 *>(ptrs.addr);
 		sdma.Queue_write_ptr_aql = static_cast<HSAuint64 *>(ptrs.addr) + 1;
-		if (HSAKMT_STATUS s = hsaKmtCreateQueue(gpu, HSA_QUEUE_SDMA, 100, HSA_QUEUE_PRIORITY_NORMAL, ring.addr,
-							 ring.size, nullptr, &sdma);
-		    s != HSAKMT_STATUS_SUCCESS)
-			return *err = status("hsaKmtCreateQueue(SDMA)", s), false;
-		if (HSAKMT_STATUS s = hsaKmtUpdateQueue(sdma.QueueId, 100, HSA_QUEUE_PRIORITY_NORMAL, nullptr, 0, nullptr);
-		    s != HSAKMT_STATUS_SUCCESS)
-			return *err = status("hsaKmtUpdateQueue(no ring)", s), false;
+		if (!create_inactive_sdma(gpu, ring, &sdma, err))
+			return false;
 		const uint64_t fence_va = reinterpret_cast<uint64_t>(word64(2));
 		const uint32_t pkt[4] = {kSdmaOpFence, uint32_t(fence_va), uint32_t(fence_va >> 32), kValue};
 		std::memcpy(ring.addr, pkt, sizeof pkt);
@@ -1187,13 +1183,8 @@ struct SvmState {
 			return false;
 		testcommon::fill_pattern(src.addr, kPart, seed + 2);
 		std::memset(out.addr, 0, out.size);
-		if (HSAKMT_STATUS s = hsaKmtCreateQueue(node, HSA_QUEUE_SDMA, 100, HSA_QUEUE_PRIORITY_NORMAL, ring.addr,
-							 ring.size, nullptr, &q);
-		    s != HSAKMT_STATUS_SUCCESS)
-			return *err = status("hsaKmtCreateQueue(SDMA)", s), false;
-		if (HSAKMT_STATUS s = hsaKmtUpdateQueue(q.QueueId, 100, HSA_QUEUE_PRIORITY_NORMAL, nullptr, 0, nullptr);
-		    s != HSAKMT_STATUS_SUCCESS)
-			return *err = status("hsaKmtUpdateQueue(no ring)", s), false;
+		if (!create_inactive_sdma(node, ring, &q, err))
+			return false;
 		copy_and_fence(reinterpret_cast<uint64_t>(vram), reinterpret_cast<uint64_t>(src.addr), 1);
 		::usleep(50 * 1000);
 		if (*fence_word() != 0 || check(vram, kSize, seed + 1) >= 0)

@@ -43,7 +43,7 @@
 // kernel dispatch in flight has its waves saved as the hardware saves them
 // (aql_cwsr_save in aql_queue.cpp; the layout in shader/cwsr.cpp): the
 // control stack entries into the MQD's stack, carried here, and each wave's
-// registers and the workgroup's LDS into the queue's CWSR area, process
+// registers and each workgroup's LDS into the queue's CWSR area, process
 // memory the plugin dumps as BO contents. After RESUME (or UNPAUSE) the
 // queue resumes the waves from there. A dispatch that could not be saved
 // (no CWSR area, one too small, a dispatch that stopped on an error) makes
@@ -340,6 +340,26 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 
 	std::vector<CriuBoBucket> bos;
 	std::vector<std::pair<size_t, std::shared_ptr<Bo>>> exports;
+	criu_checkpoint_bos(p, priv, bos, exports);
+	if (int e = criu_checkpoint_objects(p, priv))
+		return e;
+	if (priv.size() != a.priv_data_size)
+		return -EINVAL; // internal inconsistency
+
+	if (c.write(a.devices, devs.data(), devs.size() * sizeof(CriuDeviceBucket)) ||
+	    (!bos.empty() && c.write(a.bos, bos.data(), bos.size() * sizeof(CriuBoBucket))) ||
+	    c.write(a.priv_data, priv.data(), priv.size()))
+		return -EFAULT;
+	// dma-buf fds land in the caller (the dumper), without O_CLOEXEC.
+	for (auto &[i, bo] : exports)
+		export_dmabuf(c, bo, false, a.bos + i * sizeof(CriuBoBucket) + offsetof(CriuBoBucket, dmabuf_fd),
+			      false);
+	return 0;
+}
+
+void ModelImpl::criu_checkpoint_bos(KfdProcess &p, std::vector<uint8_t> &priv, std::vector<CriuBoBucket> &bos,
+				    std::vector<std::pair<size_t, std::shared_ptr<Bo>>> &exports)
+{
 	for (auto &pdd : p.pdds)
 		for (auto &[id, bo] : pdd.bos) {
 			if (excluded(*bo))
@@ -365,6 +385,10 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 			bos.push_back(b);
 		}
 
+}
+
+int ModelImpl::criu_checkpoint_objects(KfdProcess &p, std::vector<uint8_t> &priv)
+{
 	for (auto &[qid, q] : p.queues) {
 		PrivObject o{};
 		o.type = kObjQueue;
@@ -415,17 +439,6 @@ long ModelImpl::criu_checkpoint(Caller &c, KfdProcess &p, CriuArgs &a)
 		for (auto &at : attrs)
 			put(priv, at);
 	}
-	if (priv.size() != a.priv_data_size)
-		return -EINVAL; // internal inconsistency
-
-	if (c.write(a.devices, devs.data(), devs.size() * sizeof(CriuDeviceBucket)) ||
-	    (!bos.empty() && c.write(a.bos, bos.data(), bos.size() * sizeof(CriuBoBucket))) ||
-	    c.write(a.priv_data, priv.data(), priv.size()))
-		return -EFAULT;
-	// dma-buf fds land in the caller (the dumper), without O_CLOEXEC.
-	for (auto &[i, bo] : exports)
-		export_dmabuf(c, bo, false, a.bos + i * sizeof(CriuBoBucket) + offsetof(CriuBoBucket, dmabuf_fd),
-			      false);
 	return 0;
 }
 

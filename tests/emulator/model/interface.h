@@ -15,6 +15,7 @@
 #include <sys/sysinfo.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -113,7 +114,46 @@ struct MachineDesc {
 	// evicted state lengthen it so that a loaded machine cannot restore
 	// before they look.
 	uint32_t restore_delay_ms = 100;
+	// CREATE_QUEUE checks a compute queue's control stack, CWSR area and
+	// EOP buffer sizes against its GPU's (KfdCwsrSizes) as Linux 6.12's
+	// kfd_queue_acquire_buffers does (machine file `queue_size_checks on`);
+	// off, the sizes are the client's, as before 6.12.
+	bool queue_size_checks = false;
 };
+
+// What amdkfd derives for CWSR from a GPU node's properties when it adds
+// the node (kfd_queue_ctx_save_restore_size, Linux 6.12), per XCC: the
+// control stack (the context-save header, 8 bytes per wave on GFX9, 12
+// from GFX10.1, and 8 more, page aligned; at most 0x7000 on GFX10), the
+// CWSR area (that stack and each CU's VGPRs, SGPRs, LDS and HWREGs, page
+// aligned), the debugger's 32 bytes per wave after the area, and the EOP
+// buffer. The topology publishes cwsr_size and ctl_stack_size (Linux
+// 8fc2796dea6f); all 0 before GFX8.0.1.
+struct KfdCwsrSizes {
+	uint32_t ctl_stack = 0, cwsr = 0, debug_memory = 0, eop_buffer = 0;
+};
+inline KfdCwsrSizes kfd_cwsr_sizes(uint64_t gfxv, uint64_t simd_count, uint64_t simd_per_cu, uint64_t num_xcc,
+				   uint64_t array_count, uint64_t arrays_per_engine, uint64_t lds_kb)
+{
+	KfdCwsrSizes s;
+	if (gfxv < 80001 || !simd_per_cu || !arrays_per_engine)
+		return s;
+	auto align = [](uint64_t v, uint64_t a) { return (v + a - 1) / a * a; };
+	const uint64_t cu = simd_count / simd_per_cu / (num_xcc ? num_xcc : 1);
+	const uint64_t waves = gfxv < 100100 ? std::min(cu * 40, array_count / arrays_per_engine * 512) : cu * 32;
+	const bool big = gfxv == 90402 || gfxv == 90010 || gfxv == 90008 || gfxv == 90500;
+	const bool mid = gfxv == 110000 || gfxv == 110001 || gfxv == 120000 || gfxv == 120001;
+	const uint64_t vgprs = big ? 0x80000 : mid ? 0x60000 : 0x40000;
+	const uint64_t per_cu = vgprs + 0x4000 + (gfxv == 90500 ? lds_kb << 10 : 0x10000) + 0x1000;
+	uint64_t stack = align(40 + waves * (gfxv >= 100100 ? 12 : 8) + 8, 4096);
+	if (gfxv / 10000 == 10)
+		stack = std::min<uint64_t>(stack, 0x7000);
+	s.ctl_stack = static_cast<uint32_t>(stack);
+	s.cwsr = static_cast<uint32_t>(stack + align(cu * per_cu, 4096));
+	s.debug_memory = static_cast<uint32_t>(align(waves * 32, 64));
+	s.eop_buffer = gfxv == 80002 ? 0x8000 : gfxv >= 80000 ? 4096 : 0;
+	return s;
+}
 
 // The memory limits the kernel derives at boot from the system memory
 // (the CPU nodes' banks; the host's RAM for a machine without any), one set

@@ -222,7 +222,9 @@ std::string Introspection::queues()
 		for (size_t w = 0; w < q.cu_mask.size(); ++w)
 			o << (w ? "," : "") << q.cu_mask[w];
 		o << "],\"ctl_stack\":{\"size\":" << q.ctl_stack.size << ",\"offset\":" << q.ctl_stack.offset
-		  << ",\"wg_state_offset\":" << q.ctl_stack.wg_state_offset << "}";
+		  << ",\"wg_state_offset\":" << q.ctl_stack.wg_state_offset << "}"
+		  << ",\"ctx_save_restore\":{\"address\":" << q.args.ctx_save_restore_address
+		  << ",\"size\":" << q.args.ctx_save_restore_size << "}";
 		if (q.engine) {
 			o << ",\"engine\":{\"rptr\":" << q.engine->rptr << ",\"packets\":" << q.engine->packets
 			  << ",\"hung\":" << json_bool(q.engine->hung);

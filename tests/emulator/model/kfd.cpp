@@ -10,6 +10,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 namespace kfdemu::detail {
@@ -374,6 +375,13 @@ long KfdOps::create_queue()
 	Pdd *pdd;
 	if (int e = find_pdd(*p, a.gpu_id, &pdd, -ESRCH)) // kfd_bind_process_to_device failed
 		return e;
+	std::string why;
+	if (m.machine_.queue_size_checks)
+		if (long e = queue_sizes_against_node(a, *pdd->dev->node, &why)) {
+			std::fprintf(stderr, "kfd-emu: CREATE_QUEUE on GPU %u: %s (Linux 6.12's check)\n", a.gpu_id,
+				     why.c_str());
+			return e;
+		}
 	uint32_t qid = 0;
 	while (p->queues.count(qid))
 		++qid;

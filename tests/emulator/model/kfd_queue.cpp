@@ -92,6 +92,34 @@ long queue_properties_from_user(CreateQueue &a)
 	return 0;
 }
 
+// The sizes kfd_queue_acquire_buffers (Linux 6.12) checks for a compute
+// queue, in its order, each EINVAL: the EOP buffer's when one is given
+// (the node's eop_buffer_size), the control stack's (the node's
+// ctl_stack_size, also for a queue without a CWSR area), the CWSR area's
+// (the node's cwsr_size: 6.12 wants it equal; later kernels take a larger
+// one). Both are per XCC. Not modelled: the BOs' mappings it also checks
+// (each buffer one whole mapping of the expected size).
+long queue_sizes_against_node(const CreateQueue &a, const NodeDesc &n, std::string *why)
+{
+	if (a.queue_type != QUEUE_COMPUTE && a.queue_type != QUEUE_COMPUTE_AQL)
+		return 0;
+	const KfdCwsrSizes k = kfd_cwsr_sizes(n.property("gfx_target_version"), n.property("simd_count"),
+					      n.property("simd_per_cu"), n.property("num_xcc"),
+					      n.property("array_count"), n.property("simd_arrays_per_engine"),
+					      n.property("lds_size_in_kb"));
+	auto differs = [&](const char *what, uint64_t given, uint64_t node) {
+		*why = std::string(what) + " " + std::to_string(given) + " is not the GPU's " + std::to_string(node);
+		return -EINVAL;
+	};
+	if (a.eop_buffer_address && a.eop_buffer_size != k.eop_buffer)
+		return differs("eop_buffer_size", a.eop_buffer_size, k.eop_buffer);
+	if (a.ctl_stack_size != n.property("ctl_stack_size"))
+		return differs("ctl_stack_size", a.ctl_stack_size, n.property("ctl_stack_size"));
+	if (a.ctx_save_restore_size != n.property("cwsr_size"))
+		return differs("ctx_save_restore_size", a.ctx_save_restore_size, n.property("cwsr_size"));
+	return 0;
+}
+
 // kfd_ioctl_update_queue + pqm_update_queue_properties. Bits 8-15 of the
 // percentage are the PM4 target XCC (kept, not checked).
 long ModelImpl::kfd_update_queue(KfdProcess &p, UpdateQueue &a)

@@ -518,6 +518,10 @@ struct Queue {
 // CREATE_QUEUE's argument checks (kfd_queue.cpp): 0 or -errno; raises a
 // ring size under the minimum.
 long queue_properties_from_user(abi::kfd::CreateQueue &a);
+// Linux 6.12's size checks of a compute queue's buffers against its GPU
+// node (kfd_queue_acquire_buffers; kfd_queue.cpp): 0 or -EINVAL, with
+// *why saying which size differs from which.
+long queue_sizes_against_node(const abi::kfd::CreateQueue &a, const NodeDesc &n, std::string *why);
 
 struct Event {
 	uint32_t id = 0, type = 0, node_id = 0;
@@ -756,6 +760,12 @@ private:
 	long criu_op(Caller &c, FileEntry &f, abi::kfd::CriuArgs &a);
 	long criu_process_info(Caller &c, KfdProcess &p, abi::kfd::CriuArgs &a);
 	long criu_checkpoint(Caller &c, KfdProcess &p, abi::kfd::CriuArgs &a);
+	// criu_checkpoint's records: each BO's bucket and private record (the
+	// positions of the BOs whose dma-bufs it exports: `exports`); each
+	// queue's, event's and SVM range's private record (-errno on failure).
+	void criu_checkpoint_bos(KfdProcess &p, std::vector<uint8_t> &priv, std::vector<abi::kfd::CriuBoBucket> &bos,
+				 std::vector<std::pair<size_t, std::shared_ptr<Bo>>> &exports);
+	int criu_checkpoint_objects(KfdProcess &p, std::vector<uint8_t> &priv);
 	long criu_restore(Caller &c, KfdProcess &p, abi::kfd::CriuArgs &a);
 	int criu_restore_devices(Caller &c, KfdProcess &p, const abi::kfd::CriuArgs &a,
 				 const std::vector<uint8_t> &priv, size_t &pos);

@@ -29,18 +29,22 @@
 //     dispatch entry   kDispatchEntry: magic "CWSR", version, the 64-byte
 //                      AQL packet (so a resume checks it is the same one),
 //                      next workgroup to launch, instructions and lane-ops
-//                      so far (s_memtime reads the count), the workgroup in
-//                      flight (live flag, id, size, current wave), number of
-//                      waves, LDS bytes, save-area bytes, VGPRs per wave.
-//                      Hardware keeps this in the MQD and the CP's
-//                      dispatch registers, not in the stack.
+//                      so far (s_memtime reads the count), the number of
+//                      workgroups in flight, the slot whose turn it is,
+//                      save-area bytes, VGPRs per wave. Hardware keeps this
+//                      in the MQD and the CP's dispatch registers, not in
+//                      the stack.
+//     then per workgroup in flight (kGroupsInFlight slots at most):
 //     state word       bit 31 set; VGPR granules (of 4) in [5:0], LDS in
-//                      128-dword granules in [16:9], as COMPUTE_RELAUNCH.
+//                      128-dword granules in [16:9], as COMPUTE_RELAUNCH
+//                      (8 bytes).
+//     workgroup        kGroupEntry: its slot, id, size, current wave,
+//                      number of waves, LDS bytes.
 //     wave entries     8 bytes each: wave in workgroup [5:0], state [9:8]
 //                      (0 ready, 1 at the barrier, 2 ended), AccVGPRs
 //                      saved [12], last [16], first [17]; then the offset of its block in the save
 //                      area (hardware finds it by walking the sizes).
-//   wave save area, per wave:
+//   wave save area, per workgroup: per wave
 //     VGPRs            the kernel's VGPRs (COMPUTE_PGM_RSRC1), 64 lanes each
 //     AccVGPRs         all 256, only when the wave used them (entry bit 12)
 //     SGPRs            kSgprBlock dwords: s0-s101, then 0
@@ -64,8 +68,9 @@ namespace kfdemu::shader {
 namespace {
 
 constexpr uint32_t kMagic = 0x52535743; // "CWSR"
-constexpr uint32_t kVersion = 1;
-constexpr size_t kDispatchEntry = 4 + 4 + 64 + 8 * 3 + 4 + 12 + 12 + 4 * 5;
+constexpr uint32_t kVersion = 2; // 2: several workgroups in flight
+constexpr size_t kDispatchEntry = 4 + 4 + 64 + 8 * 3 + 4 * 4;
+constexpr size_t kGroupEntry = 4 * 10;
 constexpr size_t kWaveEntry = 8;
 constexpr unsigned kSgprBlock = 112;
 constexpr unsigned kHwregDwords = 32;
@@ -113,8 +118,7 @@ struct In {
 struct Entry {
 	std::array<uint8_t, 64> packet{};
 	uint64_t next_group = 0, instructions = 0, lane_ops = 0;
-	uint32_t live = 0, current = 0, waves = 0, lds = 0, area = 0, vgprs = 0;
-	std::array<uint32_t, 3> id{}, size{};
+	uint32_t groups = 0, cur = 0, area = 0, vgprs = 0;
 };
 
 bool read_entry(In &in, Entry *e)
@@ -123,14 +127,27 @@ bool read_entry(In &in, Entry *e)
 		return false;
 	in.bytes(e->packet.data(), e->packet.size());
 	e->next_group = in.get<uint64_t>(), e->instructions = in.get<uint64_t>(), e->lane_ops = in.get<uint64_t>();
-	e->live = in.get<uint32_t>();
-	for (auto &x : e->id)
-		x = in.get<uint32_t>();
-	for (auto &x : e->size)
-		x = in.get<uint32_t>();
-	e->current = in.get<uint32_t>(), e->waves = in.get<uint32_t>(), e->lds = in.get<uint32_t>();
+	e->groups = in.get<uint32_t>(), e->cur = in.get<uint32_t>();
 	e->area = in.get<uint32_t>(), e->vgprs = in.get<uint32_t>();
-	return in.ok;
+	return in.ok && e->groups <= kGroupsInFlight && e->cur < kGroupsInFlight;
+}
+
+// A workgroup's entry, as read back (after its state word).
+struct GroupEntry {
+	uint32_t slot = 0, current = 0, waves = 0, lds = 0;
+	std::array<uint32_t, 3> id{}, size{};
+};
+
+bool read_group(In &in, GroupEntry *g)
+{
+	in.get<uint64_t>(); // the state word (its facts are in the entries)
+	g->slot = in.get<uint32_t>();
+	for (auto &x : g->id)
+		x = in.get<uint32_t>();
+	for (auto &x : g->size)
+		x = in.get<uint32_t>();
+	g->current = in.get<uint32_t>(), g->waves = in.get<uint32_t>(), g->lds = in.get<uint32_t>();
+	return in.ok && g->slot < kGroupsInFlight && g->waves <= 1024 / kWaveSize;
 }
 
 void save_wave(const Wave &w, size_t vgprs, Out &area)
@@ -182,52 +199,80 @@ bool load_wave(Wave &w, size_t vgprs, bool agprs, In &area)
 
 } // namespace
 
+namespace {
+
+// One workgroup's control stack entries (state word, workgroup, waves) and
+// its waves' blocks and LDS in the save area.
+void save_group(const Workgroup &g, uint32_t slot, size_t vgprs, Out &c, Out &area)
+{
+	c.put(kStateWord | static_cast<uint32_t>((vgprs + 3) / 4 & 63) |
+	      static_cast<uint32_t>((g.lds.size() + 511) / 512 & 255) << 9);
+	c.put(uint32_t{0});
+	c.put(slot);
+	for (uint32_t x : g.id)
+		c.put(x);
+	for (uint32_t x : g.size)
+		c.put(x);
+	const auto waves = static_cast<uint32_t>(g.waves.size());
+	c.put(uint32_t{g.current}), c.put(waves), c.put(static_cast<uint32_t>(g.lds.size()));
+	for (uint32_t i = 0; i < waves; ++i) {
+		const Wave &w = g.waves[i];
+		c.put(w.id_in_group | static_cast<uint32_t>(w.state) << 8 | (w.agpr.empty() ? 0 : kAgprsSaved) |
+		      (i + 1 == waves ? kLastWave : 0) | (i == 0 ? kFirstWave : 0));
+		c.put(static_cast<uint32_t>(area.v.size()));
+		save_wave(w, vgprs, area);
+	}
+	area.bytes(g.lds.data(), g.lds.size());
+}
+
+// The control stack's size for `e` and its groups' wave counts; false when
+// it is not one of this format.
+bool walk(std::span<const uint8_t> control, Entry *e, uint32_t *waves)
+{
+	In in{control};
+	if (!read_entry(in, e))
+		return false;
+	*waves = 0;
+	for (uint32_t i = 0; i < e->groups; ++i) {
+		GroupEntry g;
+		if (!read_group(in, &g))
+			return false;
+		*waves += g.waves;
+		in.at += g.waves * kWaveEntry;
+	}
+	return in.at == control.size();
+}
+
+} // namespace
+
 bool Dispatch::save(WaveSave *out, std::string *why) const
 {
 	const DispatchState &d = *s_;
 	if (d.status != Status::Running)
 		return *why = d.status == Status::Done ? "the dispatch has ended" : "the dispatch stopped: " + d.why, false;
-	const Workgroup &g = d.wg;
 	const size_t vgprs = declared_vgprs(d);
-	const uint32_t waves = d.wg_live ? static_cast<uint32_t>(g.waves.size()) : 0;
 	WaveSave s;
-	Out area{s.area};
-	std::vector<uint32_t> offsets;
-	for (uint32_t i = 0; i < waves; ++i) {
-		offsets.push_back(static_cast<uint32_t>(s.area.size()));
-		save_wave(g.waves[i], vgprs, area);
-	}
-	if (waves)
-		area.bytes(g.lds.data(), g.lds.size());
-	Out c{s.control};
+	Out c{s.control}, area{s.area};
+	std::vector<uint8_t> groups;
+	Out gs{groups};
+	uint32_t live = 0;
+	for (uint32_t slot = 0; slot < d.groups.size(); ++slot)
+		if (d.groups[slot].live)
+			save_group(d.groups[slot], slot, vgprs, gs, area), ++live;
 	c.put(kMagic), c.put(kVersion);
 	c.bytes(d.launch.packet.data(), d.launch.packet.size());
 	c.put(d.next_group), c.put(d.instructions), c.put(d.lane_ops);
-	c.put(uint32_t{d.wg_live});
-	for (uint32_t x : g.id)
-		c.put(x);
-	for (uint32_t x : g.size)
-		c.put(x);
-	c.put(uint32_t{g.current}), c.put(waves), c.put(static_cast<uint32_t>(waves ? g.lds.size() : 0));
-	c.put(static_cast<uint32_t>(s.area.size())), c.put(static_cast<uint32_t>(vgprs));
-	c.put(kStateWord | static_cast<uint32_t>((vgprs + 3) / 4 & 63) |
-	      static_cast<uint32_t>((g.lds.size() + 511) / 512 & 255) << 9);
-	c.put(uint32_t{0});
-	for (uint32_t i = 0; i < waves; ++i) {
-		const uint32_t state = static_cast<uint32_t>(g.waves[i].state);
-		c.put(g.waves[i].id_in_group | state << 8 | (g.waves[i].agpr.empty() ? 0 : kAgprsSaved) |
-		      (i + 1 == waves ? kLastWave : 0) | (i == 0 ? kFirstWave : 0));
-		c.put(offsets[i]);
-	}
+	c.put(live), c.put(uint32_t{d.cur}), c.put(static_cast<uint32_t>(s.area.size())), c.put(static_cast<uint32_t>(vgprs));
+	c.bytes(groups.data(), groups.size());
 	*out = std::move(s);
 	return true;
 }
 
 bool Dispatch::describe(std::span<const uint8_t> control, SaveSummary *out)
 {
-	In in{control};
 	Entry e;
-	if (!read_entry(in, &e) || control.size() != kDispatchEntry + 8 + e.waves * kWaveEntry)
+	uint32_t waves = 0;
+	if (!walk(control, &e, &waves) || e.groups > e.next_group)
 		return false;
 	uint64_t groups = 1;
 	for (unsigned i = 0; i < 3; i++) {
@@ -236,15 +281,45 @@ bool Dispatch::describe(std::span<const uint8_t> control, SaveSummary *out)
 		std::memcpy(&grid, e.packet.data() + 12 + 4 * i, 4);
 		groups *= wg ? (uint64_t{grid} + wg - 1) / wg : 0;
 	}
-	*out = {e.waves, e.live ? e.next_group - 1 : e.next_group, groups, e.area};
+	*out = {waves, e.next_group - e.groups, groups, e.area};
 	return true;
 }
 
+namespace {
+
+// Puts a saved workgroup back into its slot; empty, or what does not fit.
+std::string load_group(DispatchState &d, const GroupEntry &ge, size_t vgprs, In &in, In &area)
+{
+	const uint64_t items = uint64_t{ge.size[0]} * ge.size[1] * ge.size[2];
+	Workgroup &g = d.groups[ge.slot];
+	if (g.live || ge.waves != (items + kWaveSize - 1) / kWaveSize || !ge.waves || ge.current >= ge.waves ||
+	    ge.lds != d.k.group_size)
+		return "control stack: a workgroup that does not fit the kernel";
+	g.live = true;
+	g.id = ge.id, g.size = ge.size, g.current = ge.current;
+	g.waves.resize(ge.waves);
+	for (Wave &w : g.waves) {
+		const uint32_t word = in.get<uint32_t>(), off = in.get<uint32_t>();
+		area.at = off;
+		w.id_in_group = word & 63;
+		const uint32_t state = word >> 8 & 3;
+		if (!in.ok || state > 2 || off >= area.v.size() || !load_wave(w, vgprs, word & kAgprsSaved, area))
+			return "wave save area: wave " + std::to_string(&w - g.waves.data()) + " of slot " +
+			       std::to_string(ge.slot) + " is truncated";
+		w.state = static_cast<Wave::State>(state);
+	}
+	g.lds.assign(ge.lds, 0);
+	area.bytes(g.lds.data(), g.lds.size());
+	return area.ok ? "" : "wave save area: the workgroup's LDS is truncated";
+}
+
+} // namespace
+
 std::unique_ptr<Dispatch> Dispatch::resume(const Launch &l, Memory &m, const WaveSave &saved, std::string *error)
 {
-	In in{saved.control};
 	Entry e;
-	if (!read_entry(in, &e) || saved.control.size() != kDispatchEntry + 8 + e.waves * kWaveEntry)
+	uint32_t waves = 0;
+	if (!walk(saved.control, &e, &waves))
 		return *error = "control stack: not a saved dispatch of this format", nullptr;
 	if (e.packet != l.packet)
 		return *error = "control stack: saved from another dispatch packet", nullptr;
@@ -256,31 +331,17 @@ std::unique_ptr<Dispatch> Dispatch::resume(const Launch &l, Memory &m, const Wav
 		return nullptr;
 	DispatchState &d = *disp->s_;
 	const size_t vgprs = declared_vgprs(d);
-	const uint64_t items = uint64_t{e.size[0]} * e.size[1] * e.size[2];
-	if (e.next_group > d.total_groups || (e.live && (!e.next_group || e.vgprs != vgprs || e.lds != d.k.group_size ||
-							 e.waves != (items + kWaveSize - 1) / kWaveSize ||
-							 e.current >= e.waves)))
+	if (e.next_group > d.total_groups || e.groups > e.next_group || (e.groups && e.vgprs != vgprs))
 		return *error = "control stack: progress or workgroup that does not fit the kernel", nullptr;
-	in.get<uint64_t>(); // the state word (its facts are in the dispatch entry)
-	d.next_group = e.next_group, d.instructions = e.instructions, d.lane_ops = e.lane_ops;
-	d.wg_live = e.live != 0;
-	Workgroup &g = d.wg;
-	g.id = e.id, g.size = e.size, g.current = e.current;
-	g.waves.resize(d.wg_live ? e.waves : 0);
-	In area{saved.area};
-	for (Wave &w : g.waves) {
-		const uint32_t word = in.get<uint32_t>(), off = in.get<uint32_t>();
-		area.at = off;
-		w.id_in_group = word & 63;
-		const uint32_t state = word >> 8 & 3;
-		if (!in.ok || state > 2 || off >= saved.area.size() || !load_wave(w, vgprs, word & kAgprsSaved, area))
-			return *error = "wave save area: wave " + std::to_string(&w - g.waves.data()) + " is truncated", nullptr;
-		w.state = static_cast<Wave::State>(state);
+	d.next_group = e.next_group, d.instructions = e.instructions, d.lane_ops = e.lane_ops, d.cur = e.cur;
+	In in{saved.control}, area{saved.area};
+	in.at = kDispatchEntry;
+	for (uint32_t i = 0; i < e.groups; ++i) {
+		GroupEntry ge;
+		read_group(in, &ge); // walk() read the same entries
+		if (std::string why = load_group(d, ge, vgprs, in, area); !why.empty())
+			return *error = why, nullptr;
 	}
-	g.lds.assign(d.wg_live ? e.lds : 0, 0);
-	area.bytes(g.lds.data(), g.lds.size());
-	if (!area.ok)
-		return *error = "wave save area: the workgroup's LDS is truncated", nullptr;
 	return disp;
 }
 

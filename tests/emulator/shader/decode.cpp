@@ -205,6 +205,23 @@ bool is_wide(Family f)
 	}
 }
 
+// The SDWA dword's source fields (GFX9): src0 [7:0] a VGPR, or a scalar
+// operand with S0 [23] (src1, the VGPR of the first dword, one with S1
+// [31]); sext [19]/[27], neg [20]/[28], abs [21]/[29]; on VOP1/VOP2 clamp
+// [13] and omod [15:14] (VOPC's bits 15:8 are its SGPR destination).
+void sdwa_fields(Inst &in, uint32_t e)
+{
+	if (e >> 23 & 1)
+		in.src0 = static_cast<uint16_t>(e & 0xff);
+	if (in.family != Family::Vop1 && (e >> 31 & 1))
+		in.src1 = static_cast<uint16_t>(in.src1 - 256);
+	in.sext = static_cast<uint8_t>((e >> 19 & 1) | (e >> 27 & 1) << 1);
+	in.neg = static_cast<uint8_t>((e >> 20 & 1) | (e >> 28 & 1) << 1);
+	in.abs = static_cast<uint8_t>((e >> 21 & 1) | (e >> 29 & 1) << 1);
+	if (in.family != Family::Vopc)
+		in.clamp = e >> 13 & 1, in.omod = static_cast<uint8_t>(e >> 14 & 3);
+}
+
 // Whether the 32-bit encodings' sources or the opcode itself call for a
 // trailing dword (literal, DPP or SDWA control).
 void trailing_dword(Inst &in, const uint32_t *code, size_t n)
@@ -242,6 +259,8 @@ void trailing_dword(Inst &in, const uint32_t *code, size_t n)
 		in.literal = code[1], in.has_literal = true;
 	else
 		in.ext = code[1], in.src0 = static_cast<uint16_t>(256 + (code[1] & 0xff));
+	if (in.sdwa)
+		sdwa_fields(in, code[1]);
 }
 
 }  // namespace

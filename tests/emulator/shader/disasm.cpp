@@ -132,12 +132,14 @@ bool vector_memory(Family f)
 	       f == Family::Scratch || f == Family::Mubuf;
 }
 
-// VOP3 source modifiers: -x, |x|.
+// VOP3 and SDWA source modifiers: -x, |x|, sext(x).
 std::string modified(const Inst &in, char field, std::string s)
 {
 	unsigned i = field - 'A';
-	if (in.family != Family::Vop3 || i > 2 || std::strstr(in.info->operands, "%E"))
+	if ((in.family != Family::Vop3 && !in.sdwa) || i > 2 || std::strstr(in.info->operands, "%E"))
 		return s;
+	if (in.sext >> i & 1)
+		s = "sext(" + s + ")";
 	if (in.abs >> i & 1)
 		s = "|" + s + "|";
 	if (in.neg >> i & 1)
@@ -319,6 +321,11 @@ std::string flat_text(const Inst &in)
 std::string mubuf_text(const Inst &in)
 {
 	std::vector<std::string> v = template_operands(in);
+	// The cache maintenance forms (buffer_wbl2, buffer_wbinvl1, ...) take
+	// no operand, and llvm-objdump-15 prints none of their cache bits
+	// (hipcc's atomics emit buffer_wbl2 with glc and scc set on gfx90a).
+	if (v.empty())
+		return fill(in, "");
 	for (std::string &x : v)
 		if (x == "off")
 			x = in.offen && in.idxen ? "%A2v" : in.offen || in.idxen ? "%A1v" : "off";
@@ -434,10 +441,11 @@ std::string dpp_text(const Inst &in)
 
 std::string sdwa_text(const Inst &in)
 {
+	static constexpr const char *kOmod[] = {"", " mul:2", " mul:4", " div:2"};
+	std::string s = std::string(in.clamp ? " clamp" : "") + kOmod[in.omod];
 	static constexpr const char *kSel[] = {"BYTE_0", "BYTE_1", "BYTE_2", "BYTE_3",
 					       "WORD_0", "WORD_1", "DWORD", "?"};
 	static constexpr const char *kUnused[] = {"UNUSED_PAD", "UNUSED_SEXT", "UNUSED_PRESERVE", "?"};
-	std::string s;
 	if (in.family != Family::Vopc)
 		s += std::string(" dst_sel:") + kSel[in.ext >> 8 & 7] + " dst_unused:" +
 		     kUnused[in.ext >> 11 & 3];

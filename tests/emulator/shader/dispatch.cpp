@@ -151,10 +151,9 @@ void init_registers(const DispatchState &d, const Workgroup &g, Wave &w, unsigne
 	w.pc = k.entry;
 }
 
-void launch_group(DispatchState &d)
+void launch_group(DispatchState &d, Workgroup &g)
 {
 	const Kernel &k = d.k;
-	Workgroup &g = d.wg;
 	uint64_t i = d.next_group++;
 	g.id = {static_cast<uint32_t>(i % k.groups[0]), static_cast<uint32_t>(i / k.groups[0] % k.groups[1]),
 		static_cast<uint32_t>(i / (uint64_t(k.groups[0]) * k.groups[1]))};
@@ -182,7 +181,7 @@ void launch_group(DispatchState &d)
 		w.id_in_group = j;
 		init_registers(d, g, w, j * kWaveSize);
 	}
-	d.wg_live = true;
+	g.live = true;
 }
 
 std::string hex(uint64_t v)
@@ -216,8 +215,9 @@ const Decoded *fetch(Exec &x, uint64_t pc)
 	return p;
 }
 
-// Runs wave w for at most `budget` instructions; the number run.
-uint64_t run_wave(Exec &x, Wave &w, uint64_t budget)
+// Runs wave w of workgroup g for at most `budget` instructions; the
+// number run.
+uint64_t run_wave(Exec &x, const Workgroup &g, Wave &w, uint64_t budget)
 {
 	DispatchState &d = x.d;
 	uint64_t n = 0;
@@ -231,7 +231,7 @@ uint64_t run_wave(Exec &x, Wave &w, uint64_t budget)
 			r = x.illegal(w, dec->in, dec->in.info ? "not implemented" : "not a gfx9 instruction");
 		} else {
 			d.lane_ops += static_cast<unsigned>(std::popcount(w.exec));
-			r = dec->fn(x, w, dec->in);
+			r = dec->in.sdwa ? run_sdwa(x, w, dec->in, dec->fn) : dec->fn(x, w, dec->in);
 		}
 		n++;
 		d.instructions++;
@@ -245,8 +245,8 @@ uint64_t run_wave(Exec &x, Wave &w, uint64_t budget)
 				 : r == kTrap ? Dispatch::Status::Trap : Dispatch::Status::IllegalInstruction;
 			d.fault_va = x.fault_va;
 			d.why = x.why + " at PC " + hex(w.pc) + (dec ? " (" + disassemble(dec->in) + ")" : "") +
-				", workgroup (" + std::to_string(d.wg.id[0]) + "," + std::to_string(d.wg.id[1]) +
-				"," + std::to_string(d.wg.id[2]) + ") wave " + std::to_string(w.id_in_group);
+				", workgroup (" + std::to_string(g.id[0]) + "," + std::to_string(g.id[1]) +
+				"," + std::to_string(g.id[2]) + ") wave " + std::to_string(w.id_in_group);
 			return n;
 		}
 	}
@@ -274,6 +274,19 @@ bool group_done(const Workgroup &g)
 		if (w.state != Wave::State::Done)
 			return false;
 	return true;
+}
+
+// Launches the next workgroups into the free slots; false when none is
+// in flight any more (the grid is done).
+bool fill_slots(DispatchState &d)
+{
+	bool any = false;
+	for (Workgroup &g : d.groups) {
+		if (!g.live && d.next_group < d.total_groups)
+			launch_group(d, g);
+		any |= g.live;
+	}
+	return any;
 }
 
 }  // namespace
@@ -355,7 +368,7 @@ int Exec::illegal(const Wave &, const Inst &in, const char *what)
 
 Handler handler_for(const Inst &in)
 {
-	if (!in.info || in.dpp || in.sdwa)
+	if (!in.info || in.dpp || (in.sdwa && in.family == Family::Vopc))
 		return nullptr;
 	std::string name = in.info->name;
 	if (name.size() > 4 && (name.ends_with("_e32") || name.ends_with("_e64")))
@@ -378,7 +391,7 @@ std::unique_ptr<Dispatch> Dispatch::start(const Launch &l, Memory &m, std::strin
 {
 	auto s = std::make_unique<DispatchState>();
 	s->launch = l;
-	Exec x{*s, m, {}, {}, 0};
+	Exec x{*s, m, {}, {}, 0, nullptr};
 	if (!read_kernel(l, x, s->k, error))
 		return nullptr;
 	s->total_groups = uint64_t(s->k.groups[0]) * s->k.groups[1] * s->k.groups[2];
@@ -388,32 +401,31 @@ std::unique_ptr<Dispatch> Dispatch::start(const Launch &l, Memory &m, std::strin
 Dispatch::Status Dispatch::run(Memory &m, uint64_t budget)
 {
 	DispatchState &d = *s_;
-	Exec x{d, m, {}, {}, 0};
+	Exec x{d, m, {}, {}, 0, nullptr};
 	budget = std::max<uint64_t>(budget, 1);
 	while (budget && d.status == Status::Running) {
-		if (!d.wg_live) {
-			if (d.next_group == d.total_groups) {
-				d.status = Status::Done;
-				break;
-			}
-			launch_group(d);
+		if (!fill_slots(d)) {
+			d.status = Status::Done;
+			break;
 		}
-		Workgroup &g = d.wg;
+		while (!d.groups[d.cur].live)
+			d.cur = (d.cur + 1) % kGroupsInFlight;
+		Workgroup &g = d.groups[d.cur];
+		x.wg = &g;
 		Wave &w = g.waves[g.current];
-		budget -= run_wave(x, w, std::min(budget, kQuantum));
+		budget -= run_wave(x, g, w, std::min(budget, kQuantum));
 		if (d.status != Status::Running)
 			break;
 		if (w.state != Wave::State::Ready)
 			barrier_check(g);
-		if (group_done(g)) {
-			d.wg_live = false;
-			continue;
-		}
-		for (unsigned i = 0; i < g.waves.size(); i++) {  // next ready wave
+		if (group_done(g))
+			g.live = false;
+		for (unsigned i = 0; g.live && i < g.waves.size(); i++) {  // its next ready wave
 			g.current = (g.current + 1) % static_cast<unsigned>(g.waves.size());
 			if (g.waves[g.current].state == Wave::State::Ready)
 				break;
 		}
+		d.cur = (d.cur + 1) % kGroupsInFlight;  // the next workgroup's turn
 	}
 	return d.status;
 }

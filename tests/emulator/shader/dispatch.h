@@ -95,7 +95,7 @@ struct WaveSave {
 
 // What a saved control stack says (Dispatch::describe).
 struct SaveSummary {
-	uint32_t waves = 0;		// wave entries (the workgroup in flight's)
+	uint32_t waves = 0;		// wave entries (of every workgroup in flight)
 	uint64_t groups_done = 0;	// workgroups that ended before the save
 	uint64_t groups = 0;		// the grid's workgroups
 	uint32_t area_bytes = 0;	// the wave save area it goes with
@@ -139,7 +139,7 @@ public:
 
 	// CWSR. save() writes every wave's state (PC, SGPRs, VGPRs, the
 	// AccVGPRs once used, private memory, EXEC, VCC, M0, SCC, MODE,
-	// TRAPSTS, TTMPs, barrier state), the workgroup's LDS and the grid's
+	// TRAPSTS, TTMPs, barrier state), each workgroup in flight's LDS and the grid's
 	// progress into *out; false with *why when there is nothing to resume
 	// (the dispatch ended or stopped on an error).
 	bool save(WaveSave *out, std::string *why) const;

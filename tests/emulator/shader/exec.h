@@ -45,6 +45,7 @@ struct Exec {
 	Tlb tlb;
 	std::string why;
 	uint64_t fault_va = 0;
+	Workgroup *wg = nullptr;	// the running wave's workgroup (its LDS)
 
 	// Host bytes for [va, va + n) when the caller maps them (write: and
 	// writable), else nullptr.
@@ -96,8 +97,14 @@ inline void for_lanes(uint64_t mask, F f)
 size_t declared_vgprs(const DispatchState &d);
 
 // The handler of a decoded instruction (nullptr: not implemented); `why`
-// is not touched.
+// is not touched. For an SDWA form (VOP1/VOP2), its base opcode's, which
+// run_sdwa wraps.
 Handler handler_for(const Inst &in);
+// An SDWA instruction: its sources' selected bytes or words (zero- or
+// sign-extended, with float abs/neg), `base` run on them, and the result
+// put in the destination's selected field (the rest zeroed, sign-extended
+// or kept).
+int run_sdwa(Exec &x, Wave &w, const Inst &in, Handler base);
 Handler scalar_handler(const std::string &name);
 Handler vector_handler(const std::string &name);
 Handler memory_handler(const std::string &name);

@@ -54,7 +54,7 @@ uint8_t *private_bytes(Exec &x, Wave &w, unsigned l, uint64_t off, unsigned n)
 
 uint8_t *lds_bytes(Exec &x, uint64_t off, unsigned n)
 {
-	std::vector<uint8_t> &lds = x.d.wg.lds;
+	std::vector<uint8_t> &lds = x.wg->lds;
 	return off + n <= lds.size() ? &lds[off] : nullptr;
 }
 
@@ -470,6 +470,10 @@ void add_atomics(std::unordered_map<std::string, Handler> &t)
 		t[s + "max_f64"] = flat_atomic<uint64_t, Rmw::Fmax>;
 	}
 	t["buffer_atomic_add_f32"] = buffer_atomic<uint32_t, Rmw::Fadd>;
+	// The vector caches' write-backs and invalidations around atomics'
+	// acquire/release: memory here is coherent, so none has anything to do.
+	for (const char *op : {"buffer_wbinvl1", "buffer_wbinvl1_vol", "buffer_invl2", "buffer_wbl2"})
+		t[op] = [](Exec &, Wave &, const Inst &) { return static_cast<int>(kNext); };
 #define DS_ATOMIC(name, T, op)                                 \
 	t["ds_" name] = ds_atomic<T, Rmw::op, false>;
 #define DS_RTN(name, rtn, T, op)                               \

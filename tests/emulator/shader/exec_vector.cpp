@@ -649,11 +649,121 @@ void float_ops(std::unordered_map<std::string, Handler> &t)
 	});
 }
 
+// --- the f16 ALU (VOP2 and VOP3 without op_sel) ------------------------------
+//
+// The sources' low halves (a float inline constant as binary16), VOP3
+// abs/neg; computed in double and rounded once to binary16: sums,
+// differences and products of two binary16 values are exact in double, and
+// fma is rounded to odd in double first (the exact result lies between two
+// doubles, so the one rounding to binary16 that follows is still correct),
+// as is the double-to-float step. Denormals kept unless MODE's f16/f64
+// denormal mode flushes them. The result's high 16 bits are written 0
+// (GFX9). omod on an f16 result is refused.
+
+// d rounded to odd at float precision, then to nearest binary16.
+U f64_to_f16(D d)
+{
+	F f = static_cast<F>(d);
+	if (std::isfinite(d) && static_cast<D>(f) != d && !(std::bit_cast<U>(f) & 1))
+		f = std::nextafter(f, d > f ? std::numeric_limits<F>::infinity() : -std::numeric_limits<F>::infinity());
+	return f32_to_f16(f);
+}
+
+// a * b + c rounded to odd at double precision (TwoSum of the exact product
+// and c gives the rounding error).
+D fma_odd(D a, D b, D c)
+{
+	const D p = a * b, s = p + c;
+	if (!std::isfinite(s))
+		return s;
+	const D bp = s - c, bc = s - bp, e = (p - bp) + (c - bc);
+	if (e == 0 || (std::bit_cast<L>(s) & 1))
+		return s;
+	return std::nextafter(s, e > 0 ? std::numeric_limits<D>::infinity() : -std::numeric_limits<D>::infinity());
+}
+
+U half_source(const Wave &w, const Exec &x, unsigned enc, const Inst &in, unsigned l)
+{
+	if (enc >= src::kVgpr0)
+		return w.v(enc - src::kVgpr0)[l] & 0xffff;
+	if (enc >= 240 && enc <= 248)
+		return float_const16(enc);
+	return sread(w, x, enc, in) & 0xffff;
+}
+
+constexpr U flush16(U h, bool keep) { return keep || (h & 0x7c00) ? h : h & 0x8000; }
+
+template <unsigned N, auto Fn>
+int f16_op(Exec &x, Wave &w, const Inst &in)
+{
+	if (in.omod)
+		return x.illegal(w, in, "omod on an f16 result");
+	const bool keep = (w.mode >> 6 & 3) != 0;
+	const unsigned enc[3] = {in.src0, in.src1, in.src2};
+	U *d = w.v(in.dst);
+	for_lanes(w.exec, [&](unsigned l) {
+		D v[3] = {};
+		for (unsigned i = 0; i < N; i++) {
+			v[i] = f16_to_f32(flush16(half_source(w, x, enc[i], in, l), keep));
+			if (in.abs >> i & 1)
+				v[i] = std::fabs(v[i]);
+			if (in.neg >> i & 1)
+				v[i] = -v[i];
+		}
+		D r = Fn(v[0], v[1], v[2]);
+		if (in.clamp)
+			r = std::isnan(r) ? 0.0 : std::fmin(std::fmax(r, 0.0), 1.0);
+		d[l] = flush16(f64_to_f16(r), keep);
+	});
+	return kNext;
+}
+
+void half_ops(std::unordered_map<std::string, Handler> &t)
+{
+	t.insert({
+		{"v_add_f16", f16_op<2, [](D a, D b, D) { return a + b; }>},
+		{"v_sub_f16", f16_op<2, [](D a, D b, D) { return a - b; }>},
+		{"v_subrev_f16", f16_op<2, [](D a, D b, D) { return b - a; }>},
+		{"v_mul_f16", f16_op<2, [](D a, D b, D) { return a * b; }>},
+		{"v_max_f16", f16_op<2, [](D a, D b, D) { return std::fmax(a, b); }>},
+		{"v_min_f16", f16_op<2, [](D a, D b, D) { return std::fmin(a, b); }>},
+		{"v_fma_f16", f16_op<3, [](D a, D b, D c) { return fma_odd(a, b, c); }>},
+	});
+}
+
+// The 16-bit integer ALU (VOP2 and VOP3 without op_sel): the sources'
+// low halves; the result's high 16 bits are written 0, as GFX9 does (on
+// GFX10 they are kept; LLVM's zeroesHigh16BitsOfDest).
+constexpr U lo16(U v) { return v & 0xffff; }
+constexpr I s16(U v) { return static_cast<int16_t>(v); }
+
+void integer16_ops(std::unordered_map<std::string, Handler> &t)
+{
+	using enum Ty;
+	t.insert({
+		{"v_add_u16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(a + b); })>},
+		{"v_sub_u16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(a - b); })>},
+		{"v_subrev_u16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(b - a); })>},
+		{"v_mul_lo_u16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(lo16(a) * lo16(b)); })>},
+		{"v_lshlrev_b16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(b << (a & 15)); })>},
+		{"v_lshrrev_b16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(b) >> (a & 15); })>},
+		{"v_ashrrev_i16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(U(s16(b) >> (a & 15))); })>},
+		{"v_max_u16", valu<U32, U32, U32, None, ([](U a, U b, U) { return std::max(lo16(a), lo16(b)); })>},
+		{"v_min_u16", valu<U32, U32, U32, None, ([](U a, U b, U) { return std::min(lo16(a), lo16(b)); })>},
+		{"v_max_i16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(U(std::max(s16(a), s16(b)))); })>},
+		{"v_min_i16", valu<U32, U32, U32, None, ([](U a, U b, U) { return lo16(U(std::min(s16(a), s16(b)))); })>},
+		{"v_mad_legacy_u16", valu<U32, U32, U32, U32, ([](U a, U b, U c) { return lo16(lo16(a) * lo16(b) + c); })>},
+		{"v_mad_legacy_i16", valu<U32, U32, U32, U32, ([](U a, U b, U c) { return lo16(lo16(a) * lo16(b) + c); })>},
+	});
+}
+
 const std::unordered_map<std::string, Handler> &vector_table()
 {
 	static const std::unordered_map<std::string, Handler> t = [] {
 		std::unordered_map<std::string, Handler> m;
 		integer_ops(m);
+		integer16_ops(m);
+		half_ops(m);
 		float_ops(m);
 		compares(m);
 		vector_ops_div(m);

@@ -229,7 +229,68 @@ int accvgpr_mov(Exec &, Wave &w, const Inst &in)
 	return kNext;
 }
 
+// --- SDWA ----------------------------------------------------------------------
+
+// A source's selected field (sel: BYTE_0-3 0-3, WORD_0/1 4/5, DWORD 6),
+// zero- or sign-extended.
+uint32_t sdwa_select(uint32_t v, unsigned sel, bool sext)
+{
+	if (sel >= 6)
+		return v;
+	const unsigned width = sel < 4 ? 8 : 16, shift = sel < 4 ? 8 * sel : 16 * (sel - 4);
+	const uint32_t f = v >> shift & ((1u << width) - 1);
+	return sext && f >> (width - 1) ? f | ~((1u << width) - 1) : f;
+}
+
+// The result r in the destination's selected field of the old value d;
+// unused 0 pads with zeros, 1 sign-extends upward, 2 keeps d's other bits.
+uint32_t sdwa_place(uint32_t r, uint32_t d, unsigned sel, unsigned unused)
+{
+	if (sel >= 6)
+		return r;
+	const unsigned width = sel < 4 ? 8 : 16, shift = sel < 4 ? 8 * sel : 16 * (sel - 4);
+	const uint32_t mask = ((1u << width) - 1) << shift, field = r << shift & mask;
+	if (unused == 2)
+		return (d & ~mask) | field;
+	const uint32_t above = shift + width == 32 ? 0 : ~0u << (shift + width);
+	return unused == 1 && (field >> (shift + width - 1) & 1) ? field | above : field;
+}
+
 }  // namespace
+
+// The SDWA dword (GFX9; the source fields and modifiers are decoded into
+// Inst: decode.cpp's sdwa_fields): dst_sel [10:8], dst_unused [12:11],
+// src0_sel [18:16], src1_sel [26:24]. The base instruction runs on the
+// selected sources in the register file's guard rows (past v255), with the
+// float modifiers, and writes its result there.
+int run_sdwa(Exec &x, Wave &w, const Inst &in, Handler base)
+{
+	const uint32_t e = in.ext;
+	if ((e >> 8 & 7) > 6 || (e >> 16 & 7) > 6 || (e >> 24 & 7) > 6 || (e >> 11 & 3) == 3)
+		return x.illegal(w, in, "an SDWA selection that does not exist");
+	constexpr unsigned kS0 = kVgprs, kS1 = kVgprs + 1, kD = kVgprs + 2;
+	uint32_t *s0 = w.v(kS0), *s1 = w.v(kS1), *td = w.v(kD), *d = w.v(in.dst);
+	auto src = [&](unsigned enc, unsigned l) {
+		return enc >= src::kVgpr0 ? w.v(enc - src::kVgpr0)[l] : sread(w, x, enc, in);
+	};
+	const bool two = in.family == Family::Vop2;
+	for_lanes(w.exec, [&](unsigned l) {
+		s0[l] = sdwa_select(src(in.src0, l), e >> 16 & 7, in.sext & 1);
+		if (two)
+			s1[l] = sdwa_select(src(in.src1, l), e >> 24 & 7, in.sext >> 1 & 1);
+		td[l] = d[l]; // v_mac/v_fmac read their destination
+	});
+	Inst b = in;
+	b.sdwa = false;
+	b.src0 = static_cast<uint16_t>(src::kVgpr0 + kS0);
+	if (two)
+		b.src1 = static_cast<uint16_t>(src::kVgpr0 + kS1);
+	b.dst = kD;
+	if (int r = base(x, w, b); r != kNext)
+		return r;
+	for_lanes(w.exec, [&](unsigned l) { d[l] = sdwa_place(td[l], d[l], e >> 8 & 7, e >> 11 & 3); });
+	return kNext;
+}
 
 void vector_ops_div(std::unordered_map<std::string, Handler> &t)
 {

@@ -53,6 +53,7 @@ struct Inst {
 	uint32_t literal = 0;		// the literal constant (a source field 255)
 	bool has_literal = false;
 	bool dpp = false, sdwa = false;	// VOP1/2/C with a DPP / SDWA dword
+	uint8_t sext = 0;		// SDWA: sources sign-extended from their selection (bit i: src i)
 	uint32_t ext = 0;		// that DPP / SDWA dword
 	// Register fields in their encodings: 9-bit sources (0-255 SGPRs,
 	// constants, specials; 256-511 VGPRs); dst as the family encodes it.

@@ -46,8 +46,14 @@ struct Wave {
 	const uint32_t *v(unsigned reg) const { return &vgpr[reg * kWaveSize]; }
 };
 
+// How many workgroups of a dispatch are in flight at once, run round robin
+// a wave quantum at a time (a fixed number, so that a dispatch runs the
+// same way every time): a stand-in for the CUs hardware spreads them over.
+inline constexpr unsigned kGroupsInFlight = 4;
+
 // One workgroup in flight: its waves, LDS and barrier.
 struct Workgroup {
+	bool live = false;		// a slot with a workgroup (else free)
 	std::array<uint32_t, 3> id{};	// workgroup id x, y, z
 	std::array<uint32_t, 3> size{};	// work-items in each dimension (partial at the grid's edge)
 	std::vector<Wave> waves;
@@ -83,8 +89,10 @@ class DispatchState {
 public:
 	Launch launch;
 	Kernel k;
-	Workgroup wg;			// the workgroup in flight
-	bool wg_live = false;
+	// The workgroups in flight, by slot (kGroupsInFlight); `cur` the slot
+	// whose turn it is.
+	std::vector<Workgroup> groups = std::vector<Workgroup>(kGroupsInFlight);
+	unsigned cur = 0;
 	uint64_t next_group = 0;	// linear index of the next workgroup to launch
 	uint64_t total_groups = 0;
 	Dispatch::Status status = Dispatch::Status::Running;

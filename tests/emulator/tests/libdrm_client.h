@@ -15,9 +15,11 @@
 #include <cstring>
 #include <vector>
 
+#include "testcommon/sdma_copy.h"
+
 namespace kfdemu::test {
 
-constexpr uint64_t kMaxPacket = 1ull << 22;	// SDMA v4 count field: 22 bits of bytes-1
+constexpr uint64_t kMaxPacket = testcommon::kSdmaMaxCopy; // the most one SDMA copy packet moves
 
 struct Dev {
 	const NodeDesc *desc = nullptr;
@@ -25,6 +27,20 @@ struct Dev {
 	amdgpu_device_handle dev = nullptr;
 	amdgpu_gpu_info info{};
 };
+
+// A Dev (not opened yet) for each GPU of `m`; a machine without one ends the
+// test (exit 1).
+inline std::vector<Dev> gpu_devs(const MachineDesc &m)
+{
+	std::vector<Dev> devs;
+	for (const NodeDesc *g : gpu_nodes(m))
+		devs.push_back(Dev{g});
+	if (devs.empty()) {
+		std::printf("machine has no GPU\n");
+		std::exit(1);
+	}
+	return devs;
+}
 
 // A BO mapped into the device's GPU VA space.
 struct Mapped {
@@ -81,29 +97,14 @@ inline Mapped userptr(amdgpu_device_handle dev, void *mem, uint64_t size)
 }
 
 // Runs one SDMA linear copy of `n` bytes from `src` to `dst` (GPU VAs)
-// on `d`'s DMA ring, in packets of at most kMaxPacket, and waits for it.
+// on `d`'s DMA ring (testcommon::sdma_copy_ib), and waits for it.
 inline bool sdma_copy(Dev &d, const std::vector<amdgpu_bo_handle> &bos, uint64_t src, uint64_t dst, uint64_t n)
 {
-	const uint64_t packets = (n + kMaxPacket - 1) / kMaxPacket;
-	const uint64_t ib_dw = (packets * 7 + 7) / 8 * 8;
+	const uint64_t ib_dw = testcommon::sdma_copy_ib_dwords(n);
 	Mapped ib = gtt(d.dev, (ib_dw * 4 + 4095) / 4096 * 4096);
 	if (!ib.ok)
 		return false;
-	auto *dw = static_cast<uint32_t *>(ib.cpu);
-	std::memset(dw, 0, ib_dw * 4);	// NOP padding
-	uint64_t done = 0;
-	for (uint64_t p = 0; p < packets; p++) {
-		const uint64_t chunk = std::min(kMaxPacket, n - done);
-		uint32_t *pk = dw + p * 7;
-		pk[0] = 1;			// COPY, LINEAR
-		pk[1] = uint32_t(chunk - 1);	// AI+: bytes - 1
-		pk[2] = 0;
-		pk[3] = uint32_t(src + done);
-		pk[4] = uint32_t((src + done) >> 32);
-		pk[5] = uint32_t(dst + done);
-		pk[6] = uint32_t((dst + done) >> 32);
-		done += chunk;
-	}
+	testcommon::sdma_copy_ib(static_cast<uint32_t *>(ib.cpu), src, dst, n);
 	std::vector<amdgpu_bo_handle> all = bos;
 	all.push_back(ib.bo);
 	amdgpu_bo_list_handle list = nullptr;

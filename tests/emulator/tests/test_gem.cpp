@@ -733,13 +733,7 @@ int main(int argc, char **argv)
 		return child_main(std::stoi(argv[2]), minors);
 	}
 	const MachineDesc m = machine_from_args(argc, argv);
-	std::vector<Dev> devs;
-	for (const NodeDesc *g : gpu_nodes(m))
-		devs.push_back(Dev{g});
-	if (devs.empty()) {
-		std::printf("machine has no GPU\n");
-		return 1;
-	}
+	std::vector<Dev> devs = gpu_devs(m);
 	for (auto &d : devs) {
 		const std::string path = "/dev/dri/renderD" + std::to_string(d.desc->drm_render_minor);
 		d.fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);

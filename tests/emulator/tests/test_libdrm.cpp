@@ -327,13 +327,7 @@ void test_heaps(Dev &d)
 int main(int argc, char **argv)
 {
 	const MachineDesc m = machine_from_args(argc, argv);
-	std::vector<Dev> devs;
-	for (const NodeDesc *g : gpu_nodes(m))
-		devs.push_back(Dev{g});
-	if (devs.empty()) {
-		std::printf("machine has no GPU\n");
-		return 1;
-	}
+	std::vector<Dev> devs = gpu_devs(m);
 	run("amdgpu_device_initialize on every GPU, no aliasing", [&] { test_init(devs); });
 	for (auto &d : devs) {
 		if (!d.dev)

@@ -262,6 +262,39 @@ void test_overrides()
 	CHECK(parse_size_list("64K,2M", &sz) && sz[0] == 65536 && sz[1] == (2u << 20));
 }
 
+// cwsr_size and ctl_stack_size as amdkfd derives them for each template
+// (kfd_queue_ctx_save_restore_size: per XCC), after num_cp_queues as
+// node_show prints them, 0 on CPU nodes; a machine file may set them and
+// turns on Linux 6.12's CREATE_QUEUE size checks with queue_size_checks.
+void test_cwsr_sizes()
+{
+	std::string err;
+	const struct {
+		const char *machine;
+		uint64_t cwsr, stack;
+	} want[] = {{"MI100", 73273344, 0x9000}, {"2xMI210", 63508480, 0x9000}, {"8xMI300X", 23203840, 0x3000}};
+	for (const auto &w : want) {
+		auto m = load_machine(w.machine, KFDEMU_PROFILE_DIR, &err);
+		CHECK(m.has_value());
+		if (!m)
+			continue;
+		CHECK(!m->queue_size_checks);
+		for (const auto &n : m->nodes) {
+			CHECK_EQ(prop(n, "cwsr_size"), n.is_gpu ? w.cwsr : 0);
+			CHECK_EQ(prop(n, "ctl_stack_size"), n.is_gpu ? w.stack : 0);
+			size_t at = 0;
+			while (at < n.properties.size() && n.properties[at].first != "num_cp_queues")
+				at++;
+			CHECK(at + 2 < n.properties.size() && n.properties[at + 1].first == "cwsr_size" &&
+			      n.properties[at + 2].first == "ctl_stack_size");
+		}
+	}
+	auto m = parse("queue_size_checks on\ncpu\ngpu MI100\n  ctl_stack_size 0x18000\n", &err);
+	CHECK(m && m->queue_size_checks && prop(m->nodes[1], "ctl_stack_size") == 0x18000 &&
+	      prop(m->nodes[1], "cwsr_size") == 73273344);
+	CHECK(rejects("queue_size_checks yes\n", "usage: queue_size_checks on|off"));
+}
+
 void test_fault_specs()
 {
 	std::string err;
@@ -301,5 +334,6 @@ int main()
 	run("machine file errors", test_errors);
 	run("launcher overrides", test_overrides);
 	run("fault specifications", test_fault_specs);
+	run("CWSR sizes in the topology, queue_size_checks", test_cwsr_sizes);
 	return summary();
 }

@@ -109,6 +109,25 @@ void test_attributes(const NodeDesc &g)
 		 "manual\n");
 }
 
+// pp_od_clk_voltage where amdgpu creates it whatever amdgpu.ppfeaturemask
+// says: on aldebaran (its SMU turns overdrive on) the GFXCLK and MCLK
+// levels as pp_dpm_sclk and pp_dpm_mclk print them; not on arcturus (its
+// SMU turns overdrive off). Writes, the kernel's s/r/c commands, are not
+// run: refused.
+void test_overdrive_table(const NodeDesc &g)
+{
+	const std::string dev = "/sys/devices/pci0000:00/" + g.pci_slot;
+	const std::string od = dev + "/pp_od_clk_voltage";
+	struct stat st;
+	if (g.name != "aldebaran") {
+		CHECK(::stat(od.c_str(), &st) != 0 && errno == ENOENT);
+		return;
+	}
+	CHECK_EQ(slurp(od), "GFXCLK:\n" + slurp(dev + "/pp_dpm_sclk") + "MCLK:\n" + slurp(dev + "/pp_dpm_mclk"));
+	CHECK_EQ(slurp(dev + "/pp_dpm_mclk"), "0: 400Mhz \n1: 700Mhz \n2: 1200Mhz \n3: 1600Mhz *\n");
+	CHECK_EQ(try_open(od, O_WRONLY), -EACCES);
+}
+
 // write(2) on an open attribute fd: 0 or -errno.
 ssize_t write_str(int fd, const std::string &v)
 {
@@ -382,6 +401,8 @@ int main(int argc, char **argv)
 	    [&] { test_pci_actions(*gpus.front()); });
 	run("read-only attributes and new files are refused, settable ones keep their value",
 	    [&] { test_attributes(*gpus.front()); });
+	run("pp_od_clk_voltage where the SMU turns overdrive on (aldebaran), read-only here; none on arcturus",
+	    [&] { test_overdrive_table(*gpus.front()); });
 	run("each write(2) to an attribute is its whole value (offset, O_APPEND, shorter values, shells)",
 	    [&] { test_store_semantics(*gpus.front()); });
 	run("'..', a host /sys dirfd and a host working directory lead to the same answers",

@@ -34,6 +34,7 @@ constexpr KeyInfo kKeys[] = {
 	{"drm_render_minor", false}, {"hive_id", false},
 	{"num_sdma_engines", false}, {"num_sdma_xgmi_engines", false},
 	{"num_sdma_queues_per_engine", false}, {"num_cp_queues", false},
+	{"cwsr_size", false}, {"ctl_stack_size", false},
 	{"max_engine_clk_fcompute", true}, {"local_mem_size", true},
 	{"fw_version", true}, {"capability", true}, {"debug_prop", true},
 	{"sdma_fw_version", true}, {"unique_id", true}, {"num_xcc", true},
@@ -272,6 +273,21 @@ void derive_p2p_links(MachineDesc &m, uint32_t ncpu, const std::vector<Building>
 	}
 }
 
+// cwsr_size and ctl_stack_size as amdkfd derives them from the node's
+// other properties (kfd_cwsr_sizes), unless the machine file sets them.
+void derive_cwsr_sizes(Props &p)
+{
+	auto get = [&](const char *k) {
+		auto it = p.find(k);
+		return it == p.end() ? uint64_t{0} : it->second;
+	};
+	const KfdCwsrSizes s = kfd_cwsr_sizes(get("gfx_target_version"), get("simd_count"), get("simd_per_cu"),
+					      get("num_xcc"), get("array_count"), get("simd_arrays_per_engine"),
+					      get("lds_size_in_kb"));
+	p.try_emplace("cwsr_size", s.cwsr);
+	p.try_emplace("ctl_stack_size", s.ctl_stack);
+}
+
 // Turns the parsed blocks into the final node list: properties in kernel
 // order, io links from NUMA attachment and hives, p2p links
 // (derive_p2p_links, unless pcie_p2p is off), counts in sync.
@@ -364,6 +380,7 @@ std::optional<MachineDesc> finish(std::string name, uint32_t kfd_minor, bool pci
 			b.props["hive_id"] = 0x5a3c000000000000ull | uint64_t(b.hive);
 		if (!b.props.count("unique_id"))
 			b.props["unique_id"] = unique_id_for(b.node.gpu_id, i);
+		derive_cwsr_sizes(b.props);
 		NodeDesc n = emit(b, true);
 		n.pci_device_id = uint32_t(get_prop(n, "device_id"));
 		n.external_rev_id = n.rev_id + b.external_rev_offset;
@@ -470,6 +487,7 @@ struct MachineParser {
 	std::string name = "custom";
 	uint32_t kfd_minor = 14;
 	bool pcie_p2p = true;	// amdgpu's pcie_p2p: derived p2p links between GPUs
+	bool queue_size_checks = false;	// MachineDesc::queue_size_checks
 	std::vector<Building> cpus, gpus;
 	Building *cur = nullptr;
 	bool cur_gpu = false;
@@ -502,6 +520,12 @@ std::string MachineParser::line(const std::vector<std::string_view> &w)
 		if (w.size() != 2 || !parse_u64(w[1], &v) || v > 1)
 			return "usage: pcie_p2p 0|1";
 		pcie_p2p = v != 0;
+		return "";
+	}
+	if (key == "queue_size_checks") {
+		if (w.size() != 2 || (w[1] != "on" && w[1] != "off"))
+			return "usage: queue_size_checks on|off";
+		queue_size_checks = w[1] == "on";
 		return "";
 	}
 	if (key == "cpu") {
@@ -724,7 +748,10 @@ std::optional<MachineDesc> parse_machine(std::string_view text, std::string *err
 			return std::nullopt;
 		}
 	}
-	return finish(std::move(mp.name), mp.kfd_minor, mp.pcie_p2p, mp.cpus, mp.gpus, error);
+	auto m = finish(std::move(mp.name), mp.kfd_minor, mp.pcie_p2p, mp.cpus, mp.gpus, error);
+	if (m)
+		m->queue_size_checks = mp.queue_size_checks;
+	return m;
 }
 
 std::optional<MachineDesc> load_machine(std::string_view name_or_path,

@@ -15,8 +15,10 @@
 #include <ctime>
 #include <cstring>
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <set>
+#include <span>
 #include <vector>
 
 namespace kfdemu {
@@ -355,7 +357,7 @@ void write_cpus(Writer &w, const MachineDesc &m, std::string *redirects)
 // gpu_metrics and power profiles where the ASIC's has them (kSmuFiles). The
 // values are an idle GPU's (kIdle): the model executes no shaders and has
 // no power model.
-std::string dpm_levels(std::initializer_list<uint64_t> mhz, size_t current)
+std::string dpm_levels(std::span<const uint64_t> mhz, size_t current)
 {
 	std::string s;
 	size_t i = 0;
@@ -420,17 +422,45 @@ struct IdleGpu {
 constexpr IdleGpu kIdle{500, 667, 35, 40, 38, 42, 806};
 
 // What the swsmu driver of each ASIC adds (arcturus_ppt.c, aldebaran_ppt.c):
-// gpu_metrics (get_gpu_metrics: both give gpu_metrics_v1_3) and
+// gpu_metrics (get_gpu_metrics: both give gpu_metrics_v1_3),
 // pp_power_profile_mode (get_power_profile_mode: arcturus only; amdgpu
-// hides the file where the driver has none). Neither enables overdrive
-// (amdgpu's default ppfeaturemask leaves PP_OVERDRIVE_MASK off), so
-// pp_od_clk_voltage is not there, nor pp_sclk_od/pp_mclk_od (no swsmu
-// driver has get_sclk_od/get_mclk_od). Other ASICs: none of these.
+// hides the file where the driver has none) and pp_od_clk_voltage, which
+// amdgpu creates where the SMU's od_enabled is set: smu_set_funcs sets it
+// for aldebaran and clears it for arcturus whatever amdgpu.ppfeaturemask
+// says (its PP_OVERDRIVE_MASK changes neither). pp_sclk_od and pp_mclk_od
+// are hidden on both (no swsmu driver has get_sclk_od/get_mclk_od, Linux
+// 6.8's default_attr_update). Other ASICs: none of these.
+//
+// uclk_mhz: the memory clock's DPM levels below the top one (the bank's
+// mem_clk_max), where the ASIC's are known: aldebaran's four levels 400,
+// 700, 1200 and 1600 MHz, the example rocm_smi_lib 5.2's rocm_smi.cc gives
+// of the "GFXCLK:"/"MCLK:" pp_od_clk_voltage only aldebaran prints (and
+// whose parser reads the fourth MCLK line). Elsewhere two levels, half
+// the top one and the top one.
 struct SmuFiles {
 	const char *asic;
-	bool gpu_metrics_v1_3, power_profiles;
+	bool gpu_metrics_v1_3, power_profiles, od_clk_voltage;
+	std::array<uint64_t, 3> uclk_mhz;
 };
-constexpr SmuFiles kSmuFiles[] = {{"arcturus", true, true}, {"aldebaran", true, false}};
+constexpr SmuFiles kSmuFiles[] = {{"arcturus", true, true, false, {}},
+				  {"aldebaran", true, false, true, {400, 700, 1200}}};
+
+// pp_dpm_mclk: the levels of kSmuFiles' uclk_mhz (or half the top one)
+// and the top one `mclk`, the current one (the idle GPU's clock of
+// gpu_metrics and hwmon).
+std::string mclk_levels(const NodeDesc &g, uint64_t mclk)
+{
+	std::vector<uint64_t> mhz;
+	for (const SmuFiles &f : kSmuFiles)
+		if (g.name == f.asic)
+			for (uint64_t l : f.uclk_mhz)
+				if (l)
+					mhz.push_back(l);
+	if (mhz.empty())
+		mhz.push_back(mclk / 2);
+	mhz.push_back(mclk);
+	return dpm_levels(mhz, mhz.size() - 1);
+}
 
 // kgd_pp_interface.h's gpu_metrics_v1_3 (natural alignment, 120 bytes).
 struct GpuMetricsV13 {
@@ -516,7 +546,19 @@ std::string power_profiles()
 	return s;
 }
 
-void write_smu_files(Writer &w, const NodeDesc &g, const std::string &d, uint64_t mclk)
+// The DPM clock tables of write_smi_files: pp_dpm_sclk and pp_dpm_mclk, and
+// pp_od_clk_voltage's sections, which print the same levels.
+struct ClockTables {
+	std::string sclk, mclk;
+};
+
+// pp_od_clk_voltage as aldebaran_print_clk_levels gives it: OD_SCLK is
+// "GFXCLK:" and the gfx clock's levels, OD_MCLK "MCLK:" and the memory
+// clock's, each as pp_dpm_sclk/pp_dpm_mclk print them; OD_VDDC_CURVE,
+// OD_RANGE and the others print nothing. The kernel's file takes "s", "r"
+// and "c" commands in the manual performance level; the emulator does not
+// run them, so the file is read-only here (a write: EACCES).
+void write_smu_files(Writer &w, const NodeDesc &g, const std::string &d, uint64_t mclk, const ClockTables &clk)
 {
 	for (const SmuFiles &f : kSmuFiles) {
 		if (g.name != f.asic)
@@ -525,6 +567,8 @@ void write_smu_files(Writer &w, const NodeDesc &g, const std::string &d, uint64_
 			w.file(d + "gpu_metrics", gpu_metrics_v1_3(mclk));
 		if (f.power_profiles)
 			w.file(d + "pp_power_profile_mode", power_profiles(), 0644);
+		if (f.od_clk_voltage)
+			w.file(d + "pp_od_clk_voltage", "GFXCLK:\n" + clk.sclk + "MCLK:\n" + clk.mclk, 0444);
 	}
 }
 
@@ -543,14 +587,17 @@ void write_smi_files(Writer &w, const NodeDesc &g, size_t index, const std::stri
 	char uid[32];
 	std::snprintf(uid, sizeof uid, "%016llx\n", static_cast<unsigned long long>(prop(g, "unique_id")));
 	w.file(d + "unique_id", uid);
-	w.file(d + "pp_dpm_sclk", dpm_levels({kIdle.sclk_mhz, sclk}, 0));
-	w.file(d + "pp_dpm_mclk", dpm_levels({mclk / 2, mclk}, 1));
-	w.file(d + "pp_dpm_fclk", dpm_levels({1200}, 0));
-	w.file(d + "pp_dpm_socclk", dpm_levels({kIdle.socclk_mhz, 1000}, 0));
+	const uint64_t sclk_mhz[] = {kIdle.sclk_mhz, sclk};
+	const ClockTables clk{dpm_levels(sclk_mhz, 0), mclk_levels(g, mclk)};
+	w.file(d + "pp_dpm_sclk", clk.sclk);
+	w.file(d + "pp_dpm_mclk", clk.mclk);
+	const uint64_t fclk_mhz[] = {1200}, socclk_mhz[] = {kIdle.socclk_mhz, 1000};
+	w.file(d + "pp_dpm_fclk", dpm_levels(fclk_mhz, 0));
+	w.file(d + "pp_dpm_socclk", dpm_levels(socclk_mhz, 0));
 	w.file(d + "pp_dpm_pcie", "0: 2.5GT/s, x16 \n1: 16.0GT/s, x16 *\n");
 	w.file(d + "power_dpm_force_performance_level", "auto\n", 0644);
 	w.file(d + "power_dpm_state", "performance\n", 0644);
-	write_smu_files(w, g, d, mclk);
+	write_smu_files(w, g, d, mclk, clk);
 	w.file(d + "mem_info_vram_total", std::to_string(vram) + "\n");
 	w.file(d + "mem_info_vram_used", "0\n");
 	w.file(d + "mem_info_vis_vram_total", std::to_string(g.large_bar ? vram : 256ull << 20) + "\n");

@@ -3,6 +3,7 @@
 // CRIU's own images they are checked against (image/criu_images.h).
 #include <criterion/criterion.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "image/image_names.h"
 #include "image/kfd_image.h"
 #include "image/image_set.h"
+#include "image/pages_file.h"
 #include "image/render_image.h"
 #include "image_test_util.h"
 
@@ -417,4 +419,99 @@ Test(criu_images, render_mappings_are_given_back_by_an_image_or_refused)
 	cr_assert_eq(render_minor_of_path("/dev/dri/renderD128"), 128u);
 	cr_assert_eq(render_minor_of_path("/dev/dri/renderD128x"), 0u);
 	cr_assert_eq(render_minor_of_path("/dev/dri/card0"), 0u);
+}
+
+// What a commit's kept file (".<name>.old-<random>") carries, read as the
+// file it kept: each kind of this plugin's GPU file gives its dump
+// identity, anything else none.
+Test(binding, a_kept_file_gives_the_dump_identity_of_the_file_it_kept)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	const DumpBinding b = bound(7, 25);
+	KfdImage kfd = test::sample_kfd_image(16);
+	kfd.binding = b;
+	cr_assert_ok(write_kfd_image(*dir, 25, kfd));
+	RenderNodeImage r = test::sample_render_image();
+	r.id = 27;
+	r.binding = bound(7, 27);
+	cr_assert_ok(write_render_image(*dir, 27, r));
+	const std::string pages = kfd_pages_image_name(25, 0x1234);
+	auto w = PagesWriter::create(*dir, pages, 3, b.dump_id);
+	cr_assert_ok(w);
+	cr_assert_ok(w->write("abc", 3));
+	cr_assert_ok(w->commit());
+	for (const std::string &name : {kfd_image_name(25), render_image_name(27), pages}) {
+		const std::string kept = kept_name(name, "0000abcd");
+		cr_assert(kept_original(kept) == name, "%s", kept.c_str());
+		cr_assert_eq(::linkat(dir->fd(), name.c_str(), dir->fd(), kept.c_str(), 0), 0);
+		auto id = carried_dump_id(*dir, kept, name);
+		cr_assert_ok(id);
+		cr_assert(*id == b.dump_id, "%s carries no identity", kept.c_str());
+	}
+	// A pages file's seal names its file: kept as another name, none.
+	auto other = carried_dump_id(*dir, kept_name(pages, "0000abcd"), kfd_pages_image_name(25, 0x5678));
+	cr_assert_ok(other);
+	cr_assert_not(other->has_value());
+	// Upstream's image (no binding) and a file that is no image: none.
+	kfd.binding.reset();
+	cr_assert_ok(write_kfd_image(*dir, 26, kfd));
+	auto bare = carried_dump_id(*dir, kfd_image_name(26), kfd_image_name(26));
+	cr_assert_ok(bare);
+	cr_assert_not(bare->has_value());
+	const int fd = ::openat(dir->fd(), ".amdgpu-kfd-9.img.old-planted", O_CREAT | O_WRONLY, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(::write(fd, "no image\n", 9), 9);
+	::close(fd);
+	auto junk = carried_dump_id(*dir, ".amdgpu-kfd-9.img.old-planted", "amdgpu-kfd-9.img");
+	cr_assert(!junk.ok() || !junk->has_value());
+	cr_assert_not(kept_original("amdgpu-kfd-9.img").has_value());
+	cr_assert_not(kept_original(".amdgpu-kfd-9.img.tmp-0000abcd").has_value());
+	cr_assert_not(kept_original(".amdgpu-kfd-9.img.old-").has_value());
+}
+
+// Which task CRIU restores each EXT file in: the lowest pid of the tasks
+// whose fd table (ids-<pid>.img's files_id, fdinfo-<files_id>.img) holds it.
+Test(criu_images, the_lowest_pid_holding_an_ext_file_restores_it)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	// ids-<pid>.img: task_kobj_ids_entry (1 vm_id, 2 files_id, 3 fs_id).
+	auto ids = [](uint8_t files_id) {
+		Bytes out;
+		put32(out, 0x54564319);
+		put32(out, 0x54432030);
+		const Bytes m{0x08, 0x07, 0x10, files_id, 0x18, 0x09};
+		put32(out, static_cast<uint32_t>(m.size()));
+		out.insert(out.end(), m.begin(), m.end());
+		return out;
+	};
+	// fdinfo_entry: 1 id, 3 type (16 EXT, 1 REG).
+	auto fdinfo = [](const std::vector<std::pair<uint8_t, uint8_t>> &fds) {
+		Bytes out;
+		put32(out, 0x54564319);
+		put32(out, 0x56213732);
+		for (auto [id, type] : fds) {
+			const Bytes m{0x08, id, 0x10, 0x02, 0x18, type, 0x20, 0x05};
+			put32(out, static_cast<uint32_t>(m.size()));
+			out.insert(out.end(), m.begin(), m.end());
+		}
+		return out;
+	};
+	const CriuIdSet pids({42, 43, 44});
+	cr_assert(test::write_raw(tmp.file("ids-42.img"), ids(1)));
+	cr_assert(test::write_raw(tmp.file("ids-43.img"), ids(2)));
+	auto missing = read_ext_file_restorers(*dir, pids);
+	cr_assert_ok(missing);
+	cr_assert_not(missing->has_value(), "ids-44.img missing: nothing to tell");
+	cr_assert(test::write_raw(tmp.file("ids-44.img"), ids(2))); // shares 43's table
+	cr_assert(test::write_raw(tmp.file("fdinfo-1.img"), fdinfo({{25, 16}, {3, 1}, {26, 16}})));
+	cr_assert(test::write_raw(tmp.file("fdinfo-2.img"), fdinfo({{26, 16}, {27, 16}})));
+	auto r = read_ext_file_restorers(*dir, pids);
+	cr_assert_ok(r);
+	cr_assert(r->has_value());
+	const std::map<uint32_t, uint32_t> want{{25, 42}, {26, 42}, {27, 43}};
+	cr_assert(**r == want);
 }

@@ -158,3 +158,37 @@ Test(image_set, render_node_pages)
 	write_pages(*dir, drm_pages_image_name(17, 128, 2), img.bos[2].size + 4096);
 	cr_assert_not(validate_render_image_set(*dir, 17, img).ok());
 }
+
+Test(image_set, a_sealed_image_needs_its_own_dump_s_seal_on_each_pages_file)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	KfdImage img = test::sample_kfd_image();
+	const DumpId ours{0xaa}, earlier{0xbb};
+	img.binding = DumpBinding{ours, kId, true};
+	cr_assert(write_kfd_image(*dir, kId, img).ok());
+	std::string gpu_pages;
+	for (const auto &d : img.devices) {
+		if (!d.is_gpu())
+			continue;
+		const std::string name = kfd_pages_image_name(kId, d.gpu_id);
+		const uint64_t size = img.pages_size(d.gpu_id).value();
+		// The first GPU's pages file: of an earlier dump, the same size.
+		auto w = PagesWriter::create(*dir, name, size, gpu_pages.empty() ? earlier : ours);
+		cr_assert(w.ok());
+		const auto data = testcommon::pattern_bytes(size, size);
+		cr_assert(w->write(data.data(), data.size()).ok());
+		cr_assert(w->commit().ok());
+		if (gpu_pages.empty())
+			gpu_pages = name;
+	}
+	auto back = read_kfd_image(*dir, kId);
+	cr_assert(back.ok());
+	cr_assert(back->binding->pages_sealed);
+	expect_invalid(*dir, *back, gpu_pages, "sealed by dump bb");
+	// Without the seal flag (an image of a dump before seals) the same
+	// files pass: only sizes are checked.
+	back->binding->pages_sealed = false;
+	cr_assert_ok(validate_kfd_image_set(*dir, kId, *back));
+}

@@ -299,3 +299,51 @@ Test(image_stream, an_aborted_streamed_file_leaves_a_truncated_file_and_nothing_
 	cr_assert_eq(fake.files["amdgpu-pages-1-1.img"].size(), 8u + 5u);
 	cr_assert(tmp.names().empty());
 }
+
+Test(image_stream, a_sealed_pages_file_streams_its_seal_which_the_reader_checks)
+{
+	reset();
+	TempDir tmp;
+	const DumpId id{7, 7}, other{8};
+	const auto bos = testcommon::pattern_bytes(100000, 11);
+	const std::string pages = kfd_pages_image_name(4, 0xbeef);
+	{
+		ImageDir dir = streamed_dir(tmp, ImageStreamer::Mode::Capture);
+		auto w = PagesWriter::create(dir, pages, bos.size(), id);
+		cr_assert(w.ok());
+		cr_assert(w->write(bos.data(), bos.size()).ok());
+		cr_assert(w->commit().ok());
+	}
+	fake.join();
+	const auto captured = fake.files[pages];
+	cr_assert_eq(captured.size(), kImageHeaderSize + bos.size() + kPagesSealSize);
+	for (const auto &[seal, good] : {std::pair{std::optional<DumpId>(id), true},
+					 std::pair{std::optional<DumpId>(), true},
+					 std::pair{std::optional<DumpId>(other), false}}) {
+		fake.served.clear();
+		ImageDir dir = streamed_dir(tmp, ImageStreamer::Mode::Serve);
+		auto r = PagesReader::open(dir, pages, seal);
+		cr_assert(r.ok());
+		std::vector<uint8_t> got(bos.size());
+		auto st = r->read(got.data(), got.size());
+		cr_assert_eq(st.ok(), good, "%s", st.ok() ? "read" : st.error().message().c_str());
+		if (good)
+			cr_assert(r->seal() == id);
+		else
+			cr_assert(st.error().message().find(pages + ": sealed by dump 0707") != std::string::npos, "%s",
+				  st.error().message().c_str());
+		fake.join();
+	}
+	// A streamed file without a seal where the image requires one.
+	fake.files[pages] = framed(bos, bos.size());
+	fake.served.clear();
+	ImageDir dir = streamed_dir(tmp, ImageStreamer::Mode::Serve);
+	auto r = PagesReader::open(dir, pages, id);
+	cr_assert(r.ok());
+	std::vector<uint8_t> got(bos.size());
+	auto st = r->read(got.data(), got.size());
+	cr_assert_not(st.ok());
+	cr_assert(st.error().message().find(pages + ": not sealed") != std::string::npos, "%s",
+		  st.error().message().c_str());
+	fake.join();
+}

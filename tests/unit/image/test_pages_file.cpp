@@ -2,7 +2,9 @@
 // Pages files: the sink/source of the copy engine.
 #include <criterion/criterion.h>
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <csignal>
 #include <cstring>
@@ -283,4 +285,113 @@ Test(pages_file, a_unit_with_one_byte_of_data_is_written_whole)
 	auto raw = test::read_raw(tmp.file("z.img"));
 	cr_assert_eq(raw.size(), 8 + all.size());
 	cr_assert(std::equal(all.begin(), all.end(), raw.begin() + 8));
+}
+
+namespace {
+
+// A sealed pages file `name` of `data` in `dir`, sealed with `id`.
+void write_sealed(const ImageDir &dir, const std::string &name, const std::vector<uint8_t> &data, const DumpId &id)
+{
+	auto w = PagesWriter::create(dir, name, data.size(), id);
+	cr_assert(w.ok());
+	cr_assert(w->write(data.data(), data.size()).ok());
+	cr_assert(w->commit().ok());
+}
+
+std::string open_error(const ImageDir &dir, const std::string &name, std::optional<DumpId> seal)
+{
+	auto r = PagesReader::open(dir, name, seal);
+	cr_assert_not(r.ok(), "%s opened", name.c_str());
+	return r.error().message();
+}
+
+} // namespace
+
+Test(pages_file, a_sealed_file_reads_back_its_payload_and_identity_and_upstream_reads_the_header)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	const DumpId id{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+	const auto data = testcommon::pattern_bytes(200000, 4);
+	const std::string name = kfd_pages_image_name(7, 0x1234);
+	write_sealed(*dir, name, data, id);
+	auto raw = test::read_raw(tmp.file(name));
+	// Upstream's reader: the header announces the payload, the seal after it.
+	cr_assert_eq(raw.size(), kImageHeaderSize + data.size() + kPagesSealSize);
+	cr_assert_eq(decode_image_header(raw.data()), data.size());
+	cr_assert_eq(std::memcmp(raw.data() + kImageHeaderSize, data.data(), data.size()), 0);
+	for (const auto &seal : {std::optional<DumpId>(id), std::optional<DumpId>()}) {
+		auto r = PagesReader::open(*dir, name, seal);
+		cr_assert(r.ok(), "%s", r.ok() ? "" : r.error().message().c_str());
+		cr_assert_eq(r->payload_size(), data.size());
+		cr_assert(r->seal() == id);
+		std::vector<uint8_t> got(data.size());
+		cr_assert(r->read(got.data(), got.size()).ok());
+		cr_assert(got == data);
+	}
+}
+
+Test(pages_file, a_file_sealed_by_another_dump_renamed_or_unsealed_is_refused_naming_it)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	const DumpId ours{1}, theirs{2};
+	const auto data = testcommon::pattern_bytes(5000, 5);
+	write_sealed(*dir, "amdgpu-pages-3-1111.img", data, theirs);
+	auto msg = open_error(*dir, "amdgpu-pages-3-1111.img", ours);
+	cr_assert(msg.find("amdgpu-pages-3-1111.img: sealed by dump 02") != std::string::npos, "%s", msg.c_str());
+	cr_assert(msg.find("KFD_VERIFY=0") != std::string::npos, "%s", msg.c_str());
+
+	// Another file's seal (renamed): refused with or without an expectation.
+	cr_assert_eq(::renameat(dir->fd(), "amdgpu-pages-3-1111.img", dir->fd(), "amdgpu-pages-3-2222.img"), 0);
+	for (const auto &seal : {std::optional<DumpId>(theirs), std::optional<DumpId>()}) {
+		msg = open_error(*dir, "amdgpu-pages-3-2222.img", seal);
+		cr_assert(msg.find("amdgpu-pages-3-2222.img: sealed under another name") != std::string::npos, "%s",
+			  msg.c_str());
+	}
+
+	auto w = PagesWriter::create(*dir, "amdgpu-pages-4-1111.img", data.size());
+	cr_assert(w.ok());
+	cr_assert(w->write(data.data(), data.size()).ok());
+	cr_assert(w->commit().ok());
+	msg = open_error(*dir, "amdgpu-pages-4-1111.img", ours);
+	cr_assert(msg.find("amdgpu-pages-4-1111.img: not sealed") != std::string::npos, "%s", msg.c_str());
+	auto plain = PagesReader::open(*dir, "amdgpu-pages-4-1111.img");
+	cr_assert(plain.ok());
+	cr_assert_not(plain->seal().has_value());
+}
+
+Test(pages_file, an_open_ended_sealed_file_with_trailing_zeros_keeps_its_seal)
+{
+	TempDir tmp;
+	auto dir = ImageDir::open(tmp.path());
+	cr_assert(dir.ok());
+	const DumpId id{9};
+	std::vector<uint8_t> data(3 * kHoleUnit, 0);
+	data[10] = 1; // data, then a run of zeros up to the end (a hole)
+	// Not reserved (an incremental dump's file) and reserved (a
+	// deduplicated one's, cut to the payload at commit): the seal follows
+	// the payload the header announces, also after bytes taken back.
+	for (const bool reserve : {false, true}) {
+		const std::string name = reserve ? "reserved.img" : "grown.img";
+		auto w = PagesWriter::create_open_ended(*dir, name, data.size() + (4 << 20), reserve, id);
+		cr_assert(w.ok());
+		cr_assert(w->write(data.data(), data.size()).ok());
+		std::vector<uint8_t> dropped(kHoleUnit + 7, 0x5a); // a chunk stored elsewhere
+		cr_assert(w->write(dropped.data(), dropped.size()).ok());
+		cr_assert(w->retract(dropped.size()).ok());
+		cr_assert(w->commit().ok());
+		struct stat st = {};
+		cr_assert_eq(::fstatat(dir->fd(), name.c_str(), &st, 0), 0);
+		cr_assert_eq(static_cast<uint64_t>(st.st_size), kImageHeaderSize + data.size() + kPagesSealSize,
+			     "%s: %lld bytes", name.c_str(), static_cast<long long>(st.st_size));
+		auto r = PagesReader::open(*dir, name, id);
+		cr_assert(r.ok(), "%s", r.ok() ? "" : r.error().message().c_str());
+		cr_assert_eq(r->payload_size(), data.size());
+		std::vector<uint8_t> got(data.size(), 0xff);
+		cr_assert(r->read(got.data(), got.size()).ok());
+		cr_assert(got == data);
+	}
 }

@@ -93,6 +93,33 @@ void must(const Status &st)
 		_exit(5);
 }
 
+// In the forked "CRIU": forks a restored "task" that reports itself to the
+// guardian through `channel` and then waits to be killed; returns its pid
+// once the report is sent (the task says so through a pipe), so that a
+// message sent after this reaches the guardian after the report.
+pid_t reported_task(int channel)
+{
+	int p[2];
+	if (pipe(p) != 0)
+		_exit(8);
+	const pid_t t = fork();
+	if (t == 0) {
+		close(p[0]);
+		const char sent = 1;
+		if (!Guardian::report_task(channel) || write(p[1], &sent, 1) != 1)
+			_exit(4);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	char b;
+	const bool ok = t > 0 && read(p[0], &b, 1) == 1;
+	close(p[0]);
+	if (!ok)
+		_exit(8);
+	return t;
+}
+
 // "CRIU": runs `body` with a started guardian in a forked process, which
 // writes the guardian's pid (and up to two more) to a pipe; then ends as
 // `body` returns (0: _exit(0) after finish(), 1: SIGKILL without it; 2:
@@ -217,16 +244,8 @@ Test(guardian, a_killed_restore_kills_the_tasks_not_resumed)
 {
 	Scratch s;
 	FakeCriu c(Guardian::Stage::Restore, s.fd, [&](Guardian &g, pid_t *out) {
-		for (int i = 0; i < 2; i++) {
-			out[i] = fork();
-			if (out[i] == 0) {
-				if (!Guardian::report_task(g.channel()))
-					_exit(4);
-				for (;;)
-					pause();
-			}
-		}
-		std::this_thread::sleep_for(std::chrono::milliseconds(100)); // both reported
+		for (int i = 0; i < 2; i++)
+			out[i] = reported_task(g.channel());
 		must(g.resumed(out[1]));
 		return 1;
 	});
@@ -248,14 +267,7 @@ Test(guardian, a_restore_guardian_ends_once_every_task_is_resumed)
 {
 	Scratch s;
 	FakeCriu c(Guardian::Stage::Restore, s.fd, [&](Guardian &g, pid_t *out) {
-		out[0] = fork();
-		if (out[0] == 0) {
-			if (!Guardian::report_task(g.channel()))
-				_exit(4);
-			for (;;)
-				pause();
-		}
-		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		out[0] = reported_task(g.channel());
 		must(g.resumed(out[0]));
 		for (int i = 0; i < 2000 && alive(g.pid()); i++) // it ends by itself
 			std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -300,14 +312,7 @@ void killed_session(const Scratch &s, Guardian::Stage stage)
 			must(g.temp_file(".amdgpu-pages-1-a6cc.img.tmp-0001"));
 			return 1;
 		}
-		out[0] = fork();
-		if (out[0] == 0) {
-			if (!Guardian::report_task(g.channel()))
-				_exit(4);
-			for (;;)
-				pause();
-		}
-		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		out[0] = reported_task(g.channel());
 		return 1;
 	});
 	cr_assert(WIFSIGNALED(wait_end(c.criu)));

@@ -5,6 +5,7 @@
 // and whether the checkpointed GPUs fit onto this machine's.
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -294,4 +295,48 @@ Test(restore_init, task_without_dev_kfd_is_refused_naming_it, .init = amdcr::tes
 		  err.c_str());
 	cr_expect(err.find("the container runtime must pass it in (--device " + kfd + "; in an OCI spec: linux.devices") != std::string::npos,
 		  "%s", err.c_str());
+}
+
+// A task CRIU forks inherits the TaskRestore of its parent (CRIU's main
+// process, or its parent task), then closes every fd it inherited
+// (close_old_fds) before its files are restored: it must restore with
+// render files of its own, not the numbers its parent opened. Here the
+// parent restores render image 9 first, then a forked task does, after
+// closing the render node files it inherited.
+Test(restore_init, a_forked_task_restores_into_render_files_of_its_own)
+{
+	Scratch s;
+	write_checkpoint(s, "2xmi210", 7);
+	auto ckpt = parse_topology(fixture("2xmi210"));
+	RenderNodeImage rimg;
+	rimg.id = 9;
+	rimg.gpu_id = ckpt->gpus().back()->gpu_id;
+	rimg.drm_render_minor = ckpt->gpus().back()->drm_render_minor;
+	ImageDir dir = ImageDir::borrow(s.images.get());
+	cr_assert(write_render_image(dir, 9, rimg).ok());
+	RestoreSession r(s.env("2xmi210-other"));
+	cr_assert_eq(r.prepare(), 0);
+	const std::string dri = (s.root / "dev/dri").string();
+	auto is_render_file = [&](int fd) {
+		char link[512] = {};
+		return readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), link, sizeof(link) - 1) > 0 &&
+		       std::string(link).rfind(dri, 0) == 0;
+	};
+	const int first = r.restore_ext_file(9, nullptr);
+	cr_assert_geq(first, 0, "render node restore failed in the parent: %d", first);
+	close(first);
+
+	const pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		for (const auto &e : fs::directory_iterator("/proc/self/fd")) // as close_old_fds
+			if (const int fd = std::stoi(e.path().filename()); is_render_file(fd))
+				close(fd);
+		const int fd = r.restore_ext_file(9, nullptr);
+		_exit(fd >= 0 && is_render_file(fd) ? 0 : 1);
+	}
+	int status = 0;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "the forked task's restore of the render file failed (status 0x%x)", status);
 }

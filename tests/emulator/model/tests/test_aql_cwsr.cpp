@@ -12,6 +12,7 @@
 // damaged control stack stopping the restored queue with an error naming it.
 #include "harness.h"
 #include "shader/dispatch.h"
+#include "shader/state.h"
 
 #include <criterion/criterion.h>
 
@@ -259,7 +260,8 @@ shader::SaveSummary check_saved_mid_flight(Proc &p)
 	cr_assert(shader::Dispatch::describe(stack, &s), "a saved dispatch in the control stack (%u bytes)",
 		  w.ctl_stack_used_size);
 	cr_assert_eq(s.groups, kGroups);
-	cr_assert(s.waves == kGroupSize / 64 && s.groups_done > 0 && s.groups_done < kGroups,
+	cr_assert(s.waves == shader::kGroupsInFlight * kGroupSize / 64 && s.groups_done > 0 &&
+			  s.groups_done + shader::kGroupsInFlight < kGroups,
 		  "mid-flight: %u waves saved, %llu of %llu workgroups done", s.waves,
 		  static_cast<unsigned long long>(s.groups_done), static_cast<unsigned long long>(s.groups));
 	cr_assert_eq(w.save_area_used_size, s.area_bytes);
@@ -338,7 +340,8 @@ Test(aql_cwsr, waves_saved_mid_flight_resume_after_a_restore_on_another_gpu)
 	auto dst = checkpoint_and_restore(h);
 	cr_assert(wait_done(h), "the restored queue finishes the dispatch and the barrier behind it");
 	cr_assert_eq(dst->queues_field("resumes"), 1u, "the restored queue resumed the saved waves");
-	cr_assert_eq(dst->queues_field("waves"), kGroupSize / 64);
+	cr_assert_eq(dst->queues_field("waves"), shader::kGroupsInFlight * kGroupSize / 64,
+		     "the waves of every workgroup in flight");
 	check_result(h);
 	cr_assert_lt(dst->queues_field("instructions"), 1700000u, "only what was left ran after the restore");
 	dst.reset();

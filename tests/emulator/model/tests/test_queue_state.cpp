@@ -4,7 +4,9 @@
 // queue inactive and giving the ring back runs what was rung meanwhile;
 // SET_CU_MASK stores the mask per queue (pairs of CUs from GFX 10 on);
 // ALLOC_QUEUE_GWS gives a GPU's GWS to one queue per process;
-// GET_QUEUE_WAVE_STATE reads a stopped compute queue's MQD. The CRIU
+// GET_QUEUE_WAVE_STATE reads a stopped compute queue's MQD; with the
+// machine's queue_size_checks CREATE_QUEUE checks the CWSR sizes as Linux
+// 6.12 does. The CRIU
 // round trip of these states is in test_criu.cpp.
 #include "harness.h"
 
@@ -220,6 +222,46 @@ Test(queue_state, create_queue_checks_its_arguments_in_kfds_order)
 	cr_assert_eq(create([&](CreateQueue &q) { q.gpu_id = 0x9999; }), -EINVAL, "unknown GPU");
 	cr_assert_eq(create([&](CreateQueue &q) { q.read_pointer_address = 0, q.write_pointer_address = 0; }), 0,
 		     "NULL pointers pass access_ok");
+}
+
+// With the machine's queue_size_checks (Linux 6.12's
+// kfd_queue_acquire_buffers), a compute queue's EOP buffer, control stack
+// and CWSR area sizes must be the GPU's (the EOP's from kfd_cwsr_sizes,
+// the others the node's cwsr_size and ctl_stack_size: on this MI100-like
+// node 4096, 0x9000 and 73273344), each EINVAL otherwise; an SDMA queue is
+// not checked. Without the checks
+// any sizes pass.
+Test(queue_state, create_queue_checks_the_cwsr_sizes_against_the_gpu_as_linux_6_12)
+{
+	MachineDesc machine = make_machine({G0});
+	machine.nodes[1].properties.push_back({"cwsr_size", 73273344});
+	machine.nodes[1].properties.push_back({"ctl_stack_size", 0x9000});
+	machine.queue_size_checks = true;
+	App app(machine);
+	auto create = [&](auto change) {
+		CreateQueue q = app.queue_args(QUEUE_COMPUTE_AQL);
+		q.eop_buffer_address = addr(app.h->pad), q.eop_buffer_size = 4096;
+		q.ctx_save_restore_address = addr(app.h->pad), q.ctx_save_restore_size = 73273344;
+		q.ctl_stack_size = 0x9000;
+		change(q);
+		return app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q);
+	};
+	cr_assert_eq(create([](CreateQueue &) {}), 0, "the GPU's sizes");
+	cr_assert_eq(create([](CreateQueue &q) { q.eop_buffer_size = 8192; }), -EINVAL, "EOP buffer");
+	cr_assert_eq(create([](CreateQueue &q) { q.eop_buffer_address = 0, q.eop_buffer_size = 8192; }), 0,
+		     "no EOP buffer, no EOP check");
+	cr_assert_eq(create([](CreateQueue &q) { q.ctl_stack_size = 0x18000; }), -EINVAL, "control stack");
+	cr_assert_eq(create([](CreateQueue &q) { q.ctx_save_restore_address = 0, q.ctx_save_restore_size = 0,
+						 q.ctl_stack_size = 0; }), -EINVAL, "a compute queue needs them");
+	cr_assert_eq(create([](CreateQueue &q) { q.ctx_save_restore_size = 73273344 + 4096; }), -EINVAL,
+		     "CWSR area (6.12: exactly the node's)");
+	cr_assert_eq(create([](CreateQueue &q) { q.queue_type = QUEUE_COMPUTE, q.ctl_stack_size = 0x1000; }),
+		     -EINVAL, "a PM4 compute queue too");
+	cr_assert_eq(create([](CreateQueue &q) { q.queue_type = QUEUE_SDMA, q.ctl_stack_size = 1; }), 0, "SDMA");
+	App unchecked;
+	CreateQueue q = unchecked.queue_args(QUEUE_COMPUTE_AQL);
+	q.ctl_stack_size = 0x18000;
+	cr_assert_eq(unchecked.rig.kfd(unchecked.c, unchecked.kfd, CREATE_QUEUE, &q), 0, "without the checks");
 }
 
 // kfd_chardev.c (Linux 6.15, KFD_MIN_QUEUE_RING_SIZE): a ring size is 0 or

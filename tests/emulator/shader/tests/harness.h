@@ -8,6 +8,8 @@
 
 #include <elf.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -163,11 +165,17 @@ struct Result {
 	std::string why;
 	uint64_t fault_va = 0, instructions = 0, lane_ops = 0;
 	std::string error;	// start() refused
+	SaveSummary saved;	// with cwsr_at: what the save held
 };
 
 // Runs `kd` over the grid to its end, `budget` wave-instructions a call.
+// With `cwsr_at`, once that many have run the dispatch is saved
+// (Dispatch::save), dropped, and a new one resumed from the save
+// (Dispatch::resume), as a CRIU pause and a restore do; a save or resume
+// that fails ends the run with its reason in `error`.
+// With `limit`, a dispatch still Running after that many is left so.
 inline Result run(FakeMemory &m, Target t, uint64_t kd, const Grid &g, const Args &args,
-		  uint64_t budget = 10000)
+		  uint64_t budget = 10000, uint64_t cwsr_at = 0, uint64_t limit = 0)
 {
 	uint8_t desc[64];
 	m.read(kd, desc, sizeof(desc));
@@ -197,11 +205,54 @@ inline Result run(FakeMemory &m, Target t, uint64_t kd, const Grid &g, const Arg
 		r.status = Dispatch::Status::IllegalInstruction;
 		return r;
 	}
-	while ((r.status = d->run(m, budget)) == Dispatch::Status::Running) {
+	if (cwsr_at) {
+		while ((r.status = d->run(m, cwsr_at - d->instructions())) == Dispatch::Status::Running &&
+		       d->instructions() < cwsr_at) {
+		}
+		WaveSave save;
+		if (!d->save(&save, &r.error) || !Dispatch::describe(save.control, &r.saved))
+			return r.error = "save: " + r.error, r;
+		d = Dispatch::resume(l, m, save, &r.error);
+		if (!d)
+			return r.error = "resume: " + r.error, r;
+	}
+	while ((r.status = d->run(m, budget)) == Dispatch::Status::Running && (!limit || d->instructions() < limit)) {
 	}
 	r.why = d->why(), r.fault_va = d->fault_va();
 	r.instructions = d->instructions(), r.lane_ops = d->lane_ops();
 	return r;
+}
+
+// binary16 for the f16 checks, written independently of the executor's
+// conversions: a half's value, and a value rounded to the nearest binary16
+// (ties to even) through frexp/ldexp; NaNs come out as 0x7e00.
+inline long double half_value(uint32_t a)
+{
+	const uint32_t e = a >> 10 & 31, m = a & 0x3ff;
+	const long double v = e == 31 ? (m ? NAN : INFINITY)
+				      : e ? std::ldexp(1024.0L + m, int(e) - 25) : std::ldexp((long double)m, -24);
+	return a & 0x8000 ? -v : v;
+}
+
+inline uint32_t to_half(long double v)
+{
+	const uint32_t sign = std::signbit(v) ? 0x8000 : 0;
+	v = std::fabs(v);
+	if (std::isnan(v))
+		return 0x7e00;
+	int e;
+	std::frexp(v, &e);  // v = f * 2^e, f in [0.5, 1)
+	const int q = std::max(e - 11, -24);  // the quantum: 11 significant bits, or 2^-24
+	const long double back = std::ldexp(std::nearbyint(std::ldexp(v, -q)), q);  // ties to even
+	if (back >= 65520.0L || std::isinf(v))
+		return sign | 0x7c00;
+	if (back == 0)
+		return sign;
+	int e2;
+	std::frexp(back, &e2);
+	if (e2 - 1 < -14)  // subnormal
+		return sign | uint32_t(std::ldexp(back, 24));
+	return sign | uint32_t(e2 - 1 + 15) << 10 | (uint32_t(std::ldexp(back, 11 - e2)) & 0x3ff);
 }
 
 // --- checks ---------------------------------------------------------------------

@@ -3,6 +3,7 @@
 // at build time for gfx908 and gfx90a by Debian's clang-15 (HIP). Products
 // are explicit fmaf, so that the CPU reference does not depend on which
 // multiply-adds the compiler contracts.
+#include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
 
 extern "C" __global__ void saxpy(float a, const float *x, float *y, int n)
@@ -70,4 +71,75 @@ extern "C" __global__ void private_array(const double *in, double *out, int n)
 	for (int k = 0; k < 24; k++)
 		s += v[(k * 7 + i) % 24] / (k + 3.0);
 	out[i] = s;
+}
+
+// Values parked in AccVGPRs (v_accvgpr_write/read, as compiled code keeps
+// MFMA accumulators and, on gfx908, spilled VGPRs; v_accvgpr_mov_b32 on
+// gfx90a) across a loop of `rounds`: `keep` stays in an AGPR the whole
+// time, `h` goes through one every round.
+extern "C" __global__ void agpr_carry(const unsigned *in, unsigned *out, int n, int rounds)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	unsigned x = in[i], keep, h, t;
+	asm volatile("v_accvgpr_write_b32 %0, %1" : "=a"(keep) : "v"(x ^ 0x5bd1e995u));
+	asm volatile("v_accvgpr_write_b32 %0, %1" : "=a"(h) : "v"(x));
+	for (int r = 0; r < rounds; r++) {
+		asm volatile("v_accvgpr_read_b32 %0, %1" : "=v"(t) : "a"(h));
+		t = t * 0x19660du + 0x3c6ef35fu + r;
+#if defined(__gfx90a__)
+		unsigned u;
+		asm volatile("v_accvgpr_write_b32 %0, %1" : "=a"(u) : "v"(t));
+		asm volatile("v_accvgpr_mov_b32 %0, %1" : "=a"(h) : "a"(u));
+#else
+		asm volatile("v_accvgpr_write_b32 %0, %1" : "=a"(h) : "v"(t));
+#endif
+	}
+	asm volatile("v_accvgpr_read_b32 %0, %1" : "=v"(t) : "a"(h));
+	asm volatile("v_accvgpr_read_b32 %0, %1" : "=v"(x) : "a"(keep));
+	out[i] = t ^ x;
+}
+
+// Byte and 16-bit arithmetic as hipcc compiles it for GFX9: SDWA forms
+// (a byte of a register as an operand) and the 16-bit ALU
+// (v_mad_legacy_u16, v_ashrrev_i16).
+extern "C" __global__ void narrow(const unsigned *in, unsigned *out, const unsigned char *b, unsigned char *bo,
+				  const short *h, short *ho, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	out[i] = (in[i] % 256) * 3 + (unsigned char)(in[i] >> 8) + (unsigned short)(in[i] >> 3);
+	bo[i] = (unsigned char)(b[i] * 7 + b[(i + 1) % n]);
+	ho[i] = (short)(h[i] * h[i] - 3) >> 1;
+}
+
+// Half precision (hip_fp16.h): a sum, a product and a fused multiply-add,
+// each stored, so that none is contracted into another.
+extern "C" __global__ void halves(const __half *a, const __half *b, const __half *c, __half *s, __half *p, __half *f,
+				  int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	s[i] = __hadd(a[i], b[i]);
+	p[i] = __hmul(a[i], b[i]);
+	f[i] = __hfma(a[i], b[i], c[i]);
+}
+
+// Workgroup 0 waits for a flag workgroup 1 sets: finishes only when
+// several workgroups of a dispatch are in flight at once.
+extern "C" __global__ void handshake(int *flag, int *out)
+{
+	if (threadIdx.x != 0)
+		return;
+	if (blockIdx.x == 0) {
+		while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 0) {
+		}
+		out[0] = 1;
+	} else if (blockIdx.x == 1) {
+		__atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+		out[1] = 2;
+	}
 }

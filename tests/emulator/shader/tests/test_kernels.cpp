@@ -6,7 +6,8 @@
 // same computation on the CPU, bit for bit where the ISA defines the
 // rounding: saxpy over a partial workgroup, an LDS tree reduction with
 // barriers, a tiled matrix multiply over a 2D grid, global atomics, a
-// private (scratch) array with f64 division; then the failure paths: a
+// private (scratch) array with f64 division, values kept in AccVGPRs (also
+// across a CWSR save and resume mid-dispatch); then the failure paths: a
 // VM fault, a userptr buffer, a dispatch resumed across many budget calls.
 #include <cmath>
 #include <cstdint>
@@ -168,6 +169,126 @@ void private_array(const Arch &a)
 	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, n);
 }
 
+// AccVGPRs carried across a loop (kernels.hip's agpr_carry); with
+// `cwsr_at`, the dispatch saved mid-flight (its waves holding values only in
+// AGPRs) and resumed from the save: the result is the CPU's either way.
+void agpr_carry(const Arch &a, uint64_t cwsr_at)
+{
+	Rig r(a);
+	const int n = 4000, rounds = 40;
+	r.m.map(kA, n * 4), r.m.map(kB, n * 4);
+	std::vector<uint32_t> in(n);
+	uint32_t s = 6;
+	for (uint32_t &v : in)
+		v = lcg(s);
+	std::memcpy(r.m.bytes(kA), in.data(), n * 4);
+	Grid g;
+	g.grid[0] = (n + 255) / 256 * 256, g.wg[0] = 256;
+	Result res = run(r.m, r.t, r.kd("agpr_carry"), g, Args().add(kA).add(kB).add(n).add(rounds), 10000, cwsr_at);
+	SHADER_CHECK(res.status == Dispatch::Status::Done && res.error.empty(), "%s: %s %s %s", a.name,
+		     status_name(res.status), res.why.c_str(), res.error.c_str());
+	if (cwsr_at)
+		SHADER_CHECK(res.saved.waves >= 4 && res.saved.groups_done > 0 &&
+				     res.saved.groups_done + res.saved.waves / 4 < res.saved.groups,
+			     "%s: saved mid-flight: %u waves, %llu of %llu workgroups done", a.name, res.saved.waves,
+			     static_cast<unsigned long long>(res.saved.groups_done),
+			     static_cast<unsigned long long>(res.saved.groups));
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		uint32_t h = in[i];
+		for (int k = 0; k < rounds; k++)
+			h = h * 0x19660du + 0x3c6ef35fu + static_cast<uint32_t>(k);
+		const uint32_t want = h ^ in[i] ^ 0x5bd1e995u;
+		if (r.m.at<uint32_t>(kB)[i] != want && bad++ < 3)
+			std::printf("  [%d] %#x, CPU %#x\n", i, r.m.at<uint32_t>(kB)[i], want);
+	}
+	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, n);
+}
+
+// kernels.hip's narrow: bytes and shorts as hipcc compiles them (SDWA
+// operands, the 16-bit ALU), against the same C++ on the CPU.
+void narrow(const Arch &a)
+{
+	Rig r(a);
+	const int n = 777;
+	constexpr uint64_t kE = 0x500000000ull, kF = 0x600000000ull;
+	r.m.map(kA, n * 4), r.m.map(kB, n * 4), r.m.map(kC, n), r.m.map(kD, n), r.m.map(kE, n * 2), r.m.map(kF, n * 2);
+	std::vector<uint32_t> in(n);
+	std::vector<uint8_t> b(n);
+	std::vector<int16_t> h(n);
+	uint32_t s = 7;
+	for (int i = 0; i < n; i++)
+		in[i] = lcg(s), b[i] = static_cast<uint8_t>(lcg(s) >> 24), h[i] = static_cast<int16_t>(lcg(s) >> 16);
+	std::memcpy(r.m.bytes(kA), in.data(), n * 4), std::memcpy(r.m.bytes(kC), b.data(), n);
+	std::memcpy(r.m.bytes(kE), h.data(), n * 2);
+	Grid g;
+	g.grid[0] = (n + 127) / 128 * 128, g.wg[0] = 128;
+	Result res = run(r.m, r.t, r.kd("narrow"), g, Args().add(kA).add(kB).add(kC).add(kD).add(kE).add(kF).add(n));
+	SHADER_CHECK(res.status == Dispatch::Status::Done, "%s: %s %s %s", a.name, status_name(res.status),
+		     res.why.c_str(), res.error.c_str());
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		const uint32_t o = (in[i] % 256) * 3 + static_cast<uint8_t>(in[i] >> 8) + static_cast<uint16_t>(in[i] >> 3);
+		const auto bo = static_cast<uint8_t>(b[i] * 7 + b[(i + 1) % n]);
+		const auto ho = static_cast<int16_t>(static_cast<int16_t>(h[i] * h[i] - 3) >> 1);
+		const bool ok = r.m.at<uint32_t>(kB)[i] == o && r.m.at<uint8_t>(kD)[i] == bo && r.m.at<int16_t>(kF)[i] == ho;
+		if (!ok && bad++ < 3)
+			std::printf("  [%d] %#x %#x %d, CPU %#x %#x %d\n", i, r.m.at<uint32_t>(kB)[i], r.m.at<uint8_t>(kD)[i],
+				    r.m.at<int16_t>(kF)[i], o, bo, ho);
+	}
+	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, n);
+}
+
+// kernels.hip's halves: binary16 sums, products and fmas (v_add_f16,
+// v_mul_f16, v_fma_f16) against the CPU's correctly rounded ones.
+void halves(const Arch &a)
+{
+	Rig r(a);
+	const int n = 1000;
+	const uint64_t in[3] = {kA, kB, kC}, out[3] = {kD, 0x500000000ull, 0x600000000ull};
+	std::vector<uint16_t> v[3];
+	uint32_t s = 8;
+	for (int k = 0; k < 3; k++) {
+		r.m.map(in[k], n * 2), r.m.map(out[k], n * 2);
+		for (int i = 0; i < n; i++)
+			v[k].push_back(static_cast<uint16_t>(to_half(frand(s) * (k == 2 ? 8.0f : 40.0f))));
+		std::memcpy(r.m.bytes(in[k]), v[k].data(), n * 2);
+	}
+	Grid g;
+	g.grid[0] = (n + 255) / 256 * 256, g.wg[0] = 256;
+	Args args;
+	for (uint64_t va : {in[0], in[1], in[2], out[0], out[1], out[2]})
+		args.add(va);
+	Result res = run(r.m, r.t, r.kd("halves"), g, args.add(n));
+	SHADER_CHECK(res.status == Dispatch::Status::Done, "%s: %s %s %s", a.name, status_name(res.status),
+		     res.why.c_str(), res.error.c_str());
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		const long double x = half_value(v[0][i]), y = half_value(v[1][i]), z = half_value(v[2][i]);
+		const uint32_t want[3] = {to_half(x + y), to_half(x * y), to_half(std::fmal(x, y, z))};
+		for (int k = 0; k < 3; k++)
+			if (r.m.at<uint16_t>(out[k])[i] != want[k] && bad++ < 3)
+				std::printf("  [%d] output %d: %#x, CPU %#x\n", i, k, r.m.at<uint16_t>(out[k])[i], want[k]);
+	}
+	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, 3 * n);
+}
+
+// kernels.hip's handshake: workgroup 0 spins until workgroup 1 sets a
+// flag, which needs both in flight at once (kGroupsInFlight); run one
+// after another it would spin forever (bounded here at 2 M
+// wave-instructions).
+void handshake(const Arch &a)
+{
+	Rig r(a);
+	r.m.map(kA, 4), r.m.map(kB, 8);
+	Grid g;
+	g.grid[0] = 8 * 64, g.wg[0] = 64;
+	Result res = run(r.m, r.t, r.kd("handshake"), g, Args().add(kA).add(kB), 10000, 0, 2000000);
+	SHADER_CHECK(res.status == Dispatch::Status::Done && r.m.at<int>(kB)[0] == 1 && r.m.at<int>(kB)[1] == 2,
+		     "%s: %s after %llu wave-instructions, out %d %d", a.name, status_name(res.status),
+		     static_cast<unsigned long long>(res.instructions), r.m.at<int>(kB)[0], r.m.at<int>(kB)[1]);
+}
+
 // y unmapped: the first store faults, at y's VA.
 void vm_fault(const Arch &a)
 {
@@ -229,6 +350,13 @@ int main()
 		cases().add(n + ": tiled matmul on a 2D grid, bit-exact", [&] { matmul(a); });
 		cases().add(n + ": global atomics (add, max) match the CPU", [&] { atomics(a); });
 		cases().add(n + ": private array (scratch) and f64 division, bit-exact", [&] { private_array(a); });
+		cases().add(n + ": values carried in AccVGPRs (v_accvgpr_write/read/mov)", [&] { agpr_carry(a, 0); });
+		cases().add(n + ": waves holding AccVGPR values saved mid-dispatch (CWSR) and resumed",
+			    [&] { agpr_carry(a, 8000); });
+		cases().add(n + ": bytes and shorts (SDWA, 16-bit ALU) match the CPU", [&] { narrow(a); });
+		cases().add(n + ": half precision (v_add/mul/fma_f16) matches the CPU, bit-exact", [&] { halves(a); });
+		cases().add(n + ": workgroups of one dispatch in flight together (one waits for another)",
+			    [&] { handshake(a); });
 		cases().add(n + ": a store to unmapped memory is a VM fault at its VA", [&] { vm_fault(a); });
 		cases().add(n + ": a dispatch resumed one wave-instruction at a time", [&] { resumable(a); });
 		cases().add(n + ": bad packets and descriptors are refused with the reason", [&] { bad_packet(a); });

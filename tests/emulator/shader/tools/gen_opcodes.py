@@ -57,14 +57,17 @@ def probes():
             (words(0x7E000000 | op << 9), {}))
     for op in range(256):  # VOPC
         add("VOPC", op, (words(0x7C000000 | op << 17 | 24 << 9 | 272), {"A": 16, "B": 24}))
-    for op in range(1024):  # VOP3: vdst 8, src 16/24/32, sdst (VOP3b) s[0:1]
+    # VOP3: vdst 8, src 16/24/32, sdst (VOP3b) s[0:1]. Opcodes from 0x380
+    # on are VOP3P's space (bits 31:23 0x1a7), probed below as VOP3P.
+    for op in range(0x380):
         f = {"D": 8, "A": 16, "B": 24, "C": 32, "E": 0}
         add("VOP3", op, *[(words(0xD0000000 | op << 16 | 8, srcs), f)
                           for srcs in (272 | 280 << 9 | 288 << 18, 272 | 280 << 9, 272, 0)])
-    for op in range(128):  # VOP3P, op_sel_hi all set (the default) or clear (MAI)
+    for op in range(128):  # VOP3P, op_sel_hi all set (the default) or clear (MAI);
+        # one source for v_accvgpr_read/write
         f = {"D": 8, "A": 16, "B": 24, "C": 32}
         add("VOP3P", op, *[(words(0xD3800000 | op << 16 | hi << 14 | 8, srcs | (3 * hi) << 27), f)
-                           for hi in (1, 0) for srcs in (272 | 280 << 9 | 288 << 18, 272 | 280 << 9)])
+                           for hi in (1, 0) for srcs in (272 | 280 << 9 | 288 << 18, 272 | 280 << 9, 272)])
     for op in range(256):  # DS: vdst 8, addr 16, data0 24, data1 32
         # and with the gds bit (16), which the GWS opcodes (ds_gws_init...)
         # require: LLVM rejects them without it. The disassembler prints
