@@ -6,7 +6,8 @@
 // a dump of two processes on two GPUs holding the same data writes each
 // distinct chunk once and restores every byte; without duplicates the
 // pages files are byte for byte a plain dump's; a damaged or missing
-// source is refused naming the file, the chunk and the BOs using it.
+// source is refused naming the file, the chunk and the BOs using it, and
+// so is one of another dump (its seal, image/pages_file.h).
 #include <criterion/criterion.h>
 
 #include <fcntl.h>
@@ -42,11 +43,15 @@ namespace {
 constexpr uint32_t kChunk = 4096;
 constexpr uint32_t kGpus[] = {0x1111, 0x2222};
 
-// A checkpoint directory under $TMPDIR, removed with its files.
+// A checkpoint directory under $TMPDIR, removed with its files, and the
+// identity of the one dump writing it.
 class Dir {
 public:
 	Dir()
 	{
+		auto drawn = new_dump_id();
+		cr_assert_ok(drawn);
+		dump_id = *drawn;
 		const char *base = std::getenv("TMPDIR");
 		std::string tmpl = std::string(base && *base ? base : "/tmp") + "/amdcr-dedup-XXXXXX";
 		std::vector<char> buf(tmpl.begin(), tmpl.end());
@@ -63,6 +68,7 @@ public:
 	}
 	const std::string &path() const { return path_; }
 	std::string file(const std::string &name) const { return path_ + "/" + name; }
+	DumpId dump_id{};
 
 private:
 	std::string path_;
@@ -83,14 +89,13 @@ struct Memory {
 };
 
 // The plugin's dump at the image layer: each GPU's BOs through a DeltaSink
-// (deduplicated against `index` when given) in 1000-byte writes, then the
-// KFD image. Returns the payload bytes written.
-uint64_t dump(const std::string &path, int id, Memory m, ChunkIndex *index)
+// (deduplicated against `index` when given) in 1000-byte writes into pages
+// files sealed with d's dump identity, then the KFD image. Returns the
+// payload bytes written.
+uint64_t dump(const Dir &d, int id, Memory m, ChunkIndex *index)
 {
-	auto dir = ImageDir::open(path);
+	auto dir = ImageDir::open(d.path());
 	cr_assert_ok(dir);
-	auto dump_id = new_dump_id();
-	cr_assert_ok(dump_id);
 	uint64_t written = 0;
 	for (uint32_t gpu : kGpus) {
 		std::vector<size_t> idx;
@@ -103,8 +108,8 @@ uint64_t dump(const std::string &path, int id, Memory m, ChunkIndex *index)
 				stream.insert(stream.end(), bytes.begin(), bytes.end());
 			}
 		const std::string name = kfd_pages_image_name(id, gpu);
-		auto w = index ? PagesWriter::create_open_ended(*dir, name, stream.size(), true)
-			       : PagesWriter::create(*dir, name, stream.size());
+		auto w = index ? PagesWriter::create_open_ended(*dir, name, stream.size(), true, d.dump_id)
+			       : PagesWriter::create(*dir, name, stream.size(), d.dump_id);
 		cr_assert_ok(w);
 		DeltaDedup dd;
 		if (index) {
@@ -125,7 +130,7 @@ uint64_t dump(const std::string &path, int id, Memory m, ChunkIndex *index)
 		cr_assert_ok(w->commit());
 		written += d->written_bytes;
 	}
-	m.img.binding = DumpBinding{*dump_id, static_cast<uint32_t>(id)};
+	m.img.binding = DumpBinding{d.dump_id, static_cast<uint32_t>(id), true};
 	cr_assert_ok(write_kfd_image(*dir, id, m.img));
 	return written;
 }
@@ -151,7 +156,7 @@ Result<std::map<size_t, std::vector<uint8_t>>> restore(const std::string &path, 
 		if (auto c = pages->find(gpu); c != pages->end()) {
 			src = &split.emplace(*dir, c->second);
 		} else {
-			auto r = PagesReader::open_kfd(*dir, id, gpu);
+			auto r = PagesReader::open_kfd(*dir, id, gpu, pages_seal(img->binding));
 			if (!r)
 				return std::move(r).error();
 			src = &whole.emplace(std::move(*r));
@@ -276,8 +281,8 @@ Test(dedup, replicas_on_two_gpus_and_two_processes_are_written_once_and_restored
 	// Process b: BO 0 is a's BO 0 (a replica in another process).
 	b.contents[0] = a.contents[0];
 	ChunkIndex index;
-	const uint64_t wa = dump(d.path(), 5, a, &index);
-	const uint64_t wb = dump(d.path(), 6, b, &index);
+	const uint64_t wa = dump(d, 5, a, &index);
+	const uint64_t wb = dump(d, 6, b, &index);
 	cr_assert_eq(wa, (512 + 1) * kChunk, "a wrote %" PRIu64, wa);
 	cr_assert_eq(wb, (1 + 3) * kChunk, "b wrote %" PRIu64, wb);
 	auto dir = ImageDir::open(d.path());
@@ -299,12 +304,13 @@ Test(dedup, replicas_on_two_gpus_and_two_processes_are_written_once_and_restored
 Test(dedup, without_duplicates_the_files_are_a_plain_dumps)
 {
 	Dir plain, dedup;
+	dedup.dump_id = plain.dump_id; // the same seals: the same bytes expected
 	Memory a(100, 10);
 	a.contents[1].assign(kChunk, 0); // chunks of zeros repeat but are never deduplicated
 	a.contents[3].assign(3 * kChunk, 0);
 	ChunkIndex index;
-	const uint64_t wp = dump(plain.path(), 5, a, nullptr);
-	const uint64_t wd = dump(dedup.path(), 5, a, &index);
+	const uint64_t wp = dump(plain, 5, a, nullptr);
+	const uint64_t wd = dump(dedup, 5, a, &index);
 	cr_assert_eq(wp, wd);
 	for (uint32_t gpu : kGpus) {
 		const std::string name = kfd_pages_image_name(5, gpu);
@@ -324,8 +330,8 @@ Test(dedup, a_damaged_or_missing_source_chunk_is_refused_naming_it_and_its_users
 	Memory a(100, 10), b(101, 50);
 	b.contents[0] = a.contents[0];
 	ChunkIndex index;
-	dump(d.path(), 5, a, &index);
-	dump(d.path(), 6, b, &index);
+	dump(d, 5, a, &index);
+	dump(d, 6, b, &index);
 	const std::string source = d.file("amdgpu-pages-5-1111.img");
 	{ // one byte of chunk 2 of a's BO 0, which b's BO 0 refers to
 		UniqueFd fd(::open(source.c_str(), O_RDWR | O_CLOEXEC));
@@ -356,4 +362,29 @@ Test(dedup, a_damaged_or_missing_source_chunk_is_refused_naming_it_and_its_users
 			  std::string::npos,
 		  "%s", n.c_str());
 	std::fprintf(stderr, "missing: %s\n", n.c_str());
+}
+
+Test(dedup, a_referenced_pages_file_of_another_dump_is_refused_by_its_seal)
+{
+	Dir d, other;
+	Memory a(100, 10), b(101, 50);
+	b.contents[0] = a.contents[0];
+	ChunkIndex index, other_index;
+	dump(d, 5, a, &index);
+	dump(d, 6, b, &index);
+	dump(other, 5, a, &other_index); // the same bytes, another dump
+	const std::string name = "amdgpu-pages-5-1111.img";
+	const auto foreign = file_bytes(other.file(name));
+	cr_assert_eq(foreign.size(), file_bytes(d.file(name)).size());
+	{ // put in place of the file b's BO 0 refers to
+		UniqueFd fd(::open(d.file(name).c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
+		cr_assert(fd);
+		cr_assert_ok(write_full(fd.get(), foreign.data(), foreign.size()));
+	}
+	auto got = restore(d.path(), 6);
+	cr_assert(!got, "a referenced pages file of another dump was taken");
+	const std::string m = got.error().message();
+	cr_assert(m.find(name + ": sealed by dump") != std::string::npos, "%s", m.c_str());
+	cr_assert(m.find("BO 0 at 0x7f0000000000 (gpu 0x1111) chunks 0, 1, 2") != std::string::npos, "%s", m.c_str());
+	std::fprintf(stderr, "foreign: %s\n", m.c_str());
 }
