@@ -642,7 +642,7 @@ def sc_pre_copy(run):
     expect_good_restore(r, "restore of the dump after the pre-dump")
 
 
-REPLICA = 16 * 2**20 + 3 * 2**20 + 4096  # --replica 16M,3M+4K: per GPU, per process
+REPLICA = 8 * 2**20 + 3 * 2**20 + 4096  # --replica 8M,3M+4K: per GPU, per process
 
 
 PAGES_SEAL = 32  # the plugin's seal after a pages file's payload (src/image/pages_file.h)
@@ -673,7 +673,7 @@ def sc_dedup(run):
     restore reads them), the restore verifies every byte in both tasks; a
     byte of a replica's stored chunk damaged is refused before any task
     resumes, naming the file and the BOs referring to it."""
-    wl = ["--vram", "4K,1M+4K", "--gtt", "8K", "--replica", "16M,3M+4K", "--children", "1"]
+    wl = ["--vram", "4K,1M+4K", "--gtt", "8K", "--replica", "8M,3M+4K", "--children", "1"]
     d = run.dump(["--machine", "2xMI210"], wl)
     check(d["rc"] == 0, "dedup dump failed:\n" + d["log"][-3000:])
     # (The tree's BOs are not compared with the emulator's as one process's;
@@ -696,15 +696,15 @@ def sc_dedup(run):
         (s[0] + s[1], s[0], s[1], s[1] / REPLICA))
     r = run.restore(["--machine", "2xMI210"], d)
     expect_good_restore(r, "deduplicated tree", tasks=2)
-    # The first chunk each 16 MiB replica BO stores itself (GPUs copying
+    # The first chunk each 8 MiB replica BO stores itself (GPUs copying
     # at once share the storing), one byte of it: every such chunk is one
     # the other copies refer to.
     amdgpu_img = os.path.join(ARGS.bin_dir, "amdgpu-img")
     shown = json.loads(subprocess.run([amdgpu_img, "show", "--json", images], capture_output=True, text=True,
                                       check=True).stdout)
     stores = [b for k in shown["kfd"] for b in k["bos"]
-              if b["size"] == 16 << 20 and b.get("bytes_stored_elsewhere", 0) < b["size"]]
-    check(stores, "no 16 MiB replica BO stores a chunk")
+              if b["size"] == 8 << 20 and b.get("bytes_stored_elsewhere", 0) < b["size"]]
+    check(stores, "no 8 MiB replica BO stores a chunk")
     damaged = sorted(set(b["pages_file"] for b in stores))
     for b in stores:
         with open(os.path.join(images, b["pages_file"]), "r+b") as f:
@@ -713,7 +713,7 @@ def sc_dedup(run):
             f.seek(-1, 1)
             f.write(bytes([x[0] ^ 0x20]))
     r = run.restore(["--machine", "2xMI210"], d)
-    refused(r, "stored replica chunks damaged", "of 16;", "a deduplicated chunk that", "do not match their checksum")
+    refused(r, "stored replica chunks damaged", "of 8;", "a deduplicated chunk that", "do not match their checksum")
     check(any(f in r["log"] for f in damaged), "the refusal names none of %s" % damaged)
 
 
