@@ -3,7 +3,7 @@
 """Benchmarks of the plugin's data path on the emulated GPU (not a test).
 
     python3 bench/bench.py --bin-dir build [--quick | --ci] [--integrity-only]
-                           [--incremental-only] [--markdown FILE.md] [--plot FILE.png]
+                           [--incremental-only] [--dedup-only] [--markdown FILE.md] [--plot FILE.png]
                            [--criu PATH] [--shader-only]
 
 Prints one table (--markdown: also as markdown; --plot: throughput vs BO
@@ -141,6 +141,22 @@ store and machine per repetition, median of the repetitions. Then the 8 x
 MI300X node on paper (incremental.NODE, docs/performance.md): downtime
 and bytes at 1, 10 and 50 % changed, with XXH3's speed per core measured
 here (libxxhash). (--incremental-only: only these rows.)
+
+Deduplicated checkpoints (--dedup-only: only these rows): the issue's
+8 x MI300X node with a model replicated on every GPU plus per-GPU state,
+8 x (12 GiB same + 4 GiB own), scaled to this VM by 1/128 (--quick
+1/512): 8 x (96 MiB + 32 MiB) = 1 GiB on an emulated 8xMI300X (gpu-workload
+--replica for the same part, --vram for the own part), VRAM resident, SDMA
+unthrottled, on a fixed-rate store at NODE_STORE_GBPS (a GPU node's
+SDMA:storage ratio, as the incremental rows). Each repetition dumps it
+with KFD_DEDUP=1 and =0 (which goes first alternates) and restores each
+(the restore verified in the task): pages bytes written (<= 0.30), dump
+and restore wall time of criu-host (<= 0.40 each), and the restore's bytes
+read from pages files over the bytes stored (1.00 would be each stored
+byte read once; this plugin reads a chunk once per BO holding it). Then
+the same bytes with no duplicate (all --vram, each BO its own pattern):
+dump time with KFD_DEDUP=1 vs 0 (>= 0.97: deduplication costs nothing
+when it finds nothing). Medians of the repetitions, spread beside them.
 
 A HIP program's checkpoint (--hip-only: only these rows):
 tests/hip's training loop (hip_train, HIP 5.2.3 on the emulated MI100)
@@ -446,6 +462,7 @@ def main():
     ap.add_argument("--small-only", action="store_true",
                     help="only the small-BO rows (SDMA model at the storage write speed measured first)")
     ap.add_argument("--render-only", action="store_true", help="only the render-node BO rows")
+    ap.add_argument("--dedup-only", action="store_true", help="only the deduplicated-checkpoint rows")
     ap.add_argument("--incremental-only", action="store_true",
                     help="only the incremental dump rows (4 GiB over 2 GPUs; --quick 1 GiB)")
     ap.add_argument("--reps", type=int,
@@ -519,6 +536,13 @@ def measure(args, run, scratch):
         render_vs_kfd(run, table, scratch, total // 2, args.reps or (1 if args.quick else 3))
         print()
         table.show()
+        return 0
+    if args.dedup_only:
+        dedup_rows(args, run, table, scratch, args.reps or (1 if args.quick else 3))
+        print()
+        table.show()
+        if args.markdown:
+            table.markdown(args.markdown)
         return 0
     if args.incremental_only:
         incremental_rows(args, run, table, scratch, total, args.reps or (1 if args.quick else 3), plot)
@@ -1619,6 +1643,76 @@ def incremental_rep(args, run, scratch, total, store, rep):
     if not store.path:
         shutil.rmtree(base, ignore_errors=True)
     return got
+
+
+DEDUP_GPUS = 8
+DEDUP_SAME, DEDUP_OWN = 96 * MiB, 32 * MiB  # per GPU: 12 GiB and 4 GiB scaled by 1/128
+
+
+def dedup_rows(args, run, table, scratch, reps):
+    scale = 4 if args.quick else 1
+    same, own = DEDUP_SAME // scale, DEDUP_OWN // scale
+    total = DEDUP_GPUS * (same + own)
+    machine = ["--machine", "8xMI300X", "--vram-resident"]
+    replicated = ["--vram", "%dM" % (own // MiB), "--gtt", "", "--replica", "%dM" % (same // MiB)]
+    distinct = ["--vram", "%dM,%dM" % (own // MiB, same // MiB), "--gtt", ""]
+    per_rep = []
+    with FixedRateStore(args, scratch, NODE_STORE_GBPS, 3 * total + 512 * MiB) as store:
+        for rep in range(reps):
+            got = {}
+            for dedup in (("1", "0") if rep % 2 == 0 else ("0", "1")):
+                got[dedup] = dedup_run(run, machine, replicated, dedup, store, verify=True)
+            for dedup in (("1", "0") if rep % 2 == 0 else ("0", "1")):
+                got["distinct" + dedup] = dedup_run(run, machine, distinct, dedup, store, verify=False)
+            per_rep.append(got)
+        where = store.describe()
+    table.add("deduplicated checkpoints: %d GPUs x (%d MiB replicated + %d MiB own) = %.2f GiB (the issue's "
+              "8 x (12 + 4) GiB scaled by 1/%d), 8xMI300X, %s, SDMA unthrottled, VRAM resident" %
+              (DEDUP_GPUS, same // MiB, own // MiB, total / GiB, 128 * scale, where), "", "", "", "", "", "")
+    rows = (
+        ("bytes written, KFD_DEDUP=1 vs 0", "pages", "%.0f vs %.0f MiB", MiB, 0.30, False),
+        ("dump wall time (criu-host), KFD_DEDUP=1 vs 0", "dump_s", "%.2f vs %.2f s", 1, 0.40, False),
+        ("restore wall time (criu-host, verified), KFD_DEDUP=1 vs 0", "restore_s", "%.2f vs %.2f s", 1, 0.40,
+         False),
+    )
+    for what, key, fmt, unit, target, _ in rows:
+        ratios = [r["1"][key] / r["0"][key] for r in per_rep]
+        m = median(ratios)
+        a, b = median([r["1"][key] for r in per_rep]), median([r["0"][key] for r in per_rep])
+        table.add("%s (median of %d)" % (what, reps), fmt % (a / unit, b / unit), "", "%.2f" % m,
+                  "<= %.2f" % target, verdict(m <= target), spread(ratios))
+    reads = [r["1"]["restored"] / (r["1"]["pages"]) for r in per_rep]
+    table.add("restore: bytes read from pages files / bytes stored (KFD_DEDUP=1)", "%.0f / %.0f MiB" %
+              (per_rep[0]["1"]["restored"] / MiB, per_rep[0]["1"]["pages"] / MiB), "", "%.2f" % median(reads),
+              "1.00", verdict(median(reads) <= 1.01), spread(reads))
+    ratios = [r["distinct0"]["dump_s"] / r["distinct1"]["dump_s"] for r in per_rep]
+    table.add("no duplicates: dump speed KFD_DEDUP=1 vs 0 (time of =0 / time of =1, median of %d)" % reps,
+              "%.2f vs %.2f s" % (median([r["distinct1"]["dump_s"] for r in per_rep]),
+                                  median([r["distinct0"]["dump_s"] for r in per_rep])),
+              "", "%.2f" % median(ratios), ">= 0.97", verdict(median(ratios) >= 0.97), spread(ratios))
+    s1 = per_rep[0]["1"]["summary"]
+    table.add("  the plugin's summary (KFD_DEDUP=1): written / not written again",
+              "%.0f / %.0f MiB" % (s1[0] / MiB, s1[1] / MiB))
+
+
+def dedup_run(run, machine, work, dedup, store, verify):
+    """One dump with KFD_DEDUP=`dedup` (and its restore when `verify`):
+    {"pages", "dump_s", "restore_s", "restored", "summary"}."""
+    d = run.dump(machine, work, env={"KFD_DEDUP": dedup}, skip_checks=True, images_dir=store.new_dir())
+    e2e.check(d["rc"] == 0, "dump (KFD_DEDUP=%s) failed:\n%s" % (dedup, d["log"][-2000:]))
+    images = d["images_dir"] or os.path.join(d["state"], "images")
+    out = {"pages": e2e.pages_bytes(images), "dump_s": d["seconds"], "summary": e2e.dedup_summary(d["log"])}
+    e2e.check((out["summary"] is not None) == (dedup == "1" and "--replica" in work),
+              "dump (KFD_DEDUP=%s) %s a 'deduplicated:' summary" % (dedup, "has" if out["summary"] else "lacks"))
+    if verify:
+        r = run.restore(machine, d)
+        e2e.check(r["rc"] == 0 and e2e.verified_tasks(r["log"]),
+                  "restore (KFD_DEDUP=%s) failed or not verified:\n%s" % (dedup, r["log"][-2000:]))
+        out["restore_s"] = r["seconds"]
+        out["restored"], _, _ = e2e.copy_summary(r["log"], "restored")
+        drop(r)
+    drop(d)
+    return out
 
 
 if __name__ == "__main__":

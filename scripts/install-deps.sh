@@ -8,6 +8,8 @@ pkgs=(build-essential cmake pkg-config libdrm-dev libprotobuf-c-dev protobuf-c-c
       man-db
       # XXH3 checksums of the images (src/base/checksum.h)
       libxxhash-dev
+      # SHA-256 of deduplicated chunks (src/image/chunk_index.h)
+      nettle-dev
       # CRIU's own build (scripts/build-criu.sh, for the realcriu tests)
       libprotobuf-dev protobuf-compiler python3-protobuf libnl-3-dev libnet1-dev
       libcap-dev libbsd-dev uuid-dev libgnutls28-dev libnftables-dev libaio-dev

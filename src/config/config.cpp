@@ -88,9 +88,9 @@ std::string Config::describe() const
 	else
 		out += strprintf(", %s=%llu (staging bytes for the whole process, shared by its GPUs)",
 				 kMaxBufferSizeEnv, static_cast<unsigned long long>(max_buffer_size));
-	out += strprintf(", %s=%d, %s=%llu s, %s=%d, %s=%d", kVerifyEnv, verify ? 1 : 0, kSdmaTimeoutEnv,
+	out += strprintf(", %s=%d, %s=%llu s, %s=%d, %s=%d, %s=%d", kVerifyEnv, verify ? 1 : 0, kSdmaTimeoutEnv,
 			 static_cast<unsigned long long>(sdma_timeout_s), kParallelRestoreEnv, parallel_restore ? 1 : 0,
-			 kRequireManifestEnv, require_manifest ? 1 : 0);
+			 kRequireManifestEnv, require_manifest ? 1 : 0, kDedupEnv, dedup ? 1 : 0);
 	return out;
 }
 
@@ -193,6 +193,7 @@ ConfigLoad load_config(const EnvSource &env)
 		{kVerifyEnv, &Config::verify},
 		{kParallelRestoreEnv, &Config::parallel_restore},
 		{kRequireManifestEnv, &Config::require_manifest},
+		{kDedupEnv, &Config::dedup},
 	};
 	for (const auto &[name, field] : switches) {
 		const std::optional<std::string> v = env(name);

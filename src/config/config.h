@@ -27,6 +27,9 @@
 //       Boolean as above. Default: 1 (a restore refuses GPU images of this
 //       plugin without their dump's manifest, amdgpu-binding.img; 0: they
 //       are restored with a warning, bound to each other only).
+//   KFD_DEDUP
+//       Boolean as above. Default: 1 (a dump writes each distinct chunk of
+//       KFD BO contents once per checkpoint; image/chunk_index.h).
 #pragma once
 
 #include <cstdint>
@@ -82,6 +85,7 @@ inline constexpr uint64_t kDefaultSdmaTimeoutSeconds = 60;
 inline constexpr uint64_t kMaxSdmaTimeoutSeconds = 24 * 3600;
 inline constexpr const char *kParallelRestoreEnv = "KFD_PARALLEL_RESTORE";
 inline constexpr const char *kRequireManifestEnv = "KFD_REQUIRE_MANIFEST";
+inline constexpr const char *kDedupEnv = "KFD_DEDUP";
 
 // Immutable once loaded: hold it as `const Config`.
 struct Config {
@@ -118,6 +122,11 @@ struct Config {
 	// exit hook writes the manifest, restores with a warning; a manifest
 	// that is there is checked all the same.
 	bool require_manifest = true;
+	// KFD_DEDUP: a dump (checksums on, not streamed) writes a chunk of KFD
+	// BO contents that is byte for byte one it already wrote in this
+	// checkpoint (any GPU, any process) as a reference to that one
+	// (image/chunk_index.h). 0: every chunk is written where it belongs.
+	bool dedup = true;
 
 	bool enabled(Check check) const;
 	// A copy with one check switched on or off (tests, tooling).
@@ -127,7 +136,7 @@ struct Config {
 	// The effective configuration, for the log at init: "configuration:
 	// KFD_CAPABILITY_CHECK=0 (the other checks on), KFD_MAX_BUFFER_SIZE
 	// unset (staging: 64 MiB per GPU), KFD_VERIFY=1, KFD_SDMA_TIMEOUT=60 s,
-	// KFD_PARALLEL_RESTORE=1, KFD_REQUIRE_MANIFEST=1".
+	// KFD_PARALLEL_RESTORE=1, KFD_REQUIRE_MANIFEST=1, KFD_DEDUP=1".
 	std::string describe() const;
 
 	bool operator==(const Config &) const = default;

@@ -80,6 +80,8 @@ struct JobOut {
 	uint64_t parent_bytes = 0;	   // dump, incremental
 	unsigned hash_threads = 0;	   // dump, incremental
 	std::vector<std::optional<FromParent>> from_parent; // dump, incremental
+	std::vector<std::optional<ChunkRefs>> dedup;	    // dump, deduplicated
+	uint64_t dedup_bytes = 0;			    // dump, deduplicated
 };
 
 // A GPU without buffers: an empty pages file at dump, nothing at restore.
@@ -99,7 +101,7 @@ Result<JobOut> run_empty(Direction dir, const ImageDir &images, const GpuCopyJob
 // computed on the way out (dump), checked on the way in (restore).
 Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCopyJob &job,
 				ByteSink *sink, ByteSource *source, uint64_t bound,
-				std::atomic<uint64_t> &moved)
+				std::atomic<uint64_t> &moved, DeltaDedup dedup = {})
 {
 	JobOut out;
 	if (sink && !job.checksums) {
@@ -121,7 +123,7 @@ Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCo
 		for (size_t i = 0; i < job.bos.size(); i++)
 			bos.push_back({job.bos[i].size,
 				       job.parent_checksums.empty() ? nullptr : job.parent_checksums[i]});
-		DeltaSink delta(*sink, std::move(bos));
+		DeltaSink delta(*sink, std::move(bos), kChecksumChunkBytes, 0, std::move(dedup));
 		CountingSink counted(delta, moved);
 		auto stats = transfer_to_file(engine, bufs, counted, bound);
 		if (!stats)
@@ -135,6 +137,8 @@ Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCo
 		out.written_bytes = d->written_bytes;
 		out.parent_bytes = d->parent_bytes;
 		out.hash_threads = d->hash_threads;
+		out.dedup = std::move(d->dedup);
+		out.dedup_bytes = d->dedup_bytes;
 		return out;
 	}
 	std::vector<VerifyingSource::Bo> bos;
@@ -202,12 +206,21 @@ Result<JobOut> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &
 		return run_series(dir, images, job, **engine, bufs, bound, moved);
 	const uint64_t bytes = job_bytes(job);
 	if (dir == Direction::GpuToFile) {
-		auto pages = job.parent_checksums.empty()
+		const bool dedup = job.dedup && job.checksums;
+		auto pages = job.parent_checksums.empty() && !dedup
 				     ? PagesWriter::create(images, job.pages_file, bytes, job.pages_seal)
-				     : PagesWriter::create_open_ended(images, job.pages_file, bytes, job.pages_seal);
+				     : PagesWriter::create_open_ended(images, job.pages_file, bytes,
+								      job.parent_checksums.empty(), job.pages_seal);
 		if (!pages)
 			return std::move(pages).error();
-		auto out = transfer_checked(**engine, bufs, job, &*pages, nullptr, bound, moved);
+		DeltaDedup index;
+		if (dedup) {
+			auto fd = pages->open_reader();
+			if (!fd)
+				return std::move(fd).error();
+			index = {job.dedup, std::make_shared<const IndexedFile>(IndexedFile{job.pages_file, std::move(*fd)})};
+		}
+		auto out = transfer_checked(**engine, bufs, job, &*pages, nullptr, bound, moved, std::move(index));
 		if (!out)
 			return std::move(out).error().context(job.pages_file);
 		if (auto st = pages->commit(); !st)
@@ -347,6 +360,7 @@ void add_totals(CopyTotals &t, const std::vector<GpuCopyResult> &out, uint64_t t
 		t.verified_bytes += r.verified_bytes;
 		t.written_bytes += r.written_bytes;
 		t.parent_bytes += r.parent_bytes;
+		t.dedup_bytes += r.dedup_bytes;
 		t.incremental_gpus += r.incremental ? 1 : 0;
 		atomic_max(t.hash_threads, r.hash_threads);
 		staging += r.stats.peak_staging_bytes;
@@ -441,7 +455,8 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 		}
 		out.push_back({jobs[i].image_gpu_id, r->stats, seconds[i], std::move(r->checksums),
 			       r->verified_bytes, r->written_bytes, r->parent_bytes,
-			       !jobs[i].parent_checksums.empty(), r->hash_threads, std::move(r->from_parent)});
+			       !jobs[i].parent_checksums.empty(), r->hash_threads, std::move(r->from_parent),
+			       std::move(r->dedup), r->dedup_bytes});
 	}
 	log_job_lines(dir, out, settings.log);
 	if (settings.totals)

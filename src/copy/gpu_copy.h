@@ -17,6 +17,7 @@
 #include "copy/staging_gate.h"
 #include "copy/transfer.h"
 #include "image/binding.h"
+#include "image/chunk_index.h"
 #include "image/content_checksum.h"
 #include "image/from_parent.h"
 #include "image/image_dir.h"
@@ -53,6 +54,11 @@ struct GpuCopyJob {
 	// not empty, the pages file holds only the chunks whose checksum
 	// differs from the parent's (image/from_parent.h, DeltaSink).
 	std::vector<const BoChecksum *> parent_checksums{};
+	// Dump (one pages_file, checksums on, not streamed): the checkpoint's
+	// chunk index (KFD_DEDUP). When set, a chunk equal to one already
+	// written (by any job of any process) is referenced instead of written
+	// (image/chunk_index.h); the pages file holds the others.
+	ChunkIndex *dedup = nullptr;
 	// Restore of a chain's link: where the job's bytes are (instead of all
 	// in pages_file); must outlive the run.
 	const ChainPages *chain = nullptr;
@@ -74,6 +80,10 @@ struct GpuCopyResult {
 	bool incremental = false; // compared with a parent (GpuCopyJob::parent_checksums)
 	unsigned hash_threads = 0; // incremental: the most threads a write's chunks were hashed on
 	std::vector<std::optional<FromParent>> from_parent{};
+	// Dump, deduplicated (GpuCopyJob::dedup): per BO, its chunks stored
+	// elsewhere, and their bytes.
+	std::vector<std::optional<ChunkRefs>> dedup{};
+	uint64_t dedup_bytes = 0;
 };
 
 // What all of a dump's or a restore's copies did, for its one summary line
@@ -90,6 +100,7 @@ struct CopyTotals {
 	std::atomic<uint64_t> verified_bytes{0}; // restore: bytes whose checksums matched
 	std::atomic<uint64_t> written_bytes{0};	 // dump: bytes written to pages files
 	std::atomic<uint64_t> parent_bytes{0};	 // dump: bytes left in the parent checkpoint
+	std::atomic<uint64_t> dedup_bytes{0};	 // dump: bytes of chunks stored once for several BOs
 	std::atomic<uint64_t> incremental_gpus{0}; // dump: copy jobs compared with a parent
 	std::atomic<uint64_t> hash_threads{0};	    // dump: the most threads one GPU's chunks were hashed on
 	std::atomic<uint64_t> peak_staging{0};	 // the most staging one run_gpu_copies used

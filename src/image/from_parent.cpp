@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstring>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -59,8 +60,9 @@ std::vector<ChunkWalker::Bo> walker_bos(const std::vector<DeltaSink::Bo> &bos, u
 
 } // namespace
 
-DeltaSink::DeltaSink(ByteSink &inner, std::vector<Bo> bos, uint32_t chunk_bytes, unsigned hash_threads)
-	: inner_(inner), bos_(std::move(bos)), chunk_bytes_(chunk_bytes), walker_(walker_bos(bos_, chunk_bytes))
+DeltaSink::DeltaSink(ByteSink &inner, std::vector<Bo> bos, uint32_t chunk_bytes, unsigned hash_threads, DeltaDedup dedup)
+	: inner_(inner), bos_(std::move(bos)), chunk_bytes_(chunk_bytes), walker_(walker_bos(bos_, chunk_bytes)),
+	  dedup_(std::move(dedup))
 {
 	const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
 	hash_threads_ = hash_threads ? hash_threads : std::min(kMaxHashThreads, cores);
@@ -71,10 +73,55 @@ DeltaSink::DeltaSink(ByteSink &inner, std::vector<Bo> bos, uint32_t chunk_bytes,
 	}
 	out_.checksums.resize(bos_.size());
 	out_.from_parent.resize(bos_.size());
+	out_.dedup.resize(bos_.size());
 	for (size_t i = 0; i < bos_.size(); i++) {
 		out_.checksums[i].chunk_bytes = chunk_bytes;
 		out_.checksums[i].chunks.reserve(chunk_count(bos_[i].size, chunk_bytes));
 	}
+}
+
+uint64_t DeltaSink::zero_checksum(uint64_t n)
+{
+	if (auto it = zero_sums_.find(n); it != zero_sums_.end())
+		return it->second;
+	static constexpr uint8_t kZeros[64 << 10] = {};
+	StreamingChecksum sum;
+	for (uint64_t left = n; left > 0;) {
+		const size_t take = static_cast<size_t>(std::min<uint64_t>(left, sizeof(kZeros)));
+		sum.update(kZeros, take);
+		left -= take;
+	}
+	return zero_sums_[n] = sum.digest();
+}
+
+Status DeltaSink::chunk_bytes(const ChunkWalker::Chunk &c, const uint8_t *buf, uint64_t buf_start, uint64_t from,
+			      void *dst, size_t n) const
+{
+	auto *d = static_cast<uint8_t *>(dst);
+	while (n > 0) {
+		const uint64_t s = c.stream_offset + from;
+		size_t m = n;
+		if (s < buf_start) { // forwarded by an earlier write: the file's last bytes
+			m = static_cast<size_t>(std::min<uint64_t>(n, buf_start - s));
+			if (auto st = read_indexed(*dedup_.file, out_.written_bytes + (s - c.stream_offset), d, m); !st)
+				return st;
+		} else {
+			std::memcpy(d, buf + (s - buf_start), m);
+		}
+		d += m;
+		n -= m;
+		from += m;
+	}
+	return ok_status();
+}
+
+Result<ChunkIndex::Found> DeltaSink::look_up(const ChunkWalker::Chunk &c, const uint8_t *buf, uint64_t buf_start)
+{
+	if (!dedup_.index || !dedup_.file || c.checksum == zero_checksum(c.bytes))
+		return ChunkIndex::Found{}; // not deduplicated (a chunk of zeros is a hole)
+	return dedup_.index->find(c.checksum, c.bytes, [&](uint64_t from, void *dst, size_t n) {
+		return chunk_bytes(c, buf, buf_start, from, dst, n);
+	});
 }
 
 Status DeltaSink::chunk_done(const ChunkWalker::Chunk &c, const uint8_t *buf, uint64_t buf_start)
@@ -93,12 +140,29 @@ Status DeltaSink::chunk_done(const ChunkWalker::Chunk &c, const uint8_t *buf, ui
 		// Its bytes of earlier writes went through: the file's last ones.
 		return inner_.retract(std::exchange(forwarded_, 0));
 	}
+	auto found = look_up(c, buf, buf_start);
+	if (!found)
+		return std::move(found).error();
+	if (found->place) { // written before: referenced, its bytes taken back as above
+		auto &r = out_.dedup[c.bo];
+		if (!r)
+			r = ChunkRefs{chunk_bytes_, {}};
+		r->refs.push_back({c.index, std::move(found->place->file), found->place->offset});
+		out_.dedup_bytes += c.bytes;
+		return inner_.retract(std::exchange(forwarded_, 0));
+	}
+	const uint64_t at = out_.written_bytes; // its payload offset in the file
 	out_.written_bytes += c.bytes;
+	Status st = ok_status();
 	if (c.stream_offset < buf_start) { // began in an earlier write, forwarded then
 		forwarded_ = 0;
-		return inner_.write(buf, static_cast<size_t>(done_to_ - buf_start));
+		st = inner_.write(buf, static_cast<size_t>(done_to_ - buf_start));
+	} else {
+		st = inner_.write(buf + (c.stream_offset - buf_start), static_cast<size_t>(c.bytes));
 	}
-	return inner_.write(buf + (c.stream_offset - buf_start), static_cast<size_t>(c.bytes));
+	if (st && found->claim)
+		found->claim.publish(dedup_.file, at);
+	return st;
 }
 
 std::vector<std::pair<uint64_t, uint64_t>> DeltaSink::whole_chunks(uint64_t start, uint64_t len)

@@ -20,8 +20,12 @@
 #include <span>
 #include <vector>
 
+#include <map>
+#include <memory>
+
 #include "base/byte_stream.h"
 #include "base/result.h"
+#include "image/chunk_index.h"
 #include "image/content_checksum.h"
 
 namespace amdcr {
@@ -50,6 +54,13 @@ uint64_t stored_bytes(uint64_t size, const std::optional<FromParent> &f);
 // half) of a DeltaSink, and never more than the machine has cores.
 inline constexpr unsigned kMaxHashThreads = 8;
 
+// A DeltaSink's deduplication: the checkpoint's index and the file the
+// sink's `inner` writes, read back to compare.
+struct DeltaDedup {
+	ChunkIndex *index = nullptr;		 // nullptr: every chunk written
+	std::shared_ptr<const IndexedFile> file; // what `inner` writes
+};
+
 // Dump, complete or incremental: hashes every chunk of the BOs passing
 // through (in order; content_checksum.h) and forwards to `inner` only the
 // chunks of a BO that has no parent checksums (all of a complete dump's),
@@ -61,6 +72,14 @@ inline constexpr unsigned kMaxHashThreads = 8;
 // lying whole in one write are hashed on up to `hash_threads` threads
 // (that write's caller and threads started for it, joined before it
 // returns), so that hashing keeps up with the DMA engine.
+//
+// Deduplicated (with a DeltaDedup index): a chunk to be written that is not all
+// zeros is looked up in the checkpoint's ChunkIndex (image/chunk_index.h)
+// first; when an equal one was written already (equal SHA-256 digests),
+// the chunk is not written (its bytes of earlier writes taken back, as for
+// a chunk in the parent) and the BO's ChunkRefs name where it is; when
+// none was, it is written and indexed. `inner` must then be an
+// open-ended PagesWriter whose file is DeltaDedup::file.
 class DeltaSink final : public ByteSink {
 public:
 	struct Bo {
@@ -75,17 +94,28 @@ public:
 		uint64_t written_bytes = 0;		     // forwarded to `inner`
 		uint64_t parent_bytes = 0;		     // left in the parent
 		unsigned hash_threads = 1;		     // the most threads one write hashed on
+		std::vector<std::optional<ChunkRefs>> dedup; // per BO; nullopt: no chunk stored elsewhere
+		uint64_t dedup_bytes = 0;		     // referenced, not written
 	};
 
 	// `hash_threads` 0: min(kMaxHashThreads, the machine's cores).
 	DeltaSink(ByteSink &inner, std::vector<Bo> bos, uint32_t chunk_bytes = kChecksumChunkBytes,
-		  unsigned hash_threads = 0);
+		  unsigned hash_threads = 0, DeltaDedup dedup = {});
 	Status write(const void *buf, size_t len) override;
 	// Once every BO byte has passed; EINVAL before.
 	Result<Out> take();
 
 private:
 	Status chunk_done(const ChunkWalker::Chunk &c, const uint8_t *buf, uint64_t buf_start);
+	// Dedup: looks `c` up; a chunk found is referenced (Found::place),
+	// one not found is claimed for the caller to write.
+	Result<ChunkIndex::Found> look_up(const ChunkWalker::Chunk &c, const uint8_t *buf, uint64_t buf_start);
+	// The bytes [from, from + n) of chunk `c`: those of earlier writes read
+	// back from the file, the rest from `buf`.
+	Status chunk_bytes(const ChunkWalker::Chunk &c, const uint8_t *buf, uint64_t buf_start, uint64_t from,
+			   void *dst, size_t n) const;
+	// checksum64 of `n` zero bytes (a chunk of zeros is never deduplicated).
+	uint64_t zero_checksum(uint64_t n);
 	// The chunks lying whole in the stream bytes [start, start + len), as
 	// (stream offset, length), in order.
 	std::vector<std::pair<uint64_t, uint64_t>> whole_chunks(uint64_t start, uint64_t len);
@@ -103,6 +133,8 @@ private:
 	std::vector<uint64_t> bo_start_; // stream offset of each BO's first byte
 	size_t bo_cursor_ = 0;		 // no BO before it has bytes left
 	unsigned hash_threads_ = 1;
+	DeltaDedup dedup_;
+	std::map<uint64_t, uint64_t> zero_sums_; // length -> checksum64 of that many zeros
 };
 
 } // namespace amdcr

@@ -129,6 +129,12 @@ struct LinkLayout {
 	std::map<size_t, std::vector<uint64_t>> rank; // chunk k's offset in the BO's stored bytes / chunk size
 };
 
+// The chunk size of a BO with chunks outside its pages file (0: none).
+uint32_t split_chunk_bytes(const KfdBo &b)
+{
+	return b.from_parent ? b.from_parent->chunk_bytes : b.dedup ? b.dedup->chunk_bytes : 0;
+}
+
 LinkLayout layout_of(const KfdImage &img, uint32_t gpu_id)
 {
 	LinkLayout l;
@@ -139,19 +145,32 @@ LinkLayout layout_of(const KfdImage &img, uint32_t gpu_id)
 			continue;
 		l.by_key.emplace(key_of(b), i);
 		l.start[i] = at;
-		at += stored_bytes(b.size, b.from_parent);
-		if (!b.from_parent)
+		at += b.stored_bytes();
+		const uint32_t cb = split_chunk_bytes(b);
+		if (cb == 0)
 			continue;
 		auto &r = l.rank[i];
-		const uint64_t chunks = chunk_count(b.size, b.from_parent->chunk_bytes);
+		const uint64_t chunks = chunk_count(b.size, cb);
 		r.resize(static_cast<size_t>(chunks));
 		uint64_t stored = 0;
 		for (uint64_t k = 0; k < chunks; k++) {
 			r[k] = stored;
-			stored += b.from_parent->has(k) ? 0 : 1;
+			const bool elsewhere = (b.from_parent && b.from_parent->has(k)) || (b.dedup && b.dedup->find(k));
+			stored += elsewhere ? 0 : 1;
 		}
 	}
 	return l;
+}
+
+// The index in out.files of `name` in the directory of link `l`, added if
+// new (sealed as the link's own files: one dump wrote them all).
+uint32_t file_index(ChainPages &out, const KfdChain::Link &l, const std::string &name)
+{
+	for (size_t f = 0; f < out.files.size(); f++)
+		if (out.files[f].dir == l.dir && out.files[f].name == name)
+			return static_cast<uint32_t>(f);
+	out.files.push_back({l.dir, name, pages_seal(l.img.binding)});
+	return static_cast<uint32_t>(out.files.size() - 1);
 }
 
 void append(ChainPages &out, uint32_t file, uint64_t offset, uint64_t length)
@@ -175,7 +194,7 @@ Result<ChainPages> KfdChain::pages(uint32_t gpu_id) const
 	ChainPages out;
 	std::vector<LinkLayout> layouts;
 	for (const Link &l : links_) {
-		out.files.push_back({l.dir, kfd_pages_image_name(l.id, gpu_id)});
+		out.files.push_back({l.dir, kfd_pages_image_name(l.id, gpu_id), pages_seal(l.img.binding)});
 		layouts.push_back(layout_of(l.img, gpu_id));
 	}
 	const KfdImage &top = links_.front().img;
@@ -183,11 +202,11 @@ Result<ChainPages> KfdChain::pages(uint32_t gpu_id) const
 		const KfdBo &b = top.bos[i];
 		if (b.gpu_id != gpu_id || !b.has_contents())
 			continue;
-		if (!b.from_parent) {
+		const uint32_t cb = split_chunk_bytes(b);
+		if (cb == 0) {
 			append(out, 0, layouts[0].start.at(i), b.size);
 			continue;
 		}
-		const uint32_t cb = b.from_parent->chunk_bytes;
 		const uint64_t chunks = chunk_count(b.size, cb);
 		for (uint64_t k = 0; k < chunks; k++) {
 			size_t link = 0, bo = i;
@@ -212,21 +231,129 @@ Result<ChainPages> KfdChain::pages(uint32_t gpu_id) const
 							  join(links_[link].dir, kfd_image_name(links_[link].id).c_str()).c_str(),
 							  b.addr, f->chunk_bytes, cb);
 			}
+			const uint64_t len = std::min<uint64_t>(cb, b.size - k * cb);
+			const auto &d = links_[link].img.bos[bo].dedup;
+			if (const ChunkRef *ref = d ? d->find(k) : nullptr) { // stored elsewhere in that checkpoint
+				append(out, file_index(out, links_[link], ref->file), ref->offset, len);
+				continue;
+			}
 			const auto &ranks = layouts[link].rank;
 			const auto r = ranks.find(bo);
 			const uint64_t stored_before = r == ranks.end() ? k : r->second[k];
-			append(out, static_cast<uint32_t>(link), layouts[link].start.at(bo) + stored_before * cb,
-			       std::min<uint64_t>(cb, b.size - k * cb));
+			append(out, static_cast<uint32_t>(link), layouts[link].start.at(bo) + stored_before * cb, len);
 		}
 	}
 	return out;
 }
 
+namespace {
+
+bool has_dedup(const KfdImage &img)
+{
+	return std::any_of(img.bos.begin(), img.bos.end(), [](const KfdBo &b) { return b.dedup.has_value(); });
+}
+
+// "BO 3 at 0x7f0000400000 (gpu 0x2222) chunks 0, 1, 2" for every BO of the
+// chain with a chunk that refers to `name` in link directory `dir` at a
+// payload offset whose chunk does not end by `payload` bytes (any offset
+// when `payload` is 0: the file is missing); up to 8 chunks shown per BO.
+std::string referrers(const KfdChain &chain, const std::string &dir, const std::string &name, uint64_t payload)
+{
+	std::string out;
+	for (const auto &l : chain.links()) {
+		if (l.dir != dir)
+			continue;
+		for (size_t i = 0; i < l.img.bos.size(); i++) {
+			const KfdBo &b = l.img.bos[i];
+			if (!b.dedup)
+				continue;
+			std::string chunks;
+			size_t n = 0;
+			for (const ChunkRef &r : b.dedup->refs) {
+				const uint32_t cb = b.dedup->chunk_bytes;
+				const uint64_t len = std::min<uint64_t>(cb, b.size - r.chunk * cb);
+				if (r.file != name || (payload && r.offset + len <= payload))
+					continue;
+				if (n++ < 8)
+					chunks += strprintf("%s%" PRIu64, chunks.empty() ? "" : ", ", r.chunk);
+			}
+			if (n > 8)
+				chunks += strprintf(" and %zu more", n - 8);
+			if (n)
+				out += strprintf("%sBO %zu at 0x%" PRIx64 " (gpu 0x%04x) chunk%s %s", out.empty() ? "" : "; ",
+						 i, b.addr, b.gpu_id, n == 1 ? "" : "s", chunks.c_str());
+		}
+	}
+	return out;
+}
+
+std::shared_ptr<const ChainPages::Users> dedup_users(const KfdChain &chain)
+{
+	auto users = std::make_shared<ChainPages::Users>();
+	for (const auto &l : chain.links())
+		for (size_t i = 0; i < l.img.bos.size(); i++) {
+			const KfdBo &b = l.img.bos[i];
+			if (b.dedup)
+				for (const ChunkRef &r : b.dedup->refs)
+					(*users)[{l.dir, r.file, r.offset}].push_back(
+						strprintf("%sBO %zu at 0x%" PRIx64 " (gpu 0x%04x) chunk %" PRIu64,
+							  l.dir.empty() ? "" : (l.dir + "'s ").c_str(), i, b.addr, b.gpu_id,
+							  r.chunk));
+		}
+	return users;
+}
+
+// Every pages file a deduplicated chunk refers to is there and long enough,
+// before any GPU state changes: refused naming the file, the chunk and
+// every BO that uses it.
+Status check_referenced_files(const ImageDir &top, const KfdChain &chain,
+			      const std::map<uint32_t, ChainPages> &pages)
+{
+	struct Need {
+		uint64_t bytes = 0; // of payload
+		std::optional<DumpId> seal;
+	};
+	std::map<std::pair<std::string, std::string>, Need> need; // by (dir, name)
+	for (const auto &[gpu, p] : pages)
+		for (const PagesSegment &s : p.segments) {
+			const ChainPages::File &f = p.files[s.file];
+			Need &n = need[{f.dir, f.name}];
+			n.bytes = std::max(n.bytes, s.offset + s.length);
+			n.seal = f.seal;
+		}
+	for (const auto &[file, n] : need) {
+		const auto &[dir, name] = file;
+		const uint64_t bytes = n.bytes;
+		std::optional<ImageDir> sub;
+		if (!dir.empty()) {
+			auto d = ImageDir::open_sub(top, dir);
+			if (!d)
+				return std::move(d).error();
+			sub.emplace(std::move(*d));
+		}
+		auto r = PagesReader::open(sub ? *sub : top, name, n.seal);
+		const std::string shown = join(dir, name.c_str());
+		if (!r)
+			return make_error(r.error().code(), "%s, where deduplicated chunks are stored, cannot be read (%s); "
+							    "the chunks stored there are those of %s",
+					  shown.c_str(), r.error().message().c_str(),
+					  referrers(chain, dir, name, 0).c_str());
+		if (r->payload_size() < bytes)
+			return make_error(EINVAL, "%s holds %" PRIu64 " bytes, short of the deduplicated chunks stored "
+						  "there of %s",
+					  shown.c_str(), r->payload_size(),
+					  referrers(chain, dir, name, r->payload_size()).c_str());
+	}
+	return ok_status();
+}
+
+} // namespace
+
 Result<std::map<uint32_t, ChainPages>> resolve_chain_pages(const ImageDir &dir, int id, const KfdImage &img,
 							   Verify verify)
 {
 	std::map<uint32_t, ChainPages> out;
-	if (!img.parent)
+	if (!img.parent && !has_dedup(img))
 		return out;
 	auto chain = KfdChain::resolve(dir, id, img, verify);
 	if (!chain)
@@ -238,6 +365,13 @@ Result<std::map<uint32_t, ChainPages>> resolve_chain_pages(const ImageDir &dir, 
 		if (!p)
 			return std::move(p).error();
 		out.emplace(d.gpu_id, std::move(*p));
+	}
+	if (auto st = check_referenced_files(dir, *chain, out); !st)
+		return std::move(st).error();
+	if (has_dedup(img)) {
+		auto users = dedup_users(*chain);
+		for (auto &[gpu, p] : out)
+			p.dedup_users = users;
 	}
 	return out;
 }
@@ -251,7 +385,7 @@ Result<const PagesReader *> ChainSource::reader(uint32_t file)
 		return &*r;
 	const ChainPages::File &f = pages_->files[file];
 	if (f.dir.empty()) {
-		auto p = PagesReader::open(*top_, f.name);
+		auto p = PagesReader::open(*top_, f.name, f.seal);
 		if (!p)
 			return std::move(p).error();
 		r.emplace(std::move(*p));
@@ -260,7 +394,7 @@ Result<const PagesReader *> ChainSource::reader(uint32_t file)
 	auto dir = ImageDir::open_sub(*top_, f.dir);
 	if (!dir)
 		return std::move(dir).error();
-	auto p = PagesReader::open(*dir, f.name);
+	auto p = PagesReader::open(*dir, f.name, f.seal);
 	if (!p)
 		return std::move(p).error().context("the parent checkpoint " + describe_link(*top_, f.dir));
 	r.emplace(std::move(*p));
@@ -302,8 +436,17 @@ std::string ChainSource::locate(uint64_t offset) const
 	for (const PagesSegment &s : pages_->segments) {
 		if (offset < at + s.length) {
 			const ChainPages::File &f = pages_->files[s.file];
-			return strprintf("%s at payload offset 0x%" PRIx64, join(f.dir, f.name.c_str()).c_str(),
-					 s.offset + (offset - at));
+			const uint64_t off = s.offset + (offset - at);
+			std::string out = strprintf("%s at payload offset 0x%" PRIx64, join(f.dir, f.name.c_str()).c_str(), off);
+			if (!pages_->dedup_users)
+				return out;
+			const auto u = pages_->dedup_users->find({f.dir, f.name, off});
+			if (u == pages_->dedup_users->end())
+				return out;
+			out += ", a deduplicated chunk that ";
+			for (size_t k = 0; k < u->second.size(); k++)
+				out += (k ? ", " : "") + u->second[k];
+			return out + (u->second.size() == 1 ? " refers to" : " refer to");
 		}
 		at += s.length;
 	}

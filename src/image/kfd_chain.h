@@ -16,7 +16,9 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -54,7 +56,8 @@ struct ParentKfdImage {
 Result<std::optional<ParentKfdImage>> find_parent_kfd_image(const ImageDir &dir, uint32_t pid,
 							    std::string *why = nullptr);
 
-// One contiguous run of a GPU's BO stream in one pages file.
+// One contiguous run of a GPU's BO stream in one pages file (the link's own,
+// or one a deduplicated chunk refers to).
 struct PagesSegment {
 	uint32_t file = 0;   // index into ChainPages::files
 	uint64_t offset = 0; // in that file's payload
@@ -67,10 +70,19 @@ struct ChainPages {
 	struct File {
 		std::string dir;  // relative to the newest images directory ("" = it)
 		std::string name; // the pages file in it
+		// The dump identity it must be sealed with: its link's
+		// (pages_seal() of that image's binding; nullopt: unsealed).
+		std::optional<DumpId> seal;
 	};
 	std::vector<File> files;
 	std::vector<PagesSegment> segments; // in stream order
 	uint64_t total = 0;		    // bytes of the stream
+	// The BO chunks of the chain that refer to a deduplicated chunk, by
+	// the file (dir, name) and payload offset it is stored at: "BO 3 at
+	// 0x7f0000400000 (gpu 0x2222) chunk 0", for the message of a damaged
+	// one. Shared by the ChainPages of all GPUs of an image.
+	using Users = std::map<std::tuple<std::string, std::string, uint64_t>, std::vector<std::string>>;
+	std::shared_ptr<const Users> dedup_users;
 };
 
 class KfdChain {
@@ -99,13 +111,20 @@ private:
 };
 
 // KfdChain::resolve, then pages() of each of the image's GPUs: what a
-// restore needs of a chain, all checked before any GPU state changes. An
-// image that is no link of a chain gives an empty map.
+// restore needs of a chain, all checked before any GPU state changes. A
+// deduplicated chunk (kfd_bo_entry.dedup, image/chunk_index.h) is a segment
+// of the pages file it refers to, in its link's directory; every file a
+// segment lies in is opened, must hold it and must carry its link's seal
+// (ChainPages::File::seal, image/pages_file.h; KFD_VERIFY=0 too): a
+// missing, short, unsealed or foreign one is refused naming the file and
+// every BO chunk stored there. An image that
+// is no link of a chain and has no deduplicated chunk gives an empty map.
 Result<std::map<uint32_t, ChainPages>> resolve_chain_pages(const ImageDir &dir, int id, const KfdImage &img,
 							   Verify verify = Verify::On);
 
 // Restore: the bytes of a ChainPages in stream order, each read from the
-// pages file that holds it (files opened once, when first needed).
+// pages file that holds it (files opened once, when first needed, their
+// seals checked again).
 class ChainSource final : public ByteSource {
 public:
 	// `top` (the newest images directory) and `pages` must outlive it.

@@ -73,6 +73,11 @@ const KfdDevice *KfdImage::find_gpu(uint32_t gpu_id) const
 	return nullptr;
 }
 
+uint64_t KfdBo::stored_bytes() const
+{
+	return amdcr::stored_bytes(size, from_parent) - (dedup ? dedup->bytes(size) : 0);
+}
+
 Result<uint64_t> KfdImage::pages_size(uint32_t gpu_id) const
 {
 	uint64_t total = 0;
@@ -83,7 +88,7 @@ Result<uint64_t> KfdImage::pages_size(uint32_t gpu_id) const
 		if (total + bo.size < total)
 			return make_error(EOVERFLOW, "gpu 0x%04x: BO sizes overflow 64 bits at BO %zu",
 					  gpu_id, i);
-		total += stored_bytes(bo.size, bo.from_parent);
+		total += bo.stored_bytes();
 	}
 	return total;
 }
@@ -130,6 +135,12 @@ Status validate_kfd_image(const KfdImage &img, const std::string &name)
 		if (bo.checksum)
 			if (auto st = check_bo_checksum(*bo.checksum, bo.size); !st)
 				return std::move(st).error().context(strprintf("%s: BO %zu", n, i));
+		if (bo.dedup) {
+			if (!bo.has_contents())
+				return make_error(EINVAL, "%s: BO %zu: deduplicated chunks, but the BO has no contents", n, i);
+			if (auto st = check_chunk_refs(*bo.dedup, bo.size, bo.from_parent ? &*bo.from_parent : nullptr); !st)
+				return std::move(st).error().context(strprintf("%s: BO %zu", n, i));
+		}
 		if (!bo.from_parent)
 			continue;
 		if (!bo.has_contents() || !img.parent)
@@ -148,6 +159,38 @@ Status validate_kfd_image(const KfdImage &img, const std::string &name)
 		return make_error(EINVAL, "%s: no private data", n);
 	return ok_status();
 }
+
+namespace {
+
+// kfd_bo_entry.dedup of `d`, in storage the caller keeps until packed.
+::BoDedup *put_dedup(const ChunkRefs &d, ::BoDedup &msg, std::vector<::DedupRef> &refs,
+		     std::vector<::DedupRef *> &ptrs)
+{
+	bo_dedup__init(&msg);
+	msg.chunk_size = d.chunk_bytes;
+	refs.resize(d.refs.size());
+	ptrs.resize(d.refs.size());
+	for (size_t k = 0; k < d.refs.size(); k++) {
+		dedup_ref__init(&refs[k]);
+		refs[k].chunk = d.refs[k].chunk;
+		refs[k].file = const_cast<char *>(d.refs[k].file.c_str());
+		refs[k].offset = d.refs[k].offset;
+		ptrs[k] = &refs[k];
+	}
+	msg.n_refs = ptrs.size();
+	msg.refs = ptrs.empty() ? nullptr : ptrs.data();
+	return &msg;
+}
+
+ChunkRefs take_dedup(const ::BoDedup &d)
+{
+	ChunkRefs out{d.chunk_size, {}};
+	for (size_t k = 0; k < d.n_refs; k++)
+		out.refs.push_back({d.refs[k]->chunk, d.refs[k]->file ? d.refs[k]->file : "", d.refs[k]->offset});
+	return out;
+}
+
+} // namespace
 
 Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
 {
@@ -188,6 +231,9 @@ Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
 	std::vector<KfdBoEntry *> bo_ptrs(img.bos.size());
 	std::vector<::BoChecksum> sums(img.bos.size());
 	std::vector<::BoFromParent> from_parent(img.bos.size());
+	std::vector<::BoDedup> dedup(img.bos.size());
+	std::vector<std::vector<::DedupRef>> refs(img.bos.size());
+	std::vector<std::vector<::DedupRef *>> ref_ptrs(img.bos.size());
 	for (size_t i = 0; i < img.bos.size(); i++) {
 		kfd_bo_entry__init(&bos[i]);
 		copy_bo_fields(bos[i], img.bos[i]);
@@ -207,6 +253,8 @@ Result<std::vector<uint8_t>> pack_kfd_image(const KfdImage &img)
 			from_parent[i].in_parent.data = const_cast<uint8_t *>(f->in_parent.data());
 			bos[i].from_parent = &from_parent[i];
 		}
+		if (const auto &d = img.bos[i].dedup)
+			bos[i].dedup = put_dedup(*d, dedup[i], refs[i], ref_ptrs[i]);
 		bo_ptrs[i] = &bos[i];
 	}
 
@@ -303,6 +351,8 @@ Result<KfdImage> unpack_kfd_image(std::span<const uint8_t> payload, const std::s
 		if (const ::BoFromParent *f = msg->bo_entries[i]->from_parent)
 			img.bos[i].from_parent =
 				FromParent{f->chunk_size, {f->in_parent.data, f->in_parent.data + f->in_parent.len}};
+		if (const ::BoDedup *d = msg->bo_entries[i]->dedup)
+			img.bos[i].dedup = take_dedup(*d);
 	}
 	img.num_of_objects = msg->num_of_objects;
 	img.shared_mem_size = msg->shared_mem_size;

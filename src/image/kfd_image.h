@@ -16,6 +16,7 @@
 
 #include "base/result.h"
 #include "image/binding.h"
+#include "image/chunk_index.h"
 #include "image/content_checksum.h"
 #include "image/framing.h"
 #include "image/from_parent.h"
@@ -74,7 +75,13 @@ struct KfdBo {
 	// This project's field 160: the chunks of its contents that are in the
 	// parent checkpoint (an incremental dump); none without it.
 	std::optional<FromParent> from_parent{};
+	// This project's field 190: the chunks of its contents stored elsewhere
+	// in this checkpoint (a deduplicated dump); none without it.
+	std::optional<ChunkRefs> dedup{};
 
+	// The bytes of its contents its own pages file holds (all but the
+	// chunks in the parent and those stored elsewhere).
+	uint64_t stored_bytes() const;
 	// VRAM and GTT BOs have their contents in the pages file.
 	bool has_contents() const { return (alloc_flags & (kKfdAllocVram | kKfdAllocGtt)) != 0; }
 	// Doorbell and MMIO pages: mapped through /dev/kfd, no contents.
@@ -113,9 +120,10 @@ struct KfdImage {
 	uint32_t cpu_count() const;
 	// The device entry of `gpu_id`, or nullptr.
 	const KfdDevice *find_gpu(uint32_t gpu_id) const;
-	// Sum of the bytes of gpu_id's VRAM/GTT BOs that this checkpoint holds
-	// (all of their sizes but for the chunks in the parent): its pages
-	// file's payload. Errors on overflow.
+	// Sum of the bytes of gpu_id's VRAM/GTT BOs that its pages file holds
+	// (all of their sizes but for the chunks in the parent and those
+	// stored elsewhere, KfdBo::stored_bytes): the file's payload. Errors
+	// on overflow.
 	Result<uint64_t> pages_size(uint32_t gpu_id) const;
 
 	bool operator==(const KfdImage &) const = default;

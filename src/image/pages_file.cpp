@@ -98,11 +98,12 @@ Result<PagesWriter> PagesWriter::create(const ImageDir &dir, const std::string &
 }
 
 Result<PagesWriter> PagesWriter::create_open_ended(const ImageDir &dir, const std::string &name,
-						  uint64_t max_payload, std::optional<DumpId> seal)
+						  uint64_t max_payload, bool reserve, std::optional<DumpId> seal)
 {
 	if (dir.streaming())
 		return make_error(ESPIPE, "%s: a pages file of unknown size cannot be streamed", name.c_str());
-	auto w = create(dir, name, 0, seal); // the header's size is written at commit
+	// The header's size is written at commit.
+	auto w = create(dir, name, reserve ? max_payload : 0, seal);
 	if (!w)
 		return w;
 	w->payload_size_ = max_payload;
@@ -201,6 +202,19 @@ Status PagesWriter::retract(uint64_t len)
 	return ok_status();
 }
 
+Result<UniqueFd> PagesWriter::open_reader() const
+{
+	if (file_.streamed())
+		return make_error(ESPIPE, "%s: a streamed pages file cannot be read back", name().c_str());
+	// Through /proc: the temporary's name may change (commit), the fd's
+	// file does not, and the fd is write-only.
+	const std::string self = "/proc/self/fd/" + std::to_string(file_.fd());
+	const int fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno_error(errno, "reopening " + name() + " for reading");
+	return UniqueFd(fd);
+}
+
 Status PagesWriter::commit()
 {
 	if (open_ended_) {
@@ -208,6 +222,9 @@ Status PagesWriter::commit()
 		encode_image_header(written_, header);
 		if (auto st = pwrite_full(file_.fd(), header, sizeof(header), 0); !st)
 			return std::move(st).error().context(name());
+		// A reserved file has the maximum's length until now.
+		if (reserved_ && ::ftruncate(file_.fd(), static_cast<off_t>(kImageHeaderSize + written_)) != 0)
+			return errno_error(errno, "setting the length of " + name());
 		payload_size_ = written_;
 	}
 	if (written_ != payload_size_)

@@ -62,11 +62,18 @@ public:
 	static Result<PagesWriter> create(const ImageDir &dir, const std::string &name,
 					  uint64_t payload_size, std::optional<DumpId> seal = std::nullopt);
 	// Starts `name` for at most `max_payload` bytes, the size unknown yet
-	// (an incremental dump's pages file: only the chunks that changed);
-	// commit() puts the size written into the header. Not streamed (the
-	// header is rewritten in place): ESPIPE.
+	// (an incremental or deduplicated dump's pages file: only the chunks
+	// that changed, or not written before); commit() puts the size written
+	// into the header and cuts the file there, then appends the seal (with
+	// `seal`) right after the payload. With `reserve`, the
+	// maximum is reserved and the file given that length first, as
+	// create() does (a deduplicated complete dump: with no chunk taken
+	// back, it writes what create() would); without, the file grows as it
+	// is written (an incremental dump, which may need a small part). Not
+	// streamed (the header is rewritten in place): ESPIPE.
 	static Result<PagesWriter> create_open_ended(const ImageDir &dir, const std::string &name,
-						     uint64_t max_payload, std::optional<DumpId> seal = std::nullopt);
+						     uint64_t max_payload, bool reserve = false,
+						     std::optional<DumpId> seal = std::nullopt);
 
 	PagesWriter(PagesWriter &&) noexcept = default;
 	PagesWriter &operator=(PagesWriter &&) noexcept = default;
@@ -78,9 +85,12 @@ public:
 	// accepted (held-back zeros first, then the file's end).
 	Status retract(uint64_t len) override;
 	// Requires exactly the declared size written (open-ended: writes the
-	// size written into the header), appends the seal, then renames into
-	// place.
+	// size written into the header and cuts the file after that payload),
+	// appends the seal, then renames into place.
 	Status commit();
+	// A read-only fd of the file being written (a deduplicating dump reads
+	// its chunks back, image/chunk_index.h); not streamed (ESPIPE).
+	Result<UniqueFd> open_reader() const;
 	// Payload bytes left as holes so far (retract() does not lower it).
 	uint64_t hole_bytes() const { return hole_bytes_; }
 	void abort() { file_.abort(); }

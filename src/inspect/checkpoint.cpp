@@ -97,7 +97,7 @@ std::vector<std::optional<PagesLocation>> kfd_pages_layout(const KfdImage &img, 
 		if (it == next.end())
 			it = next.insert(next.end(), {bo.gpu_id, 0});
 		out.push_back(PagesLocation{kfd_pages_image_name(id, bo.gpu_id), it->second});
-		it->second += stored_bytes(bo.size, bo.from_parent); // validated: no overflow (pages_size)
+		it->second += bo.stored_bytes(); // validated: no overflow (pages_size)
 	}
 	return out;
 }

@@ -304,6 +304,13 @@ Result<std::vector<std::string>> diff_checkpoints(const Checkpoint &a, const Che
 						  "%s/%s is an incremental checkpoint (its parent holds some of its "
 						  "chunks): diff compares complete checkpoints; amdgpu-img flatten it first",
 						  ck->path.c_str(), l.file.c_str());
+			else if (l.image && std::any_of(l.image->bos.begin(), l.image->bos.end(),
+							[](const KfdBo &bo) { return bo.dedup; }))
+				return make_error(EINVAL,
+						  "%s/%s is deduplicated (some of its chunks are stored once in other "
+						  "pages files of the checkpoint): diff compares complete checkpoints; "
+						  "amdgpu-img flatten it first (or dump with KFD_DEDUP=0)",
+						  ck->path.c_str(), l.file.c_str());
 	return Differ(a, b, opt).run();
 }
 

@@ -104,8 +104,8 @@ Status copy_file(const ImageDir &src, const ImageDir &dst, const std::string &na
 	return out->commit();
 }
 
-// A link of a chain: its pages files complete, then the image without
-// its chain fields.
+// A link of a chain or a deduplicated image: its pages files complete,
+// then the image without its chain and dedup fields.
 Status flatten_kfd(const ImageDir &src, const ImageDir &dst, int id, KfdImage img, std::vector<uint8_t> &buf,
 		   FlattenReport &rep)
 {
@@ -131,17 +131,22 @@ Status flatten_kfd(const ImageDir &src, const ImageDir &dst, int id, KfdImage im
 			return st;
 		if (auto st = w->commit(); !st)
 			return st;
-		for (const auto &s : where.segments)
-			rep.from_parents += s.file == 0 ? 0 : s.length;
+		for (const auto &s : where.segments) {
+			const auto &f = where.files[s.file];
+			rep.from_parents += f.dir.empty() ? 0 : s.length;
+			rep.deduplicated += f.dir.empty() && s.file != 0 ? s.length : 0;
+		}
 		rep.files++;
 	}
+	rep.chains += img.parent ? 1 : 0;
 	img.parent.reset();
-	for (auto &b : img.bos)
+	for (auto &b : img.bos) {
 		b.from_parent.reset();
+		b.dedup.reset();
+	}
 	if (auto st = write_kfd_image(dst, id, img); !st)
 		return st;
 	rep.files++;
-	rep.chains++;
 	return ok_status();
 }
 
@@ -180,7 +185,8 @@ Result<FlattenReport> flatten_checkpoint(const std::string &src_path, const std:
 		auto img = read_kfd_image(*src, id);
 		if (!img)
 			return std::move(img).error().context(src_path);
-		if (!img->parent)
+		const bool dedup = std::any_of(img->bos.begin(), img->bos.end(), [](const KfdBo &b) { return b.dedup; });
+		if (!img->parent && !dedup)
 			continue; // copied as it is below
 		for (const auto &d : img->devices)
 			if (d.is_gpu())

@@ -60,6 +60,27 @@ void text_device(std::string &o, const KfdDevice &d)
 	o += "    io links:" + (links.empty() ? std::string(" none") : links) + "\n";
 }
 
+// Per GPU of a deduplicated image: the bytes its BOs hold, those stored
+// elsewhere in the checkpoint (the bytes saved) and their ratio.
+void text_dedup(std::string &o, const KfdImage &img)
+{
+	for (const KfdDevice &d : img.devices) {
+		if (!d.is_gpu())
+			continue;
+		uint64_t held = 0, saved = 0;
+		for (const KfdBo &b : img.bos)
+			if (b.gpu_id == d.gpu_id && b.has_contents()) {
+				held += b.size;
+				saved += b.dedup ? b.dedup->bytes(b.size) : 0;
+			}
+		if (saved)
+			o += strprintf("  deduplicated: GPU 0x%04x: %s of %s stored once elsewhere in the checkpoint "
+				       "(saved %.1f%%)\n",
+				       d.gpu_id, format_size(saved).c_str(), format_size(held).c_str(),
+				       100.0 * static_cast<double>(saved) / static_cast<double>(held));
+	}
+}
+
 void text_kfd(std::string &o, const Loaded<KfdImage> &l)
 {
 	if (!l.image) {
@@ -80,6 +101,7 @@ void text_kfd(std::string &o, const Loaded<KfdImage> &l)
 			       dump_id_text(img.parent->dump_id).c_str());
 	for (const KfdDevice &d : img.devices)
 		text_device(o, d);
+	text_dedup(o, img);
 	const auto where = kfd_pages_layout(img, l.id);
 	for (size_t i = 0; i < img.bos.size(); i++) {
 		const KfdBo &b = img.bos[i];
@@ -95,6 +117,8 @@ void text_kfd(std::string &o, const Loaded<KfdImage> &l)
 				       b.checksum->chunks.size());
 		if (b.from_parent)
 			o += strprintf(" %s of it in the parent", format_size(b.size - stored_bytes(b.size, b.from_parent)).c_str());
+		if (b.dedup)
+			o += strprintf(" %s of it stored once elsewhere", format_size(b.dedup->bytes(b.size)).c_str());
 		o += "\n";
 	}
 }
@@ -250,6 +274,8 @@ void json_kfd(JsonWriter &j, const Loaded<KfdImage> &l)
 		json_checksum(j, b.checksum);
 		if (b.from_parent)
 			j.field("bytes_in_parent", b.size - stored_bytes(b.size, b.from_parent));
+		if (b.dedup)
+			j.field("bytes_stored_elsewhere", b.dedup->bytes(b.size));
 		j.end_object();
 	}
 	j.end_array().end_object();

@@ -199,16 +199,18 @@ private:
 		}
 		if (l.integrity == Integrity::Verified)
 			r_.sealed++;
-		if (img.parent) {
+		const bool dedup = std::any_of(img.bos.begin(), img.bos.end(), [](const KfdBo &b) { return b.dedup; });
+		if (img.parent || dedup) {
 			chain(l, pages);
 			return;
 		}
 		with_pages(l, validate_kfd_image_set(ck_.dir, l.id, img), pages);
 	}
 
-	// A link of a chain (image/kfd_chain.h): the chain resolved as the
-	// restore resolves it, then each GPU's bytes read from the checkpoints
-	// holding them, through the newest image's checksums.
+	// A link of a chain (image/kfd_chain.h) or a deduplicated image
+	// (image/chunk_index.h): the chain resolved as the restore resolves
+	// it, then each GPU's bytes read from the files holding them, through
+	// the newest image's checksums.
 	void chain(const Loaded<KfdImage> &l, const std::vector<std::string> &pages)
 	{
 		for (const auto &p : pages)
@@ -227,10 +229,27 @@ private:
 			ChainSource source(ck_.dir, where);
 			VerifyingSource checked(source, checked_bos_[file]);
 			if (read_all(file, checked))
-				r_.good.push_back(file + strprintf(" (with its parents: %zu bytes)",
-								   static_cast<size_t>(where.total)));
+				r_.good.push_back(file + strprintf(" (%s: %zu bytes%s)",
+								   img.parent ? "with its parents" : "with the chunks stored elsewhere",
+								   static_cast<size_t>(where.total),
+								   dedup_text(img, gpu).c_str()));
 			r_.bytes_checksummed += checked.verified_bytes();
 		}
+	}
+
+	// ", 1.00 MiB of them (25.0%) deduplicated" for gpu's BOs of `img`.
+	static std::string dedup_text(const KfdImage &img, uint32_t gpu)
+	{
+		uint64_t held = 0, saved = 0;
+		for (const KfdBo &b : img.bos)
+			if (b.gpu_id == gpu && b.has_contents()) {
+				held += b.size;
+				saved += b.dedup ? b.dedup->bytes(b.size) : 0;
+			}
+		if (!saved)
+			return "";
+		return strprintf(", %" PRIu64 " of them (%.1f%%) stored once elsewhere in the checkpoint", saved,
+				 100.0 * static_cast<double>(saved) / static_cast<double>(held));
 	}
 
 	bool read_all(const std::string &file, ByteSource &source)

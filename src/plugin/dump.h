@@ -28,6 +28,7 @@
 #include "base/shared_memory.h"
 #include "device/kfd.h"
 #include "image/binding.h"
+#include "image/chunk_index.h"
 #include "image/image_dir.h"
 #include "image/kfd_chain.h"
 #include "image/kfd_image.h"
@@ -93,6 +94,9 @@ private:
 	PauseLedger ledger_;
 	DumpFiles files_;
 	DumpSharedBos shared_bos_;
+	// The chunks of KFD BO contents this dump wrote, over all its
+	// processes and GPUs (KFD_DEDUP; image/chunk_index.h).
+	ChunkIndex chunks_;
 };
 
 } // namespace amdcr

@@ -210,6 +210,11 @@ Status DumpSession::dump_kfd(int fd, int id)
 	auto parent = compare_with_parent(*images, info->pid, img, *job_bo_index, *jobs, prev);
 	if (!parent)
 		return std::move(parent).error();
+	// Deduplicated: needs the checksums (KFD_VERIFY) and a file to read
+	// chunks back from (not streamed: a pipe cannot).
+	if (env_.config.dedup && env_.config.verify && !images->streaming())
+		for (auto &job : *jobs)
+			job.dedup = &chunks_;
 
 	// Contents first, metadata last: a KFD image under its final name
 	// implies its pages files are complete. The files are the session's
@@ -238,6 +243,9 @@ Status DumpSession::dump_kfd(int fd, int id)
 				img.bos[(*job_bo_index)[j][k]].from_parent = from[k];
 				img.parent = *parent; // a link of a chain only when a chunk is in the parent
 			}
+		const auto &dedup = (*copied)[j].dedup;
+		for (size_t k = 0; k < dedup.size() && k < (*job_bo_index)[j].size(); k++)
+			img.bos[(*job_bo_index)[j][k]].dedup = dedup[k];
 	}
 	img.binding = *binding;
 	if (auto st = write_kfd_image(*images, id, img); !st)

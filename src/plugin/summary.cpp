@@ -61,6 +61,13 @@ std::string summary_line(const CopyTotals &t, bool dump, const Config &config)
 			       human_bytes(t.parent_bytes.load()).c_str(),
 			       static_cast<unsigned long long>(std::max<uint64_t>(1, t.hash_threads.load())),
 			       t.hash_threads.load() > 1 ? "s" : "", kMaxHashThreads);
+	if (dump && t.dedup_bytes.load() > 0)
+		s += strprintf(", deduplicated: %llu bytes (%s) written, %llu bytes (%s) not written again (chunks "
+			       "stored once for several BOs)",
+			       static_cast<unsigned long long>(t.written_bytes.load()),
+			       human_bytes(t.written_bytes.load()).c_str(),
+			       static_cast<unsigned long long>(t.dedup_bytes.load()),
+			       human_bytes(t.dedup_bytes.load()).c_str());
 	if (!dump)
 		s += config.verify ? strprintf(", checksums matched for %llu bytes",
 					       static_cast<unsigned long long>(t.verified_bytes.load()))

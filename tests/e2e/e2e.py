@@ -642,10 +642,86 @@ def sc_pre_copy(run):
     expect_good_restore(r, "restore of the dump after the pre-dump")
 
 
+REPLICA = 8 * 2**20 + 3 * 2**20 + 4096  # --replica 8M,3M+4K: per GPU, per process
+
+
+PAGES_SEAL = 32  # the plugin's seal after a pages file's payload (src/image/pages_file.h)
+
+
+def pages_payloads(images):
+    """{file: payload bytes its 8-byte header announces} of the KFD pages
+    files in `images`."""
+    out = {}
+    for f in glob.glob(os.path.join(images, "amdgpu-pages-*.img")):
+        with open(f, "rb") as fh:
+            out[f] = int.from_bytes(fh.read(8), "little")
+    return out
+
+
+def dedup_summary(text):
+    """(written, not written again) of the dump's summary line, or None."""
+    m = re.search(r"deduplicated: (\d+) bytes \([^)]*\) written, (\d+) bytes", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def sc_dedup(run):
+    """Deduplicated checkpoints: a tree of 2 GPU processes on 2 GPUs, each
+    holding the same replica BOs on both GPUs plus BOs of its own. The
+    replicas' chunks are written once (3 of their 4 copies not written: the
+    dump's summary, its bytes copied = written + not written, and the pages
+    files' sizes), the images decode with every pattern intact (read as a
+    restore reads them), the restore verifies every byte in both tasks; a
+    byte of a replica's stored chunk damaged is refused before any task
+    resumes, naming the file and the BOs referring to it."""
+    wl = ["--vram", "4K,1M+4K", "--gtt", "8K", "--replica", "8M,3M+4K", "--children", "1"]
+    d = run.dump(["--machine", "2xMI210"], wl)
+    check(d["rc"] == 0, "dedup dump failed:\n" + d["log"][-3000:])
+    # (The tree's BOs are not compared with the emulator's as one process's;
+    # the restore's verifier checks every byte in both tasks.)
+    check(d["img_check_rc"] == 0, "images do not decode or patterns differ: %s" % d["img_check_err"])
+    s = dedup_summary(d["log"])
+    check(s is not None, "no 'deduplicated:' in the dump's summary line")
+    check(s[1] >= 3 * REPLICA, "%d bytes not written again, expected at least 3 x %d" % (s[1], REPLICA))
+    images = os.path.join(d["state"], "images")
+    m = re.search(r"amdgpu_plugin: dump: .*?BOs \(\d+ with contents\), (\d+) bytes", d["log"])
+    check(m and int(m.group(1)) == s[0] + s[1], "the summary's bytes (%s) are not %d written + %d not written" %
+          (m and m.group(1), s[0], s[1]))
+    payloads = pages_payloads(images)
+    check(sum(payloads.values()) == s[0],
+          "the pages files hold %d bytes, the summary says %d written" % (sum(payloads.values()), s[0]))
+    for f, n in payloads.items():  # cut to the payload, the seal right after it
+        check(os.path.getsize(f) == 8 + n + PAGES_SEAL, "%s: %d bytes, not the header, its %d-byte payload and "
+              "the %d-byte seal" % (os.path.basename(f), os.path.getsize(f), n, PAGES_SEAL))
+    log("  dedup dump ok: %d bytes copied, %d written, %d not written again (%.2f x the replicas)" %
+        (s[0] + s[1], s[0], s[1], s[1] / REPLICA))
+    r = run.restore(["--machine", "2xMI210"], d)
+    expect_good_restore(r, "deduplicated tree", tasks=2)
+    # The first chunk each 8 MiB replica BO stores itself (GPUs copying
+    # at once share the storing), one byte of it: every such chunk is one
+    # the other copies refer to.
+    amdgpu_img = os.path.join(ARGS.bin_dir, "amdgpu-img")
+    shown = json.loads(subprocess.run([amdgpu_img, "show", "--json", images], capture_output=True, text=True,
+                                      check=True).stdout)
+    stores = [b for k in shown["kfd"] for b in k["bos"]
+              if b["size"] == 8 << 20 and b.get("bytes_stored_elsewhere", 0) < b["size"]]
+    check(stores, "no 8 MiB replica BO stores a chunk")
+    damaged = sorted(set(b["pages_file"] for b in stores))
+    for b in stores:
+        with open(os.path.join(images, b["pages_file"]), "r+b") as f:
+            f.seek(8 + b["pages_offset"] + 17)  # after the 8-byte header
+            x = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([x[0] ^ 0x20]))
+    r = run.restore(["--machine", "2xMI210"], d)
+    refused(r, "stored replica chunks damaged", "of 8;", "a deduplicated chunk that", "do not match their checksum")
+    check(any(f in r["log"] for f in damaged), "the refusal names none of %s" % damaged)
+
+
 SCENARIOS = {
     "roundtrip": sc_roundtrip, "bounded": sc_bounded, "hive": sc_hive, "bigger": sc_bigger, "tree": sc_tree,
     "incompatible": sc_incompatible, "dump_faults": sc_dump_faults, "restore_faults": sc_restore_faults,
     "coexist": sc_coexist, "demo": sc_demo, "parallel": sc_parallel, "pre_copy": sc_pre_copy,
+    "dedup": sc_dedup,
 }
 
 

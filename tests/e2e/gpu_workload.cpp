@@ -9,7 +9,7 @@
 //
 //   gpu-workload --manifest FILE [--ready FILE] [--vram LIST] [--gtt LIST]
 //                [--gem LIST] [--no-queues] [--exit] [--children N] [--zero]
-//                [--changes FILE]
+//                [--changes FILE] [--replica LIST]
 //   --gem LIST: on every GPU, GEM BOs (libdrm_amdgpu) of these sizes in
 //   VRAM on the render-node file libhsakmt opened for that GPU (as a ROCm
 //   runtime's own GEM BOs sit beside its KFD BOs), CPU-visible and
@@ -28,6 +28,10 @@
 //   CPU mapping, as the BOs were filled; then create FILE.done (the
 //   incremental-dump benchmark changes chosen 1 MiB chunks of a BO between
 //   two dumps this way). SIGUSR1 is blocked except while the workload waits.
+//   --replica LIST: on every GPU, VRAM BOs of these sizes after the
+//   --vram ones, the k-th filled with the pattern of seed kReplicaSeed + k
+//   on every GPU and in every process of a --children tree: the same
+//   bytes several times (the deduplicated-checkpoint tests).
 //   LIST: comma-separated sizes with K/M/G suffixes and '+' sums, e.g.
 //         4K,12K,1M+4K,1G+36K (each a multiple of 4 KiB); SIZExN repeats
 //         a size N times (64Kx16384)
@@ -49,6 +53,10 @@
 #include "testcommon/pattern.h"
 
 namespace {
+
+// The seed of the first --replica BO's pattern (above any per-process seed:
+// those start at 1 + 1000 k).
+constexpr uint64_t kReplicaSeed = 1'000'000;
 
 [[noreturn]] void die(const char *what, long code = 0)
 {
@@ -277,7 +285,7 @@ struct Options {
 	std::string manifest_path, ready_path, changes_path;
 	std::vector<uint64_t> vram = {4 << 10, 12 << 10, (1 << 20) + (4 << 10), (7 << 20) + (12 << 10)};
 	std::vector<uint64_t> gtt = {8 << 10, (3 << 20) + (4 << 10)};
-	std::vector<uint64_t> gem;
+	std::vector<uint64_t> gem, replica;
 	bool queues = true, hold = true, zero = false;
 	int children = 0;
 };
@@ -302,6 +310,7 @@ Options parse_options(int argc, char **argv)
 		else if (a == "--children") o.children = std::atoi(next());
 		else if (a == "--zero") o.zero = true;
 		else if (a == "--changes") o.changes_path = next();
+		else if (a == "--replica") o.replica = parse_list(next());
 		else die("unknown option");
 	}
 	if (o.manifest_path.empty())
@@ -314,7 +323,7 @@ Options parse_options(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	Options o = parse_options(argc, argv);
-	auto &[manifest_path, ready_path, changes_path, vram, gtt, gem, queues, hold, zero, children] = o;
+	auto &[manifest_path, ready_path, changes_path, vram, gtt, gem, replica, queues, hold, zero, children] = o;
 	setpgid(0, 0);
 	signal(SIGTERM, on_term);
 	sigset_t usr1{}, waiting{};
@@ -367,6 +376,9 @@ int main(int argc, char **argv)
 		const auto render = static_cast<uint32_t>(props.DrmRenderMinor);
 		for (uint64_t size : vram)
 			add_bo(m, {node, render, true, false, vram_bo(node, size), size, 0, seed++}, zero);
+		for (size_t k = 0; k < replica.size(); k++)
+			add_bo(m, {node, render, true, false, vram_bo(node, replica[k]), replica[k], 0, kReplicaSeed + k},
+			       zero);
 		if (gem.empty())
 			continue;
 		const amdgpu_device_handle dev = gem_device(props.DrmRenderMinor);

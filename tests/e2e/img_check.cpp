@@ -4,7 +4,9 @@
 // image layer and prints, per KFD image, its devices and BO table with an
 // FNV-1a 64 checksum of each BO's contents in the pages files (the same
 // checksum the emulator reports for live BOs). With --manifest, also checks
-// each workload BO's pattern in the pages files.
+// each workload BO's pattern in the pages files. A KFD image whose chunks
+// are partly elsewhere (a chain's link, a deduplicated image) is read
+// through its ChainPages, as a restore reads it.
 //
 //   img-check --images DIR [--manifest FILE]
 // Exit 0: all images valid (and patterns intact); 1 otherwise.
@@ -12,6 +14,8 @@
 
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +24,7 @@
 #include "image/image_dir.h"
 #include "image/image_names.h"
 #include "image/image_set.h"
+#include "image/kfd_chain.h"
 #include "image/kfd_image.h"
 #include "image/pages_file.h"
 
@@ -40,6 +45,47 @@ int fail(const std::string &msg)
 {
 	std::fprintf(stderr, "img-check: %s\n", msg.c_str());
 	return 1;
+}
+
+struct Tally {
+	int bad = 0;
+	size_t patterns_ok = 0;
+};
+
+// BO `b`'s bytes, read next from `source`: their FNV-1a 64 as JSON text
+// (nullopt: a read failed, said on stderr). With `m` (the workload's BO
+// at b's address), its pattern is checked too, the outcome counted.
+std::optional<std::string> read_bo(ByteSource &source, const KfdBo &b, const e2e::ManifestBo *m,
+				   std::vector<unsigned char> &buf, Tally &tally)
+{
+	std::vector<unsigned char> whole;
+	if (m)
+		whole.resize(b.size);
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (uint64_t off = 0; off < b.size;) {
+		const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), b.size - off));
+		if (auto st = source.read(buf.data(), n); !st) {
+			fail(st.error().message());
+			return std::nullopt;
+		}
+		h = fnv1a(h, buf.data(), n);
+		if (m)
+			std::copy(buf.begin(), buf.begin() + static_cast<long>(n), whole.begin() + static_cast<long>(off));
+		off += n;
+	}
+	if (m) {
+		const int64_t at = testcommon::check_pattern(whole.data(), std::min(m->fill, b.size), m->seed);
+		if (at >= 0) {
+			std::fprintf(stderr, "img-check: BO %#llx: pattern differs at offset %lld\n",
+				     static_cast<unsigned long long>(b.addr), static_cast<long long>(at));
+			tally.bad++;
+		} else {
+			tally.patterns_ok++;
+		}
+	}
+	char text[32];
+	std::snprintf(text, sizeof(text), "\"0x%016llx\"", static_cast<unsigned long long>(h));
+	return std::string(text);
 }
 
 } // namespace
@@ -70,8 +116,7 @@ int main(int argc, char **argv)
 				wanted[b.addr] = &b;
 	}
 
-	int bad = 0;
-	size_t patterns_ok = 0;
+	Tally tally;
 	std::printf("{\"kfd\": [");
 	bool first_img = true;
 	for (int id = 0; id < 1 << 16; id++) {
@@ -92,49 +137,32 @@ int main(int argc, char **argv)
 			first = false;
 		}
 		std::printf("],\n  \"bos\": [");
-		std::map<uint32_t, PagesReader> readers;
+		auto chain = resolve_chain_pages(*dir, id, *img);
+		if (!chain)
+			return fail(chain.error().message());
+		std::map<uint32_t, std::unique_ptr<ByteSource>> readers;
 		std::vector<unsigned char> buf(8 << 20);
 		first = true;
 		for (const auto &b : img->bos) {
 			std::string fnv = "null";
 			if (b.has_contents()) {
 				auto it = readers.find(b.gpu_id);
-				if (it == readers.end()) {
-					auto r = PagesReader::open_kfd(*dir, id, b.gpu_id);
+				if (it == readers.end() && chain->contains(b.gpu_id)) {
+					it = readers.emplace(b.gpu_id, std::make_unique<ChainSource>(*dir, chain->at(b.gpu_id)))
+						     .first;
+				} else if (it == readers.end()) {
+					auto r = PagesReader::open_kfd(*dir, id, b.gpu_id, pages_seal(img->binding));
 					if (!r)
 						return fail(r.error().message());
-					it = readers.emplace(b.gpu_id, std::move(*r)).first;
+					it = readers.emplace(b.gpu_id, std::make_unique<PagesReader>(std::move(*r))).first;
 				}
-				std::vector<unsigned char> whole;
-				const bool check = wanted.count(b.addr) != 0;
-				if (check)
-					whole.resize(b.size);
-				uint64_t h = 0xcbf29ce484222325ull;
-				for (uint64_t off = 0; off < b.size;) {
-					const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), b.size - off));
-					if (auto st = it->second.read(buf.data(), n); !st)
-						return fail(st.error().message());
-					h = fnv1a(h, buf.data(), n);
-					if (check)
-						std::copy(buf.begin(), buf.begin() + static_cast<long>(n),
-							  whole.begin() + static_cast<long>(off));
-					off += n;
-				}
-				char tmp[32];
-				std::snprintf(tmp, sizeof(tmp), "\"0x%016llx\"", static_cast<unsigned long long>(h));
-				fnv = tmp;
-				if (check) {
-					const e2e::ManifestBo &m = *wanted[b.addr];
-					const int64_t at = testcommon::check_pattern(whole.data(), std::min(m.fill, b.size), m.seed);
-					if (at >= 0) {
-						std::fprintf(stderr, "img-check: BO %#llx: pattern differs at offset %lld\n",
-							     static_cast<unsigned long long>(b.addr), static_cast<long long>(at));
-						bad++;
-					} else {
-						patterns_ok++;
-					}
-					wanted.erase(b.addr);
-				}
+				const auto w = wanted.find(b.addr);
+				auto sum = read_bo(*it->second, b, w == wanted.end() ? nullptr : w->second, buf, tally);
+				if (!sum)
+					return 1;
+				fnv = *sum;
+				if (w != wanted.end())
+					wanted.erase(w);
 			}
 			std::printf("%s\n   {\"addr\": %llu, \"size\": %llu, \"gpu_id\": %u, \"flags\": %u, \"fnv\": %s}",
 				    first ? "" : ",", static_cast<unsigned long long>(b.addr),
@@ -142,10 +170,11 @@ int main(int argc, char **argv)
 			first = false;
 		}
 		for (auto &[gpu, r] : readers)
-			if (r.remaining() != 0) {
-				std::fprintf(stderr, "img-check: %s: %llu bytes past the BO table\n", r.name().c_str(),
-					     static_cast<unsigned long long>(r.remaining()));
-				bad++;
+			if (r->remaining() != 0) {
+				std::fprintf(stderr, "img-check: %s: %llu bytes past the BO table\n",
+					     kfd_pages_image_name(id, gpu).c_str(),
+					     static_cast<unsigned long long>(r->remaining()));
+				tally.bad++;
 			}
 		std::printf("]}");
 	}
@@ -154,9 +183,10 @@ int main(int argc, char **argv)
 		for (const auto &[addr, m] : wanted) {
 			std::fprintf(stderr, "img-check: manifest BO %#llx is in no KFD image\n",
 				     static_cast<unsigned long long>(addr));
-			bad++;
+			tally.bad++;
 		}
-		std::fprintf(stderr, "img-check: %zu workload BOs hold their pattern in the pages files\n", patterns_ok);
+		std::fprintf(stderr, "img-check: %zu workload BOs hold their pattern in the pages files\n",
+			     tally.patterns_ok);
 	}
-	return bad ? 1 : 0;
+	return tally.bad ? 1 : 0;
 }

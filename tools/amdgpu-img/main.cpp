@@ -158,9 +158,10 @@ int cmd_flatten(const std::vector<std::string> &args)
 		std::fprintf(stderr, "amdgpu-img: flatten: %s\n", r.error().message().c_str());
 		return kTrouble;
 	}
-	print(strprintf("%s: %zu files written, %zu KFD image%s flattened, %llu bytes taken from parent checkpoints%s\n",
+	print(strprintf("%s: %zu files written, %zu KFD image%s flattened, %llu bytes taken from parent checkpoints, "
+			"%llu bytes of deduplicated chunks written out%s\n",
 			args[1].c_str(), r->files, r->chains, r->chains == 1 ? "" : "s",
-			static_cast<unsigned long long>(r->from_parents),
+			static_cast<unsigned long long>(r->from_parents), static_cast<unsigned long long>(r->deduplicated),
 			r->parent_link.empty() ? "" : ("; parent link kept for CRIU's own images: " + r->parent_link).c_str()));
 	return kOk;
 }

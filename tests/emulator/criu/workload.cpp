@@ -5,7 +5,7 @@
 // and libdrm_amdgpu 2.4.114.
 //
 //   kfdemu_criu_workload [--tree] [--kfd-gem [--gem-cpu-visible] [--gem-high-va | --gem-va-offset]] [--metadata] [--queue-state] [--svm [--svm-pending]] [--user-queue | --cp-queue]
-//                        [--periodic N] [--named-semaphore] [--fork-holder | --scm-holder] DIR
+//                        [--periodic N] [--named-semaphore] [--fork-holder | --scm-holder] [--replica] DIR
 //   kfdemu_criu_workload --render [--second-file] DIR
 //
 // (The options, which each needs and excludes: kOptions below; a wrong
@@ -116,6 +116,9 @@
 // it an ioctl through the file (EBADF), and its verdict requires the
 // child's exit 0; the child checks (kcmp KCMP_FILE) that the parent's fd
 // is still its own /dev/kfd file, before its other checks.
+// --replica: every GPU's VRAM BO holds the same pattern (one seed, in every
+// process of a --tree too): replicated GPU memory, which a deduplicated
+// checkpoint stores once.
 // --tree: the process first forks a child that does all of the above in
 // DIR/child (its own KFD context and BOs); the parent's verdict also
 // requires the child to have exited 0 (it waits for it after its own
@@ -1432,10 +1435,16 @@ void periodic_steps(int steps, std::vector<Bo> &bos, const std::vector<uint32_t>
 	}
 }
 
+// The seed of every VRAM BO under --replica (above every seed of a
+// process of its own).
+constexpr uint64_t kReplicaSeed = 1'000'000;
+
 // A VRAM BO on every GPU node (2 MiB, or $KFDEMU_WORKLOAD_VRAM_MIB): the
-// nodes, their render minors and the BOs, each with the next seed.
+// nodes, their render minors and the BOs, each with the next seed (with
+// `replica`: all with kReplicaSeed, the same bytes on every GPU and in
+// every process).
 void gpu_bos(const HsaSystemProperties &sys, std::vector<uint32_t> *gpus_out, std::vector<int> *minors_out,
-	     std::vector<Bo> *bos_out, uint64_t *seed_io)
+	     std::vector<Bo> *bos_out, uint64_t *seed_io, bool replica)
 {
 	std::string err;
 	std::vector<uint32_t> &gpus = *gpus_out;
@@ -1454,7 +1463,7 @@ void gpu_bos(const HsaSystemProperties &sys, std::vector<uint32_t> *gpus_out, st
 		Bo b{};
 		if (!alloc_bo(node, vram_bytes, true, &b, &err))
 			finish("FAIL: VRAM: " + err);
-		b.seed = seed++;
+		b.seed = replica ? kReplicaSeed : seed++;
 		bos.push_back(b);
 	}
 }
@@ -1466,6 +1475,7 @@ struct Modes {
 	bool metadata = false, queue_state = false, user_queue = false, cp_queue = false, svm = false, svm_pending = false;
 	int periodic = 0; // --periodic N
 	bool named_semaphore = false, fork_holder = false, scm_holder = false;
+	bool replica = false;
 	int scm_socket = -1; // --scm-holder's child: its end of the pair to the parent (no option)
 };
 
@@ -1482,6 +1492,7 @@ struct Option {
 
 constexpr Option kOptions[] = {
 	{"--tree", &Modes::tree, nullptr, true, nullptr, {"--fork-holder", "--scm-holder"}},
+	{"--replica", &Modes::replica},
 	{"--render", &Modes::render, nullptr, false},
 	{"--second-file", &Modes::second_file, nullptr, false, "--render"},
 	{"--kfd-gem", &Modes::gem},
@@ -1617,7 +1628,7 @@ struct KfdProcess {
 		HsaSystemProperties sys{};
 		if (HSAKMT_STATUS s = hsaKmtAcquireSystemProperties(&sys); s != HSAKMT_STATUS_SUCCESS)
 			finish(status("FAIL: hsaKmtAcquireSystemProperties", s));
-		gpu_bos(sys, &gpus, &minors, &bos, &seed);
+		gpu_bos(sys, &gpus, &minors, &bos, &seed, m.replica);
 		if (gpus.empty())
 			finish("FAIL: no GPU node");
 		if (!alloc_bo(0, 1 << 20, false, &gtt, &err))

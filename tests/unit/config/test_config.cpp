@@ -185,8 +185,8 @@ Test(config, function_source_is_asked_by_name)
 			return std::string("no");
 		return std::nullopt;
 	});
-	cr_assert_eq(asked.size(), 12u); // 7 checks, KFD_MAX_BUFFER_SIZE, KFD_VERIFY, KFD_SDMA_TIMEOUT, KFD_PARALLEL_RESTORE,
-					 // KFD_REQUIRE_MANIFEST
+	cr_assert_eq(asked.size(), 13u); // 7 checks, KFD_MAX_BUFFER_SIZE, KFD_VERIFY, KFD_SDMA_TIMEOUT, KFD_PARALLEL_RESTORE,
+					 // KFD_REQUIRE_MANIFEST, KFD_DEDUP
 	cr_assert(!l.config.capability_check);
 }
 
@@ -211,7 +211,7 @@ Test(config, describe_names_every_check_that_is_off_and_the_budget)
 	cr_assert(Config{}.is_default());
 	cr_assert_str_eq(def.c_str(), "configuration: every check on, KFD_MAX_BUFFER_SIZE unset (staging: 64 MiB "
 				      "per GPU), KFD_VERIFY=1, KFD_SDMA_TIMEOUT=60 s, KFD_PARALLEL_RESTORE=1, "
-				      "KFD_REQUIRE_MANIFEST=1");
+				      "KFD_REQUIRE_MANIFEST=1, KFD_DEDUP=1");
 	Config c = Config{}.with(Check::Numa, false).with(Check::Capability, false);
 	c.max_buffer_size = 1 << 20;
 	cr_assert(!c.is_default());
@@ -290,4 +290,17 @@ Test(config, require_manifest_defaults_on_and_parses_as_a_boolean)
 	ConfigLoad bad = load_config({{"KFD_REQUIRE_MANIFEST", "later"}});
 	cr_assert(bad.config.require_manifest, "an invalid value must keep the default");
 	cr_assert_eq(bad.warnings.size(), 1u);
+}
+
+Test(config, dedup_defaults_on_and_parses_as_a_boolean)
+{
+	cr_assert(Config{}.dedup);
+	ConfigLoad l = load_config({{"KFD_DEDUP", "no"}});
+	cr_assert_not(l.config.dedup);
+	cr_assert(l.warnings.empty());
+	cr_assert(contains(l.config.describe(), ", KFD_DEDUP=0"));
+	ConfigLoad bad = load_config({{"KFD_DEDUP", "sometimes"}});
+	cr_assert(bad.config.dedup);
+	cr_assert_eq(bad.warnings.size(), 1u);
+	cr_assert(contains(bad.warnings[0], "KFD_DEDUP=\"sometimes\""));
 }

@@ -2,7 +2,9 @@
 // Pages files: the sink/source of the copy engine.
 #include <criterion/criterion.h>
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <csignal>
 #include <cstring>
@@ -369,14 +371,27 @@ Test(pages_file, an_open_ended_sealed_file_with_trailing_zeros_keeps_its_seal)
 	const DumpId id{9};
 	std::vector<uint8_t> data(3 * kHoleUnit, 0);
 	data[10] = 1; // data, then a run of zeros up to the end (a hole)
-	auto w = PagesWriter::create_open_ended(*dir, "p.img", data.size() + 100, id);
-	cr_assert(w.ok());
-	cr_assert(w->write(data.data(), data.size()).ok());
-	cr_assert(w->commit().ok());
-	auto r = PagesReader::open(*dir, "p.img", id);
-	cr_assert(r.ok(), "%s", r.ok() ? "" : r.error().message().c_str());
-	cr_assert_eq(r->payload_size(), data.size());
-	std::vector<uint8_t> got(data.size(), 0xff);
-	cr_assert(r->read(got.data(), got.size()).ok());
-	cr_assert(got == data);
+	// Not reserved (an incremental dump's file) and reserved (a
+	// deduplicated one's, cut to the payload at commit): the seal follows
+	// the payload the header announces, also after bytes taken back.
+	for (const bool reserve : {false, true}) {
+		const std::string name = reserve ? "reserved.img" : "grown.img";
+		auto w = PagesWriter::create_open_ended(*dir, name, data.size() + (4 << 20), reserve, id);
+		cr_assert(w.ok());
+		cr_assert(w->write(data.data(), data.size()).ok());
+		std::vector<uint8_t> dropped(kHoleUnit + 7, 0x5a); // a chunk stored elsewhere
+		cr_assert(w->write(dropped.data(), dropped.size()).ok());
+		cr_assert(w->retract(dropped.size()).ok());
+		cr_assert(w->commit().ok());
+		struct stat st = {};
+		cr_assert_eq(::fstatat(dir->fd(), name.c_str(), &st, 0), 0);
+		cr_assert_eq(static_cast<uint64_t>(st.st_size), kImageHeaderSize + data.size() + kPagesSealSize,
+			     "%s: %lld bytes", name.c_str(), static_cast<long long>(st.st_size));
+		auto r = PagesReader::open(*dir, name, id);
+		cr_assert(r.ok(), "%s", r.ok() ? "" : r.error().message().c_str());
+		cr_assert_eq(r->payload_size(), data.size());
+		std::vector<uint8_t> got(data.size(), 0xff);
+		cr_assert(r->read(got.data(), got.size()).ok());
+		cr_assert(got == data);
+	}
 }

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "image/chunk_index.h"
+
+#include <algorithm>
+#include <array>
+#include <cinttypes>
+#include <cstring>
+
+#include <nettle/sha2.h>
+
+#include "base/file_io.h"
+#include "image/framing.h"
+#include "image/from_parent.h"
+
+namespace amdcr {
+
+const ChunkRef *ChunkRefs::find(uint64_t k) const
+{
+	auto it = std::lower_bound(refs.begin(), refs.end(), k,
+				   [](const ChunkRef &r, uint64_t chunk) { return r.chunk < chunk; });
+	return it != refs.end() && it->chunk == k ? &*it : nullptr;
+}
+
+uint64_t ChunkRefs::bytes(uint64_t size) const
+{
+	uint64_t n = 0;
+	for (const ChunkRef &r : refs)
+		if (r.chunk * chunk_bytes < size)
+			n += std::min<uint64_t>(chunk_bytes, size - r.chunk * chunk_bytes);
+	return n;
+}
+
+Status check_chunk_refs(const ChunkRefs &r, uint64_t size, const FromParent *f)
+{
+	if (r.chunk_bytes == 0)
+		return make_error(EINVAL, "deduplicated chunks of size 0");
+	if (f && f->chunk_bytes != r.chunk_bytes)
+		return make_error(EINVAL, "deduplicated chunks of %u bytes, parent chunks of %u", r.chunk_bytes,
+				  f->chunk_bytes);
+	const uint64_t chunks = chunk_count(size, r.chunk_bytes);
+	for (size_t i = 0; i < r.refs.size(); i++) {
+		const ChunkRef &c = r.refs[i];
+		if (c.chunk >= chunks)
+			return make_error(EINVAL, "a reference for chunk %" PRIu64 " of a BO of %" PRIu64 " chunks",
+					  c.chunk, chunks);
+		if (i > 0 && c.chunk <= r.refs[i - 1].chunk)
+			return make_error(EINVAL, "references not in ascending chunk order (chunk %" PRIu64
+						  " after %" PRIu64 ")",
+					  c.chunk, r.refs[i - 1].chunk);
+		if (f && f->has(c.chunk))
+			return make_error(EINVAL, "chunk %" PRIu64 " both in the parent and referenced", c.chunk);
+		if (c.file.empty() || c.file.find('/') != std::string::npos)
+			return make_error(EINVAL, "chunk %" PRIu64 " refers to the file name '%s'", c.chunk,
+					  c.file.c_str());
+		if (c.offset > UINT64_MAX - r.chunk_bytes)
+			return make_error(EINVAL, "chunk %" PRIu64 " refers to offset %" PRIu64 " (overflow)",
+					  c.chunk, c.offset);
+	}
+	return ok_status();
+}
+
+Status read_indexed(const IndexedFile &f, uint64_t offset, void *buf, size_t n)
+{
+	auto got = pread_full(f.fd.get(), buf, n, kImageHeaderSize + offset);
+	if (!got)
+		return std::move(got).error().context("reading back " + f.name);
+	std::memset(static_cast<uint8_t *>(buf) + *got, 0, n - *got); // held-back zeros
+	return ok_status();
+}
+
+ChunkIndex::Claim::Claim(Claim &&o) noexcept
+	: index_(std::exchange(o.index_, nullptr)), key_(o.key_), len_(o.len_), slot_(o.slot_)
+{
+}
+
+ChunkIndex::Claim &ChunkIndex::Claim::operator=(Claim &&o) noexcept
+{
+	if (this != &o) {
+		if (index_)
+			index_->settle({key_, len_}, slot_, nullptr, 0);
+		index_ = std::exchange(o.index_, nullptr);
+		key_ = o.key_;
+		len_ = o.len_;
+		slot_ = o.slot_;
+	}
+	return *this;
+}
+
+ChunkIndex::Claim::~Claim()
+{
+	if (index_)
+		index_->settle({key_, len_}, slot_, nullptr, 0);
+}
+
+void ChunkIndex::Claim::publish(std::shared_ptr<const IndexedFile> file, uint64_t offset)
+{
+	if (index_)
+		std::exchange(index_, nullptr)->settle({key_, len_}, slot_, std::move(file), offset);
+}
+
+void ChunkIndex::settle(const Key &k, size_t slot, std::shared_ptr<const IndexedFile> file, uint64_t offset)
+{
+	{
+		std::lock_guard lk(mu_);
+		Entry &e = entries_.at(k).at(slot);
+		if (file) {
+			e.file = std::move(file);
+			e.offset = offset;
+			published_++;
+		} else {
+			e.withdrawn = true;
+		}
+	}
+	cv_.notify_all();
+}
+
+namespace {
+
+using Digest = std::array<uint8_t, SHA256_DIGEST_SIZE>;
+
+// SHA-256 of `len` bytes that `read(at, buf, n)` gives, 64 KiB at a time.
+template <typename Read>
+Result<Digest> digest_of(uint64_t len, Read &&read)
+{
+	constexpr size_t kPiece = 64 << 10;
+	std::vector<uint8_t> buf(static_cast<size_t>(std::min<uint64_t>(kPiece, len)));
+	sha256_ctx ctx;
+	sha256_init(&ctx);
+	for (uint64_t at = 0; at < len;) {
+		const size_t n = static_cast<size_t>(std::min<uint64_t>(kPiece, len - at));
+		if (auto st = read(at, buf.data(), n); !st)
+			return std::move(st).error();
+		sha256_update(&ctx, n, buf.data());
+		at += n;
+	}
+	Digest d{};
+	sha256_digest(&ctx, d.size(), d.data());
+	return d;
+}
+
+} // namespace
+
+Result<ChunkIndex::Found> ChunkIndex::find(uint64_t key, uint64_t len, const ChunkBytes &bytes)
+{
+	const Key k{key, len};
+	std::optional<Digest> mine; // the chunk looked up, once a candidate needs it
+	std::unique_lock lk(mu_);
+	for (size_t i = 0;; i++) {
+		auto &list = entries_[k]; // a map node: stable while unlocked
+		if (i == list.size()) {
+			list.push_back({});
+			Found out;
+			out.claim = Claim(this, key, len, i);
+			return out;
+		}
+		// Another job writes an equal-keyed chunk now: wait for it.
+		cv_.wait(lk, [&] { return entries_[k][i].file || entries_[k][i].withdrawn; });
+		const Entry e = entries_[k][i];
+		if (e.withdrawn)
+			continue;
+		lk.unlock();
+		auto theirs = e.digest ? Result<Digest>(*e.digest) : digest_of(len, [&](uint64_t at, void *p, size_t n) {
+			return read_indexed(*e.file, e.offset + at, p, n);
+		});
+		if (theirs && !mine) {
+			auto d = digest_of(len, bytes);
+			if (!d)
+				return std::move(d).error();
+			mine = *d;
+		}
+		lk.lock();
+		if (!theirs)
+			return std::move(theirs).error();
+		entries_[k][i].digest = *theirs; // read back once per stored chunk
+		if (*theirs == *mine) {
+			Found out;
+			out.place = Place{e.file->name, e.offset};
+			return out;
+		}
+		collisions_++;
+	}
+}
+
+size_t ChunkIndex::size() const
+{
+	std::lock_guard lk(mu_);
+	return published_;
+}
+
+uint64_t ChunkIndex::collisions() const
+{
+	std::lock_guard lk(mu_);
+	return collisions_;
+}
+
+} // namespace amdcr

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// Deduplicated checkpoints: a chunk of KFD BO contents (the content
+// checksums' chunks, image/content_checksum.h) that is byte for byte one
+// this checkpoint already wrote, in any GPU's pages file of any of its
+// processes, is written once; the BOs holding it again refer to that copy
+// (kfd_bo_entry.dedup, proto/criu-amdgpu.proto's top comment has the
+// format). A reference is a chunk index of the BO, a pages file of the same
+// images directory and the payload offset of the chunk there.
+//
+// ChunkRefs is the format's side (what an image says); ChunkIndex is the
+// dump's: the chunks written so far, keyed by their checksum64 and length.
+// The checksum only points at candidates: two chunks are the same only when
+// their SHA-256 digests (nettle) are equal, so a checksum collision never
+// merges different contents. A stored chunk's digest is computed when it
+// first is a candidate, from its pages file (read back once: chunks that
+// never repeat cost no digest and no read), the looked-up chunk's from the
+// copy's own bytes. A chunk of zeros is never indexed (DeltaSink): it
+// costs no space (a hole) and no read.
+#pragma once
+
+#include <array>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "base/unique_fd.h"
+#include "image/content_checksum.h"
+
+namespace amdcr {
+
+struct FromParent;
+
+// A chunk of a BO stored elsewhere in the checkpoint.
+struct ChunkRef {
+	uint64_t chunk = 0;  // chunk index in the BO holding the reference
+	std::string file;    // pages file in the same images directory
+	uint64_t offset = 0; // the chunk's first byte in that file's payload
+	bool operator==(const ChunkRef &) const = default;
+};
+
+// The chunks of one BO stored elsewhere (kfd_bo_entry.dedup).
+struct ChunkRefs {
+	uint32_t chunk_bytes = kChecksumChunkBytes;
+	std::vector<ChunkRef> refs; // by chunk, ascending, each chunk once
+
+	// The reference of chunk `k`, or nullptr (binary search).
+	const ChunkRef *find(uint64_t k) const;
+	// The bytes of a BO of `size` bytes the references stand for.
+	uint64_t bytes(uint64_t size) const;
+	bool operator==(const ChunkRefs &) const = default;
+};
+
+// Whether `r` fits a BO of `size` bytes whose chunks in the parent are `f`
+// (nullptr: none):
+// chunk size non-zero (and the parent's, with `f`), chunks ascending and in
+// the BO, none also in the parent, file names non-empty, offsets not
+// overflowing. EINVAL otherwise (no name in the message).
+Status check_chunk_refs(const ChunkRefs &r, uint64_t size, const FromParent *f);
+
+// A pages file of this dump, read back to compare candidates: its final
+// name and a read-only fd (of its temporary while it is written).
+struct IndexedFile {
+	std::string name;
+	UniqueFd fd;
+};
+
+// Reads `n` bytes at `offset` of the payload of `f`; bytes past the end of
+// what is on disk read as zeros (the zeros a PagesWriter holds back).
+Status read_indexed(const IndexedFile &f, uint64_t offset, void *buf, size_t n);
+
+// The dump's chunks, shared by every copy job (GPU) and process of one
+// checkpoint; thread-safe.
+class ChunkIndex {
+public:
+	// The bytes [from, from + n) of the chunk being looked up.
+	using ChunkBytes = std::function<Status(uint64_t from, void *buf, size_t n)>;
+	struct Place {
+		std::string file;
+		uint64_t offset = 0;
+	};
+
+	// What find() leaves to its caller when it found no equal chunk: to
+	// write the chunk and publish() where it went. Until then, a lookup
+	// of the same key (another GPU's copy of the chunk, a moment later)
+	// waits for it instead of writing the chunk too. Dropped unpublished
+	// (the write failed), the claim is withdrawn.
+	class Claim {
+	public:
+		Claim() = default;
+		Claim(Claim &&o) noexcept;
+		Claim &operator=(Claim &&o) noexcept;
+		~Claim();
+		void publish(std::shared_ptr<const IndexedFile> file, uint64_t offset);
+		explicit operator bool() const { return index_ != nullptr; }
+
+	private:
+		friend class ChunkIndex;
+		Claim(ChunkIndex *index, uint64_t key, uint64_t len, size_t slot)
+			: index_(index), key_(key), len_(len), slot_(slot)
+		{
+		}
+		ChunkIndex *index_ = nullptr;
+		uint64_t key_ = 0, len_ = 0;
+		size_t slot_ = 0;
+	};
+	struct Found {
+		std::optional<Place> place; // an equal chunk already written
+		Claim claim;		    // none equal: write it, then publish
+	};
+
+	// Looks a chunk of `len` bytes with checksum `key` up: each entry of
+	// the same key and length is compared with `bytes` by SHA-256.
+	Result<Found> find(uint64_t key, uint64_t len, const ChunkBytes &bytes);
+
+	// Entries published; comparisons that found different bytes under
+	// one key (checksum collisions).
+	size_t size() const;
+	uint64_t collisions() const;
+
+private:
+	struct Entry {
+		std::shared_ptr<const IndexedFile> file; // nullptr: claimed, not published yet
+		uint64_t offset = 0;
+		bool withdrawn = false;
+		std::optional<std::array<uint8_t, 32>> digest; // SHA-256, once read back
+	};
+	using Key = std::pair<uint64_t, uint64_t>; // checksum, length
+	void settle(const Key &k, size_t slot, std::shared_ptr<const IndexedFile> file, uint64_t offset);
+
+	mutable std::mutex mu_;
+	std::condition_variable cv_;
+	std::map<Key, std::vector<Entry>> entries_;
+	size_t published_ = 0;
+	uint64_t collisions_ = 0;
+};
+
+} // namespace amdcr
