@@ -11,13 +11,21 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <map>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "base/result.h"
+#include "image/binding.h"
+#include "image/content_checksum.h"
 #include "image/framing.h"
 #include "image/from_parent.h"
 #include "image/image_dir.h"
+#include "image/kfd_chain.h"
 #include "image/kfd_image.h"
+#include "image/pages_file.h"
 #include "image/render_image.h"
 #include "testcommon/pattern.h"
 
@@ -222,6 +230,56 @@ inline RenderNodeImage sample_render_image()
 	c.vms = {{0x300000, 0x2000, 0, 0}};
 	img.bos = {a, b, c};
 	return img;
+}
+
+// What the restore does at the image layer: the KFD image `id` in `path`,
+// its pages resolved (resolve_chain_pages: a parent chain, deduplicated
+// chunks), each GPU's stream of `gpus` read through ChainSource or, with
+// nothing to resolve, its own pages file (with the image's seal), checked
+// against the image's checksums and read to its end. The contents by BO
+// index.
+inline Result<std::map<size_t, std::vector<uint8_t>>> restore_kfd_contents(const std::string &path, int id,
+									     std::span<const uint32_t> gpus)
+{
+	auto dir = ImageDir::open(path);
+	if (!dir)
+		return std::move(dir).error();
+	auto img = read_kfd_image(*dir, id);
+	if (!img)
+		return std::move(img).error();
+	auto pages = resolve_chain_pages(*dir, id, *img);
+	if (!pages)
+		return std::move(pages).error();
+	std::map<size_t, std::vector<uint8_t>> got;
+	for (uint32_t gpu : gpus) {
+		std::optional<PagesReader> whole;
+		std::optional<ChainSource> linked;
+		ByteSource *src = nullptr;
+		if (auto c = pages->find(gpu); c != pages->end()) {
+			src = &linked.emplace(*dir, c->second);
+		} else {
+			auto r = PagesReader::open_kfd(*dir, id, gpu, pages_seal(img->binding));
+			if (!r)
+				return std::move(r).error();
+			src = &whole.emplace(std::move(*r));
+		}
+		std::vector<VerifyingSource::Bo> vb;
+		for (size_t i = 0; i < img->bos.size(); i++)
+			if (img->bos[i].gpu_id == gpu && img->bos[i].has_contents())
+				vb.push_back({img->bos[i].size, &*img->bos[i].checksum, strprintf("BO %zu", i)});
+		VerifyingSource checked(*src, vb);
+		for (size_t i = 0; i < img->bos.size(); i++) {
+			if (img->bos[i].gpu_id != gpu || !img->bos[i].has_contents())
+				continue;
+			auto &bytes = got[i];
+			bytes.resize(img->bos[i].size);
+			if (auto st = checked.read(bytes.data(), bytes.size()); !st)
+				return std::move(st).error();
+		}
+		if (src->remaining() != 0)
+			return make_error(EINVAL, "bytes left over");
+	}
+	return got;
 }
 
 } // namespace amdcr::test

@@ -135,48 +135,6 @@ uint64_t dump(const Dir &d, int id, Memory m, ChunkIndex *index)
 	return written;
 }
 
-// The restore at the image layer: the image's pages (resolve_chain_pages),
-// each GPU's stream read through ChainSource and checked.
-Result<std::map<size_t, std::vector<uint8_t>>> restore(const std::string &path, int id)
-{
-	auto dir = ImageDir::open(path);
-	if (!dir)
-		return std::move(dir).error();
-	auto img = read_kfd_image(*dir, id);
-	if (!img)
-		return std::move(img).error();
-	auto pages = resolve_chain_pages(*dir, id, *img);
-	if (!pages)
-		return std::move(pages).error();
-	std::map<size_t, std::vector<uint8_t>> got;
-	for (uint32_t gpu : kGpus) {
-		std::optional<PagesReader> whole;
-		std::optional<ChainSource> split;
-		ByteSource *src = nullptr;
-		if (auto c = pages->find(gpu); c != pages->end()) {
-			src = &split.emplace(*dir, c->second);
-		} else {
-			auto r = PagesReader::open_kfd(*dir, id, gpu, pages_seal(img->binding));
-			if (!r)
-				return std::move(r).error();
-			src = &whole.emplace(std::move(*r));
-		}
-		std::vector<VerifyingSource::Bo> vb;
-		for (size_t i = 0; i < img->bos.size(); i++)
-			if (img->bos[i].gpu_id == gpu && img->bos[i].has_contents())
-				vb.push_back({img->bos[i].size, &*img->bos[i].checksum, strprintf("BO %zu", i)});
-		VerifyingSource checked(*src, vb);
-		for (size_t i = 0; i < img->bos.size(); i++) {
-			if (img->bos[i].gpu_id != gpu || !img->bos[i].has_contents())
-				continue;
-			auto &bytes = got[i];
-			bytes.resize(img->bos[i].size);
-			if (auto st = checked.read(bytes.data(), bytes.size()); !st)
-				return std::move(st).error();
-		}
-	}
-	return got;
-}
 
 std::vector<uint8_t> file_bytes(const std::string &path)
 {
@@ -294,7 +252,7 @@ Test(dedup, replicas_on_two_gpus_and_two_processes_are_written_once_and_restored
 	cr_assert_str_eq(img->bos[0].dedup->refs[7].file.c_str(), "amdgpu-pages-5-1111.img");
 	cr_assert_eq(img->bos[0].dedup->refs[7].offset, 7u * kChunk);
 	for (const auto &[id, m] : {std::pair{5, &a}, std::pair{6, &b}}) {
-		auto got = restore(d.path(), id);
+		auto got = test::restore_kfd_contents(d.path(), id, kGpus);
 		cr_assert_ok(got);
 		for (const auto &[i, bytes] : m->contents)
 			cr_assert((*got)[i] == bytes, "process %d BO %zu restored different bytes", id, i);
@@ -341,7 +299,7 @@ Test(dedup, a_damaged_or_missing_source_chunk_is_refused_naming_it_and_its_users
 		x ^= 1;
 		cr_assert_eq(::pwrite(fd.get(), &x, 1, static_cast<off_t>(at)), 1);
 	}
-	auto got = restore(d.path(), 6);
+	auto got = test::restore_kfd_contents(d.path(), 6, kGpus);
 	cr_assert(!got);
 	cr_assert_eq(got.error().code(), EBADMSG);
 	const std::string m = got.error().message();
@@ -354,7 +312,7 @@ Test(dedup, a_damaged_or_missing_source_chunk_is_refused_naming_it_and_its_users
 	std::fprintf(stderr, "damaged: %s\n", m.c_str());
 
 	cr_assert_eq(::unlink(source.c_str()), 0);
-	got = restore(d.path(), 6);
+	got = test::restore_kfd_contents(d.path(), 6, kGpus);
 	cr_assert(!got);
 	const std::string n = got.error().message();
 	cr_assert(n.find("amdgpu-pages-5-1111.img") != std::string::npos, "%s", n.c_str());
@@ -381,7 +339,7 @@ Test(dedup, a_referenced_pages_file_of_another_dump_is_refused_by_its_seal)
 		cr_assert(fd);
 		cr_assert_ok(write_full(fd.get(), foreign.data(), foreign.size()));
 	}
-	auto got = restore(d.path(), 6);
+	auto got = test::restore_kfd_contents(d.path(), 6, kGpus);
 	cr_assert(!got, "a referenced pages file of another dump was taken");
 	const std::string m = got.error().message();
 	cr_assert(m.find(name + ": sealed by dump") != std::string::npos, "%s", m.c_str());

@@ -28,6 +28,8 @@ using namespace amdcr;
 
 namespace {
 
+constexpr uint32_t kGpus[] = {0x1111, 0x2222};
+
 constexpr uint32_t kChunk = 4096; // small chunks: many per BO
 
 // A directory tree under $TMPDIR, removed with everything in it.
@@ -101,7 +103,7 @@ Dumped dump(const std::string &path, int id, Memory m)
 	auto dump_id = new_dump_id();
 	cr_assert_ok(dump_id);
 	bool chained = false;
-	for (uint32_t gpu : {0x1111u, 0x2222u}) {
+	for (uint32_t gpu : kGpus) {
 		std::vector<size_t> idx;
 		std::vector<DeltaSink::Bo> bos;
 		for (const auto &[i, bytes] : m.contents)
@@ -137,50 +139,6 @@ Dumped dump(const std::string &path, int id, Memory m)
 	return out;
 }
 
-// What the restore does: resolves the chain, then reads each GPU's stream
-// through ChainSource, checked against the newest image's checksums.
-Result<std::map<size_t, std::vector<uint8_t>>> restore(const std::string &path, int id)
-{
-	auto dir = ImageDir::open(path);
-	if (!dir)
-		return std::move(dir).error();
-	auto img = read_kfd_image(*dir, id);
-	if (!img)
-		return std::move(img).error();
-	auto chain = resolve_chain_pages(*dir, id, *img);
-	if (!chain)
-		return std::move(chain).error();
-	std::map<size_t, std::vector<uint8_t>> got;
-	for (uint32_t gpu : {0x1111u, 0x2222u}) {
-		std::optional<PagesReader> whole;
-		std::optional<ChainSource> linked;
-		ByteSource *src = nullptr;
-		if (auto c = chain->find(gpu); c != chain->end()) {
-			src = &linked.emplace(*dir, c->second);
-		} else {
-			auto r = PagesReader::open_kfd(*dir, id, gpu);
-			if (!r)
-				return std::move(r).error();
-			src = &whole.emplace(std::move(*r));
-		}
-		std::vector<VerifyingSource::Bo> vb;
-		for (size_t i = 0; i < img->bos.size(); i++)
-			if (img->bos[i].gpu_id == gpu && img->bos[i].has_contents())
-				vb.push_back({img->bos[i].size, &*img->bos[i].checksum, strprintf("BO %zu", i)});
-		VerifyingSource checked(*src, vb);
-		for (size_t i = 0; i < img->bos.size(); i++) {
-			if (img->bos[i].gpu_id != gpu || !img->bos[i].has_contents())
-				continue;
-			auto &bytes = got[i];
-			bytes.resize(img->bos[i].size);
-			if (auto st = checked.read(bytes.data(), bytes.size()); !st)
-				return std::move(st).error();
-		}
-		if (src->remaining() != 0)
-			return make_error(EINVAL, "bytes left over");
-	}
-	return got;
-}
 
 // The checksums of the BOs of `sizes` laid end to end in `data`, chunk by
 // chunk (the reference the sink's are compared with).
@@ -435,7 +393,7 @@ Test(kfd_chain, three_deep_chain_restores_every_byte)
 	cr_assert_eq(d3.written, 2 * kChunk);
 	cr_assert_eq(d3.parent, d1.written - 2 * kChunk);
 
-	auto got = restore(t.root() + "/c3", 6);
+	auto got = test::restore_kfd_contents(t.root() + "/c3", 6, kGpus);
 	cr_assert_ok(got);
 	cr_assert(*got == m.contents, "the newest contents, from three checkpoints");
 	auto dir = ImageDir::open(t.root() + "/c3");
@@ -467,7 +425,7 @@ Test(kfd_chain, new_and_resized_bos_are_written_whole)
 	const Dumped d = dump(t.ckpt("c2", "c1"), 5, m);
 	cr_assert_eq(d.written, 0x100000 + 2 * kChunk);
 	cr_assert_eq(d.parent, 0x1000u + 0x3000u, "BO 1 and BO 3 unchanged");
-	auto got = restore(t.root() + "/c2", 5);
+	auto got = test::restore_kfd_contents(t.root() + "/c2", 5, kGpus);
 	cr_assert_ok(got);
 	cr_assert(*got == m.contents);
 }
@@ -480,7 +438,7 @@ Test(kfd_chain, unchanged_process_writes_nothing_and_upstream_parent_is_not_used
 	const Dumped d2 = dump(t.ckpt("c2", "c1"), 5, m);
 	cr_assert_eq(d2.written, 0u);
 	cr_assert_eq(d2.parent, d1.written);
-	auto got = restore(t.root() + "/c2", 5);
+	auto got = test::restore_kfd_contents(t.root() + "/c2", 5, kGpus);
 	cr_assert_ok(got);
 	cr_assert(*got == m.contents);
 
@@ -513,7 +471,7 @@ void three(Tree &t, Memory &m)
 
 void expect_refused(const std::string &path, const std::vector<std::string> &words)
 {
-	auto got = restore(path, 5);
+	auto got = test::restore_kfd_contents(path, 5, kGpus);
 	cr_assert(!got.ok(), "a broken chain was read");
 	const std::string msg = got.error().message();
 	for (const auto &w : words)
@@ -527,7 +485,7 @@ Test(kfd_chain, missing_link_is_refused_naming_directory_and_file)
 	Tree t;
 	Memory m;
 	three(t, m);
-	cr_assert_ok(restore(t.root() + "/c3", 5));
+	cr_assert_ok(test::restore_kfd_contents(t.root() + "/c3", 5, kGpus));
 	const std::string c1 = t.root() + "/c1";
 	::rename(c1.c_str(), (c1 + ".gone").c_str());
 	expect_refused(t.root() + "/c3", {"parent/parent", "../c1", "parent/amdgpu-kfd-5.img"});
