@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from harness import Failed, check, log  # noqa: E402,F401  (integrity.py uses e2e.Failed, e2e.check)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BIG_VRAM = "4K,12K,1M+4K,7M+12K,33M+4K,1G+36K"   # per GPU: 4 KiB .. over 1 GiB, odd sizes
+BIG_VRAM = "4K,12K,1M+4K,7M+12K,33M+4K,257M+36K"   # per GPU: 4 KiB .. over 256 MiB, odd sizes
 SMALL_VRAM = "4K,12K,1M+4K,5M+12K"
 GTT = "8K,3M+4K"
 
@@ -325,7 +325,7 @@ OTHER_2 = ["--machine", "2xMI210", "--gpu-ids", "0x7a01,0x7a02", "--minors", "13
 
 
 def sc_roundtrip(run):
-    """Dump 2 GPUs with BOs from 4 KiB to over 1 GiB (up to 5 MiB with
+    """Dump 2 GPUs with BOs from 4 KiB to over 256 MiB (up to 5 MiB with
     --small); restore on the same machine with a smaller staging bound, and
     on another machine (other gpu_ids, minors, order)."""
     d = run.dump(["--machine", "2xMI210"], ["--vram", SMALL_VRAM if ARGS.small else BIG_VRAM, "--gtt", GTT])
