@@ -151,6 +151,9 @@ const Row kRows[] = {
 	{"SDWA: float neg/abs", "v_add_f32_sdwa v5, -v2, |v3| dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:DWORD src1_sel:DWORD", [](U a, U b, U, unsigned) { return u(-f(a) + std::fabs(f(b))); }, true},
 	{"SDWA: v_mov WORD_1 to WORD_0", "v_mov_b32_sdwa v5, v2 dst_sel:WORD_0 dst_unused:UNUSED_PAD src0_sel:WORD_1", [](U a, U, U, unsigned) { return a >> 16; }, false},
 	{"SDWA: an SGPR source, a 16-bit op into WORD_1", "s_mov_b32 s20, 0x1234; v_sub_u16_sdwa v5, s20, v3 dst_sel:WORD_1 dst_unused:UNUSED_PAD src0_sel:BYTE_0 src1_sel:BYTE_0", [](U, U b, U, unsigned) { return ((0x34 - (b & 0xff)) & 0xffff) << 16; }, false},
+	{"DPP: neg/abs on both sources (quad_perm identity)", "v_add_f32_dpp v5, -v2, |v3| quad_perm:[0,1,2,3] row_mask:0xf bank_mask:0xf", [](U a, U b, U, unsigned) { return u(-f(a) + std::fabs(f(b))); }, true},
+	{"DPP: rows 0 and 2 written, the others keep the old value", "v_mov_b32 v5, v4; v_mov_b32_dpp v5, v2 quad_perm:[0,1,2,3] row_mask:0x5 bank_mask:0xf", [](U a, U, U c, unsigned l) { return (0x5 >> (l / 16) & 1) ? a : c; }, false},
+	{"DPP: banks 1 and 3 written", "v_mov_b32 v5, v4; v_mov_b32_dpp v5, v2 quad_perm:[0,1,2,3] row_mask:0xf bank_mask:0xa", [](U a, U, U c, unsigned l) { return (0xa >> (l / 4 % 4) & 1) ? a : c; }, false},
 	{"v_add_f16", "v_add_f16 v5, v2, v3", [](U a, U b, U, unsigned) { return to_half(half_value(a) + half_value(b)); }, true, false, true},
 	{"v_mul_f16 with neg/abs", "v_mul_f16_e64 v5, -v2, |v3|", [](U a, U b, U, unsigned) { return to_half(-half_value(a) * std::fabs(half_value(b))); }, true, false, true},
 	{"v_sub_f16 clamp", "v_sub_f16_e64 v5, v2, v3 clamp", [](U a, U b, U, unsigned) { long double r = half_value(a) - half_value(b); return to_half(std::isnan(r) ? 0 : std::fmin(std::fmax(r, 0.0L), 1.0L)); }, true, false, true},
@@ -329,6 +332,10 @@ int main()
 		});
 		cases().add(n + ": ds_gws_init (decoded, not run) stops the dispatch, named", [t, cpu] {
 			stops(t, cpu, "ds_gws_init v0 gds", Dispatch::Status::IllegalInstruction, "ds_gws_init");
+		});
+		cases().add(n + ": a DPP control the ISA does not define stops the dispatch", [t, cpu] {
+			stops(t, cpu, ".long 0x7e0202fa, 0xff010000", Dispatch::Status::IllegalInstruction,
+			      "a DPP control the ISA does not define");
 		});
 		cases().add(n + ": s_trap stops the dispatch as a trap", [t, cpu] {
 			stops(t, cpu, "s_trap 2", Dispatch::Status::Trap, "s_trap 2");
