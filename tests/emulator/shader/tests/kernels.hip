@@ -177,3 +177,21 @@ extern "C" __global__ void lanes(const int *in, int *out)
 	o[14] = __builtin_amdgcn_ds_swizzle(v, 0x1c1f) + __builtin_amdgcn_ds_swizzle(v, 0x00b8); // REVERSE 8, BROADCAST 8,5
 	o[15] = __builtin_amdgcn_ds_swizzle(v, 0x0c35);  // BITMASK_PERM
 }
+
+// Half-precision math as hip_fp16.h compiles it for GFX9: hsqrt, hrsqrt,
+// hexp2, hlog2 (v_sqrt/rsq/exp/log_f16) and the roundings, 8 results per
+// element.
+extern "C" __global__ void half_math(const __half *a, __half *o, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	o[8 * i + 0] = hsqrt(a[i]);
+	o[8 * i + 1] = hrsqrt(a[i]);
+	o[8 * i + 2] = hexp2(a[i]);
+	o[8 * i + 3] = hlog2(a[i]);
+	o[8 * i + 4] = hfloor(a[i]);
+	o[8 * i + 5] = hceil(a[i]);
+	o[8 * i + 6] = htrunc(a[i]);
+	o[8 * i + 7] = hrint(a[i]);
+}

@@ -273,6 +273,41 @@ void halves(const Arch &a)
 	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, 3 * n);
 }
 
+// kernels.hip's half_math: v_sqrt/rsq/exp/log_f16 and the f16 roundings
+// as hipcc emits them, against the correctly rounded CPU values (what the
+// shader core computes; the hardware's transcendentals are approximations
+// of about 1 ULP), on every binary16 value with a sign bit of 0 or 1 in
+// steps of 7 (NaN results compared as NaN).
+void half_math(const Arch &a)
+{
+	Rig r(a);
+	std::vector<uint16_t> in;
+	for (uint32_t h = 0; h < 0x10000; h += 7)
+		in.push_back(static_cast<uint16_t>(h));
+	const int n = static_cast<int>(in.size());
+	r.m.map(kA, n * 2), r.m.map(kB, n * 16);
+	std::memcpy(r.m.bytes(kA), in.data(), n * 2);
+	Grid g;
+	g.grid[0] = (n + 255) / 256 * 256, g.wg[0] = 256;
+	Result res = run(r.m, r.t, r.kd("half_math"), g, Args().add(kA).add(kB).add(n));
+	SHADER_CHECK(res.status == Dispatch::Status::Done, "%s: %s %s %s", a.name, status_name(res.status),
+		     res.why.c_str(), res.error.c_str());
+	int bad = 0;
+	auto nan = [](uint32_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff); };
+	for (int i = 0; i < n; i++) {
+		const long double x = half_value(in[i]);
+		const uint32_t want[8] = {to_half(std::sqrt(x)), to_half(1.0L / std::sqrt(x)), to_half(std::exp2(x)),
+					  to_half(std::log2(x)), to_half(std::floor(x)), to_half(std::ceil(x)),
+					  to_half(std::trunc(x)), to_half(std::nearbyint(x))};
+		for (int k = 0; k < 8; k++) {
+			const uint32_t got = r.m.at<uint16_t>(kB)[8 * i + k];
+			if (got != want[k] && !(nan(got) && nan(want[k])) && bad++ < 5)
+				std::printf("  %#x result %d: %#x, CPU %#x\n", in[i], k, got, want[k]);
+		}
+	}
+	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, 8 * n);
+}
+
 // One wave's cross-lane reference for kernels.hip's lanes, from the ISA's
 // definitions: `from(l)` is the lane l reads (-1: none), rows/banks the
 // DPP masks; a lane that does not write keeps `old`, one whose source is
@@ -436,6 +471,7 @@ int main()
 		cases().add(n + ": bytes and shorts (SDWA, 16-bit ALU) match the CPU", [&] { narrow(a); });
 		cases().add(n + ": half precision (v_add/mul/fma_f16) matches the CPU, bit-exact", [&] { halves(a); });
 		cases().add(n + ": DPP (row/bank masks, bound_ctrl) and ds_swizzle_b32 match the CPU", [&] { lanes(a); });
+		cases().add(n + ": half-precision math (v_sqrt/rsq/exp/log_f16, roundings) matches the CPU", [&] { half_math(a); });
 		cases().add(n + ": workgroups of one dispatch in flight together (one waits for another)",
 			    [&] { handshake(a); });
 		cases().add(n + ": a store to unmapped memory is a VM fault at its VA", [&] { vm_fault(a); });
