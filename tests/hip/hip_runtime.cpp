@@ -9,7 +9,10 @@
 //              a range shorter than the way to the next 8-byte boundary,
 //              which HIP 5.2.3 fills wrongly: see case_memset);
 //   events     streams ordered by events (hipStreamWaitEvent), hipEventSynchronize,
-//              hipEventElapsedTime >= 0 between two recorded events;
+//              hipEventElapsedTime >= 0 between two recorded events; streams
+//              of the least and greatest priority (hipStreamCreateWithPriority)
+//              running kernels, and under the emulator (KFDEMU_CTL: its
+//              kfd-emu) their AQL queues at KFD priorities 0 and 15;
 //   userptr    hipHostRegister'ed malloc memory used by a kernel through
 //              its device pointer, then unregistered;
 //   managed    hipMallocManaged memory (SVM) used in place by kernels, in
@@ -27,7 +30,11 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -149,6 +156,8 @@ __global__ void add_kernel(uint32_t *p, uint32_t v, size_t n)
 		p[i] += v;
 }
 
+void stream_priorities();
+
 void case_events()
 {
 	const size_t n = 1u << 18;
@@ -182,6 +191,76 @@ void case_events()
 	for (size_t i = 0; i < n; ++i)
 		want[i] = host[i] + 12;
 	hiptest::expect_equal("two kernels ordered by an event", want.data(), got.data(), n);
+	stream_priorities();
+}
+
+// The AQL queues' KFD priorities in `kfd-emu ctl queues <pid>`'s JSON.
+std::vector<int> aql_queue_priorities(const char *kfd_emu)
+{
+	const std::string cmd = std::string(kfd_emu) + " ctl queues " + std::to_string(getpid());
+	FILE *p = popen(cmd.c_str(), "r");
+	if (!p)
+		hiptest::fail("popen %s: %s", cmd.c_str(), std::strerror(errno));
+	std::string out;
+	char buf[4096];
+	for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;)
+		out.append(buf, n);
+	if (pclose(p) != 0)
+		hiptest::fail("%s failed: %s", cmd.c_str(), out.c_str());
+	std::vector<int> prios;
+	for (size_t at = out.find("{\"id\":"); at != std::string::npos; at = out.find("{\"id\":", at + 1)) {
+		const std::string q = out.substr(at, out.find("\"state\"", at) - at);
+		const size_t pr = q.find("\"priority\":");
+		if (q.find("\"type\":2,") != std::string::npos && pr != std::string::npos)
+			prios.push_back(std::atoi(q.c_str() + pr + 11));
+	}
+	return prios;
+}
+
+// Streams of the least and greatest priority HIP offers: hipStreamGetPriority
+// gives them back, a kernel on each computes, and their AQL queues reach
+// KFD with the priorities libhsakmt maps ROCr's low and high to (0, 15),
+// which the emulator's CP honours (tests/emulator/model/README.md).
+void stream_priorities()
+{
+	int least = 0, greatest = 0;
+	HIPTEST_CHECK(hipDeviceGetStreamPriorityRange(&least, &greatest));
+	std::printf("events: stream priorities from %d (least) to %d (greatest)\n", least, greatest);
+	if (greatest >= least)
+		hiptest::fail("hipDeviceGetStreamPriorityRange: greatest %d not above least %d", greatest, least);
+	const size_t n = 4096;
+	Device d(n * 4);
+	Stream low(least), high(greatest);
+	for (auto [s, want] : {std::pair{low.s, least}, std::pair{high.s, greatest}}) {
+		int got = 0;
+		HIPTEST_CHECK(hipStreamGetPriority(s, &got));
+		if (got != want)
+			hiptest::fail("hipStreamGetPriority: %d, asked %d", got, want);
+	}
+	step("events: kernels on the low- and high-priority streams");
+	HIPTEST_CHECK(hipMemset(d.p, 0, n * 4));
+	hipLaunchKernelGGL(add_kernel, dim3(unsigned(n / 256)), dim3(256), 0, low.s, static_cast<uint32_t *>(d.p), 3u, n);
+	HIPTEST_CHECK(hipStreamSynchronize(low.s));
+	hipLaunchKernelGGL(add_kernel, dim3(unsigned(n / 256)), dim3(256), 0, high.s, static_cast<uint32_t *>(d.p), 4u, n);
+	HIPTEST_CHECK(hipGetLastError());
+	HIPTEST_CHECK(hipStreamSynchronize(high.s));
+	std::vector<uint32_t> got(n), want(n, 7);
+	HIPTEST_CHECK(hipMemcpy(got.data(), d.p, n * 4, hipMemcpyDeviceToHost));
+	hiptest::expect_equal("kernels on prioritized streams", want.data(), got.data(), n);
+	const char *kfd_emu = std::getenv("KFDEMU_CTL");
+	if (!kfd_emu || !*kfd_emu) {
+		std::printf("events: the queues' KFD priorities: not checked (KFDEMU_CTL unset)\n");
+		return;
+	}
+	step("events: the queues' KFD priorities");
+	const std::vector<int> prios = aql_queue_priorities(kfd_emu);
+	std::string list;
+	for (int p : prios)
+		list += " " + std::to_string(p);
+	std::printf("events: AQL queue priorities at KFD:%s\n", list.c_str());
+	for (int want : {0, 15})
+		if (std::find(prios.begin(), prios.end(), want) == prios.end())
+			hiptest::fail("no AQL queue of KFD priority %d (have:%s)", want, list.c_str());
 }
 
 void case_userptr()

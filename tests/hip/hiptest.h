@@ -51,6 +51,7 @@ struct Pinned {
 struct Stream {
 	hipStream_t s = nullptr;
 	Stream() { HIPTEST_CHECK(hipStreamCreate(&s)); }
+	explicit Stream(int priority) { HIPTEST_CHECK(hipStreamCreateWithPriority(&s, hipStreamDefault, priority)); }
 	~Stream() { (void)hipStreamDestroy(s); }
 	Stream(const Stream &) = delete;
 	Stream &operator=(const Stream &) = delete;

@@ -80,8 +80,27 @@
 // queue without that signal hangs instead (HW_EXCEPTION events, as after
 // the reset a hang ends in).
 //
-// Not emulated: priorities (each queue has its own thread; the host shares
-// time between them, no queue preempts another), CU masks, the dynamic
+// Priorities (CREATE_QUEUE / UPDATE_QUEUE queue_priority 0-15, which
+// amdkfd writes into the MQD as cp_hqd_queue_priority and, through
+// pipe_priority_map, cp_hqd_pipe_priority; state.h's pipe_priority): the
+// shader engine is given to the highest. Before it starts a dispatch or
+// runs a slice of one, an AQL queue yields (waits, its state kept) while an
+// AQL queue of higher queue_priority on the same GPU, of any process, has a
+// dispatch (in flight, or a KERNEL_DISPATCH packet at its read index with
+// its write index past it: the CP sees work when the producer has written
+// it, a real CP at the doorbell ROCr rings right after). Ordering by the
+// pair (pipe, queue priority) is ordering by queue_priority, the map being
+// monotonic. So when several queues have work, the highest one's dispatches
+// run first, each slice, deterministically. Where this differs from
+// hardware: there, waves of every queue share the CUs and priority only
+// decides whose waves the CP and SPI launch first; here a waiting queue
+// runs nothing, except one slice each kStarvationSlices slices its GPU's
+// AQL queues run (so a high-priority kernel spinning on a lower queue's
+// work still ends, slowly); queues of equal priority share the engine as
+// the host schedules their threads (no fixed order); barriers and vendor
+// packets, SDMA and PM4 queues are not arbitrated.
+//
+// Not emulated: CU masks, the dynamic
 // scratch requests (the shader core keeps private memory per wave), a
 // write index more than a ring ahead of the read index (the packets past the
 // ring's end are the producer's to write once slots free up; the processor
@@ -105,6 +124,9 @@ constexpr uint64_t kPacketBytes = 64;
 constexpr int kPacketsPerHold = 64;
 // Wave-instructions per slice of a dispatch (one hold of the model lock).
 constexpr uint64_t kSliceBudget = 20000;
+// A queue waiting for higher-priority ones runs one slice each this many
+// slices of its GPU's AQL queues (1 M wave-instructions).
+constexpr uint64_t kStarvationSlices = 50;
 
 // hsa_packet_type_t, and the header's fields.
 constexpr uint32_t kVendorSpecific = 0, kInvalid = 1, kKernelDispatch = 2, kBarrierAnd = 3, kAgentDispatch = 4,
@@ -166,7 +188,7 @@ ModelImpl::Step ModelImpl::aql_queue_step(UserQueueEngine &e, KfdProcess &p, con
 	const CreateQueue &q = queue.args;
 	const uint32_t gpu = queue.user_gpu_id;
 	if (e.in_flight)
-		return aql_run_slice(e, p, queue, f);
+		return aql_yields(e, p, queue) ? Step::Blocked : aql_run_slice(e, p, queue, f);
 	const uint64_t slots = q.ring_size / kPacketBytes;
 	if (!slots || (slots & (slots - 1)))
 		return aql_queue_error(e, p, queue, f, q.ring_base_address, kErrFormat, "bad aql ring size");
@@ -211,6 +233,8 @@ ModelImpl::Step ModelImpl::aql_packet(UserQueueEngine &e, KfdProcess &p, const Q
 	const uint32_t type = at<uint16_t>(pkt, 0) & 0xff;
 	if (type == kInvalid)
 		return Step::Blocked; // the producer has not written the header yet
+	if (type == kKernelDispatch && aql_yields(e, p, queue))
+		return Step::Blocked; // a queue of higher priority has the engine
 	if (!e.picked_at)
 		e.picked_at = gpu_clock();
 	switch (type) {
@@ -406,6 +430,7 @@ ModelImpl::Step ModelImpl::aql_run_slice(UserQueueEngine &e, KfdProcess &p, cons
 	AqlInFlight &d = *e.in_flight;
 	AqlMemory mem(*this, f);
 	const uint64_t before = d.dispatch->instructions();
+	++f.dev->aql_slices;
 	const shader::Dispatch::Status st = d.dispatch->run(mem, kSliceBudget);
 	e.instructions += d.dispatch->instructions() - before;
 	using S = shader::Dispatch::Status;
@@ -428,6 +453,48 @@ ModelImpl::Step ModelImpl::aql_run_slice(UserQueueEngine &e, KfdProcess &p, cons
 		return aql_queue_error(e, p, queue, f, d.packet_va, kErrTrap, "trap in a kernel dispatch: " + d.dispatch->why());
 	}
 	return Step::Hung;
+}
+
+bool ModelImpl::aql_yields(UserQueueEngine &e, KfdProcess &p, const Queue &queue)
+{
+	const Pdd *mine = p.pdd_by_user_id(queue.user_gpu_id);
+	bool higher = false;
+	for (auto it = procs_.begin(); it != procs_.end() && !higher && mine; ++it) {
+		KfdProcess &other = *it->second;
+		if (other.evict_count > 0)
+			continue; // evicted or paused: its queues run nothing
+		for (auto &[id, q] : other.queues) {
+			const Pdd *pdd = other.pdd_by_user_id(q.user_gpu_id);
+			if (&q == &queue || q.args.queue_priority <= queue.args.queue_priority || !q.engine ||
+			    !q.engine->aql || q.engine->hung || !q.active() || !pdd || pdd->dev != mine->dev || !pdd->drm)
+				continue;
+			if ((higher = aql_has_dispatch(*q.engine, q, *pdd->drm)))
+				break;
+		}
+	}
+	if (!higher)
+		return e.yielding = false;
+	const uint64_t now = mine->dev->aql_slices;
+	if (!e.yielding)
+		e.yielding = true, e.yield_mark = now;
+	if (now - e.yield_mark < kStarvationSlices)
+		return true;
+	e.yield_mark = now; // one slice now, then wait again
+	return false;
+}
+
+bool ModelImpl::aql_has_dispatch(const UserQueueEngine &e, const Queue &q, DrmFile &f)
+{
+	if (e.in_flight)
+		return true;
+	const uint64_t slots = q.args.ring_size / kPacketBytes;
+	uint64_t wptr = 0;
+	uint16_t header = 0;
+	if (!e.started || !slots || (slots & (slots - 1)) || gpu_read(f, q.args.write_pointer_address, &wptr, 8) ||
+	    wptr <= e.rptr)
+		return false;
+	const uint64_t va = q.args.ring_base_address + (e.rptr & (slots - 1)) * kPacketBytes;
+	return !gpu_read(f, va, &header, 2) && (header & 0xff) == kKernelDispatch;
 }
 
 ModelImpl::Step ModelImpl::aql_retire(UserQueueEngine &e, KfdProcess &p, const Queue &queue, DrmFile &f,

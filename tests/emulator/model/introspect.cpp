@@ -217,6 +217,7 @@ std::string Introspection::queues()
 		o << (first ? "" : ",") << "{\"id\":" << id << ",\"gpu_id\":" << q.user_gpu_id
 		  << ",\"type\":" << q.args.queue_type << ",\"ring_base\":" << q.args.ring_base_address
 		  << ",\"ring_size\":" << q.args.ring_size << ",\"priority\":" << q.args.queue_priority
+		  << ",\"pipe_priority\":" << pipe_priority(q.args.queue_priority)
 		  << ",\"percentage\":" << (q.args.queue_percentage & 0xff) << ",\"state\":\"" << qs << "\""
 		  << ",\"gws\":" << json_bool(q.gws) << ",\"cu_mask\":[";
 		for (size_t w = 0; w < q.cu_mask.size(); ++w)

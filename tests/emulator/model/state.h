@@ -364,6 +364,15 @@ struct Counters {
 	void vm_fault(uint32_t gpu_id, uint64_t va, const char *why);
 };
 
+// The hardware priorities a compute queue's MQD gets from its KFD
+// queue_priority (0-15): cp_hqd_queue_priority is the priority itself,
+// cp_hqd_pipe_priority amdkfd's pipe_priority_map (kfd_mqd_manager.c):
+// CS_LOW (0) for 0-6, CS_MEDIUM (1) for 7-10, CS_HIGH (2) for 11-15.
+constexpr uint32_t pipe_priority(uint32_t queue_priority)
+{
+	return queue_priority >= 11 ? 2 : queue_priority >= 7 ? 1 : 0;
+}
+
 struct Device {
 	const NodeDesc *node = nullptr;
 	uint32_t gpu_id = 0;
@@ -395,6 +404,9 @@ struct Device {
 	uint64_t next_fake_offset = kFakeOffsetStart;
 	std::map<uint64_t, std::weak_ptr<Bo>> by_offset;
 	std::shared_ptr<Backing> mmio;	// the MMIO remap page
+	// Dispatch slices the GPU's AQL queues have run (under the model
+	// lock): the clock of aql_queue.cpp's priority arbitration.
+	uint64_t aql_slices = 0;
 	std::vector<std::unique_ptr<SdmaEngine>> engines;
 	// The COMPUTE rings CS submits to (kComputeRings, HW_IP_INFO's
 	// available_rings): in-order job runners of their own
@@ -438,7 +450,8 @@ struct UserQueueEngine {
 	pid_t tgid = 0;
 	uint32_t qid = 0;
 	size_t engine = 0;		// index into the device's SDMA engines
-	// Only the walker thread uses these (under the model lock):
+	// Only the walker thread changes these (under the model lock; another
+	// AQL queue's walker reads them there, aql_has_dispatch):
 	std::shared_ptr<Backing> doorbells;	// the page its doorbell lives in
 	uint64_t doorbell_off = 0;
 	bool started = false;		// rptr known (new queue: 0; restored: loaded from read_pointer_address)
@@ -457,6 +470,10 @@ struct UserQueueEngine {
 	// is not readable.
 	bool wait_for_doorbell = false, restored_look = false;
 	std::unique_ptr<AqlInFlight> in_flight;
+	// Priority arbitration (aql_yields): waiting for a queue of higher
+	// priority since its GPU's aql_slices was `yield_mark`.
+	bool yielding = false;
+	uint64_t yield_mark = 0;
 	std::atomic<uint64_t> instructions{0};	// wave-instructions its dispatches ran
 	// CWSR: saved waves resumed so far, and at the last resume the waves
 	// and the grid's workgroups (done, all) the control stack held.
@@ -872,6 +889,8 @@ private:
 	Step aql_dispatch(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f,
 			  const std::array<uint8_t, 64> &pkt, uint64_t va);
 	Step aql_run_slice(UserQueueEngine &e, KfdProcess &p, const Queue &q, DrmFile &f);
+	bool aql_yields(UserQueueEngine &e, KfdProcess &p, const Queue &q);
+	bool aql_has_dispatch(const UserQueueEngine &e, const Queue &q, DrmFile &f);
 	// The shader core's Launch of the dispatch packet `pkt` at `va` (the
 	// CP's view: queue, index, target); false with *why for a GPU without
 	// a shader core.

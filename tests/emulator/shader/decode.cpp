@@ -261,6 +261,9 @@ void trailing_dword(Inst &in, const uint32_t *code, size_t n)
 		in.ext = code[1], in.src0 = static_cast<uint16_t>(256 + (code[1] & 0xff));
 	if (in.sdwa)
 		sdwa_fields(in, code[1]);
+	if (in.dpp) // src0 neg/abs [20]/[21], src1's [22]/[23]
+		in.neg = static_cast<uint8_t>((code[1] >> 20 & 1) | (code[1] >> 22 & 1) << 1),
+		in.abs = static_cast<uint8_t>((code[1] >> 21 & 1) | (code[1] >> 23 & 1) << 1);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // opcode's operand template (opcodes.inc) filled in from the fields, then
 // the family's modifiers in LLVM's order.
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -132,11 +133,11 @@ bool vector_memory(Family f)
 	       f == Family::Scratch || f == Family::Mubuf;
 }
 
-// VOP3 and SDWA source modifiers: -x, |x|, sext(x).
+// VOP3, SDWA and DPP source modifiers: -x, |x|, sext(x).
 std::string modified(const Inst &in, char field, std::string s)
 {
 	unsigned i = field - 'A';
-	if ((in.family != Family::Vop3 && !in.sdwa) || i > 2 || std::strstr(in.info->operands, "%E"))
+	if ((in.family != Family::Vop3 && !in.sdwa && !in.dpp) || i > 2 || std::strstr(in.info->operands, "%E"))
 		return s;
 	if (in.sext >> i & 1)
 		s = "sext(" + s + ")";
@@ -335,6 +336,38 @@ std::string mubuf_text(const Inst &in)
 	return s + flag(in.glc, "glc") + flag(in.slc, "slc") + flag(in.scc, "scc") + flag(in.lds, "lds");
 }
 
+// ds_swizzle_b32's offset as LLVM names its patterns: QUAD_PERM (bit 15
+// set, bits 14:8 clear), and in bitmask mode (bit 15 clear) SWAP (and all
+// ones, or 0, one xor bit), REVERSE (xor 2^k - 1), BROADCAST (and masks
+// off a power-of-2 group, or inside it, xor 0), else BITMASK_PERM with a
+// letter per bit from bit 4 down: p (kept) or i (inverted) where the and
+// mask keeps the bit and the or mask does not set it, else the constant
+// the bit becomes (or ^ xor: 0 or 1).
+std::string swizzle_text(unsigned imm)
+{
+	if ((imm & 0xff00) == 0x8000) {
+		std::string s = "swizzle(QUAD_PERM";
+		for (unsigned i = 0; i < 4; i++)
+			s += "," + std::to_string(imm >> (2 * i) & 3);
+		return s + ")";
+	}
+	if (imm & 0x8000)
+		return std::to_string(imm);
+	const unsigned and_mask = imm & 31, or_mask = imm >> 5 & 31, xor_mask = imm >> 10 & 31;
+	if (and_mask == 31 && !or_mask && std::has_single_bit(xor_mask))
+		return "swizzle(SWAP," + std::to_string(xor_mask) + ")";
+	if (and_mask == 31 && !or_mask && std::has_single_bit(xor_mask + 1))
+		return "swizzle(REVERSE," + std::to_string(xor_mask + 1) + ")";
+	const unsigned group = 32 - and_mask;
+	if (group > 1 && std::has_single_bit(group) && or_mask < group && !xor_mask)
+		return "swizzle(BROADCAST," + std::to_string(group) + "," + std::to_string(or_mask) + ")";
+	std::string s = "swizzle(BITMASK_PERM,\"";
+	for (unsigned bit = 16; bit; bit >>= 1)
+		s += (and_mask & bit) && !(or_mask & bit) ? (xor_mask & bit ? 'i' : 'p')
+							     : ((or_mask ^ xor_mask) & bit ? '1' : '0');
+	return s + "\")";
+}
+
 std::string ds_text(const Inst &in)
 {
 	std::string s = fill(in, join(template_operands(in)).c_str());
@@ -345,7 +378,7 @@ std::string ds_text(const Inst &in)
 		if (in.offset1)
 			s += " offset1:" + std::to_string(in.offset1);
 	} else if (unsigned off = static_cast<unsigned>(in.offset) | in.offset1 << 8) {
-		s += " offset:" + std::to_string(off);
+		s += " offset:" + (std::strcmp(n, "ds_swizzle_b32") ? std::to_string(off) : swizzle_text(off));
 	}
 	return s + flag(in.gds, "gds");
 }
@@ -435,7 +468,7 @@ std::string dpp_text(const Inst &in)
 		s = ctrl == 0x142 ? " row_bcast:15" : " row_bcast:31";
 	s += " row_mask:" + hex(in.ext >> 28) + " bank_mask:" + hex(in.ext >> 24 & 15);
 	if (in.ext >> 19 & 1)
-		s += " bound_ctrl:0";
+		s += " bound_ctrl:1"; // llvm-objdump-15's spelling of the bit (older LLVMs printed :0)
 	return s;
 }
 

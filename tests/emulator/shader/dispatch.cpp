@@ -231,7 +231,8 @@ uint64_t run_wave(Exec &x, const Workgroup &g, Wave &w, uint64_t budget)
 			r = x.illegal(w, dec->in, dec->in.info ? "not implemented" : "not a gfx9 instruction");
 		} else {
 			d.lane_ops += static_cast<unsigned>(std::popcount(w.exec));
-			r = dec->in.sdwa ? run_sdwa(x, w, dec->in, dec->fn) : dec->fn(x, w, dec->in);
+			r = dec->in.sdwa ? run_sdwa(x, w, dec->in, dec->fn)
+			    : dec->in.dpp ? run_dpp(x, w, dec->in, dec->fn) : dec->fn(x, w, dec->in);
 		}
 		n++;
 		d.instructions++;
@@ -368,7 +369,7 @@ int Exec::illegal(const Wave &, const Inst &in, const char *what)
 
 Handler handler_for(const Inst &in)
 {
-	if (!in.info || in.dpp || (in.sdwa && in.family == Family::Vopc))
+	if (!in.info || ((in.dpp || in.sdwa) && in.family == Family::Vopc))
 		return nullptr;
 	std::string name = in.info->name;
 	if (name.size() > 4 && (name.ends_with("_e32") || name.ends_with("_e64")))

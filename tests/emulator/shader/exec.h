@@ -97,14 +97,18 @@ inline void for_lanes(uint64_t mask, F f)
 size_t declared_vgprs(const DispatchState &d);
 
 // The handler of a decoded instruction (nullptr: not implemented); `why`
-// is not touched. For an SDWA form (VOP1/VOP2), its base opcode's, which
-// run_sdwa wraps.
+// is not touched. For an SDWA or DPP form (VOP1/VOP2), its base opcode's,
+// which run_sdwa / run_dpp wrap.
 Handler handler_for(const Inst &in);
 // An SDWA instruction: its sources' selected bytes or words (zero- or
 // sign-extended, with float abs/neg), `base` run on them, and the result
 // put in the destination's selected field (the rest zeroed, sign-extended
 // or kept).
 int run_sdwa(Exec &x, Wave &w, const Inst &in, Handler base);
+// A DPP instruction (VOP1/VOP2): src0 read from the lane the DPP control
+// names, `base` run on the lanes row_mask, bank_mask and bound_ctrl let
+// write.
+int run_dpp(Exec &x, Wave &w, const Inst &in, Handler base);
 Handler scalar_handler(const std::string &name);
 Handler vector_handler(const std::string &name);
 Handler memory_handler(const std::string &name);

@@ -349,6 +349,28 @@ int ds_permute(Exec &, Wave &w, const Inst &in)
 	return kNext;
 }
 
+// ds_swizzle_b32 (no LDS access): each lane reads the source (the ADDR
+// field's VGPR) of the lane its 16-bit offset names. Offset bit 15 set: a
+// quad permutation, lane l of each quad reading lane offset[2(l%4)+1 :
+// 2(l%4)]; clear: within each 32 lanes, lane j reads ((j & and) | or) ^
+// xor with the masks in bits 4:0, 9:5 and 14:10. As ds_bpermute_b32, an
+// inactive source lane's register is read.
+int ds_swizzle(Exec &, Wave &w, const Inst &in)
+{
+	uint32_t tmp[kWaveSize] = {};
+	const uint32_t *src = w.v(in.src0); // the address field holds the data
+	const unsigned pattern = ds_offset(in);
+	const unsigned and_mask = pattern & 31, or_mask = pattern >> 5 & 31, xor_mask = pattern >> 10 & 31;
+	for_lanes(w.exec, [&](unsigned l) {
+		const unsigned other = pattern >> 15 ? (l & ~3u) | (pattern >> (2 * (l & 3)) & 3)
+						    : (l & 32) | (((l & and_mask) | or_mask) ^ xor_mask);
+		tmp[l] = src[other];
+	});
+	uint32_t *d = w.v(in.dst);
+	for_lanes(w.exec, [&](unsigned l) { d[l] = tmp[l]; });
+	return kNext;
+}
+
 // --- MUBUF ---------------------------------------------------------------------
 
 // A buffer resource (V#). A swizzled buffer is the private segment: the
@@ -558,6 +580,7 @@ const std::unordered_map<std::string, Handler> &memory_table()
 		m["ds_write2st64_b64"] = ds_2<8, 64, true>;
 		m["ds_bpermute_b32"] = ds_permute<true>;
 		m["ds_permute_b32"] = ds_permute<false>;
+		m["ds_swizzle_b32"] = ds_swizzle;
 		m["ds_nop"] = [](Exec &, Wave &, const Inst &) { return int(kNext); };
 		add_atomics(m);
 		return m;

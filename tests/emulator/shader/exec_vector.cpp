@@ -99,11 +99,17 @@ typename Of<T>::t value(const Opnd &o, unsigned l, unsigned i, const Inst &in, b
 	}
 }
 
+// MODE's IEEE bit: set (compute's default), the hardware ignores omod, as
+// LLVM's SIFoldOperands says (it never folds a multiply into omod then).
+bool ieee(const Wave &w) { return w.mode >> 9 & 1; }
+
+// The VOP3 output modifiers: omod (x2, x4, /2; only with IEEE off), then
+// clamp to [0, 1] (NaN to 0).
 template <class T>
-T out_mod(T v, const Inst &in)
+T out_mod(T v, const Inst &in, bool ieee_mode)
 {
 	static constexpr T kOmod[] = {1, 2, 4, 0.5};
-	if (in.omod)
+	if (in.omod && !ieee_mode)
 		v *= kOmod[in.omod];
 	if (in.clamp)
 		v = std::isnan(v) ? T(0) : std::fmin(std::fmax(v, T(0)), T(1));
@@ -111,13 +117,13 @@ T out_mod(T v, const Inst &in)
 }
 
 template <Ty T>
-void put(U *lo, U *hi, unsigned l, typename Of<T>::t r, const Inst &in, bool flush)
+void put(U *lo, U *hi, unsigned l, typename Of<T>::t r, const Inst &in, bool flush, bool ieee_mode)
 {
 	if constexpr (T == Ty::F32) {
-		r = out_mod(r, in);
+		r = out_mod(r, in, ieee_mode);
 		lo[l] = u32(flush ? ftz(r) : r);
 	} else if constexpr (T == Ty::F64) {
-		L b = u64(out_mod(r, in));
+		L b = u64(out_mod(r, in, ieee_mode));
 		lo[l] = static_cast<U>(b), hi[l] = static_cast<U>(b >> 32);
 	} else if constexpr (wide(T)) {
 		lo[l] = static_cast<U>(L(r)), hi[l] = static_cast<U>(L(r) >> 32);
@@ -138,10 +144,10 @@ int valu(Exec &x, Wave &w, const Inst &in)
 	Opnd a = operand<At>(x, w, in.src0, in), b = operand<Bt>(x, w, in.src1, in);
 	Opnd c = operand<Ct>(x, w, Acc ? src::kVgpr0 + in.dst : in.src2, in);
 	U *lo = w.v(in.dst), *hi = wide(Dt) ? w.v(in.dst + 1) : nullptr;
-	bool fl = flush32(w);
+	const bool fl = flush32(w), ie = ieee(w);
 	for_lanes(w.exec, [&](unsigned l) {
 		auto r = Fn(value<At>(a, l, 0, in, fl), value<Bt>(b, l, 1, in, fl), value<Ct>(c, l, 2, in, fl));
-		put<Dt>(lo, hi, l, static_cast<typename Of<Dt>::t>(r), in, fl);
+		put<Dt>(lo, hi, l, static_cast<typename Of<Dt>::t>(r), in, fl, ie);
 	});
 	return kNext;
 }
@@ -656,9 +662,14 @@ void float_ops(std::unordered_map<std::string, Handler> &t)
 // differences and products of two binary16 values are exact in double, and
 // fma is rounded to odd in double first (the exact result lies between two
 // doubles, so the one rounding to binary16 that follows is still correct),
-// as is the double-to-float step. Denormals kept unless MODE's f16/f64
-// denormal mode flushes them. The result's high 16 bits are written 0
-// (GFX9). omod on an f16 result is refused.
+// as is the double-to-float step; omod (with IEEE off) and clamp apply
+// before that one rounding. The transcendentals (v_sqrt, v_rsq, v_rcp,
+// v_exp: 2^x, v_log: log2) are computed in double and so come out
+// correctly rounded (the hardware's are approximations the ISA documents
+// to about 1 ULP). Denormals kept unless MODE's f16/f64 denormal mode
+// flushes them; v_mad_f16/v_mac_f16 always flush them and round the
+// product to binary16 before the add (not fused, as v_mad_f32; not
+// verified on hardware). The result's high 16 bits are written 0 (GFX9).
 
 // d rounded to odd at float precision, then to nearest binary16.
 U f64_to_f16(D d)
@@ -693,24 +704,38 @@ U half_source(const Wave &w, const Exec &x, unsigned enc, const Inst &in, unsign
 
 constexpr U flush16(U h, bool keep) { return keep || (h & 0x7c00) ? h : h & 0x8000; }
 
-template <unsigned N, auto Fn>
+bool keep16(const Wave &w) { return (w.mode >> 6 & 3) != 0; }
+
+// The value of f16 source i at lane l, flushed unless `keep`, with abs/neg.
+D half_value(const Wave &w, const Exec &x, const Inst &in, unsigned i, unsigned l, bool keep)
+{
+	const unsigned enc[3] = {in.src0, in.src1, in.src2};
+	D v = f16_to_f32(flush16(half_source(w, x, enc[i], in, l), keep));
+	if (in.abs >> i & 1)
+		v = std::fabs(v);
+	if (in.neg >> i & 1)
+		v = -v;
+	return v;
+}
+
+// Legacy: denormals flushed whatever MODE says (v_mad_f16). Acc: src2 is
+// the destination's low half (v_mac_f16).
+template <unsigned N, auto Fn, bool Legacy = false, bool Acc = false>
 int f16_op(Exec &x, Wave &w, const Inst &in)
 {
-	if (in.omod)
-		return x.illegal(w, in, "omod on an f16 result");
-	const bool keep = (w.mode >> 6 & 3) != 0;
-	const unsigned enc[3] = {in.src0, in.src1, in.src2};
+	static constexpr D kOmod[] = {1, 2, 4, 0.5};
+	const bool keep = !Legacy && keep16(w), ie = ieee(w);
+	Inst src = in;
+	if (Acc)
+		src.src2 = static_cast<uint16_t>(src::kVgpr0 + in.dst);
 	U *d = w.v(in.dst);
 	for_lanes(w.exec, [&](unsigned l) {
 		D v[3] = {};
-		for (unsigned i = 0; i < N; i++) {
-			v[i] = f16_to_f32(flush16(half_source(w, x, enc[i], in, l), keep));
-			if (in.abs >> i & 1)
-				v[i] = std::fabs(v[i]);
-			if (in.neg >> i & 1)
-				v[i] = -v[i];
-		}
+		for (unsigned i = 0; i < N; i++)
+			v[i] = half_value(w, x, src, i, l, keep);
 		D r = Fn(v[0], v[1], v[2]);
+		if (!ie)
+			r *= kOmod[in.omod];
 		if (in.clamp)
 			r = std::isnan(r) ? 0.0 : std::fmin(std::fmax(r, 0.0), 1.0);
 		d[l] = flush16(f64_to_f16(r), keep);
@@ -718,9 +743,90 @@ int f16_op(Exec &x, Wave &w, const Inst &in)
 	return kNext;
 }
 
+// a * b rounded to binary16 with a denormal flushed, as a double.
+D mul16_ftz(D a, D b) { return f16_to_f32(flush16(f64_to_f16(a * b), false)); }
+
+// f16 compares: the sources' low halves as binary16 (denormals as MODE
+// says), abs/neg; the conditions of the f32 ones.
+template <int C, bool X>
+int vcmp16(Exec &x, Wave &w, const Inst &in)
+{
+	const bool keep = keep16(w);
+	uint64_t r = 0;
+	for_lanes(w.exec, [&](unsigned l) {
+		if (compare<D, C>(half_value(w, x, in, 0, l, keep), half_value(w, x, in, 1, l, keep)))
+			r |= 1ull << l;
+	});
+	write_mask(w, in, r, X);
+	return kNext;
+}
+
+// v_cmp_class_f16: src0's class (binary16, never flushed) in src1's mask.
+template <bool X>
+int vcmp_class16(Exec &x, Wave &w, const Inst &in)
+{
+	Opnd b = operand<Ty::U32>(x, w, in.src1, in);
+	uint64_t r = 0;
+	for_lanes(w.exec, [&](unsigned l) {
+		const U h = half_source(w, x, in.src0, in, l);
+		const U e = h >> 10 & 31, m = h & 0x3ff, neg = h >> 15;
+		const unsigned cls = e == 31 ? (m ? (m & 0x200 ? 1 : 0) : neg ? 2 : 9)
+				     : e ? (neg ? 3 : 8) : m ? (neg ? 4 : 7) : (neg ? 5 : 6);
+		if (U(b.at(l)) >> cls & 1)
+			r |= 1ull << l;
+	});
+	write_mask(w, in, r, X);
+	return kNext;
+}
+
+template <int... C>
+void add_compares16(std::unordered_map<std::string, Handler> &t, const char *const *names,
+		    std::integer_sequence<int, C...>)
+{
+	((t[std::string("v_cmp_") + names[C] + "_f16"] = vcmp16<C, false>,
+	  t[std::string("v_cmpx_") + names[C] + "_f16"] = vcmp16<C, true>), ...);
+}
+
+// v_div_fixup_f16 (S0 the quotient, S1 the denominator, S2 the
+// numerator): the special cases of v_div_fixup_f32, else the quotient.
+D div_fixup16(D q, D den, D num)
+{
+	const bool neg = std::signbit(den) != std::signbit(num);
+	const D inf = std::numeric_limits<D>::infinity();
+	if (std::isnan(num))
+		return num;
+	if (std::isnan(den))
+		return den;
+	if ((den == 0 && num == 0) || (std::isinf(den) && std::isinf(num)))
+		return std::numeric_limits<D>::quiet_NaN();
+	if (den == 0 || std::isinf(num))
+		return neg ? -inf : inf;
+	if (std::isinf(den) || num == 0)
+		return neg ? -0.0 : 0.0;
+	return neg ? -std::fabs(q) : std::fabs(q);
+}
+
 void half_ops(std::unordered_map<std::string, Handler> &t)
 {
+	static constexpr const char *kFloat[] = {"f", "lt", "eq", "le", "gt", "lg", "ge", "o",
+						 "u", "nge", "nlg", "ngt", "nle", "neq", "nlt", "tru"};
+	add_compares16(t, kFloat, std::make_integer_sequence<int, 16>());
+	t["v_cmp_class_f16"] = vcmp_class16<false>;
+	t["v_cmpx_class_f16"] = vcmp_class16<true>;
 	t.insert({
+		{"v_mad_f16", f16_op<3, [](D a, D b, D c) { return mul16_ftz(a, b) + c; }, true>},
+		{"v_mac_f16", f16_op<3, [](D a, D b, D c) { return mul16_ftz(a, b) + c; }, true, true>},
+		{"v_div_fixup_f16", f16_op<3, div_fixup16>},
+		{"v_sqrt_f16", f16_op<1, [](D a, D, D) { return std::sqrt(a); }>},
+		{"v_rsq_f16", f16_op<1, [](D a, D, D) { return 1.0 / std::sqrt(a); }>},
+		{"v_rcp_f16", f16_op<1, [](D a, D, D) { return 1.0 / a; }>},
+		{"v_exp_f16", f16_op<1, [](D a, D, D) { return std::exp2(a); }>},
+		{"v_log_f16", f16_op<1, [](D a, D, D) { return std::log2(a); }>},
+		{"v_floor_f16", f16_op<1, [](D a, D, D) { return std::floor(a); }>},
+		{"v_ceil_f16", f16_op<1, [](D a, D, D) { return std::ceil(a); }>},
+		{"v_trunc_f16", f16_op<1, [](D a, D, D) { return std::trunc(a); }>},
+		{"v_rndne_f16", f16_op<1, [](D a, D, D) { return std::nearbyint(a); }>},
+		{"v_fract_f16", f16_op<1, [](D a, D, D) { return std::isinf(a) ? std::numeric_limits<D>::quiet_NaN() : std::fmin(a - std::floor(a), 0x1.ffcp-1); }>},
 		{"v_add_f16", f16_op<2, [](D a, D b, D) { return a + b; }>},
 		{"v_sub_f16", f16_op<2, [](D a, D b, D) { return a - b; }>},
 		{"v_subrev_f16", f16_op<2, [](D a, D b, D) { return b - a; }>},

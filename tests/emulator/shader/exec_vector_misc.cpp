@@ -292,6 +292,87 @@ int run_sdwa(Exec &x, Wave &w, const Inst &in, Handler base)
 	return kNext;
 }
 
+// --- DPP -----------------------------------------------------------------------
+
+namespace {
+
+// The lane whose src0 lane l reads under DPP control `ctrl` (GFX9's
+// DPP_CTRL), or -1 when it names none: quad_perm (0x00-0xff), row_shl/
+// row_shr/row_ror 1-15 (0x101-0x12f) within the lane's row of 16,
+// wave_shl/rol/shr/ror by 1 (0x130, 0x134, 0x138, 0x13c) over the wave,
+// row_mirror (0x140), row_half_mirror (0x141), row_bcast:15 (0x142: each
+// row reads lane 15 of the row before it) and row_bcast:31 (0x143: rows 2
+// and 3 read lane 31). -2: a control the ISA does not define.
+int dpp_source(unsigned ctrl, unsigned l)
+{
+	const unsigned row = l & ~15u, in_row = l & 15, n = ctrl & 15;
+	if (ctrl <= 0xff)
+		return static_cast<int>((l & ~3u) | (ctrl >> (2 * (l & 3)) & 3));
+	if (ctrl >= 0x101 && ctrl <= 0x10f)
+		return in_row + n < 16 ? static_cast<int>(l + n) : -1;
+	if (ctrl >= 0x111 && ctrl <= 0x11f)
+		return in_row >= n ? static_cast<int>(l - n) : -1;
+	if (ctrl >= 0x121 && ctrl <= 0x12f)
+		return static_cast<int>(row | ((in_row - n) & 15));
+	switch (ctrl) {
+	case 0x130: return l + 1 < kWaveSize ? static_cast<int>(l + 1) : -1;
+	case 0x134: return static_cast<int>((l + 1) % kWaveSize);
+	case 0x138: return l ? static_cast<int>(l - 1) : -1;
+	case 0x13c: return static_cast<int>((l + kWaveSize - 1) % kWaveSize);
+	case 0x140: return static_cast<int>(row | (15 - in_row));
+	case 0x141: return static_cast<int>((l & ~7u) | (7 - (l & 7)));
+	case 0x142: return row ? static_cast<int>(row - 1) : -1;
+	case 0x143: return l >= 32 ? 31 : -1;
+	default: return -2;
+	}
+}
+
+}  // namespace
+
+// The DPP dword (GFX9): src0 VGPR [7:0], dpp_ctrl [16:8], bound_ctrl
+// [19], src0 neg/abs [20]/[21], src1 neg/abs [22]/[23] (decoded into Inst),
+// bank_mask [27:24], row_mask [31:28]. A lane's src0 is src0's register of
+// the lane dpp_ctrl names. A lane writes its destination only when its row
+// (lanes 16r..16r+15) is in row_mask and its bank (lanes 4b..4b+3 of each
+// row) in bank_mask, and when the lane it reads exists and is active in
+// EXEC; without those, bound_ctrl set makes it read 0 and write, clear
+// leaves its destination (and carry-out) alone. The base instruction runs
+// on the lanes that write, with src0 gathered into a guard row.
+int run_dpp(Exec &x, Wave &w, const Inst &in, Handler base)
+{
+	const unsigned ctrl = in.ext >> 8 & 0x1ff, rows = in.ext >> 28, banks = in.ext >> 24 & 15;
+	const bool bound_zero = in.ext >> 19 & 1;
+	if (dpp_source(ctrl, 0) == -2)
+		return x.illegal(w, in, "a DPP control the ISA does not define");
+	constexpr unsigned kS0 = kVgprs, kD = kVgprs + 2;
+	const uint32_t *src = w.v(in.src0 - src::kVgpr0);
+	uint32_t *s0 = w.v(kS0), *td = w.v(kD), *d = w.v(in.dst);
+	const uint64_t exec = w.exec;
+	uint64_t writes = 0;
+	for_lanes(exec, [&](unsigned l) {
+		if (!(rows >> (l >> 4) & 1) || !(banks >> (l >> 2 & 3) & 1))
+			return;
+		const int from = dpp_source(ctrl, l);
+		const bool valid = from >= 0 && (exec >> from & 1);
+		if (!valid && !bound_zero)
+			return;
+		s0[l] = valid ? src[from] : 0;
+		td[l] = d[l]; // v_mac/v_fmac read their destination
+		writes |= uint64_t{1} << l;
+	});
+	Inst b = in;
+	b.dpp = false;
+	b.src0 = static_cast<uint16_t>(src::kVgpr0 + kS0);
+	b.dst = kD;
+	w.exec = writes;
+	const int r = base(x, w, b);
+	w.exec = exec;
+	if (r != kNext)
+		return r;
+	for_lanes(writes, [&](unsigned l) { d[l] = td[l]; });
+	return kNext;
+}
+
 void vector_ops_div(std::unordered_map<std::string, Handler> &t)
 {
 	t["v_div_scale_f32"] = v_div_scale<float>;

@@ -10,7 +10,9 @@
 // queue until UNPAUSE; kernel dispatches of a hand-assembled kernel: paused
 // mid-way and resumed (CHECKPOINT refused meanwhile: the queue has no CWSR
 // area to save its waves in; test_aql_cwsr saves them), a VM fault, an illegal
-// instruction and a trap; pointers read only once rung.
+// instruction and a trap; pointers read only once rung; priorities: the
+// queue of higher priority (also after UPDATE_QUEUE) runs its dispatch
+// first, and each priority's MQD pipe priority.
 #include "harness.h"
 
 #include <criterion/criterion.h>
@@ -422,6 +424,132 @@ Test(aql_queue, two_queues_wait_for_each_other)
 	cr_assert(app.wait_read_index(1));
 	cr_assert_eq(std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(h2->amd_queue + 128)).load(), 2u);
 	cr_assert_eq(app.value(0) + app.value(1) + app.value(2), 0);
+}
+
+namespace {
+
+// The ticket kernel (llvm-mc-15's encoding; kernarg: out, counter):
+//   s_load_dwordx2 s[2:3], s[0:1], 0x0	; out
+//   s_load_dwordx2 s[6:7], s[0:1], 0x8	; counter
+//   s_waitcnt lgkmcnt(0)
+//   s_load_dword s8, s[2:3], 0x4		; out[1]: loop iterations
+//   s_waitcnt lgkmcnt(0)
+// loop:
+//   s_sub_u32 s8, s8, 1
+//   s_cmp_lg_u32 s8, 0
+//   s_cbranch_scc1 loop
+//   v_mov_b32 v1, 0
+//   v_mov_b32 v2, 1
+//   global_atomic_add v3, v1, v2, s[6:7] glc	; the counter's old value...
+//   s_waitcnt vmcnt(0)
+//   global_store_dword v1, v3, s[2:3]	; ...is the dispatch's ticket: out[0]
+//   s_endpgm
+constexpr uint32_t kTicketKernel[] = {0xc0060080, 0x00000000, 0xc0060180, 0x00000008, 0xbf8cc07f,
+				      0xc0020201, 0x00000004, 0xbf8cc07f, 0x80888108, 0xbf078008,
+				      0xbf85fffd, 0x7e020280, 0x7e040281, 0xdd098000, 0x03060201,
+				      0xbf8c0f70, 0xdc708000, 0x00020301, 0xbf810000};
+
+// A second AQL queue of the app's process, with its own ring, amd_queue_t
+// and kernel in `h`.
+struct SecondQueue {
+	std::unique_ptr<Host> h{new Host{}};
+	uint32_t id = 0;
+	volatile uint64_t *doorbell = nullptr;
+	SecondQueue(App &app, uint32_t priority)
+	{
+		app.alloc_map(addr(h.get()), sizeof(Host), ALLOC_USERPTR | ALLOC_WRITABLE, addr(h.get()));
+		for (uint32_t i = 0; i < kSlots; ++i)
+			App::set16(h->ring + 64 * i, kInvalid);
+		std::memcpy(h->amd_queue + 136, "\x80\0\0\0", 4);
+		CreateQueue q = aql_queue(*h, priority);
+		cr_assert_eq(app.rig.kfd(app.c, app.kfd, CREATE_QUEUE, &q), 0);
+		id = q.queue_id;
+		doorbell = app.rig.map_doorbell(app.c, app.kfd, q.doorbell_offset);
+		cr_assert_not_null(doorbell);
+	}
+};
+
+// In slot 0 of `h`'s ring: a one-work-item dispatch of the ticket kernel
+// looping `iterations` times (3 wave-instructions each), its ticket in
+// h.out[0], the counter h.flag of `counter_host`; not yet published.
+void ticket_dispatch(Host &h, Host &counter_host, uint32_t iterations, uint64_t completion)
+{
+	std::memset(h.kernel, 0, sizeof h.kernel);
+	const int64_t entry = 64;
+	const uint32_t rsrc2 = 2u << 1;
+	const uint16_t props = 1u << 3;
+	std::memcpy(h.kernel + 16, &entry, 8);
+	std::memcpy(h.kernel + 52, &rsrc2, 4);
+	std::memcpy(h.kernel + 56, &props, 2);
+	std::memcpy(h.kernel + 64, kTicketKernel, sizeof kTicketKernel);
+	h.out[0] = ~0u, h.out[1] = iterations;
+	h.kernarg[0] = addr(h.out), h.kernarg[1] = addr(&counter_host.flag);
+	Packet p;
+	p.set<uint16_t>(2, 1).set<uint16_t>(4, 1).set<uint16_t>(6, 1).set<uint16_t>(8, 1);
+	p.set<uint32_t>(12, 1).set<uint32_t>(16, 1).set<uint32_t>(20, 1);
+	p.set<uint64_t>(32, addr(h.kernel)).set<uint64_t>(40, addr(h.kernarg)).set<uint64_t>(56, completion);
+	std::memcpy(h.ring + 2, p.b + 2, 62);
+}
+
+// Publishes slot 0's packet (header, then write index 1) and rings.
+void publish(Host &h, volatile uint64_t *doorbell)
+{
+	App::set16(h.ring, kDispatch | 1u << 8 | 2u << 9 | 2u << 11);
+	std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t *>(h.amd_queue + 56)).store(1);
+	*doorbell = 0;
+}
+
+// Queue A (the app's, created with priority 7, then given `a_priority` by
+// UPDATE_QUEUE) and queue B (`b_priority`) each get a dispatch: the queue
+// of higher priority a long one (40000 iterations, 6 slices), the other a
+// short one (3000, under one slice); both are published, B's first. The
+// higher queue's long dispatch must end first (ticket 0); without
+// arbitration the short one would (checked: it does).
+void priority_race(uint32_t b_priority, uint32_t a_priority)
+{
+	App app;
+	SecondQueue b(app, b_priority);
+	if (a_priority != 7) {
+		UpdateQueue u{addr(app.h->ring), 0, sizeof app.h->ring, 100, a_priority};
+		cr_assert_eq(app.rig.kfd(app.c, app.kfd, UPDATE_QUEUE, &u), 0);
+	}
+	const bool b_high = b_priority > a_priority;
+	app.make_signal(0, 1, app.event);
+	app.make_signal(1, 1);
+	app.h->flag = 0;
+	ticket_dispatch(*b.h, *app.h, b_high ? 40000 : 3000, app.sva(1));
+	ticket_dispatch(*app.h, *app.h, b_high ? 3000 : 40000, app.sva(0));
+	publish(*b.h, b.doorbell);
+	publish(*app.h, app.doorbell);
+	auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	while ((app.value(0) || app.value(1)) && std::chrono::steady_clock::now() < end)
+		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	cr_assert_eq(app.value(0) + app.value(1), 0, "both dispatches complete: %s", app.queues().c_str());
+	cr_assert_eq(b.h->out[0], b_high ? 0u : 1u, "queue B (priority %u) against A (priority %u): tickets B %u A %u",
+		     b_priority, a_priority, b.h->out[0], app.h->out[0]);
+	cr_assert_eq(app.h->out[0], b_high ? 1u : 0u);
+}
+
+} // namespace
+
+Test(aql_queue, a_queue_of_higher_priority_gets_the_shader_engine_first)
+{
+	priority_race(15, 7);
+}
+
+Test(aql_queue, update_queue_priority_reorders_the_queues)
+{
+	priority_race(11, 14); // A raised above B by UPDATE_QUEUE
+}
+
+Test(aql_queue, queue_priorities_map_to_the_mqd_pipe_priorities)
+{
+	App app; // its queue: priority 7 (CS_MEDIUM)
+	SecondQueue low(app, 6), high(app, 11), top(app, 15);
+	const std::string q = app.queues();
+	for (const char *want : {"\"priority\":7,\"pipe_priority\":1", "\"priority\":6,\"pipe_priority\":0",
+				 "\"priority\":11,\"pipe_priority\":2", "\"priority\":15,\"pipe_priority\":2"})
+		cr_assert(q.find(want) != std::string::npos, "%s in %s", want, q.c_str());
 }
 
 Test(aql_queue, a_criu_pause_holds_the_queue_until_unpause)

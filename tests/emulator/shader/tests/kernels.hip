@@ -143,3 +143,55 @@ extern "C" __global__ void handshake(int *flag, int *out)
 		out[1] = 2;
 	}
 }
+
+// Cross-lane moves as hipcc emits them for the DPP and swizzle builtins:
+// 16 results per work-item (out[16 * i + k]) from each wave's values v.
+// DPP: v_mov_b32_dpp with each kind of control, row and bank masks with
+// and without bound_ctrl, the old value kept where a lane does not write,
+// v_add_u32_dpp / v_sub_f32_dpp (the compiler folds a move into the
+// add), a move whose source lanes are partly inactive (odd v skip it);
+// ds_swizzle_b32 in quad, swap, reverse, broadcast and bitmask modes.
+extern "C" __global__ void lanes(const int *in, int *out)
+{
+	const int i = blockIdx.x * blockDim.x + threadIdx.x;
+	const int v = in[i];
+	int *o = out + 16 * i;
+	o[0] = __builtin_amdgcn_update_dpp(0, v, 0x111, 0xf, 0xf, false);   // row_shr:1
+	o[1] = __builtin_amdgcn_update_dpp(7, v, 0x142, 0xa, 0xf, false);   // row_bcast:15, rows 1 and 3
+	o[2] = __builtin_amdgcn_mov_dpp(v, 0x1b, 0xf, 0xf, true);           // quad_perm:[3,2,1,0]
+	o[3] = __builtin_amdgcn_update_dpp(0, v, 0x138, 0xf, 0xf, true);    // wave_shr:1
+	o[4] = __builtin_amdgcn_update_dpp(5, v, 0x143, 0xc, 0xf, false);   // row_bcast:31, rows 2 and 3
+	o[5] = __builtin_amdgcn_update_dpp(3, v, 0x101, 0xf, 0x5, true);    // row_shl:1, banks 0 and 2
+	o[6] = __builtin_amdgcn_update_dpp(0, v, 0x134, 0xf, 0xf, false);   // wave_rol:1
+	o[7] = __builtin_amdgcn_update_dpp(0, v, 0x123, 0xf, 0xf, false);   // row_ror:3
+	o[8] = __builtin_amdgcn_update_dpp(0, v, 0x140, 0xf, 0xf, false);   // row_mirror
+	o[9] = __builtin_amdgcn_update_dpp(0, v, 0x141, 0xf, 0xf, false);   // row_half_mirror
+	o[10] = v + __builtin_amdgcn_update_dpp(0, v, 0x112, 0xf, 0xf, true);  // v_add_u32_dpp row_shr:2
+	const float f = __int_as_float((v & 0x807fffff) | 0x3f800000);
+	o[11] = __float_as_int(f - __int_as_float(__builtin_amdgcn_update_dpp(0, __float_as_int(f), 0x13c, 0xf, 0xf, true)));
+	int odd = 9;
+	if (v & 1)
+		odd = __builtin_amdgcn_update_dpp(9, v, 0x130, 0xf, 0xf, false);  // wave_shl:1, sources maybe inactive
+	o[12] = odd;
+	o[13] = __builtin_amdgcn_ds_swizzle(v, 0x801b) ^ __builtin_amdgcn_ds_swizzle(v, 0x041f);  // QUAD_PERM, SWAP 1
+	o[14] = __builtin_amdgcn_ds_swizzle(v, 0x1c1f) + __builtin_amdgcn_ds_swizzle(v, 0x00b8); // REVERSE 8, BROADCAST 8,5
+	o[15] = __builtin_amdgcn_ds_swizzle(v, 0x0c35);  // BITMASK_PERM
+}
+
+// Half-precision math as hip_fp16.h compiles it for GFX9: hsqrt, hrsqrt,
+// hexp2, hlog2 (v_sqrt/rsq/exp/log_f16) and the roundings, 8 results per
+// element.
+extern "C" __global__ void half_math(const __half *a, __half *o, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	o[8 * i + 0] = hsqrt(a[i]);
+	o[8 * i + 1] = hrsqrt(a[i]);
+	o[8 * i + 2] = hexp2(a[i]);
+	o[8 * i + 3] = hlog2(a[i]);
+	o[8 * i + 4] = hfloor(a[i]);
+	o[8 * i + 5] = hceil(a[i]);
+	o[8 * i + 6] = htrunc(a[i]);
+	o[8 * i + 7] = hrint(a[i]);
+}

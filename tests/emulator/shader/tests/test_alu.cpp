@@ -38,6 +38,19 @@ float f(U u) { return std::bit_cast<float>(u); }
 U u(float v) { return std::bit_cast<U>(v); }
 int32_t i(U v) { return static_cast<int32_t>(v); }
 float ftz(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
+// A binary16 (low half) with a denormal flushed to a signed zero.
+U ftz16(U h) { return h & 0x7c00 ? h & 0xffff : h & 0x8000; }
+// The ISA's class index of a binary16 (v_cmp_class bit numbers).
+unsigned class16(U h)
+{
+	const U e = h >> 10 & 31, m = h & 0x3ff;
+	const bool neg = h >> 15 & 1;
+	if (e == 31)
+		return m ? (m >> 9 & 1) : neg ? 2 : 9;
+	if (e)
+		return neg ? 3 : 8;
+	return m ? (neg ? 4 : 7) : (neg ? 5 : 6);
+}
 // The ISA's class index of an f32 (v_cmp_class bit numbers).
 unsigned fp_class(U a)
 {
@@ -77,7 +90,8 @@ const Row kRows[] = {
 	{"v_max_f32", "v_max_f32 v5, v2, v3", [](U a, U b, U, unsigned) { return u(std::fmax(f(a), f(b))); }, true},
 	{"neg/abs modifiers", "v_add_f32_e64 v5, -v2, |v3|", [](U a, U b, U, unsigned) { return u(-f(a) + std::fabs(f(b))); }, true},
 	{"clamp", "v_add_f32_e64 v5, v2, v3 clamp", [](U a, U b, U, unsigned) { float r = f(a) + f(b); return u(std::isnan(r) ? 0.0f : std::fmin(std::fmax(r, 0.0f), 1.0f)); }, true},
-	{"omod mul:2", "v_add_f32_e64 v5, v2, v3 mul:2", [](U a, U b, U, unsigned) { return u((f(a) + f(b)) * 2.0f); }, true},
+	{"omod mul:2 ignored in IEEE mode (the kernel's)", "v_add_f32_e64 v5, v2, v3 mul:2", [](U a, U b, U, unsigned) { return u(f(a) + f(b)); }, true},
+	{"omod mul:2 and clamp with IEEE off", "s_mov_b32 s20, 0; s_setreg_b32 hwreg(HW_REG_MODE, 9, 1), s20; v_add_f32_e64 v5, v2, v3 mul:2; v_mul_f32_e64 v6, v2, v3 clamp div:2; v_add_f32 v5, v5, v6; s_mov_b32 s20, 1; s_setreg_b32 hwreg(HW_REG_MODE, 9, 1), s20", [](U a, U b, U, unsigned) { float m = f(a) * f(b) * 0.5f; return u((f(a) + f(b)) * 2.0f + (std::isnan(m) ? 0.0f : std::fmin(std::fmax(m, 0.0f), 1.0f))); }, true},
 	{"inline float constant", "v_mul_f32 v5, 0.5, v2", [](U a, U, U, unsigned) { return u(0.5f * f(a)); }, true},
 	{"literal", "v_add_f32 v5, 0x40490fdb, v2", [](U a, U, U, unsigned) { return u(3.14159274f + f(a)); }, true},
 	{"v_madak_f32", "v_madak_f32 v5, v2, v3, 0x3fc00000", [](U a, U b, U, unsigned) { return u(ftz(ftz(ftz(f(a)) * ftz(f(b))) + 1.5f)); }, true},
@@ -151,12 +165,26 @@ const Row kRows[] = {
 	{"SDWA: float neg/abs", "v_add_f32_sdwa v5, -v2, |v3| dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:DWORD src1_sel:DWORD", [](U a, U b, U, unsigned) { return u(-f(a) + std::fabs(f(b))); }, true},
 	{"SDWA: v_mov WORD_1 to WORD_0", "v_mov_b32_sdwa v5, v2 dst_sel:WORD_0 dst_unused:UNUSED_PAD src0_sel:WORD_1", [](U a, U, U, unsigned) { return a >> 16; }, false},
 	{"SDWA: an SGPR source, a 16-bit op into WORD_1", "s_mov_b32 s20, 0x1234; v_sub_u16_sdwa v5, s20, v3 dst_sel:WORD_1 dst_unused:UNUSED_PAD src0_sel:BYTE_0 src1_sel:BYTE_0", [](U, U b, U, unsigned) { return ((0x34 - (b & 0xff)) & 0xffff) << 16; }, false},
+	{"DPP: neg/abs on both sources (quad_perm identity)", "v_add_f32_dpp v5, -v2, |v3| quad_perm:[0,1,2,3] row_mask:0xf bank_mask:0xf", [](U a, U b, U, unsigned) { return u(-f(a) + std::fabs(f(b))); }, true},
+	{"DPP: rows 0 and 2 written, the others keep the old value", "v_mov_b32 v5, v4; v_mov_b32_dpp v5, v2 quad_perm:[0,1,2,3] row_mask:0x5 bank_mask:0xf", [](U a, U, U c, unsigned l) { return (0x5 >> (l / 16) & 1) ? a : c; }, false},
+	{"DPP: banks 1 and 3 written", "v_mov_b32 v5, v4; v_mov_b32_dpp v5, v2 quad_perm:[0,1,2,3] row_mask:0xf bank_mask:0xa", [](U a, U, U c, unsigned l) { return (0xa >> (l / 4 % 4) & 1) ? a : c; }, false},
 	{"v_add_f16", "v_add_f16 v5, v2, v3", [](U a, U b, U, unsigned) { return to_half(half_value(a) + half_value(b)); }, true, false, true},
 	{"v_mul_f16 with neg/abs", "v_mul_f16_e64 v5, -v2, |v3|", [](U a, U b, U, unsigned) { return to_half(-half_value(a) * std::fabs(half_value(b))); }, true, false, true},
 	{"v_sub_f16 clamp", "v_sub_f16_e64 v5, v2, v3 clamp", [](U a, U b, U, unsigned) { long double r = half_value(a) - half_value(b); return to_half(std::isnan(r) ? 0 : std::fmin(std::fmax(r, 0.0L), 1.0L)); }, true, false, true},
 	{"v_max_f16", "v_max_f16 v5, v2, v3", [](U a, U b, U, unsigned) { return to_half(std::fmax(half_value(a), half_value(b))); }, true, false, true},
 	{"v_fma_f16 (one rounding)", "v_fma_f16 v5, v2, v3, v4", [](U a, U b, U c, unsigned) { return to_half(std::fmal(half_value(a), half_value(b), half_value(c))); }, true, false, true},
 	{"v_fma_f16 of an inline constant", "v_fma_f16 v5, v2, 0.5, v4", [](U a, U, U c, unsigned) { return to_half(std::fmal(half_value(a), 0.5L, half_value(c))); }, true, false, true},
+	{"v_mad_f16 (not fused, denormals flushed)", "v_mad_f16 v5, v2, v3, v4", [](U a, U b, U c, unsigned) { return ftz16(to_half(half_value(ftz16(to_half(half_value(ftz16(a)) * half_value(ftz16(b))))) + half_value(ftz16(c)))); }, true, false, true},
+	{"v_mac_f16", "v_mov_b32 v5, v4; v_mac_f16 v5, v2, v3", [](U a, U b, U c, unsigned) { return ftz16(to_half(half_value(ftz16(to_half(half_value(ftz16(a)) * half_value(ftz16(b))))) + half_value(ftz16(c)))); }, true, false, true},
+	{"v_sqrt_f16 (correctly rounded)", "v_sqrt_f16 v5, v2", [](U a, U, U, unsigned) { return to_half(std::sqrt(half_value(a))); }, true, false, true},
+	{"v_rsq_f16 (correctly rounded)", "v_rsq_f16 v5, v3", [](U, U b, U, unsigned) { return to_half(1.0L / std::sqrt(half_value(b))); }, true, false, true},
+	{"v_rcp_f16 (correctly rounded)", "v_rcp_f16 v5, v2", [](U a, U, U, unsigned) { return to_half(1.0L / half_value(a)); }, true, false, true},
+	{"v_exp_f16 (2^x, correctly rounded)", "v_exp_f16 v5, v4", [](U, U, U c, unsigned) { return to_half(std::exp2(half_value(c))); }, true, false, true},
+	{"v_log_f16 (log2, correctly rounded)", "v_log_f16 v5, v3", [](U, U b, U, unsigned) { return to_half(std::log2(half_value(b))); }, true, false, true},
+	{"v_floor_f16 + v_fract_f16", "v_floor_f16 v5, v2; v_fract_f16 v6, v2; v_add_f16 v5, v5, v6", [](U a, U, U, unsigned) { long double x = half_value(a); long double fr = std::isinf(x) ? NAN : std::fmin(x - std::floor(x), 0x1.ffcp-1L); return to_half(half_value(to_half(std::floor(x))) + half_value(to_half(fr))); }, true, false, true},
+	{"v_rndne_f16 + v_trunc_f16 + v_ceil_f16", "v_rndne_f16 v5, v2; v_trunc_f16 v6, v3; v_ceil_f16 v7, v4; v_add_f16 v5, v5, v6; v_add_f16 v5, v5, v7", [](U a, U b, U c, unsigned) { long double s = half_value(to_half(std::nearbyint(half_value(a)) + std::trunc(half_value(b)))); return to_half(s + std::ceil(half_value(c))); }, true, false, true},
+	{"v_cmp_lt_f16 + v_cmp_class_f16", "v_cmp_lt_f16 vcc, v2, v3; v_cndmask_b32 v5, 0, 1, vcc; v_mov_b32 v6, 0x2a5; v_cmp_class_f16 vcc, v4, v6; v_cndmask_b32 v6, 0, 2, vcc; v_or_b32 v5, v5, v6", [](U a, U b, U c, unsigned) { return U(half_value(a) < half_value(b)) | (0x2a5 >> class16(c) & 1) << 1; }, false},
+	{"f16 omod div:2 and clamp with IEEE off", "s_mov_b32 s20, 0; s_setreg_b32 hwreg(HW_REG_MODE, 9, 1), s20; v_mul_f16_e64 v5, v2, v3 clamp div:2; s_mov_b32 s20, 1; s_setreg_b32 hwreg(HW_REG_MODE, 9, 1), s20", [](U a, U b, U, unsigned) { long double r = half_value(a) * half_value(b) / 2; return to_half(std::isnan(r) ? 0 : std::fmin(std::fmax(r, 0.0L), 1.0L)); }, true, false, true},
 	{"v_lshlrev_b64 (high half)", "v_mov_b32 v7, v3; v_mov_b32 v6, v2; v_lshlrev_b64 v[6:7], 13, v[6:7]; v_mov_b32 v5, v7", [](U a, U b, U, unsigned) { return U(((uint64_t(b) << 32 | a) << 13) >> 32); }, false},
 };
 
@@ -329,6 +357,10 @@ int main()
 		});
 		cases().add(n + ": ds_gws_init (decoded, not run) stops the dispatch, named", [t, cpu] {
 			stops(t, cpu, "ds_gws_init v0 gds", Dispatch::Status::IllegalInstruction, "ds_gws_init");
+		});
+		cases().add(n + ": a DPP control the ISA does not define stops the dispatch", [t, cpu] {
+			stops(t, cpu, ".long 0x7e0202fa, 0xff010000", Dispatch::Status::IllegalInstruction,
+			      "a DPP control the ISA does not define");
 		});
 		cases().add(n + ": s_trap stops the dispatch as a trap", [t, cpu] {
 			stops(t, cpu, "s_trap 2", Dispatch::Status::Trap, "s_trap 2");

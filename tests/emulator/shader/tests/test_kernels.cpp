@@ -273,6 +273,121 @@ void halves(const Arch &a)
 	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, 3 * n);
 }
 
+// kernels.hip's half_math: v_sqrt/rsq/exp/log_f16 and the f16 roundings
+// as hipcc emits them, against the correctly rounded CPU values (what the
+// shader core computes; the hardware's transcendentals are approximations
+// of about 1 ULP), on every binary16 value with a sign bit of 0 or 1 in
+// steps of 7 (NaN results compared as NaN).
+void half_math(const Arch &a)
+{
+	Rig r(a);
+	std::vector<uint16_t> in;
+	for (uint32_t h = 0; h < 0x10000; h += 7)
+		in.push_back(static_cast<uint16_t>(h));
+	const int n = static_cast<int>(in.size());
+	r.m.map(kA, n * 2), r.m.map(kB, n * 16);
+	std::memcpy(r.m.bytes(kA), in.data(), n * 2);
+	Grid g;
+	g.grid[0] = (n + 255) / 256 * 256, g.wg[0] = 256;
+	Result res = run(r.m, r.t, r.kd("half_math"), g, Args().add(kA).add(kB).add(n));
+	SHADER_CHECK(res.status == Dispatch::Status::Done, "%s: %s %s %s", a.name, status_name(res.status),
+		     res.why.c_str(), res.error.c_str());
+	int bad = 0;
+	auto nan = [](uint32_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff); };
+	for (int i = 0; i < n; i++) {
+		const long double x = half_value(in[i]);
+		const uint32_t want[8] = {to_half(std::sqrt(x)), to_half(1.0L / std::sqrt(x)), to_half(std::exp2(x)),
+					  to_half(std::log2(x)), to_half(std::floor(x)), to_half(std::ceil(x)),
+					  to_half(std::trunc(x)), to_half(std::nearbyint(x))};
+		for (int k = 0; k < 8; k++) {
+			const uint32_t got = r.m.at<uint16_t>(kB)[8 * i + k];
+			if (got != want[k] && !(nan(got) && nan(want[k])) && bad++ < 5)
+				std::printf("  %#x result %d: %#x, CPU %#x\n", in[i], k, got, want[k]);
+		}
+	}
+	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, 8 * n);
+}
+
+// One wave's cross-lane reference for kernels.hip's lanes, from the ISA's
+// definitions: `from(l)` is the lane l reads (-1: none), rows/banks the
+// DPP masks; a lane that does not write keeps `old`, one whose source is
+// missing or inactive reads 0 with bound_ctrl, else keeps `old`.
+template <class From>
+uint32_t dpp_ref(const uint32_t *v, uint64_t active, unsigned l, From from, unsigned rows, unsigned banks,
+		 bool bound_ctrl, uint32_t old)
+{
+	if (!(rows >> (l / 16) & 1) || !(banks >> (l / 4 % 4) & 1))
+		return old;
+	const int f = from(static_cast<int>(l));
+	if (f < 0 || f > 63 || !(active >> f & 1))
+		return bound_ctrl ? 0 : old;
+	return v[f];
+}
+
+uint32_t swizzle_ref(const uint32_t *v, unsigned l, unsigned pattern)
+{
+	if (pattern & 0x8000)
+		return v[(l & ~3u) | (pattern >> (2 * (l % 4)) & 3)];
+	const unsigned j = l % 32, a = pattern & 31, o = pattern >> 5 & 31, x = pattern >> 10 & 31;
+	return v[(l & 32) | (((j & a) | o) ^ x)];
+}
+
+// The 16 results of lane l of the wave whose values are v (kernels.hip).
+void lanes_ref(const uint32_t *v, unsigned l, uint32_t *o)
+{
+	const uint64_t all = ~0ull;
+	const int row = static_cast<int>(l) & ~15, r = static_cast<int>(l) & 15;
+	auto shr = [&](int n) { return [=](int x) { return r >= n ? x - n : -1; }; };
+	o[0] = dpp_ref(v, all, l, shr(1), 0xf, 0xf, false, 0);
+	o[1] = dpp_ref(v, all, l, [&](int) { return row ? row - 1 : -1; }, 0xa, 0xf, false, 7);
+	o[2] = dpp_ref(v, all, l, [&](int x) { return (x & ~3) | (3 - (x & 3)); }, 0xf, 0xf, true, 0);
+	o[3] = dpp_ref(v, all, l, [&](int x) { return x - 1; }, 0xf, 0xf, true, 0);
+	o[4] = dpp_ref(v, all, l, [&](int x) { return x >= 32 ? 31 : -1; }, 0xc, 0xf, false, 5);
+	o[5] = dpp_ref(v, all, l, [&](int x) { return r + 1 < 16 ? x + 1 : -1; }, 0xf, 0x5, true, 3);
+	o[6] = dpp_ref(v, all, l, [&](int x) { return (x + 1) % 64; }, 0xf, 0xf, false, 0);
+	o[7] = dpp_ref(v, all, l, [&](int) { return row + (r + 13) % 16; }, 0xf, 0xf, false, 0);
+	o[8] = dpp_ref(v, all, l, [&](int) { return row + 15 - r; }, 0xf, 0xf, false, 0);
+	o[9] = dpp_ref(v, all, l, [&](int x) { return (x & ~7) + 7 - (x & 7); }, 0xf, 0xf, false, 0);
+	o[10] = v[l] + dpp_ref(v, all, l, shr(2), 0xf, 0xf, true, 0);
+	auto fl = [](uint32_t x) { return std::bit_cast<float>((x & 0x807fffffu) | 0x3f800000u); };
+	o[11] = std::bit_cast<uint32_t>(fl(v[l]) - fl(dpp_ref(v, all, l, [&](int x) { return (x + 63) % 64; }, 0xf, 0xf, true, 0)));
+	uint64_t odd = 0;
+	for (unsigned k = 0; k < 64; k++)
+		odd |= uint64_t{v[k] & 1} << k;
+	o[12] = v[l] & 1 ? dpp_ref(v, odd, l, [&](int x) { return x + 1; }, 0xf, 0xf, false, 9) : 9;
+	o[13] = swizzle_ref(v, l, 0x801b) ^ swizzle_ref(v, l, 0x041f);
+	o[14] = swizzle_ref(v, l, 0x1c1f) + swizzle_ref(v, l, 0x00b8);
+	o[15] = swizzle_ref(v, l, 0x0c35);
+}
+
+// kernels.hip's lanes: DPP moves and ALU ops with every kind of control
+// and mask, and ds_swizzle_b32's modes, against the reference per wave.
+void lanes(const Arch &a)
+{
+	Rig r(a);
+	const int n = 256;
+	r.m.map(kA, n * 4), r.m.map(kB, n * 64);
+	std::vector<uint32_t> in(n);
+	uint32_t s = 11;
+	for (int i = 0; i < n; i++)
+		in[i] = lcg(s);
+	std::memcpy(r.m.bytes(kA), in.data(), n * 4);
+	Grid g;
+	g.grid[0] = n, g.wg[0] = 128;
+	Result res = run(r.m, r.t, r.kd("lanes"), g, Args().add(kA).add(kB));
+	SHADER_CHECK(res.status == Dispatch::Status::Done, "%s: %s %s %s", a.name, status_name(res.status),
+		     res.why.c_str(), res.error.c_str());
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		uint32_t want[16];
+		lanes_ref(in.data() + (i & ~63), static_cast<unsigned>(i & 63), want);
+		for (int k = 0; k < 16; k++)
+			if (r.m.at<uint32_t>(kB)[16 * i + k] != want[k] && bad++ < 5)
+				std::printf("  lane %d result %d: %#x, CPU %#x\n", i, k, r.m.at<uint32_t>(kB)[16 * i + k], want[k]);
+	}
+	SHADER_CHECK(bad == 0, "%s: %d of %d results differ", a.name, bad, 16 * n);
+}
+
 // kernels.hip's handshake: workgroup 0 spins until workgroup 1 sets a
 // flag, which needs both in flight at once (kGroupsInFlight); run one
 // after another it would spin forever (bounded here at 2 M
@@ -355,6 +470,8 @@ int main()
 			    [&] { agpr_carry(a, 8000); });
 		cases().add(n + ": bytes and shorts (SDWA, 16-bit ALU) match the CPU", [&] { narrow(a); });
 		cases().add(n + ": half precision (v_add/mul/fma_f16) matches the CPU, bit-exact", [&] { halves(a); });
+		cases().add(n + ": DPP (row/bank masks, bound_ctrl) and ds_swizzle_b32 match the CPU", [&] { lanes(a); });
+		cases().add(n + ": half-precision math (v_sqrt/rsq/exp/log_f16, roundings) matches the CPU", [&] { half_math(a); });
 		cases().add(n + ": workgroups of one dispatch in flight together (one waits for another)",
 			    [&] { handshake(a); });
 		cases().add(n + ": a store to unmapped memory is a VM fault at its VA", [&] { vm_fault(a); });
