@@ -286,7 +286,8 @@ std::string Introspection::events()
 	bool first = true;
 	for (auto &[id, e] : p->events) {
 		o << (first ? "" : ",") << "{\"id\":" << id << ",\"type\":" << e.type
-		  << ",\"auto_reset\":" << json_bool(e.auto_reset) << ",\"signaled\":" << json_bool(e.signaled) << "}";
+		  << ",\"auto_reset\":" << json_bool(e.auto_reset) << ",\"signaled\":" << json_bool(e.signaled)
+		  << ",\"waiters\":" << e.waiters << ",\"sets\":" << e.age << "}";
 		first = false;
 	}
 	o << "]}";
