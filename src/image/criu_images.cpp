@@ -116,9 +116,15 @@ bool first_two_fields(std::string_view m, std::optional<uint64_t> &f1, std::opti
 
 // A CRIU image read front to back through a buffer that holds one entry
 // at most: the memory a file costs is its largest entry, not its size.
+// The buffer is kReadChunk, or the file's size (`size`, its fstat) when
+// smaller: a task's ids image is tens of bytes, and a tree of many tasks
+// has one per task.
 class EntryStream {
 public:
-	EntryStream(UniqueFd fd, const char *name) : fd_(std::move(fd)), name_(name) {}
+	EntryStream(UniqueFd fd, const char *name, uint64_t size)
+		: fd_(std::move(fd)), name_(name), chunk_(static_cast<size_t>(std::min<uint64_t>(size, kReadChunk)))
+	{
+	}
 
 	// Makes `n` bytes available at data(); false: the file ends first.
 	Result<bool> fill(size_t n)
@@ -130,8 +136,8 @@ public:
 			end_ -= pos_;
 			pos_ = 0;
 		}
-		if (buf_.size() < std::max(n, kReadChunk))
-			buf_.resize(std::max(n, kReadChunk));
+		if (buf_.size() < std::max(n, chunk_))
+			buf_.resize(std::max(n, chunk_));
 		while (end_ < n) {
 			const ssize_t got = ::read(fd_.get(), buf_.data() + end_, buf_.size() - end_);
 			if (got < 0 && errno == EINTR)
@@ -173,6 +179,7 @@ public:
 private:
 	UniqueFd fd_;
 	const char *name_;
+	size_t chunk_; // what one read asks for at least
 	std::vector<char> buf_;
 	size_t pos_ = 0, end_ = 0;
 	uint64_t read_ = 0, offset_ = 0;
@@ -201,7 +208,7 @@ Result<std::optional<EntryStream>> open_criu_image(const ImageDir &dir, const ch
 		return make_error(EFBIG, "%s: %lld bytes, more than the %llu this plugin reads of a CRIU image",
 				  name, static_cast<long long>(st.st_size),
 				  static_cast<unsigned long long>(kMaxCriuImageBytes));
-	return std::optional<EntryStream>(EntryStream(std::move(*fd), name));
+	return std::optional<EntryStream>(EntryStream(std::move(*fd), name, static_cast<uint64_t>(st.st_size)));
 }
 
 // Checks the magic of `in` (CRIU image `name`, file magic `magic`).
