@@ -185,25 +185,22 @@ private:
 	uint64_t read_ = 0, offset_ = 0;
 };
 
-// Opens CRIU image `name` for reading: non-blocking (a FIFO planted under
-// the name does not hang the reader), never through a symlink, a regular
-// file within kMaxCriuImageBytes. nullopt: no such file.
+// Opens CRIU image `name` for reading as open_in_dir() opens a file of a
+// hostile directory: never through a symlink, a regular file only (a FIFO
+// or device under the name is refused by its type before any open, so it
+// neither hangs the reader nor is opened), then within kMaxCriuImageBytes.
+// nullopt: no such file.
 Result<std::optional<EntryStream>> open_criu_image(const ImageDir &dir, const char *name)
 {
-	auto fd = open_at(dir.fd(), name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
+	auto fd = open_in_dir(dir.fd(), name, InDir::Read);
 	if (!fd) {
 		if (fd.error().code() == ENOENT)
 			return std::optional<EntryStream>();
-		if (fd.error().code() == ELOOP)
-			return make_error(ELOOP, "%s: a symbolic link, not CRIU's image: refused", name);
 		return std::move(fd).error();
 	}
 	struct stat st{};
 	if (::fstat(fd->get(), &st) != 0)
 		return errno_error(errno, std::string("stat ") + name);
-	if (!S_ISREG(st.st_mode))
-		return make_error(EINVAL, "%s: not a regular file (mode 0%o), not CRIU's image: refused", name,
-				  st.st_mode & S_IFMT);
 	if (static_cast<uint64_t>(st.st_size) > kMaxCriuImageBytes)
 		return make_error(EFBIG, "%s: %lld bytes, more than the %llu this plugin reads of a CRIU image",
 				  name, static_cast<long long>(st.st_size),
