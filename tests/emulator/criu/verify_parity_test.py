@@ -61,7 +61,7 @@ dumped once (tree_cases), and
     ids-*.img and fdinfo-*.img (the task holding the file).
 Not run: the swap with the bindings' file ids and the pages files'
 seals made again too (by the code, it then reaches the task check of the
-resealed pid edit, in verify and in the restore). 20 restores: about 10-22 s in
+resealed pid edit, in verify and in the restore). 19 restores: about 10-22 s in
 all with the dumps (2-core machine under load).
 
 Scenario `upstream-gem` (CTest
