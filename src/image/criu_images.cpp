@@ -116,9 +116,15 @@ bool first_two_fields(std::string_view m, std::optional<uint64_t> &f1, std::opti
 
 // A CRIU image read front to back through a buffer that holds one entry
 // at most: the memory a file costs is its largest entry, not its size.
+// The buffer is kReadChunk, or the file's size (`size`, its fstat) when
+// smaller: a task's ids image is tens of bytes, and a tree of many tasks
+// has one per task.
 class EntryStream {
 public:
-	EntryStream(UniqueFd fd, const char *name) : fd_(std::move(fd)), name_(name) {}
+	EntryStream(UniqueFd fd, const char *name, uint64_t size)
+		: fd_(std::move(fd)), name_(name), chunk_(static_cast<size_t>(std::min<uint64_t>(size, kReadChunk)))
+	{
+	}
 
 	// Makes `n` bytes available at data(); false: the file ends first.
 	Result<bool> fill(size_t n)
@@ -130,8 +136,8 @@ public:
 			end_ -= pos_;
 			pos_ = 0;
 		}
-		if (buf_.size() < std::max(n, kReadChunk))
-			buf_.resize(std::max(n, kReadChunk));
+		if (buf_.size() < std::max(n, chunk_))
+			buf_.resize(std::max(n, chunk_));
 		while (end_ < n) {
 			const ssize_t got = ::read(fd_.get(), buf_.data() + end_, buf_.size() - end_);
 			if (got < 0 && errno == EINTR)
@@ -173,35 +179,33 @@ public:
 private:
 	UniqueFd fd_;
 	const char *name_;
+	size_t chunk_; // what one read asks for at least
 	std::vector<char> buf_;
 	size_t pos_ = 0, end_ = 0;
 	uint64_t read_ = 0, offset_ = 0;
 };
 
-// Opens CRIU image `name` for reading: non-blocking (a FIFO planted under
-// the name does not hang the reader), never through a symlink, a regular
-// file within kMaxCriuImageBytes. nullopt: no such file.
+// Opens CRIU image `name` for reading as open_in_dir() opens a file of a
+// hostile directory: never through a symlink, a regular file only (a FIFO
+// or device under the name is refused by its type before any open, so it
+// neither hangs the reader nor is opened), then within kMaxCriuImageBytes.
+// nullopt: no such file.
 Result<std::optional<EntryStream>> open_criu_image(const ImageDir &dir, const char *name)
 {
-	auto fd = open_at(dir.fd(), name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
+	auto fd = open_in_dir(dir.fd(), name, InDir::Read);
 	if (!fd) {
 		if (fd.error().code() == ENOENT)
 			return std::optional<EntryStream>();
-		if (fd.error().code() == ELOOP)
-			return make_error(ELOOP, "%s: a symbolic link, not CRIU's image: refused", name);
 		return std::move(fd).error();
 	}
 	struct stat st{};
 	if (::fstat(fd->get(), &st) != 0)
 		return errno_error(errno, std::string("stat ") + name);
-	if (!S_ISREG(st.st_mode))
-		return make_error(EINVAL, "%s: not a regular file (mode 0%o), not CRIU's image: refused", name,
-				  st.st_mode & S_IFMT);
 	if (static_cast<uint64_t>(st.st_size) > kMaxCriuImageBytes)
 		return make_error(EFBIG, "%s: %lld bytes, more than the %llu this plugin reads of a CRIU image",
 				  name, static_cast<long long>(st.st_size),
 				  static_cast<unsigned long long>(kMaxCriuImageBytes));
-	return std::optional<EntryStream>(EntryStream(std::move(*fd), name));
+	return std::optional<EntryStream>(EntryStream(std::move(*fd), name, static_cast<uint64_t>(st.st_size)));
 }
 
 // Checks the magic of `in` (CRIU image `name`, file magic `magic`).

@@ -24,9 +24,11 @@
 // images of CRIUs writing no common magic start with the file's own), then
 // entries of a 4-byte little-endian size and a packed message.
 //
-// Bounded in memory and time: each file is opened non-blocking, without
-// following a symlink, and must be a regular file of at most
-// kMaxCriuImageBytes; it is read as a stream (one entry at a time, each at
+// Bounded in memory and time: each file is opened as base/file_io.h's
+// open_in_dir opens a file of a hostile directory (never through a
+// symlink, a regular file only, its type checked before it is opened, so
+// a FIFO neither hangs the reader nor is a device opened) and must be of
+// at most kMaxCriuImageBytes; it is read as a stream (one entry at a time, each at
 // most kMaxCriuEntryBytes), and only the ids are kept, as sorted arrays of
 // at most kMaxCriuIds each. Past a limit the reading stops with an Error
 // naming the file and the limit.

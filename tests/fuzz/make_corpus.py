@@ -3,6 +3,7 @@
 """Writes the seed corpora of tests/fuzz/corpus/<target>/ from real data.
 
     make_corpus.py --bin-dir BUILD [--out tests/fuzz/corpus]
+    make_corpus.py --criu-images DIR --name NAME [--out tests/fuzz/corpus]
 
 BUILD is a normal (gcc) build with the emulator, criu-host, gpu-workload and
 the plugin. Seeds (each small, well under run.sh's -max_len):
@@ -18,6 +19,14 @@ the plugin. Seeds (each small, well under run.sh's -max_len):
   topology      the sysfs topology trees of the emulator's machines (MI100,
                 2xMI210, 8xMI300X with its caches dropped), fuzz_topology's format
   config        KFD_* settings
+  criu_fd_tables  (the second form) the ids-<pid>.img and fdinfo-<id>.img
+                of a real CRIU checkpoint in DIR, in fuzz_criu_fd_tables'
+                input format, as criu_fd_tables/NAME: emu-tree-4.2.1 (a
+                tree dumped by CRIU 4.2.1 with upstream's plugin, kept by
+                verify_parity_test.py --scenario upstream-gem --keep: two
+                tasks, two fd tables) and emu-fork-holder-4.2.1 (realcriu_test.py
+                --scenario fork-holder --keep on 2xMI210: a child holding its
+                parent's /dev/kfd file, in both fd tables)
 Inputs that once crashed a target are added by hand (crash-<what>) and kept,
 as is kfd_image/emu-2xMI210-chain (emu-2xMI210 with the incremental
 checkpoint fields set: a parent, a BO's chunk in it), made by hand, and
@@ -107,6 +116,32 @@ def kfd_priv_seed(payload):
             bos + priv)
 
 
+def fd_tables_seed(d):
+    """fuzz_criu_fd_tables' input of the CRIU image directory `d`: its
+    tasks' ids-<pid>.img (at most 4), then its fdinfo-<id>.img (at most 4)."""
+    def u32(n):
+        return n.to_bytes(4, "little")
+
+    def piece(path):
+        data = read(path)
+        if len(data) > 0xffff:
+            sys.exit(f"{path}: {len(data)} bytes, more than a u16 length holds")
+        return u16(len(data)) + data
+
+    def numbered(prefix):
+        return sorted(int(n[len(prefix):-4]) for n in os.listdir(d) if n.startswith(prefix) and n.endswith(".img"))
+
+    pids, tables = numbered("ids-"), numbered("fdinfo-")
+    if not 1 <= len(pids) <= 4 or not 1 <= len(tables) <= 4:
+        sys.exit(f"{d}: {len(pids)} ids and {len(tables)} fdinfo images; want 1-4 of each")
+    out = bytes([len(pids) - 1])
+    for pid in pids:
+        out += u32(pid) + piece(os.path.join(d, f"ids-{pid}.img"))
+    for t in tables:
+        out += u32(t) + piece(os.path.join(d, f"fdinfo-{t}.img"))
+    return out
+
+
 def checkpoint(a, tmp):
     """A tiny gpu-workload dump on the emulated 2xMI210 (one 4 KiB VRAM BO
     per GPU, one 4 KiB GTT BO)."""
@@ -150,10 +185,19 @@ def topology(a, machine):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--bin-dir")
     ap.add_argument("--out", default=os.path.join(HERE, "corpus"))
     ap.add_argument("--inner")
+    ap.add_argument("--criu-images", help="a real CRIU checkpoint: its fd tables' seed for criu_fd_tables/NAME")
+    ap.add_argument("--name")
     a = ap.parse_args()
+    if a.criu_images:
+        if not a.name:
+            ap.error("--criu-images needs --name")
+        put(a.out, "criu_fd_tables", a.name, fd_tables_seed(a.criu_images))
+        return 0
+    if not a.bin_dir:
+        ap.error("--bin-dir is required")
     a.bin_dir = os.path.abspath(a.bin_dir)
     if a.inner:
         return inner(a)

@@ -274,8 +274,9 @@ def t_verify(a):
 # --------------------------------------------------------------------------
 
 def t_hostile(a):
-    """A FIFO, socket or symbolic link under an image's name: verify refuses
-    it at once, naming it, and reads nothing through a link."""
+    """A FIFO or symbolic link under an image's name, a FIFO under CRIU's
+    files.img or pstree.img: verify refuses it at once, naming it, and
+    reads nothing through a link."""
     away = tempfile.mkdtemp(prefix="amdcr-inspect-away-")
     for kind in ("kfd", "pages"):
         c = scratch_copy(a, "fifo-" + kind)
@@ -288,6 +289,16 @@ def t_hostile(a):
         r = run([os.path.join(a.bin_dir, "amdgpu-img"), "verify", c], timeout=30)
         ok(r.returncode == 1 and name in r.stdout and "a FIFO, not a regular file" in r.stdout,
            "verify with a FIFO as %s: exit 1 in %.1f s, names it (%s)" %
+           (name, time.monotonic() - t0, [l for l in r.stdout.splitlines() if name in l][:1]))
+    # CRIU's files.img and pstree.img (bound by the manifest: planted
+    # beside a checkpoint of criu-host, which writes none, they are read).
+    for name in ("files.img", "pstree.img"):
+        c = scratch_copy(a, "fifo-" + name)
+        os.mkfifo(os.path.join(c, name))
+        t0 = time.monotonic()
+        r = run([os.path.join(a.bin_dir, "amdgpu-img"), "verify", c], timeout=30)
+        ok(r.returncode == 1 and "BAD amdgpu-binding.img: %s: a FIFO, not a regular file" % name in r.stdout,
+           "verify with a FIFO as CRIU's %s: exit 1 in %.1f s, names it (%s)" %
            (name, time.monotonic() - t0, [l for l in r.stdout.splitlines() if name in l][:1]))
     for kind in ("kfd", "pages"):
         c = scratch_copy(a, "link-" + kind)

@@ -749,9 +749,26 @@ def stream_round_trip(run):
     run.verdicts(procs)
 
 
+def gpu_files(images):
+    """{name: bytes} of every file of ours in `images`, hidden ones too."""
+    out = {}
+    for n in os.listdir(images):
+        if n.lstrip(".").startswith("amdgpu-") and ".img" in n:
+            with open(os.path.join(images, n), "rb") as f:
+                out[n] = f.read()
+    return out
+
+
 def dump_fault(run, hang=False):
     procs = run.start()
     (d, pid), = procs
+    # An older checkpoint in the directory (the issue: a failed dump
+    # deleted its pages file): the failed dump must leave it byte for byte.
+    expect(run.criu_run("dump", ["-t", str(pid), "--leave-running"], "dump-older.log") == 0,
+           "the older checkpoint's dump (--leave-running) failed", False)
+    older = gpu_files(run.images)
+    expect(any(n.startswith("amdgpu-pages-") for n in older), f"the older dump wrote no pages file: {sorted(older)}",
+           False)
     before = snapshot(run.emu, pid)
     run.emu.faults("sdma:nth=1:hang" if hang else "sdma:nth=1")
     t0 = time.monotonic()
@@ -775,6 +792,10 @@ def dump_fault(run, hang=False):
         counters = run.emu.ctl("counters")
         expect(counters["sdma_failed"] >= 1, f"no SDMA job failed: {counters}", False)
     run.emu.faults("")
+    after = gpu_files(run.images)
+    expect(after == older, f"the failed dump changed the older checkpoint's GPU files: "
+                           f"{sorted(set(after) ^ set(older)) or [n for n in older if after[n] != older[n]]}", False)
+    log(f"the older checkpoint's {len(older)} GPU files are there byte for byte, nothing else of ours")
     expect(alive(pid) and run.wl.poll() is None, f"the workload {pid} did not survive the failed dump", False)
     check_fds(pid, before, None, "after the failed dump")
     nq = check_running(run.emu, pid, before, "after the failed dump")
@@ -2297,8 +2318,10 @@ SCENARIOS = {s.name: s for s in (
                  "one: CRIU's restore fails with the plugin's refusal, one line per reason, each listing all 8 "
                  "local GPUs, none repeated, and KFD_CAPABILITY_CHECK suggested on the capability line only."),
     Scenario("dump-fault", dump_fault, tests("dump_fault", "MI100"),
-             doc="an SDMA fault (`kfd-emu ctl faults sdma:nth=1`) fails the dump: CRIU exits non-zero with the "
-                 "plugin's \"Error:\" line in its log; the process runs on with its fd table unchanged, not paused, "
+             doc="an SDMA fault (`kfd-emu ctl faults sdma:nth=1`) fails the dump, in a directory holding an older "
+                 "checkpoint of the process (a `criu dump --leave-running` before): CRIU exits non-zero with the "
+                 "plugin's \"Error:\" line in its log; the older checkpoint's GPU files are there byte for byte and "
+                 "no other file of ours; the process runs on with its fd table unchanged, not paused, "
                  "queues active, and completes its work."),
     Scenario("sdma-timeout", functools.partial(dump_fault, hang=True),
              tests("sdma_timeout", "MI100"), criu_env=(("KFD_SDMA_TIMEOUT", "1"),),

@@ -48,16 +48,21 @@ and its go/result files removed (CRIU checks an open file's size), so
 several restores of one checkpoint can succeed. verify's problems must
 name a file of the case as the restore's refusal does. Then a process
 tree (workload --tree: a parent and a child, each with a KFD context) is
-dumped once, and the child's KFD image's pid edited to the parent's:
-refused naming the image (by its seal, which the edit breaks); the
-same edit with the seal made again (libxxhash's XXH3-64 through ctypes):
-the restore fails in the task CRIU restores the file in (RESTORE_EXT_FILE,
-after other tasks' GPU state exists: "failed", no process left), naming
-the image, and verify finds it from CRIU's ids-*.img and fdinfo-*.img
-(the task holding the file). Not covered: the edit in an unsealed
-(upstream's) image (its other images then carry no identity either, or
-the mix is refused first), and a tree's files under their own ids. 18 restores:
-about 15-22 s in all with the dumps (2-core machine under load).
+dumped once (tree_cases), and
+  - the child's KFD image's pid edited to the parent's: refused naming
+    the image (by its seal, which the edit breaks);
+  - the two tasks' KFD files (image and pages file) each under the other
+    task's file id: refused naming an image (its dump binding names the
+    file it was dumped for);
+  - the pid edit with the seal made again (libxxhash's XXH3-64 through
+    ctypes): the restore fails in the task CRIU restores the file in
+    (RESTORE_EXT_FILE, after other tasks' GPU state exists: "failed", no
+    process left), naming the image, and verify finds it from CRIU's
+    ids-*.img and fdinfo-*.img (the task holding the file).
+Not run: the swap with the bindings' file ids and the pages files'
+seals made again too (by the code, it then reaches the task check of the
+resealed pid edit, in verify and in the restore). 19 restores: about 10-22 s in
+all with the dumps (2-core machine under load).
 
 Scenario `upstream-gem` (CTest
 emu_realcriu_<criu>_interop_upstream_dump_kfd_gem_MI100): kfd-gem's
@@ -69,7 +74,16 @@ a problem naming the same file. CRIU 4.2.1's plugin writes the render image
 with no BOs: the refusal names the task's mm-<pid>.img, the mapping (render
 node, addresses, offset) and the render image "with 0 BOs". criu-dev's
 dumps the BOs but marks one imported (its defect, README): the refusal
-names the render image and the GEM handle. About 6 s.
+names the render image and the GEM handle. Then the tree of `earlier`
+dumped by upstream's plugin (images without seal, dump identity or
+manifest): unchanged, verify exit 0 (our restore of it:
+emu_realcriu_*_interop_upstream_dump_tree_2xMI210); the child's KFD
+image's pid edited to the parent's, and the two tasks' KFD files each
+under the other's id: nothing in the images tells, the restore fails in
+the task CRIU restores the file in ("failed", naming the image) and
+verify finds it from CRIU's ids and fdinfo images. An earlier
+checkpoint's upstream images are not told apart (no identity: man page,
+INTEGRITY). About 4-8 s.
 
 The scenarios are the rows of SCENARIOS (--help lists them, --list gives
 their CTest tests, which criu.cmake registers).
@@ -193,7 +207,8 @@ def fresh_workload_files(run, log_size):
 
 def parity_case(run, target, donor, what, change, outcome, pid, before, remaps):
     """One case: a copy of `target` changed by `change` ({"from_donor":
-    [names], "delete": [names], "edit": (name, fn(path)), "names": [the
+    [names], "delete": [names], "rename": {old: new} (at once: a swap too),
+    "edit": (name, fn(path)), "names": [the
     files the refusal may name], "env": {NAME: VALUE} for verify and CRIU,
     "warns": a text verify and the restore must warn with}), verified and
     restored; `outcome` "restored" or "refused"."""
@@ -202,6 +217,13 @@ def parity_case(run, target, donor, what, change, outcome, pid, before, remaps):
     touched = list(change.get("from_donor", [])) + list(change.get("delete", []))
     for n in change.get("delete", []):
         os.unlink(os.path.join(d, n))
+    # "rename": {old: new}, all at once (a swap of names among themselves).
+    renames = change.get("rename", {})
+    for old in renames:
+        os.rename(os.path.join(d, old), os.path.join(d, f"swap.{old}"))
+    for old, new in renames.items():
+        os.rename(os.path.join(d, f"swap.{old}"), os.path.join(d, new))
+    touched += list(renames)
     for n in change.get("from_donor", []):
         shutil.copy(os.path.join(donor, n), os.path.join(d, n))
     if "edit" in change:
@@ -362,10 +384,38 @@ def resealed(edit):
     return edit_and_seal
 
 
-def tree_pid(args, criu):
-    """The tree case: a parent and a child each with a KFD context, dumped
-    once; the child's KFD image's pid edited to the parent's."""
+def kfd_file_ids(ckpt, pids):
+    """{pid: CRIU file id of its KFD image} for the tasks `pids` of the
+    checkpoint (one KFD image each)."""
+    ids = {}
+    for n in ours(ckpt):
+        m = re.fullmatch(r"amdgpu-kfd-(\d+)\.img", n)
+        if m:
+            ids[kfd_pid(open(os.path.join(ckpt, n), "rb").read())[0]] = int(m.group(1))
+    expect(sorted(ids) == sorted(pids), f"the tree's KFD images are of pids {sorted(ids)}: want {sorted(pids)}",
+           False)
+    return ids
+
+
+def swapped_kfd_files(ckpt, a, b):
+    """{name: new name} putting the KFD files (image and pages files) of
+    file id `a` under id `b` and the reverse."""
+    out = {}
+    for n in ours(ckpt):
+        m = re.fullmatch(r"(amdgpu-(?:kfd|pages)-)(\d+)([.-].*)", n)
+        if m and int(m.group(2)) in (a, b):
+            out[n] = f"{m.group(1)}{b if int(m.group(2)) == a else a}{m.group(3)}"
+    expect(sorted(out) == sorted(out.values()), f"the KFD files of ids {a} and {b} differ in kind: {out}", False)
+    return out
+
+
+def tree_cases(args, criu):
+    """The tree cases: a parent and a child each with a KFD context,
+    dumped once (by upstream's plugin with --interop upstream-dump: images
+    without seal or dump identity); the child's KFD image's pid edited to
+    the parent's, and the two tasks' KFD files each under the other's id."""
     args.scenario = "tree"
+    sealed = not args.interop
     run = rt.Run(args, criu, os.path.join(args.work, "tree"))
     os.makedirs(run.work, exist_ok=True)
     try:
@@ -376,18 +426,35 @@ def tree_pid(args, criu):
         run.wl = None
         expect(rt.wait_for(lambda: not rt.reap_children() and not rt.alive(child), 10, "the tree to go"),
                "the dumped tree is still there", False)
-        kfd = sorted(n for n in ours(ckpt) if n.startswith("amdgpu-kfd-"))
-        expect(len(kfd) == 2, f"the tree's dump wrote KFD images {kfd}: want two", False)
-        mine = [n for n in kfd if kfd_pid(open(os.path.join(ckpt, n), "rb").read())[0] == child]
-        expect(len(mine) == 1, f"no KFD image of the child {child} among {kfd}", False)
+        ids = kfd_file_ids(ckpt, (parent, child))
+        log(f"{'our' if sealed else 'upstream'} plugin dumped the tree: {ours(ckpt)}; KFD file ids {ids}")
         remaps = set_aside_remaps(run)
-        parity_case(run, ckpt, ckpt, "a tree's child KFD image with the parent's pid",
-                    {"edit": (mine[0], edit_kfd_pid(parent))}, "refused", parent, None, remaps)
-        # Sealed again: only the task CRIU restores the file in can tell
-        # (RESTORE_EXT_FILE, after other tasks' GPU state exists: "failed"),
-        # and verify from CRIU's core and fdinfo images.
-        parity_case(run, ckpt, ckpt, "a tree's child KFD image with the parent's pid, sealed again",
-                    {"edit": (mine[0], resealed(edit_kfd_pid(parent)))}, "failed", parent, None, remaps)
+        mine = f"amdgpu-kfd-{ids[child]}.img"
+        swap = swapped_kfd_files(ckpt, ids[parent], ids[child])
+        if sealed:
+            # Refused by the image's seal (which the edit breaks) and by
+            # the binding's file id (the swap): before any GPU state.
+            cases = [("a tree's child KFD image with the parent's pid", {"edit": (mine, edit_kfd_pid(parent))},
+                      "refused"),
+                     ("a tree's KFD files each under the other task's id", {"rename": swap}, "refused"),
+                     # Sealed again: only the task CRIU restores the file
+                     # in can tell (RESTORE_EXT_FILE, after other tasks'
+                     # GPU state exists: "failed"), and verify from CRIU's
+                     # ids and fdinfo images.
+                     ("a tree's child KFD image with the parent's pid, sealed again",
+                      {"edit": (mine, resealed(edit_kfd_pid(parent)))}, "failed")]
+        else:
+            v = subprocess.run([args.amdgpu_img, "verify", ckpt], capture_output=True, text=True, errors="replace")
+            expect(v.returncode == 0, f"upstream's tree checkpoint unchanged: verify says {v.stdout}")
+            log("upstream's tree checkpoint unchanged: verify exit 0 (restored by "
+                "emu_realcriu_*_interop_upstream_dump_tree_2xMI210)")
+            # No seal, no binding: only the task CRIU restores the file in
+            # can tell, and verify from CRIU's ids and fdinfo images.
+            cases = [("upstream's tree: the child's KFD image with the parent's pid",
+                      {"edit": (mine, edit_kfd_pid(parent))}, "failed"),
+                     ("upstream's tree: the KFD files each under the other task's id", {"rename": swap}, "failed")]
+        for what, change, outcome in cases:
+            parity_case(run, ckpt, ckpt, what, change, outcome, parent, None, remaps)
     finally:
         run.cleanup()
 
@@ -465,8 +532,7 @@ def inside(args, criu):
         SCENARIOS[args.parity].run(run)
     finally:
         run.cleanup()
-    if args.parity == "earlier":
-        tree_pid(args, criu)
+    tree_cases(args, criu)
 
 
 def main():

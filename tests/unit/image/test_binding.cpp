@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <string>
@@ -170,8 +171,8 @@ Test(criu_images, ext_file_ids_and_task_pids)
 		  wrong.error().message().c_str());
 }
 
-// CRIU's files are read without blocking and never through a link: a FIFO
-// or a symlink planted under CRIU's name is refused, naming it.
+// CRIU's files are read without blocking and never through a link: a FIFO,
+// a device or a symlink planted under CRIU's name is refused, naming it.
 Test(criu_images, a_fifo_or_a_symlink_is_refused_without_hanging)
 {
 	TempDir tmp;
@@ -181,7 +182,14 @@ Test(criu_images, a_fifo_or_a_symlink_is_refused_without_hanging)
 	cr_assert_eq(::mkfifo(tmp.file("files.img").c_str(), 0600), 0);
 	auto fifo = read_criu_facts(*dir);
 	cr_assert_not(fifo.ok());
-	cr_assert(says(fifo.error(), "files.img: not a regular file"), "%s", fifo.error().message().c_str());
+	cr_assert(says(fifo.error(), "files.img: a FIFO, not a regular file"), "%s", fifo.error().message().c_str());
+	cr_assert_eq(::unlink(tmp.file("files.img").c_str()), 0);
+	// A device under the name is refused by its type, never opened.
+	cr_assert_eq(::mknod(tmp.file("files.img").c_str(), S_IFCHR | 0600, makedev(1, 3)), 0);
+	auto device = read_criu_facts(*dir);
+	cr_assert_not(device.ok());
+	cr_assert(says(device.error(), "files.img: a character device, not a regular file"), "%s",
+		  device.error().message().c_str());
 	cr_assert_eq(::unlink(tmp.file("files.img").c_str()), 0);
 	cr_assert(test::write_raw(tmp.file("elsewhere"), criu_image(0x56303138, {{16, 25}})));
 	cr_assert_eq(::symlink("elsewhere", tmp.file("files.img").c_str()), 0);
