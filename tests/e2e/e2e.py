@@ -670,7 +670,8 @@ def sc_dedup(run):
     replicas' chunks are written once (3 of their 4 copies not written: the
     dump's summary, its bytes copied = written + not written, and the pages
     files' sizes), the images decode with every pattern intact (read as a
-    restore reads them), the restore verifies every byte in both tasks; a
+    restore reads them), the restore verifies every byte in both tasks and
+    reads each process's replica chunks once for both its GPUs; a
     byte of a replica's stored chunk damaged is refused before any task
     resumes, naming the file and the BOs referring to it."""
     wl = ["--vram", "4K,1M+4K", "--gtt", "8K", "--replica", "8M,3M+4K", "--children", "1"]
@@ -696,6 +697,18 @@ def sc_dedup(run):
         (s[0] + s[1], s[0], s[1], s[1] / REPLICA))
     r = run.restore(["--machine", "2xMI210"], d)
     expect_good_restore(r, "deduplicated tree", tasks=2)
+    # Each process reads its replicas' chunks once for its two GPUs: of
+    # the 4 copies, 2 come from memory (the second process reads them
+    # again: a run is one process's).
+    m = re.search(r"amdgpu_plugin: restore: .*?, (\d+) bytes \(.*?deduplicated: (\d+) bytes \([^)]*\) read "
+                  r"from pages files", r["log"])
+    check(m is not None, "no 'deduplicated: ... read from pages files' in the restore's summary line")
+    restored, read = int(m.group(1)), int(m.group(2))
+    check(restored == s[0] + s[1] and read <= restored - 2 * REPLICA,
+          "the restore read %d of %d bytes; at most %d expected (each process's replica chunks once)" %
+          (read, restored, restored - 2 * REPLICA))
+    log("  dedup restore ok: %d bytes restored, %d read from pages files (%.2f x the bytes stored)" %
+        (restored, read, read / s[0]))
     # The first chunk each 8 MiB replica BO stores itself (GPUs copying
     # at once share the storing), one byte of it: every such chunk is one
     # the other copies refer to.
