@@ -671,7 +671,9 @@ def sc_dedup(run):
     dump's summary, its bytes copied = written + not written, and the pages
     files' sizes), the images decode with every pattern intact (read as a
     restore reads them), the restore verifies every byte in both tasks and
-    reads each process's replica chunks once for both its GPUs; a
+    reads each process's replica chunks once for both its GPUs; amdgpu-img
+    diff finds no difference with itself and, against its flattened copy,
+    only what deduplication saved per GPU; a
     byte of a replica's stored chunk damaged is refused before any task
     resumes, naming the file and the BOs referring to it."""
     wl = ["--vram", "4K,1M+4K", "--gtt", "8K", "--replica", "8M,3M+4K", "--children", "1"]
@@ -709,10 +711,26 @@ def sc_dedup(run):
           (read, restored, restored - 2 * REPLICA))
     log("  dedup restore ok: %d bytes restored, %d read from pages files (%.2f x the bytes stored)" %
         (restored, read, read / s[0]))
+    # amdgpu-img diff reads the deduplicated chunks where they are stored:
+    # against itself no difference; against its flattened copy the same
+    # contents, and per GPU what deduplication saved on one side only.
+    amdgpu_img = os.path.join(ARGS.bin_dir, "amdgpu-img")
+    same = subprocess.run([amdgpu_img, "diff", images, images], capture_output=True, text=True)
+    check(same.returncode == 0 and not same.stdout.strip(), "diff of the checkpoint with itself: exit %d\n%s%s" %
+          (same.returncode, same.stdout, same.stderr))
+    flat = os.path.join(run.scratch, "flat")
+    f = subprocess.run([amdgpu_img, "flatten", images, flat], capture_output=True, text=True)
+    check(f.returncode == 0, "flatten: %s%s" % (f.stdout, f.stderr))
+    df = subprocess.run([amdgpu_img, "diff", images, flat], capture_output=True, text=True)
+    lines = df.stdout.strip().splitlines()
+    check(df.returncode == 1 and lines and all("deduplicated: GPU 0x" in l and "-> 0 bytes of" in l for l in lines),
+          "diff against the flattened copy: exit %d, want only per-GPU deduplication lines:\n%s%s" %
+          (df.returncode, df.stdout, df.stderr))
+    log("  amdgpu-img diff: none with itself; against the flattened copy %d per-GPU deduplication lines, "
+        "no contents differ" % len(lines))
     # The first chunk each 8 MiB replica BO stores itself (GPUs copying
     # at once share the storing), one byte of it: every such chunk is one
     # the other copies refer to.
-    amdgpu_img = os.path.join(ARGS.bin_dir, "amdgpu-img")
     shown = json.loads(subprocess.run([amdgpu_img, "show", "--json", images], capture_output=True, text=True,
                                       check=True).stdout)
     stores = [b for k in shown["kfd"] for b in k["bos"]
