@@ -748,11 +748,35 @@ def sc_dedup(run):
     check(any(f in r["log"] for f in damaged), "the refusal names none of %s" % damaged)
 
 
+def sc_dedup_8x(run):
+    """Replicas on 8 x MI300X (the issue's node, the real-CRIU case's
+    stand-in): one process whose VRAM holds the same 2 MiB + 4 KiB on every
+    GPU plus 64 KiB of its own per GPU. The dump writes the replica once
+    (7 of its 8 copies not written); the restore reads every stored byte
+    once (the summary's bytes read = the pages files' payloads) and copies
+    the replica to all 8 GPUs, every byte verified in the task."""
+    replica = 2 * 2**20 + 4096
+    machine = ["--machine", "8xMI300X"]
+    d = run.dump(machine, ["--vram", "64K", "--gtt", "", "--replica", "2M+4K"])
+    check(d["rc"] == 0, "dump failed:\n" + d["log"][-3000:])
+    s = dedup_summary(d["log"])
+    check(s is not None and s[1] >= 7 * replica, "want 7 x %d bytes not written again, the summary says %s" %
+          (replica, s))
+    stored = sum(pages_payloads(os.path.join(d["state"], "images")).values())
+    r = run.restore(machine, d)
+    expect_good_restore(r, "replicas on 8 GPUs")
+    m = re.search(r"amdgpu_plugin: restore: .*?, (\d+) bytes \(.*?deduplicated: (\d+) bytes \([^)]*\) read "
+                  r"from pages files", r["log"])
+    check(m is not None and int(m.group(1)) == s[0] + s[1] and int(m.group(2)) == stored,
+          "the restore should read the %d bytes stored once each: %s" % (stored, m and m.groups()))
+    log("  8 x MI300X: %d bytes restored, %d read = the %d stored" % (int(m.group(1)), int(m.group(2)), stored))
+
+
 SCENARIOS = {
     "roundtrip": sc_roundtrip, "bounded": sc_bounded, "hive": sc_hive, "bigger": sc_bigger, "tree": sc_tree,
     "incompatible": sc_incompatible, "dump_faults": sc_dump_faults, "restore_faults": sc_restore_faults,
     "coexist": sc_coexist, "demo": sc_demo, "parallel": sc_parallel, "pre_copy": sc_pre_copy,
-    "dedup": sc_dedup,
+    "dedup": sc_dedup, "dedup_8x": sc_dedup_8x,
 }
 
 
