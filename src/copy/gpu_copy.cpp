@@ -420,12 +420,17 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 	const size_t with_buffers = static_cast<size_t>(
 		std::count_if(jobs.begin(), jobs.end(), [](const GpuCopyJob &j) { return !j.bos.empty(); }));
 	auto shared = dir == Direction::FileToGpu ? shared_chunk_plan(jobs) : nullptr;
+	if (shared) { // one more share for the chunks held, if it holds one
+		auto b = per_gpu_staging_bound(settings.max_buffer_size, with_buffers + 1);
+		if (b && *b >= kChecksumChunkBytes)
+			shared->set_budget(*b);
+		else
+			shared.reset(); // each holder reads its own, as without the plan
+	}
 	auto bound = per_gpu_staging_bound(settings.max_buffer_size, with_buffers + (shared ? 1 : 0));
 	if (!bound)
 		return std::move(bound).error();
 	const uint64_t staging_bound = *bound;
-	if (shared)
-		shared->set_budget(staging_bound);
 	std::optional<StagingGateHold> hold;
 	if (settings.gate && with_buffers) {
 		const auto asked = std::chrono::steady_clock::now();

@@ -146,7 +146,8 @@ struct CopySettings {
 // whose jobs' streams hold a deduplicated chunk more than once
 // (image/shared_chunks.h) reads each such chunk once per run and keeps it
 // for its other holders: those chunks take one more GPU's share (the
-// bound is split among the GPUs and them), and count in the staging peak.
+// bound is split among the GPUs and them), and count in the staging peak;
+// when that share would be under one chunk, each holder reads its own.
 //
 // Runs every job on its own thread and waits for all of them, holding
 // settings.gate (if any) from before the first staging buffer is made until
