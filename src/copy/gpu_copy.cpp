@@ -17,6 +17,7 @@
 #include "copy/sdma_engine.h"
 #include "image/pages_file.h"
 #include "image/pages_series.h"
+#include "image/shared_chunks.h"
 
 namespace amdcr {
 namespace {
@@ -76,6 +77,7 @@ struct JobOut {
 	TransferStats stats;
 	std::vector<BoChecksum> checksums; // dump
 	uint64_t verified_bytes = 0;	   // restore
+	uint64_t read_bytes = 0;	   // restore: from pages files
 	uint64_t written_bytes = 0;	   // dump
 	uint64_t parent_bytes = 0;	   // dump, incremental
 	unsigned hash_threads = 0;	   // dump, incremental
@@ -156,6 +158,7 @@ Result<JobOut> transfer_checked(DmaEngine &engine, BufferFeed &bufs, const GpuCo
 		return std::move(stats).error();
 	out.stats = *stats;
 	out.verified_bytes = checked.verified_bytes();
+	out.read_bytes = stats->bytes;
 	return out;
 }
 
@@ -183,7 +186,7 @@ Result<JobOut> run_series(Direction dir, const ImageDir &images, const GpuCopyJo
 }
 
 Result<JobOut> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &job, uint64_t bound,
-		       const SdmaEngineOptions &opts, std::atomic<uint64_t> &moved)
+		       const SdmaEngineOptions &opts, std::atomic<uint64_t> &moved, SharedChunkReads *shared)
 {
 	if (job.bos.empty())
 		return run_empty(dir, images, job);
@@ -232,10 +235,11 @@ Result<JobOut> run_one(Direction dir, const ImageDir &images, const GpuCopyJob &
 			return make_error(EINVAL, "%s: the chain holds %llu bytes, the BO table needs %llu",
 					  job.pages_file.c_str(), static_cast<unsigned long long>(job.chain->total),
 					  static_cast<unsigned long long>(bytes));
-		ChainSource chain(images, *job.chain);
+		ChainSource chain(images, *job.chain, shared);
 		auto out = transfer_checked(**engine, bufs, job, nullptr, &chain, bound, moved);
 		if (!out)
 			return std::move(out).error().context(job.pages_file);
+		out->read_bytes = chain.file_bytes();
 		return out;
 	}
 	auto pages = PagesReader::open(images, job.pages_file, job.pages_seal);
@@ -271,6 +275,19 @@ Result<uint64_t> per_gpu_staging_bound(uint64_t max_buffer_size, size_t gpus)
 }
 
 namespace {
+
+// The plan of the chunks several of a restore's streams hold, when there
+// are any (image/shared_chunks.h); its budget is set once the staging
+// bound is known.
+std::unique_ptr<SharedChunkReads> shared_chunk_plan(const std::vector<GpuCopyJob> &jobs)
+{
+	std::vector<const ChainPages *> streams;
+	for (const auto &j : jobs)
+		if (j.chain && !j.bos.empty())
+			streams.push_back(j.chain);
+	auto plan = std::make_unique<SharedChunkReads>(streams);
+	return plan->empty() ? nullptr : std::move(plan);
+}
 
 const char *verb(Direction dir)
 {
@@ -350,14 +367,16 @@ void atomic_min(std::atomic<uint64_t> &a, uint64_t v)
 	}
 }
 
-void add_totals(CopyTotals &t, const std::vector<GpuCopyResult> &out, uint64_t t0, uint64_t t1)
+void add_totals(CopyTotals &t, const std::vector<GpuCopyResult> &out, uint64_t t0, uint64_t t1,
+		const SharedChunkReads *shared)
 {
-	uint64_t staging = 0;
+	uint64_t staging = shared ? shared->peak_bytes() : 0;
 	for (const auto &r : out) {
 		t.add_gpu(r.image_gpu_id);
 		t.copied_bos += r.stats.bos;
 		t.bytes += r.stats.bytes;
 		t.verified_bytes += r.verified_bytes;
+		t.read_bytes += r.read_bytes;
 		t.written_bytes += r.written_bytes;
 		t.parent_bytes += r.parent_bytes;
 		t.dedup_bytes += r.dedup_bytes;
@@ -400,7 +419,15 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 {
 	const size_t with_buffers = static_cast<size_t>(
 		std::count_if(jobs.begin(), jobs.end(), [](const GpuCopyJob &j) { return !j.bos.empty(); }));
-	auto bound = per_gpu_staging_bound(settings.max_buffer_size, with_buffers);
+	auto shared = dir == Direction::FileToGpu ? shared_chunk_plan(jobs) : nullptr;
+	if (shared) { // one more share for the chunks held, if it holds one
+		auto b = per_gpu_staging_bound(settings.max_buffer_size, with_buffers + 1);
+		if (b && *b >= kChecksumChunkBytes)
+			shared->set_budget(*b);
+		else
+			shared.reset(); // each holder reads its own, as without the plan
+	}
+	auto bound = per_gpu_staging_bound(settings.max_buffer_size, with_buffers + (shared ? 1 : 0));
 	if (!bound)
 		return std::move(bound).error();
 	const uint64_t staging_bound = *bound;
@@ -433,7 +460,7 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 		for (size_t i = 0; i < jobs.size(); i++)
 			workers.emplace_back([&, i] {
 				const auto start = std::chrono::steady_clock::now();
-				results[i].emplace(run_one(dir, images, jobs[i], staging_bound, opts, moved));
+				results[i].emplace(run_one(dir, images, jobs[i], staging_bound, opts, moved, shared.get()));
 				seconds[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 				waiter.done();
 			});
@@ -454,13 +481,13 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 				strprintf("gpu 0x%04x", jobs[i].image_gpu_id));
 		}
 		out.push_back({jobs[i].image_gpu_id, r->stats, seconds[i], std::move(r->checksums),
-			       r->verified_bytes, r->written_bytes, r->parent_bytes,
+			       r->verified_bytes, r->read_bytes, r->written_bytes, r->parent_bytes,
 			       !jobs[i].parent_checksums.empty(), r->hash_threads, std::move(r->from_parent),
 			       std::move(r->dedup), r->dedup_bytes});
 	}
 	log_job_lines(dir, out, settings.log);
 	if (settings.totals)
-		add_totals(*settings.totals, out, t0, t1);
+		add_totals(*settings.totals, out, t0, t1, shared.get());
 	return out;
 }
 

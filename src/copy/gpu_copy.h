@@ -71,8 +71,11 @@ struct GpuCopyResult {
 	// Dump: the checksums of the job's BOs, in job order (every dump
 	// computes them, image/content_checksum.h).
 	std::vector<BoChecksum> checksums{};
-	// Restore: bytes whose checksums were compared and matched.
+	// Restore: bytes whose checksums were compared and matched, and
+	// bytes read from pages files (fewer than copied when chunks held by
+	// several BOs were read once: image/shared_chunks.h).
 	uint64_t verified_bytes = 0;
+	uint64_t read_bytes = 0;
 	// Dump: bytes written to the pages file, and bytes left in the parent
 	// checkpoint (incremental: per BO, its chunks there).
 	uint64_t written_bytes = 0;
@@ -98,6 +101,7 @@ struct CopyTotals {
 	std::atomic<uint64_t> copied_bos{0};  // BOs whose contents were copied
 	std::atomic<uint64_t> bytes{0};	      // their bytes
 	std::atomic<uint64_t> verified_bytes{0}; // restore: bytes whose checksums matched
+	std::atomic<uint64_t> read_bytes{0};	 // restore: bytes read from pages files
 	std::atomic<uint64_t> written_bytes{0};	 // dump: bytes written to pages files
 	std::atomic<uint64_t> parent_bytes{0};	 // dump: bytes left in the parent checkpoint
 	std::atomic<uint64_t> dedup_bytes{0};	 // dump: bytes of chunks stored once for several BOs
@@ -138,7 +142,12 @@ struct CopySettings {
 // KFD_MAX_BUFFER_SIZE set, that many bytes for the whole process, shared
 // evenly by the GPUs that have buffers to copy (so the process never pins
 // more than the user allowed); unset, the built-in bound per GPU
-// (kDefaultStagingBound). A GPU without buffers uses none.
+// (kDefaultStagingBound). A GPU without buffers uses none. A restore
+// whose jobs' streams hold a deduplicated chunk more than once
+// (image/shared_chunks.h) reads each such chunk once per run and keeps it
+// for its other holders: those chunks take one more GPU's share (the
+// bound is split among the GPUs and them), and count in the staging peak;
+// when that share would be under one chunk, each holder reads its own.
 //
 // Runs every job on its own thread and waits for all of them, holding
 // settings.gate (if any) from before the first staging buffer is made until

@@ -11,6 +11,7 @@
 
 #include "image/image_names.h"
 #include "image/image_set.h"
+#include "image/shared_chunks.h"
 
 namespace amdcr {
 
@@ -287,20 +288,24 @@ std::string referrers(const KfdChain &chain, const std::string &dir, const std::
 	return out;
 }
 
-std::shared_ptr<const ChainPages::Users> dedup_users(const KfdChain &chain)
+std::shared_ptr<const ChainPages::DedupChunks> dedup_chunks(const KfdChain &chain)
 {
-	auto users = std::make_shared<ChainPages::Users>();
+	auto chunks = std::make_shared<ChainPages::DedupChunks>();
 	for (const auto &l : chain.links())
 		for (size_t i = 0; i < l.img.bos.size(); i++) {
 			const KfdBo &b = l.img.bos[i];
-			if (b.dedup)
-				for (const ChunkRef &r : b.dedup->refs)
-					(*users)[{l.dir, r.file, r.offset}].push_back(
-						strprintf("%sBO %zu at 0x%" PRIx64 " (gpu 0x%04x) chunk %" PRIu64,
+			if (!b.dedup)
+				continue;
+			const uint32_t cb = b.dedup->chunk_bytes;
+			for (const ChunkRef &r : b.dedup->refs) {
+				auto &c = (*chunks)[{l.dir, r.file, r.offset}];
+				c.length = std::max<uint64_t>(c.length, std::min<uint64_t>(cb, b.size - r.chunk * cb));
+				c.users.push_back(strprintf("%sBO %zu at 0x%" PRIx64 " (gpu 0x%04x) chunk %" PRIu64,
 							  l.dir.empty() ? "" : (l.dir + "'s ").c_str(), i, b.addr, b.gpu_id,
 							  r.chunk));
+			}
 		}
-	return users;
+	return chunks;
 }
 
 // Every pages file a deduplicated chunk refers to is there and long enough,
@@ -369,9 +374,9 @@ Result<std::map<uint32_t, ChainPages>> resolve_chain_pages(const ImageDir &dir, 
 	if (auto st = check_referenced_files(dir, *chain, out); !st)
 		return std::move(st).error();
 	if (has_dedup(img)) {
-		auto users = dedup_users(*chain);
+		auto chunks = dedup_chunks(*chain);
 		for (auto &[gpu, p] : out)
-			p.dedup_users = users;
+			p.dedup_chunks = chunks;
 	}
 	return out;
 }
@@ -401,6 +406,26 @@ Result<const PagesReader *> ChainSource::reader(uint32_t file)
 	return &*r;
 }
 
+Status ChainSource::read_segment(const PagesSegment &s, uint64_t seg_off, uint8_t *out, size_t n)
+{
+	auto r = reader(s.file);
+	if (!r)
+		return std::move(r).error();
+	const ChainPages::File &f = pages_->files[s.file];
+	auto from_file = [&](uint64_t offset, void *buf, size_t len) {
+		auto st = (*r)->read_at(offset, buf, len);
+		if (!st)
+			return f.dir.empty() ? st
+					     : std::move(st).error().context("the parent checkpoint " +
+									     describe_link(*top_, f.dir));
+		file_bytes_ += len;
+		return st;
+	};
+	if (shared_)
+		return shared_->read(f.dir, f.name, s.offset + seg_off, out, n, from_file);
+	return from_file(s.offset + seg_off, out, n);
+}
+
 Status ChainSource::read(void *buf, size_t len)
 {
 	if (len > remaining())
@@ -410,14 +435,8 @@ Status ChainSource::read(void *buf, size_t len)
 	while (len > 0) {
 		const PagesSegment &s = pages_->segments[seg_];
 		const size_t n = static_cast<size_t>(std::min<uint64_t>(len, s.length - seg_off_));
-		auto r = reader(s.file);
-		if (!r)
-			return std::move(r).error();
-		if (auto st = (*r)->read_at(s.offset + seg_off_, out, n); !st) {
-			const std::string &dir = pages_->files[s.file].dir;
-			return dir.empty() ? st : std::move(st).error().context("the parent checkpoint " +
-										describe_link(*top_, dir));
-		}
+		if (auto st = read_segment(s, seg_off_, out, n); !st)
+			return st;
 		out += n;
 		len -= n;
 		pos_ += n;
@@ -438,15 +457,16 @@ std::string ChainSource::locate(uint64_t offset) const
 			const ChainPages::File &f = pages_->files[s.file];
 			const uint64_t off = s.offset + (offset - at);
 			std::string out = strprintf("%s at payload offset 0x%" PRIx64, join(f.dir, f.name.c_str()).c_str(), off);
-			if (!pages_->dedup_users)
+			if (!pages_->dedup_chunks)
 				return out;
-			const auto u = pages_->dedup_users->find({f.dir, f.name, off});
-			if (u == pages_->dedup_users->end())
+			const auto u = pages_->dedup_chunks->find({f.dir, f.name, off});
+			if (u == pages_->dedup_chunks->end())
 				return out;
+			const auto &users = u->second.users;
 			out += ", a deduplicated chunk that ";
-			for (size_t k = 0; k < u->second.size(); k++)
-				out += (k ? ", " : "") + u->second[k];
-			return out + (u->second.size() == 1 ? " refers to" : " refer to");
+			for (size_t k = 0; k < users.size(); k++)
+				out += (k ? ", " : "") + users[k];
+			return out + (users.size() == 1 ? " refers to" : " refer to");
 		}
 		at += s.length;
 	}
@@ -460,7 +480,12 @@ Status ChainSource::skip(uint64_t len)
 				  pos_, pages_->total);
 	pos_ += len;
 	while (len > 0) {
-		const uint64_t n = std::min<uint64_t>(len, pages_->segments[seg_].length - seg_off_);
+		const PagesSegment &s = pages_->segments[seg_];
+		const uint64_t n = std::min<uint64_t>(len, s.length - seg_off_);
+		if (shared_) {
+			const ChainPages::File &f = pages_->files[s.file];
+			shared_->pass(f.dir, f.name, s.offset + seg_off_, n);
+		}
 		len -= n;
 		seg_off_ += n;
 		if (seg_off_ == pages_->segments[seg_].length) {

@@ -30,6 +30,8 @@
 
 namespace amdcr {
 
+class SharedChunkReads; // image/shared_chunks.h
+
 // CRIU's name of the link to the parent checkpoint in an images directory.
 inline constexpr const char *kParentLink = "parent";
 // Links beyond this are refused (a loop of parent links, or a chain no
@@ -77,12 +79,18 @@ struct ChainPages {
 	std::vector<File> files;
 	std::vector<PagesSegment> segments; // in stream order
 	uint64_t total = 0;		    // bytes of the stream
-	// The BO chunks of the chain that refer to a deduplicated chunk, by
-	// the file (dir, name) and payload offset it is stored at: "BO 3 at
-	// 0x7f0000400000 (gpu 0x2222) chunk 0", for the message of a damaged
-	// one. Shared by the ChainPages of all GPUs of an image.
-	using Users = std::map<std::tuple<std::string, std::string, uint64_t>, std::vector<std::string>>;
-	std::shared_ptr<const Users> dedup_users;
+	// The deduplicated chunks of the chain, by the file (dir, name) and
+	// payload offset each is stored at: its length, and the BO chunks
+	// that refer to it ("BO 3 at 0x7f0000400000 (gpu 0x2222) chunk 0",
+	// for the message of a damaged one; the restore reads such a chunk
+	// once for all the streams that hold it, image/shared_chunks.h).
+	// Shared by the ChainPages of all GPUs of an image.
+	struct DedupChunk {
+		uint64_t length = 0;
+		std::vector<std::string> users;
+	};
+	using DedupChunks = std::map<std::tuple<std::string, std::string, uint64_t>, DedupChunk>;
+	std::shared_ptr<const DedupChunks> dedup_chunks;
 };
 
 class KfdChain {
@@ -127,18 +135,30 @@ Result<std::map<uint32_t, ChainPages>> resolve_chain_pages(const ImageDir &dir, 
 // seals checked again).
 class ChainSource final : public ByteSource {
 public:
-	// `top` (the newest images directory) and `pages` must outlive it.
-	ChainSource(const ImageDir &top, const ChainPages &pages) : top_(&top), pages_(&pages) {}
+	// `top` (the newest images directory), `pages` and `shared` must
+	// outlive it. With `shared` (the copy run's plan of chunks several
+	// streams hold), those chunks are read once for all their holders.
+	ChainSource(const ImageDir &top, const ChainPages &pages, SharedChunkReads *shared = nullptr)
+		: top_(&top), pages_(&pages), shared_(shared)
+	{
+	}
 	Status read(void *buf, size_t len) override;
 	Status skip(uint64_t len) override;
 	uint64_t remaining() const override { return pages_->total - pos_; }
 	// "parent/parent/amdgpu-pages-5-1111.img at payload offset 0x..."
 	std::string locate(uint64_t offset) const override;
+	// Bytes read from pages files so far (a shared chunk another stream
+	// read is not counted here).
+	uint64_t file_bytes() const { return file_bytes_; }
 
 private:
 	Result<const PagesReader *> reader(uint32_t file);
+	// `n` bytes of segment `s` at `seg_off` into `out`.
+	Status read_segment(const PagesSegment &s, uint64_t seg_off, uint8_t *out, size_t n);
 	const ImageDir *top_;
 	const ChainPages *pages_;
+	SharedChunkReads *shared_;
+	uint64_t file_bytes_ = 0;
 	std::vector<std::optional<PagesReader>> readers_;
 	size_t seg_ = 0;	  // the segment holding the next byte
 	uint64_t seg_off_ = 0; // bytes of it already read

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 
+#include "image/kfd_chain.h"
 #include "image/pages_file.h"
 #include "inspect/flags.h"
 
@@ -40,6 +41,83 @@ private:
 	const ImageDir &dir_;
 	std::map<std::string, std::unique_ptr<PagesReader>> open_;
 };
+
+bool deduplicated(const KfdImage &img)
+{
+	return std::any_of(img.bos.begin(), img.bos.end(), [](const KfdBo &b) { return b.dedup.has_value(); });
+}
+
+// One side's KFD image: where each BO's bytes are. A deduplicated image's
+// BOs are read through its GPUs' streams (ChainSource: a referenced chunk
+// from the file storing it), the others from their own pages file.
+struct KfdSide {
+	const ImageDir *dir = nullptr;
+	const KfdImage *img = nullptr;
+	std::vector<std::optional<PagesLocation>> whole; // not deduplicated
+	std::map<uint32_t, ChainPages> streams;		  // deduplicated: by gpu_id
+	std::vector<uint64_t> stream_at;		  // each BO's first byte in its GPU's stream
+
+	static Result<KfdSide> of(const ImageDir &dir, const Loaded<KfdImage> &l)
+	{
+		KfdSide s{&dir, &*l.image, kfd_pages_layout(*l.image, l.id), {}, {}};
+		if (!deduplicated(*l.image))
+			return s;
+		auto pages = resolve_chain_pages(dir, l.id, *l.image, Verify::Off);
+		if (!pages)
+			return std::move(pages).error();
+		s.streams = std::move(*pages);
+		std::map<uint32_t, uint64_t> at;
+		for (const KfdBo &b : l.image->bos) {
+			s.stream_at.push_back(at[b.gpu_id]);
+			if (b.has_contents())
+				at[b.gpu_id] += b.size;
+		}
+		return s;
+	}
+	// BO i's bytes as a sequential source (nullptr: it has none).
+	Result<std::unique_ptr<ByteSource>> bo(size_t i, PagesCache &cache) const;
+};
+
+// The payload of one pages file from an offset on, as a sequential source.
+class AtSource final : public ByteSource {
+public:
+	AtSource(const PagesReader &r, uint64_t at) : r_(r), at_(at) {}
+	Status read(void *buf, size_t len) override
+	{
+		auto st = r_.read_at(at_, buf, len);
+		at_ += len;
+		return st;
+	}
+	Status skip(uint64_t len) override
+	{
+		at_ += len;
+		return ok_status();
+	}
+	uint64_t remaining() const override { return r_.payload_size() - at_; }
+
+private:
+	const PagesReader &r_;
+	uint64_t at_;
+};
+
+Result<std::unique_ptr<ByteSource>> KfdSide::bo(size_t i, PagesCache &cache) const
+{
+	const KfdBo &b = img->bos[i];
+	if (!b.has_contents())
+		return std::unique_ptr<ByteSource>();
+	if (streams.empty()) {
+		if (!whole[i])
+			return std::unique_ptr<ByteSource>();
+		auto r = cache.get(whole[i]->file);
+		if (!r)
+			return std::move(r).error();
+		return std::unique_ptr<ByteSource>(std::make_unique<AtSource>(**r, whole[i]->offset));
+	}
+	auto src = std::make_unique<ChainSource>(*dir, streams.at(b.gpu_id));
+	if (auto st = src->skip(stream_at[i]); !st)
+		return std::move(st).error();
+	return std::unique_ptr<ByteSource>(std::move(src));
+}
 
 class Differ {
 public:
@@ -133,14 +211,21 @@ private:
 		auto ry = pb_.get(y.file);
 		if (!ry)
 			return std::move(ry).error().context(b_.path);
+		AtSource sx(**rx, x.offset), sy(**ry, y.offset);
+		return contents(where, sx, sy, size);
+	}
+
+	// Compares the next `size` bytes of two sources chunk by chunk.
+	Status contents(const std::string &where, ByteSource &rx, ByteSource &ry, uint64_t size)
+	{
 		std::vector<std::pair<uint64_t, uint64_t>> ranges; // differing [from, to)
 		uint64_t chunks = 0;
 		size_t differing = 0;
 		for (uint64_t off = 0; off < size; off += chunk_, chunks++) {
 			const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_, size - off));
-			if (auto st = (*rx)->read_at(x.offset + off, ba_.data(), n); !st)
+			if (auto st = rx.read(ba_.data(), n); !st)
 				return std::move(st).error().context(a_.path);
-			if (auto st = (*ry)->read_at(y.offset + off, bb_.data(), n); !st)
+			if (auto st = ry.read(bb_.data(), n); !st)
 				return std::move(st).error().context(b_.path);
 			if (std::memcmp(ba_.data(), bb_.data(), n) == 0)
 				continue;
@@ -161,6 +246,36 @@ private:
 		say(where, strprintf("contents differ in %zu of %" PRIu64 " chunks of %s: %s", differing,
 				     chunks, format_size(chunk_).c_str(), list.c_str()));
 		return ok_status();
+	}
+
+	// Per GPU, what deduplication saved on each side, where that differs.
+	void dedup_lines(const std::string &where, const KfdImage &x, const KfdImage &y)
+	{
+		auto saved = [](const KfdImage &img) {
+			std::map<uint32_t, std::pair<uint64_t, uint64_t>> out; // gpu -> (stored elsewhere, held)
+			for (const KfdBo &b : img.bos)
+				if (b.has_contents()) {
+					auto &[s, h] = out[b.gpu_id];
+					s += b.dedup ? b.dedup->bytes(b.size) : 0;
+					h += b.size;
+				}
+			return out;
+		};
+		const auto sx = saved(x), sy = saved(y);
+		std::map<uint32_t, std::pair<std::pair<uint64_t, uint64_t>, std::pair<uint64_t, uint64_t>>> both;
+		for (const auto &[g, v] : sx)
+			both[g].first = v;
+		for (const auto &[g, v] : sy)
+			both[g].second = v;
+		auto text = [](std::pair<uint64_t, uint64_t> v) {
+			return strprintf("%s of %s (%.1f%%)", format_size(v.first).c_str(), format_size(v.second).c_str(),
+					 v.second ? 100.0 * static_cast<double>(v.first) / static_cast<double>(v.second)
+						  : 0.0);
+		};
+		for (const auto &[g, v] : both)
+			if (v.first.first != v.second.first)
+				say(where, strprintf("deduplicated: GPU 0x%04x: stored once elsewhere %s -> %s", g,
+						     text(v.first).c_str(), text(v.second).c_str()));
 	}
 
 	void devices(const std::string &where, const KfdImage &x, const KfdImage &y)
@@ -200,7 +315,13 @@ private:
 			say(where, strprintf("private data differs (%zu -> %zu bytes)", x.priv_data.size(),
 					     y.priv_data.size()));
 		devices(where, x, y);
-		const auto wx = kfd_pages_layout(x, lx.id), wy = kfd_pages_layout(y, ly.id);
+		dedup_lines(where, x, y);
+		auto sx = KfdSide::of(a_.dir, lx);
+		if (!sx)
+			return std::move(sx).error().context(a_.path);
+		auto sy = KfdSide::of(b_.dir, ly);
+		if (!sy)
+			return std::move(sy).error().context(b_.path);
 		auto key = [](const KfdBo &b) { return std::pair(b.gpu_id, b.addr); };
 		for (size_t i = 0; i < x.bos.size(); i++) {
 			const KfdBo &b = x.bos[i];
@@ -217,8 +338,16 @@ private:
 			field(at, "size", b.size, it->size);
 			field(at, "alloc_flags", b.alloc_flags, it->alloc_flags);
 			field(at, "handle", b.handle, it->handle);
-			if (wx[i] && wy[j] && b.size == it->size)
-				if (auto st = contents(at, *wx[i], *wy[j], b.size); !st)
+			if (b.size != it->size)
+				continue;
+			auto rx = sx->bo(i, pa_);
+			if (!rx)
+				return std::move(rx).error().context(a_.path);
+			auto ry = sy->bo(j, pb_);
+			if (!ry)
+				return std::move(ry).error().context(b_.path);
+			if (*rx && *ry)
+				if (auto st = contents(at, **rx, **ry, b.size); !st)
 					return st;
 		}
 		for (const KfdBo &b : y.bos)
@@ -303,13 +432,6 @@ Result<std::vector<std::string>> diff_checkpoints(const Checkpoint &a, const Che
 				return make_error(EINVAL,
 						  "%s/%s is an incremental checkpoint (its parent holds some of its "
 						  "chunks): diff compares complete checkpoints; amdgpu-img flatten it first",
-						  ck->path.c_str(), l.file.c_str());
-			else if (l.image && std::any_of(l.image->bos.begin(), l.image->bos.end(),
-							[](const KfdBo &bo) { return bo.dedup; }))
-				return make_error(EINVAL,
-						  "%s/%s is deduplicated (some of its chunks are stored once in other "
-						  "pages files of the checkpoint): diff compares complete checkpoints; "
-						  "amdgpu-img flatten it first (or dump with KFD_DEDUP=0)",
 						  ck->path.c_str(), l.file.c_str());
 	return Differ(a, b, opt).run();
 }

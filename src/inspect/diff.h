@@ -4,9 +4,12 @@
 // by CRIU file id (and a lone KFD image on each side with each other); KFD
 // BOs by (gpu_id, VA), render BOs by index. For each pair it reports the
 // process and topology facts, BOs only on one side, BO attributes (not the
-// mmap offset, which the driver assigns anew in every process), and the
-// contents of BOs present on both sides with the same size, compared chunk
-// by chunk from the pages files (two buffers of one chunk each).
+// mmap offset, which the driver assigns anew in every process), per GPU
+// the bytes deduplication stored once elsewhere where the sides differ in
+// them, and the contents of BOs present on both sides with the same size,
+// compared chunk by chunk from the pages files (two buffers of one chunk
+// each; a deduplicated image's referenced chunks from the files storing
+// them, image/kfd_chain.h).
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -90,6 +91,19 @@ Result<const KfdImage *> TaskRestore::load_streamed_kfd(const ImageDir &images, 
 				  "directory, or write a complete checkpoint with `amdgpu-img flatten` and stream "
 				  "that; no GPU state was created for this file",
 				  kfd_image_name(id).c_str());
+	// A deduplicated chunk is read from wherever the dump stored it (this
+	// process's file of another GPU, another process's file): a stream
+	// gives each file once, in the dump's order, so a reference cannot be
+	// followed. The dump writes none under --stream.
+	if (const auto b = std::find_if(img.bos.begin(), img.bos.end(), [](const KfdBo &x) { return x.dedup.has_value(); });
+	    b != img.bos.end())
+		return make_error(EINVAL,
+				  "%s: this image is deduplicated (BO %zu and maybe others refer to chunks stored "
+				  "in other pages files, KFD_DEDUP), and a streamed restore (criu --stream) reads "
+				  "each file once, in order: restore it from its images directory, or write a "
+				  "complete checkpoint with `amdgpu-img flatten` and stream that; no GPU state was "
+				  "created for this file",
+				  kfd_image_name(id).c_str(), static_cast<size_t>(b - img.bos.begin()));
 	if (auto st = validate_kfd_image_set(images, id, img); !st)
 		return std::move(st).error();
 	return own().devices.add_streamed(id, std::move(img));

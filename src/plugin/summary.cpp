@@ -68,6 +68,13 @@ std::string summary_line(const CopyTotals &t, bool dump, const Config &config)
 			       human_bytes(t.written_bytes.load()).c_str(),
 			       static_cast<unsigned long long>(t.dedup_bytes.load()),
 			       human_bytes(t.dedup_bytes.load()).c_str());
+	if (!dump && t.read_bytes.load() < bytes)
+		s += strprintf(", deduplicated: %llu bytes (%s) read from pages files, %llu bytes (%s) copied from "
+			       "chunks read once for several BOs",
+			       static_cast<unsigned long long>(t.read_bytes.load()),
+			       human_bytes(t.read_bytes.load()).c_str(),
+			       static_cast<unsigned long long>(bytes - t.read_bytes.load()),
+			       human_bytes(bytes - t.read_bytes.load()).c_str());
 	if (!dump)
 		s += config.verify ? strprintf(", checksums matched for %llu bytes",
 					       static_cast<unsigned long long>(t.verified_bytes.load()))

@@ -23,7 +23,9 @@ void count_file(CopyTotals &totals, size_t bo_entries, std::optional<uint32_t> g
 
 // "dump: 1 GPU file, 2 GPUs, 7 BOs (5 with contents), 9437184 bytes
 // (9.00 MiB) in 0.021 s, 0.45 GB/s, staging peak 4194304 bytes of 64
-// MiB per GPU"; a restore adds the bytes whose checksums matched. Empty
+// MiB per GPU"; a restore adds the bytes read from pages files and those
+// copied from chunks read once for several BOs (when there were any) and
+// the bytes whose checksums matched. Empty
 // when no file was counted (nothing to say).
 std::string summary_line(const CopyTotals &totals, bool dump, const Config &config);
 

@@ -670,7 +670,10 @@ def sc_dedup(run):
     replicas' chunks are written once (3 of their 4 copies not written: the
     dump's summary, its bytes copied = written + not written, and the pages
     files' sizes), the images decode with every pattern intact (read as a
-    restore reads them), the restore verifies every byte in both tasks; a
+    restore reads them), the restore verifies every byte in both tasks and
+    reads each process's replica chunks once for both its GPUs; amdgpu-img
+    diff finds no difference with itself and, against its flattened copy,
+    only what deduplication saved per GPU; a
     byte of a replica's stored chunk damaged is refused before any task
     resumes, naming the file and the BOs referring to it."""
     wl = ["--vram", "4K,1M+4K", "--gtt", "8K", "--replica", "8M,3M+4K", "--children", "1"]
@@ -696,10 +699,38 @@ def sc_dedup(run):
         (s[0] + s[1], s[0], s[1], s[1] / REPLICA))
     r = run.restore(["--machine", "2xMI210"], d)
     expect_good_restore(r, "deduplicated tree", tasks=2)
+    # Each process reads its replicas' chunks once for its two GPUs: of
+    # the 4 copies, 2 come from memory (the second process reads them
+    # again: a run is one process's).
+    m = re.search(r"amdgpu_plugin: restore: .*?, (\d+) bytes \(.*?deduplicated: (\d+) bytes \([^)]*\) read "
+                  r"from pages files", r["log"])
+    check(m is not None, "no 'deduplicated: ... read from pages files' in the restore's summary line")
+    restored, read = int(m.group(1)), int(m.group(2))
+    check(restored == s[0] + s[1] and read <= restored - 2 * REPLICA,
+          "the restore read %d of %d bytes; at most %d expected (each process's replica chunks once)" %
+          (read, restored, restored - 2 * REPLICA))
+    log("  dedup restore ok: %d bytes restored, %d read from pages files (%.2f x the bytes stored)" %
+        (restored, read, read / s[0]))
+    # amdgpu-img diff reads the deduplicated chunks where they are stored:
+    # against itself no difference; against its flattened copy the same
+    # contents, and per GPU what deduplication saved on one side only.
+    amdgpu_img = os.path.join(ARGS.bin_dir, "amdgpu-img")
+    same = subprocess.run([amdgpu_img, "diff", images, images], capture_output=True, text=True)
+    check(same.returncode == 0 and not same.stdout.strip(), "diff of the checkpoint with itself: exit %d\n%s%s" %
+          (same.returncode, same.stdout, same.stderr))
+    flat = os.path.join(run.scratch, "flat")
+    f = subprocess.run([amdgpu_img, "flatten", images, flat], capture_output=True, text=True)
+    check(f.returncode == 0, "flatten: %s%s" % (f.stdout, f.stderr))
+    df = subprocess.run([amdgpu_img, "diff", images, flat], capture_output=True, text=True)
+    lines = df.stdout.strip().splitlines()
+    check(df.returncode == 1 and lines and all("deduplicated: GPU 0x" in l and "-> 0 bytes of" in l for l in lines),
+          "diff against the flattened copy: exit %d, want only per-GPU deduplication lines:\n%s%s" %
+          (df.returncode, df.stdout, df.stderr))
+    log("  amdgpu-img diff: none with itself; against the flattened copy %d per-GPU deduplication lines, "
+        "no contents differ" % len(lines))
     # The first chunk each 8 MiB replica BO stores itself (GPUs copying
     # at once share the storing), one byte of it: every such chunk is one
     # the other copies refer to.
-    amdgpu_img = os.path.join(ARGS.bin_dir, "amdgpu-img")
     shown = json.loads(subprocess.run([amdgpu_img, "show", "--json", images], capture_output=True, text=True,
                                       check=True).stdout)
     stores = [b for k in shown["kfd"] for b in k["bos"]
@@ -717,11 +748,35 @@ def sc_dedup(run):
     check(any(f in r["log"] for f in damaged), "the refusal names none of %s" % damaged)
 
 
+def sc_dedup_8x(run):
+    """Replicas on 8 x MI300X (the issue's node, the real-CRIU case's
+    stand-in): one process whose VRAM holds the same 2 MiB + 4 KiB on every
+    GPU plus 64 KiB of its own per GPU. The dump writes the replica once
+    (7 of its 8 copies not written); the restore reads every stored byte
+    once (the summary's bytes read = the pages files' payloads) and copies
+    the replica to all 8 GPUs, every byte verified in the task."""
+    replica = 2 * 2**20 + 4096
+    machine = ["--machine", "8xMI300X"]
+    d = run.dump(machine, ["--vram", "64K", "--gtt", "", "--replica", "2M+4K"])
+    check(d["rc"] == 0, "dump failed:\n" + d["log"][-3000:])
+    s = dedup_summary(d["log"])
+    check(s is not None and s[1] >= 7 * replica, "want 7 x %d bytes not written again, the summary says %s" %
+          (replica, s))
+    stored = sum(pages_payloads(os.path.join(d["state"], "images")).values())
+    r = run.restore(machine, d)
+    expect_good_restore(r, "replicas on 8 GPUs")
+    m = re.search(r"amdgpu_plugin: restore: .*?, (\d+) bytes \(.*?deduplicated: (\d+) bytes \([^)]*\) read "
+                  r"from pages files", r["log"])
+    check(m is not None and int(m.group(1)) == s[0] + s[1] and int(m.group(2)) == stored,
+          "the restore should read the %d bytes stored once each: %s" % (stored, m and m.groups()))
+    log("  8 x MI300X: %d bytes restored, %d read = the %d stored" % (int(m.group(1)), int(m.group(2)), stored))
+
+
 SCENARIOS = {
     "roundtrip": sc_roundtrip, "bounded": sc_bounded, "hive": sc_hive, "bigger": sc_bigger, "tree": sc_tree,
     "incompatible": sc_incompatible, "dump_faults": sc_dump_faults, "restore_faults": sc_restore_faults,
     "coexist": sc_coexist, "demo": sc_demo, "parallel": sc_parallel, "pre_copy": sc_pre_copy,
-    "dedup": sc_dedup,
+    "dedup": sc_dedup, "dedup_8x": sc_dedup_8x,
 }
 
 

@@ -9,7 +9,7 @@
 if(TARGET kfd-emu AND TARGET criu-host)
   find_package(Python3 REQUIRED COMPONENTS Interpreter)
   foreach(s roundtrip bounded hive bigger tree incompatible dump_faults restore_faults coexist demo parallel
-            pre_copy dedup)
+            pre_copy dedup dedup_8x)
     add_test(NAME e2e_${s}
       COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e.py --bin-dir ${PROJECT_BINARY_DIR} ${s})
     set_tests_properties(e2e_${s} PROPERTIES TIMEOUT 1500 LABELS e2e)

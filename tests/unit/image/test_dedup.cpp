@@ -7,7 +7,10 @@
 // distinct chunk once and restores every byte; without duplicates the
 // pages files are byte for byte a plain dump's; a damaged or missing
 // source is refused naming the file, the chunk and the BOs using it, and
-// so is one of another dump (its seal, image/pages_file.h).
+// so is one of another dump (its seal, image/pages_file.h). At restore, a
+// chunk several GPU streams of one process hold is read from its pages
+// file once (image/shared_chunks.h), within its memory budget, and a
+// damaged one is refused by every stream holding it.
 #include <criterion/criterion.h>
 
 #include <fcntl.h>
@@ -20,6 +23,7 @@
 #include <cinttypes>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +38,7 @@
 #include "image/kfd_chain.h"
 #include "image/kfd_image.h"
 #include "image/pages_file.h"
+#include "image/shared_chunks.h"
 #include "image_test_util.h"
 
 using namespace amdcr;
@@ -173,7 +178,131 @@ ChunkIndex::ChunkBytes from(const std::vector<uint8_t> &v)
 	};
 }
 
+// One process's restore at the image layer as the copy run does it: each
+// GPU's stream of image `id` read through its ChainSource on a thread of
+// its own, in 1000-byte reads, checked against the checksums, all sharing
+// one SharedChunkReads of `budget` bytes (none when 0: each holder reads
+// its own). The bytes read from pages files, the bytes the plan gave from
+// memory, and each stream's outcome (errors by GPU).
+struct SharedRestore {
+	uint64_t file_bytes = 0, memory_bytes = 0, peak = 0;
+	size_t shared_chunks = 0;
+	std::map<uint32_t, std::string> errors;
+	std::map<size_t, std::vector<uint8_t>> got;
+};
+
+SharedRestore restore_shared(const Dir &d, int id, uint64_t budget)
+{
+	auto dir = ImageDir::open(d.path());
+	cr_assert_ok(dir);
+	auto img = read_kfd_image(*dir, id);
+	cr_assert_ok(img);
+	auto pages = resolve_chain_pages(*dir, id, *img);
+	cr_assert_ok(pages);
+	std::vector<const ChainPages *> streams;
+	for (const auto &[gpu, p] : *pages)
+		streams.push_back(&p);
+	SharedChunkReads plan(streams);
+	plan.set_budget(budget);
+	SharedRestore out;
+	std::mutex mu;
+	std::vector<std::jthread> threads;
+	for (const auto &[gpu, p] : *pages)
+		threads.emplace_back([&, gpu = gpu, p = &p] {
+			ChainSource src(*dir, *p, budget ? &plan : nullptr);
+			std::vector<VerifyingSource::Bo> vb;
+			std::vector<size_t> idx;
+			for (size_t i = 0; i < img->bos.size(); i++)
+				if (img->bos[i].gpu_id == gpu && img->bos[i].has_contents()) {
+					vb.push_back({img->bos[i].size, &*img->bos[i].checksum, strprintf("BO %zu", i)});
+					idx.push_back(i);
+				}
+			VerifyingSource checked(src, vb);
+			std::map<size_t, std::vector<uint8_t>> got;
+			Status st = ok_status();
+			for (size_t i : idx) {
+				auto &bytes = got[i];
+				bytes.resize(img->bos[i].size);
+				for (size_t at = 0; st && at < bytes.size(); at += 1000)
+					st = checked.read(bytes.data() + at, std::min<size_t>(1000, bytes.size() - at));
+			}
+			std::lock_guard lk(mu);
+			out.file_bytes += src.file_bytes();
+			if (!st)
+				out.errors[gpu] = st.error().message();
+			out.got.merge(got);
+		});
+	threads.clear(); // joins
+	out.memory_bytes = plan.memory_bytes();
+	out.peak = plan.peak_bytes();
+	out.shared_chunks = plan.chunks();
+	return out;
+}
+
+// Process a of pid 100 whose BO 3 (0x2222) holds the first 3 chunks of its
+// BO 0 (0x1111): a replica across its two GPUs, dumped deduplicated as
+// file 5 of `d`.
+Memory replica_across_gpus(const Dir &d)
+{
+	Memory a(100, 10);
+	std::copy(a.contents[0].begin(), a.contents[0].begin() + 3 * kChunk, a.contents[3].begin());
+	ChunkIndex index;
+	cr_assert_eq(dump(d, 5, a, &index), (512 + 1) * kChunk);
+	return a;
+}
+
 } // namespace
+
+Test(dedup, a_chunk_several_gpus_hold_is_read_once_and_copied_to_each)
+{
+	Dir d;
+	const Memory a = replica_across_gpus(d);
+	const SharedRestore once = restore_shared(d, 5, 1 << 20);
+	cr_assert(once.errors.empty(), "%s", once.errors.empty() ? "" : once.errors.begin()->second.c_str());
+	for (const auto &[i, bytes] : a.contents)
+		cr_assert(once.got.at(i) == bytes, "BO %zu restored different bytes", i);
+	cr_assert_eq(once.shared_chunks, 3u);
+	// Each stored byte read once: the 513 chunks stored, not the 516 held.
+	cr_assert_eq(once.file_bytes, (512 + 1) * kChunk, "read %" PRIu64, once.file_bytes);
+	cr_assert_geq(once.memory_bytes, 3 * kChunk, "from memory %" PRIu64, once.memory_bytes);
+	cr_assert_leq(once.peak, 3 * kChunk);
+	// Without the plan each holder reads its own: the 3 chunks twice.
+	const SharedRestore each = restore_shared(d, 5, 0);
+	cr_assert(each.errors.empty());
+	cr_assert_eq(each.file_bytes, (512 + 1 + 3) * kChunk, "read %" PRIu64, each.file_bytes);
+	for (const auto &[i, bytes] : a.contents)
+		cr_assert(each.got.at(i) == bytes, "BO %zu restored different bytes", i);
+	// A budget of one chunk: never more held, every byte right.
+	const SharedRestore tight = restore_shared(d, 5, kChunk);
+	cr_assert(tight.errors.empty());
+	cr_assert_leq(tight.peak, kChunk);
+	cr_assert_geq(tight.file_bytes, (512 + 1) * kChunk);
+	for (const auto &[i, bytes] : a.contents)
+		cr_assert(tight.got.at(i) == bytes, "BO %zu restored different bytes", i);
+}
+
+Test(dedup, a_damaged_chunk_several_gpus_hold_is_refused_by_each_naming_its_users)
+{
+	Dir d;
+	replica_across_gpus(d);
+	{ // one byte of chunk 1 of BO 0, which BO 3 on the other GPU refers to
+		UniqueFd fd(::open(d.file("amdgpu-pages-5-1111.img").c_str(), O_RDWR | O_CLOEXEC));
+		uint8_t x = 0;
+		const uint64_t at = kImageHeaderSize + 1 * kChunk + 9;
+		cr_assert_eq(::pread(fd.get(), &x, 1, static_cast<off_t>(at)), 1);
+		x ^= 1;
+		cr_assert_eq(::pwrite(fd.get(), &x, 1, static_cast<off_t>(at)), 1);
+	}
+	const SharedRestore r = restore_shared(d, 5, 1 << 20);
+	cr_assert_eq(r.errors.size(), 2u, "%zu streams refused it", r.errors.size());
+	for (const auto &[gpu, m] : r.errors) {
+		cr_assert(m.find("amdgpu-pages-5-1111.img") != std::string::npos, "%s", m.c_str());
+		cr_assert(m.find(gpu == 0x1111 ? "BO 0" : "BO 3") != std::string::npos, "%s", m.c_str());
+		cr_assert(m.find("a deduplicated chunk that BO 3 at 0x7f0000400000 (gpu 0x2222) chunk 1 refers to") !=
+				  std::string::npos,
+			  "%s", m.c_str());
+	}
+}
 
 Test(dedup, a_checksum_collision_never_merges_different_bytes)
 {

@@ -3,7 +3,8 @@
 // A streamed restore (criu restore --stream) of the KFD image of one link
 // of an incremental chain: the stream holds only that checkpoint's files,
 // not its parent's, so the plugin refuses the file naming it, before it
-// opens /dev/kfd (no GPU state made). The image served comes from a
+// opens /dev/kfd (no GPU state made); so it does a deduplicated image (its
+// chunks stored in other files, which a stream gives once, in order). The image served comes from a
 // "store" directory through this program's img_streamer_open, as the
 // image streamer's pipe would; this program also exports CRIU's
 // check_and_remove_inventory_plugin (ENABLE_EXPORTS, dlsym lookups).
@@ -108,8 +109,9 @@ struct StreamedRestore {
 	}
 
 	// KFD image `id` of a process that held the fixture's GPU, with one
-	// VRAM BO, in the store; `link`: one link of a chain.
-	void write_kfd(int id, bool link) const
+	// VRAM BO, in the store; `link`: one link of a chain; `dedup`: its
+	// first chunk stored in another process's pages file.
+	void write_kfd(int id, bool link, bool dedup = false) const
 	{
 		auto topo = parse_topology(fixture("mi100"));
 		cr_assert(topo.ok());
@@ -122,6 +124,8 @@ struct StreamedRestore {
 		img.bos.push_back({0x7f0000000000, 8192, 0x1007f0000000ull, kKfdAllocVram, gpu, 0});
 		if (link)
 			img.parent = ChainParent{DumpId{}, 7};
+		if (dedup)
+			img.bos.back().dedup = ChunkRefs{4096, {{0, kfd_pages_image_name(4, gpu), 0}}};
 		UniqueFd dir(::open(store.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 		cr_assert(write_kfd_image(ImageDir::borrow(dir.get()), id, img).ok());
 	}
@@ -142,6 +146,23 @@ Test(streamed_restore, a_chain_link_is_refused_naming_it_before_any_gpu_state,
 	const std::string err = amdcr::test::captured_stderr();
 	for (const char *want : {"amdgpu-kfd-5.img: this image is one link of an incremental checkpoint",
 				 "criu --stream", "amdgpu-img flatten", "no GPU state was created"})
+		cr_expect(err.find(want) != std::string::npos, "no '%s' in: %s", want, err.c_str());
+	cr_expect(err.find("/kfd") == std::string::npos, "the refusal must come before /dev/kfd is opened: %s",
+		  err.c_str());
+}
+
+Test(streamed_restore, a_deduplicated_image_is_refused_naming_it_before_any_gpu_state,
+     .init = amdcr::test::redirect_stderr)
+{
+	StreamedRestore s;
+	s.write_kfd(5, false, true);
+	RestoreSession r(s.env());
+	cr_assert_eq(r.prepare(), 0);
+	bool retry = true;
+	cr_expect_eq(r.restore_ext_file(5, &retry), -EINVAL);
+	const std::string err = amdcr::test::captured_stderr();
+	for (const char *want : {"amdgpu-kfd-5.img: this image is deduplicated (BO 0", "KFD_DEDUP", "criu --stream",
+				 "amdgpu-img flatten", "no GPU state was created"})
 		cr_expect(err.find(want) != std::string::npos, "no '%s' in: %s", want, err.c_str());
 	cr_expect(err.find("/kfd") == std::string::npos, "the refusal must come before /dev/kfd is opened: %s",
 		  err.c_str());
