@@ -6,7 +6,8 @@
 # crashes land in build-fuzz/tests/fuzz/fuzz-artifacts/. Fix what a crash
 # shows, then add its input to tests/fuzz/corpus/<target>/ (named crash-<what>).
 #   scripts/fuzz.sh [SECONDS] [TARGET-REGEX]
-# AMDCR_DEBUG_LINES_ONLY=ON builds with line tables only (CMakeLists.txt).
+# AMDCR_DEBUG_LINES_ONLY=ON builds with line tables only (CMakeLists.txt),
+# CMAKE_UNITY_BUILD=ON as a unity build (scripts/test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-600}
@@ -14,7 +15,7 @@ only=${2:-.}
 dir=${FUZZ_BUILD_DIR:-build-fuzz}
 CC=clang CXX=clang++ cmake -S . -B "$dir" -DAMDCR_FUZZ=ON -DAMDCR_SANITIZE=ON \
 	-DAMDCR_FUZZ_SECONDS="$seconds" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	-DAMDCR_DEBUG_LINES_ONLY="${AMDCR_DEBUG_LINES_ONLY:-OFF}" >/dev/null
+	-DAMDCR_DEBUG_LINES_ONLY="${AMDCR_DEBUG_LINES_ONLY:-OFF}" -DCMAKE_UNITY_BUILD="${CMAKE_UNITY_BUILD:-OFF}" >/dev/null
 cmake --build "$dir" --target fuzz -j"$(nproc)"
 # FUZZ_BUILD_ONLY=1: the build alone (scripts/test.sh builds them while
 # other tests run).

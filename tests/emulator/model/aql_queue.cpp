@@ -121,7 +121,6 @@ namespace {
 
 using Packet = std::array<uint8_t, 64>;
 constexpr uint64_t kPacketBytes = 64;
-constexpr int kPacketsPerHold = 64;
 // Wave-instructions per slice of a dispatch (one hold of the model lock).
 constexpr uint64_t kSliceBudget = 20000;
 // A queue waiting for higher-priority ones runs one slice each this many

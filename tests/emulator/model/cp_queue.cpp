@@ -55,7 +55,6 @@ namespace {
 constexpr uint32_t kNop = 0x10, kWriteData = 0x37, kWaitRegMem = 0x3c, kIndirectBuffer = 0x3f,
 		   kEventWrite = 0x46, kEventWriteEop = 0x47, kReleaseMem = 0x49, kDmaData = 0x50,
 		   kAcquireMem = 0x58;
-constexpr int kPacketsPerHold = 64;
 constexpr int kMaxIbDepth = 2; // IB1 and IB2
 
 uint64_t addr64(const std::vector<uint32_t> &dw, size_t k) { return uint64_t{dw[k]} | (uint64_t{dw[k + 1]} << 32); }

@@ -19,8 +19,6 @@ using namespace abi::kfd;
 
 namespace {
 
-template <typename T> T &as(void *buf) { return *static_cast<T *>(buf); }
-
 uint64_t now_ns(clockid_t clk)
 {
 	timespec ts{};

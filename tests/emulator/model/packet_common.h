@@ -1,15 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
-// What the packet engines share: the SDMA user queues (user_queue.cpp) and
-// the CP compute queues and rings (cp_queue.cpp) read the same GPU clock and
-// test a polled value with the same compare functions (SDMA's POLL_REGMEM
-// and PM4's WAIT_REG_MEM both encode func 0-6 as below).
+// What the packet engines share: the SDMA user queues (user_queue.cpp), the
+// CP compute queues and rings (cp_queue.cpp) and the AQL queues
+// (aql_queue.cpp) walk the same number of packets per hold of the model
+// lock; the SDMA and CP engines read the same GPU clock and test a polled
+// value with the same compare functions (SDMA's POLL_REGMEM and PM4's
+// WAIT_REG_MEM both encode func 0-6 as below).
 #pragma once
 
 #include <cstdint>
 #include <ctime>
 
 namespace kfdemu {
+
+// Packets an engine walks per hold of the model lock: others get the lock
+// in between.
+inline constexpr int kPacketsPerHold = 64;
 
 // The GPU's timestamp counter: 100 MHz, from CLOCK_MONOTONIC_RAW.
 inline uint64_t gpu_clock()

@@ -88,8 +88,6 @@ long set_stable_pstate(const std::string &root, DrmFile &f, uint32_t ctx_id, uin
 	return 0;
 }
 
-template <typename T> T &as(void *buf) { return *static_cast<T *>(buf); }
-
 uint64_t mono_ns()
 {
 	timespec ts{};

@@ -77,8 +77,6 @@ constexpr auto kIdlePoll = std::chrono::milliseconds(1);
 // Between two steps that both have work (a dispatch's slices): long
 // enough for a thread blocked on the model lock to take it.
 constexpr auto kSliceGap = std::chrono::microseconds(10);
-// Packets walked per lock hold: others get the lock in between.
-constexpr int kPacketsPerHold = 64;
 
 // A packet's length in dwords from its header (WRITE_LINEAR: without its
 // data); 0 for a packet this engine does not have.
