@@ -60,6 +60,8 @@ namespace wire = kfdemu::wire;
 
 constexpr const char *kName = "kfdemu_adapter";
 constexpr const char *kImage = "kfdemu-adapter.img";
+// How long a dumped connection's call in progress may take to finish.
+constexpr unsigned kSettleMs = 20000;
 
 // --- logging through CRIU (criu-log.h print_on_level), else stderr --------
 
@@ -503,15 +505,13 @@ int dump_unix_sk(int fd, int id)
 	// kernel's would be restarted) and lets every call of this connection
 	// finish, so that each either has its reply queued here or was never
 	// read (then the restored thread's restarted send makes it again).
-	// (A process with /dev/kfd had this done before its checkpoint's
-	// PROCESS_INFO already: Caller::settle_process.)
 	wire::Request settle{};
 	uint64_t dev = 0, ino = 0;
 	if (real_key(fd, &dev, &ino)) {
 		settle.op = wire::Op::Settle;
 		settle.tid = int32_t(::gettid());
 		settle.a[0] = ino;
-		settle.a[1] = wire::kSettleMs;
+		settle.a[1] = kSettleMs;
 		wire::Reply rp{};
 		int err = daemon_call(settle, &rp, nullptr);
 		if (!err && rp.result < 0 && rp.result != -ENOENT)
@@ -520,7 +520,7 @@ int dump_unix_sk(int fd, int id)
 			log(CRIU_LOG_ERROR,
 			    "socket %u: a call of the dumped process is still in progress in the emulator after %u ms "
 			    "(its reply would be lost): %s",
-			    unsigned(id), unsigned(wire::kSettleMs), std::strerror(-err));
+			    unsigned(id), unsigned(kSettleMs), std::strerror(-err));
 			return err;
 		}
 	}

@@ -210,12 +210,8 @@ struct FaultRule {
 	// StallAfter: the ioctl takes its effect, then blocks until the caller
 	// has ended, as if it had been killed right after the call returned
 	// (its result never reaches the caller); after kStallLimitMs it
-	// returns its result. Delay: an ioctl (not sdma) waits `delay_ms` (at
-	// most kStallLimitMs), without the model's lock, then takes its
-	// effect as usual (`err` unused): a call a loaded machine's daemon
-	// serves late, e.g. after CRIU has frozen the thread that made it.
-	enum class Action { Fail, Hang, Stall, StallAfter, Delay } action = Action::Fail;
-	uint32_t delay_ms = 0;
+	// returns its result.
+	enum class Action { Fail, Hang, Stall, StallAfter } action = Action::Fail;
 	// Every matching call from the Nth on fails, not the Nth only (a
 	// kernel that disables an ioctl: DRM_IOCTL_GEM_CHANGE_HANDLE).
 	bool every = false;
@@ -303,20 +299,6 @@ public:
 	{
 		(void)ms;
 		return false;
-	}
-
-	// The caller, the tracer of process `tgid`, is about to checkpoint it
-	// (KFD's CRIU_OP PROCESS_INFO): every call a thread of `tgid` made
-	// before the tracer froze it finishes first, as a kernel ioctl has
-	// returned (or been interrupted, to restart) before ptrace sees its
-	// thread stopped; its blocking waits end as timed out (Op::Settle).
-	// 0, or -ETIMEDOUT when a call is still in progress after
-	// wire::kSettleMs. Called without the model's lock (it may call into
-	// the Model). Default: no calls in flight, 0 at once.
-	virtual int settle_process(pid_t tgid)
-	{
-		(void)tgid;
-		return 0;
 	}
 
 	// Whether the caller's device cgroup denies the GPU with render minor

@@ -348,7 +348,7 @@ std::string Introspection::counters()
 	}
 	const Counters &c = *m.counters_;
 	o << "},\"sdma_jobs\":" << c.sdma_jobs.load() << ",\"sdma_failed\":" << c.sdma_failed.load()
-	  << ",\"sdma_bytes\":" << c.sdma_bytes.load() << ",\"vm_faults\":" << c.vm_faults.load() << ",\"stalls\":" << c.stalls.load() << ",\"delays\":" << c.delays.load()
+	  << ",\"sdma_bytes\":" << c.sdma_bytes.load() << ",\"vm_faults\":" << c.vm_faults.load() << ",\"stalls\":" << c.stalls.load()
 	  << ",\"bo_restores\":" << c.bo_restores.load() << ",\"process_evictions\":" << c.process_evictions.load()
 	  << ",\"process_restores\":" << c.process_restores.load()
 	  << ",\"gem_gtt_fallbacks\":" << c.gem_gtt_fallbacks.load() << ",\"vram\":[";

@@ -9,13 +9,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <sstream>
-#include <thread>
 
 namespace kfdemu {
 
@@ -376,7 +374,7 @@ void ModelImpl::count(const std::string &name)
 	++ioctl_counts_[name];
 }
 
-int ModelImpl::check_fault(const std::string &name, const FaultRule **rule)
+int ModelImpl::check_fault(const std::string &name, FaultRule::Action *action)
 {
 	for (auto &r : rules_) {
 		if (r.rule.target == "sdma")
@@ -386,8 +384,8 @@ int ModelImpl::check_fault(const std::string &name, const FaultRule **rule)
 		if (!match)
 			continue;
 		if (++r.seen == r.rule.nth || (r.rule.every && r.seen > r.rule.nth)) {
-			if (rule)
-				*rule = &r.rule;
+			if (action)
+				*action = r.rule.action;
 			return -(r.rule.err ? r.rule.err : EIO);
 		}
 	}
@@ -396,19 +394,10 @@ int ModelImpl::check_fault(const std::string &name, const FaultRule **rule)
 
 int ModelImpl::ioctl_fault(Lock &lk, Caller &c, const std::string &name, bool *after)
 {
-	const FaultRule *rule = nullptr;
-	const int e = check_fault(name, &rule);
-	const auto action = rule ? rule->action : FaultRule::Action::Fail;
+	auto action = FaultRule::Action::Fail;
+	const int e = check_fault(name, &action);
 	if (action == FaultRule::Action::StallAfter) {
 		*after = true;
-		return 0;
-	}
-	if (action == FaultRule::Action::Delay) {
-		++counters_->delays;
-		const auto ms = std::chrono::milliseconds(rule->delay_ms);
-		lk.unlock();
-		std::this_thread::sleep_for(ms);
-		lk.lock();
 		return 0;
 	}
 	if (action != FaultRule::Action::Stall)
@@ -452,37 +441,9 @@ void ModelImpl::set_faults(std::vector<FaultRule> rules)
 
 // ---- ioctl chokepoint -----------------------------------------------------
 
-// The kernel's ioctl runs in the calling thread: once ptrace sees the
-// thread stopped, its call has returned or was interrupted (to restart).
-// Here a thread's call is a request the daemon serves on its own thread, so
-// a thread CRIU froze may still have one waiting there; served after
-// CHECKPOINT, its effect (a BO allocated, freed, mapped) would be missing
-// from the checkpoint while the restored thread reads its reply. Hence
-// the wait, before the pause, for every call the frozen process made.
-int ModelImpl::settle_checkpoint_target(Lock &lk, Caller &c, FileKey file, unsigned long cmd, uint64_t arg)
-{
-	if (abi::ioc_type(cmd) != 'K' || abi::ioc_nr(cmd) != abi::kfd::CRIU_OP)
-		return 0;
-	auto it = files_.find(file);
-	if (it == files_.end() || it->second.kind != FileKind::Kfd)
-		return 0;
-	const pid_t owner = it->second.kfd_owner;
-	uint32_t op = 0;
-	// The chokepoint refuses what is not a tracer's PROCESS_INFO.
-	if (owner == c.identity().tgid || !c.is_tracer_of(owner) ||
-	    c.read(arg + offsetof(abi::kfd::CriuArgs, op), &op, sizeof op) || op != abi::kfd::CRIU_PROCESS_INFO)
-		return 0;
-	lk.unlock();
-	const int e = c.settle_process(owner);
-	lk.lock();
-	return e;
-}
-
 long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t arg)
 {
 	Lock lk(mu_);
-	if (int e = settle_checkpoint_target(lk, c, file, cmd, arg))
-		return e;
 	auto it = files_.find(file);
 	if (it == files_.end()) {
 		if (backings_.count(file)) {

@@ -355,7 +355,6 @@ private:
 struct Counters {
 	std::atomic<uint64_t> sdma_jobs{0}, sdma_failed{0}, sdma_bytes{0}, vm_faults{0};
 	std::atomic<uint64_t> stalls{0}; // calls a `stall` fault has held (begun)
-	std::atomic<uint64_t> delays{0}; // calls a `delay` fault has held (begun)
 	// VRAM eviction (eviction.cpp; a GPU's own counts are in Device): BOs
 	// moved back by a KFD restore, processes whose queues an eviction
 	// stopped and later restored, GEM VRAM BOs created in GTT.
@@ -743,11 +742,6 @@ private:
 	int do_open_kfd(Caller &c, bool cloexec);
 	int do_open_render(Caller &c, uint32_t minor, bool cloexec);
 	long do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t arg);
-	// Before CRIU_OP PROCESS_INFO by the tracer of another process's
-	// /dev/kfd `file` (a checkpoint begins): that process's calls made
-	// before the freeze finish first (Caller::settle_process, `lk`
-	// released meanwhile). 0, or its -errno; 0 at once for any other call.
-	int settle_checkpoint_target(Lock &lk, Caller &c, FileKey file, unsigned long cmd, uint64_t arg);
 	int do_mmap(Caller &c, FileKey file, uint64_t offset, uint64_t len, int prot, MmapTarget *out);
 	std::string do_introspect(std::string_view query);
 
@@ -756,12 +750,11 @@ private:
 	friend struct Introspection;
 
 	// fault injection: -errno if the call must fail
-	// 0, or the -errno a fault rule gives call `name`; *rule (when not
-	// null) the matching rule (null when none matched).
-	int check_fault(const std::string &name, const FaultRule **rule = nullptr);
+	// 0, or the -errno a fault rule gives call `name`; *action (when not
+	// null) the matching rule's action (Fail when none matched).
+	int check_fault(const std::string &name, FaultRule::Action *action = nullptr);
 	// check_fault for caller `c`'s ioctl `name`, a stall carried out:
-	// `lk` released until `c` has ended (-EINTR, nothing done), and a
-	// delay: `lk` released for its time (0, the call goes on). A
+	// `lk` released until `c` has ended (-EINTR, nothing done). A
 	// StallAfter rule sets *after and returns 0: the caller makes the
 	// call, then stall_after().
 	int ioctl_fault(Lock &lk, Caller &c, const std::string &name, bool *after);

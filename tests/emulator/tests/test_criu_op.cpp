@@ -14,11 +14,6 @@
 //   the image, writes the contents through the returned dma-bufs; the master
 //   RESUMEs it by pid; contents, VAs, gpu-id translation and queue states
 //   are checked as the kernel would have them.
-// late call (under kfd-emu A): a child's ALLOC_MEMORY_OF_GPU is still being
-//   served (a `delay` fault: a loaded daemon) when the parent freezes the
-//   child as CRIU does; PROCESS_INFO counts its BO, since a call made
-//   before the freeze finishes first, as the kernel's ioctl has returned
-//   before ptrace sees its thread stopped.
 //
 // Usage: test_criu_op dump MACHINE-ARGS -- RESTORE-MACHINE-ARGS
 //        test_criu_op restore IMAGE RESTORE-MACHINE-ARGS (run by dump)
@@ -370,79 +365,6 @@ bool dump(const MachineDesc &m, const std::string &image_path, Image *img, pid_t
 	return true;
 }
 
-// --- a call in progress at the freeze ----------------------------------------------
-
-// How long the daemon holds the child's ALLOC: far longer than the parent
-// takes from seeing it held to PROCESS_INFO, so without the settle the
-// checkpoint would come first.
-constexpr unsigned kLateCallMs = 1500;
-
-// `ctl counters`' "delays": calls a `delay` fault has held.
-long long delays()
-{
-	return json_number(introspect("counters"), "delays");
-}
-
-void late_call(const MachineDesc &m)
-{
-	const NodeDesc *gpu = gpu_nodes(m).at(0);
-	int ready[2];
-	if (!CHECK(::pipe2(ready, O_CLOEXEC) == 0))
-		return;
-	const long long before = delays();
-	CHECK_EQ(set_faults("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU:delay=" + std::to_string(kLateCallMs)), 0);
-	const pid_t child = ::fork();
-	if (child == 0) {
-		const int kfd = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
-		const int rfd = ::open(("/dev/dri/renderD" + std::to_string(gpu->drm_render_minor)).c_str(),
-				       O_RDWR | O_CLOEXEC);
-		kfd_ioctl_acquire_vm_args vm{};
-		vm.drm_fd = uint32_t(rfd);
-		vm.gpu_id = gpu->gpu_id;
-		int fd = kfd >= 0 && rfd >= 0 && kioctl(kfd, AMDKFD_IOC_ACQUIRE_VM, &vm) == 0 ? kfd : -1;
-		if (::write(ready[1], &fd, sizeof fd) != sizeof fd || fd < 0)
-			::_exit(3);
-		kfd_ioctl_alloc_memory_of_gpu_args a{};
-		a.va_addr = gpu_va(0, 1);
-		a.size = kGttSize;
-		a.gpu_id = gpu->gpu_id;
-		a.flags = KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE;
-		::_exit(kioctl(kfd, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &a) == 0 ? 0 : 4);
-	}
-	::close(ready[1]);
-	int child_kfd = -1;
-	CHECK(::read(ready[0], &child_kfd, sizeof child_kfd) == sizeof child_kfd && child_kfd >= 0);
-	::close(ready[0]);
-	bool held = false;
-	for (int i = 0; i < 500 && !held && child_kfd >= 0; i++) {
-		held = delays() == before + 1;
-		if (!held)
-			::usleep(2000);
-	}
-	CHECK(held);
-	int pidfd = int(::syscall(SYS_pidfd_open, child, 0));
-	int kfd = int(::syscall(SYS_pidfd_getfd, pidfd, child_kfd, 0));
-	::close(pidfd);
-	CHECK_EQ(::ptrace(PTRACE_SEIZE, child, nullptr, nullptr), 0L);
-	CHECK_EQ(::ptrace(PTRACE_INTERRUPT, child, nullptr, nullptr), 0L);
-	int status = 0;
-	CHECK_EQ(::waitpid(child, &status, __WALL), child);	// frozen in its call
-	kfd_ioctl_criu_args args{};
-	args.op = KFD_CRIU_OP_PROCESS_INFO;
-	if (CHECK(kfd >= 0) && CHECK_EQ(kioctl(kfd, AMDKFD_IOC_CRIU_OP, &args), 0)) {
-		CHECK_EQ(args.num_bos, 1u);	// 0: the checkpoint came before the call's effect
-		args = {};
-		args.op = KFD_CRIU_OP_UNPAUSE;
-		CHECK_EQ(kioctl(kfd, AMDKFD_IOC_CRIU_OP, &args), 0);
-	}
-	CHECK_EQ(::ptrace(PTRACE_DETACH, child, nullptr, nullptr), 0L);
-	CHECK_EQ(::waitpid(child, &status, 0), child);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);	// its ALLOC succeeded
-	if (kfd >= 0)
-		::close(kfd);
-	CHECK_EQ(set_faults(""), 0);
-}
-
 // --- restore --------------------------------------------------------------------
 
 struct RestoreResult {
@@ -612,7 +534,6 @@ int main(int argc, char **argv)
 		::kill(child, SIGKILL);
 		::waitpid(child, nullptr, __WALL);
 	}
-	run("late call: an ALLOC still served when the child is frozen is in PROCESS_INFO", [&] { late_call(m); });
 	if (dumped) {
 		run("restore under a second kfd-emu", [&] {
 			// The nested launcher strips our shim from its own environment.

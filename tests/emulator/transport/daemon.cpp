@@ -312,15 +312,6 @@ public:
 		::close(pidfd);
 		return r > 0;
 	}
-	int settle_process(pid_t tgid) override
-	{
-		const int r = d_.settle_process(tgid);
-		if (r)
-			std::fprintf(stderr,
-				     "kfd-emu: a checkpoint of process %d: a call of it is still in progress after %llu ms\n",
-				     int(tgid), static_cast<unsigned long long>(wire::kSettleMs));
-		return r;
-	}
 	bool process_exists(pid_t pid) override
 	{
 		if (pid <= 0)
@@ -825,35 +816,23 @@ std::string path_of(const FileInfo &fi)
 
 int64_t Daemon::settle(uint32_t client_ino, uint64_t timeout_ms)
 {
-	return settle_where(client_ino, 0, timeout_ms);
-}
-
-int Daemon::settle_process(pid_t tgid)
-{
-	const int64_t r = settle_where(0, tgid, wire::kSettleMs);
-	return r == -ENOENT ? 0 : int(r); // no connection: nothing in progress
-}
-
-int64_t Daemon::settle_where(uint32_t client_ino, pid_t of_tgid, uint64_t timeout_ms)
-{
 	const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
 	std::unique_lock lk(conns_mu_);
 	bool seen = false; // a connection that closed since has settled too
 	for (;;) {
-		// The connections, and (by inode) any whose first request is
-		// still unread (its client inode not known yet): it may be the
-		// one.
+		// The connection, and any whose first request is still unread
+		// (its client inode not known yet): it may be the one.
 		bool found = false, idle = true;
 		pid_t tgid = 0;
 		for (auto &[fd, c] : conns_) {
 			int unread = 0;
 			if (::ioctl(fd, FIONREAD, &unread))
 				unread = 0;
-			if (client_ino ? c.client_ino == client_ino : c.tgid == of_tgid) {
+			if (c.client_ino == client_ino) {
 				found = true;
 				tgid = c.tgid;
 				idle = idle && !c.busy && unread == 0;
-			} else if (client_ino && c.client_ino == 0 && unread > 0) {
+			} else if (c.client_ino == 0 && unread > 0) {
 				idle = false;
 			}
 		}

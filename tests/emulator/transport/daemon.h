@@ -140,16 +140,6 @@ private:
 	// timeout_ms) or -ENOENT (no connection has, or had during the
 	// call, that client inode).
 	int64_t settle(uint32_t client_ino, uint64_t timeout_ms);
-	// Caller::settle_process: every connection of process `tgid` idle
-	// (0), or -ETIMEDOUT after wire::kSettleMs.
-	int settle_process(pid_t tgid);
-	// What both wait for: the connections of client inode `client_ino`
-	// (then also any whose client inode is not known yet but has a
-	// request unread: it may be the one), or else of process `tgid`, have
-	// no call in progress and no request unread; meanwhile the blocking
-	// waits of their process end. 0, -ETIMEDOUT, or -ENOENT when no such
-	// connection was seen.
-	int64_t settle_where(uint32_t client_ino, pid_t tgid, uint64_t timeout_ms);
 	void watch_loop();
 	void track_process(pid_t tgid);
 	// Drops a process's pidfd and records (mu_ held); the caller tells

@@ -65,14 +65,6 @@ std::optional<std::vector<FaultRule>> parse_faults(std::string_view spec, std::s
 					return std::nullopt;
 				}
 				r.err = int(v);
-			} else if (tok.starts_with("delay=")) {
-				if (!to_uint(tok.substr(6), &v) || v == 0 || v > unsigned(FaultRule::kStallLimitMs)) {
-					*error = "bad delay in '" + std::string(tok) + "' (1.." +
-						 std::to_string(FaultRule::kStallLimitMs) + " ms)";
-					return std::nullopt;
-				}
-				r.action = FaultRule::Action::Delay;
-				r.delay_ms = v;
 			} else if (tok == "hang") {
 				r.action = FaultRule::Action::Hang;
 			} else if (tok == "stall-after") {

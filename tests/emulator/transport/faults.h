@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
 // Fault specifications, as given to --fault, KFDEMU_FAULTS and
-// `kfd-emu ctl faults`:
-//   TARGET[:nth=N][:every][:errno=NAME|NUMBER][:hang|:stall|:stall-after|:delay=MS]
+// `kfd-emu ctl faults`:  TARGET[:nth=N][:every][:errno=NAME|NUMBER][:hang|:stall|:stall-after]
 // several separated by ',' or ';'. TARGET may itself contain ':'
 // ("CRIU_OP:CHECKPOINT"). Examples:
 //   AMDKFD_IOC_CRIU_OP:nth=1:errno=EIO
@@ -10,7 +9,6 @@
 //   sdma:nth=2:hang
 //   CRIU_OP:UNPAUSE:stall
 //   CRIU_OP:PROCESS_INFO:stall-after
-//   AMDKFD_IOC_ALLOC_MEMORY_OF_GPU:delay=1500
 #pragma once
 
 #include "../model/interface.h"

@@ -64,10 +64,6 @@ struct Request {
 };
 inline constexpr uint32_t kReqFreshImage = 1;
 
-// How long a settle (Op::Settle, and the daemon's own before a checkpoint's
-// PROCESS_INFO) waits for a dumped process's calls in progress to finish.
-inline constexpr uint64_t kSettleMs = 20000;
-
 // Result for calls on a file the daemon does not know: the shim falls back
 // to the real function.
 inline constexpr int64_t kNotEmulated = INT64_MIN;
