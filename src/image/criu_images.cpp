@@ -498,6 +498,17 @@ Result<std::optional<std::map<uint32_t, uint32_t>>> read_ext_file_restorers(cons
 	return std::optional<Restorers>(std::move(out));
 }
 
+Status check_kfd_file_restorer(const std::map<uint32_t, uint32_t> &restorers, uint32_t id, uint32_t pid)
+{
+	auto it = restorers.find(id);
+	if (it == restorers.end() || it->second == pid)
+		return ok_status();
+	return make_error(EINVAL,
+			  "dumped from pid %u, but CRIU restores the file in task %u (the lowest pid of the tasks "
+			  "holding it, ids-*.img and fdinfo-*.img): the image comes from another task or checkpoint",
+			  pid, it->second);
+}
+
 bool is_bound_criu_image(const std::string &name)
 {
 	return name == "inventory.img" || name == "pstree.img" || name == "files.img" ||

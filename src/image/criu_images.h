@@ -114,6 +114,13 @@ Result<std::vector<CriuRenderMapping>> read_render_mappings(const ImageDir &dir,
 Result<std::optional<std::map<uint32_t, uint32_t>>> read_ext_file_restorers(const ImageDir &dir,
 									    const CriuIdSet &pids);
 
+// KFD file `id`, dumped from task `pid`, must be restored in that task (its
+// KFD state goes to the process that calls RESTORE): an Error naming both
+// when `restorers` (read_ext_file_restorers) give the file to another task,
+// which means the image comes from another task or checkpoint. The restore
+// checks this before any GPU state exists, verify offline.
+Status check_kfd_file_restorer(const std::map<uint32_t, uint32_t> &restorers, uint32_t id, uint32_t pid);
+
 // "/dev/dri/renderD<N>" (a path whose last part is renderD and a number)
 // -> N; 0 when the path is not a render node's.
 uint32_t render_minor_of_path(std::string_view path);

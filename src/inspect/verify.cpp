@@ -131,10 +131,11 @@ private:
 		}
 	}
 
-	// As the restore (at RESTORE_EXT_FILE, in the task CRIU restores the
-	// file in): KFD file `id` dumped from `pid` must be restored in that
-	// task, the one CRIU's fd tables name (read_ext_file_restorers). Where
-	// CRIU's images cannot tell, a warning says the check is not made.
+	// As the restore (at its start, and again at RESTORE_EXT_FILE in the
+	// task CRIU restores the file in): KFD file `id` dumped from `pid` must
+	// be restored in that task, the one CRIU's fd tables name
+	// (read_ext_file_restorers). Where CRIU's images cannot tell, a warning
+	// says the check is not made.
 	Status restored_in_its_task(int id, uint32_t pid)
 	{
 		if (!ck_.criu || ck_.dir.streaming())
@@ -152,14 +153,7 @@ private:
 		const auto &known = *restorers_;
 		if (!known)
 			return ok_status();
-		auto it = known->find(static_cast<uint32_t>(id));
-		if (it == known->end() || it->second == pid)
-			return ok_status();
-		return make_error(EINVAL,
-				  "dumped from pid %u, but CRIU restores the file in task %u (the lowest pid of the "
-				  "tasks holding it, ids-*.img and fdinfo-*.img): the image comes from another task "
-				  "or checkpoint",
-				  pid, it->second);
+		return check_kfd_file_restorer(*known, static_cast<uint32_t>(id), pid);
 	}
 
 	void kfd(const Loaded<KfdImage> &l)

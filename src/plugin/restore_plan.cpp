@@ -252,6 +252,20 @@ Status RestorePlan::check_restorable(const ImageDir &images, const std::optional
 		return st;
 	log_debug("%zu render node mappings of the checkpoint's tasks (their mm images), each given back by a "
 		  "GPU image", mappings->size());
+	// The task each KFD file's state goes to, by CRIU's fd tables: an
+	// image of another task (a tree's images renamed or edited) is refused
+	// here, before the first task's GPU state exists; RESTORE_EXT_FILE
+	// checks it again in the task, where CRIU's tables cannot tell.
+	auto restorers = read_ext_file_restorers(images, criu->pids);
+	if (!restorers)
+		return std::move(restorers).error();
+	if (!*restorers) {
+		log_debug("a task's ids or fdinfo image is missing: each KFD file's task is checked in the task");
+		return ok_status();
+	}
+	for (const auto &[id, img] : kfd_images_)
+		if (auto st = check_kfd_file_restorer(**restorers, static_cast<uint32_t>(id), img.pid); !st)
+			return std::move(st).error().context(kfd_image_name(id));
 	return ok_status();
 }
 

@@ -55,10 +55,9 @@ dumped once (tree_cases), and
     task's file id: refused naming an image (its dump binding names the
     file it was dumped for);
   - the pid edit with the seal made again (libxxhash's XXH3-64 through
-    ctypes): the restore fails in the task CRIU restores the file in
-    (RESTORE_EXT_FILE, after other tasks' GPU state exists: "failed", no
-    process left), naming the image, and verify finds it from CRIU's
-    ids-*.img and fdinfo-*.img (the task holding the file).
+    ctypes): refused before any GPU state, naming the image: the restore,
+    like verify, finds from CRIU's ids-*.img and fdinfo-*.img the task
+    CRIU restores the file in (the task holding it).
 Not run: the swap with the bindings' file ids and the pages files'
 seals made again too (by the code, it then reaches the task check of the
 resealed pid edit, in verify and in the restore). 19 restores: about 10-22 s in
@@ -79,9 +78,10 @@ dumped by upstream's plugin (images without seal, dump identity or
 manifest): unchanged, verify exit 0 (our restore of it:
 emu_realcriu_*_interop_upstream_dump_tree_2xMI210); the child's KFD
 image's pid edited to the parent's, and the two tasks' KFD files each
-under the other's id: nothing in the images tells, the restore fails in
-the task CRIU restores the file in ("failed", naming the image) and
-verify finds it from CRIU's ids and fdinfo images. An earlier
+under the other's id: nothing in the GPU images tells; the restore
+refuses before any GPU state and verify reports a problem, both naming
+the image, from CRIU's ids and fdinfo images (the task CRIU restores the
+file in). An earlier
 checkpoint's upstream images are not told apart (no identity: man page,
 INTEGRITY). About 4-8 s.
 
@@ -437,22 +437,22 @@ def tree_cases(args, criu):
             cases = [("a tree's child KFD image with the parent's pid", {"edit": (mine, edit_kfd_pid(parent))},
                       "refused"),
                      ("a tree's KFD files each under the other task's id", {"rename": swap}, "refused"),
-                     # Sealed again: only the task CRIU restores the file
-                     # in can tell (RESTORE_EXT_FILE, after other tasks'
-                     # GPU state exists: "failed"), and verify from CRIU's
-                     # ids and fdinfo images.
+                     # Sealed again: only CRIU's ids and fdinfo images
+                     # tell (the task CRIU restores the file in), which
+                     # the restore reads before any GPU state, as verify.
                      ("a tree's child KFD image with the parent's pid, sealed again",
-                      {"edit": (mine, resealed(edit_kfd_pid(parent)))}, "failed")]
+                      {"edit": (mine, resealed(edit_kfd_pid(parent)))}, "refused")]
         else:
             v = subprocess.run([args.amdgpu_img, "verify", ckpt], capture_output=True, text=True, errors="replace")
             expect(v.returncode == 0, f"upstream's tree checkpoint unchanged: verify says {v.stdout}")
             log("upstream's tree checkpoint unchanged: verify exit 0 (restored by "
                 "emu_realcriu_*_interop_upstream_dump_tree_2xMI210)")
-            # No seal, no binding: only the task CRIU restores the file in
-            # can tell, and verify from CRIU's ids and fdinfo images.
+            # No seal, no binding: only CRIU's ids and fdinfo images tell,
+            # read by the restore before any GPU state, as by verify.
             cases = [("upstream's tree: the child's KFD image with the parent's pid",
-                      {"edit": (mine, edit_kfd_pid(parent))}, "failed"),
-                     ("upstream's tree: the KFD files each under the other task's id", {"rename": swap}, "failed")]
+                      {"edit": (mine, edit_kfd_pid(parent))}, "refused"),
+                     ("upstream's tree: the KFD files each under the other task's id", {"rename": swap},
+                      "refused")]
         for what, change, outcome in cases:
             parity_case(run, ckpt, ckpt, what, change, outcome, parent, None, remaps)
     finally:
