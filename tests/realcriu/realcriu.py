@@ -10,6 +10,7 @@ can be another):
   require_criu(args)               the CRIU a harness runs (--criu, or the one
                                    listed for --criu-version), usable, in a
                                    build without sanitizers
+  private_criu_run(args, criu)     a /run of the harness's own, for kdat_cache
   kdat_cache(criu, dir)            CRIU's kernel-feature cache, kept per boot
   make_libdir(dir, plugins)        a plugin directory CRIU loads in our order
   Criu(...).dump(pid) / .restore() criu dump / restore -v4 with a plugin dir
@@ -113,14 +114,16 @@ def require_usable(criu):
         raise NotRun(f"`{criu} check` fails on this machine: {' | '.join(tail)}")
 
 
-def require_criu(args, own_run=False):
+def require_criu(args, own_run=False, check=True):
     """The CRIU binary a harness runs: args.criu, or the one listed for
     args.criu_version in args.criu_list; NOT RUN in a sanitizer build
     (args.sanitized, the build's AMDCR_SANITIZE) and unless CRIU is usable
     here (require_usable). `own_run`: first the harness (one thread yet)
     gets a mount namespace of its own with its own /dev/shm and /run
     (harness.private_dev_shm, private_run), in which its CRIU runs share
-    a kernel-feature cache (kdat_cache) beside args.criu_list."""
+    a kernel-feature cache (kdat_cache) beside args.criu_list. `check`
+    False: the harness runs `criu check` (require_usable) later itself, in
+    the namespace it is about to make."""
     if args.sanitized.upper() not in ("", "OFF", "0", "FALSE", "NO"):
         raise NotRun(f"sanitizer build ({args.sanitized}): CRIU cannot load a sanitized plugin")
     criu = args.criu or find_criu(args.criu_list, args.criu_version)
@@ -128,13 +131,25 @@ def require_criu(args, own_run=False):
     if own_run:
         require_root()
         harness.private_dev_shm()
-        harness.private_run()
-        if args.criu_list:
-            keep = kdat_cache(criu, os.path.join(os.path.dirname(args.criu_list), "kdat"))
+        keep = private_criu_run(args, criu)
+    if not check:
+        require_root()
+        return criu
     require_usable(criu)
     if keep:
         keep()
     return criu
+
+
+def private_criu_run(args, criu):
+    """In the harness's own mount namespace: a /run of its own
+    (harness.private_run), in which the runs of `criu` share a
+    kernel-feature cache beside args.criu_list (kdat_cache). Returns
+    kdat_cache's answer: what to call after the first CRIU run, or None."""
+    harness.private_run()
+    if not args.criu_list:
+        return None
+    return kdat_cache(criu, os.path.join(os.path.dirname(args.criu_list), "kdat"))
 
 
 def kdat_cache(criu, cache_dir):
