@@ -29,16 +29,25 @@ using guardian::Wire;
 
 namespace {
 
-// The guardian's first message: its pid (2 s at most).
+// How long the plugin waits for a live guardian's first message. A
+// guardian that ends before sending it ends the wait at once (the channel
+// hangs up: it holds the channel's last other end), so the bound only
+// meets a guardian still starting: on a CI run at load 25 the fork and
+// the middle process's end took 3.3 s, and no message came in the 2 s
+// this bound then was, so that dump went on unguarded, which is worse
+// than a dump that waits longer.
+constexpr int kStartTimeoutMs = 30000;
+
+// The guardian's first message: its pid (kStartTimeoutMs at most).
 Result<pid_t> receive_started(int chan)
 {
 	pollfd p{chan, POLLIN, 0};
 	int r;
 	do {
-		r = ::poll(&p, 1, 2000);
+		r = ::poll(&p, 1, kStartTimeoutMs);
 	} while (r < 0 && errno == EINTR);
 	if (r <= 0)
-		return make_error(ETIMEDOUT, "guardian: did not start within 2 s");
+		return make_error(ETIMEDOUT, "guardian: did not start within %d s", kStartTimeoutMs / 1000);
 	Wire w;
 	const ssize_t n = ::recv(chan, &w, sizeof(w), MSG_DONTWAIT);
 	if (n != static_cast<ssize_t>(sizeof(w)) || w.kind != static_cast<uint32_t>(Kind::Started) || w.pid <= 0)

@@ -21,6 +21,8 @@ needs is absent, and the reason is printed; never counted as a pass).
   conclude(body, work, ..)  ok = body() (NOT RUN inside it too), a cleanup
                             whatever happened, then finish
   become_subreaper()        restored and orphaned tasks become our children
+  private_dev_shm(), private_run()
+                            a /dev/shm, a /run of the test's own
 
 Import it with tests/common on sys.path:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
@@ -157,6 +159,42 @@ def private_dev_shm():
     call("unshare(CLONE_NEWNS)", libc.unshare(CLONE_NEWNS))
     call("mount --make-rprivate /", libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None))
     call("mount tmpfs /dev/shm", libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", 0, b"mode=1777"))
+
+
+def private_run():
+    """This process (and what it starts) gets a /run of its own, in the
+    private mount namespace of private_dev_shm() (call it after): a tmpfs,
+    with every entry of the host's /run bound into it (directories with
+    what is mounted below them), so that what is there stays reachable,
+    and what is created at its top (CRIU's criu.kdat) stays the test's.
+    CRIU keeps its kernel-feature cache /run/criu.kdat only on a tmpfs
+    (criu/kerndat.c kerndat_save_cache); where the host's /run is not one,
+    every CRIU run probes the kernel again (realcriu.kdat_cache). The
+    host's criu.kdat files are left out: the test's cache is its own."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    MS_BIND, MS_REC = 0x1000, 0x4000
+
+    def call(what, ret):
+        if ret != 0:
+            raise Failed(f"{what}: {os.strerror(ctypes.get_errno())}")
+    host = os.open("/run", os.O_PATH | os.O_DIRECTORY)
+    try:
+        call("mount tmpfs /run", libc.mount(b"tmpfs", b"/run", b"tmpfs", 0, b"mode=755"))
+        for name in os.listdir(f"/proc/self/fd/{host}"):
+            if name.startswith("criu.kdat"):
+                continue
+            src, dst = f"/proc/self/fd/{host}/{name}", f"/run/{name}"
+            if os.path.islink(src):
+                os.symlink(os.readlink(src), dst)
+                continue
+            if os.path.isdir(src):
+                os.mkdir(dst)
+            else:
+                open(dst, "w").close()
+            call(f"mount --rbind {name} into the private /run",
+                 libc.mount(src.encode(), dst.encode(), None, MS_BIND | MS_REC, None))
+    finally:
+        os.close(host)
 
 
 def machine_root(prefix):

@@ -885,17 +885,27 @@ def podman_cleanup(work):
 
 def require_host(args, tools, script=None):
     """What every container test needs, or exit 77 (NOT RUN and why): the
-    CRIU of args.criu / args.criu_version usable (as root) in a build
-    without sanitizers (realcriu.require_criu), each (command, Debian
+    CRIU of args.criu / args.criu_version in a build without sanitizers
+    (realcriu.require_criu) and usable (as root), each (command, Debian
     package) of `tools` installed and answering --version, busybox-static,
     a private mount namespace. Then, once, re-executes `script` (this file
     by default) in that namespace (`unshare -m`): the engine's mounts, and
     anything a failure leaves mounted, end with the test. Returns the CRIU
-    binary."""
+    binary. `criu check` runs in that namespace, with a /run of its own,
+    where the CRIU that runc runs shares its kernel-feature cache
+    (realcriu.private_criu_run)."""
     sys.path.insert(0, args.realcriu_lib)
     import realcriu
+    if args.private_ns:
+        with harness.not_run():
+            criu = args.criu or realcriu.find_criu(args.criu_list, args.criu_version)
+            keep = realcriu.private_criu_run(args, criu)
+            realcriu.require_usable(criu)
+            if keep:
+                keep()
+        return criu
     with harness.not_run():
-        criu = realcriu.require_criu(args)
+        criu = realcriu.require_criu(args, check=False)
         for tool, pkg in tools + [("busybox", "busybox-static")]:
             if not shutil.which(tool):
                 raise NotRun(f"{tool} is not installed (Debian {pkg}; scripts/install-deps.sh installs it)")
@@ -903,13 +913,11 @@ def require_host(args, tools, script=None):
             r = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=60)
             if r.returncode != 0:
                 raise NotRun(f"{tool} --version does not run: {(r.stderr or r.stdout).strip()[-300:]}")
-        if not args.private_ns:
-            r = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
-            if r.returncode != 0:
-                raise NotRun(f"unshare -m is not permitted here: {r.stderr.decode().strip()}")
-    if not args.private_ns:
-        os.execvp("unshare", ["unshare", "-m", "--propagation", "private"] +
-                  harness.self_command(script or __file__, "--private-ns"))
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
+        if r.returncode != 0:
+            raise NotRun(f"unshare -m is not permitted here: {r.stderr.decode().strip()}")
+    os.execvp("unshare", ["unshare", "-m", "--propagation", "private"] +
+              harness.self_command(script or __file__, "--private-ns"))
     return criu
 
 

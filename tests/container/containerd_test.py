@@ -106,8 +106,18 @@ def private_mounts(work):
     --device` takes a host path and gives the container the node at the
     same path, so /dev/kfd and /dev/dri/renderD<m> must be there; this
     /dev has the usual nodes, a devpts, a /dev/shm and those, which no
-    other process of the machine sees."""
+    other process of the machine sees. CRIU's kernel-feature cache in the
+    /run it covers (container_test.require_host) is carried over."""
+    import realcriu  # on sys.path since require_host
+    kdat = None
+    if os.path.exists(realcriu.KDAT):
+        with open(realcriu.KDAT, "rb") as f:
+            kdat = f.read()
     mount("tmpfs", "/run", "mode=755")
+    if kdat is not None:
+        fd = os.open(realcriu.KDAT, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(kdat)
     for d in ("etc-upper", "etc-work"):
         os.makedirs(os.path.join(work, d))
     mount("overlay", "/etc", f"lowerdir=/etc,upperdir={work}/etc-upper,workdir={work}/etc-work")

@@ -10,6 +10,8 @@ can be another):
   require_criu(args)               the CRIU a harness runs (--criu, or the one
                                    listed for --criu-version), usable, in a
                                    build without sanitizers
+  private_criu_run(args, criu)     a /run of the harness's own, for kdat_cache
+  kdat_cache(criu, dir)            CRIU's kernel-feature cache, kept per boot
   make_libdir(dir, plugins)        a plugin directory CRIU loads in our order
   Criu(...).dump(pid) / .restore() criu dump / restore -v4 with a plugin dir
   plugin_lines(log)                CRIU's 'Plugin "X" (version V hooks N)'
@@ -33,6 +35,7 @@ restored task's lines carry "<pid>: ". Messages that a plugin prints through
 print_on_level() carry no level in the log, hence the level tap
 (log_tap.c).
 """
+import hashlib
 import os
 import re
 import shutil
@@ -42,7 +45,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import harness  # noqa: E402
 from harness import Failed, NotRun  # noqa: E402
+
+# CRIU's kernel-feature cache (criu/kerndat.c: KDAT_RUNDIR "/" KERNDAT_CACHE_NAME)
+KDAT = "/run/criu.kdat"
 
 STAGE_DUMP = 0
 STAGE_RESTORE = 2
@@ -93,26 +100,90 @@ def criu_hook_count(criu):
     raise Failed(f"{criu} exports no cr_plugin_ctl: not a CRIU 4.x binary?")
 
 
-def require_usable(criu):
-    """NOT RUN unless we are root and `criu check` passes on this kernel."""
+def require_root():
     if os.geteuid() != 0:
         raise NotRun("CRIU dumps and restores only as root")
+
+
+def require_usable(criu):
+    """NOT RUN unless we are root and `criu check` passes on this kernel."""
+    require_root()
     r = subprocess.run([criu, "check"], capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         tail = (r.stdout + r.stderr).strip().splitlines()[-3:]
         raise NotRun(f"`{criu} check` fails on this machine: {' | '.join(tail)}")
 
 
-def require_criu(args):
+def require_criu(args, own_run=False, check=True):
     """The CRIU binary a harness runs: args.criu, or the one listed for
     args.criu_version in args.criu_list; NOT RUN in a sanitizer build
     (args.sanitized, the build's AMDCR_SANITIZE) and unless CRIU is usable
-    here (require_usable)."""
+    here (require_usable). `own_run`: first the harness (one thread yet)
+    gets a mount namespace of its own with its own /dev/shm and /run
+    (harness.private_dev_shm, private_run), in which its CRIU runs share
+    a kernel-feature cache (kdat_cache) beside args.criu_list. `check`
+    False: the harness runs `criu check` (require_usable) later itself, in
+    the namespace it is about to make."""
     if args.sanitized.upper() not in ("", "OFF", "0", "FALSE", "NO"):
         raise NotRun(f"sanitizer build ({args.sanitized}): CRIU cannot load a sanitized plugin")
     criu = args.criu or find_criu(args.criu_list, args.criu_version)
+    keep = None
+    if own_run:
+        require_root()
+        harness.private_dev_shm()
+        keep = private_criu_run(args, criu)
+    if not check:
+        require_root()
+        return criu
     require_usable(criu)
+    if keep:
+        keep()
     return criu
+
+
+def private_criu_run(args, criu):
+    """In the harness's own mount namespace: a /run of its own
+    (harness.private_run), in which the runs of `criu` share a
+    kernel-feature cache beside args.criu_list (kdat_cache). Returns
+    kdat_cache's answer: what to call after the first CRIU run, or None."""
+    harness.private_run()
+    if not args.criu_list:
+        return None
+    return kdat_cache(criu, os.path.join(os.path.dirname(args.criu_list), "kdat"))
+
+
+def kdat_cache(criu, cache_dir):
+    """CRIU's kernel-feature cache for this test's runs of `criu`: CRIU
+    probes the kernel at every start (0.2 s quiet; tens of seconds were
+    seen on a loaded machine, creating a network namespace and a veth)
+    unless it finds /run/criu.kdat, which it writes only on a tmpfs; the
+    test's /run is one (harness.private_run). The first test of a boot
+    keeps the file its `criu check` wrote in `cache_dir`, and later tests
+    start from a copy. CRIU checks only the file's size and magic numbers
+    (criu/kerndat.c kerndat_try_load_cache) and, like CRIU with its /run,
+    trusts the rest until the next boot; so the copy is named by the boot
+    (its boot_id) and the binary (path, inode, size, modification time),
+    and no other boot or binary ever reads it. Copies the file in, if there
+    is one; returns what to call after the first CRIU run: keeping the file
+    it wrote, when there was none, or None."""
+    st = os.stat(criu)
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot = f.read().strip()
+    ident = f"{boot}\0{os.path.realpath(criu)}\0{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+    cached = os.path.join(cache_dir, f"criu.kdat.{hashlib.sha256(ident.encode()).hexdigest()[:24]}")
+    if os.path.exists(cached):
+        shutil.copyfile(cached, KDAT)
+        os.chmod(KDAT, 0o600)
+        return None
+
+    def keep():
+        if not os.path.exists(KDAT):
+            return
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp = f"{cached}.{os.getpid()}"
+        shutil.copyfile(KDAT, tmp)
+        os.replace(tmp, cached)
+    return keep
 
 
 # --------------------------------------------------------------------------

@@ -293,8 +293,7 @@ def main():
     sys.path.insert(0, args.realcriu_lib)
     import realcriu
     with harness.not_run():
-        criu = realcriu.require_criu(args)
-    harness.private_dev_shm()
+        criu = realcriu.require_criu(args, own_run=True)
     work = harness.work_dir("kfdemu-hostile.")
     log(f"CRIU {criu}, machine {args.machine}, scenario {args.scenario}, work {work}")
     me = harness.self_command(__file__, "--criu", criu, "--work", work)

@@ -2705,7 +2705,7 @@ def main():
     import realcriu
     plan = None
     with harness.not_run():
-        criu = realcriu.require_criu(args)
+        criu = realcriu.require_criu(args, own_run=True)
         if sc.second:
             plan = sc.second(args.machine)
             if plan is None:
@@ -2713,7 +2713,6 @@ def main():
         if args.interop:
             check_interop(args, sc)
 
-    harness.private_dev_shm()
     work = harness.work_dir("kfdemu-realcriu.")
     log(f"CRIU {criu}, machine {args.machine}, scenario {args.scenario}, work {work}")
     faults = [a for f in args.emu_fault for a in ("--fault", f)]

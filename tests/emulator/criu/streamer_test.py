@@ -677,11 +677,10 @@ def main():
     sys.path.insert(0, args.realcriu_lib)
     import realcriu
     with harness.not_run():
-        criu = realcriu.require_criu(args)
+        criu = realcriu.require_criu(args, own_run=True)
         args.streamer_bin = find_streamer(args)
         if os.geteuid() != 0:
             raise harness.NotRun("not root (network namespaces, CRIU)")
-    harness.private_dev_shm()
     work = harness.work_dir("kfdemu-stream.")
     log(f"CRIU {criu}, streamer {args.streamer_bin}, machine {args.machine}, scenario {args.scenario}, work {work}")
     with harness.not_run():

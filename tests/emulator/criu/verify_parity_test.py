@@ -563,10 +563,9 @@ def main():
     sys.path.insert(0, args.realcriu_lib)
     import realcriu
     with harness.not_run():
-        criu = realcriu.require_criu(args)
+        criu = realcriu.require_criu(args, own_run=True)
         if args.interop:
             args.upstream_so = rt.upstream_plugin(args.upstream_list, args.criu_version)
-    harness.private_dev_shm()
     work = harness.work_dir("kfdemu-parity.")
     log(f"CRIU {criu}, machine {args.machine}, scenario {args.scenario}, work {work}")
     me = harness.self_command(__file__, "--criu", criu, "--work", work)
