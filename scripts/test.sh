@@ -26,7 +26,13 @@ dir=build
 # takes both from the environment.
 export AMDCR_DEBUG_LINES_ONLY=ON CMAKE_UNITY_BUILD=ON
 step "building in $dir"
-cmake -S . -B "$dir" -DAMDCR_SANITIZE="$san" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+# The tests' Python: Debian's (installed above, with the modules the tests
+# import), named directly: a python3 found first on PATH may be a version
+# manager's shim or carry start-up files, which every one of the several
+# hundred interpreters the tests start would pay for (tests/common).
+py=()
+[ ! -x /usr/bin/python3 ] || py=(-DPython3_EXECUTABLE=/usr/bin/python3)
+cmake -S . -B "$dir" -DAMDCR_SANITIZE="$san" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${py[@]}" \
   -DAMDCR_DEBUG_LINES_ONLY="$AMDCR_DEBUG_LINES_ONLY" -DCMAKE_UNITY_BUILD="$CMAKE_UNITY_BUILD" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 # The sanitizer builds (below: the libFuzzer targets, the ThreadSanitizer
@@ -40,7 +46,7 @@ tsan_targets=(tsan_criterion_selftest test_transfer test_transfer_integrity test
               gpu-workload gpu_verify img-check kfd-emu kfdemu_criu_workload render_verify
               dmabuf-tree dmabuf_verify amdgpu-img)
 tsan_build() {
-  cmake -S . -B build-san-thread -DAMDCR_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  cmake -S . -B build-san-thread -DAMDCR_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo "${py[@]}" \
     -DAMDCR_DEBUG_LINES_ONLY="$AMDCR_DEBUG_LINES_ONLY" -DCMAKE_UNITY_BUILD="$CMAKE_UNITY_BUILD" >/dev/null
   cmake --build build-san-thread -j"$(nproc)" --target "${tsan_targets[@]}"
 }
