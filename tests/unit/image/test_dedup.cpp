@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // Deduplicated checkpoints (image/chunk_index.h): the chunk index merges
 // only equal bytes (a forced checksum collision stays two chunks: their
-// SHA-256 digests differ), a
+// SHA-256 digests differ, or their bytes where the index's cache keeps
+// them; the cache holds to its budget), a
 // claimed chunk makes a second lookup wait and a dropped claim releases it;
 // a dump of two processes on two GPUs holding the same data writes each
 // distinct chunk once and restores every byte; without duplicates the
@@ -94,10 +95,11 @@ struct Memory {
 };
 
 // The plugin's dump at the image layer: each GPU's BOs through a DeltaSink
-// (deduplicated against `index` when given) in 1000-byte writes into pages
-// files sealed with d's dump identity, then the KFD image. Returns the
-// payload bytes written.
-uint64_t dump(const Dir &d, int id, Memory m, ChunkIndex *index)
+// (deduplicated against `index` when given) in writes of `piece` bytes
+// (1000: every chunk cut across writes, so none is offered to the index's
+// cache) into pages files sealed with d's dump identity, then the KFD
+// image. Returns the payload bytes written.
+uint64_t dump(const Dir &d, int id, Memory m, ChunkIndex *index, size_t piece = 1000)
 {
 	auto dir = ImageDir::open(d.path());
 	cr_assert_ok(dir);
@@ -123,8 +125,8 @@ uint64_t dump(const Dir &d, int id, Memory m, ChunkIndex *index)
 			dd = {index, std::make_shared<const IndexedFile>(IndexedFile{name, std::move(*fd)})};
 		}
 		DeltaSink delta(*w, bos, kChunk, 0, std::move(dd));
-		for (size_t at = 0; at < stream.size(); at += 1000) // writes cut across chunks
-			cr_assert_ok(delta.write(stream.data() + at, std::min<size_t>(1000, stream.size() - at)));
+		for (size_t at = 0; at < stream.size(); at += piece)
+			cr_assert_ok(delta.write(stream.data() + at, std::min<size_t>(piece, stream.size() - at)));
 		auto d = delta.take();
 		cr_assert_ok(d);
 		for (size_t k = 0; k < idx.size(); k++) {
@@ -330,6 +332,70 @@ Test(dedup, a_checksum_collision_never_merges_different_bytes)
 	cr_assert(e->place);
 	cr_assert_str_eq(e->place->file.c_str(), "amdgpu-pages-1-1111.img");
 	cr_assert_eq(index.size(), 2u);
+}
+
+Test(dedup, a_kept_chunk_is_compared_byte_for_byte_and_a_dropped_one_by_digest)
+{
+	Dir d;
+	const auto a = testcommon::pattern_bytes(kChunk, 4), b = testcommon::pattern_bytes(kChunk, 5),
+		   c = testcommon::pattern_bytes(kChunk, 6);
+	ChunkIndex index;
+	index.set_cache_budget(2 * kChunk); // two chunks: a is dropped for c
+	uint64_t key = 1;
+	for (const auto *v : {&a, &b, &c}) {
+		auto f = index.find(key, kChunk, from(*v));
+		cr_assert_ok(f);
+		cr_assert(f->claim);
+		f->claim.publish(indexed(d, "amdgpu-pages-" + std::to_string(key) + "-1111.img", *v), 0, *v);
+		key++;
+	}
+	cr_assert_eq(index.cache_peak(), 2u * kChunk, "cache peak %" PRIu64, index.cache_peak());
+	auto g = index.find(3, kChunk, from(c)); // kept: memcmp
+	cr_assert_ok(g);
+	cr_assert(g->place);
+	cr_assert_str_eq(g->place->file.c_str(), "amdgpu-pages-3-1111.img");
+	cr_assert_eq(index.byte_compares(), 1u);
+	auto h = index.find(1, kChunk, from(a)); // dropped: digests, from its file
+	cr_assert_ok(h);
+	cr_assert(h->place);
+	cr_assert_str_eq(h->place->file.c_str(), "amdgpu-pages-1-1111.img");
+	cr_assert_eq(index.byte_compares(), 1u);
+	auto c2 = c;
+	c2[kChunk / 2] ^= 0x01; // one bit apart under c's key: never merged
+	auto e = index.find(3, kChunk, from(c2));
+	cr_assert_ok(e);
+	cr_assert(!e->place && e->claim);
+	cr_assert_eq(index.byte_compares(), 2u);
+	cr_assert_eq(index.collisions(), 1u);
+	index.set_cache_budget(0); // nothing kept from now on
+	cr_assert_eq(index.cache_peak(), 0u);
+	e->claim.publish(indexed(d, "amdgpu-pages-4-1111.img", c2), 0, c2);
+	cr_assert_eq(index.cache_peak(), 0u);
+	auto f = index.find(3, kChunk, from(c2));
+	cr_assert_ok(f);
+	cr_assert(f->place);
+	cr_assert_str_eq(f->place->file.c_str(), "amdgpu-pages-4-1111.img");
+	cr_assert_eq(index.byte_compares(), 2u, "compared byte for byte with a chunk the cache should not hold");
+}
+
+Test(dedup, replicas_compared_in_memory_are_written_once_and_restored)
+{
+	Dir d;
+	Memory a(110, 10), b(111, 50);
+	b.contents[0] = a.contents[0]; // a replica in another process
+	ChunkIndex index;
+	index.set_cache_budget(1 << 20);
+	// Writes of 64 KiB: most chunks lie whole in one write and are kept.
+	const uint64_t wa = dump(d, 110, a, &index, 64 << 10), wb = dump(d, 111, b, &index, 64 << 10);
+	cr_assert_eq(wb + a.contents[0].size(), wa, "wrote %" PRIu64 " then %" PRIu64, wa, wb);
+	cr_assert_gt(index.byte_compares(), 0u, "no chunk compared in memory");
+	cr_assert_leq(index.cache_peak(), 1u << 20);
+	for (const auto &[id, m] : {std::pair{110, &a}, std::pair{111, &b}}) {
+		auto got = test::restore_kfd_contents(d.path(), id, kGpus);
+		cr_assert_ok(got);
+		for (const auto &[i, bytes] : m->contents)
+			cr_assert((*got)[i] == bytes, "process %d BO %zu restored different bytes", id, i);
+	}
 }
 
 Test(dedup, a_lookup_waits_for_a_claim_and_a_dropped_claim_lets_it_go)
