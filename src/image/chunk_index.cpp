@@ -98,7 +98,7 @@ void ChunkIndex::Claim::publish(std::shared_ptr<const IndexedFile> file, uint64_
 	if (!index_)
 		return;
 	// Copied into the cache outside the index's lock.
-	auto kept = bytes.empty() ? nullptr : index_->cache_buffer(bytes.size());
+	auto kept = bytes.empty() ? nullptr : index_->cache_buffer({key_, len_}, slot_, bytes.size());
 	if (kept)
 		kept->assign(bytes.begin(), bytes.end());
 	std::exchange(index_, nullptr)->settle({key_, len_}, slot_, std::move(file), offset, std::move(kept));
@@ -128,10 +128,12 @@ void ChunkIndex::settle(const Key &k, size_t slot, std::shared_ptr<const Indexed
 	cv_.notify_all();
 }
 
-std::shared_ptr<std::vector<uint8_t>> ChunkIndex::cache_buffer(size_t n)
+std::shared_ptr<std::vector<uint8_t>> ChunkIndex::cache_buffer(const Key &k, size_t slot, size_t n)
 {
 	std::lock_guard lk(mu_);
-	if (n > budget_)
+	const bool wanted = entries_.at(k).at(slot).waiters > 0 ||
+			    (matched_ && published_ - match_mark_ < kKeepAfterMatch);
+	if (n > budget_ || !wanted)
 		return nullptr;
 	// A spare buffer, a new one within the budget, or the oldest kept
 	// chunk's.
@@ -246,8 +248,13 @@ Result<ChunkIndex::Found> ChunkIndex::find(uint64_t key, uint64_t len, const Chu
 			out.claim = Claim(this, key, len, i);
 			return out;
 		}
-		// Another job writes an equal-keyed chunk now: wait for it.
-		cv_.wait(lk, [&] { return entries_[k][i].file || entries_[k][i].withdrawn; });
+		// Another job writes an equal-keyed chunk now: wait for it (its
+		// bytes are kept for the comparison).
+		if (!entries_[k][i].file && !entries_[k][i].withdrawn) {
+			entries_[k][i].waiters++;
+			cv_.wait(lk, [&] { return entries_[k][i].file || entries_[k][i].withdrawn; });
+			entries_[k][i].waiters--;
+		}
 		const Entry e = entries_[k][i]; // holds its cached bytes while compared
 		if (e.withdrawn)
 			continue;
@@ -278,6 +285,8 @@ Result<ChunkIndex::Found> ChunkIndex::find(uint64_t key, uint64_t len, const Chu
 			same = *theirs == *mine;
 		}
 		if (same) {
+			matched_ = true;
+			match_mark_ = published_;
 			Found out;
 			out.place = Place{e.file->name, e.offset};
 			return out;

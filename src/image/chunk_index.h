@@ -14,10 +14,13 @@
 // their bytes are, so a checksum collision never merges different
 // contents. The index keeps the bytes of the chunks written last in memory,
 // within a budget (set_cache_budget: a share of KFD_MAX_BUFFER_SIZE, as
-// the GPUs' staging): a candidate still there is compared byte for byte
-// (memcmp, several times faster than a digest), which is what replicas
-// dumped in parallel meet, the GPUs reaching the same chunk at about the
-// same time. A candidate no longer held is compared by SHA-256 digests
+// the GPUs' staging), while it finds duplicates (an equal chunk found
+// within the last kKeepAfterMatch published) or when a lookup waits for
+// the chunk: a candidate still there is compared byte for byte (memcmp,
+// several times faster than a digest), which is what replicas dumped in
+// parallel meet, the GPUs reaching the same chunk at about the same time;
+// a dump without duplicates copies nothing. A candidate no longer held is
+// compared by SHA-256 digests
 // (nettle): the stored chunk's is computed when it first is such a
 // candidate, from its pages file (read back once: chunks that never repeat
 // cost no digest and no read), the looked-up chunk's from the copy's own
@@ -154,15 +157,19 @@ private:
 		bool withdrawn = false;
 		std::optional<std::array<uint8_t, 32>> digest; // SHA-256, once read back
 		std::shared_ptr<const std::vector<uint8_t>> bytes; // cached contents, or nullptr
+		unsigned waiters = 0; // lookups waiting for it to be published
 	};
 	using Key = std::pair<uint64_t, uint64_t>; // checksum, length
 	// Publishes (with `file`) or withdraws entry (k, slot); `kept`, its
 	// bytes from cache_buffer(), are cached with it.
 	void settle(const Key &k, size_t slot, std::shared_ptr<const IndexedFile> file, uint64_t offset,
 		    std::shared_ptr<std::vector<uint8_t>> kept);
-	// A buffer for `n` bytes of the cache, counted in it, when the budget
-	// allows (the oldest kept chunks dropped for it); nullptr otherwise.
-	std::shared_ptr<std::vector<uint8_t>> cache_buffer(size_t n);
+	// A buffer for the `n` bytes of entry (k, slot), counted in the
+	// cache, when it is worth keeping (a lookup waits for it, or an equal
+	// chunk was found within the last kKeepAfterMatch published) and the
+	// budget allows (the oldest kept chunks dropped for it); nullptr
+	// otherwise.
+	std::shared_ptr<std::vector<uint8_t>> cache_buffer(const Key &k, size_t slot, size_t n);
 	// With mu_ held: drops kept chunks, then spare buffers, down to the budget.
 	void trim();
 
@@ -175,6 +182,11 @@ private:
 	// of dropped ones to reuse (a fresh 1 MiB allocation faults its pages
 	// in again); held_ counts both, and buffers being filled.
 	std::deque<std::pair<Key, size_t>> cached_;
+	// Chunks are kept only while the dump finds duplicates: a dump that
+	// finds none copies nothing into the cache.
+	static constexpr uint64_t kKeepAfterMatch = 256;
+	bool matched_ = false;
+	uint64_t match_mark_ = 0; // published_ at the last equal chunk found
 	std::vector<std::shared_ptr<std::vector<uint8_t>>> spare_;
 	uint64_t budget_ = 0, held_ = 0, peak_ = 0;
 };

@@ -337,10 +337,18 @@ Test(dedup, a_checksum_collision_never_merges_different_bytes)
 Test(dedup, a_kept_chunk_is_compared_byte_for_byte_and_a_dropped_one_by_digest)
 {
 	Dir d;
-	const auto a = testcommon::pattern_bytes(kChunk, 4), b = testcommon::pattern_bytes(kChunk, 5),
-		   c = testcommon::pattern_bytes(kChunk, 6);
+	const auto z = testcommon::pattern_bytes(kChunk, 3), a = testcommon::pattern_bytes(kChunk, 4),
+		   b = testcommon::pattern_bytes(kChunk, 5), c = testcommon::pattern_bytes(kChunk, 6);
 	ChunkIndex index;
 	index.set_cache_budget(2 * kChunk); // two chunks: a is dropped for c
+	auto f0 = index.find(9, kChunk, from(z));
+	cr_assert_ok(f0);
+	f0->claim.publish(indexed(d, "amdgpu-pages-9-1111.img", z), 0, z);
+	cr_assert_eq(index.cache_peak(), 0u, "kept a chunk before any duplicate was found");
+	auto g0 = index.find(9, kChunk, from(z)); // a duplicate, by digest: chunks are kept from now on
+	cr_assert_ok(g0);
+	cr_assert(g0->place);
+	cr_assert_eq(index.byte_compares(), 0u);
 	uint64_t key = 1;
 	for (const auto *v : {&a, &b, &c}) {
 		auto f = index.find(key, kChunk, from(*v));
@@ -378,24 +386,27 @@ Test(dedup, a_kept_chunk_is_compared_byte_for_byte_and_a_dropped_one_by_digest)
 	cr_assert_eq(index.byte_compares(), 2u, "compared byte for byte with a chunk the cache should not hold");
 }
 
-Test(dedup, replicas_compared_in_memory_are_written_once_and_restored)
+Test(dedup, repeats_compared_in_memory_are_written_once_and_restored)
 {
 	Dir d;
-	Memory a(110, 10), b(111, 50);
-	b.contents[0] = a.contents[0]; // a replica in another process
+	Memory a(110, 10);
+	auto &bo0 = a.contents[0];
+	// BO 0's chunk 1 repeats its chunk 0 (found by digest: from then on
+	// chunks are kept); BO 3 (the other GPU) holds BO 0's chunks 100-102,
+	// kept by then (a budget of 256 chunks).
+	std::copy(bo0.begin(), bo0.begin() + kChunk, bo0.begin() + kChunk);
+	std::copy(bo0.begin() + 100 * kChunk, bo0.begin() + 103 * kChunk, a.contents[3].begin());
 	ChunkIndex index;
-	index.set_cache_budget(1 << 20);
-	// Writes of 64 KiB: most chunks lie whole in one write and are kept.
-	const uint64_t wa = dump(d, 110, a, &index, 64 << 10), wb = dump(d, 111, b, &index, 64 << 10);
-	cr_assert_eq(wb + a.contents[0].size(), wa, "wrote %" PRIu64 " then %" PRIu64, wa, wb);
-	cr_assert_gt(index.byte_compares(), 0u, "no chunk compared in memory");
-	cr_assert_leq(index.cache_peak(), 1u << 20);
-	for (const auto &[id, m] : {std::pair{110, &a}, std::pair{111, &b}}) {
-		auto got = test::restore_kfd_contents(d.path(), id, kGpus);
-		cr_assert_ok(got);
-		for (const auto &[i, bytes] : m->contents)
-			cr_assert((*got)[i] == bytes, "process %d BO %zu restored different bytes", id, i);
-	}
+	index.set_cache_budget(256 * kChunk);
+	// Writes of 64 KiB: the chunks lie whole in one write, offered to the cache.
+	const uint64_t w = dump(d, 110, a, &index, 64 << 10);
+	cr_assert_eq(w, (512 - 1 + 1) * kChunk, "wrote %" PRIu64, w);
+	cr_assert_eq(index.byte_compares(), 3u, "%" PRIu64 " chunks compared in memory", index.byte_compares());
+	cr_assert_leq(index.cache_peak(), 256u * kChunk);
+	auto got = test::restore_kfd_contents(d.path(), 110, kGpus);
+	cr_assert_ok(got);
+	for (const auto &[i, bytes] : a.contents)
+		cr_assert((*got)[i] == bytes, "BO %zu restored different bytes", i);
 }
 
 Test(dedup, a_lookup_waits_for_a_claim_and_a_dropped_claim_lets_it_go)
