@@ -289,6 +289,18 @@ std::unique_ptr<SharedChunkReads> shared_chunk_plan(const std::vector<GpuCopyJob
 	return plan->empty() ? nullptr : std::move(plan);
 }
 
+// The chunk index of a deduplicated dump's jobs (one per checkpoint), or
+// nullptr.
+ChunkIndex *dedup_index(Direction dir, const std::vector<GpuCopyJob> &jobs)
+{
+	if (dir != Direction::GpuToFile)
+		return nullptr;
+	for (const auto &j : jobs)
+		if (j.dedup && j.checksums && !j.bos.empty() && j.bo_files.empty())
+			return j.dedup;
+	return nullptr;
+}
+
 const char *verb(Direction dir)
 {
 	return dir == Direction::GpuToFile ? "dump" : "restore";
@@ -367,10 +379,10 @@ void atomic_min(std::atomic<uint64_t> &a, uint64_t v)
 	}
 }
 
-void add_totals(CopyTotals &t, const std::vector<GpuCopyResult> &out, uint64_t t0, uint64_t t1,
-		const SharedChunkReads *shared)
+// `held`: the run's staging besides the GPUs' (chunks held or kept).
+void add_totals(CopyTotals &t, const std::vector<GpuCopyResult> &out, uint64_t t0, uint64_t t1, uint64_t held)
 {
-	uint64_t staging = shared ? shared->peak_bytes() : 0;
+	uint64_t staging = held;
 	for (const auto &r : out) {
 		t.add_gpu(r.image_gpu_id);
 		t.copied_bos += r.stats.bos;
@@ -427,7 +439,17 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 		else
 			shared.reset(); // each holder reads its own, as without the plan
 	}
-	auto bound = per_gpu_staging_bound(settings.max_buffer_size, with_buffers + (shared ? 1 : 0));
+	// Dump, deduplicated: one more share for the chunks the index keeps to
+	// compare with, if it holds one (else candidates compare by digest).
+	ChunkIndex *index = dedup_index(dir, jobs);
+	bool cached = false;
+	if (index) {
+		auto b = per_gpu_staging_bound(settings.max_buffer_size, with_buffers + 1);
+		cached = b && *b >= kChecksumChunkBytes;
+		index->set_cache_budget(cached ? *b : 0);
+	}
+	auto bound = per_gpu_staging_bound(settings.max_buffer_size,
+					   with_buffers + (shared || cached ? 1 : 0));
 	if (!bound)
 		return std::move(bound).error();
 	const uint64_t staging_bound = *bound;
@@ -487,7 +509,7 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 	}
 	log_job_lines(dir, out, settings.log);
 	if (settings.totals)
-		add_totals(*settings.totals, out, t0, t1, shared.get());
+		add_totals(*settings.totals, out, t0, t1, shared ? shared->peak_bytes() : index ? index->cache_peak() : 0);
 	return out;
 }
 

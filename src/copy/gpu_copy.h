@@ -148,6 +148,10 @@ struct CopySettings {
 // for its other holders: those chunks take one more GPU's share (the
 // bound is split among the GPUs and them), and count in the staging peak;
 // when that share would be under one chunk, each holder reads its own.
+// Likewise a deduplicated dump (GpuCopyJob::dedup): the chunks its index
+// keeps in memory to compare candidates with (image/chunk_index.h) take
+// one more share, set as the index's cache budget for the run, and count
+// in the staging peak; under one chunk, the index keeps none.
 //
 // Runs every job on its own thread and waits for all of them, holding
 // settings.gate (if any) from before the first staging buffer is made until

@@ -77,7 +77,7 @@ ChunkIndex::Claim &ChunkIndex::Claim::operator=(Claim &&o) noexcept
 {
 	if (this != &o) {
 		if (index_)
-			index_->settle({key_, len_}, slot_, nullptr, 0);
+			index_->settle({key_, len_}, slot_, nullptr, 0, nullptr);
 		index_ = std::exchange(o.index_, nullptr);
 		key_ = o.key_;
 		len_ = o.len_;
@@ -89,29 +89,106 @@ ChunkIndex::Claim &ChunkIndex::Claim::operator=(Claim &&o) noexcept
 ChunkIndex::Claim::~Claim()
 {
 	if (index_)
-		index_->settle({key_, len_}, slot_, nullptr, 0);
+		index_->settle({key_, len_}, slot_, nullptr, 0, nullptr);
 }
 
-void ChunkIndex::Claim::publish(std::shared_ptr<const IndexedFile> file, uint64_t offset)
+void ChunkIndex::Claim::publish(std::shared_ptr<const IndexedFile> file, uint64_t offset,
+				std::span<const uint8_t> bytes)
 {
-	if (index_)
-		std::exchange(index_, nullptr)->settle({key_, len_}, slot_, std::move(file), offset);
+	if (!index_)
+		return;
+	// Copied into the cache outside the index's lock.
+	auto kept = bytes.empty() ? nullptr : index_->cache_buffer({key_, len_}, slot_, bytes.size());
+	if (kept)
+		kept->assign(bytes.begin(), bytes.end());
+	std::exchange(index_, nullptr)->settle({key_, len_}, slot_, std::move(file), offset, std::move(kept));
 }
 
-void ChunkIndex::settle(const Key &k, size_t slot, std::shared_ptr<const IndexedFile> file, uint64_t offset)
+void ChunkIndex::settle(const Key &k, size_t slot, std::shared_ptr<const IndexedFile> file, uint64_t offset,
+			std::shared_ptr<std::vector<uint8_t>> kept)
 {
 	{
 		std::lock_guard lk(mu_);
 		Entry &e = entries_.at(k).at(slot);
-		if (file) {
+		const bool published = file != nullptr;
+		if (published) {
 			e.file = std::move(file);
 			e.offset = offset;
 			published_++;
 		} else {
 			e.withdrawn = true;
 		}
+		if (kept && published) {
+			e.bytes = std::move(kept);
+			cached_.emplace_back(k, slot);
+		} else if (kept) {
+			spare_.push_back(std::move(kept));
+		}
 	}
 	cv_.notify_all();
+}
+
+std::shared_ptr<std::vector<uint8_t>> ChunkIndex::cache_buffer(const Key &k, size_t slot, size_t n)
+{
+	std::lock_guard lk(mu_);
+	const bool wanted = entries_.at(k).at(slot).waiters > 0 ||
+			    (matched_ && published_ - match_mark_ < kKeepAfterMatch);
+	if (n > budget_ || !wanted)
+		return nullptr;
+	// A spare buffer, a new one within the budget, or the oldest kept
+	// chunk's.
+	for (;;) {
+		if (!spare_.empty()) {
+			auto buf = std::move(spare_.back());
+			spare_.pop_back();
+			held_ = held_ - buf->size() + n; // n bytes once filled
+			peak_ = std::max(peak_, held_);
+			return buf;
+		}
+		if (held_ + n <= budget_) {
+			held_ += n;
+			peak_ = std::max(peak_, held_);
+			return std::make_shared<std::vector<uint8_t>>();
+		}
+		if (cached_.empty())
+			return nullptr; // the budget is in buffers being filled or compared with
+		auto [k, slot] = cached_.front();
+		cached_.pop_front();
+		auto old = std::move(entries_.at(k).at(slot).bytes);
+		// A comparison reading it keeps it until done, then frees it.
+		if (old.use_count() == 1)
+			spare_.push_back(std::const_pointer_cast<std::vector<uint8_t>>(std::move(old)));
+		else
+			held_ -= old->size();
+	}
+}
+
+void ChunkIndex::trim()
+{
+	while (held_ > budget_ && !spare_.empty()) {
+		held_ -= spare_.back()->size();
+		spare_.pop_back();
+	}
+	while (held_ > budget_ && !cached_.empty()) {
+		auto [k, slot] = cached_.front();
+		cached_.pop_front();
+		auto old = std::move(entries_.at(k).at(slot).bytes);
+		held_ -= old->size();
+	}
+}
+
+void ChunkIndex::set_cache_budget(uint64_t bytes)
+{
+	std::lock_guard lk(mu_);
+	budget_ = bytes;
+	trim();
+	peak_ = held_;
+}
+
+uint64_t ChunkIndex::cache_peak() const
+{
+	std::lock_guard lk(mu_);
+	return peak_;
 }
 
 namespace {
@@ -138,6 +215,24 @@ Result<Digest> digest_of(uint64_t len, Read &&read)
 	return d;
 }
 
+// Whether the `len` bytes `read` gives equal `kept`, 64 KiB at a time.
+Result<bool> equal_bytes(const std::vector<uint8_t> &kept, uint64_t len, const ChunkIndex::ChunkBytes &read)
+{
+	if (kept.size() != len)
+		return false;
+	constexpr size_t kPiece = 64 << 10;
+	std::vector<uint8_t> buf(static_cast<size_t>(std::min<uint64_t>(kPiece, len)));
+	for (uint64_t at = 0; at < len;) {
+		const size_t n = static_cast<size_t>(std::min<uint64_t>(kPiece, len - at));
+		if (auto st = read(at, buf.data(), n); !st)
+			return std::move(st).error();
+		if (std::memcmp(buf.data(), kept.data() + at, n) != 0)
+			return false;
+		at += n;
+	}
+	return true;
+}
+
 } // namespace
 
 Result<ChunkIndex::Found> ChunkIndex::find(uint64_t key, uint64_t len, const ChunkBytes &bytes)
@@ -153,26 +248,45 @@ Result<ChunkIndex::Found> ChunkIndex::find(uint64_t key, uint64_t len, const Chu
 			out.claim = Claim(this, key, len, i);
 			return out;
 		}
-		// Another job writes an equal-keyed chunk now: wait for it.
-		cv_.wait(lk, [&] { return entries_[k][i].file || entries_[k][i].withdrawn; });
-		const Entry e = entries_[k][i];
+		// Another job writes an equal-keyed chunk now: wait for it (its
+		// bytes are kept for the comparison).
+		if (!entries_[k][i].file && !entries_[k][i].withdrawn) {
+			entries_[k][i].waiters++;
+			cv_.wait(lk, [&] { return entries_[k][i].file || entries_[k][i].withdrawn; });
+			entries_[k][i].waiters--;
+		}
+		const Entry e = entries_[k][i]; // holds its cached bytes while compared
 		if (e.withdrawn)
 			continue;
 		lk.unlock();
-		auto theirs = e.digest ? Result<Digest>(*e.digest) : digest_of(len, [&](uint64_t at, void *p, size_t n) {
-			return read_indexed(*e.file, e.offset + at, p, n);
-		});
-		if (theirs && !mine) {
-			auto d = digest_of(len, bytes);
-			if (!d)
-				return std::move(d).error();
-			mine = *d;
+		bool same = false;
+		if (e.bytes) {
+			auto eq = equal_bytes(*e.bytes, len, bytes);
+			if (!eq)
+				return std::move(eq).error();
+			same = *eq;
+			lk.lock();
+			byte_compares_++;
+		} else {
+			auto theirs = e.digest ? Result<Digest>(*e.digest)
+					       : digest_of(len, [&](uint64_t at, void *p, size_t n) {
+							 return read_indexed(*e.file, e.offset + at, p, n);
+						 });
+			if (theirs && !mine) {
+				auto d = digest_of(len, bytes);
+				if (!d)
+					return std::move(d).error();
+				mine = *d;
+			}
+			lk.lock();
+			if (!theirs)
+				return std::move(theirs).error();
+			entries_[k][i].digest = *theirs; // read back once per stored chunk
+			same = *theirs == *mine;
 		}
-		lk.lock();
-		if (!theirs)
-			return std::move(theirs).error();
-		entries_[k][i].digest = *theirs; // read back once per stored chunk
-		if (*theirs == *mine) {
+		if (same) {
+			matched_ = true;
+			match_mark_ = published_;
 			Found out;
 			out.place = Place{e.file->name, e.offset};
 			return out;
@@ -191,6 +305,12 @@ uint64_t ChunkIndex::collisions() const
 {
 	std::lock_guard lk(mu_);
 	return collisions_;
+}
+
+uint64_t ChunkIndex::byte_compares() const
+{
+	std::lock_guard lk(mu_);
+	return byte_compares_;
 }
 
 } // namespace amdcr

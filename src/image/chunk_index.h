@@ -11,23 +11,34 @@
 // ChunkRefs is the format's side (what an image says); ChunkIndex is the
 // dump's: the chunks written so far, keyed by their checksum64 and length.
 // The checksum only points at candidates: two chunks are the same only when
-// their SHA-256 digests (nettle) are equal, so a checksum collision never
-// merges different contents. A stored chunk's digest is computed when it
-// first is a candidate, from its pages file (read back once: chunks that
-// never repeat cost no digest and no read), the looked-up chunk's from the
-// copy's own bytes. A chunk of zeros is never indexed (DeltaSink): it
-// costs no space (a hole) and no read.
+// their bytes are, so a checksum collision never merges different
+// contents. The index keeps the bytes of the chunks written last in memory,
+// within a budget (set_cache_budget: a share of KFD_MAX_BUFFER_SIZE, as
+// the GPUs' staging), while it finds duplicates (an equal chunk found
+// within the last kKeepAfterMatch published) or when a lookup waits for
+// the chunk: a candidate still there is compared byte for byte (memcmp,
+// several times faster than a digest), which is what replicas dumped in
+// parallel meet, the GPUs reaching the same chunk at about the same time;
+// a dump without duplicates copies nothing. A candidate no longer held is
+// compared by SHA-256 digests
+// (nettle): the stored chunk's is computed when it first is such a
+// candidate, from its pages file (read back once: chunks that never repeat
+// cost no digest and no read), the looked-up chunk's from the copy's own
+// bytes. A chunk of zeros is never indexed (DeltaSink): it costs no space
+// (a hole) and no read.
 #pragma once
 
 #include <array>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -99,7 +110,11 @@ public:
 		Claim(Claim &&o) noexcept;
 		Claim &operator=(Claim &&o) noexcept;
 		~Claim();
-		void publish(std::shared_ptr<const IndexedFile> file, uint64_t offset);
+		// `bytes`, the chunk's whole contents when the caller has them
+		// at hand (empty: not kept), are kept for comparisons if the
+		// cache budget allows.
+		void publish(std::shared_ptr<const IndexedFile> file, uint64_t offset,
+			     std::span<const uint8_t> bytes = {});
 		explicit operator bool() const { return index_ != nullptr; }
 
 	private:
@@ -118,13 +133,22 @@ public:
 	};
 
 	// Looks a chunk of `len` bytes with checksum `key` up: each entry of
-	// the same key and length is compared with `bytes` by SHA-256.
+	// the same key and length is compared with `bytes`, byte for byte
+	// when the cache holds it, else by SHA-256.
 	Result<Found> find(uint64_t key, uint64_t len, const ChunkBytes &bytes);
 
+	// The most bytes of published chunks kept in memory from now on (0:
+	// none); the oldest are dropped first. Resets cache_peak().
+	void set_cache_budget(uint64_t bytes);
+	// The most bytes the cache held since set_cache_budget.
+	uint64_t cache_peak() const;
+
 	// Entries published; comparisons that found different bytes under
-	// one key (checksum collisions).
+	// one key (checksum collisions); comparisons made byte for byte (the
+	// others by digest).
 	size_t size() const;
 	uint64_t collisions() const;
+	uint64_t byte_compares() const;
 
 private:
 	struct Entry {
@@ -132,15 +156,39 @@ private:
 		uint64_t offset = 0;
 		bool withdrawn = false;
 		std::optional<std::array<uint8_t, 32>> digest; // SHA-256, once read back
+		std::shared_ptr<const std::vector<uint8_t>> bytes; // cached contents, or nullptr
+		unsigned waiters = 0; // lookups waiting for it to be published
 	};
 	using Key = std::pair<uint64_t, uint64_t>; // checksum, length
-	void settle(const Key &k, size_t slot, std::shared_ptr<const IndexedFile> file, uint64_t offset);
+	// Publishes (with `file`) or withdraws entry (k, slot); `kept`, its
+	// bytes from cache_buffer(), are cached with it.
+	void settle(const Key &k, size_t slot, std::shared_ptr<const IndexedFile> file, uint64_t offset,
+		    std::shared_ptr<std::vector<uint8_t>> kept);
+	// A buffer for the `n` bytes of entry (k, slot), counted in the
+	// cache, when it is worth keeping (a lookup waits for it, or an equal
+	// chunk was found within the last kKeepAfterMatch published) and the
+	// budget allows (the oldest kept chunks dropped for it); nullptr
+	// otherwise.
+	std::shared_ptr<std::vector<uint8_t>> cache_buffer(const Key &k, size_t slot, size_t n);
+	// With mu_ held: drops kept chunks, then spare buffers, down to the budget.
+	void trim();
 
 	mutable std::mutex mu_;
 	std::condition_variable cv_;
 	std::map<Key, std::vector<Entry>> entries_;
 	size_t published_ = 0;
-	uint64_t collisions_ = 0;
+	uint64_t collisions_ = 0, byte_compares_ = 0;
+	// The cache: entries whose bytes are kept, oldest first, and buffers
+	// of dropped ones to reuse (a fresh 1 MiB allocation faults its pages
+	// in again); held_ counts both, and buffers being filled.
+	std::deque<std::pair<Key, size_t>> cached_;
+	// Chunks are kept only while the dump finds duplicates: a dump that
+	// finds none copies nothing into the cache.
+	static constexpr uint64_t kKeepAfterMatch = 256;
+	bool matched_ = false;
+	uint64_t match_mark_ = 0; // published_ at the last equal chunk found
+	std::vector<std::shared_ptr<std::vector<uint8_t>>> spare_;
+	uint64_t budget_ = 0, held_ = 0, peak_ = 0;
 };
 
 } // namespace amdcr

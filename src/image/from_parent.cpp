@@ -154,14 +154,16 @@ Status DeltaSink::chunk_done(const ChunkWalker::Chunk &c, const uint8_t *buf, ui
 	const uint64_t at = out_.written_bytes; // its payload offset in the file
 	out_.written_bytes += c.bytes;
 	Status st = ok_status();
+	std::span<const uint8_t> whole; // its bytes, when all in this write (kept to compare with)
 	if (c.stream_offset < buf_start) { // began in an earlier write, forwarded then
 		forwarded_ = 0;
 		st = inner_.write(buf, static_cast<size_t>(done_to_ - buf_start));
 	} else {
-		st = inner_.write(buf + (c.stream_offset - buf_start), static_cast<size_t>(c.bytes));
+		whole = {buf + (c.stream_offset - buf_start), static_cast<size_t>(c.bytes)};
+		st = inner_.write(whole.data(), whole.size());
 	}
 	if (st && found->claim)
-		found->claim.publish(dedup_.file, at);
+		found->claim.publish(dedup_.file, at, whole);
 	return st;
 }
 

@@ -75,10 +75,12 @@ struct DeltaDedup {
 //
 // Deduplicated (with a DeltaDedup index): a chunk to be written that is not all
 // zeros is looked up in the checkpoint's ChunkIndex (image/chunk_index.h)
-// first; when an equal one was written already (equal SHA-256 digests),
-// the chunk is not written (its bytes of earlier writes taken back, as for
-// a chunk in the parent) and the BO's ChunkRefs name where it is; when
-// none was, it is written and indexed. `inner` must then be an
+// first; when an equal one was written already (equal bytes: compared in
+// memory, or by SHA-256 digests), the chunk is not written (its bytes of
+// earlier writes taken back, as for a chunk in the parent) and the BO's
+// ChunkRefs name where it is; when none was, it is written and indexed
+// (its bytes offered to the index's cache when they lie whole in one
+// write). `inner` must then be an
 // open-ended PagesWriter whose file is DeltaDedup::file.
 class DeltaSink final : public ByteSink {
 public:

@@ -1753,24 +1753,113 @@ def metadata_round_trip(run):
            False)
 
 
-def dedup_round_trip(run):
+SUMMARY_DEDUP = re.compile(r"deduplicated: (\d+) bytes \([^)]*\) written, (\d+) bytes")
+DEDUP_CHAIN_DUMPS = 2
+
+
+def dedup_chain_dump(run, pid, k, track):
+    """The k-th `criu dump --leave-running` of dedup into WORK/ckpt-k,
+    incremental against ckpt-(k-1) after the first (as periodic_dump);
+    returns (bytes of the BOs, pages bytes written, bytes not written again
+    (deduplicated), bytes taken from the parent), checking that the
+    summary's figures add up to the BOs' bytes and that the pages files
+    hold exactly what it says was written."""
+    run.images = os.path.join(run.work, f"ckpt-{k}")
+    os.makedirs(run.images, exist_ok=True)
+    extra = ["-t", str(pid), "--leave-running"]
+    if k > 1 and track:
+        extra += track + ["--prev-images-dir", f"../ckpt-{k - 1}"]
+    elif k > 1:
+        gpu_only_parent(run.work, k)
+    rc = run.criu_run("dump", extra, "dump.log")
+    log_path = os.path.join(run.images, "dump.log")
+    if rc != 0:
+        show_log(log_path)
+        raise Failure(f"criu dump {k} failed ({rc})", False)
+    text = open(log_path, errors="replace").read()
+    total, dedup, incr = SUMMARY_DUMP.search(text), SUMMARY_DEDUP.search(text), SUMMARY_INCREMENTAL.search(text)
+    expect(total is not None and dedup is not None, f"dump {k}: no summary line with a deduplicated clause", False)
+    expect((incr is not None) == (k > 1), f"dump {k}: incremental clause {incr and incr.group(0)}", False)
+    total, written, saved = int(total.group(2)), pages_payload(run.images), int(dedup.group(2))
+    parent = int(incr.group(3)) if incr else 0
+    expect(int(dedup.group(1)) == written, f"dump {k}: the summary says {dedup.group(1)} bytes written, its pages "
+           f"files hold {written}", False)
+    expect(written + saved + parent == total, f"dump {k}: {written} written + {saved} deduplicated + {parent} from "
+           f"the parent != {total} bytes of BOs", False)
+    log(f"dump {k}: {written} of {total} bytes written, {saved} not written again, {parent} taken from the parent")
+    return total, written, saved, parent
+
+
+def dedup_chain(run):
     """dedup: a tree of two processes (workload --tree --replica) whose VRAM
-    BO on every GPU holds the same bytes, round-tripped as round_trip does
-    (every BO's contents checked by the restored processes): the dump's
-    summary says at least all copies but one were not written again, the
-    images verify (amdgpu-img verify reads every referenced chunk through
-    its checksums) and show says per GPU what was stored elsewhere."""
-    round_trip(run)
-    dump_log = open(os.path.join(run.images, "dump.log"), errors="replace").read()
-    m = re.search(r"deduplicated: (\d+) bytes \([^)]*\) written, (\d+) bytes", dump_log)
-    expect(m, "the dump's summary line does not say what deduplication saved")
-    want = 3 * (DEDUP_VRAM_MIB << 20)  # 2 processes x 2 GPUs (2xMI210): 4 copies, one written
-    expect(int(m.group(2)) >= want, f"{m.group(2)} bytes not written again, want at least {want}")
-    v = amdgpu_img(run, "verify", run.images)
-    expect(v.returncode == 0, f"amdgpu-img verify: {v.stdout[-2000:]}{v.stderr[-2000:]}")
-    shown = amdgpu_img(run, "show", run.images).stdout
+    BO on every GPU holds the same bytes, dumped twice with
+    --leave-running, the second incremental
+    against the first (--track-mem --prev-images-dir where the kernel
+    tracks memory, else gpu_only_parent); between them the workload
+    rewrites the same MiB of every replica with the same bytes on every GPU
+    and in both processes (workload --periodic --replica). Checked: dump 1
+    stores one copy of the 4 replicas (at least 3 not written again); dump
+    2 writes the rewritten MiB once (1 MiB: its other 3 copies deduplicated
+    within the dump, the rest taken from dump 1), every figure of both
+    summaries adding up to the BOs' bytes; the processes keep running
+    after each dump. Then they are killed and restored from the chain (each
+    process checks every BO with its patch and its GPUs); amdgpu-img show
+    gives dump 1's per-GPU deduplication line, verify passes on the chain
+    (every referenced chunk read through its checksums, in this dump and
+    the parent), and flatten writes a complete checkpoint of the chain
+    (pages files of all the BOs' bytes, no parent, no deduplicated chunk)
+    that verify passes."""
+    procs = run.start()
+    before = {pid: snapshot(run.emu, pid) for _, pid in procs}
+    track = ["--track-mem"] if tracks_memory(run.criu) else []
+    sums = []
+    for k in range(1, DEDUP_CHAIN_DUMPS + 1):
+        sums.append(dedup_chain_dump(run, procs[0][1], k, track))
+        for d, pid in procs:
+            expect(alive(pid), f"dump {k} (--leave-running): process {pid} is gone", False)
+            check_running(run.emu, pid, before[pid], f"after dump {k} (--leave-running)")
+            open(os.path.join(d, f"step{k}"), "w").close()
+        for d, pid in procs:
+            done = os.path.join(d, f"step{k}.done")
+            wait_for(lambda: os.path.exists(done) or os.path.exists(os.path.join(d, "result")), 60,
+                     f"step {k} of {pid}")
+            if not os.path.exists(done):
+                show_log(os.path.join(run.work, "workload.log"))
+                raise Failure(f"after dump {k} (--leave-running): workload {pid} did not finish step {k}", False)
+    mib, replica = 1 << 20, DEDUP_VRAM_MIB << 20
+    expect(sums[0][2] >= 3 * replica, f"dump 1: {sums[0][2]} bytes not written again, want >= {3 * replica}")
+    expect(sums[1][1] == mib and sums[1][2] >= 3 * mib,
+           f"dump 2: wrote {sums[1][1]} bytes and deduplicated {sums[1][2]}; the workload rewrote the same MiB "
+           f"in 4 replicas, so want 1 MiB written and 3 deduplicated")
+    pids = [pid for _, pid in procs]
+    run.wl.kill()
+    run.wl.wait()
+    run.wl = None
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    expect(wait_for(lambda: not reap_children() and not any(os.path.exists(f"/proc/{p}") for p in pids), 10,
+                    "the workload to go"), f"processes {pids} still exist", False)
+    run.restore(pids[0])
+    run.verdicts(procs)
+    log(f"restored from the chain of {DEDUP_CHAIN_DUMPS}: every BO checked by both processes")
+    shown = amdgpu_img(run, "show", os.path.join(run.work, "ckpt-1")).stdout
     expect("deduplicated: GPU 0x" in shown, "amdgpu-img show gives no per-GPU deduplication line")
-    log(f"dedup: {m.group(1)} bytes written, {m.group(2)} not written again; verify passed")
+    v = amdgpu_img(run, "verify", run.images)
+    expect(v.returncode == 0, f"verify of the chain: {v.stdout[-2000:]}{v.stderr[-2000:]}")
+    flat = os.path.join(run.work, "flat")
+    f = amdgpu_img(run, "flatten", run.images, flat)
+    expect(f.returncode == 0, f"flatten: {f.stdout}{f.stderr}")
+    expect(pages_payload(flat) == sums[0][0], f"flattened pages files hold {pages_payload(flat)} bytes, the BOs "
+           f"{sums[0][0]}")
+    j = json.loads(amdgpu_img(run, "show", "--json", flat).stdout)
+    expect(all("parent" not in k and not any("bytes_stored_elsewhere" in b for b in k["bos"]) for k in j["kfd"]),
+           "the flattened KFD images name a parent or deduplicated chunks")
+    v = amdgpu_img(run, "verify", flat)
+    expect(v.returncode == 0, f"verify of the flattened checkpoint: {v.stdout[-2000:]}{v.stderr[-2000:]}")
+    log("amdgpu-img flatten of the deduplicated chain: complete, verified")
 
 
 def amdgpu_img(run, *args):
@@ -2488,13 +2577,17 @@ SCENARIOS = {s.name: s for s in (
                  "queue holds a copy into it when it is dumped; restored, the range is in VRAM with its own "
                  "bytes, and once the queue gets its ring back the copy runs, and a copy out of the range after "
                  "it brings the new bytes."),
-    Scenario("dedup", dedup_round_trip, tests("dedup", "2xMI210"), flags=("--tree", "--replica"),
+    Scenario("dedup", dedup_chain, tests("dedup", "2xMI210"),
+             flags=("--tree", "--replica", "--periodic", str(DEDUP_CHAIN_DUMPS), "--named-semaphore"),
              vram_mib=DEDUP_VRAM_MIB, needs=("amdgpu-img",),
-             doc="deduplicated checkpoint (KFD_DEDUP's default): a tree of two processes whose VRAM BO on every "
-                 "GPU holds the same bytes (workload --tree --replica, 8 MiB each), dumped and restored as "
-                 "round-trip does (the restored processes check every BO): the summary line says at least 3 of the "
-                 "4 copies were not written again, amdgpu-img verify passes (every referenced chunk read through "
-                 "its checksums) and amdgpu-img show gives the per-GPU line (dedup_round_trip)."),
+             doc="deduplicated checkpoints (KFD_DEDUP's default) with an incremental chain and flatten "
+                 "(dedup_chain): a tree of two processes whose VRAM BO on every GPU holds the same bytes (workload "
+                 "--tree --replica, 8 MiB each) dumped twice with --leave-running, the second incremental against "
+                 "the first after the same MiB of every replica was rewritten alike (--periodic 2): dump 1 stores "
+                 "one copy of the 4 replicas, dump 2 writes the rewritten MiB once, every summary figure adds up; "
+                 "restored from the chain (both processes check every BO); amdgpu-img show gives the per-GPU "
+                 "line, verify passes on the chain, and flatten writes a complete checkpoint that verify passes. "
+                 "--named-semaphore as periodic (a --leave-running dump removes its --link-remap links)."),
     Scenario("periodic", periodic_incremental,
              tests("periodic", *BOTH) + interop_tests("periodic", "MI100", ways=("upstream-restore",)),
              flags=("--periodic", "3", "--named-semaphore"), vram_mib=PERIODIC_VRAM_MIB, needs=("amdgpu-img",),

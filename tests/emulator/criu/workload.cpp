@@ -89,7 +89,9 @@
 // DIR/step<k> (written after the k-th dump, which left it running), checks
 // every BO's contents and its GPUs as after a restore (the SDMA checks
 // above), then, for k < N, rewrites MiB 3k % n of each VRAM BO (n MiB)
-// with a new pattern through the GPU (an SDMA copy from a GEM GTT BO), and
+// with a new pattern through the GPU (an SDMA copy from a GEM GTT BO; with
+// --replica the same pattern on every GPU, as data-parallel training
+// updates each replica of its weights alike), and
 // writes DIR/step<k>.done ("OK", or the verdict "FAIL: ..." in DIR/result).
 // The BOs' expected contents then include those patches; after the N
 // steps it waits for DIR/go as usual (the restore from the last dump).
@@ -1414,7 +1416,7 @@ bool check_all(const std::vector<Bo> &bos, const std::vector<uint32_t> &gpus, co
 
 // --periodic (see the header): `bos` holds the VRAM BOs first, one per GPU.
 void periodic_steps(int steps, std::vector<Bo> &bos, const std::vector<uint32_t> &gpus,
-		    const std::vector<int> &render_fds)
+		    const std::vector<int> &render_fds, bool replica)
 {
 	std::string err;
 	for (int k = 1; k <= steps; k++) {
@@ -1427,7 +1429,7 @@ void periodic_steps(int steps, std::vector<Bo> &bos, const std::vector<uint32_t>
 			const uint64_t mibs = bos[i].size >> 20;
 			const uint64_t off = (mibs ? (3ull * k) % mibs : 0) << 20;
 			const uint64_t len = std::min<uint64_t>(1 << 20, bos[i].size);
-			if (!gpu_patch(render_fds[i], bos[i], off, len, 0xc0de0000 + k * 16 + i, &err))
+			if (!gpu_patch(render_fds[i], bos[i], off, len, 0xc0de0000 + k * 16 + (replica ? 0 : i), &err))
 				finish("FAIL: step " + std::to_string(k) + ": GPU node " + std::to_string(gpus[i]) +
 				       ": rewriting a MiB of its VRAM BO: " + err);
 		}
@@ -1770,7 +1772,7 @@ struct KfdProcess {
 	p.make_gem();
 	p.share_kfd_file();
 	write_ready(p.bos);
-	periodic_steps(m.periodic, p.bos, p.gpus, p.render_fds);
+	periodic_steps(m.periodic, p.bos, p.gpus, p.render_fds, m.replica);
 	wait_for_go(); // dumped and restored in here
 	p.verify();
 }

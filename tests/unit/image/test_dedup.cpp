@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // Deduplicated checkpoints (image/chunk_index.h): the chunk index merges
 // only equal bytes (a forced checksum collision stays two chunks: their
-// SHA-256 digests differ), a
+// SHA-256 digests differ, or their bytes where the index's cache keeps
+// them; the cache holds to its budget), a
 // claimed chunk makes a second lookup wait and a dropped claim releases it;
 // a dump of two processes on two GPUs holding the same data writes each
 // distinct chunk once and restores every byte; without duplicates the
@@ -94,10 +95,11 @@ struct Memory {
 };
 
 // The plugin's dump at the image layer: each GPU's BOs through a DeltaSink
-// (deduplicated against `index` when given) in 1000-byte writes into pages
-// files sealed with d's dump identity, then the KFD image. Returns the
-// payload bytes written.
-uint64_t dump(const Dir &d, int id, Memory m, ChunkIndex *index)
+// (deduplicated against `index` when given) in writes of `piece` bytes
+// (1000: every chunk cut across writes, so none is offered to the index's
+// cache) into pages files sealed with d's dump identity, then the KFD
+// image. Returns the payload bytes written.
+uint64_t dump(const Dir &d, int id, Memory m, ChunkIndex *index, size_t piece = 1000)
 {
 	auto dir = ImageDir::open(d.path());
 	cr_assert_ok(dir);
@@ -123,8 +125,8 @@ uint64_t dump(const Dir &d, int id, Memory m, ChunkIndex *index)
 			dd = {index, std::make_shared<const IndexedFile>(IndexedFile{name, std::move(*fd)})};
 		}
 		DeltaSink delta(*w, bos, kChunk, 0, std::move(dd));
-		for (size_t at = 0; at < stream.size(); at += 1000) // writes cut across chunks
-			cr_assert_ok(delta.write(stream.data() + at, std::min<size_t>(1000, stream.size() - at)));
+		for (size_t at = 0; at < stream.size(); at += piece)
+			cr_assert_ok(delta.write(stream.data() + at, std::min<size_t>(piece, stream.size() - at)));
 		auto d = delta.take();
 		cr_assert_ok(d);
 		for (size_t k = 0; k < idx.size(); k++) {
@@ -330,6 +332,81 @@ Test(dedup, a_checksum_collision_never_merges_different_bytes)
 	cr_assert(e->place);
 	cr_assert_str_eq(e->place->file.c_str(), "amdgpu-pages-1-1111.img");
 	cr_assert_eq(index.size(), 2u);
+}
+
+Test(dedup, a_kept_chunk_is_compared_byte_for_byte_and_a_dropped_one_by_digest)
+{
+	Dir d;
+	const auto z = testcommon::pattern_bytes(kChunk, 3), a = testcommon::pattern_bytes(kChunk, 4),
+		   b = testcommon::pattern_bytes(kChunk, 5), c = testcommon::pattern_bytes(kChunk, 6);
+	ChunkIndex index;
+	index.set_cache_budget(2 * kChunk); // two chunks: a is dropped for c
+	auto f0 = index.find(9, kChunk, from(z));
+	cr_assert_ok(f0);
+	f0->claim.publish(indexed(d, "amdgpu-pages-9-1111.img", z), 0, z);
+	cr_assert_eq(index.cache_peak(), 0u, "kept a chunk before any duplicate was found");
+	auto g0 = index.find(9, kChunk, from(z)); // a duplicate, by digest: chunks are kept from now on
+	cr_assert_ok(g0);
+	cr_assert(g0->place);
+	cr_assert_eq(index.byte_compares(), 0u);
+	uint64_t key = 1;
+	for (const auto *v : {&a, &b, &c}) {
+		auto f = index.find(key, kChunk, from(*v));
+		cr_assert_ok(f);
+		cr_assert(f->claim);
+		f->claim.publish(indexed(d, "amdgpu-pages-" + std::to_string(key) + "-1111.img", *v), 0, *v);
+		key++;
+	}
+	cr_assert_eq(index.cache_peak(), 2u * kChunk, "cache peak %" PRIu64, index.cache_peak());
+	auto g = index.find(3, kChunk, from(c)); // kept: memcmp
+	cr_assert_ok(g);
+	cr_assert(g->place);
+	cr_assert_str_eq(g->place->file.c_str(), "amdgpu-pages-3-1111.img");
+	cr_assert_eq(index.byte_compares(), 1u);
+	auto h = index.find(1, kChunk, from(a)); // dropped: digests, from its file
+	cr_assert_ok(h);
+	cr_assert(h->place);
+	cr_assert_str_eq(h->place->file.c_str(), "amdgpu-pages-1-1111.img");
+	cr_assert_eq(index.byte_compares(), 1u);
+	auto c2 = c;
+	c2[kChunk / 2] ^= 0x01; // one bit apart under c's key: never merged
+	auto e = index.find(3, kChunk, from(c2));
+	cr_assert_ok(e);
+	cr_assert(!e->place && e->claim);
+	cr_assert_eq(index.byte_compares(), 2u);
+	cr_assert_eq(index.collisions(), 1u);
+	index.set_cache_budget(0); // nothing kept from now on
+	cr_assert_eq(index.cache_peak(), 0u);
+	e->claim.publish(indexed(d, "amdgpu-pages-4-1111.img", c2), 0, c2);
+	cr_assert_eq(index.cache_peak(), 0u);
+	auto f = index.find(3, kChunk, from(c2));
+	cr_assert_ok(f);
+	cr_assert(f->place);
+	cr_assert_str_eq(f->place->file.c_str(), "amdgpu-pages-4-1111.img");
+	cr_assert_eq(index.byte_compares(), 2u, "compared byte for byte with a chunk the cache should not hold");
+}
+
+Test(dedup, repeats_compared_in_memory_are_written_once_and_restored)
+{
+	Dir d;
+	Memory a(110, 10);
+	auto &bo0 = a.contents[0];
+	// BO 0's chunk 1 repeats its chunk 0 (found by digest: from then on
+	// chunks are kept); BO 3 (the other GPU) holds BO 0's chunks 100-102,
+	// kept by then (a budget of 256 chunks).
+	std::copy(bo0.begin(), bo0.begin() + kChunk, bo0.begin() + kChunk);
+	std::copy(bo0.begin() + 100 * kChunk, bo0.begin() + 103 * kChunk, a.contents[3].begin());
+	ChunkIndex index;
+	index.set_cache_budget(256 * kChunk);
+	// Writes of 64 KiB: the chunks lie whole in one write, offered to the cache.
+	const uint64_t w = dump(d, 110, a, &index, 64 << 10);
+	cr_assert_eq(w, (512 - 1 + 1) * kChunk, "wrote %" PRIu64, w);
+	cr_assert_eq(index.byte_compares(), 3u, "%" PRIu64 " chunks compared in memory", index.byte_compares());
+	cr_assert_leq(index.cache_peak(), 256u * kChunk);
+	auto got = test::restore_kfd_contents(d.path(), 110, kGpus);
+	cr_assert_ok(got);
+	for (const auto &[i, bytes] : a.contents)
+		cr_assert((*got)[i] == bytes, "BO %zu restored different bytes", i);
 }
 
 Test(dedup, a_lookup_waits_for_a_claim_and_a_dropped_claim_lets_it_go)
