@@ -1727,12 +1727,16 @@ def dedup_rows(args, run, table, scratch, reps):
     """The issue's shape at NODE_STORE_GBPS (with the no-duplicate rows),
     then the storage-bound shape at BOUND_STORE_GBPS."""
     scale = 4 if args.quick else 1
-    same, own = DEDUP_SAME // scale, DEDUP_OWN // scale
-    total = DEDUP_GPUS * (same + own)
+
+    def shape(same, own):
+        """The shape's bytes, and its floor: every GPU's own bytes and one
+        copy of the replicated ones written, DEDUP_GPUS x (same + own)
+        without."""
+        total = DEDUP_GPUS * (same + own)
+        return same, own, total, (DEDUP_GPUS * own + same) / total
+
+    same, own, total, floor = shape(DEDUP_SAME // scale, DEDUP_OWN // scale)
     per_rep, where = dedup_shape(args, run, scratch, reps, same, own, NODE_STORE_GBPS, True)
-    # The shape's floor: every GPU's own bytes and one copy of the
-    # replicated ones written, DEDUP_GPUS x (same + own) without.
-    floor = (DEDUP_GPUS * own + same) / total
     table.add("deduplicated checkpoints, the issue's shape: %d GPUs x (%d MiB replicated + %d MiB own) = %.2f GiB "
               "(8 x (12 + 4) GiB scaled by 1/%d), 8xMI300X, %s, SDMA unthrottled, VRAM resident; its bytes "
               "floor (%d x own + same) / (%d x (same + own)) = %.2f is above the issue's 0.30, so each ratio's "
@@ -1748,10 +1752,8 @@ def dedup_rows(args, run, table, scratch, reps):
     s1 = per_rep[0]["1"]["summary"]
     table.add("  the plugin's summary (KFD_DEDUP=1): written / not written again",
               "%.0f / %.0f MiB" % (s1[0] / MiB, s1[1] / MiB))
-    same, own = BOUND_SAME // scale, BOUND_OWN // scale
-    total = DEDUP_GPUS * (same + own)
+    same, own, total, floor = shape(BOUND_SAME // scale, BOUND_OWN // scale)
     per_rep, where = dedup_shape(args, run, scratch, reps, same, own, BOUND_STORE_GBPS, False)
-    floor = (DEDUP_GPUS * own + same) / total
     table.add("deduplicated checkpoints, storage-bound (the issue's targets): %d GPUs x (%d MiB replicated + %d "
               "MiB own) = %.2f GiB (an inference node's 8 x (14 + 2) GiB scaled by 1/%d), 8xMI300X, %s, SDMA "
               "unthrottled, VRAM resident" % (DEDUP_GPUS, same // MiB, own // MiB, total / GiB, 128 * scale, where),
