@@ -704,7 +704,7 @@ def phase_killed(args, rc, emu, work):
         rc.expect(f"removed the temporary file {t}" in said, f"the guardian's log does not name {t}")
     state = pm.run("inspect", "--format", "{{.State.Status}}", "gpu", timeout=60).stdout.strip()
     rc.expect(state == "running" and rc.alive(pid), f"the container is {state} (init {pid} alive: {rc.alive(pid)})")
-    v = rc.verdict(wl, pid)
+    v = rc.verdict(wl, pid, rc.SLOW_VERDICT_SECONDS)
     rc.expect(v == "OK", f"the container's workload after the killed checkpoint: {v}")
 
 

@@ -87,7 +87,7 @@ def dump_killed_planted_log(run):
     rc.expect(said == "root's\n", f"the guardian wrote through the planted link: {said!r}", False)
     rc.expect(os.path.islink(link), "the planted link was replaced", False)
     log(f"the guardian resumed {pid} and removed {tmps}; the file behind the planted link is unchanged")
-    v = rc.verdict(procs[0][0], pid)
+    v = rc.verdict(procs[0][0], pid, rc.SLOW_VERDICT_SECONDS)
     rc.expect(v == "OK", f"workload {pid} after CRIU was killed: {v}", False)
     run.wl.wait(timeout=30)
     shutil.rmtree(away)

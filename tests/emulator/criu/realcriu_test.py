@@ -1218,6 +1218,13 @@ def mixed_case(run, a, b, what, change, outcome):
 
 KILL_SDMA_GBPS = 0.2  # per engine, as bench/bench.py bench_machine() writes it
 KILL_VRAM_MIB = 256   # per GPU: about 1.3 s of copy at that rate
+# How long a workload on the slow machine may take for its verdict after a
+# killed CRIU: its checks copy each 256 MiB VRAM BO out and a fresh one in
+# through the 0.2 GB/s SDMA engines and compare every byte on the CPU.
+# About 10 s alone; three such tests at once on 2 CPUs (ctest -j3 starts
+# the longest tests together) took over 60 s, the workload running in its
+# pattern check (gdb), not hung.
+SLOW_VERDICT_SECONDS = 180
 GUARDIAN_COMM = "amdgpu-guard"
 GUARDIAN_LOG = "amdgpu-guardian.log"
 
@@ -1366,7 +1373,7 @@ def after_dump_killed(run, procs, p, how, paused, when, gpu_pids=None):
     for pid in pids:
         expect(alive(pid), f"the workload {pid} did not survive", False)
     for d, pid in reversed(procs):  # the child's first: the parent's verdict waits for it
-        v = verdict(d, pid)
+        v = verdict(d, pid, SLOW_VERDICT_SECONDS)
         expect(v == "OK", f"workload {pid} after CRIU was killed: {v}", False)
     run.wl.wait(timeout=30)
 
