@@ -301,6 +301,13 @@ public:
 		return false;
 	}
 
+	// The call now holds the model's lock (Model::ioctl): calls made after
+	// it may go in. The transport lets a process's ioctls in in the order
+	// its threads made them (a kernel ioctl runs in its thread as it is
+	// made; the daemon's threads could otherwise serve a later call
+	// first). Default: nothing.
+	virtual void entered() {}
+
 	// Whether the caller's device cgroup denies the GPU with render minor
 	// `minor`. A caller in a container (a mount namespace other than the
 	// host's) may use the GPUs whose render node its /dev has with that

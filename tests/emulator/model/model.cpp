@@ -444,6 +444,7 @@ void ModelImpl::set_faults(std::vector<FaultRule> rules)
 long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t arg)
 {
 	Lock lk(mu_);
+	c.entered();
 	auto it = files_.find(file);
 	if (it == files_.end()) {
 		if (backings_.count(file)) {

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -127,13 +128,17 @@ constinit std::atomic<uint32_t> g_fresh_image{1};
 
 } // namespace
 
-// One request/reply with the daemon. Returns 0 or -errno (transport failure).
+// One request/reply with the daemon, stamped with the time the call is made
+// (wire::Request::made_ns). Returns 0 or -errno (transport failure).
 int call(wire::Request rq, std::string_view payload, Response *out)
 {
 	REAL(close, int (*)(int));
 	if (!config().active)
 		return -ENODEV;
 	rq.tid = int32_t(::gettid());
+	timespec now{};
+	::clock_gettime(CLOCK_MONOTONIC, &now);
+	rq.made_ns = uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec);
 	rq.image = config().image;
 	rq.flags = g_fresh_image.load(std::memory_order_relaxed) ? wire::kReqFreshImage : 0;
 	rq.len = uint32_t(payload.size());

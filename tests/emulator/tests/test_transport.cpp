@@ -5,7 +5,8 @@
 // sysfs without aliasing) and of its device fds (identity by backing file
 // across dup, fork, SCM_RIGHTS and pidfd_getfd; release and process-exit
 // notifications; the cgroup-style unreadable sysfs file; the adapter's
-// settling of a connection with a blocked call).
+// settling of a connection with a blocked call; ioctls served in the order
+// they were made).
 //
 // Usage (under kfd-emu, with the same machine arguments):
 //   test_transport --machine NAME [--gpu-ids ..] [--minors ..]
@@ -21,8 +22,10 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -507,6 +510,20 @@ std::vector<uint32_t> daemon_connections()
 	return out;
 }
 
+// A connection of our own to the daemon (as the shim's, without the shim).
+int connect_raw()
+{
+	int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sockaddr_un sa{};
+	sa.sun_family = AF_UNIX;
+	std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", std::getenv("KFDEMU_SOCKET"));
+	if (s >= 0 && ::connect(s, reinterpret_cast<sockaddr *>(&sa), sizeof sa)) {
+		::close(s);
+		s = -1;
+	}
+	return s;
+}
+
 int64_t settle(uint32_t ino, uint64_t timeout_ms)
 {
 	wire::Request rq{};
@@ -515,13 +532,9 @@ int64_t settle(uint32_t ino, uint64_t timeout_ms)
 	rq.a[0] = ino;
 	rq.a[1] = timeout_ms;
 	int64_t r = INT64_MIN;
-	int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	sockaddr_un sa{};
-	sa.sun_family = AF_UNIX;
-	std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", std::getenv("KFDEMU_SOCKET"));
+	const int s = connect_raw();
 	wire::Reply rp{};
-	if (s >= 0 && !::connect(s, reinterpret_cast<sockaddr *>(&sa), sizeof sa) &&
-	    !wire::send_all(s, &rq, sizeof rq) && !wire::recv_all(s, &rp, sizeof rp))
+	if (s >= 0 && !wire::send_all(s, &rq, sizeof rq) && !wire::recv_all(s, &rp, sizeof rp))
 		r = rp.result;
 	if (s >= 0)
 		::close(s);
@@ -584,6 +597,76 @@ void test_settle()
 	::close(kfd);
 }
 
+uint64_t monotonic_ns()
+{
+	timespec t{};
+	::clock_gettime(CLOCK_MONOTONIC, &t);
+	return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+}
+
+// A process's ioctls go into the model in the order its threads made them,
+// as a kernel's run in their threads (Daemon::await_turn): a WAIT_EVENTS (no
+// timeout) made first, whose request the daemon has only part of for 300
+// ms, goes in before another thread's SET_EVENT made during those 300 ms. So the wait
+// finds the event not signaled (WAIT_TIMEOUT) and the set, finding no
+// waiter, leaves it signaled for the next wait. Served as read, the set
+// would go first and the wait would consume it (WAIT_COMPLETE).
+void test_call_order()
+{
+	using namespace abi;
+	int kfd = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
+	CHECK(kfd >= 0);
+	kfd::CreateEvent ce{};
+	ce.event_type = kfd::EVENT_SIGNAL;
+	ce.auto_reset = 1;
+	CHECK_EQ(::ioctl(kfd, ioc(kIocRead | kIocWrite, kfd::kType, kfd::CREATE_EVENT, sizeof ce), &ce), 0);
+	const long long waits_before = json_number(introspect("transport"), "order_waits");
+	struct stat st {};
+	CHECK_EQ(::syscall(SYS_fstat, kfd, &st), 0); // the memfd: the daemon's key
+	kfd::EventData ev{};
+	ev.event_id = ce.event_id;
+	kfd::WaitEvents we{};
+	we.events_ptr = reinterpret_cast<uint64_t>(&ev);
+	we.num_events = 1;
+	we.timeout = 0;
+	wire::Request rq{};
+	rq.op = wire::Op::Ioctl;
+	rq.tid = ::gettid();
+	rq.dev = st.st_dev;
+	rq.ino = st.st_ino;
+	rq.a[0] = ioc(kIocRead | kIocWrite, kfd::kType, kfd::WAIT_EVENTS, sizeof we);
+	rq.a[1] = reinterpret_cast<uint64_t>(&we);
+	rq.made_ns = monotonic_ns();
+	const int s = connect_raw();
+	CHECK(s >= 0);
+	const char *bytes = reinterpret_cast<const char *>(&rq);
+	CHECK_EQ(wire::send_all(s, bytes, 8), 0);
+	std::this_thread::sleep_for(std::chrono::milliseconds(50));
+	std::atomic<int> set_result{1};
+	std::atomic<bool> set_done{false};
+	std::thread setter([&] {
+		kfd::EventId id{ce.event_id, 0};
+		set_result = ::ioctl(kfd, ioc(kIocWrite, kfd::kType, kfd::SET_EVENT, sizeof id), &id);
+		set_done = true;
+	});
+	std::this_thread::sleep_for(std::chrono::milliseconds(300));
+	const bool set_early = set_done.load();
+	CHECK_EQ(wire::send_all(s, bytes + 8, sizeof rq - 8), 0);
+	wire::Reply rp{};
+	CHECK_EQ(wire::recv_all(s, &rp, sizeof rp), 0);
+	setter.join();
+	::close(s);
+	CHECK(!set_early); // it waited for the wait made before it
+	CHECK_EQ(rp.result, 0);
+	CHECK_EQ(we.wait_result, kfd::WAIT_TIMEOUT);
+	CHECK_EQ(set_result.load(), 0);
+	we.wait_result = ~0u;
+	CHECK_EQ(::ioctl(kfd, ioc(kIocRead | kIocWrite, kfd::kType, kfd::WAIT_EVENTS, sizeof we), &we), 0);
+	CHECK_EQ(we.wait_result, kfd::WAIT_COMPLETE);
+	CHECK(json_number(introspect("transport"), "order_waits") > waits_before);
+	::close(kfd);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && std::string_view(argv[1]) == "--exec-stage2") {
@@ -614,5 +697,6 @@ int main(int argc, char **argv)
 	run("threads, fork, close_range/dup2 over the daemon connection", test_threads_fork_closerange);
 	run("exec drops the old image's KFD context", test_exec);
 	run("settle: a blocked WAIT_EVENTS ends, its reply written", test_settle);
+	run("a process's ioctls go into the model in the order they were made", test_call_order);
 	return summary();
 }

@@ -226,7 +226,7 @@ bool proc_has_cr_capability(pid_t tid)
 
 class CallerImpl final : public Caller {
 public:
-	CallerImpl(Daemon &d, pid_t tgid, pid_t tid) : d_(d)
+	CallerImpl(Daemon &d, pid_t tgid, pid_t tid, int conn) : d_(d), conn_(conn)
 	{
 		id_.tgid = tgid;
 		id_.tid = tid > 0 ? tid : tgid;
@@ -299,6 +299,7 @@ public:
 			return pid;
 		}
 	}
+	void entered() override { d_.entered(conn_); }
 	bool wait_caller_gone(int ms) override
 	{
 		const int pidfd = sys_pidfd_open(id_.tgid);
@@ -370,6 +371,7 @@ public:
 
 private:
 	Daemon &d_;
+	int conn_; // the connection the call came on (Daemon::entered)
 	mutable CallerIdentity id_;
 	mutable bool caps_read_ = false;
 	std::vector<Pending> fds_;
@@ -461,6 +463,12 @@ void Daemon::accept_loop()
 			continue;
 		}
 		track_process(cred.pid);
+		{
+			// Listed before its thread runs: await_turn sees its
+			// unread first request.
+			std::lock_guard lk(conns_mu_);
+			conns_[c] = Conn{cred.pid};
+		}
 		std::thread([this, c, pid = cred.pid] { serve(c, pid); }).detach();
 	}
 }
@@ -712,6 +720,13 @@ void Daemon::vma_remove(pid_t tgid, uint64_t start, uint64_t len)
 		m[s] = std::move(v);
 }
 
+std::string Daemon::order_counters()
+{
+	std::lock_guard lk(conns_mu_);
+	return ",\"order_waits\":" + std::to_string(order_waits_) +
+	       ",\"order_waits_expired\":" + std::to_string(order_waits_expired_);
+}
+
 std::optional<std::string> Daemon::introspect_local(std::string_view query)
 {
 	if (query == "transport") {
@@ -726,7 +741,7 @@ std::optional<std::string> Daemon::introspect_local(std::string_view query)
 		       ",\"releases\":" + std::to_string(releases_) +
 		       ",\"process_exits\":" + std::to_string(exits_) +
 		       ",\"execs\":" + std::to_string(execs_) +
-		       ",\"restored_images\":" + std::to_string(restored_images_) + "}";
+		       ",\"restored_images\":" + std::to_string(restored_images_) + order_counters() + "}";
 	}
 	if (!query.starts_with("vmas"))
 		return std::nullopt;
@@ -881,7 +896,8 @@ bool Daemon::read_request(int conn, wire::Request *rq, std::string *payload)
 {
 	// Wait for a request without taking it, then mark the call in
 	// progress before reading it: Op::Settle sees either unread bytes or
-	// a busy connection, never neither.
+	// a busy connection, never neither; await_turn, unread bytes or a
+	// request being read.
 	char peek;
 	ssize_t pn;
 	do
@@ -889,15 +905,80 @@ bool Daemon::read_request(int conn, wire::Request *rq, std::string *payload)
 	while (pn < 0 && errno == EINTR);
 	if (pn <= 0)
 		return false;
-	set_busy(conn, true);
+	{
+		std::lock_guard lk(conns_mu_);
+		conns_[conn].busy = true;
+		conns_[conn].reading = true;
+	}
+	struct Read {
+		Daemon &d;
+		int conn;
+		const wire::Request &rq;
+		bool ok = false;
+		~Read()
+		{
+			std::lock_guard lk(d.conns_mu_);
+			Conn &c = d.conns_[conn];
+			c.reading = false;
+			c.made_ns = ok && rq.op == wire::Op::Ioctl ? rq.made_ns : 0;
+			if (ok && rq.sock_ino)
+				c.client_ino = rq.sock_ino;
+			d.conns_cv_.notify_all();
+		}
+	} read{*this, conn, *rq};
 	if (wire::recv_all(conn, rq, sizeof *rq))
 		return false;
-	if (rq->sock_ino) {
-		std::lock_guard lk(conns_mu_);
-		conns_[conn].client_ino = rq->sock_ino;
-	}
 	payload->assign(rq->len, '\0');
-	return !(rq->len && wire::recv_all(conn, payload->data(), rq->len));
+	read.ok = !(rq->len && wire::recv_all(conn, payload->data(), rq->len));
+	return read.ok;
+}
+
+bool Daemon::earlier_call_pending(int self, pid_t tgid, uint64_t made_ns, int fd, const Conn &c)
+{
+	if (fd == self || c.tgid != tgid)
+		return false;
+	if (c.made_ns)
+		return c.made_ns < made_ns || (c.made_ns == made_ns && fd < self);
+	if (c.reading)
+		return true;
+	int unread = 0;
+	return !c.busy && ::ioctl(fd, FIONREAD, &unread) == 0 && unread > 0;
+}
+
+void Daemon::await_turn(int conn, uint64_t made_ns)
+{
+	if (!made_ns)
+		return;
+	const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kOrderWaitMs);
+	std::unique_lock lk(conns_mu_);
+	const pid_t tgid = conns_[conn].tgid;
+	bool waited = false;
+	for (;;) {
+		bool pending = false;
+		for (const auto &[fd, c] : conns_)
+			if ((pending = earlier_call_pending(conn, tgid, made_ns, fd, c)))
+				break;
+		if (!pending)
+			break;
+		if (std::chrono::steady_clock::now() >= deadline) {
+			++order_waits_expired_;
+			break;
+		}
+		waited = true;
+		// Unread bytes do not notify: look again soon.
+		conns_cv_.wait_for(lk, std::chrono::milliseconds(2));
+	}
+	order_waits_ += waited;
+}
+
+void Daemon::entered(int conn)
+{
+	std::lock_guard lk(conns_mu_);
+	auto it = conns_.find(conn);
+	if (it == conns_.end() || !it->second.made_ns)
+		return;
+	it->second.made_ns = 0;
+	conns_cv_.notify_all();
 }
 
 void Daemon::on_open(Call &call)
@@ -1118,10 +1199,6 @@ int Daemon::send_reply(int conn, Call &call)
 
 void Daemon::serve(int conn, pid_t tgid)
 {
-	{
-		std::lock_guard lk(conns_mu_);
-		conns_[conn] = Conn{tgid};
-	}
 	struct Unregister {
 		Daemon &d;
 		int conn;
@@ -1147,9 +1224,12 @@ void Daemon::serve(int conn, pid_t tgid)
 			continue;
 		}
 		check_image(tgid, rq.image, rq.flags & wire::kReqFreshImage);
-		CallerImpl caller(*this, tgid, rq.tid);
+		if (rq.op == wire::Op::Ioctl)
+			await_turn(conn, rq.made_ns);
+		CallerImpl caller(*this, tgid, rq.tid, conn);
 		Call call{tgid, rq, payload, caller, FileKey{dev_t(rq.dev), ino_t(rq.ino)}, {}, {}, {}};
 		dispatch(call);
+		entered(conn); // if it never reached the model
 		// The call in progress ends (for Op::Settle) once its reply is
 		// written.
 		if (send_reply(conn, call))

@@ -121,6 +121,28 @@ private:
 	// A call in progress on `conn` (for Op::Settle); false: its reply
 	// is written.
 	void set_busy(int conn, bool busy);
+	// Before an ioctl made at `made_ns` (its request read from `conn`)
+	// goes into the model: waits until no call its process made earlier
+	// is still to go in: none read from another of its connections and
+	// not yet entered (Conn::made_ns), none being read (Conn::reading)
+	// and none unread (FIONREAD) on one not serving a call; the earliest
+	// goes first (equal times: the lower fd). A kernel ioctl runs in its
+	// thread as it is made; the daemon's threads, one per connection,
+	// can be scheduled in any order on a loaded machine, and a later call
+	// served first breaks what the kernel guarantees, e.g. a WAIT_EVENTS
+	// made before another thread's SET_EVENT is woken by it. Calls of
+	// other processes are not waited for. Gives up after kOrderWaitMs
+	// (counted: "order_waits_expired"): a call whose connection is not
+	// accepted yet, or a thread that never finishes sending, is not
+	// waited for longer.
+	void await_turn(int conn, uint64_t made_ns);
+	static constexpr unsigned kOrderWaitMs = 5000;
+	// The call read from `conn` has entered the model (Caller::entered),
+	// or ended without: later calls may go in.
+	void entered(int conn);
+	// ",\"order_waits\":N,\"order_waits_expired\":M" for "transport".
+	std::string order_counters();
+
 	// The request being served and its reply (daemon.cpp).
 	struct Call;
 	// The handler of each kind of message (wire::Op).
@@ -163,14 +185,24 @@ private:
 	// Each client connection (daemon-side fd) while it is served: its
 	// process, the inode of the client's end (from its requests) and
 	// whether a call is in progress (read, reply not yet written).
+	//
+	// Entry order (await_turn): `reading` from the first byte of a
+	// request until all of it is read; `made_ns` the time an ioctl read
+	// from it was made (wire::Request::made_ns) until it enters the
+	// model, else 0.
 	struct Conn {
 		pid_t tgid;
 		uint32_t client_ino = 0;
 		bool busy = false;
+		bool reading = false;
+		uint64_t made_ns = 0;
 	};
 	std::mutex conns_mu_;
 	std::condition_variable conns_cv_;
 	std::map<int, Conn> conns_;
+	// Whether a call of connection `fd` (not `self`, of process `tgid`)
+	// made before `made_ns` may still be to go in (conns_mu_ held).
+	static bool earlier_call_pending(int self, pid_t tgid, uint64_t made_ns, int fd, const Conn &c);
 	std::mutex mu_;
 	std::map<int, Watch> watches_;			// inotify wd -> file
 	std::map<pid_t, PidWatch> pidfds_;		// tracked processes
@@ -179,6 +211,9 @@ private:
 	std::map<pid_t, std::map<uint64_t, Vma>> vmas_;	// tgid -> start -> vma
 	uint64_t releases_ = 0, exits_ = 0, installs_ = 0, connections_ = 0, execs_ = 0,
 		 restored_images_ = 0;
+	// await_turn: ioctls that waited for one made earlier, and waits
+	// that expired (conns_mu_).
+	uint64_t order_waits_ = 0, order_waits_expired_ = 0;
 
 	friend class CallerImpl;
 };

@@ -61,6 +61,12 @@ struct Request {
 	// numbers are 32-bit), so the CRIU adapter, which sees that end in the
 	// dumped task, can name the connection to the daemon (Op::Settle).
 	uint32_t sock_ino;
+	// When the thread made the call (CLOCK_MONOTONIC, ns; 0: not ordered,
+	// e.g. kfd-emu ctl). The daemon lets a process's ioctls into the model
+	// in this order, as the kernel runs each in its thread at the time it
+	// is made (Daemon::await_turn); only times of one process's threads
+	// are compared.
+	uint64_t made_ns;
 };
 inline constexpr uint32_t kReqFreshImage = 1;
 
