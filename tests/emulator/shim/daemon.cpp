@@ -128,17 +128,24 @@ constinit std::atomic<uint32_t> g_fresh_image{1};
 
 } // namespace
 
+uint64_t now_ns()
+{
+	timespec now{};
+	::clock_gettime(CLOCK_MONOTONIC, &now);
+	return uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec);
+}
+
 // One request/reply with the daemon, stamped with the time the call is made
-// (wire::Request::made_ns). Returns 0 or -errno (transport failure).
+// (wire::Request::made_ns) unless the caller did. Returns 0 or -errno
+// (transport failure).
 int call(wire::Request rq, std::string_view payload, Response *out)
 {
 	REAL(close, int (*)(int));
 	if (!config().active)
 		return -ENODEV;
 	rq.tid = int32_t(::gettid());
-	timespec now{};
-	::clock_gettime(CLOCK_MONOTONIC, &now);
-	rq.made_ns = uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec);
+	if (!rq.made_ns)
+		rq.made_ns = now_ns();
 	rq.image = config().image;
 	rq.flags = g_fresh_image.load(std::memory_order_relaxed) ? wire::kReqFreshImage : 0;
 	rq.len = uint32_t(payload.size());

@@ -180,11 +180,16 @@ SHIM_EXPORT int ioctl(int fd, unsigned long request, ...) noexcept
 	va_start(ap, request);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
+	// The call is made now (before fd_key's fstat, a point where the
+	// thread can be preempted): the daemon orders the process's calls by
+	// this time.
+	const uint64_t made = now_ns();
 	REAL(ioctl, int (*)(int, unsigned long, ...));
 	Key k;
 	if (!fd_key(fd, &k))
 		return real_ioctl(fd, request, arg);
 	wire::Request rq{};
+	rq.made_ns = made;
 	rq.op = wire::Op::Ioctl;
 	rq.dev = k.dev;
 	rq.ino = k.ino;

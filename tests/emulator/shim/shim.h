@@ -260,6 +260,8 @@ struct Response {
 };
 
 int call(wire::Request rq, std::string_view payload, Response *out);
+// CLOCK_MONOTONIC in ns: wire::Request::made_ns.
+uint64_t now_ns();
 int64_t deliver(Response &r);
 
 // --- stat.cpp: emulated files -----------------------------------------------
