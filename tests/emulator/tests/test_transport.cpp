@@ -541,6 +541,20 @@ int64_t settle(uint32_t ino, uint64_t timeout_ms)
 	return r;
 }
 
+// A /dev/kfd fd of this process with one auto-reset signal event (its id
+// in `ce`), for the tests of blocking waits below.
+int open_kfd_with_event(abi::kfd::CreateEvent *ce)
+{
+	using namespace abi;
+	int kfd = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
+	CHECK(kfd >= 0);
+	*ce = {};
+	ce->event_type = kfd::EVENT_SIGNAL;
+	ce->auto_reset = 1;
+	CHECK_EQ(::ioctl(kfd, ioc(kIocRead | kIocWrite, kfd::kType, kfd::CREATE_EVENT, sizeof *ce), ce), 0);
+	return kfd;
+}
+
 // What the CRIU adapter does before it looks at a dumped connection
 // (wire::Op::Settle): a thread blocked in an infinite WAIT_EVENTS has its
 // wait ended (as timed out) and its reply written; an idle connection
@@ -548,12 +562,8 @@ int64_t settle(uint32_t ino, uint64_t timeout_ms)
 void test_settle()
 {
 	using namespace abi;
-	int kfd = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
-	CHECK(kfd >= 0);
 	kfd::CreateEvent ce{};
-	ce.event_type = kfd::EVENT_SIGNAL;
-	ce.auto_reset = 1;
-	CHECK_EQ(::ioctl(kfd, ioc(kIocRead | kIocWrite, kfd::kType, kfd::CREATE_EVENT, sizeof ce), &ce), 0);
+	const int kfd = open_kfd_with_event(&ce);
 	const auto before = daemon_connections();
 	std::atomic<int> waited{-1};
 	std::atomic<uint32_t> result{~0u};
@@ -614,12 +624,8 @@ uint64_t monotonic_ns()
 void test_call_order()
 {
 	using namespace abi;
-	int kfd = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
-	CHECK(kfd >= 0);
 	kfd::CreateEvent ce{};
-	ce.event_type = kfd::EVENT_SIGNAL;
-	ce.auto_reset = 1;
-	CHECK_EQ(::ioctl(kfd, ioc(kIocRead | kIocWrite, kfd::kType, kfd::CREATE_EVENT, sizeof ce), &ce), 0);
+	const int kfd = open_kfd_with_event(&ce);
 	const long long waits_before = json_number(introspect("transport"), "order_waits");
 	struct stat st {};
 	CHECK_EQ(::syscall(SYS_fstat, kfd, &st), 0); // the memfd: the daemon's key
