@@ -18,8 +18,8 @@ if(TARGET kfd-emu AND TARGET criu-host)
   # DUMP_DEVICES_LATE): queues resumed at the kfd file's dump, restore
   # prepared in init, failures still leave the process running. The hooks'
   # order is what differs, so the roundtrip's BOs stay small here (--small:
-  # up to 5 MiB; e2e_roundtrip moves the 257 MiB ones: e2e_demo moves 1 GiB
-  # per GPU).
+  # up to 5 MiB; e2e_roundtrip moves ones over the default staging bound,
+  # e2e_demo 1 GiB per GPU).
   foreach(s roundtrip tree dump_faults restore_faults)
     add_test(NAME e2e_${s}_hooks13
       COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/e2e.py --bin-dir ${PROJECT_BINARY_DIR} --small ${s})
