@@ -404,7 +404,7 @@ def sc_bounded(run):
     memory within the bound (the emulator's count of the dumping process's
     userptr memory), and a restore with another bound."""
     bound = 16 << 20
-    d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,100M+4K,12K", "--gtt", GTT],
+    d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,40M+4K,12K", "--gtt", GTT],
                  env={"KFD_MAX_BUFFER_SIZE": "16M"})
     expect_good_dump(d, "bounded dump")
     up = d.get("userptr")
