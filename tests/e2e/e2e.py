@@ -666,8 +666,10 @@ def sc_demo(run):
     verify the GPU memory, and print a summary."""
     gib = 1 << 30
     log("demo: emulated machine A: 2 x MI210 (gpu_ids and render minors of the profile)")
-    log("demo: running gpu-workload (libhsakmt) with 2 x 512 MiB + small BOs on each GPU ...")
-    d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,12K,1M+4K,512M+36K,512M+4K", "--gtt", GTT])
+    log("demo: running gpu-workload (libhsakmt) with 2 x %s + small BOs on each GPU ..." %
+        ARGS.demo_bo.replace("M", " MiB"))
+    large = "%s+36K,%s+4K" % (ARGS.demo_bo, ARGS.demo_bo)
+    d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,12K,1M+4K," + large, "--gtt", GTT])
     expect_good_dump(d, "checkpoint on machine A")
     db, ds, dpeak = copy_summary(d["log"], "dumped")
     log("demo: the workload is ended; machine B: 2 x MI210 with gpu_ids 0x7a01,0x7a02 and minors 131,130")
@@ -865,6 +867,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     ap.add_argument("--small", action="store_true",
                     help="roundtrip: SMALL_VRAM's BOs in place of BIG_VRAM's (for variants that test the hooks, not sizes)")
+    ap.add_argument("--demo-bo", default="512M",
+                    help="demo: the size of its two large BOs per GPU (plus 36 KiB and 4 KiB)")
     ap.add_argument("scenario", nargs="?")
     ARGS = ap.parse_args()
     bins = Bins(os.path.abspath(ARGS.bin_dir))
