@@ -166,10 +166,9 @@ def flip_matrix(bins, a, st, src, verifier, fn):
     if st.get("only"):
         flips = [(n, int(o)) for n, o in st["only"]]
     t0 = time.time()
+    before = digests(src, every=True)
     for i, (name, off) in enumerate(flips):
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.copytree(src, work)
-        path = os.path.join(work, name)
+        path = flipped_copy(src, work, name)
         with open(path, "r+b") as f:
             f.seek(off)
             b = f.read(1)
@@ -189,9 +188,30 @@ def flip_matrix(bins, a, st, src, verifier, fn):
             bad.append("%s byte %d: %s" % (name, off, what))
         if i % 100 == 99:
             e2e.log("  %d/%d flips, %.0f s" % (i + 1, len(flips), time.time() - t0))
+    after = digests(src, every=True)
+    bad += ["%s: changed by a restore (through its hard link)" % n for n in before if after.get(n) != before[n]]
     json.dump({"counts": counts, "bad": bad, "flips": len(flips), "files": names, "reasons": reasons,
                "seconds": time.time() - t0}, open(os.path.join(a.state, a.inner + ".json"), "w"))
     return 0
+
+
+def flipped_copy(src, work, name):
+    """WORK made afresh as a copy of the checkpoint in SRC in which file
+    `name` is a copy of its own and every other regular file a hard link
+    (a restore only reads them: flip_matrix checks that SRC's files stay
+    as they were); the path of WORK's `name`. Linking instead of copying
+    the checkpoint saves about a sixth of the flips' CPU time."""
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    for n in os.listdir(src):
+        s, w = os.path.join(src, n), os.path.join(work, n)
+        if n != name and os.path.isfile(s) and not os.path.islink(s):
+            os.link(s, w)
+        elif os.path.isdir(s) and not os.path.islink(s):
+            shutil.copytree(s, w, symlinks=True)
+        else:
+            shutil.copy2(s, w, follow_symlinks=False)
+    return os.path.join(work, name)
 
 
 def sc_flips(run):
@@ -385,10 +405,12 @@ def sc_dump_cleanup(run):
         e2e.log("  fault %-36s -> no file left (%s)" % (target, removed[0].split("amdgpu_plugin: ")[-1]))
 
 
-def digests(d):
-    """{name: sha256} of our files in directory d."""
+def digests(d, every=False):
+    """{name: sha256} of our files in directory d (`every`: of each of its
+    regular files)."""
     return {n: hashlib.sha256(open(os.path.join(d, n), "rb").read()).hexdigest()
-            for n in sorted(os.listdir(d)) if ours(n)}
+            for n in sorted(os.listdir(d))
+            if ours(n) or (every and os.path.isfile(os.path.join(d, n)) and not os.path.islink(os.path.join(d, n)))}
 
 
 def sc_dump_cleanup_keeps_old(run):
