@@ -656,7 +656,8 @@ def phase_killed(args, rc, emu, work):
     and event wait."""
     harness.become_subreaper()  # what the kill orphans comes to us
     pm, pid, wl, before = start_container(rc, emu, work, [128, 129], ["--user-queue"],
-                                          [f"KFDEMU_WORKLOAD_VRAM_MIB={rc.KILL_VRAM_MIB}"])
+                                          [f"KFDEMU_WORKLOAD_VRAM_MIB={rc.KILL_VRAM_MIB}",
+                                           f"KFDEMU_WORKLOAD_SDMA_CHECK_MIB={rc.SDMA_CHECK_MIB}"])
     ckpt = os.path.join(pm.run("inspect", "--format", "{{.StaticDir}}", "gpu").stdout.strip(), "checkpoint")
     log(f"container init {pid}: {len(before['bos'])} BOs; CRIU's images go to {ckpt}")
     temps = lambda: sorted(n for n in (os.listdir(ckpt) if os.path.isdir(ckpt) else [])

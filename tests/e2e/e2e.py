@@ -30,7 +30,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from harness import Failed, check, log  # noqa: E402,F401  (integrity.py uses e2e.Failed, e2e.check)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BIG_VRAM = "4K,12K,1M+4K,7M+12K,33M+4K,257M+36K"   # per GPU: 4 KiB .. over 256 MiB, odd sizes
+# Per GPU: 4 KiB .. over the default staging bound (64 MiB: copied in
+# several passes), odd sizes.
+BIG_VRAM = "4K,12K,1M+4K,7M+12K,33M+4K,65M+36K"
 SMALL_VRAM = "4K,12K,1M+4K,5M+12K"
 GTT = "8K,3M+4K"
 
@@ -128,16 +130,23 @@ def plugin_lines(text):
 
 
 def inner_dump(bins, a):
-    st = json.load(open(a.spec))
+    json.dump(dump_one(bins, a.state, json.load(open(a.spec))), open(os.path.join(a.state, "dump.json"), "w"))
+    return 0
+
+
+def dump_one(bins, state, st):
+    """Runs the workload of spec `st` (see Run.dump), dumps it into
+    STATE/images with the spec's fault set for the dump only, ends it;
+    returns what came out."""
     wl_args = st["workload"]
-    p, manifest = start_workload(bins, a.state, wl_args)
+    p, manifest = start_workload(bins, state, wl_args)
     result = {"pid": p.pid, "manifest": manifest}
     try:
         before = {b["va"]: b for b in ctl(bins, "bos", str(p.pid))["bos"]}
         if st.get("fault"):
             ctl(bins, "faults", st["fault"])
         result["counters_before"] = ctl(bins, "counters")
-        images = os.path.join(a.state, "images")
+        images = os.path.join(state, "images")
         if st.get("images_dir"):  # elsewhere (the benchmark's fixed-rate store)
             os.makedirs(st["images_dir"])
             os.symlink(st["images_dir"], images)
@@ -147,11 +156,11 @@ def inner_dump(bins, a):
                 shutil.copy2(os.path.join(st["old_images"], n), images)
         plugins = ["--plugin", bins.plugin] + sum((["--plugin", x] for x in st.get("extra_plugins", [])), [])
         if st.get("pre_dump"):
-            result["pre_dump"] = inner_pre_dump(bins, a, p.pid, plugins)
+            result["pre_dump"] = inner_pre_dump(bins, state, p.pid, plugins)
             os.symlink("../pre", os.path.join(images, "parent"))  # what --prev-images-dir ../pre makes
         usage = {}
         rc, text, dt, hostpid = run_host(bins, ["dump", "-t", str(p.pid), "-D", images] + plugins,
-                                         st.get("env", {}), os.path.join(a.state, "dump.log"), usage)
+                                         st.get("env", {}), os.path.join(state, "dump.log"), usage)
         result["host_maxrss"] = usage.get("maxrss")
         if st.get("fault"):
             ctl(bins, "faults", "")
@@ -186,10 +195,12 @@ def inner_dump(bins, a):
         result["counters"] = ctl(bins, "counters")
         # The staging memory: userptr BOs the dumping process registered.
         result["userptr"] = ctl(bins, "userptr", str(hostpid))
+        # Every file of ours in the image directory, under any name
+        # (temporaries included).
+        result["ours_left"] = sorted(n for n in os.listdir(images) if n.startswith((".amdgpu-", "amdgpu-")))
     finally:
         stop(p)
-    json.dump(result, open(os.path.join(a.state, "dump.json"), "w"))
-    return 0
+    return result
 
 
 def kfd_criu_calls(bins):
@@ -199,15 +210,15 @@ def kfd_criu_calls(bins):
     return {k: v for k, v in c["ioctls"].items() if "CRIU" in k}, c["sdma_jobs"]
 
 
-def inner_pre_dump(bins, a, pid, plugins):
+def inner_pre_dump(bins, state, pid, plugins):
     """criu-host pre-dump of `pid` into STATE/pre (the hooks of CRIU's
     pre-dump: init, PAUSE_DEVICES, HANDLE_DEVICE_VMA, no exit); what the
     plugin did around it."""
-    pre = os.path.join(a.state, "pre")
+    pre = os.path.join(state, "pre")
     os.makedirs(pre)
     calls = kfd_criu_calls(bins)
     rc, text, _, _ = run_host(bins, ["pre-dump", "-t", str(pid), "-D", pre] + plugins, {},
-                              os.path.join(a.state, "pre-dump.log"))
+                              os.path.join(state, "pre-dump.log"))
     return {"rc": rc, "log": text, "calls_unchanged": kfd_criu_calls(bins) == calls,
             "files": sorted(os.listdir(pre)), "queues_state": ctl(bins, "queues", str(pid))["state"],
             "claimed": len([l for l in text.splitlines() if "HANDLE_DEVICE_VMA" in l and "= 0" in l
@@ -215,7 +226,13 @@ def inner_pre_dump(bins, a, pid, plugins):
 
 
 def inner_restore(bins, a):
-    st = json.load(open(a.spec))
+    json.dump(restore_one(bins, a.state, json.load(open(a.spec))), open(os.path.join(a.state, "restore.json"), "w"))
+    return 0
+
+
+def restore_one(bins, state, st):
+    """Restores the dump of spec `st` (see Run.restore) with the spec's
+    fault set for the restore only; returns what came out."""
     images = os.path.join(st["images_state"], "images")
     manifest = os.path.join(st["images_state"], "manifest")
     if st.get("fault"):
@@ -227,7 +244,13 @@ def inner_restore(bins, a):
     usage = {}
     rc, text, dt, hostpid = run_host(bins, ["restore", "-D", images] + plugins +
                                      (verifier if st.get("verify", True) else []),
-                                     st.get("env", {}), os.path.join(a.state, "restore.log"), usage)
+                                     st.get("env", {}), os.path.join(state, "restore.log"), usage)
+    if st.get("fault"):
+        ctl(bins, "faults", "")
+    if rc != 0:  # the failed restore's tasks are killed: until the model has let go of them
+        deadline = time.time() + 5
+        while time.time() < deadline and any(p.get("restored") for p in ctl(bins, "processes")["processes"]):
+            time.sleep(0.05)
     if out_start is not None:
         relay_output(out, out_start)
     result = {"rc": rc, "seconds": dt, "log": text, "counters": ctl(bins, "counters"),
@@ -238,7 +261,21 @@ def inner_restore(bins, a):
               # one moment.
               "userptr": ctl(bins, "userptr", str(hostpid)),
               "userptr_all": ctl(bins, "userptr", "gem-all")}
-    json.dump(result, open(os.path.join(a.state, "restore.json"), "w"))
+    return result
+
+
+def inner_cases(bins, a):
+    """Several dumps or restores in turn on this one machine (the spec's
+    `cases`, each a Run.dump or Run.restore spec with its `step`), each in
+    STATE/NN; STATE/cases.json: their results, in order."""
+    out = []
+    for i, st in enumerate(json.load(open(a.spec))["cases"]):
+        state = os.path.join(a.state, "%02d" % i)
+        os.makedirs(state)
+        r = {"dump": dump_one, "restore": restore_one}[st["step"]](bins, state, st)
+        r["state"] = state
+        out.append(r)
+    json.dump({"cases": out}, open(os.path.join(a.state, "cases.json"), "w"))
     return 0
 
 
@@ -274,10 +311,8 @@ class Run:
         a criu-host pre-dump first, the dump's `parent` linked to it.
         old_images: a directory whose files are copied into the images
         directory before the dump (an older checkpoint there)."""
-        out = self.machine(machine_args, "dump", {"workload": workload, "env": env or {}, "fault": fault,
-                                                  "extra_plugins": extra_plugins or [],
-                                                  "skip_checks": skip_checks, "images_dir": images_dir,
-                                                  "pre_dump": pre_dump, "old_images": old_images})
+        out = self.machine(machine_args, "dump", dump_spec(workload, env, fault, extra_plugins, skip_checks,
+                                                           images_dir, pre_dump, old_images))
         out["images_dir"] = images_dir
         return out
 
@@ -285,6 +320,34 @@ class Run:
         return self.machine(machine_args, "restore", {"images_state": dumped["state"], "env": env or {},
                                                       "fault": fault, "verify": verify,
                                                       "extra_plugins": extra_plugins or []})
+
+    def dumps(self, machine_args, workload, faults, env=None, skip_checks=False):
+        """One dump of `workload` per fault of `faults`, in turn on one
+        machine (each its own workload process; the fault set for its dump
+        only); their results, in order. A workload list in place of
+        `workload` gives each dump its own."""
+        wls = workload if workload and isinstance(workload[0], list) else [workload] * len(faults)
+        return self.cases(machine_args,
+                          [dump_spec(wl, env, f, skip_checks=skip_checks) for wl, f in zip(wls, faults)])
+
+    def restores(self, machine_args, dumped, faults, env=None):
+        """One restore of `dumped` per fault of `faults`, in turn on one
+        machine (the fault set for its restore only); their results."""
+        return self.cases(machine_args, [{"step": "restore", "images_state": dumped["state"], "env": env or {},
+                                          "fault": f} for f in faults])
+
+    def cases(self, machine_args, cases):
+        """Dumps and restores (dump_spec()s and restores()' specs) in turn
+        on one machine; their results, in order."""
+        return self.machine(machine_args, "cases", {"cases": cases})["cases"]
+
+
+def dump_spec(workload, env=None, fault=None, extra_plugins=None, skip_checks=False, images_dir=None,
+              pre_dump=False, old_images=None):
+    """The spec of one dump (see Run.dump), for Run.dump and Run.cases."""
+    return {"step": "dump", "workload": workload, "env": env or {}, "fault": fault,
+            "extra_plugins": extra_plugins or [], "skip_checks": skip_checks, "images_dir": images_dir,
+            "pre_dump": pre_dump, "old_images": old_images}
 
 
 def no_leaks(text, what):
@@ -325,7 +388,7 @@ OTHER_2 = ["--machine", "2xMI210", "--gpu-ids", "0x7a01,0x7a02", "--minors", "13
 
 
 def sc_roundtrip(run):
-    """Dump 2 GPUs with BOs from 4 KiB to over 256 MiB (up to 5 MiB with
+    """Dump 2 GPUs with BOs from 4 KiB to over 64 MiB (up to 5 MiB with
     --small); restore on the same machine with a smaller staging bound, and
     on another machine (other gpu_ids, minors, order)."""
     d = run.dump(["--machine", "2xMI210"], ["--vram", SMALL_VRAM if ARGS.small else BIG_VRAM, "--gtt", GTT])
@@ -341,7 +404,7 @@ def sc_bounded(run):
     memory within the bound (the emulator's count of the dumping process's
     userptr memory), and a restore with another bound."""
     bound = 16 << 20
-    d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,100M+4K,12K", "--gtt", GTT],
+    d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,40M+4K,12K", "--gtt", GTT],
                  env={"KFD_MAX_BUFFER_SIZE": "16M"})
     expect_good_dump(d, "bounded dump")
     up = d.get("userptr")
@@ -440,24 +503,30 @@ DUMP_FAULTS = [
 
 def sc_dump_faults(run):
     """For each ioctl and SDMA job on the dump path, one failure: the host
-    reports the error, nothing looks like a complete checkpoint, and the
-    target's queues run again."""
-    for target in DUMP_FAULTS:
-        d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,1M+4K", "--gtt", "8K"],
-                     fault="%s:nth=1:errno=EIO" % target)
+    reports the error, no file of ours is left in the image directory
+    (under any name: temporaries included), and the target's queues run
+    again. Then UNPAUSE failing once: the plugin reports it, the queues
+    still run. All on one machine, each dump of a workload of its own; a
+    dump without a fault last finds the machine as good as new."""
+    small = ["--vram", "4K,1M+4K", "--gtt", "8K"]
+    cases = run.dumps(["--machine", "2xMI210"], [small] * len(DUMP_FAULTS) + [["--vram", "4K"], small],
+                      ["%s:nth=1:errno=EIO" % t for t in DUMP_FAULTS] + ["CRIU_OP:UNPAUSE:nth=1:errno=EIO", None])
+    for target, d in zip(DUMP_FAULTS, cases):
         check(d["rc"] != 0, "%s: the dump succeeded despite the fault" % target)
         check(d["alive"], "%s: the workload died" % target)
         check(d["queues_state"] == "active" and not d["paused"],
               "%s: queues %s (paused %s) after the failed dump" % (target, d["queues_state"], d["paused"]))
-        check(not d["kfd_images"], "%s: a KFD image exists after a failed dump: %s" % (target, d["kfd_images"]))
+        check(not d["ours_left"], "%s: files of the failed dump are left: %s" % (target, d["ours_left"]))
         no_leaks(d["log"], target)
         errs = [l for l in plugin_lines(d["log"]) if "failed" in l or "error" in l.lower()]
         check(errs, "%s: no error line from the plugin:\n%s" % (target, d["log"][-2000:]))
-        log("  fault %-32s -> dump failed cleanly: %s" % (target, errs[0][:150]))
-    # And UNPAUSE failing once: the plugin reports it, the queues still run.
-    d = run.dump(["--machine", "2xMI210"], ["--vram", "4K"], fault="CRIU_OP:UNPAUSE:nth=1:errno=EIO")
+        removed = [l for l in plugin_lines(d["log"]) if "removed the" in l]
+        log("  fault %-32s -> dump failed cleanly, no file left: %s%s" %
+            (target, errs[0][:150], (" (" + removed[0].split("amdgpu_plugin: ")[-1] + ")") if removed else ""))
+    d = cases[-2]
     check(d["queues_state"] == "active", "UNPAUSE fault: queues %s" % d["queues_state"])
     log("  fault CRIU_OP:UNPAUSE (once) -> rc %d, queues running" % d["rc"])
+    expect_good_dump(cases[-1], "the same machine after the faults, no fault")
 
 
 RESTORE_FAULTS = [
@@ -469,17 +538,22 @@ RESTORE_FAULTS = [
 
 def sc_restore_faults(run):
     """For each ioctl and SDMA job on the restore path, one failure: a clear
-    error and nothing reported as success."""
+    error, nothing reported as success, no restored process left in the
+    emulator. All on one machine; a restore without a fault last restores
+    and verifies the task there."""
     d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,1M+4K", "--gtt", "8K"])
     expect_good_dump(d, "2xMI210")
-    for target in RESTORE_FAULTS:
-        r = run.restore(["--machine", "2xMI210"], d, fault="%s:nth=1:errno=EIO" % target)
+    cases = run.restores(["--machine", "2xMI210"], d, ["%s:nth=1:errno=EIO" % t for t in RESTORE_FAULTS] + [None])
+    for target, r in zip(RESTORE_FAULTS, cases):
         check(r["rc"] != 0, "%s: the restore reported success despite the fault" % target)
         check(not verified_tasks(r["log"]), "%s: a verifier passed" % target)
         no_leaks(r["log"], target)
         errs = [l for l in plugin_lines(r["log"]) if "fail" in l or "error" in l.lower()]
         check(errs, "%s: no error line from the plugin:\n%s" % (target, r["log"][-2000:]))
+        left = [p for p in r["processes"]["processes"] if p.get("restored")]
+        check(not left, "%s: restored processes left in the emulator: %s" % (target, left))
         log("  fault %-32s -> restore failed cleanly: %s" % (target, errs[0][:150]))
+    expect_good_restore(cases[-1], "the same machine after the faults, no fault")
 
 
 def sc_coexist(run):
@@ -592,8 +666,10 @@ def sc_demo(run):
     verify the GPU memory, and print a summary."""
     gib = 1 << 30
     log("demo: emulated machine A: 2 x MI210 (gpu_ids and render minors of the profile)")
-    log("demo: running gpu-workload (libhsakmt) with 2 x 512 MiB + small BOs on each GPU ...")
-    d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,12K,1M+4K,512M+36K,512M+4K", "--gtt", GTT])
+    log("demo: running gpu-workload (libhsakmt) with 2 x %s + small BOs on each GPU ..." %
+        ARGS.demo_bo.replace("M", " MiB"))
+    large = "%s+36K,%s+4K" % (ARGS.demo_bo, ARGS.demo_bo)
+    d = run.dump(["--machine", "2xMI210"], ["--vram", "4K,12K,1M+4K," + large, "--gtt", GTT])
     expect_good_dump(d, "checkpoint on machine A")
     db, ds, dpeak = copy_summary(d["log"], "dumped")
     log("demo: the workload is ended; machine B: 2 x MI210 with gpu_ids 0x7a01,0x7a02 and minors 131,130")
@@ -791,11 +867,13 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     ap.add_argument("--small", action="store_true",
                     help="roundtrip: SMALL_VRAM's BOs in place of BIG_VRAM's (for variants that test the hooks, not sizes)")
+    ap.add_argument("--demo-bo", default="512M",
+                    help="demo: the size of its two large BOs per GPU (plus 36 KiB and 4 KiB)")
     ap.add_argument("scenario", nargs="?")
     ARGS = ap.parse_args()
     bins = Bins(os.path.abspath(ARGS.bin_dir))
     if ARGS.inner:
-        return {"dump": inner_dump, "restore": inner_restore}[ARGS.inner](bins, ARGS)
+        return {"dump": inner_dump, "restore": inner_restore, "cases": inner_cases}[ARGS.inner](bins, ARGS)
     if ARGS.list:
         print("\n".join(SCENARIOS))
         return 0

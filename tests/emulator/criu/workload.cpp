@@ -27,7 +27,10 @@
 //   new GEM GTT BO (bytes compared with the pattern); then a new KFD VRAM
 //   BO is allocated and mapped, a new pattern is copied into it from the
 //   GTT BO and read back through its CPU mapping, and it is unmapped and
-//   freed;
+//   freed. With $KFDEMU_WORKLOAD_SDMA_CHECK_MIB set, these copies take
+//   only the VRAM BO's first that many MiB (the CPU check above still
+//   reads all of it): the tests on slow SDMA engines (realcriu_test.py's
+//   slow machine) so spend seconds less waiting for them;
 // - the event is set and waited on; the queue is destroyed.
 // --user-queue: the event is not set by the CPU but by a TRAP on a KFD SDMA
 // user queue, after a copy and a fence through it (UserQueue below), which
@@ -428,10 +431,27 @@ bool sdma_copy(amdgpu_device_handle dev, std::initializer_list<amdgpu_bo_handle>
 	return ok;
 }
 
-// The SDMA checks of one GPU (see the header). `render_fd`: libhsakmt's
-// render-node fd of that GPU; `vram`: its restored VRAM BO.
-bool gpu_copies(uint32_t node, int render_fd, const Bo &vram, std::string *err)
+// $NAME, a size in MiB, when set.
+std::optional<uint64_t> mib_env(const char *name)
 {
+	const char *mib = std::getenv(name);
+	if (!mib || !*mib)
+		return std::nullopt;
+	char *end = nullptr;
+	const unsigned long long n = std::strtoull(mib, &end, 10);
+	if (*end || n == 0 || n > (1ull << 20))
+		finish(std::string("FAIL: ") + name + "=" + mib + ": not a size in MiB");
+	return n;
+}
+
+// The SDMA checks of one GPU (see the header). `render_fd`: libhsakmt's
+// render-node fd of that GPU; `whole`: its restored VRAM BO, of which the
+// checks copy the first $KFDEMU_WORKLOAD_SDMA_CHECK_MIB MiB, or all.
+bool gpu_copies(uint32_t node, int render_fd, const Bo &whole, std::string *err)
+{
+	Bo vram = whole;
+	if (auto mib = mib_env("KFDEMU_WORKLOAD_SDMA_CHECK_MIB"))
+		vram.size = std::min(vram.size, *mib << 20);
 	uint32_t major = 0, minor = 0;
 	amdgpu_device_handle dev = nullptr;
 	if (int r = amdgpu_device_initialize(render_fd, &major, &minor, &dev); r) {
@@ -939,14 +959,7 @@ struct SecondFile {
 // $KFDEMU_WORKLOAD_VRAM_MIB, when set.
 std::optional<uint64_t> vram_mib_env()
 {
-	const char *mib = std::getenv("KFDEMU_WORKLOAD_VRAM_MIB");
-	if (!mib || !*mib)
-		return std::nullopt;
-	char *end = nullptr;
-	const unsigned long long n = std::strtoull(mib, &end, 10);
-	if (*end || n == 0 || n > (1ull << 20))
-		finish(std::string("FAIL: KFDEMU_WORKLOAD_VRAM_MIB=") + mib + ": not a size in MiB");
-	return n;
+	return mib_env("KFDEMU_WORKLOAD_VRAM_MIB");
 }
 
 // --render: a process with a render node and no /dev/kfd.
