@@ -308,6 +308,19 @@ public:
 	// first). Default: nothing.
 	virtual void entered() {}
 
+	// Whether a call this caller's process makes of itself while CRIU has
+	// it paused (PROCESS_INFO .. UNPAUSE) is sent back to be made again
+	// (Model::ioctl and mmap return -abi::kErestartsys before doing
+	// anything) rather than served. On a kernel, CRIU pauses a process
+	// only once all its threads are frozen: each ioctl either returned
+	// before (and the checkpoint has what it did) or is restarted after the
+	// restore or the unpause, never done in between. A shim's request can
+	// be read by the daemon after the freeze; served after the checkpoint
+	// it would change a process the image no longer follows (and its reply
+	// would reach the restored thread). Default: served (model tests call
+	// as the process itself).
+	virtual bool restarts_while_paused() const { return false; }
+
 	// Whether the caller's device cgroup denies the GPU with render minor
 	// `minor`. A caller in a container (a mount namespace other than the
 	// host's) may use the GPUs whose render node its /dev has with that

@@ -763,6 +763,10 @@ private:
 	long stall_after(Lock &lk, Caller &c, long r);
 	int check_fault_sdma(bool *hang);
 	void count(const std::string &name);
+	// Whether caller `c`'s call (not a CRIU_OP) is to be restarted: its own
+	// process is paused by CRIU (Caller::restarts_while_paused). Counted
+	// as "restarted_while_paused".
+	bool restart_while_paused(Caller &c, bool criu_op);
 
 	// KFD (kfd.cpp)
 	// Runs entry `d`'s handler (kfd_ioctl's call through the table).

@@ -300,6 +300,8 @@ public:
 		}
 	}
 	void entered() override { d_.entered(conn_); }
+	// The shim makes a restarted call again (wire::kRestart).
+	bool restarts_while_paused() const override { return true; }
 	bool wait_caller_gone(int ms) override
 	{
 		const int pidfd = sys_pidfd_open(id_.tgid);
