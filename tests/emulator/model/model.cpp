@@ -379,7 +379,10 @@ bool ModelImpl::restart_while_paused(Caller &c, bool criu_op)
 	if (criu_op || !c.restarts_while_paused())
 		return false;
 	auto it = procs_.find(c.identity().tgid);
-	if (it == procs_.end() || !it->second->queues_paused)
+	if (it == procs_.end())
+		return false;
+	const KfdProcess &p = *it->second;
+	if (!p.queues_paused && (!c.made_ns() || c.made_ns() >= p.paused_at_ns))
 		return false;
 	count("restarted_while_paused");
 	return true;
@@ -540,6 +543,8 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 	}
 	if (stall_after_call)
 		r = stall_after(lk, c, r);
+	if (r == -abi::kErestartsys)
+		return r; // nothing done, nothing written (a wait the pause ended)
 	if ((dir & abi::kIocRead) && usize && c.write(arg, buf, usize) != 0)
 		return -EFAULT;
 	return r;

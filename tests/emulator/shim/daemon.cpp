@@ -199,9 +199,9 @@ int call_once(wire::Request rq, std::string_view payload, Response *out)
 
 // One request/reply with the daemon, stamped with the time the call is made
 // (wire::Request::made_ns) unless the caller did; a call the daemon sent
-// back to be restarted (wire::kRestart: the process is paused by CRIU) is
-// made again, with its first time, until it is served. Returns 0 or -errno
-// (transport failure).
+// back to be restarted (wire::kRestart: CRIU paused the process) is made
+// again, stamped anew (a restarted syscall is made when the thread runs
+// again), until it is served. Returns 0 or -errno (transport failure).
 int call(wire::Request rq, std::string_view payload, Response *out)
 {
 	if (!config().active)
@@ -215,6 +215,7 @@ int call(wire::Request rq, std::string_view payload, Response *out)
 			return e;
 		const timespec wait{0, 1000000};
 		::nanosleep(&wait, nullptr);
+		rq.made_ns = now_ns();
 	}
 }
 

@@ -75,11 +75,12 @@ inline constexpr uint32_t kReqFreshImage = 1;
 // Result for calls on a file the daemon does not know: the shim falls back
 // to the real function.
 inline constexpr int64_t kNotEmulated = INT64_MIN;
-// Result of an Ioctl or Mmap the model did not serve because the caller's
-// process is paused by CRIU (Caller::restarts_while_paused): the kernel's
-// -ERESTARTSYS. The shim makes the same call again 1 ms later, until it
-// is served (after a restore on the restored connection, to which the
-// adapter hands this reply when the thread was frozen before reading it).
+// Result of an Ioctl or Mmap the model did not serve because CRIU paused
+// the caller's process (Caller::restarts_while_paused): the kernel's
+// -ERESTARTSYS. The shim makes the call again 1 ms later, stamped anew,
+// until it is served (after a restore on the restored connection, to which
+// the adapter hands this reply when the thread was frozen before reading
+// it).
 inline constexpr int64_t kRestart = -abi::kErestartsys;
 
 struct Reply {
