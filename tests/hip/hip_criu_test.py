@@ -20,7 +20,9 @@ Run: the kfdemu-criu wrapper, the adapter, the plugin under test), restores
 it (`restore -d`, the same pid), checks it against the snapshot taken at
 the gate (fd table, every BO's contents but its queues' CWSR areas', size,
 type and GPU, the device mappings, its queues active:
-realcriu_test.check_restored), creates FILE,
+realcriu_test.check_restored; the runtime's uncached host memory, its
+signals, which its threads and the CP may write between the gate and the
+dump, against the dump's own copy in CRIU's page images), creates FILE,
 and compares the program's whole output (stdout, gate lines included) with
 its `--cpu-only` run, line for line, and its exit status 0: every loss and
 the final weights' checksum bit for bit.
@@ -50,7 +52,9 @@ import ctypes
 import glob
 import json
 import os
+import re
 import shutil
+import struct
 import subprocess
 import sys
 import textwrap
@@ -161,11 +165,133 @@ def bo_kinds(bos):
 QUEUE_TYPES = {0: "PM4", 1: "SDMA", 2: "AQL", 3: "SDMA_XGMI", 4: "SDMA_BY_ENG_ID"}
 
 
+# kfd_ioctl.h: KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED.
+KFD_ALLOC_UNCACHED = 1 << 25
+# CRIU's images (images/pagemap.proto, criu/include/pagemap.h): a pagemap
+# entry's fields and flags; each image starts with two 32-bit magics, then
+# entries as a 32-bit length and the message.
+PAGEMAP_VADDR, PAGEMAP_COMPAT_NR_PAGES, PAGEMAP_FLAGS, PAGEMAP_NR_PAGES = 1, 2, 4, 5
+PE_PARENT, PE_PRESENT = 1 << 0, 1 << 2
+PAGE = 4096
+
+
+def runtime_memory(before):
+    """{va: size} of the snapshot's uncached userptr BOs: the fine-grained
+    host memory where the HIP runtime (ROCr) keeps its signals (amd_signal_t
+    arrays: values, CP timestamps) and queue descriptors. The runtime's
+    threads and the CP may write them after the snapshot at the gate and
+    before CRIU freezes the program (one CI run: a signal page of
+    hip_streams changed there, its restored contents equal to the dump's),
+    so they are compared with the dump's own copy (CRIU's page images),
+    not with the snapshot. The user's data (device memory, pinned host
+    memory) is not uncached and is compared with the snapshot."""
+    return {b["va"]: b["size"] for b in before["bos"]
+            if b["type"] == "userptr" and b["flags"] & KFD_ALLOC_UNCACHED}
+
+
+def fnv1a64(data):
+    """kfd-emu's BO checksum (model/introspect.cpp): FNV-1a 64, a run of n
+    zero bytes in one multiplication by the prime's n-th power (the signal
+    pools are mostly zero)."""
+    h, pos, prime, mask = 0xcbf29ce484222325, 0, 0x100000001b3, 0xFFFFFFFFFFFFFFFF
+    for m in re.finditer(rb"[^\x00]+", data):
+        h = h * pow(prime, m.start() - pos, 1 << 64) & mask
+        for c in m.group():
+            h = ((h ^ c) * prime) & mask
+        pos = m.end()
+    return h * pow(prime, len(data) - pos, 1 << 64) & mask
+
+
+def _varint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            return v, i
+
+
+def _message(b):
+    """{field: value} of a protobuf message of varint, 64-bit and
+    length-delimited fields (a pagemap entry's)."""
+    out, i = {}, 0
+    while i < len(b):
+        key, i = _varint(b, i)
+        wire = key & 7
+        if wire == 0:
+            v, i = _varint(b, i)
+        elif wire == 1:
+            v, i = struct.unpack_from("<Q", b, i)[0], i + 8
+        elif wire == 2:
+            n, i = _varint(b, i)
+            v, i = b[i:i + n], i + n
+        else:
+            raise Failure(f"pagemap entry: wire type {wire} not expected", False)
+        out[key >> 3] = v
+    return out
+
+
+def dumped_memory(images, pid, va, size):
+    """The `size` bytes at `va` of process `pid` as CRIU dumped them in
+    `images` (its pagemap and pages images; pages in the parent checkpoint
+    read from images/parent; pages not dumped are zero, as CRIU restores a
+    private anonymous mapping's)."""
+    with open(os.path.join(images, f"pagemap-{pid}.img"), "rb") as f:
+        b = f.read()
+    i, entries = 8, []
+    while i < len(b):
+        n = struct.unpack_from("<I", b, i)[0]
+        entries.append(_message(b[i + 4:i + 4 + n]))
+        i += 4 + n
+    out = bytearray(size)
+    with open(os.path.join(images, f"pages-{entries[0][1]}.img"), "rb") as pages:
+        offset = 0
+        for e in entries[1:]:
+            start, flags = e[PAGEMAP_VADDR], e.get(PAGEMAP_FLAGS, PE_PRESENT)
+            n = e.get(PAGEMAP_NR_PAGES, e[PAGEMAP_COMPAT_NR_PAGES]) * PAGE
+            lo, hi = max(start, va), min(start + n, va + size)
+            if lo < hi and flags & PE_PRESENT:
+                pages.seek(offset + lo - start)
+                out[lo - va:hi - va] = pages.read(hi - lo)
+            elif lo < hi and flags & PE_PARENT:
+                out[lo - va:hi - va] = dumped_memory(os.path.join(images, "parent"), pid, lo, hi - lo)
+            if flags & PE_PRESENT:
+                offset += n
+    return bytes(out)
+
+
+def read_memory(pid, va, size):
+    with open(f"/proc/{pid}/mem", "rb") as f:
+        f.seek(va)
+        return f.read(size)
+
+
+def check_runtime_memory(run, pid, before):
+    """The runtime's memory (runtime_memory) restored as CRIU dumped it; the
+    8-byte words the program changed between the gate and the dump logged."""
+    after = {b["va"]: b for b in run.emu.ctl("bos", pid)["bos"]}
+    changed = []
+    for va, gate_hex in before["runtime_bytes"]:
+        dumped = dumped_memory(run.images, before["pid"], va, len(gate_hex) // 2)
+        want = f"{fnv1a64(dumped):#018x}"
+        expect(after[va]["checksum"] == want,
+               f"BO at {va:#x}: checksum {after[va]['checksum']} != dumped {want} (CRIU's pages)")
+        gate = bytes.fromhex(gate_hex)
+        changed += [f"{va + o:#x}" for o in range(0, len(gate), 8) if gate[o:o + 8] != dumped[o:o + 8]]
+    log(f"restored {pid}: the runtime's {len(before['runtime_bytes'])} uncached BOs as dumped; words written "
+        f"between the gate and the dump: {', '.join(changed) or 'none'}")
+
+
 def at_gate(run, prog, k):
-    """The program at gate K: its snapshot (realcriu_test.snapshot), what it
-    holds logged (BOs by kind, queues by type, events)."""
+    """The program at gate K: its snapshot (realcriu_test.snapshot) with the
+    bytes of the runtime's memory (runtime_memory), what it holds logged
+    (BOs by kind, queues by type, events)."""
     prog.wait_gate(k)
     before = rc.snapshot(run.emu, prog.pid)
+    before["runtime_bytes"] = [[va, read_memory(prog.pid, va, size).hex()]
+                               for va, size in sorted(runtime_memory(before).items())]
     kinds = ", ".join(f"{t} {n} ({b} bytes)" for t, (n, b) in sorted(bo_kinds(before["bos"]).items()))
     types = [QUEUE_TYPES.get(q["type"], str(q["type"])) for q in before["queues"]["queues"]]
     events = run.emu.ctl("events", prog.pid)["events"]
@@ -207,15 +333,17 @@ def cwsr_areas(before):
 
 def restore_and_finish(run, prog, before, want, what, gpus=None, minors=None):
     """Restores the dumped program, checks it against `before` (every BO's
-    contents but its queues' CWSR areas', and every AQL queue at its dumped
-    read index: a queue restored at 0 would run its packets again, one
-    restored past a pending packet would skip it), lets it go through its
-    gate and compares its output."""
+    contents but its queues' CWSR areas' and the runtime's memory's, which
+    must equal the dump's copy, and every AQL queue at its dumped read
+    index: a queue restored at 0 would run its packets again, one restored
+    past a pending packet would skip it), lets it go through its gate and
+    compares its output."""
     run.restore(prog.pid)
     expect(not rc.guardians(), f"guardian processes left after the restore: {rc.guardians()}")
     cwsr = cwsr_areas(before)
     log(f"contents not compared: the CWSR areas at {', '.join(f'{va:#x}' for va in sorted(cwsr)) or '(none)'}")
-    rc.check_restored(run.emu, prog.pid, before, gpus, minors, cwsr)
+    rc.check_restored(run.emu, prog.pid, before, gpus, minors, cwsr | set(runtime_memory(before)))
+    check_runtime_memory(run, prog.pid, before)
     dumped, now = aql_read_indices(before["queues"]), aql_read_indices(run.emu.ctl("queues", prog.pid))
     expect(dumped and now == dumped, f"AQL queues' read indices after the restore {now} != dumped {dumped}")
     log(f"restored {prog.pid}: {len(now)} AQL queues at their dumped read indices {sorted(now.values())}")

@@ -257,7 +257,11 @@ class CriuRun(rc.Run):
         s.p.wait(timeout=30)
         self.wl = None
         at_dump = len(progress_lines(s.progress))
-        log(f"dumped in the middle of the stream: {at_dump} of {ROUNDS} rounds done")
+        # Calls its threads made that reached the emulator while CRIU had it
+        # paused: restarted, not served (emulator README, transport limits).
+        restarted = self.emu.ctl("counters").get("ioctls", {}).get("restarted_while_paused", 0)
+        log(f"dumped in the middle of the stream: {at_dump} of {ROUNDS} rounds done; {restarted} calls of "
+            f"the paused process restarted")
         expect(wait_for(lambda: not rc.reap_children() and not os.path.exists(f"/proc/{s.pid}"), 10,
                         "the dumped task to go"), f"dumped task {s.pid} still exists", False)
         return {"pid": s.pid, "before": before, "at_dump": at_dump, "progress": s.progress, "out": s.out, "gate": s.gate}

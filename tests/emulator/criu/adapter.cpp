@@ -12,7 +12,9 @@
 //   stream sockets whose peer is $KFDEMU_SOCKET) are external sockets to
 //   CRIU. They are claimed at dump (their inodes listed in the image file
 //   kfdemu-adapter.img, each with the reply bytes it had queued: a call
-//   that completed while its thread was being frozen; the daemon first
+//   that completed while its thread was being frozen, or one the model
+//   sent back to be made again (wire::kRestart: it reached the model
+//   after CRIU paused the process); the daemon first
 //   settles the connection, Op::Settle, so that no call is left half
 //   done) and restored as
 //   fresh connections to the daemon, which first sends those bytes back

@@ -59,7 +59,25 @@ def dump_stopped(run):
                   f"{rc.guardian_log(run.images)!r}", False)
         time.sleep(0.2)
     log(f"{STOPPED_SECONDS} s stopped: {pid} still paused, the guardian waiting and silent")
-    rc.after_dump_killed(run, procs, p, "dump-killed", [pid], "while stopped")
+    try:
+        rc.after_dump_killed(run, procs, p, "dump-killed", [pid], "while stopped")
+    except rc.Failure:
+        late_repair(run, pid)
+        raise
+
+
+def late_repair(run, pid, seconds=10):
+    """After a failed check of the repair: when (if at all) the guardian's
+    log and the resumed queues came, and what one queues check (two `ctl`
+    processes) costs now, so a failure under load says where the time went."""
+    t0 = time.monotonic()
+    said = rc.wait_for(lambda: rc.guardian_log(run.images), seconds)
+    log(f"guardian log {'after ' + format(time.monotonic() - t0, '.2f') + ' s more' if said else 'still empty'}: "
+        f"{rc.guardian_log(run.images)!r}")
+    t1 = time.monotonic()
+    running = rc.queues_running(run.emu, pid)
+    log(f"queues of {pid} running {time.monotonic() - t0:.2f} s after the failed check: {running} "
+        f"(one check took {time.monotonic() - t1:.2f} s)")
 
 
 def dump_killed_planted_log(run):

@@ -270,12 +270,13 @@ def cr_link_name(path):
     return path[:-len(suffix)] + ".cr_link" + suffix if path.endswith(suffix) else None
 
 
-def check_restored(emu, pid, before, gpus=None, minors=None, cwsr_vas=()):
+def check_restored(emu, pid, before, gpus=None, minors=None, unchecked_vas=()):
     """The restored process against its dumped snapshot (see roundtrip).
     Contents first: a restore that lost GPU memory says so before anything
-    else it got wrong. `cwsr_vas`: BOs that are queues' CWSR areas, whose
-    contents the dump's pause may write after the snapshot (it saves the
-    waves of a dispatch in flight there); only their placement is checked."""
+    else it got wrong. `unchecked_vas`: BOs whose contents may change after
+    the snapshot, so only their placement is checked here (queues' CWSR
+    areas, where the dump's pause saves the waves of a dispatch in flight;
+    memory the caller compares with the dump's own copy)."""
     after = {b["va"]: b for b in emu.ctl("bos", pid)["bos"]}
     for b in before["bos"]:
         va = b["va"]
@@ -283,7 +284,7 @@ def check_restored(emu, pid, before, gpus=None, minors=None, cwsr_vas=()):
         a = after[va]
         # A doorbell page is registers, not memory: what a process rang
         # before the dump is not restored (on a GPU neither).
-        expect(a["checksum"] == b["checksum"] or b["type"] == "doorbell" or va in cwsr_vas,
+        expect(a["checksum"] == b["checksum"] or b["type"] == "doorbell" or va in unchecked_vas,
                f"BO at {va:#x}: checksum {a['checksum']} != dumped {b['checksum']}")
         expect(a["gpu_id"] == b["gpu_id"], f"BO at {va:#x}: user gpu_id {a['gpu_id']} != dumped {b['gpu_id']}")
         want_gpu = gpus[b["actual_gpu_id"]] if gpus else b["actual_gpu_id"]

@@ -26,6 +26,10 @@ constexpr unsigned long ioc(unsigned dir, unsigned type, unsigned nr, unsigned s
 	       (type << 8) | nr;
 }
 
+// include/linux/errno.h: ERESTARTSYS, a system call interrupted before it did
+// anything, made again when the thread next runs (a frozen thread's ioctl).
+constexpr long kErestartsys = 512;
+
 // ---- KFD --------------------------------------------------------------------
 namespace kfd {
 constexpr unsigned kType = 'K';

@@ -50,6 +50,8 @@
 // CHECKPOINT fail with EBUSY and a stderr line saying why.
 #include "model/state.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -118,6 +120,14 @@ static_assert(sizeof(PrivHeader) == 32 && sizeof(PrivDevice) == 16 && sizeof(Pri
 static_assert(sizeof(PrivObject) == 136);
 
 namespace {
+
+// CLOCK_MONOTONIC in ns: the clock of wire::Request::made_ns (Caller::made_ns).
+uint64_t monotonic_ns()
+{
+	timespec t{};
+	::clock_gettime(CLOCK_MONOTONIC, &t);
+	return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+}
 
 // The CU mask words saved after a queue's object.
 size_t saved_cu_mask_words(const Queue &q) { return q.compute() ? q.cu_mask.size() : 0; }
@@ -288,7 +298,9 @@ long ModelImpl::criu_process_info(Caller &c, KfdProcess &p, CriuArgs &a)
 		if (saved_ctl_stack_bytes(p, q) > UINT32_MAX)
 			return -EINVAL;
 	p.queues_paused = true; // evicts every queue of the target
+	p.paused_at_ns = monotonic_ns();
 	++p.evict_count;
+	events_cv_.notify_all(); // the target's waits end (wait_events)
 	// The CP preempts the queues: a dispatch in flight has its waves
 	// saved (CWSR) into its queue's control stack and CWSR area.
 	for (auto &[qid, q] : p.queues)

@@ -308,6 +308,26 @@ public:
 	// first). Default: nothing.
 	virtual void entered() {}
 
+	// Whether a call this caller's process makes of itself is sent back to
+	// be made again (Model::ioctl and mmap return -abi::kErestartsys
+	// before doing anything; a WAIT_EVENTS in progress when CRIU pauses
+	// the process ends so, writing nothing) rather than served, when CRIU
+	// has the process paused (PROCESS_INFO .. UNPAUSE) or the call was
+	// made before its last PROCESS_INFO (made_ns). On a kernel, CRIU
+	// pauses a process only once all its threads are frozen: each ioctl
+	// either returned before (the checkpoint and the dumped memory have
+	// what it did) or is restarted when the thread runs again, never done
+	// in between. A shim's request can reach the model after the freeze,
+	// even after the dump's UNPAUSE and memory dump (the adapter settles a
+	// connection when CRIU dumps it, at the end); served then it would
+	// change a process the image no longer follows, write results into
+	// memory already dumped, and its reply would reach the restored
+	// thread. Default: served (model tests call as the process itself).
+	virtual bool restarts_while_paused() const { return false; }
+	// When the thread made the call (CLOCK_MONOTONIC ns, as
+	// wire::Request::made_ns); 0: unknown.
+	virtual uint64_t made_ns() const { return 0; }
+
 	// Whether the caller's device cgroup denies the GPU with render minor
 	// `minor`. A caller in a container (a mount namespace other than the
 	// host's) may use the GPUs whose render node its /dev has with that

@@ -848,9 +848,16 @@ long ModelImpl::wait_events(Lock &lk, Caller &c, KfdProcess &p0, WaitEvents &a)
 		// A checkpoint (CRIU PROCESS_INFO, or the CRIU adapter settling
 		// the process's connections before it dumps them) interrupts
 		// the wait: the kernel's returns -ERESTARTSYS and is restarted
-		// after the freeze, transparently; here it ends as timed out
-		// (callers such as libhsakmt's wait again), so that no call of a
-		// frozen thread is still open in the daemon when CRIU dumps it.
+		// after the freeze, transparently. So does PROCESS_INFO here for
+		// the shim's callers (Caller::restarts_while_paused: nothing
+		// written, the shim makes the call again); otherwise it ends as
+		// timed out (callers such as libhsakmt's wait again), so that no
+		// call of a frozen thread is still open in the daemon when CRIU
+		// dumps it.
+		if (p.queues_paused && c.restarts_while_paused()) {
+			count("restarted_while_paused");
+			return -abi::kErestartsys;
+		}
 		if (a.timeout == 0 || p.queues_paused || p.wait_interrupts != interrupts ||
 		    (!infinite && std::chrono::steady_clock::now() >= deadline)) {
 			a.wait_result = WAIT_TIMEOUT;

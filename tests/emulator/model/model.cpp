@@ -374,6 +374,20 @@ void ModelImpl::count(const std::string &name)
 	++ioctl_counts_[name];
 }
 
+bool ModelImpl::restart_while_paused(Caller &c, bool criu_op)
+{
+	if (criu_op || !c.restarts_while_paused())
+		return false;
+	auto it = procs_.find(c.identity().tgid);
+	if (it == procs_.end())
+		return false;
+	const KfdProcess &p = *it->second;
+	if (!p.queues_paused && (!c.made_ns() || c.made_ns() >= p.paused_at_ns))
+		return false;
+	count("restarted_while_paused");
+	return true;
+}
+
 int ModelImpl::check_fault(const std::string &name, FaultRule::Action *action)
 {
 	for (auto &r : rules_) {
@@ -459,6 +473,8 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 	size_t usize = abi::ioc_size(cmd);
 	FileEntry &f = it->second;
 	const bool kfd = f.kind == FileKind::Kfd;
+	if (restart_while_paused(c, kfd && nr == abi::kfd::CRIU_OP))
+		return -abi::kErestartsys;
 	const KfdIoctlDesc *kd = kfd ? kfd_ioctl_desc(nr) : nullptr;
 	const DrmIoctlDesc *dd = kfd ? nullptr : drm_ioctl_desc(nr);
 	const char *nm = kd ? kd->name : dd ? dd->name : nullptr;
@@ -527,6 +543,8 @@ long ModelImpl::do_ioctl(Caller &c, FileKey file, unsigned long cmd, uint64_t ar
 	}
 	if (stall_after_call)
 		r = stall_after(lk, c, r);
+	if (r == -abi::kErestartsys)
+		return r; // nothing done, nothing written (a wait the pause ended)
 	if ((dir & abi::kIocRead) && usize && c.write(arg, buf, usize) != 0)
 		return -EFAULT;
 	return r;
@@ -537,6 +555,8 @@ int ModelImpl::do_mmap(Caller &c, FileKey file, uint64_t offset, uint64_t len, i
 {
 	(void)prot;
 	Lock lk(mu_);
+	if (restart_while_paused(c, false))
+		return -abi::kErestartsys;
 	auto it = files_.find(file);
 	if (it == files_.end()) {
 		auto bo = dmabuf_bo(file);

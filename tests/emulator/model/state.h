@@ -616,6 +616,7 @@ struct KfdProcess {
 	uint64_t event_page_handle = 0;
 	int32_t xnack = 0;
 	bool queues_paused = false;	// CRIU PROCESS_INFO .. UNPAUSE
+	uint64_t paused_at_ns = 0;	// the last PROCESS_INFO (CLOCK_MONOTONIC ns)
 	uint64_t wait_interrupts = 0;	// interrupt_waits() calls: a wait ends on a change
 	bool evicted = false;		// CRIU RESTORE .. RESUME
 	// Queue eviction count (qpd->evicted): PROCESS_INFO and RESTORE evict,
@@ -763,6 +764,10 @@ private:
 	long stall_after(Lock &lk, Caller &c, long r);
 	int check_fault_sdma(bool *hang);
 	void count(const std::string &name);
+	// Whether caller `c`'s call (not a CRIU_OP) is to be restarted: its own
+	// process is paused by CRIU or was paused after the call was made
+	// (Caller::restarts_while_paused). Counted as "restarted_while_paused".
+	bool restart_while_paused(Caller &c, bool criu_op);
 
 	// KFD (kfd.cpp)
 	// Runs entry `d`'s handler (kfd_ioctl's call through the table).

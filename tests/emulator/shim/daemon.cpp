@@ -135,17 +135,12 @@ uint64_t now_ns()
 	return uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec);
 }
 
-// One request/reply with the daemon, stamped with the time the call is made
-// (wire::Request::made_ns) unless the caller did. Returns 0 or -errno
-// (transport failure).
-int call(wire::Request rq, std::string_view payload, Response *out)
+namespace {
+
+// One request/reply with the daemon (call).
+int call_once(wire::Request rq, std::string_view payload, Response *out)
 {
 	REAL(close, int (*)(int));
-	if (!config().active)
-		return -ENODEV;
-	rq.tid = int32_t(::gettid());
-	if (!rq.made_ns)
-		rq.made_ns = now_ns();
 	rq.image = config().image;
 	rq.flags = g_fresh_image.load(std::memory_order_relaxed) ? wire::kReqFreshImage : 0;
 	rq.len = uint32_t(payload.size());
@@ -198,6 +193,30 @@ int call(wire::Request rq, std::string_view payload, Response *out)
 			return err;	// a reply was lost: do not resend
 	}
 	return -ECONNREFUSED;
+}
+
+} // namespace
+
+// One request/reply with the daemon, stamped with the time the call is made
+// (wire::Request::made_ns) unless the caller did; a call the daemon sent
+// back to be restarted (wire::kRestart: CRIU paused the process) is made
+// again, stamped anew (a restarted syscall is made when the thread runs
+// again), until it is served. Returns 0 or -errno (transport failure).
+int call(wire::Request rq, std::string_view payload, Response *out)
+{
+	if (!config().active)
+		return -ENODEV;
+	rq.tid = int32_t(::gettid());
+	if (!rq.made_ns)
+		rq.made_ns = now_ns();
+	for (;;) {
+		const int e = call_once(rq, payload, out);
+		if (e || out->rp.result != wire::kRestart)
+			return e;
+		const timespec wait{0, 1000000};
+		::nanosleep(&wait, nullptr);
+		rq.made_ns = now_ns();
+	}
 }
 
 // Installs the fds of a reply the way the kernel's fd_install would have:

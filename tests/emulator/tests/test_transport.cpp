@@ -6,7 +6,8 @@
 // across dup, fork, SCM_RIGHTS and pidfd_getfd; release and process-exit
 // notifications; the cgroup-style unreadable sysfs file; the adapter's
 // settling of a connection with a blocked call; ioctls served in the order
-// they were made).
+// they were made; a call of a process paused by CRIU restarted until the
+// pause ends).
 //
 // Usage (under kfd-emu, with the same machine arguments):
 //   test_transport --machine NAME [--gpu-ids ..] [--minors ..]
@@ -19,7 +20,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -673,6 +676,79 @@ void test_call_order()
 	::close(kfd);
 }
 
+long long model_counter(const char *key)
+{
+	return std::max(0LL, json_number(introspect("counters"), key));
+}
+
+// The child of test_restart_while_paused: opens /dev/kfd (its fd number to
+// `ready`), waits for a byte on `go`, creates an event, writes the ioctl's
+// result to `done` and ends after another byte on `go` (its KFD process
+// goes with it).
+[[noreturn]] void restart_child(int ready, int go, int done)
+{
+	using namespace abi;
+	const int kfd = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
+	char c = 0;
+	if (::write(ready, &kfd, sizeof kfd) != sizeof kfd || ::read(go, &c, 1) != 1)
+		_exit(1);
+	kfd::CreateEvent ce{};
+	ce.event_type = kfd::EVENT_SIGNAL;
+	ce.auto_reset = 1;
+	const int r = ::ioctl(kfd, ioc(kIocRead | kIocWrite, kfd::kType, kfd::CREATE_EVENT, sizeof ce), &ce);
+	_exit(::write(done, &r, sizeof r) == sizeof r && ::read(go, &c, 1) == 1 ? 0 : 1);
+}
+
+// A call a process makes of itself while CRIU has it paused (PROCESS_INFO ..
+// UNPAUSE) is not served: the model sends it back (-ERESTARTSYS,
+// wire::kRestart) and the shim makes it again until the pause ends, as a
+// kernel ioctl of a frozen thread is restarted after the dump, never done
+// between the checkpoint and the restore. The child's CREATE_EVENT, made
+// while its tracer (this thread) holds it paused, returns only after
+// UNPAUSE, and its event exists only then.
+void test_restart_while_paused()
+{
+	using namespace abi;
+	int ready[2], go[2], done[2];
+	CHECK(::pipe2(ready, O_CLOEXEC) == 0 && ::pipe2(go, O_CLOEXEC) == 0 && ::pipe2(done, O_CLOEXEC) == 0);
+	const pid_t child = ::fork();
+	if (child == 0)
+		restart_child(ready[1], go[0], done[1]);
+	int child_kfd = -1;
+	CHECK_EQ(::read(ready[0], &child_kfd, sizeof child_kfd), ssize_t(sizeof child_kfd));
+	const int pidfd = int(::syscall(SYS_pidfd_open, child, 0));
+	const int kfd = int(::syscall(SYS_pidfd_getfd, pidfd, child_kfd, 0));
+	CHECK(kfd >= 0);
+	CHECK_EQ(::ptrace(PTRACE_SEIZE, child, nullptr, nullptr), 0L);
+	const unsigned long criu_op = ioc(kIocRead | kIocWrite, kfd::kType, kfd::CRIU_OP, sizeof(kfd::CriuArgs));
+	kfd::CriuArgs a{};
+	a.op = kfd::CRIU_PROCESS_INFO;
+	CHECK_EQ(::ioctl(kfd, criu_op, &a), 0);
+	const long long restarts = model_counter("restarted_while_paused");
+	CHECK_EQ(::write(go[1], "g", 1), 1L);
+	// Sent back more than once while paused; no reply, no event.
+	for (int i = 0; i < 500 && model_counter("restarted_while_paused") < restarts + 3; i++)
+		std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	CHECK(model_counter("restarted_while_paused") >= restarts + 3);
+	pollfd p{done[0], POLLIN, 0};
+	CHECK_EQ(::poll(&p, 1, 100), 0);
+	const std::string events = "events " + std::to_string(child);
+	CHECK_EQ(introspect(events).find("\"id\":"), std::string::npos);
+	a = {};
+	a.op = kfd::CRIU_UNPAUSE;
+	CHECK_EQ(::ioctl(kfd, criu_op, &a), 0);
+	int r = -1;
+	CHECK_EQ(::read(done[0], &r, sizeof r), ssize_t(sizeof r));
+	CHECK_EQ(r, 0);
+	CHECK(introspect(events).find("\"id\":") != std::string::npos);
+	CHECK_EQ(::write(go[1], "x", 1), 1L);
+	int status = 0;
+	CHECK_EQ(::waitpid(child, &status, __WALL), child);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	for (int fd : {ready[0], ready[1], go[0], go[1], done[0], done[1], pidfd, kfd})
+		::close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && std::string_view(argv[1]) == "--exec-stage2") {
@@ -704,5 +780,6 @@ int main(int argc, char **argv)
 	run("exec drops the old image's KFD context", test_exec);
 	run("settle: a blocked WAIT_EVENTS ends, its reply written", test_settle);
 	run("a process's ioctls go into the model in the order they were made", test_call_order);
+	run("a paused process's own call is restarted until UNPAUSE", test_restart_while_paused);
 	return summary();
 }

@@ -300,6 +300,10 @@ public:
 		}
 	}
 	void entered() override { d_.entered(conn_); }
+	// The shim makes a restarted call again (wire::kRestart).
+	bool restarts_while_paused() const override { return true; }
+	uint64_t made_ns() const override { return made_ns_; }
+	void set_made_ns(uint64_t ns) { made_ns_ = ns; }
 	bool wait_caller_gone(int ms) override
 	{
 		const int pidfd = sys_pidfd_open(id_.tgid);
@@ -377,6 +381,7 @@ private:
 	std::vector<Pending> fds_;
 	int failed_install_ = 0;
 	int open_access_ = -1;
+	uint64_t made_ns_ = 0;
 };
 
 // ---------------------------------------------------------------------------
@@ -1227,6 +1232,7 @@ void Daemon::serve(int conn, pid_t tgid)
 		if (rq.op == wire::Op::Ioctl)
 			await_turn(conn, rq.made_ns);
 		CallerImpl caller(*this, tgid, rq.tid, conn);
+		caller.set_made_ns(rq.made_ns);
 		Call call{tgid, rq, payload, caller, FileKey{dev_t(rq.dev), ino_t(rq.ino)}, {}, {}, {}};
 		dispatch(call);
 		entered(conn); // if it never reached the model

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "../model/abi.h"
+
 namespace kfdemu::wire {
 
 enum class Op : uint32_t {
@@ -73,6 +75,13 @@ inline constexpr uint32_t kReqFreshImage = 1;
 // Result for calls on a file the daemon does not know: the shim falls back
 // to the real function.
 inline constexpr int64_t kNotEmulated = INT64_MIN;
+// Result of an Ioctl or Mmap the model did not serve because CRIU paused
+// the caller's process (Caller::restarts_while_paused): the kernel's
+// -ERESTARTSYS. The shim makes the call again 1 ms later, stamped anew,
+// until it is served (after a restore on the restored connection, to which
+// the adapter hands this reply when the thread was frozen before reading
+// it).
+inline constexpr int64_t kRestart = -abi::kErestartsys;
 
 struct Reply {
 	int64_t result;
