@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets (tests/fuzz) with clang under AddressSanitizer
 # and UndefinedBehaviorSanitizer in build-fuzz/ and runs each: its seed
 # corpus first, then SECONDS of fuzzing (default 600: the long run; CI runs
-# 15). New inputs accumulate in build-fuzz/tests/fuzz/fuzz-corpus/<target>/,
+# 5). New inputs accumulate in build-fuzz/tests/fuzz/fuzz-corpus/<target>/,
 # crashes land in build-fuzz/tests/fuzz/fuzz-artifacts/. Fix what a crash
 # shows, then add its input to tests/fuzz/corpus/<target>/ (named crash-<what>).
 #   scripts/fuzz.sh [SECONDS] [TARGET-REGEX]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine, builds everything and runs every test.
 #   scripts/test.sh            normal build (build/) and its tests, then each
-#                              libFuzzer target for 15 s (build-fuzz/,
+#                              libFuzzer target for 5 s (build-fuzz/,
 #                              scripts/fuzz.sh) and the threaded paths under
 #                              ThreadSanitizer (build-san-thread/, only their
 #                              targets; THREADS=0 skips this step); those two
@@ -42,17 +42,33 @@ cmake --build "$dir" -j"$(nproc)"
 # gets it first. Their output goes to $dir/sanitizer-builds.log; a failed
 # build fails this script after the tests.
 tsan_targets=(tsan_criterion_selftest test_transfer test_transfer_integrity test_staging_gate test_concurrency test_user_queue test_sdma test_aql_queue test_aql_cwsr
-              test_plugin_parallel_restore criu-host test_plugin host_target host_verifier amdgpu_plugin
-              gpu-workload gpu_verify img-check kfd-emu kfdemu_criu_workload render_verify
-              dmabuf-tree dmabuf_verify amdgpu-img)
+              test_plugin_parallel_restore criu-host test_plugin host_target host_verifier amdgpu_plugin)
+# What the end-to-end tests under TSan run beside the plugin and criu-host
+# is taken from the main build, uninstrumented, at the paths the tests look
+# for it (--bin-dir build-san-thread): the emulator (kfd-emu: its daemon
+# holds the device model, which is under TSan in the kfdemu_model tests
+# above), the workloads, the verifiers the restored tasks load, the image
+# checkers.
+tsan_from_main=(tests/emulator/kfd-emu tests/emulator/kfdemu_criu_workload tests/e2e/gpu-workload
+                tests/e2e/libgpu_verify.so tests/e2e/librender_verify.so tests/e2e/dmabuf-tree
+                tests/e2e/libdmabuf_verify.so tests/e2e/img-check amdgpu-img)
 tsan_build() {
   cmake -S . -B build-san-thread -DAMDCR_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo "${py[@]}" \
     -DAMDCR_DEBUG_LINES_ONLY="$AMDCR_DEBUG_LINES_ONLY" -DCMAKE_UNITY_BUILD="$CMAKE_UNITY_BUILD" >/dev/null
   cmake --build build-san-thread -j"$(nproc)" --target "${tsan_targets[@]}"
+  local f
+  for f in "${tsan_from_main[@]}"; do
+    mkdir -p "build-san-thread/$(dirname "$f")"
+    cp -f "$dir/$f" "build-san-thread/$f"
+  done
 }
 threads=0
 [ "$san" != OFF ] || [ "${THREADS:-1}" = 0 ] || threads=1
-fuzz_seconds=15
+# Seconds each libFuzzer target fuzzes after its seeds (every seed still
+# runs first, tests/fuzz/run.sh): 9 targets, one per CPU, so each second
+# here is about 5 s of CI on 2 CPUs (at 15 s each the step took 95 s).
+# The long runs are scripts/fuzz.sh's default 600 s.
+fuzz_seconds=5
 bg=
 if [ "$san" = OFF ]; then
   set -m # its own process group, which the trap ends if the tests fail
@@ -85,7 +101,7 @@ if ! wait "$bg"; then
   exit 1
 fi
 bg=
-# The libFuzzer targets (tests/fuzz): their seeds, then 15 s each, in a
+# The libFuzzer targets (tests/fuzz): their seeds, then $fuzz_seconds s each, in a
 # clang ASan+UBSan build of only those targets.
 step "fuzzing"
 bash scripts/fuzz.sh "$fuzz_seconds"
@@ -94,8 +110,9 @@ bash scripts/fuzz.sh "$fuzz_seconds"
 # gate its processes take
 # turns through, the emulated GPU's engines, queues (AQL ones too)
 # and concurrent clients, the CRIU stand-in's thread freezing, the parallel
-# restore's thread; and end to end on the emulated GPU (plugin, criu-host,
-# workloads and emulator all under TSan): dump and restore of a tree,
+# restore's thread; and end to end on the emulated GPU (plugin and
+# criu-host under TSan; emulator and workloads from the main build, see
+# tsan_from_main): dump and restore of a tree,
 # bounded staging, the parallel restore with its turns and faults, render
 # nodes, a shared dma-buf. Not e2e_roundtrip: when its largest BOs were
 # 1 GiB, TSan's shadow memory of them exhausted 24 GiB. A TSan report
@@ -107,7 +124,8 @@ if [ "$threads" = 1 ]; then
   # One per CPU: TSan's shadow memory makes each instrumented process
   # several times its size (above: e2e_roundtrip with 1 GiB BOs exhausted 24 GiB);
   # the two largest of these, e2e_bounded and e2e_parallel, side by side
-  # take 3.1 GB of MemAvailable at their peak.
+  # took 3.1 GB of MemAvailable at their peak when their emulator and
+  # workloads were instrumented too (now they come from the main build).
   step "the threaded tests under ThreadSanitizer"
   (cd build-san-thread && ctest --output-on-failure --timeout 600 -j"$(nproc)" --no-tests=error -R "$tsan_tests")
 fi

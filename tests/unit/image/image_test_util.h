@@ -31,6 +31,12 @@
 
 namespace amdcr::test {
 
+// Whether an error's message contains `what`.
+inline bool mentions(const Error &e, const std::string &what)
+{
+	return e.message().find(what) != std::string::npos;
+}
+
 // The BOs of a complete dump's DeltaSink (no parent checksums: every byte
 // written, every chunk hashed).
 inline std::vector<DeltaSink::Bo> complete_bos(const std::vector<uint64_t> &sizes)

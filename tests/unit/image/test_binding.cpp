@@ -25,11 +25,6 @@ using amdcr::test::TempDir;
 
 namespace {
 
-bool says(const Error &e, const std::string &what)
-{
-	return e.message().find(what) != std::string::npos;
-}
-
 DumpBinding bound(uint8_t seed, uint32_t file_id)
 {
 	DumpBinding b;
@@ -113,13 +108,13 @@ Test(binding, an_image_read_as_another_file_is_refused)
 	cr_assert_eq(::rename(tmp.file("amdgpu-kfd-24.img").c_str(), tmp.file("amdgpu-kfd-25.img").c_str()), 0);
 	auto k = read_kfd_image(*dir, 25);
 	cr_assert_not(k.ok());
-	cr_assert(says(k.error(), "amdgpu-kfd-25.img: the image was dumped for CRIU file id 24, not for file 25"),
+	cr_assert(test::mentions(k.error(), "amdgpu-kfd-25.img: the image was dumped for CRIU file id 24, not for file 25"),
 		  "%s", k.error().message().c_str());
 	DmabufImage d{300, std::nullopt, bound(1, 30)};
 	cr_assert_ok(write_dmabuf_image(*dir, 31, d));
 	auto dd = read_dmabuf_image(*dir, 31);
 	cr_assert_not(dd.ok());
-	cr_assert(says(dd.error(), "dumped for CRIU file id 30, not for file 31"), "%s", dd.error().message().c_str());
+	cr_assert(test::mentions(dd.error(), "dumped for CRIU file id 30, not for file 31"), "%s", dd.error().message().c_str());
 }
 
 Test(binding, one_dump_or_refused_naming_both_files)
@@ -131,13 +126,13 @@ Test(binding, one_dump_or_refused_naming_both_files)
 	auto two = check_one_dump({{"a", bound(1, 1)}, {"b", bound(1, 2)}, {"c", bound(9, 3)}}, &at);
 	cr_assert_not(two.ok());
 	cr_assert_eq(at, 2u);
-	cr_assert(says(two.error(), "a and c come from different dumps (identities 0102"), "%s",
+	cr_assert(test::mentions(two.error(), "a and c come from different dumps (identities 0102"), "%s",
 		  two.error().message().c_str());
 	auto mixed = check_one_dump({{"a", std::nullopt}, {"b", bound(1, 2)}}, &at);
 	cr_assert_not(mixed.ok());
 	cr_assert_eq(at, 1u);
-	cr_assert(says(mixed.error(), "b carries this plugin's dump identity"), "%s", mixed.error().message().c_str());
-	cr_assert(says(mixed.error(), "a none"), "%s", mixed.error().message().c_str());
+	cr_assert(test::mentions(mixed.error(), "b carries this plugin's dump identity"), "%s", mixed.error().message().c_str());
+	cr_assert(test::mentions(mixed.error(), "a none"), "%s", mixed.error().message().c_str());
 }
 
 Test(criu_images, ext_file_ids_and_task_pids)
@@ -162,12 +157,12 @@ Test(criu_images, ext_file_ids_and_task_pids)
 	cr_assert(test::write_raw(tmp.file("files.img"), cut));
 	auto bad = read_criu_facts(*dir);
 	cr_assert_not(bad.ok());
-	cr_assert(says(bad.error(), "files.img: an entry of 8 bytes at byte 12 runs past the end"), "%s",
+	cr_assert(test::mentions(bad.error(), "files.img: an entry of 8 bytes at byte 12 runs past the end"), "%s",
 		  bad.error().message().c_str());
 	cr_assert(test::write_raw(tmp.file("files.img"), criu_image(0x12345678, {})));
 	auto wrong = read_criu_facts(*dir);
 	cr_assert_not(wrong.ok());
-	cr_assert(says(wrong.error(), "files.img: not a CRIU image of magic 0x56303138"), "%s",
+	cr_assert(test::mentions(wrong.error(), "files.img: not a CRIU image of magic 0x56303138"), "%s",
 		  wrong.error().message().c_str());
 }
 
@@ -182,20 +177,20 @@ Test(criu_images, a_fifo_or_a_symlink_is_refused_without_hanging)
 	cr_assert_eq(::mkfifo(tmp.file("files.img").c_str(), 0600), 0);
 	auto fifo = read_criu_facts(*dir);
 	cr_assert_not(fifo.ok());
-	cr_assert(says(fifo.error(), "files.img: a FIFO, not a regular file"), "%s", fifo.error().message().c_str());
+	cr_assert(test::mentions(fifo.error(), "files.img: a FIFO, not a regular file"), "%s", fifo.error().message().c_str());
 	cr_assert_eq(::unlink(tmp.file("files.img").c_str()), 0);
 	// A device under the name is refused by its type, never opened.
 	cr_assert_eq(::mknod(tmp.file("files.img").c_str(), S_IFCHR | 0600, makedev(1, 3)), 0);
 	auto device = read_criu_facts(*dir);
 	cr_assert_not(device.ok());
-	cr_assert(says(device.error(), "files.img: a character device, not a regular file"), "%s",
+	cr_assert(test::mentions(device.error(), "files.img: a character device, not a regular file"), "%s",
 		  device.error().message().c_str());
 	cr_assert_eq(::unlink(tmp.file("files.img").c_str()), 0);
 	cr_assert(test::write_raw(tmp.file("elsewhere"), criu_image(0x56303138, {{16, 25}})));
 	cr_assert_eq(::symlink("elsewhere", tmp.file("files.img").c_str()), 0);
 	auto link = read_criu_facts(*dir);
 	cr_assert_not(link.ok());
-	cr_assert(says(link.error(), "files.img: a symbolic link"), "%s", link.error().message().c_str());
+	cr_assert(test::mentions(link.error(), "files.img: a symbolic link"), "%s", link.error().message().c_str());
 }
 
 // Reading is bounded: an entry past kMaxCriuEntryBytes and ids past
@@ -213,7 +208,7 @@ Test(criu_images, entries_and_ids_past_the_limits_are_refused, .timeout = 60)
 	cr_assert(test::write_raw(tmp.file("files.img"), huge));
 	auto big = read_criu_facts(*dir);
 	cr_assert_not(big.ok());
-	cr_assert(says(big.error(), "files.img: an entry of 33554433 bytes at byte 8, more than the 33554432"), "%s",
+	cr_assert(test::mentions(big.error(), "files.img: an entry of 33554433 bytes at byte 8, more than the 33554432"), "%s",
 		  big.error().message().c_str());
 	// kMaxCriuIds + 1 EXT entries: type 16, ids counting up (4-byte varints).
 	Bytes many;
@@ -233,7 +228,7 @@ Test(criu_images, entries_and_ids_past_the_limits_are_refused, .timeout = 60)
 	cr_assert(test::write_raw(tmp.file("files.img"), many));
 	auto lots = read_criu_facts(*dir);
 	cr_assert_not(lots.ok());
-	cr_assert(says(lots.error(), "files.img: more than 4194304 EXT files"), "%s", lots.error().message().c_str());
+	cr_assert(test::mentions(lots.error(), "files.img: more than 4194304 EXT files"), "%s", lots.error().message().c_str());
 	many.resize(many.size() - 11);
 	cr_assert(test::write_raw(tmp.file("files.img"), many));
 	auto most = read_criu_facts(*dir);
@@ -269,7 +264,7 @@ Test(dump_manifest, binds_the_images_to_crius_images_of_their_dump)
 	cr_assert_ok(check_bound_to_criu(*dir, std::nullopt, "x"), "upstream's, no manifest");
 	auto none = check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img");
 	cr_assert_not(none.ok());
-	cr_assert(says(none.error(), "amdgpu-binding.img is missing: the GPU images (amdgpu-kfd-5.img) of dump 0102"),
+	cr_assert(test::mentions(none.error(), "amdgpu-binding.img is missing: the GPU images (amdgpu-kfd-5.img) of dump 0102"),
 		  "%s", none.error().message().c_str());
 	// KFD_REQUIRE_MANIFEST=0: no error, a warning saying what goes unchecked.
 	std::string warning;
@@ -284,7 +279,7 @@ Test(dump_manifest, binds_the_images_to_crius_images_of_their_dump)
 	cr_assert(*back == m);
 	auto deleted = check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img");
 	cr_assert_not(deleted.ok());
-	cr_assert(says(deleted.error(), "amdgpu-pages-5-1111.img is missing: dump 0102"), "%s",
+	cr_assert(test::mentions(deleted.error(), "amdgpu-pages-5-1111.img is missing: dump 0102"), "%s",
 		  deleted.error().message().c_str());
 	cr_assert(test::write_raw(tmp.file("amdgpu-pages-5-1111.img"), Bytes(8, 0)));
 	cr_assert_ok(check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img"));
@@ -292,29 +287,29 @@ Test(dump_manifest, binds_the_images_to_crius_images_of_their_dump)
 	cr_assert_not(mine.ok());
 	cr_assert_not(check_bound_to_criu(*dir, other, "amdgpu-kfd-5.img", false).ok(),
 		      "a manifest that is there is checked with KFD_REQUIRE_MANIFEST=0 too");
-	cr_assert(says(mine.error(), "but amdgpu-binding.img is that of dump 0102"), "%s", mine.error().message().c_str());
+	cr_assert(test::mentions(mine.error(), "but amdgpu-binding.img is that of dump 0102"), "%s", mine.error().message().c_str());
 	auto mixed = check_bound_to_criu(*dir, std::nullopt, "amdgpu-kfd-5.img");
 	cr_assert_not(mixed.ok());
-	cr_assert(says(mixed.error(), "GPU images without a dump identity (amdgpu-kfd-5.img)"), "%s",
+	cr_assert(test::mentions(mixed.error(), "GPU images without a dump identity (amdgpu-kfd-5.img)"), "%s",
 		  mixed.error().message().c_str());
 	// Another dump's clocks: the same size, other bytes.
 	cr_assert(test::write_raw(tmp.file("timens-0.img"), Bytes{1, 2, 3, 5}));
 	auto later = check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img");
 	cr_assert_not(later.ok());
-	cr_assert(says(later.error(), "CRIU's timens-0.img is not the one of that dump (4 bytes, checksum"), "%s",
+	cr_assert(test::mentions(later.error(), "CRIU's timens-0.img is not the one of that dump (4 bytes, checksum"), "%s",
 		  later.error().message().c_str());
 	cr_assert(test::write_raw(tmp.file("timens-0.img"), clocks));
 	cr_assert_ok(check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img"));
 	cr_assert(test::write_raw(tmp.file("core-43.img"), Bytes{5, 6}));
 	auto added = check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img");
 	cr_assert_not(added.ok());
-	cr_assert(says(added.error(), "CRIU's core-43.img was not part of that dump"), "%s",
+	cr_assert(test::mentions(added.error(), "CRIU's core-43.img was not part of that dump"), "%s",
 		  added.error().message().c_str());
 	cr_assert_eq(::unlink(tmp.file("core-43.img").c_str()), 0);
 	cr_assert_eq(::unlink(tmp.file("core-42.img").c_str()), 0);
 	auto gone = check_bound_to_criu(*dir, id, "amdgpu-kfd-5.img");
 	cr_assert_not(gone.ok());
-	cr_assert(says(gone.error(), "CRIU's core-42.img is missing"), "%s", gone.error().message().c_str());
+	cr_assert(test::mentions(gone.error(), "CRIU's core-42.img is missing"), "%s", gone.error().message().c_str());
 }
 
 namespace {
@@ -409,7 +404,7 @@ Test(criu_images, render_mappings_are_given_back_by_an_image_or_refused)
 	auto refused = none.check(*maps, &uncovered);
 	cr_assert_not(refused.ok());
 	cr_assert_eq(uncovered, &maps->front());
-	cr_assert(says(refused.error(), "mm-42.img: task 42 maps /dev/dri/renderD129 at 0x7f0000000000-0x7f0000001000 "
+	cr_assert(test::mentions(refused.error(), "mm-42.img: task 42 maps /dev/dri/renderD129 at 0x7f0000000000-0x7f0000001000 "
 					"(offset 0x10000, CRIU file 3), which no GPU image of the checkpoint gives "
 					"back (amdgpu-renderD-7.img with 0 BOs"),
 		  "%s", refused.error().message().c_str());

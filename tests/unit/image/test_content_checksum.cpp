@@ -16,11 +16,6 @@ using namespace amdcr;
 
 namespace {
 
-bool mentions(const Error &e, const std::string &what)
-{
-	return e.message().find(what) != std::string::npos;
-}
-
 // A ByteSink/ByteSource over a vector.
 class VecSink final : public ByteSink {
 public:
@@ -166,8 +161,8 @@ Test(content_checksum, every_flipped_byte_is_located)
 			off -= sizes[bo++];
 		const uint64_t first = off / chunk * chunk;
 		const std::string where = strprintf("BO %zu: bytes 0x%llx..", bo, static_cast<unsigned long long>(first));
-		cr_assert(mentions(st.error(), where), "%s not in: %s", where.c_str(), st.error().message().c_str());
-		cr_assert(mentions(st.error(), "KFD_VERIFY=0"), "%s", st.error().message().c_str());
+		cr_assert(test::mentions(st.error(), where), "%s not in: %s", where.c_str(), st.error().message().c_str());
+		cr_assert(test::mentions(st.error(), "KFD_VERIFY=0"), "%s", st.error().message().c_str());
 	}
 }
 
@@ -243,14 +238,14 @@ Test(image_seal, every_byte_flip_of_a_sealed_image_is_refused)
 			bad[i] ^= bit;
 			auto r = unpack_kfd_image(bad, name);
 			cr_assert_not(r.ok(), "flip 0x%02x at byte %zu of %zu accepted", bit, i, payload->size());
-			cr_assert(mentions(r.error(), name), "%s", r.error().message().c_str());
+			cr_assert(test::mentions(r.error(), name), "%s", r.error().message().c_str());
 		}
 	// Off: the flipped seal is not looked at.
 	auto bad = *payload;
 	bad.back() ^= 1;
 	cr_assert_ok(unpack_kfd_image(bad, name, Verify::Off));
 	auto r = unpack_kfd_image(bad, name);
-	cr_assert(mentions(r.error(), "KFD_VERIFY=0"), "%s", r.error().message().c_str());
+	cr_assert(test::mentions(r.error(), "KFD_VERIFY=0"), "%s", r.error().message().c_str());
 }
 
 Test(image_seal, bo_checksums_survive_the_round_trip)

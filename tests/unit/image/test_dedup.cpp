@@ -137,7 +137,7 @@ uint64_t dump(const Dir &d, int id, Memory m, ChunkIndex *index, size_t piece = 
 		cr_assert_ok(w->commit());
 		written += d->written_bytes;
 	}
-	m.img.binding = DumpBinding{d.dump_id, static_cast<uint32_t>(id), true};
+	m.img.binding = amdcr::DumpBinding{d.dump_id, static_cast<uint32_t>(id), true};
 	cr_assert_ok(write_kfd_image(*dir, id, m.img));
 	return written;
 }

@@ -18,11 +18,6 @@ namespace {
 
 constexpr int kId = 7;
 
-bool mentions(const Error &e, const std::string &what)
-{
-	return e.message().find(what) != std::string::npos;
-}
-
 // Writes amdgpu-kfd-<kId>.img from the sample image after `mutate` edits its
 // protobuf form: how a foreign or corrupt writer would have produced it.
 void write_mutated(const TempDir &tmp, const std::function<void(CriuKfd &)> &mutate,
@@ -49,9 +44,9 @@ void expect_rejected(const TempDir &tmp, const std::string &what)
 	cr_assert(dir.ok());
 	auto r = read_kfd_image(*dir, kId);
 	cr_assert_not(r.ok(), "corrupt image accepted (expected: %s)", what.c_str());
-	cr_assert(mentions(r.error(), kfd_image_name(kId)), "no file name in: %s",
+	cr_assert(test::mentions(r.error(), kfd_image_name(kId)), "no file name in: %s",
 		  r.error().message().c_str());
-	cr_assert(mentions(r.error(), what), "expected \"%s\" in: %s", what.c_str(),
+	cr_assert(test::mentions(r.error(), what), "expected \"%s\" in: %s", what.c_str(),
 		  r.error().message().c_str());
 }
 
@@ -113,7 +108,7 @@ Test(kfd_image, missing_file)
 	auto r = read_kfd_image(*dir, kId);
 	cr_assert_not(r.ok());
 	cr_assert_eq(r.error().code(), ENOENT);
-	cr_assert(mentions(r.error(), kfd_image_name(kId)));
+	cr_assert(test::mentions(r.error(), kfd_image_name(kId)));
 }
 
 Test(kfd_image, truncated_file)
@@ -179,8 +174,8 @@ Test(kfd_image, above_size_limit)
 	dir->set_max_metadata_size(4096);
 	auto r = read_kfd_image(*dir, kId);
 	cr_assert_not(r.ok());
-	cr_assert(mentions(r.error(), kfd_image_name(kId)));
-	cr_assert(mentions(r.error(), "limit"), "%s", r.error().message().c_str());
+	cr_assert(test::mentions(r.error(), kfd_image_name(kId)));
+	cr_assert(test::mentions(r.error(), "limit"), "%s", r.error().message().c_str());
 }
 
 Test(kfd_image, missing_required_field)
@@ -294,7 +289,7 @@ Test(kfd_image, write_refuses_what_read_would_refuse)
 	img.bos[0].size = 0;
 	auto st = write_kfd_image(*dir, kId, img);
 	cr_assert_not(st.ok());
-	cr_assert(mentions(st.error(), kfd_image_name(kId)));
+	cr_assert(test::mentions(st.error(), kfd_image_name(kId)));
 	cr_assert(tmp.names().empty(), "a refused image left a file behind");
 }
 
@@ -327,7 +322,7 @@ Test(kfd_image, every_truncation_and_byte_flip_is_handled)
 		auto r = unpack_kfd_image(cut, name);
 		if (!r.ok()) {
 			rejected++;
-			cr_assert(mentions(r.error(), name), "%s", r.error().message().c_str());
+			cr_assert(test::mentions(r.error(), name), "%s", r.error().message().c_str());
 		}
 	}
 	cr_assert_gt(rejected, good.size() / 2, "truncations mostly accepted: %zu of %zu", rejected,
@@ -337,6 +332,6 @@ Test(kfd_image, every_truncation_and_byte_flip_is_handled)
 		bad[i] ^= 0xff;
 		auto r = unpack_kfd_image(bad, name);
 		if (!r.ok())
-			cr_assert(mentions(r.error(), name), "%s", r.error().message().c_str());
+			cr_assert(test::mentions(r.error(), name), "%s", r.error().message().c_str());
 	}
 }

@@ -15,7 +15,7 @@ using amdcr::test::TempDir;
 
 namespace {
 
-constexpr int kId = 17;
+constexpr int kRenderId = 17;
 
 void write_mutated(const TempDir &tmp, const std::function<void(CriuRenderNode &)> &mutate)
 {
@@ -28,17 +28,17 @@ void write_mutated(const TempDir &tmp, const std::function<void(CriuRenderNode &
 	std::vector<uint8_t> out(criu_render_node__get_packed_size(msg));
 	criu_render_node__pack(msg, out.data());
 	criu_render_node__free_unpacked(msg, nullptr);
-	cr_assert(test::write_raw(tmp.file(render_image_name(kId)), test::framed(out)));
+	cr_assert(test::write_raw(tmp.file(render_image_name(kRenderId)), test::framed(out)));
 }
 
-void expect_rejected(const TempDir &tmp, const std::string &what)
+void expect_render_rejected(const TempDir &tmp, const std::string &what)
 {
 	auto dir = ImageDir::open(tmp.path());
 	cr_assert(dir.ok());
-	auto r = read_render_image(*dir, kId);
+	auto r = read_render_image(*dir, kRenderId);
 	cr_assert_not(r.ok(), "corrupt image accepted (expected: %s)", what.c_str());
 	const std::string &m = r.error().message();
-	cr_assert(m.find(render_image_name(kId)) != std::string::npos, "no file name in: %s",
+	cr_assert(m.find(render_image_name(kRenderId)) != std::string::npos, "no file name in: %s",
 		  m.c_str());
 	cr_assert(m.find(what) != std::string::npos, "expected \"%s\" in: %s", what.c_str(),
 		  m.c_str());
@@ -64,10 +64,10 @@ Test(render_image, round_trip)
 	auto dir = ImageDir::open(tmp.path());
 	cr_assert(dir.ok());
 	const RenderNodeImage img = test::sample_render_image();
-	auto st = write_render_image(*dir, kId, img);
+	auto st = write_render_image(*dir, kRenderId, img);
 	cr_assert_ok(st);
-	cr_assert_eq(test::file_mode(tmp.file(render_image_name(kId))), 0600);
-	auto back = read_render_image(*dir, kId);
+	cr_assert_eq(test::file_mode(tmp.file(render_image_name(kRenderId))), 0600);
+	auto back = read_render_image(*dir, kRenderId);
 	cr_assert_ok(back);
 	cr_assert(*back == img);
 	cr_assert(back->bos[1].is_import);
@@ -81,8 +81,8 @@ Test(render_image, empty_bo_list)
 	cr_assert(dir.ok());
 	RenderNodeImage img = test::sample_render_image();
 	img.bos.clear();
-	cr_assert(write_render_image(*dir, kId, img).ok());
-	auto back = read_render_image(*dir, kId);
+	cr_assert(write_render_image(*dir, kRenderId, img).ok());
+	auto back = read_render_image(*dir, kRenderId);
 	cr_assert(back.ok());
 	cr_assert(*back == img);
 }
@@ -91,24 +91,24 @@ Test(render_image, num_of_bos_mismatch)
 {
 	TempDir tmp;
 	write_mutated(tmp, [](CriuRenderNode &m) { m.num_of_bos = 1; });
-	expect_rejected(tmp, "num_of_bos");
+	expect_render_rejected(tmp, "num_of_bos");
 }
 
 Test(render_image, num_of_vms_mismatch)
 {
 	TempDir tmp;
 	write_mutated(tmp, [](CriuRenderNode &m) { m.bo_entries[0]->num_of_vms = 3; });
-	expect_rejected(tmp, "num_of_vms");
+	expect_render_rejected(tmp, "num_of_vms");
 }
 
 Test(render_image, empty_or_wrapping_vm_entry)
 {
 	TempDir tmp;
 	write_mutated(tmp, [](CriuRenderNode &m) { m.bo_entries[0]->vm_entries[0]->size = 0; });
-	expect_rejected(tmp, "VM entry 0");
+	expect_render_rejected(tmp, "VM entry 0");
 	TempDir tmp2;
 	write_mutated(tmp2, [](CriuRenderNode &m) { m.bo_entries[0]->vm_entries[1]->addr = ~0ull; });
-	expect_rejected(tmp2, "VM entry 1");
+	expect_render_rejected(tmp2, "VM entry 1");
 }
 
 Test(render_image, vm_flags_beyond_32_bits)
@@ -117,42 +117,42 @@ Test(render_image, vm_flags_beyond_32_bits)
 	// protobuf field is 64.
 	TempDir tmp;
 	write_mutated(tmp, [](CriuRenderNode &m) { m.bo_entries[0]->vm_entries[1]->flags = 1ull << 32 | 0xe; });
-	expect_rejected(tmp, "VM entry 1 has flags 0x10000000e");
+	expect_render_rejected(tmp, "VM entry 1 has flags 0x10000000e");
 }
 
 Test(render_image, minor_out_of_range)
 {
 	TempDir tmp;
 	write_mutated(tmp, [](CriuRenderNode &m) { m.drm_render_minor = 127; });
-	expect_rejected(tmp, "render minor 127");
+	expect_render_rejected(tmp, "render minor 127");
 }
 
 Test(render_image, zero_size_bo)
 {
 	TempDir tmp;
 	write_mutated(tmp, [](CriuRenderNode &m) { m.bo_entries[2]->size = 0; });
-	expect_rejected(tmp, "BO 2: size 0");
+	expect_render_rejected(tmp, "BO 2: size 0");
 }
 
 Test(render_image, bo_address_overflow)
 {
 	TempDir tmp;
 	write_mutated(tmp, [](CriuRenderNode &m) { m.bo_entries[0]->addr = UINT64_MAX; });
-	expect_rejected(tmp, "overflows");
+	expect_render_rejected(tmp, "overflows");
 }
 
 Test(render_image, garbage_and_truncation)
 {
 	TempDir tmp;
-	cr_assert(test::write_raw(tmp.file(render_image_name(kId)),
+	cr_assert(test::write_raw(tmp.file(render_image_name(kRenderId)),
 				  test::framed(testcommon::pattern_bytes(300, 1))));
-	expect_rejected(tmp, "not a valid criu_render_node");
+	expect_render_rejected(tmp, "not a valid criu_render_node");
 	auto payload = pack_render_image(test::sample_render_image());
 	cr_assert(payload.ok());
 	auto bytes = test::framed(*payload);
 	bytes.pop_back();
-	cr_assert(test::write_raw(tmp.file(render_image_name(kId)), bytes));
-	expect_rejected(tmp, "truncated");
+	cr_assert(test::write_raw(tmp.file(render_image_name(kRenderId)), bytes));
+	expect_render_rejected(tmp, "truncated");
 }
 
 Test(dmabuf_image, round_trip)
@@ -182,11 +182,6 @@ Test(dmabuf_image, rejects_garbage_naming_the_file)
 // ---- seals and content checksums (as the KFD image's, test_content_checksum) ----
 
 namespace {
-
-bool mentions(const Error &e, const std::string &what)
-{
-	return e.message().find(what) != std::string::npos;
-}
 
 // The sample with the checksums a dump gives every BO with contents.
 RenderNodeImage checksummed_render_image()
@@ -246,14 +241,14 @@ Test(render_seal, upstream_image_reads_as_unsealed_but_checksums_without_seal_ar
 	auto r = unpack_render_image(*sums, "r.img");
 	cr_assert_not(r.ok());
 	cr_assert_eq(r.error().code(), EBADMSG);
-	cr_assert(mentions(r.error(), "r.img: BO 0 has content checksums but the image has no checksum"),
+	cr_assert(test::mentions(r.error(), "r.img: BO 0 has content checksums but the image has no checksum"),
 		  "%s", r.error().message().c_str());
-	cr_assert(mentions(r.error(), "KFD_VERIFY=0"), "%s", r.error().message().c_str());
+	cr_assert(test::mentions(r.error(), "KFD_VERIFY=0"), "%s", r.error().message().c_str());
 }
 
 Test(render_seal, every_byte_flip_of_a_sealed_image_is_refused)
 {
-	const std::string name = render_image_name(kId);
+	const std::string name = render_image_name(kRenderId);
 	auto payload = pack_render_image(checksummed_render_image());
 	cr_assert_ok(payload);
 	for (size_t i = 0; i < payload->size(); i++)
@@ -262,7 +257,7 @@ Test(render_seal, every_byte_flip_of_a_sealed_image_is_refused)
 			bad[i] ^= bit;
 			auto r = unpack_render_image(bad, name);
 			cr_assert_not(r.ok(), "flip 0x%02x at byte %zu of %zu accepted", bit, i, payload->size());
-			cr_assert(mentions(r.error(), name), "%s", r.error().message().c_str());
+			cr_assert(test::mentions(r.error(), name), "%s", r.error().message().c_str());
 		}
 }
 
@@ -273,12 +268,12 @@ Test(render_seal, checksums_must_fit_their_bo)
 	img.bos[0].checksum->whole = whole_checksum(img.bos[0].checksum->chunks);
 	auto st = validate_render_image(img, "r.img");
 	cr_assert_not(st.ok());
-	cr_assert(mentions(st.error(), "r.img: BO 0: 2 chunk checksums"), "%s", st.error().message().c_str());
+	cr_assert(test::mentions(st.error(), "r.img: BO 0: 2 chunk checksums"), "%s", st.error().message().c_str());
 	img = checksummed_render_image();
 	img.bos[1].checksum = img.bos[0].checksum; // BO 1 has no contents
 	st = validate_render_image(img, "r.img");
 	cr_assert_not(st.ok());
-	cr_assert(mentions(st.error(), "BO 1: content checksums on a BO without contents"), "%s",
+	cr_assert(test::mentions(st.error(), "BO 1: content checksums on a BO without contents"), "%s",
 		  st.error().message().c_str());
 }
 
@@ -310,14 +305,14 @@ Test(dmabuf_seal, sealed_unsealed_and_every_flip)
 				as_unsealed++;
 				continue;
 			}
-			cr_assert(mentions(r.error(), name), "%s", r.error().message().c_str());
+			cr_assert(test::mentions(r.error(), name), "%s", r.error().message().c_str());
 		}
 	cr_assert_leq(as_unsealed, 6u);
 	auto bad = *payload;
 	bad.back() ^= 1;
 	auto r = unpack_dmabuf_image(bad, name);
 	cr_assert_eq(r.error().code(), EBADMSG);
-	cr_assert(mentions(r.error(), "KFD_VERIFY=0"), "%s", r.error().message().c_str());
+	cr_assert(test::mentions(r.error(), "KFD_VERIFY=0"), "%s", r.error().message().c_str());
 	cr_assert_ok(unpack_dmabuf_image(bad, name, Verify::Off));
 }
 
@@ -338,8 +333,8 @@ Test(render_image, shared_bo_round_trip)
 	cr_assert(dir.ok());
 	RenderNodeImage img = test::sample_render_image();
 	img.bos[0].shared = sample_shared(img.bos[0].size);
-	cr_assert_ok(write_render_image(*dir, kId, img));
-	auto back = read_render_image(*dir, kId);
+	cr_assert_ok(write_render_image(*dir, kRenderId, img));
+	auto back = read_render_image(*dir, kRenderId);
 	cr_assert_ok(back);
 	cr_assert(*back == img);
 	cr_assert(back->bos[0].shared && back->bos[0].shared->contents_minor == 129);
@@ -349,7 +344,7 @@ Test(render_image, shared_bo_round_trip)
 Test(render_image, shared_bo_rejected)
 {
 	RenderNodeImage img = test::sample_render_image();
-	const std::string name = render_image_name(kId);
+	const std::string name = render_image_name(kRenderId);
 	const std::pair<std::function<void(SharedBo &)>, std::string> cases[] = {
 		{[](SharedBo &s) { s.id = 0; }, "shared BO id 0 outside"},
 		{[](SharedBo &s) { s.id = kMaxSharedBoId + 1; }, "outside 1.."},
@@ -448,11 +443,11 @@ Test(render_image, shared_bo_checksum_round_trip)
 	RenderNodeImage img = test::sample_render_image();
 	img.bos[0].shared = sample_shared(img.bos[0].size);
 	img.bos[0].shared->checksum = checksum_of_zeros(img.bos[0].size);
-	cr_assert_ok(write_render_image(*dir, kId, img));
-	auto back = read_render_image(*dir, kId);
+	cr_assert_ok(write_render_image(*dir, kRenderId, img));
+	auto back = read_render_image(*dir, kRenderId);
 	cr_assert_ok(back);
 	cr_assert(*back == img);
-	auto off = read_render_image(*dir, kId, Verify::Off);
+	auto off = read_render_image(*dir, kRenderId, Verify::Off);
 	cr_assert_ok(off);
 	cr_assert_not(off->bos[0].shared->checksum);
 }
@@ -485,8 +480,8 @@ Test(render_image, metadata_round_trip)
 	img.bos[0].shared = sample_shared(img.bos[0].size);
 	img.bos[0].shared->metadata = img.bos[0].metadata;
 	img.bos[1].metadata = GemMetadata{0, 0, sample_metadata(kMaxGemMetadataBytes).data};
-	cr_assert_ok(write_render_image(*dir, kId, img));
-	auto back = read_render_image(*dir, kId, Verify::Off);
+	cr_assert_ok(write_render_image(*dir, kRenderId, img));
+	auto back = read_render_image(*dir, kRenderId, Verify::Off);
 	cr_assert_ok(back);
 	cr_assert(*back == img);
 	cr_assert_eq(back->bos[0].metadata->data.size(), 37u);
@@ -495,11 +490,11 @@ Test(render_image, metadata_round_trip)
 
 	// Flags alone (no data) are metadata too; none at all: no field.
 	img.bos[1].metadata = GemMetadata{0x10, 0, {}};
-	auto flags_only = unpack_render_image(*pack_render_image(img), render_image_name(kId));
+	auto flags_only = unpack_render_image(*pack_render_image(img), render_image_name(kRenderId));
 	cr_assert_ok(flags_only);
 	cr_assert(flags_only->bos[1].metadata && flags_only->bos[1].metadata->flags == 0x10);
 	img.bos[1].metadata.reset();
-	auto none = unpack_render_image(*pack_render_image(img), render_image_name(kId));
+	auto none = unpack_render_image(*pack_render_image(img), render_image_name(kRenderId));
 	cr_assert_ok(none);
 	cr_assert_not(none->bos[1].metadata);
 	cr_assert_not(none->bos[2].metadata);
@@ -512,7 +507,7 @@ Test(render_image, metadata_round_trip)
 
 Test(render_image, metadata_rejected)
 {
-	const std::string name = render_image_name(kId);
+	const std::string name = render_image_name(kRenderId);
 	const std::pair<std::function<void(DrmBo &)>, std::string> cases[] = {
 		{[](DrmBo &b) { b.metadata = sample_metadata(kMaxGemMetadataBytes + 1); },
 		 "BO 0: 257 bytes of metadata, more than the 256 amdgpu keeps"},

@@ -20,11 +20,6 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-bool says(const Error &e, const std::string &what)
-{
-	return e.message().find(what) != std::string::npos;
-}
-
 void varint(Bytes &out, uint64_t v)
 {
 	while (v >= 0x80) {
@@ -266,7 +261,7 @@ Test(upstream_framing, render_image_with_some_of_criu_dev_fields_is_refused)
 	cr_assert(test::write_raw(tmp.file("amdgpu-renderD-25.img"), upstream_file(m)));
 	auto r = read_render_image(*dir, 25);
 	cr_assert_not(r.ok());
-	cr_assert(says(r.error(), "amdgpu-renderD-25.img: has drm_render_minor but not all of id"), "%s",
+	cr_assert(test::mentions(r.error(), "amdgpu-renderD-25.img: has drm_render_minor but not all of id"), "%s",
 		  r.error().message().c_str());
 }
 
@@ -282,7 +277,7 @@ Test(upstream_framing, render_image_of_another_file_id_is_refused)
 	cr_assert(test::write_raw(tmp.file("amdgpu-renderD-29.img"), upstream_file(render_message(img))));
 	auto r = read_render_image(*dir, 29);
 	cr_assert_not(r.ok());
-	cr_assert(says(r.error(), "amdgpu-renderD-29.img: the image was dumped for CRIU file id 28, not for "
+	cr_assert(test::mentions(r.error(), "amdgpu-renderD-29.img: the image was dumped for CRIU file id 28, not for "
 				      "file 29"),
 		  "%s", r.error().message().c_str());
 }
