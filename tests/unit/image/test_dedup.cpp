@@ -443,7 +443,13 @@ Test(dedup, lookups_of_a_chunk_not_kept_read_it_back_once)
 		std::vector<std::jthread> gpus;
 		for (int i = 0; i < kLookups; i++)
 			gpus.emplace_back([&, i] {
-				auto g = index.find(5, kChunk, from(a));
+				// A slow copy: the lookups overlap while the first
+				// one compares.
+				auto bytes = [&](uint64_t at, void *dst, size_t n) {
+					std::this_thread::sleep_for(std::chrono::milliseconds(20));
+					return from(a)(at, dst, n);
+				};
+				auto g = index.find(5, kChunk, bytes);
 				found[i] = g && g->place ? 1 : 0;
 			});
 	}
