@@ -508,6 +508,14 @@ Result<std::vector<GpuCopyResult>> run_gpu_copies(Direction dir, const ImageDir 
 			       std::move(r->dedup), r->dedup_bytes});
 	}
 	log_job_lines(dir, out, settings.log);
+	if (index)
+		log_msg_to(settings.log, LogLevel::Debug,
+			   "deduplication index so far: %zu chunks written, %llu compared in memory, %llu stored "
+			   "chunks read back for their digest, %llu checksum collisions, cache peak %llu bytes",
+			   index->size(), static_cast<unsigned long long>(index->byte_compares()),
+			   static_cast<unsigned long long>(index->read_backs()),
+			   static_cast<unsigned long long>(index->collisions()),
+			   static_cast<unsigned long long>(index->cache_peak()));
 	if (settings.totals)
 		add_totals(*settings.totals, out, t0, t1, shared ? shared->peak_bytes() : index ? index->cache_peak() : 0);
 	return out;

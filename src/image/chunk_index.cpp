@@ -193,7 +193,8 @@ uint64_t ChunkIndex::cache_peak() const
 
 namespace {
 
-using Digest = std::array<uint8_t, SHA256_DIGEST_SIZE>;
+static_assert(std::tuple_size_v<ChunkIndex::Digest> == SHA256_DIGEST_SIZE);
+using Digest = ChunkIndex::Digest;
 
 // SHA-256 of `len` bytes that `read(at, buf, n)` gives, 64 KiB at a time.
 template <typename Read>
@@ -210,6 +211,16 @@ Result<Digest> digest_of(uint64_t len, Read &&read)
 		sha256_update(&ctx, n, buf.data());
 		at += n;
 	}
+	Digest d{};
+	sha256_digest(&ctx, d.size(), d.data());
+	return d;
+}
+
+Digest digest_of(const std::vector<uint8_t> &kept)
+{
+	sha256_ctx ctx;
+	sha256_init(&ctx);
+	sha256_update(&ctx, kept.size(), kept.data());
 	Digest d{};
 	sha256_digest(&ctx, d.size(), d.data());
 	return d;
@@ -235,56 +246,71 @@ Result<bool> equal_bytes(const std::vector<uint8_t> &kept, uint64_t len, const C
 
 } // namespace
 
+ChunkIndex::Compare ChunkIndex::wait_for_entry(std::unique_lock<std::mutex> &lk, const Key &k, size_t i)
+{
+	// A map node and the list's slot: looked up again after every wait,
+	// as the list may grow meanwhile.
+	auto entry = [&]() -> Entry & { return entries_[k][i]; };
+	// Another job writes an equal-keyed chunk now: wait for it (its bytes
+	// are kept for the comparison).
+	if (!entry().file && !entry().withdrawn) {
+		entry().waiters++;
+		cv_.wait(lk, [&] { return entry().file || entry().withdrawn; });
+		entry().waiters--;
+	}
+	// Not kept, and another lookup takes its digest: wait for it (a kept
+	// one is compared meanwhile).
+	cv_.wait(lk, [&] { return entry().bytes || !entry().reading; });
+	Entry &e = entry();
+	if (e.withdrawn)
+		return Compare::Skip;
+	if (e.bytes) {
+		// The first lookup that compares it in memory also takes its
+		// digest, from the kept bytes: once dropped from the cache, it
+		// is compared by digest without a read.
+		if (e.digest || e.reading)
+			return Compare::Bytes;
+		e.reading = true;
+		return Compare::BytesAndDigest;
+	}
+	if (e.digest)
+		return Compare::Digest;
+	e.reading = true; // one read back, the other lookups wait for its digest
+	read_backs_++;
+	return Compare::ReadBack;
+}
+
 Result<ChunkIndex::Found> ChunkIndex::find(uint64_t key, uint64_t len, const ChunkBytes &bytes)
 {
 	const Key k{key, len};
 	std::optional<Digest> mine; // the chunk looked up, once a candidate needs it
 	std::unique_lock lk(mu_);
 	for (size_t i = 0;; i++) {
-		auto &list = entries_[k]; // a map node: stable while unlocked
-		if (i == list.size()) {
-			list.push_back({});
+		if (i == entries_[k].size()) {
+			entries_[k].push_back({});
 			Found out;
 			out.claim = Claim(this, key, len, i);
 			return out;
 		}
-		// Another job writes an equal-keyed chunk now: wait for it (its
-		// bytes are kept for the comparison).
-		if (!entries_[k][i].file && !entries_[k][i].withdrawn) {
-			entries_[k][i].waiters++;
-			cv_.wait(lk, [&] { return entries_[k][i].file || entries_[k][i].withdrawn; });
-			entries_[k][i].waiters--;
-		}
-		const Entry e = entries_[k][i]; // holds its cached bytes while compared
-		if (e.withdrawn)
+		const Compare how = wait_for_entry(lk, k, i);
+		if (how == Compare::Skip)
 			continue;
+		const Entry e = entries_[k][i]; // holds its cached bytes while compared
 		lk.unlock();
-		bool same = false;
-		if (e.bytes) {
-			auto eq = equal_bytes(*e.bytes, len, bytes);
-			if (!eq)
-				return std::move(eq).error();
-			same = *eq;
-			lk.lock();
-			byte_compares_++;
-		} else {
-			auto theirs = e.digest ? Result<Digest>(*e.digest)
-					       : digest_of(len, [&](uint64_t at, void *p, size_t n) {
-							 return read_indexed(*e.file, e.offset + at, p, n);
-						 });
-			if (theirs && !mine) {
-				auto d = digest_of(len, bytes);
-				if (!d)
-					return std::move(d).error();
-				mine = *d;
-			}
-			lk.lock();
-			if (!theirs)
-				return std::move(theirs).error();
-			entries_[k][i].digest = *theirs; // read back once per stored chunk
-			same = *theirs == *mine;
+		auto same = compare(e, how, len, bytes, mine);
+		lk.lock();
+		Entry &cur = entries_[k][i];
+		if (how == Compare::BytesAndDigest || how == Compare::ReadBack) {
+			if (same && same->theirs)
+				cur.digest = same->theirs;
+			cur.reading = false;
+			cv_.notify_all();
 		}
-		if (same) {
+		if (!same)
+			return std::move(same).error();
+		if (how != Compare::Digest && how != Compare::ReadBack)
+			byte_compares_++;
+		if (same->equal) {
 			matched_ = true;
 			match_mark_ = published_;
 			Found out;
@@ -293,6 +319,39 @@ Result<ChunkIndex::Found> ChunkIndex::find(uint64_t key, uint64_t len, const Chu
 		}
 		collisions_++;
 	}
+}
+
+Result<ChunkIndex::Outcome> ChunkIndex::compare(const Entry &e, Compare how, uint64_t len, const ChunkBytes &bytes,
+						std::optional<Digest> &mine)
+{
+	Outcome out;
+	if (how == Compare::Bytes || how == Compare::BytesAndDigest) {
+		auto eq = equal_bytes(*e.bytes, len, bytes);
+		if (!eq)
+			return std::move(eq).error();
+		out.equal = *eq;
+		if (how == Compare::BytesAndDigest && out.equal)
+			out.theirs = digest_of(*e.bytes);
+		return out;
+	}
+	if (how == Compare::ReadBack) {
+		auto theirs = digest_of(len, [&](uint64_t at, void *p, size_t n) {
+			return read_indexed(*e.file, e.offset + at, p, n);
+		});
+		if (!theirs)
+			return std::move(theirs).error();
+		out.theirs = *theirs;
+	} else {
+		out.theirs = *e.digest;
+	}
+	if (!mine) {
+		auto d = digest_of(len, bytes);
+		if (!d)
+			return std::move(d).error();
+		mine = *d;
+	}
+	out.equal = *out.theirs == *mine;
+	return out;
 }
 
 size_t ChunkIndex::size() const
@@ -311,6 +370,12 @@ uint64_t ChunkIndex::byte_compares() const
 {
 	std::lock_guard lk(mu_);
 	return byte_compares_;
+}
+
+uint64_t ChunkIndex::read_backs() const
+{
+	std::lock_guard lk(mu_);
+	return read_backs_;
 }
 
 } // namespace amdcr

@@ -19,13 +19,16 @@
 // the chunk: a candidate still there is compared byte for byte (memcmp,
 // several times faster than a digest), which is what replicas dumped in
 // parallel meet, the GPUs reaching the same chunk at about the same time;
-// a dump without duplicates copies nothing. A candidate no longer held is
-// compared by SHA-256 digests
-// (nettle): the stored chunk's is computed when it first is such a
-// candidate, from its pages file (read back once: chunks that never repeat
-// cost no digest and no read), the looked-up chunk's from the copy's own
-// bytes. A chunk of zeros is never indexed (DeltaSink): it costs no space
-// (a hole) and no read.
+// a dump without duplicates copies nothing. The first lookup that finds a
+// kept chunk equal also takes its SHA-256 digest (nettle) from the kept
+// bytes, so a GPU that reaches it after the cache dropped it compares
+// digests (the looked-up chunk's from the copy's own bytes) without
+// reading the store. Only a candidate published while nothing was kept
+// (before the dump's first duplicate, or long after its last) is read back
+// from its pages file, once: the other lookups of it wait for that read's
+// digest. Chunks that never repeat cost no digest and no read. A chunk of
+// zeros is never indexed (DeltaSink): it costs no space (a hole) and no
+// read.
 #pragma once
 
 #include <array>
@@ -98,6 +101,7 @@ public:
 		std::string file;
 		uint64_t offset = 0;
 	};
+	using Digest = std::array<uint8_t, 32>; // SHA-256
 
 	// What find() leaves to its caller when it found no equal chunk: to
 	// write the chunk and publish() where it went. Until then, a lookup
@@ -145,21 +149,44 @@ public:
 
 	// Entries published; comparisons that found different bytes under
 	// one key (checksum collisions); comparisons made byte for byte (the
-	// others by digest).
+	// others by digest); stored chunks read back for their digest.
 	size_t size() const;
 	uint64_t collisions() const;
 	uint64_t byte_compares() const;
+	uint64_t read_backs() const;
 
 private:
 	struct Entry {
 		std::shared_ptr<const IndexedFile> file; // nullptr: claimed, not published yet
 		uint64_t offset = 0;
 		bool withdrawn = false;
-		std::optional<std::array<uint8_t, 32>> digest; // SHA-256, once read back
+		std::optional<Digest> digest; // once taken from the kept bytes or read back
 		std::shared_ptr<const std::vector<uint8_t>> bytes; // cached contents, or nullptr
 		unsigned waiters = 0; // lookups waiting for it to be published
+		bool reading = false; // a lookup takes its digest now
 	};
 	using Key = std::pair<uint64_t, uint64_t>; // checksum, length
+	// How a lookup compares a published entry.
+	enum class Compare {
+		Skip,		// withdrawn
+		Bytes,		// with its kept bytes
+		BytesAndDigest, // with its kept bytes, and takes their digest
+		Digest,		// by digests, its known
+		ReadBack,	// by digests, its read back from its pages file
+	};
+	struct Outcome {
+		bool equal = false;
+		std::optional<Digest> theirs; // the entry's digest, when taken
+	};
+	// With mu_ held (through `lk`): waits until entry (k, i) is published
+	// or withdrawn and, when its bytes are not kept, no other lookup takes
+	// its digest; then says how to compare with it (marking it `reading` for BytesAndDigest and
+	// ReadBack: the caller clears that).
+	Compare wait_for_entry(std::unique_lock<std::mutex> &lk, const Key &k, size_t i);
+	// Without mu_: compares `e` with the chunk `bytes` gives; `mine`, its
+	// digest, is computed once when needed.
+	static Result<Outcome> compare(const Entry &e, Compare how, uint64_t len, const ChunkBytes &bytes,
+				       std::optional<Digest> &mine);
 	// Publishes (with `file`) or withdraws entry (k, slot); `kept`, its
 	// bytes from cache_buffer(), are cached with it.
 	void settle(const Key &k, size_t slot, std::shared_ptr<const IndexedFile> file, uint64_t offset,
@@ -177,7 +204,7 @@ private:
 	std::condition_variable cv_;
 	std::map<Key, std::vector<Entry>> entries_;
 	size_t published_ = 0;
-	uint64_t collisions_ = 0, byte_compares_ = 0;
+	uint64_t collisions_ = 0, byte_compares_ = 0, read_backs_ = 0;
 	// The cache: entries whose bytes are kept, oldest first, and buffers
 	// of dropped ones to reuse (a fresh 1 MiB allocation faults its pages
 	// in again); held_ counts both, and buffers being filled.

@@ -363,11 +363,12 @@ Test(dedup, a_kept_chunk_is_compared_byte_for_byte_and_a_dropped_one_by_digest)
 	cr_assert(g->place);
 	cr_assert_str_eq(g->place->file.c_str(), "amdgpu-pages-3-1111.img");
 	cr_assert_eq(index.byte_compares(), 1u);
-	auto h = index.find(1, kChunk, from(a)); // dropped: digests, from its file
+	auto h = index.find(1, kChunk, from(a)); // dropped, never compared: digests, from its file
 	cr_assert_ok(h);
 	cr_assert(h->place);
 	cr_assert_str_eq(h->place->file.c_str(), "amdgpu-pages-1-1111.img");
 	cr_assert_eq(index.byte_compares(), 1u);
+	cr_assert_eq(index.read_backs(), 2u, "%" PRIu64 " stored chunks read back (z and a)", index.read_backs());
 	auto c2 = c;
 	c2[kChunk / 2] ^= 0x01; // one bit apart under c's key: never merged
 	auto e = index.find(3, kChunk, from(c2));
@@ -384,6 +385,77 @@ Test(dedup, a_kept_chunk_is_compared_byte_for_byte_and_a_dropped_one_by_digest)
 	cr_assert(f->place);
 	cr_assert_str_eq(f->place->file.c_str(), "amdgpu-pages-4-1111.img");
 	cr_assert_eq(index.byte_compares(), 2u, "compared byte for byte with a chunk the cache should not hold");
+}
+
+// A GPU far behind the others meets a chunk the cache dropped: compared
+// by the digest the first in-memory comparison took, never read back (its
+// pages file here holds other bytes: a read would find no duplicate).
+Test(dedup, a_chunk_compared_in_memory_is_found_by_digest_once_dropped_without_a_read)
+{
+	Dir d;
+	const auto z = testcommon::pattern_bytes(kChunk, 7), a = testcommon::pattern_bytes(kChunk, 8),
+		   b = testcommon::pattern_bytes(kChunk, 9), other = testcommon::pattern_bytes(kChunk, 10);
+	ChunkIndex index;
+	index.set_cache_budget(kChunk); // one chunk: a is dropped for b
+	auto f0 = index.find(1, kChunk, from(z));
+	cr_assert_ok(f0);
+	f0->claim.publish(indexed(d, "amdgpu-pages-1-1111.img", z), 0, z);
+	auto g0 = index.find(1, kChunk, from(z)); // the first duplicate: read back, chunks kept from now on
+	cr_assert_ok(g0);
+	cr_assert(g0->place);
+	cr_assert_eq(index.read_backs(), 1u);
+	auto fa = index.find(2, kChunk, from(a));
+	cr_assert_ok(fa);
+	fa->claim.publish(indexed(d, "amdgpu-pages-2-1111.img", other), 0, a); // kept: a; stored: other
+	auto ga = index.find(2, kChunk, from(a)); // in memory, and a's digest taken
+	cr_assert_ok(ga);
+	cr_assert(ga->place);
+	cr_assert_eq(index.byte_compares(), 1u);
+	auto fb = index.find(3, kChunk, from(b));
+	cr_assert_ok(fb);
+	fb->claim.publish(indexed(d, "amdgpu-pages-3-1111.img", b), 0, b); // a dropped
+	cr_assert_eq(index.cache_peak(), kChunk);
+	auto ha = index.find(2, kChunk, from(a)); // by digest, without reading its file
+	cr_assert_ok(ha);
+	cr_assert(ha->place, "a chunk compared in memory before was not found once dropped");
+	cr_assert_str_eq(ha->place->file.c_str(), "amdgpu-pages-2-1111.img");
+	cr_assert_eq(index.byte_compares(), 1u);
+	cr_assert_eq(index.read_backs(), 1u, "%" PRIu64 " stored chunks read back", index.read_backs());
+	auto ho = index.find(2, kChunk, from(other)); // one key, other bytes: never merged with a
+	cr_assert_ok(ho);
+	cr_assert(!ho->place && ho->claim);
+	cr_assert_eq(index.collisions(), 1u);
+}
+
+// GPUs that reach a chunk published while nothing was kept, at once: one
+// reads its stored copy back, the others take that read's digest.
+Test(dedup, lookups_of_a_chunk_not_kept_read_it_back_once)
+{
+	Dir d;
+	const auto a = testcommon::pattern_bytes(kChunk, 11);
+	ChunkIndex index;
+	auto f = index.find(5, kChunk, from(a));
+	cr_assert_ok(f);
+	f->claim.publish(indexed(d, "amdgpu-pages-5-1111.img", a), 0); // not kept
+	constexpr int kLookups = 6;
+	std::vector<int> found(kLookups);
+	{
+		std::vector<std::jthread> gpus;
+		for (int i = 0; i < kLookups; i++)
+			gpus.emplace_back([&, i] {
+				// A slow copy: the lookups overlap while the first
+				// one compares.
+				auto bytes = [&](uint64_t at, void *dst, size_t n) {
+					std::this_thread::sleep_for(std::chrono::milliseconds(20));
+					return from(a)(at, dst, n);
+				};
+				auto g = index.find(5, kChunk, bytes);
+				found[i] = g && g->place ? 1 : 0;
+			});
+	}
+	for (int i = 0; i < kLookups; i++)
+		cr_assert(found[i], "lookup %d found no duplicate", i);
+	cr_assert_eq(index.read_backs(), 1u, "%" PRIu64 " reads of one stored chunk", index.read_backs());
 }
 
 Test(dedup, repeats_compared_in_memory_are_written_once_and_restored)
