@@ -35,6 +35,10 @@ struct TestDesc {
 	void (*init)() = nullptr;
 	void (*fini)() = nullptr;
 	bool disabled = false;
+	// Criterion's per-test limit in seconds: accepted and not enforced
+	// here (the tests run one after another in one process; ctest's
+	// --timeout bounds the whole program).
+	double timeout = 0;
 };
 
 void register_test(const TestDesc *desc);
