@@ -72,6 +72,19 @@ OTHER_MACHINE = {
         "gpus": {0x3a07: 0xc358, 0xd259: 0x7b6a},
         "minors": {128: 132, 129: 133},
     },
+    # The 8-GPU XGMI node onto another of its kind, every GPU another
+    # gpu_id and render minor (dedup-other-machine's replicas). The hive is
+    # a full mesh, so any mapping that keeps the GPUs of a CPU node together
+    # fits: the plugin's choice is read from its restore log and checked
+    # for that (chosen_mapping). gpu_id -> render minor, by CPU node.
+    "8xMI300X": {
+        "first": [],
+        "second": ["--gpu-ids", "0x1a01,0x1a02,0x1a03,0x1a04,0x1a05,0x1a06,0x1a07,0x1a08",
+                   "--minors", "150,151,152,153,154,155,156,157"],
+        "numa_first": [{0x6a01: 128, 0x2f13: 129, 0x91c4: 130, 0x4e27: 131},
+                       {0xc358: 132, 0x7b6a: 133, 0x1d8e: 134, 0xe4b2: 135}],
+        "numa_second": [{0x1a01 + i: 150 + i for i in range(4)}, {0x1a05 + i: 154 + i for i in range(4)}],
+    },
 }
 
 
@@ -938,8 +951,34 @@ def other_machine_restore(run, state_file):
     pid = before["pid"]
     plan = OTHER_MACHINE[run.args.machine]
     run.restore(pid)
-    check_restored(run.emu, pid, before, gpus=plan["gpus"], minors=plan["minors"])
+    gpus, minors = (plan["gpus"], plan["minors"]) if "gpus" in plan else chosen_mapping(run, plan)
+    check_restored(run.emu, pid, before, gpus=gpus, minors=minors)
     run.verdicts([(st["dir"], pid)])
+
+
+MAPPED = re.compile(r"amdgpu_plugin: gpu (0x[0-9a-f]+): restoring onto local gpu (0x[0-9a-f]+) \(renderD(\d+)\)")
+
+
+def chosen_mapping(run, plan):
+    """The GPU mapping the plugin's restore log names, checked against an
+    OTHER_MACHINE plan given by CPU node (numa_first, numa_second): every
+    checkpointed GPU onto a distinct GPU of the second machine with that
+    GPU's render minor, the GPUs of one CPU node onto the GPUs of one CPU
+    node. Returns (gpu_id map, render minor map)."""
+    text = open(os.path.join(run.images, "restore.log"), errors="replace").read()
+    chosen = {int(a, 16): (int(b, 16), int(m)) for a, b, m in MAPPED.findall(text)}
+    first = {g: m for node in plan["numa_first"] for g, m in node.items()}
+    second = {g: m for node in plan["numa_second"] for g, m in node.items()}
+    expect(set(chosen) == set(first) and sorted(g for g, _ in chosen.values()) == sorted(second),
+           f"the restore log maps {sorted(hex(g) for g in chosen)} onto "
+           f"{sorted(hex(g) for g, _ in chosen.values())}, want every GPU of {sorted(hex(g) for g in first)} "
+           f"onto one of {sorted(hex(g) for g in second)}")
+    expect(all(second[g] == m for g, m in chosen.values()), f"render minors not those of the GPUs: {chosen}")
+    for node in plan["numa_first"]:
+        onto = [i for i, n in enumerate(plan["numa_second"]) if any(chosen[g][0] in n for g in node)]
+        expect(len(onto) == 1, f"the GPUs of one CPU node {sorted(hex(g) for g in node)} went to CPU nodes {onto}")
+    log("the plugin's mapping: " + ", ".join(f"{a:#x} -> {b:#x}" for a, (b, _) in sorted(chosen.items())))
+    return {a: b for a, (b, _) in chosen.items()}, {first[a]: m for a, (_, m) in chosen.items()}
 
 
 def refused_restore(run, state_file):
@@ -2354,6 +2393,31 @@ def other_machine(run):
     (other_machine_dump if run.args.phase == "dump" else other_machine_restore)(run, state)
 
 
+def dedup_other_machine(run):
+    """dedup-other-machine: other-machine with a VRAM BO of the same bytes
+    on every GPU (workload --replica); the dump also checks that the
+    replicas were written once."""
+    state = os.path.join(run.work, "state.json")
+    if run.args.phase != "dump":
+        other_machine_restore(run, state)
+        return
+    other_machine_dump(run, state)
+    text = open(os.path.join(run.images, "dump.log"), errors="replace").read()
+    total, dedup = SUMMARY_DUMP.search(text), SUMMARY_DEDUP.search(text)
+    expect(total is not None and dedup is not None, "no summary line with a deduplicated clause", False)
+    with open(state) as f:
+        gpus = {b["actual_gpu_id"] for b in json.load(f)["before"]["bos"] if b["type"] == "vram"}
+    total, written, saved = int(total.group(2)), pages_payload(run.images), int(dedup.group(2))
+    replica = DEDUP_VRAM_MIB << 20
+    expect(int(dedup.group(1)) == written and written + saved == total,
+           f"the summary says {dedup.group(1)} bytes written and {saved} deduplicated of {total}; the pages files "
+           f"hold {written}", False)
+    expect(len(gpus) >= 2 and saved >= (len(gpus) - 1) * replica,
+           f"{saved} bytes not written again, want at least {len(gpus) - 1} of the {len(gpus)} GPUs' "
+           f"{DEDUP_VRAM_MIB} MiB replicas", False)
+    log(f"dump: {written} of {total} bytes written, {saved} not written again ({len(gpus)} GPUs' replicas)")
+
+
 def refused(run):
     """refused-8xMI300X: dumped on the first machine, refused on the second."""
     state = os.path.join(run.work, "state.json")
@@ -2606,6 +2670,14 @@ SCENARIOS = {s.name: s for s in (
                  "restored from the chain (both processes check every BO); amdgpu-img show gives the per-GPU "
                  "line, verify passes on the chain, and flatten writes a complete checkpoint that verify passes. "
                  "--named-semaphore as periodic (a --leave-running dump removes its --link-remap links)."),
+    Scenario("dedup-other-machine", dedup_other_machine,
+             tests("dedup_other_machine", "2xMI210", "8xMI300X"), flags=("--replica",),
+             vram_mib=DEDUP_VRAM_MIB, second=OTHER_MACHINE.get,
+             doc="other-machine with replicated GPU memory (workload --replica: every GPU's VRAM BO holds the "
+                 "same 8 MiB): the dump's summary says every replica but one was not written again and the pages "
+                 "files hold what it says was written; restored on the second machine (2xMI210: the GPUs in the "
+                 "other order; 8xMI300X: another 8-GPU node, every GPU another gpu_id and render minor): BOs on the mapped GPUs with their dumped "
+                 "contents, render fds and mappings on the mapped minors, then the process checks every BO."),
     Scenario("periodic", periodic_incremental,
              tests("periodic", *BOTH) + interop_tests("periodic", "MI100", ways=("upstream-restore",)),
              flags=("--periodic", "3", "--named-semaphore"), vram_mib=PERIODIC_VRAM_MIB, needs=("amdgpu-img",),
