@@ -2399,6 +2399,8 @@ def dedup_other_machine(run):
     replicas were written once."""
     state = os.path.join(run.work, "state.json")
     if run.args.phase != "dump":
+        with open(state) as f:
+            damaged_source_refused(run, json.load(f)["before"]["pid"])
         other_machine_restore(run, state)
         return
     other_machine_dump(run, state)
@@ -2416,6 +2418,43 @@ def dedup_other_machine(run):
            f"{saved} bytes not written again, want at least {len(gpus) - 1} of the {len(gpus)} GPUs' "
            f"{DEDUP_VRAM_MIB} MiB replicas", False)
     log(f"dump: {written} of {total} bytes written, {saved} not written again ({len(gpus)} GPUs' replicas)")
+
+
+def damaged_source_refused(run, pid):
+    """dedup-other-machine's first restore: one byte flipped in the first
+    chunk a replica BO stores (a chunk the other replicas refer to) makes
+    CRIU's restore fail with the plugin's refusal naming that pages file,
+    the deduplicated chunk and the BOs that use it, and leaves no process
+    (system and model); then the byte is flipped back."""
+    shown = json.loads(amdgpu_img(run, "show", "--json", run.images).stdout)
+    replicas = [b for k in shown["kfd"] for b in k["bos"] if b["size"] == DEDUP_VRAM_MIB << 20]
+    stores = [b for b in replicas if b.get("bytes_stored_elsewhere", 0) < b["size"]]
+    expect(stores and any(b.get("bytes_stored_elsewhere", 0) for b in replicas),
+           f"no replica BO stores a chunk another refers to: {replicas}", False)
+    path, at = os.path.join(run.images, stores[0]["pages_file"]), 8 + stores[0]["pages_offset"] + 17
+
+    def flip():
+        with open(path, "r+b") as f:  # after the pages file's 8-byte header
+            f.seek(at)
+            x = f.read(1)
+            f.seek(at)
+            f.write(bytes([x[0] ^ 0x20]))
+    flip()
+    pidfile = os.path.join(run.work, "restored-damaged.pid")  # CRIU leaves it behind
+    rc = run.criu_run("restore", ["-d", "--pidfile", pidfile], "restore-damaged.log")
+    text = open(os.path.join(run.images, "restore-damaged.log"), errors="replace").read()
+    refusal = [l for l in text.splitlines() if "amdgpu_plugin: Error:" in l and "do not match their checksum" in l]
+    if rc == 0 or not refusal:
+        show_log(os.path.join(run.images, "restore-damaged.log"))
+    expect(rc != 0, "criu restore succeeded with a damaged stored chunk")
+    expect(refusal and "a deduplicated chunk that" in refusal[0] and stores[0]["pages_file"] in refusal[0],
+           f"no refusal naming {stores[0]['pages_file']} and the BOs that refer to its chunk: {refusal}")
+    expect(wait_for(lambda: not alive(pid), 5), f"a process {pid} is alive after the refused restore")
+    expect(not reap_children(), "processes left after the refused restore")
+    expect(wait_for(lambda: run.emu.process(pid) is None, 5),
+           f"the model still has process {pid} after the refused restore: {run.emu.process(pid)}")
+    log(f"damaged stored chunk refused, no process left: {refusal[0].split('Error: ', 1)[1][:300]}")
+    flip()
 
 
 def refused(run):
@@ -2671,13 +2710,16 @@ SCENARIOS = {s.name: s for s in (
                  "line, verify passes on the chain, and flatten writes a complete checkpoint that verify passes. "
                  "--named-semaphore as periodic (a --leave-running dump removes its --link-remap links)."),
     Scenario("dedup-other-machine", dedup_other_machine,
-             tests("dedup_other_machine", "2xMI210", "8xMI300X"), flags=("--replica",),
-             vram_mib=DEDUP_VRAM_MIB, second=OTHER_MACHINE.get,
-             doc="other-machine with replicated GPU memory (workload --replica: every GPU's VRAM BO holds the "
-                 "same 8 MiB): the dump's summary says every replica but one was not written again and the pages "
-                 "files hold what it says was written; restored on the second machine (2xMI210: the GPUs in the "
-                 "other order; 8xMI300X: another 8-GPU node, every GPU another gpu_id and render minor): BOs on the mapped GPUs with their dumped "
-                 "contents, render fds and mappings on the mapped minors, then the process checks every BO."),
+             tests("dedup_other_machine", "2xMI210", "8xMI300X"), flags=("--replica", "--named-semaphore"),
+             vram_mib=DEDUP_VRAM_MIB, second=OTHER_MACHINE.get, needs=("amdgpu-img",),
+             doc="other-machine with replicated GPU memory (workload --replica: every GPU's VRAM BO holds the same 8 "
+                 "MiB): the dump's summary says every replica but one was not written again and the pages files hold "
+                 "what it says was written; on the second machine a first restore with one byte flipped in a stored "
+                 "replica chunk is refused naming its pages file and the BOs that use it, no process left; with the "
+                 "byte back, restored (2xMI210: the GPUs in the other order; 8xMI300X: another 8-GPU node, every GPU "
+                 "another gpu_id and render minor): BOs on the mapped GPUs with their dumped contents, render fds and "
+                 "mappings on the mapped minors, then the process checks every BO. --named-semaphore: CRIU's failed "
+                 "restore removes the --link-remap link the second would need."),
     Scenario("periodic", periodic_incremental,
              tests("periodic", *BOTH) + interop_tests("periodic", "MI100", ways=("upstream-restore",)),
              flags=("--periodic", "3", "--named-semaphore"), vram_mib=PERIODIC_VRAM_MIB, needs=("amdgpu-img",),
