@@ -311,9 +311,11 @@ public:
 	// Whether a call this caller's process makes of itself is sent back to
 	// be made again (Model::ioctl and mmap return -abi::kErestartsys
 	// before doing anything; a WAIT_EVENTS in progress when CRIU pauses
-	// the process ends so, writing nothing) rather than served, when CRIU
-	// has the process paused (PROCESS_INFO .. UNPAUSE) or the call was
-	// made before its last PROCESS_INFO (made_ns). On a kernel, CRIU
+	// the process ends so, writing nothing) rather than served, when the
+	// call was made before the process's last PROCESS_INFO (made_ns) and
+	// reaches the model after it. A call made after it (a process that
+	// checkpoints itself, a thread CRIU did not freeze) is served, as the
+	// kernel serves it. On a kernel, CRIU
 	// pauses a process only once all its threads are frozen: each ioctl
 	// either returned before (the checkpoint and the dumped memory have
 	// what it did) or is restarted when the thread runs again, never done

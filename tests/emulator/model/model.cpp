@@ -381,8 +381,12 @@ bool ModelImpl::restart_while_paused(Caller &c, bool criu_op)
 	auto it = procs_.find(c.identity().tgid);
 	if (it == procs_.end())
 		return false;
+	// Only a call made before the process's last PROCESS_INFO: its
+	// thread was frozen with it open. A call made after it comes from a
+	// thread that runs (a process checkpointing itself, a thread CRIU
+	// did not freeze) and is served, as the kernel serves it.
 	const KfdProcess &p = *it->second;
-	if (!p.queues_paused && (!c.made_ns() || c.made_ns() >= p.paused_at_ns))
+	if (!c.made_ns() || c.made_ns() >= p.paused_at_ns)
 		return false;
 	count("restarted_while_paused");
 	return true;

@@ -6,8 +6,7 @@
 // across dup, fork, SCM_RIGHTS and pidfd_getfd; release and process-exit
 // notifications; the cgroup-style unreadable sysfs file; the adapter's
 // settling of a connection with a blocked call; ioctls served in the order
-// they were made; a call of a process paused by CRIU restarted until the
-// pause ends).
+// they were made; a call a process makes after CRIU paused it served).
 //
 // Usage (under kfd-emu, with the same machine arguments):
 //   test_transport --machine NAME [--gpu-ids ..] [--minors ..]
@@ -681,11 +680,11 @@ long long model_counter(const char *key)
 	return std::max(0LL, json_number(introspect("counters"), key));
 }
 
-// The child of test_restart_while_paused: opens /dev/kfd (its fd number to
+// The child of test_served_while_paused: opens /dev/kfd (its fd number to
 // `ready`), waits for a byte on `go`, creates an event, writes the ioctl's
 // result to `done` and ends after another byte on `go` (its KFD process
 // goes with it).
-[[noreturn]] void restart_child(int ready, int go, int done)
+[[noreturn]] void paused_child(int ready, int go, int done)
 {
 	using namespace abi;
 	const int kfd = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
@@ -699,21 +698,23 @@ long long model_counter(const char *key)
 	_exit(::write(done, &r, sizeof r) == sizeof r && ::read(go, &c, 1) == 1 ? 0 : 1);
 }
 
-// A call a process makes of itself while CRIU has it paused (PROCESS_INFO ..
-// UNPAUSE) is not served: the model sends it back (-ERESTARTSYS,
-// wire::kRestart) and the shim makes it again until the pause ends, as a
-// kernel ioctl of a frozen thread is restarted after the dump, never done
-// between the checkpoint and the restore. The child's CREATE_EVENT, made
-// while its tracer (this thread) holds it paused, returns only after
-// UNPAUSE, and its event exists only then.
-void test_restart_while_paused()
+// A call a process makes of itself after CRIU's PROCESS_INFO paused it is
+// served, as the kernel serves the ioctl of a thread that runs (a process
+// checkpointing itself does so): only a call made before the pause and
+// reaching the model after it is sent back to be made again
+// (-ERESTARTSYS, wire::kRestart; Caller::restarts_while_paused). The
+// child's CREATE_EVENT, made while its tracer (this thread) holds it
+// paused, returns at once with its event, nothing restarted. (A shim that
+// made it again and again here hung every self-checkpoint, e.g.
+// test_kfd_emulator's.)
+void test_served_while_paused()
 {
 	using namespace abi;
 	int ready[2], go[2], done[2];
 	CHECK(::pipe2(ready, O_CLOEXEC) == 0 && ::pipe2(go, O_CLOEXEC) == 0 && ::pipe2(done, O_CLOEXEC) == 0);
 	const pid_t child = ::fork();
 	if (child == 0)
-		restart_child(ready[1], go[0], done[1]);
+		paused_child(ready[1], go[0], done[1]);
 	int child_kfd = -1;
 	CHECK_EQ(::read(ready[0], &child_kfd, sizeof child_kfd), ssize_t(sizeof child_kfd));
 	const int pidfd = int(::syscall(SYS_pidfd_open, child, 0));
@@ -726,21 +727,17 @@ void test_restart_while_paused()
 	CHECK_EQ(::ioctl(kfd, criu_op, &a), 0);
 	const long long restarts = model_counter("restarted_while_paused");
 	CHECK_EQ(::write(go[1], "g", 1), 1L);
-	// Sent back more than once while paused; no reply, no event.
-	for (int i = 0; i < 500 && model_counter("restarted_while_paused") < restarts + 3; i++)
-		std::this_thread::sleep_for(std::chrono::milliseconds(10));
-	CHECK(model_counter("restarted_while_paused") >= restarts + 3);
 	pollfd p{done[0], POLLIN, 0};
-	CHECK_EQ(::poll(&p, 1, 100), 0);
-	const std::string events = "events " + std::to_string(child);
-	CHECK_EQ(introspect(events).find("\"id\":"), std::string::npos);
-	a = {};
-	a.op = kfd::CRIU_UNPAUSE;
-	CHECK_EQ(::ioctl(kfd, criu_op, &a), 0);
+	CHECK_EQ(::poll(&p, 1, 10000), 1);
 	int r = -1;
 	CHECK_EQ(::read(done[0], &r, sizeof r), ssize_t(sizeof r));
 	CHECK_EQ(r, 0);
+	const std::string events = "events " + std::to_string(child);
 	CHECK(introspect(events).find("\"id\":") != std::string::npos);
+	CHECK_EQ(model_counter("restarted_while_paused"), restarts);
+	a = {};
+	a.op = kfd::CRIU_UNPAUSE;
+	CHECK_EQ(::ioctl(kfd, criu_op, &a), 0);
 	CHECK_EQ(::write(go[1], "x", 1), 1L);
 	int status = 0;
 	CHECK_EQ(::waitpid(child, &status, __WALL), child);
@@ -780,6 +777,6 @@ int main(int argc, char **argv)
 	run("exec drops the old image's KFD context", test_exec);
 	run("settle: a blocked WAIT_EVENTS ends, its reply written", test_settle);
 	run("a process's ioctls go into the model in the order they were made", test_call_order);
-	run("a paused process's own call is restarted until UNPAUSE", test_restart_while_paused);
+	run("a paused process's own call made after the pause is served", test_served_while_paused);
 	return summary();
 }
