@@ -40,6 +40,18 @@ NOT_RUN = 77
 STEP_FAILED = 2
 
 
+def pb_varint(data, i):
+    """The protobuf varint at data[i]: (its value, the index after it)."""
+    n = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        n |= (b & 0x7f) << shift
+        shift += 7
+        if b < 0x80:
+            return n, i
+
+
 def log(msg):
     print(msg, flush=True)
 

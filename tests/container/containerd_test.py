@@ -417,26 +417,15 @@ class CheckpointArchive:
         subprocess.run(["tar", "-C", self.d, "-cf", out, "."], check=True)
 
 
-def pb_varint(data, i):
-    n = shift = 0
-    while True:
-        b = data[i]
-        i += 1
-        n |= (b & 0x7f) << shift
-        shift += 7
-        if b < 0x80:
-            return n, i
-
-
 def pb_any_decode(data):
     """google.protobuf.Any: (type_url, value)."""
     fields = {}
     i = 0
     while i < len(data):
-        key, i = pb_varint(data, i)
+        key, i = harness.pb_varint(data, i)
         if key & 7 != 2:
             raise Failed(f"checkpoint spec: unexpected protobuf wire type {key & 7}")
-        n, i = pb_varint(data, i)
+        n, i = harness.pb_varint(data, i)
         fields[key >> 3] = data[i:i + n]
         i += n
     return fields.get(1, b"").decode(), fields.get(2, b"")

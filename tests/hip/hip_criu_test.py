@@ -202,30 +202,19 @@ def fnv1a64(data):
     return h * pow(prime, len(data) - pos, 1 << 64) & mask
 
 
-def _varint(b, i):
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << shift
-        shift += 7
-        if c < 0x80:
-            return v, i
-
-
 def _message(b):
     """{field: value} of a protobuf message of varint, 64-bit and
     length-delimited fields (a pagemap entry's)."""
     out, i = {}, 0
     while i < len(b):
-        key, i = _varint(b, i)
+        key, i = harness.pb_varint(b, i)
         wire = key & 7
         if wire == 0:
-            v, i = _varint(b, i)
+            v, i = harness.pb_varint(b, i)
         elif wire == 1:
             v, i = struct.unpack_from("<Q", b, i)[0], i + 8
         elif wire == 2:
-            n, i = _varint(b, i)
+            n, i = harness.pb_varint(b, i)
             v, i = b[i:i + n], i + n
         else:
             raise Failure(f"pagemap entry: wire type {wire} not expected", False)
