@@ -1441,14 +1441,26 @@ def restore_killed(run):
 
 
 def after_restore_killed(run, pid, p, g, when):
-    """SIGKILLs `p` (criu restore of `pid`; `g` the guardian), then: within
-    2 s the restored task is gone, nothing of ours runs, the model holds no
-    process, no guardian is left, and the guardian's log says it killed
-    the task."""
+    """SIGKILLs `p` (criu restore of `pid`; `g` the guardian), then: the
+    restored task is gone (within 2 s; within 10 s on a loaded machine,
+    where its state and wait channel at 2 s are logged: the guardian's log
+    below says whether it killed the task at once), nothing of ours runs,
+    the model holds no process, no guardian is left, and the guardian's log
+    says it killed the task."""
     p.send_signal(signal.SIGKILL)
     rc = p.wait(timeout=30)
     log(f"criu restore ended with {rc} {when}; guardian {g[0]}")
-    expect(wait_for(lambda: not alive(pid), 2.0), f"the restored task {pid} still runs 2 s after CRIU was killed")
+    if not wait_for(lambda: not alive(pid), 2.0):
+        state = wchan = "?"
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().split(") ")[-1][0]
+            with open(f"/proc/{pid}/wchan") as f:
+                wchan = f.read()
+        except OSError:
+            pass
+        log(f"the restored task {pid} still exists 2 s after CRIU was killed (state {state}, wchan {wchan})")
+        expect(wait_for(lambda: not alive(pid), 8.0), f"the restored task {pid} still runs 10 s after CRIU was killed")
     left = children_by_role()[1]  # a guardian ending meanwhile is not one left
     expect(not left, f"processes left after the killed restore: {left}")
     expect(wait_for(lambda: run.emu.process(pid) is None, 5),
