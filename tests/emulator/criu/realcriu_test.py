@@ -340,6 +340,17 @@ def wait_exit(pid, timeout):
     return None
 
 
+def expect_none_left(run, pid, what):
+    """After a restore of `pid` that failed or was refused: within 5 s no
+    such process runs, no child of ours is left, and the model holds no
+    process of that pid."""
+    expect(wait_for(lambda: not alive(pid), 5), f"{what}: process {pid} is alive")
+    left = reap_children()
+    expect(not left, f"{what}: processes left: {left}")
+    expect(wait_for(lambda: run.emu.process(pid) is None, 5),
+           f"{what}: the model still has process {pid}: {run.emu.process(pid)}")
+
+
 def reap_children():
     """Reaps our ended children; returns the pids of those still alive
     (we are a subreaper, so orphaned restored tasks are among them)."""
@@ -923,11 +934,7 @@ def restore_failure(run, how):
     if how == "copy":
         expect(any("parallel restore" in e and "killed the restored task(s)" in e for e in errs),
                f"no error line of the parallel restore killing the task: {errs}")
-    expect(wait_for(lambda: not alive(pid), 5), f"a process {pid} is alive after the failed restore")
-    left = reap_children()
-    expect(not left, f"processes left after the failed restore: {left}")
-    expect(wait_for(lambda: run.emu.process(pid) is None, 5),
-           f"the model still has process {pid} after the failed restore: {run.emu.process(pid)}")
+    expect_none_left(run, pid, "after the failed restore")
     log(f"no process {pid} left (system and model)")
 
 
@@ -1242,8 +1249,7 @@ def mixed_case(run, a, b, what, change, outcome):
         line = refusal[0]
         expect(any(n in line for n in touched) or outcome == "either",
                f"{what}: the refusal names none of {touched}: {line}")
-    expect(wait_for(lambda: not alive(pid), 5) and not reap_children(), f"{what}: a process is left")
-    expect(wait_for(lambda: run.emu.process(pid) is None, 5), f"{what}: the model has process {pid}")
+    expect_none_left(run, pid, what)
     expect(v.returncode != 0 and bad, f"{what}: the restore failed, but amdgpu-img verify passed: {v.stdout}")
     log(f"{what}: refused ({line.split('amdgpu_plugin: ')[-1].strip()[:160]}); verify: {bad[0][:160]}")
 
@@ -2461,10 +2467,7 @@ def damaged_source_refused(run, pid):
     expect(rc != 0, "criu restore succeeded with a damaged stored chunk")
     expect(refusal and "a deduplicated chunk that" in refusal[0] and stores[0]["pages_file"] in refusal[0],
            f"no refusal naming {stores[0]['pages_file']} and the BOs that refer to its chunk: {refusal}")
-    expect(wait_for(lambda: not alive(pid), 5), f"a process {pid} is alive after the refused restore")
-    expect(not reap_children(), "processes left after the refused restore")
-    expect(wait_for(lambda: run.emu.process(pid) is None, 5),
-           f"the model still has process {pid} after the refused restore: {run.emu.process(pid)}")
+    expect_none_left(run, pid, "after the refused restore")
     log(f"damaged stored chunk refused, no process left: {refusal[0].split('Error: ', 1)[1][:300]}")
     flip()
 

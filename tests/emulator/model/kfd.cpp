@@ -854,7 +854,7 @@ long ModelImpl::wait_events(Lock &lk, Caller &c, KfdProcess &p0, WaitEvents &a)
 		// timed out (callers such as libhsakmt's wait again), so that no
 		// call of a frozen thread is still open in the daemon when CRIU
 		// dumps it.
-		if (p.queues_paused && c.restarts_while_paused() && c.made_ns() && c.made_ns() < p.paused_at_ns) {
+		if (p.queues_paused && c.restarts_while_paused() && p.made_before_pause(c.made_ns())) {
 			count("restarted_while_paused");
 			return -abi::kErestartsys;
 		}

@@ -386,7 +386,7 @@ bool ModelImpl::restart_while_paused(Caller &c, bool criu_op)
 	// thread that runs (a process checkpointing itself, a thread CRIU
 	// did not freeze) and is served, as the kernel serves it.
 	const KfdProcess &p = *it->second;
-	if (!c.made_ns() || c.made_ns() >= p.paused_at_ns)
+	if (!p.made_before_pause(c.made_ns()))
 		return false;
 	count("restarted_while_paused");
 	return true;

@@ -617,6 +617,9 @@ struct KfdProcess {
 	int32_t xnack = 0;
 	bool queues_paused = false;	// CRIU PROCESS_INFO .. UNPAUSE
 	uint64_t paused_at_ns = 0;	// the last PROCESS_INFO (CLOCK_MONOTONIC ns)
+	// Whether a call made at `made_ns` (0: unknown) was made before the
+	// last PROCESS_INFO: its thread was frozen with it open.
+	bool made_before_pause(uint64_t made_ns) const { return made_ns && made_ns < paused_at_ns; }
 	uint64_t wait_interrupts = 0;	// interrupt_waits() calls: a wait ends on a change
 	bool evicted = false;		// CRIU RESTORE .. RESUME
 	// Queue eviction count (qpd->evicted): PROCESS_INFO and RESTORE evict,
