@@ -69,6 +69,11 @@ threads=0
 # here is about 5 s of CI on 2 CPUs (at 15 s each the step took 95 s).
 # The long runs are scripts/fuzz.sh's default 600 s.
 fuzz_seconds=5
+# The fuzz build without optimization (scripts/fuzz.sh's FUZZ_OPT): half
+# its compile time, which was the largest of CI's three builds (about 390
+# CPU-s at -O2); a few seconds of fuzzing need no fast inputs, the seeds
+# run all the same.
+export FUZZ_OPT=-O0
 bg=
 if [ "$san" = OFF ]; then
   set -m # its own process group, which the trap ends if the tests fail

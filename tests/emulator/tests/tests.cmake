@@ -17,6 +17,7 @@ function(kfdemu_test_executable target)
   target_link_libraries(${target} PRIVATE kfdemu_profiles Threads::Threads amdcr_testcommon)
   target_compile_definitions(${target} PRIVATE KFDEMU_PROFILE_DIR="${KFDEMU_DIR}/profiles")
   amdcr_warnings(${target})
+  amdcr_test_driver(${target})
   add_dependencies(${target} kfd-emu)
 endfunction()
 
