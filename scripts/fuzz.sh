@@ -8,7 +8,7 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET-REGEX]
 # AMDCR_DEBUG_LINES_ONLY=ON builds with line tables only (CMakeLists.txt),
 # CMAKE_UNITY_BUILD=ON as a unity build (scripts/test.sh). FUZZ_OPT is the
-# build's optimization (default -O2, RelWithDebInfo's): scripts/test.sh
+# build's optimization (AMDCR_OPTIMIZE; default -O2): scripts/test.sh
 # builds at -O0, which halves the compile (clang with ASan, UBSan and
 # libFuzzer's coverage: 17 against 37 CPU-s for one unity file of
 # src/image) and runs each input slower, so its few seconds of fuzzing
@@ -18,10 +18,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-600}
 only=${2:-.}
 dir=${FUZZ_BUILD_DIR:-build-fuzz}
-opt=${FUZZ_OPT:--O2}
 CC=clang CXX=clang++ cmake -S . -B "$dir" -DAMDCR_FUZZ=ON -DAMDCR_SANITIZE=ON \
-	-DAMDCR_FUZZ_SECONDS="$seconds" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	-DCMAKE_C_FLAGS_RELWITHDEBINFO="$opt -g -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$opt -g -DNDEBUG" \
+	-DAMDCR_FUZZ_SECONDS="$seconds" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAMDCR_OPTIMIZE="${FUZZ_OPT:-}" \
 	-DAMDCR_DEBUG_LINES_ONLY="${AMDCR_DEBUG_LINES_ONLY:-OFF}" -DCMAKE_UNITY_BUILD="${CMAKE_UNITY_BUILD:-OFF}" >/dev/null
 cmake --build "$dir" --target fuzz -j"$(nproc)"
 # FUZZ_BUILD_ONLY=1: the build alone (scripts/test.sh builds them while

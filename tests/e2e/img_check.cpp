@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //
 // img-check: decodes a checkpoint's amdgpu images with the plugin's own
-// image layer and prints, per KFD image, its devices and BO table with an
-// FNV-1a 64 checksum of each BO's contents in the pages files (the same
-// checksum the emulator reports for live BOs). With --manifest, also checks
+// image layer and prints, per KFD image, its devices and BO table with the
+// checksum of each BO's contents in the pages files (testcommon/
+// bo_checksum.h: the one the emulator reports for live BOs). With --manifest, also checks
 // each workload BO's pattern in the pages files. A KFD image whose chunks
 // are partly elsewhere (a chain's link, a deduplicated image) is read
 // through its ChainPages, as a restore reads it.
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gpu_workload.h"
+#include "testcommon/bo_checksum.h"
 #include "testcommon/pattern.h"
 #include "image/image_dir.h"
 #include "image/image_names.h"
@@ -32,15 +33,6 @@ using namespace amdcr;
 
 namespace {
 
-uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 int fail(const std::string &msg)
 {
 	std::fprintf(stderr, "img-check: %s\n", msg.c_str());
@@ -52,7 +44,7 @@ struct Tally {
 	size_t patterns_ok = 0;
 };
 
-// BO `b`'s bytes, read next from `source`: their FNV-1a 64 as JSON text
+// BO `b`'s bytes, read next from `source`: their checksum as JSON text
 // (nullopt: a read failed, said on stderr). With `m` (the workload's BO
 // at b's address), its pattern is checked too, the outcome counted.
 std::optional<std::string> read_bo(ByteSource &source, const KfdBo &b, const e2e::ManifestBo *m,
@@ -61,14 +53,14 @@ std::optional<std::string> read_bo(ByteSource &source, const KfdBo &b, const e2e
 	std::vector<unsigned char> whole;
 	if (m)
 		whole.resize(b.size);
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = testcommon::kBoChecksumBasis;
 	for (uint64_t off = 0; off < b.size;) {
 		const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), b.size - off));
 		if (auto st = source.read(buf.data(), n); !st) {
 			fail(st.error().message());
 			return std::nullopt;
 		}
-		h = fnv1a(h, buf.data(), n);
+		testcommon::fold_words(h, buf.data(), n); // buf: a multiple of 8 bytes
 		if (m)
 			std::copy(buf.begin(), buf.begin() + static_cast<long>(n), whole.begin() + static_cast<long>(off));
 		off += n;

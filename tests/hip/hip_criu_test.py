@@ -189,17 +189,24 @@ def runtime_memory(before):
             if b["type"] == "userptr" and b["flags"] & KFD_ALLOC_UNCACHED}
 
 
-def fnv1a64(data):
-    """kfd-emu's BO checksum (model/introspect.cpp): FNV-1a 64, a run of n
-    zero bytes in one multiplication by the prime's n-th power (the signal
-    pools are mostly zero)."""
-    h, pos, prime, mask = 0xcbf29ce484222325, 0, 0x100000001b3, 0xFFFFFFFFFFFFFFFF
+def bo_checksum(data):
+    """kfd-emu's BO checksum (tests/common/testcommon/bo_checksum.h, which
+    defines it): FNV-1a 64 over the little-endian 64-bit words of `data`,
+    the last zero-padded; a run of n zero words is one multiplication by the
+    prime's n-th power (the signal pools are mostly zero)."""
+    prime, mask = 0x100000001b3, 0xFFFFFFFFFFFFFFFF
+    data = bytes(data) + bytes(-len(data) % 8)
+    words = memoryview(data).cast("Q")
+    h, done = 0xcbf29ce484222325, 0
     for m in re.finditer(rb"[^\x00]+", data):
-        h = h * pow(prime, m.start() - pos, 1 << 64) & mask
-        for c in m.group():
-            h = ((h ^ c) * prime) & mask
-        pos = m.end()
-    return h * pow(prime, len(data) - pos, 1 << 64) & mask
+        lo, hi = max(m.start() // 8, done), -(-m.end() // 8)
+        if hi <= done:
+            continue
+        h = h * pow(prime, lo - done, 1 << 64) & mask
+        for w in words[lo:hi]:
+            h = ((h ^ w) * prime) & mask
+        done = hi
+    return h * pow(prime, len(words) - done, 1 << 64) & mask
 
 
 def _message(b):
@@ -264,7 +271,7 @@ def check_runtime_memory(run, pid, before):
     changed = []
     for va, gate_hex in before["runtime_bytes"]:
         dumped = dumped_memory(run.images, before["pid"], va, len(gate_hex) // 2)
-        want = f"{fnv1a64(dumped):#018x}"
+        want = f"{bo_checksum(dumped):#018x}"
         expect(after[va]["checksum"] == want,
                f"BO at {va:#x}: checksum {after[va]['checksum']} != dumped {want} (CRIU's pages)")
         gate = bytes.fromhex(gate_hex)

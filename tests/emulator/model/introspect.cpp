@@ -3,6 +3,7 @@
 // Introspection: the model's state as JSON, one function per query (see
 // README.md, "Introspection").
 #include "model/state.h"
+#include "testcommon/bo_checksum.h"
 
 #include <unistd.h>
 
@@ -15,37 +16,19 @@ namespace kfdemu::detail {
 
 namespace {
 
-uint64_t fnv_pow(uint64_t n)
-{
-	uint64_t r = 1, b = 0x100000001b3ull;
-	while (n) {
-		if (n & 1)
-			r *= b;
-		b *= b;
-		n >>= 1;
-	}
-	return r;
-}
-
-constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull, kFnvPrime = 0x100000001b3ull;
-
-void fnv(uint64_t &h, const uint8_t *p, size_t n)
-{
-	for (size_t i = 0; i < n; ++i) {
-		h ^= p[i];
-		h *= kFnvPrime;
-	}
-}
-
-// FNV-1a 64 over a memfd-backed BO, skipping holes (xor 0 = multiply only).
+// The BO checksum (testcommon/bo_checksum.h) of a memfd-backed BO, a hole
+// (which reads as zeros) as zero words without reading it. SEEK_DATA and
+// SEEK_HOLE answer in pages, so every piece but the last starts and ends on
+// a word.
 uint64_t checksum_backing(const Backing &m, uint64_t size)
 {
-	uint64_t h = kFnvBasis, pos = 0;
+	uint64_t h = testcommon::kBoChecksumBasis, pos = 0;
+	const auto words_to = [&](uint64_t end) { return (end + 7) / 8 - pos / 8; };
 	while (pos < size) {
 		off_t data = ::lseek(m.fd(), static_cast<off_t>(pos), SEEK_DATA);
 		uint64_t dstart = data < 0 ? size : std::min<uint64_t>(static_cast<uint64_t>(data), size);
 		if (dstart > pos) {
-			h *= fnv_pow(dstart - pos);
+			testcommon::skip_zero_words(h, words_to(dstart));
 			pos = dstart;
 			continue;
 		}
@@ -53,7 +36,7 @@ uint64_t checksum_backing(const Backing &m, uint64_t size)
 		uint64_t dend = hole < 0 ? size : std::min<uint64_t>(static_cast<uint64_t>(hole), size);
 		if (dend <= pos)
 			dend = size;
-		fnv(h, m.data() + pos, dend - pos);
+		testcommon::fold_words(h, m.data() + pos, dend - pos);
 		pos = dend;
 	}
 	return h;
@@ -119,13 +102,13 @@ uint64_t Introspection::bo_checksum(const Bo &bo)
 		return 0;
 	if (bo.mem)
 		return checksum_backing(*bo.mem, bo.size);
-	uint64_t h = kFnvBasis;
+	uint64_t h = testcommon::kBoChecksumBasis;
 	std::vector<uint8_t> tmp(1 << 20);
 	for (uint64_t pos = 0; pos < bo.size;) {
 		size_t n = static_cast<size_t>(std::min<uint64_t>(tmp.size(), bo.size - pos));
 		if (m.pm_->read(bo.userptr_tgid, bo.userptr_addr + pos, tmp.data(), n) != 0)
 			return 0;
-		fnv(h, tmp.data(), n);
+		testcommon::fold_words(h, tmp.data(), n);
 		pos += n;
 	}
 	return h;

@@ -2,11 +2,14 @@
 // KFD basics: version, apertures, ACQUIRE_VM, ALLOC/MAP/UNMAP/FREE errno;
 // GEM metadata as GET_DMABUF_INFO returns it.
 #include "harness.h"
+#include "testcommon/bo_checksum.h"
 
 #include <criterion/criterion.h>
 #include <sys/stat.h>
 
+#include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -217,6 +220,38 @@ Test(kfd_memory, cpu_mapping_through_render_node)
 	cr_assert_null(app.rig.map(app.c, app.r0, a.mmap_offset, 3 * 4096, &err));
 	cr_assert_eq(err, -EINVAL, "longer than the BO");
 	munmap(p, 8192);
+}
+
+// The `bos` query's checksum is testcommon::bo_checksum of the BO's bytes,
+// its never-written pages (holes in the backing) folded as zero words
+// without being read, the same as pages written with zeros.
+Test(kfd_memory, checksum_of_sparse_bo)
+{
+	App app;
+	constexpr uint64_t kPage = 4096, kSize = 6 * kPage;
+	const AllocMemoryOfGpu a = app.vram_bo(kSize);
+	auto *p = static_cast<uint8_t *>(app.rig.map(app.c, app.r0, a.mmap_offset, kSize));
+	cr_assert_not_null(p);
+	std::vector<uint8_t> want(kSize, 0);
+	// Pages 1 and 4 hold data (page 4 from its second byte, so a word
+	// straddles zero and data), page 2 is written with zeros, pages 0, 3
+	// and 5 are never touched.
+	for (uint64_t i = 0; i < kPage; ++i)
+		want[kPage + i] = static_cast<uint8_t>(i * 7 + 1);
+	for (uint64_t i = 1; i < kPage; ++i)
+		want[4 * kPage + i] = static_cast<uint8_t>(i * 13 + 5);
+	std::memcpy(p + kPage, want.data() + kPage, kPage);
+	std::memset(p + 2 * kPage, 0, kPage);
+	std::memcpy(p + 4 * kPage + 1, want.data() + 4 * kPage + 1, kPage - 1);
+	char expected[32];
+	std::snprintf(expected, sizeof expected, "\"0x%016" PRIx64 "\"", testcommon::bo_checksum(want.data(), kSize));
+	const std::string bos = app.rig.model->introspect("bos 1000");
+	cr_assert(bos.find(std::string("\"checksum\":") + expected) != std::string::npos, "want %s in %s", expected,
+		  bos.c_str());
+	// One bit more in the last page changes it.
+	p[5 * kPage + 17] = 1;
+	cr_assert(app.rig.model->introspect("bos 1000").find(expected) == std::string::npos);
+	munmap(p, kSize);
 }
 
 // A KFD BO exported as a dma-buf and imported into a render file (same
