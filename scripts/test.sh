@@ -57,8 +57,9 @@ tsan_from_main=(tests/emulator/kfd-emu tests/emulator/kfdemu_criu_workload tests
 # unity file 14.1 against 20.0 CPU-s); the build was about 300 CPU-s.
 tsan_build() {
   cmake -S . -B build-san-thread -DAMDCR_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAMDCR_OPTIMIZE=-O1 "${py[@]}" \
-    -DAMDCR_DEBUG_LINES_ONLY="$AMDCR_DEBUG_LINES_ONLY" -DCMAKE_UNITY_BUILD="$CMAKE_UNITY_BUILD" >/dev/null
-  cmake --build build-san-thread -j"$(nproc)" --target "${tsan_targets[@]}"
+    -DAMDCR_DEBUG_LINES_ONLY="$AMDCR_DEBUG_LINES_ONLY" -DCMAKE_UNITY_BUILD="$CMAKE_UNITY_BUILD" \
+    -DAMDCR_BUILD_GROUP="$(IFS=';' && echo "${tsan_targets[*]}")" >/dev/null
+  cmake --build build-san-thread -j"$(nproc)" --target build_group # one parallel build (CMakeLists.txt)
   local f
   for f in "${tsan_from_main[@]}"; do
     mkdir -p "build-san-thread/$(dirname "$f")"
