@@ -11,7 +11,7 @@
 // (little-endian: x86-64), the last word zero-padded when the size is not
 // a multiple of 8: per word, h ^= word, then h *= the FNV prime. One
 // multiplication per 8 bytes instead of per byte: the emulator hashes every
-// BO at each `bos` query, which was its largest CPU cost in CI. A change
+// BO at each `bos` query, its costliest function in CI (byte-wise). A change
 // in one word always changes the result (each step is a bijection of h),
 // and a run of zero words is one multiplication by a power of the prime
 // (skip_zero_words), so sparse BOs cost only their data.
