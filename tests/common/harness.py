@@ -23,6 +23,8 @@ needs is absent, and the reason is printed; never counted as a pass).
   become_subreaper()        restored and orphaned tasks become our children
   private_dev_shm(), private_run()
                             a /dev/shm, a /run of the test's own
+  pb_varint(data, i), pb_fields(data)
+                            a protobuf varint, a message's fields
 
 Import it with tests/common on sys.path:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
@@ -50,6 +52,28 @@ def pb_varint(data, i):
         shift += 7
         if b < 0x80:
             return n, i
+
+
+def pb_fields(data):
+    """[(field number, wire type, value)] of the protobuf message `data`:
+    an int for varint (0) and fixed 64/32-bit (1, 5) fields, bytes for
+    length-delimited (2) ones. ValueError for another wire type (groups)."""
+    out, i = [], 0
+    while i < len(data):
+        key, i = pb_varint(data, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            v, i = pb_varint(data, i)
+        elif wire in (1, 5):
+            n = 8 if wire == 1 else 4
+            v, i = int.from_bytes(data[i:i + n], "little"), i + n
+        elif wire == 2:
+            n, i = pb_varint(data, i)
+            v, i = data[i:i + n], i + n
+        else:
+            raise ValueError(f"protobuf field {field}: wire type {wire} not expected")
+        out.append((field, wire, v))
+    return out
 
 
 def log(msg):

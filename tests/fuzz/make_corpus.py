@@ -43,6 +43,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "inspect"))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+import harness  # noqa: E402
 import inspect_test  # noqa: E402
 
 
@@ -62,50 +64,17 @@ def u16(n):
     return bytes([n & 0xff, n >> 8])
 
 
-def pb_fields(buf):
-    """(field number, wire type, value) of a protobuf message: an int for
-    varint and fixed fields, bytes for length-delimited ones."""
-    pos, out = 0, []
-
-    def varint():
-        nonlocal pos
-        v, shift = 0, 0
-        while True:
-            b = buf[pos]
-            pos += 1
-            v |= (b & 0x7f) << shift
-            shift += 7
-            if b < 0x80:
-                return v
-    while pos < len(buf):
-        key = varint()
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            out.append((field, wire, varint()))
-        elif wire == 1:
-            out.append((field, wire, int.from_bytes(buf[pos:pos + 8], "little")))
-            pos += 8
-        elif wire == 5:
-            out.append((field, wire, int.from_bytes(buf[pos:pos + 4], "little")))
-            pos += 4
-        else:
-            n = varint()
-            out.append((field, wire, buf[pos:pos + n]))
-            pos += n
-    return out
-
-
 def kfd_priv_seed(payload):
     """fuzz_kfd_priv's input (see fuzz_kfd_priv.cpp) from a criu_kfd payload:
     its GPUs' ids, its BOs as RESTORE's buckets, its private data."""
     gpus, bos, priv = [], b"", b""
-    for f, _, v in pb_fields(payload):
+    for f, _, v in harness.pb_fields(payload):
         if f == 4:  # device_entries
-            gpu = [x for g, _, x in pb_fields(v) if g == 2][0]
+            gpu = [x for g, _, x in harness.pb_fields(v) if g == 2][0]
             if gpu:
                 gpus.append(gpu)
         elif f == 6:  # bo_entries: addr 1, size 2, offset 3, alloc_flags 4, gpu_id 5
-            e = {g: x for g, _, x in pb_fields(v)}
+            e = {g: x for g, _, x in harness.pb_fields(v)}
             bos += b"".join(e.get(g, 0).to_bytes(8, "little") for g in (1, 2, 3)) + bytes(8)
             bos += e.get(5, 0).to_bytes(4, "little") + e.get(4, 0).to_bytes(4, "little")
             bos += (0xffffffff).to_bytes(4, "little") + bytes(4)

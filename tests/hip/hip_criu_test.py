@@ -212,21 +212,14 @@ def bo_checksum(data):
 def _message(b):
     """{field: value} of a protobuf message of varint, 64-bit and
     length-delimited fields (a pagemap entry's)."""
-    out, i = {}, 0
-    while i < len(b):
-        key, i = harness.pb_varint(b, i)
-        wire = key & 7
-        if wire == 0:
-            v, i = harness.pb_varint(b, i)
-        elif wire == 1:
-            v, i = struct.unpack_from("<Q", b, i)[0], i + 8
-        elif wire == 2:
-            n, i = harness.pb_varint(b, i)
-            v, i = b[i:i + n], i + n
-        else:
-            raise Failure(f"pagemap entry: wire type {wire} not expected", False)
-        out[key >> 3] = v
-    return out
+    try:
+        fields = harness.pb_fields(b)
+    except ValueError as e:
+        raise Failure(f"pagemap entry: {e}", False)
+    for field, wire, _ in fields:
+        if wire not in (0, 1, 2):
+            raise Failure(f"pagemap entry: field {field}: wire type {wire} not expected", False)
+    return {field: v for field, _, v in fields}
 
 
 def dumped_memory(images, pid, va, size):
