@@ -1844,21 +1844,30 @@ def dedup_chain_dump(run, pid, k, track):
     elif k > 1:
         gpu_only_parent(run.work, k)
     rc = run.criu_run("dump", extra, "dump.log")
-    log_path = os.path.join(run.images, "dump.log")
     if rc != 0:
-        show_log(log_path)
+        show_log(os.path.join(run.images, "dump.log"))
         raise Failure(f"criu dump {k} failed ({rc})", False)
-    text = open(log_path, errors="replace").read()
+    total, written, saved, parent = dedup_summary(run, f"dump {k}", incremental=k > 1)
+    log(f"dump {k}: {written} of {total} bytes written, {saved} not written again, {parent} taken from the parent")
+    return total, written, saved, parent
+
+
+def dedup_summary(run, what, incremental=False):
+    """The plugin's summary in run.images/dump.log with its deduplicated
+    clause, and an incremental clause exactly when `incremental`: (bytes of
+    the BOs, pages bytes written, bytes not written again (deduplicated),
+    bytes taken from the parent), checked to add up to the BOs' bytes, the
+    pages files holding exactly what it says was written."""
+    text = open(os.path.join(run.images, "dump.log"), errors="replace").read()
     total, dedup, incr = SUMMARY_DUMP.search(text), SUMMARY_DEDUP.search(text), SUMMARY_INCREMENTAL.search(text)
-    expect(total is not None and dedup is not None, f"dump {k}: no summary line with a deduplicated clause", False)
-    expect((incr is not None) == (k > 1), f"dump {k}: incremental clause {incr and incr.group(0)}", False)
+    expect(total is not None and dedup is not None, f"{what}: no summary line with a deduplicated clause", False)
+    expect((incr is not None) == incremental, f"{what}: incremental clause {incr and incr.group(0)}", False)
     total, written, saved = int(total.group(2)), pages_payload(run.images), int(dedup.group(2))
     parent = int(incr.group(3)) if incr else 0
-    expect(int(dedup.group(1)) == written, f"dump {k}: the summary says {dedup.group(1)} bytes written, its pages "
+    expect(int(dedup.group(1)) == written, f"{what}: the summary says {dedup.group(1)} bytes written, its pages "
            f"files hold {written}", False)
-    expect(written + saved + parent == total, f"dump {k}: {written} written + {saved} deduplicated + {parent} from "
+    expect(written + saved + parent == total, f"{what}: {written} written + {saved} deduplicated + {parent} from "
            f"the parent != {total} bytes of BOs", False)
-    log(f"dump {k}: {written} of {total} bytes written, {saved} not written again, {parent} taken from the parent")
     return total, written, saved, parent
 
 
@@ -2422,16 +2431,10 @@ def dedup_other_machine(run):
         other_machine_restore(run, state)
         return
     other_machine_dump(run, state)
-    text = open(os.path.join(run.images, "dump.log"), errors="replace").read()
-    total, dedup = SUMMARY_DUMP.search(text), SUMMARY_DEDUP.search(text)
-    expect(total is not None and dedup is not None, "no summary line with a deduplicated clause", False)
+    total, written, saved, _ = dedup_summary(run, "dump")
     with open(state) as f:
         gpus = {b["actual_gpu_id"] for b in json.load(f)["before"]["bos"] if b["type"] == "vram"}
-    total, written, saved = int(total.group(2)), pages_payload(run.images), int(dedup.group(2))
     replica = DEDUP_VRAM_MIB << 20
-    expect(int(dedup.group(1)) == written and written + saved == total,
-           f"the summary says {dedup.group(1)} bytes written and {saved} deduplicated of {total}; the pages files "
-           f"hold {written}", False)
     expect(len(gpus) >= 2 and saved >= (len(gpus) - 1) * replica,
            f"{saved} bytes not written again, want at least {len(gpus) - 1} of the {len(gpus)} GPUs' "
            f"{DEDUP_VRAM_MIB} MiB replicas", False)
