@@ -1644,6 +1644,15 @@ def tracks_memory(criu):
     return subprocess.run([criu, "check", "--feature", "mem_dirty_track"], capture_output=True).returncode == 0
 
 
+def xor_byte(path, at, mask):
+    """The byte at offset `at` of the file `path` xor `mask`, in place."""
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ mask]))
+
+
 def pages_payload(images):
     """Payload bytes of the KFD pages files in `images`, as their 8-byte
     headers announce them (the plugin's seal follows the payload)."""
@@ -1968,11 +1977,8 @@ def inspect_chain(run, full):
     expect(all("parent" not in k for k in j["kfd"]), "the flattened KFD image names a parent")
     first = sorted(glob.glob(os.path.join(run.work, "ckpt-1", "amdgpu-pages-*.img")))
     first = [p for p in first if os.path.getsize(p) > 8][0]
-    with open(first, "r+b") as fh:  # a byte of the last MiB of the first BO: no dump rewrote it
-        fh.seek(8 + (PERIODIC_VRAM_MIB - 1) * (1 << 20) + 12345)
-        b = fh.read(1)
-        fh.seek(-1, os.SEEK_CUR)
-        fh.write(bytes([b[0] ^ 0xff]))
+    # A byte of the last MiB of the first BO (after the 8-byte header): no dump rewrote it.
+    xor_byte(first, 8 + (PERIODIC_VRAM_MIB - 1) * (1 << 20) + 12345, 0xff)
     v = amdgpu_img(run, "verify", last)
     expect(v.returncode == 1 and "do not match their checksum" in v.stdout and
            f"parent/parent/{os.path.basename(first)} at payload offset" in v.stdout,
@@ -2452,15 +2458,9 @@ def damaged_source_refused(run, pid):
     stores = [b for b in replicas if b.get("bytes_stored_elsewhere", 0) < b["size"]]
     expect(stores and any(b.get("bytes_stored_elsewhere", 0) for b in replicas),
            f"no replica BO stores a chunk another refers to: {replicas}", False)
+    # A byte of the chunk, after the pages file's 8-byte header.
     path, at = os.path.join(run.images, stores[0]["pages_file"]), 8 + stores[0]["pages_offset"] + 17
-
-    def flip():
-        with open(path, "r+b") as f:  # after the pages file's 8-byte header
-            f.seek(at)
-            x = f.read(1)
-            f.seek(at)
-            f.write(bytes([x[0] ^ 0x20]))
-    flip()
+    xor_byte(path, at, 0x20)
     pidfile = os.path.join(run.work, "restored-damaged.pid")  # CRIU leaves it behind
     rc = run.criu_run("restore", ["-d", "--pidfile", pidfile], "restore-damaged.log")
     text = open(os.path.join(run.images, "restore-damaged.log"), errors="replace").read()
@@ -2472,7 +2472,7 @@ def damaged_source_refused(run, pid):
            f"no refusal naming {stores[0]['pages_file']} and the BOs that refer to its chunk: {refusal}")
     expect_none_left(run, pid, "after the refused restore")
     log(f"damaged stored chunk refused, no process left: {refusal[0].split('Error: ', 1)[1][:300]}")
-    flip()
+    xor_byte(path, at, 0x20)
 
 
 def refused(run):
