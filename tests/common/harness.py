@@ -23,7 +23,7 @@ needs is absent, and the reason is printed; never counted as a pass).
   become_subreaper()        restored and orphaned tasks become our children
   private_dev_shm(), private_run()
                             a /dev/shm, a /run of the test's own
-  pb_varint(data, i), pb_fields(data)
+  pb_varint(data, i), pb_fields(data, wires)
                             a protobuf varint, a message's fields
 
 Import it with tests/common on sys.path:
@@ -54,14 +54,17 @@ def pb_varint(data, i):
             return n, i
 
 
-def pb_fields(data):
+def pb_fields(data, wires=(0, 1, 2, 5)):
     """[(field number, wire type, value)] of the protobuf message `data`:
     an int for varint (0) and fixed 64/32-bit (1, 5) fields, bytes for
-    length-delimited (2) ones. ValueError for another wire type (groups)."""
+    length-delimited (2) ones. ValueError for a wire type not in `wires`
+    (groups never are)."""
     out, i = [], 0
     while i < len(data):
         key, i = pb_varint(data, i)
         field, wire = key >> 3, key & 7
+        if wire not in wires:
+            raise ValueError(f"protobuf field {field}: wire type {wire} not expected")
         if wire == 0:
             v, i = pb_varint(data, i)
         elif wire in (1, 5):

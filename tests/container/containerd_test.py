@@ -419,15 +419,10 @@ class CheckpointArchive:
 
 def pb_any_decode(data):
     """google.protobuf.Any: (type_url, value)."""
-    fields = {}
-    i = 0
-    while i < len(data):
-        key, i = harness.pb_varint(data, i)
-        if key & 7 != 2:
-            raise Failed(f"checkpoint spec: unexpected protobuf wire type {key & 7}")
-        n, i = harness.pb_varint(data, i)
-        fields[key >> 3] = data[i:i + n]
-        i += n
+    try:
+        fields = {field: v for field, _, v in harness.pb_fields(data, wires=(2,))}
+    except ValueError as e:
+        raise Failed(f"checkpoint spec: {e}")
     return fields.get(1, b"").decode(), fields.get(2, b"")
 
 
