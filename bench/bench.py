@@ -6,10 +6,11 @@
                            [--incremental-only] [--dedup-only] [--markdown FILE.md] [--plot FILE.png]
                            [--criu PATH] [--shader-only]
 
-Prints one table (--markdown: also as markdown; --plot: throughput vs BO
-size and vs KFD_MAX_BUFFER_SIZE, ours vs upstream's plugin under real
-criu-dev vs KFD_MAX_BUFFER_SIZE, the incremental and the deduplicated
-checkpoints' ratios, as a PNG, with python3-matplotlib). Every
+Prints one table (--markdown: also as markdown; --plot: a PNG, with
+python3-matplotlib, of a panel for each of these the run measured:
+throughput vs BO size and vs KFD_MAX_BUFFER_SIZE, ours vs upstream's
+plugin under real criu-dev vs KFD_MAX_BUFFER_SIZE, the incremental and the
+deduplicated checkpoints' ratios against their targets). Every
 limit is measured in the same run, on the same machine, in the same
 directory:
   - storage: the 4 GiB dump/restore rows write their images to, and read
@@ -502,7 +503,8 @@ def main():
     ap.add_argument("--upstream-only", action="store_true",
                     help="only the side by side with upstream's plugin under real criu-dev")
     ap.add_argument("--plot-only", action="store_true",
-                    help="only what the plot shows (staging bounds, BO sizes); with --plot")
+                    help="only the plot's first three panels (BO sizes, staging bounds, upstream's plugin "
+                         "vs ours); with --plot")
     ap.add_argument("--hip-only", action="store_true",
                     help="only a HIP program's checkpoint beside the plain workload's (real CRIU 4.2.1)")
     ap.add_argument("--shader-only", action="store_true",
@@ -1268,6 +1270,7 @@ def upstream_bound_sweep(args, table, plot):
 
 
 def draw(path, plot):
+    """A PNG at `path` with a panel for each kind of point `plot` holds."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -1275,56 +1278,66 @@ def draw(path, plot):
     except ImportError:
         print("bench: no plot: python3-matplotlib is not installed (scripts/install-deps.sh)")
         return
-    fig, (a, b, c, d, e) = plt.subplots(1, 5, figsize=(25, 4))
-    if plot.get("bo_size"):
+
+    def bo_size(a):
         xs, ys = zip(*plot["bo_size"])
         a.semilogx(xs, ys, "o-", base=2, label="this plugin")
-    a.set_xlabel("BO size (bytes), same total")
-    a.set_ylabel("dump GB/s (emulated GPU)")
-    a.set_title("throughput vs BO size (1 x MI100)")
-    a.legend()
-    if plot.get("bound"):
+        a.set_xlabel("BO size (bytes), same total")
+        a.set_ylabel("dump GB/s (emulated GPU)")
+        a.set_title("throughput vs BO size (1 x MI100)")
+        a.legend()
+
+    def bound(b):
         xs, ys = zip(*sorted(plot["bound"]))
         b.semilogx(xs, ys, "o-", base=2, label="this plugin")
-    b.set_xlabel("KFD_MAX_BUFFER_SIZE (MiB, 2 GPUs)")
-    b.set_ylabel("dump GB/s (emulated GPU)")
-    b.set_title("throughput vs staging bound")
-    b.legend()
-    for name, style in (("ours", "o-"), ("upstream", "s--")):
-        pts = sorted((x, d, r, bad) for x, n, d, r, bad in plot.get("upstream", []) if n == name)
-        if pts:
-            xs, ds, rs, bads = zip(*pts)
-            who = "this plugin" if name == "ours" else "upstream (criu-dev)"
-            for step, ys, alpha in (("dump", ds, 1.0), ("restore", rs, 0.5)):
-                broken = any(step in b for b in bads)
-                c.semilogx(xs, ys, style, base=2, alpha=alpha, mfc="none" if broken else None,
-                           label="%s, %s%s" % (who, step, " (logged errors: incomplete)" if broken else ""))
-    c.set_xlabel("KFD_MAX_BUFFER_SIZE (MiB)")
-    c.set_ylabel("GB/s over real CRIU's wall time")
-    c.set_title("real criu-dev: this plugin vs upstream's")
-    c.legend(fontsize="small")
-    if plot.get("incremental"):
-        names, values, targets, lows, highs = zip(*plot["incremental"])
+        b.set_xlabel("KFD_MAX_BUFFER_SIZE (MiB, 2 GPUs)")
+        b.set_ylabel("dump GB/s (emulated GPU)")
+        b.set_title("throughput vs staging bound")
+        b.legend()
+
+    def upstream(c):
+        for name, style in (("ours", "o-"), ("upstream", "s--")):
+            pts = sorted((x, d, r, bad) for x, n, d, r, bad in plot["upstream"] if n == name)
+            if pts:
+                xs, ds, rs, bads = zip(*pts)
+                who = "this plugin" if name == "ours" else "upstream (criu-dev)"
+                for step, ys, alpha in (("dump", ds, 1.0), ("restore", rs, 0.5)):
+                    broken = any(step in b for b in bads)
+                    c.semilogx(xs, ys, style, base=2, alpha=alpha, mfc="none" if broken else None,
+                               label="%s, %s%s" % (who, step, " (logged errors: incomplete)" if broken else ""))
+        c.set_xlabel("KFD_MAX_BUFFER_SIZE (MiB)")
+        c.set_ylabel("GB/s over real CRIU's wall time")
+        c.set_title("real criu-dev: this plugin vs upstream's")
+        c.legend(fontsize="small")
+
+    def ratio_bars(ax, key, color, targets, ylabel, title):
+        """Medians with min-max bars against their targets."""
+        names, values, goals, lows, highs = zip(*plot[key])
         xs = range(len(names))
-        d.bar(xs, values, color="tab:blue", label="measured (median; bars: min-max)",
-              yerr=[[v - lo for v, lo in zip(values, lows)], [hi - v for v, hi in zip(values, highs)]], capsize=4)
-        d.plot(xs, targets, "r_", markersize=30, mew=2, label="target (restore: >=, others: <=)")
-        d.set_xticks(list(xs))
-        d.set_xticklabels(names, rotation=20, ha="right", fontsize="small")
-    d.set_ylabel("ratio to a complete dump (restore: to the limit)")
-    d.set_title("incremental dumps (2 GPUs, 10 % changed)")
-    d.legend(fontsize="small")
-    if plot.get("dedup"):
-        names, values, targets, lows, highs = zip(*plot["dedup"])
-        xs = range(len(names))
-        e.bar(xs, values, color="tab:green", label="measured (median; bars: min-max)",
-              yerr=[[v - lo for v, lo in zip(values, lows)], [hi - v for v, hi in zip(values, highs)]], capsize=4)
-        e.plot(xs, targets, "r_", markersize=24, mew=2, label="target (no duplicates: >=, others: <=)")
-        e.set_xticks(list(xs))
-        e.set_xticklabels(names, rotation=25, ha="right", fontsize="small")
-    e.set_ylabel("KFD_DEDUP=1 vs 0 (no duplicates: =0 / =1)")
-    e.set_title("deduplicated checkpoints (8 x MI300X)")
-    e.legend(fontsize="small")
+        ax.bar(xs, values, color=color, label="measured (median; bars: min-max)",
+               yerr=[[v - lo for v, lo in zip(values, lows)], [hi - v for v, hi in zip(values, highs)]], capsize=4)
+        ax.plot(xs, goals, "r_", markersize=24, mew=2, label="target (%s)" % targets)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels(names, rotation=20, ha="right", fontsize="small")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize="small")
+
+    # The panels of what this run measured, in this order.
+    panels = [(key, f) for key, f in (
+        ("bo_size", bo_size), ("bound", bound), ("upstream", upstream),
+        ("incremental", lambda d: ratio_bars(d, "incremental", "tab:blue", "restore: >=, others: <=",
+                                             "ratio to a complete dump (restore: to the limit)",
+                                             "incremental dumps (2 GPUs, 10 % changed)")),
+        ("dedup", lambda e: ratio_bars(e, "dedup", "tab:green", "no duplicates: >=, others: <=",
+                                       "KFD_DEDUP=1 vs 0 (no duplicates: =0 / =1)",
+                                       "deduplicated checkpoints (8 x MI300X)"))) if plot.get(key)]
+    if not panels:
+        print("bench: no plot: this run measured nothing the plot shows")
+        return
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for ax, (_, panel) in zip(axes[0], panels):
+        panel(ax)
     fig.suptitle("emulated GPU (2 x MI210 where not said), %d-CPU machine, %s" %
                  (os.cpu_count(), time.strftime("%Y-%m-%d")))
     fig.tight_layout()
