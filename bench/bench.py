@@ -1335,7 +1335,8 @@ def draw(path, plot):
     if not panels:
         print("bench: no plot: this run measured nothing the plot shows")
         return
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    # At least 8 inches wide: the title's line takes that.
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(8, 5 * len(panels)), 4), squeeze=False)
     for ax, (_, panel) in zip(axes[0], panels):
         panel(ax)
     fig.suptitle("emulated GPU (2 x MI210 where not said), %d-CPU machine, %s" %
