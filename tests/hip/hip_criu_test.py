@@ -324,7 +324,7 @@ def restore_and_finish(run, prog, before, want, what, gpus=None, minors=None):
     past a pending packet would skip it), lets it go through its gate and
     compares its output."""
     run.restore(prog.pid)
-    expect(not rc.guardians(), f"guardian processes left after the restore: {rc.guardians()}")
+    expect(not (still := rc.guardians_left()), f"guardian processes left after the restore: {still}")
     cwsr = cwsr_areas(before)
     log(f"contents not compared: the CWSR areas at {', '.join(f'{va:#x}' for va in sorted(cwsr)) or '(none)'}")
     rc.check_restored(run.emu, prog.pid, before, gpus, minors, cwsr | set(runtime_memory(before)))
@@ -463,7 +463,7 @@ def restore_mid_kernel(run, prog, before, want, what, gpus=None, minors=None):
     (placed, not contents), queues and that its queue resumed the saved
     waves, lets it through its gate and compares its output."""
     run.restore(prog.pid)
-    expect(not rc.guardians(), f"guardian processes left after the restore: {rc.guardians()}")
+    expect(not (still := rc.guardians_left()), f"guardian processes left after the restore: {still}")
     rc.check_fds(prog.pid, before, minors, "restored")
     check_placed(run.emu, prog.pid, before, gpus)
     check_resumed_waves(run, prog.pid)
@@ -524,7 +524,7 @@ def leave_running(run):
     sizes = prog.sizes()
     dump(run, prog, leave_running=True)
     rc.check_running(run.emu, prog.pid, before, "after dump --leave-running")
-    expect(not rc.guardians(), f"guardian processes left after the dump: {rc.guardians()}", False)
+    expect(not (still := rc.guardians_left()), f"guardian processes left after the dump: {still}", False)
     finish(run, prog, want, "the original after dump --leave-running")
     run.wl = None
     expect(wait_for(lambda: run.emu.process(prog.pid) is None and not rc.reap_children(), 10),

@@ -99,7 +99,7 @@ def dump_killed_planted_log(run):
               f"queues of {pid} not running 1 s after CRIU ended: {run.emu.ctl('queues', pid)}", False)
     rc.expect(rc.wait_for(lambda: not rc.temp_files(run.images), 2.0),
               f"temporary files left: {rc.temp_files(run.images)}", False)
-    rc.expect(rc.wait_for(lambda: not rc.guardians(), 2.0), f"guardians left: {rc.guardians()}", False)
+    rc.expect(not (still := rc.guardians_left()), f"guardians left: {still}", False)
     with open(secret) as f:
         said = f.read()
     rc.expect(said == "root's\n", f"the guardian wrote through the planted link: {said!r}", False)
@@ -177,7 +177,7 @@ def dump_killed_kept(run):
     os.kill(int(open(marker).read()), signal.SIGKILL)
     for f in set(glob.glob("/dev/shm/link_remap.*")) - remaps:
         os.unlink(f)  # the killed CRIU's --link-remap file, which the next dump would collide with
-    rc.expect(rc.wait_for(lambda: not rc.guardians(), 5.0), f"guardians left: {rc.guardians()}", False)
+    rc.expect(not (still := rc.guardians_left()), f"guardians left: {still}", False)
     rc.expect(rc.alive(pid), f"the workload {pid} did not survive dump 2's kill", False)
     kept = kept_files(run.images)
     log(f"dump 2 killed at post-dump ({status}); kept files: {kept}")

@@ -467,7 +467,7 @@ def parent_aborts(run):
                     read_text(os.path.join(run.images, "dump.log")))
     expect(bug, f"the dump failed ({rc_}) otherwise than at CRIU's img-streamer BUG", False)
     log(f"streamed dump beside a parent: CRIU ended {rc_}: {bug.group(0)}")
-    expect(rc.wait_for(lambda: not rc.guardians(), 5, "the guardian to go"), f"guardians left: {rc.guardians()}")
+    expect(not (still := rc.guardians_left()), f"guardians left: {still}")
     no_files_of_ours(run.images, "after the aborted dump")
     rc.check_running(run.emu, pid, before, "after the aborted dump")
     run.verdicts([(d, pid)])
@@ -521,7 +521,7 @@ def reader_dies(run):
     log(f"dump failed ({rc_}) as the reader died; the plugin's errors: {errs[:3]}")
     expect(any(re.search(r"amdgpu-(pages|drm-pages|kfd|renderD)-[^ ]*\.img", e) for e in errs),
            f"no error of the plugin naming its file: {errs[:5]} / {text[-2000:]}")
-    expect(rc.wait_for(lambda: not rc.guardians(), 5, "the guardian to go"), f"guardians left: {rc.guardians()}")
+    expect(not (still := rc.guardians_left()), f"guardians left: {still}")
     expect(not rc.temp_files(run.images), f"temporary files left: {rc.temp_files(run.images)}")
     no_files_of_ours(run.images, "node A after the failed dump")
     rc.check_running(run.emu, pid, before, "after the failed dump")
@@ -545,7 +545,7 @@ def dmabuf_refused(run):
     errs = rc.plugin_errors(os.path.join(run.images, "dump.log"))
     expect(m, f"the dump failed ({rc_}) without the plugin's refusal: {errs[:5]}")
     log(f"dump refused ({rc_}): {m.group(0)}")
-    expect(rc.wait_for(lambda: not rc.guardians(), 5, "the guardian to go"), f"guardians left: {rc.guardians()}")
+    expect(not (still := rc.guardians_left()), f"guardians left: {still}")
     no_files_of_ours(run.images, "after the refused dump")
     open(os.path.join(run.work, "go"), "w").close()
     results = [os.path.join(run.work, "result." + r) for r in rc.DMABUF_ROLES]
