@@ -1324,32 +1324,34 @@ def guardians():
 GUARDIAN_EXIT_S = 10.0
 
 
-def kernel_stack(pid):
-    """Where `pid` is in the kernel (/proc/PID/stack needs root), one line."""
-    try:
-        with open(f"/proc/{pid}/stack") as f:
-            return " < ".join(line.split()[-1].split("+")[0] for line in f if line.strip())
-    except OSError as e:
-        return f"(no stack: {e.strerror})"
+def in_kernel(pid):
+    """Where `pid` is: its state, wait channel and kernel stack, innermost
+    first (/proc/PID/stack needs root), one line."""
+    def read(name):
+        try:
+            with open(f"/proc/{pid}/{name}") as f:
+                return f.read()
+        except OSError as e:
+            return f"({e.strerror})"
+    stat = read("stat")
+    if stat.startswith("("):
+        return f"gone {stat}"
+    stack = read("stack")
+    if not stack.startswith("("):
+        stack = " < ".join(line.split()[-1].split("+")[0] for line in stack.splitlines() if line.strip())
+    return f"state {stat.split(') ')[-1][:1]}, wchan {read('wchan')}, stack {stack}"
 
 
 def guardians_left(within=GUARDIAN_EXIT_S):
     """Our guardian processes still there after up to `within` seconds of
     waiting for them to end; logs where each still there after 2 s (the
-    plugin's own wait, Guardian::finish) is in the kernel."""
-    start = time.monotonic()
-    said = False
-    while True:
-        g = guardians()
-        waited = time.monotonic() - start
-        if not g or waited >= within:
-            return g
-        if not said and waited >= 2.0:
-            said = True
-            for pid in g:
-                log(f"guardian {pid} still there after {waited:.1f} s, in the kernel at (innermost first): "
-                    f"{kernel_stack(pid)}")
-        time.sleep(0.02)
+    plugin's own wait, Guardian::finish) is."""
+    if wait_for(lambda: not guardians(), min(2.0, within)):
+        return []
+    for pid in guardians():
+        log(f"guardian {pid} still there after 2 s: {in_kernel(pid)}")
+    wait_for(lambda: not guardians(), within - 2.0)
+    return guardians()
 
 
 def criu_popen(run, action, extra, log_name, timeout_wrap=False):
@@ -1494,15 +1496,7 @@ def after_restore_killed(run, pid, p, g, when):
     rc = p.wait(timeout=30)
     log(f"criu restore ended with {rc} {when}; guardian {g[0]}")
     if not wait_for(lambda: not alive(pid), 2.0):
-        state = wchan = "?"
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().split(") ")[-1][0]
-            with open(f"/proc/{pid}/wchan") as f:
-                wchan = f.read()
-        except OSError:
-            pass
-        log(f"the restored task {pid} still exists 2 s after CRIU was killed (state {state}, wchan {wchan})")
+        log(f"the restored task {pid} still exists 2 s after CRIU was killed ({in_kernel(pid)})")
         expect(wait_for(lambda: not alive(pid), 8.0), f"the restored task {pid} still runs 10 s after CRIU was killed")
     left = children_by_role()[1]  # a guardian ending meanwhile is not one left
     expect(not left, f"processes left after the killed restore: {left}")
