@@ -42,6 +42,7 @@
 #include <string>
 
 #include "gpu_workload.h"
+#include "testcommon/marker.h"
 #include "testcommon/pattern.h"
 
 namespace {
@@ -60,9 +61,7 @@ bool exists(const std::string &p)
 
 void touch(const std::string &p)
 {
-	FILE *f = std::fopen(p.c_str(), "w");
-	if (f)
-		std::fclose(f);
+	testcommon::publish_file(p);
 }
 
 void wait_for(const std::string &p)
@@ -73,12 +72,7 @@ void wait_for(const std::string &p)
 
 void write_text(const std::string &p, const std::string &s)
 {
-	FILE *f = std::fopen((p + ".tmp").c_str(), "w");
-	if (!f)
-		return;
-	std::fputs(s.c_str(), f);
-	std::fclose(f);
-	std::rename((p + ".tmp").c_str(), p.c_str());
+	testcommon::publish_file(p, s);
 }
 
 // Records the role's verdict; its exit status.

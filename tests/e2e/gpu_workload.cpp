@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "gpu_workload.h"
+#include "testcommon/marker.h"
 #include "testcommon/pattern.h"
 
 namespace {
@@ -400,12 +401,8 @@ int main(int argc, char **argv)
 	for (const auto &r : kid_ready)
 		while (!r.empty() && access(r.c_str(), F_OK) != 0)
 			usleep(10000);
-	if (!ready_path.empty()) {
-		FILE *f = std::fopen(ready_path.c_str(), "w");
-		if (!f)
-			die("ready file");
-		std::fclose(f);
-	}
+	if (!ready_path.empty() && !testcommon::publish_file(ready_path))
+		die("ready file");
 	std::printf("gpu-workload: pid %d ready: %zu BOs on %zu GPUs\n", m.pid, m.bos.size(), gpu_nodes.size());
 	std::fflush(stdout);
 	while (hold) {
