@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "base/file_io.h"
 #include "plugin/guardian_process.h"
 #include "plugin/guardian_protocol.h"
 
@@ -37,6 +38,28 @@ namespace {
 // this bound then was, so that dump went on unguarded, which is worse
 // than a dump that waits longer.
 constexpr int kStartTimeoutMs = 30000;
+
+// How long finish() waits for the guardian, told to exit, to have ended.
+// It calls _exit at once; what takes the time is the kernel tearing down a
+// process forked from CRIU's, which under that same load can take seconds
+// (a CI run had a normal dump's guardian still there after the 2 s this
+// bound then was). Only a loaded machine ever waits more than a moment.
+constexpr int kFinishTimeoutMs = 10000;
+
+// Where the guardian `pid` is, for the message of a finish() that timed
+// out: its state and wait channel from /proc ("" when it cannot be read).
+std::string where_is(pid_t pid)
+{
+	const std::string proc = "/proc/" + std::to_string(pid);
+	auto stat = read_text_file(AT_FDCWD, proc + "/stat", 4096);
+	auto wchan = read_text_file(AT_FDCWD, proc + "/wchan", 256);
+	if (!stat)
+		return "";
+	// The state follows the command's closing parenthesis.
+	const auto paren = stat->rfind(')');
+	const char state = paren != std::string::npos && paren + 2 < stat->size() ? (*stat)[paren + 2] : '?';
+	return std::string(" (state ") + state + ", waiting in " + (wchan && !wchan->empty() ? *wchan : "?") + ")";
+}
 
 // The guardian's first message: its pid (kStartTimeoutMs at most).
 Result<pid_t> receive_started(int chan)
@@ -218,14 +241,15 @@ Status Guardian::finish()
 		st = ok_status(); // it has exited already (a restore with every task resumed)
 	if (st) {
 		// Until the guardian's process has ended (its pidfd turns
-		// readable), 2 s at most.
+		// readable), kFinishTimeoutMs at most.
 		pollfd p{pidfd_.get(), POLLIN, 0};
 		int r;
 		do {
-			r = ::poll(&p, 1, 2000);
+			r = ::poll(&p, 1, kFinishTimeoutMs);
 		} while (r < 0 && errno == EINTR);
 		if (r == 0)
-			st = make_error(ETIMEDOUT, "guardian: still running 2 s after it was told to exit");
+			st = make_error(ETIMEDOUT, "guardian: pid %d still running %d s after it was told to exit%s",
+					static_cast<int>(pid_), kFinishTimeoutMs / 1000, where_is(pid_).c_str());
 	}
 	chan_.reset();
 	pidfd_.reset();

@@ -137,7 +137,8 @@ public:
 	// rest of the session).
 	bool ended() const;
 
-	// The plugin ended normally: the guardian exits; waits until it has.
+	// The plugin ended normally: the guardian exits; waits until it has
+	// (kFinishTimeoutMs at most, guardian.cpp).
 	Status finish();
 
 private:

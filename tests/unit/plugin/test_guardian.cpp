@@ -240,6 +240,31 @@ Test(guardian, a_finished_dump_keeps_its_files)
 	cr_assert(!s.exists(Guardian::kLogName));
 }
 
+
+// A guardian that does not end when told (stopped here) fails finish()
+// after its bound, with where it is; once it runs again, it ends.
+Test(guardian, finish_says_where_a_guardian_that_did_not_end_is, .timeout = 30)
+{
+	Scratch s;
+	FakeCriu c(Guardian::Stage::Dump, s.fd, [&](Guardian &g, pid_t *out) {
+		const pid_t pid = g.pid();
+		kill(pid, SIGSTOP);
+		const Status st = g.finish();
+		kill(pid, SIGCONT);
+		const std::string want = "guardian: pid " + std::to_string(pid) + " still running";
+		out[0] = !st && st.error().code() == ETIMEDOUT &&
+				 st.error().message().find(want) != std::string::npos &&
+				 st.error().message().find("(state T, waiting in ") != std::string::npos
+			 ? 1
+			 : 0;
+		if (!out[0])
+			std::fprintf(stderr, "finish(): %s\n", st ? "ok" : st.error().message().c_str());
+		return 0;
+	});
+	cr_assert_eq(wait_end(c.criu, 20000), 0);
+	cr_assert_eq(c.extra[0], 1, "finish() failed with ETIMEDOUT, naming the pid and its state");
+	cr_assert_eq(wait_end(c.guardian), 0, "it ended once continued");
+}
 Test(guardian, a_killed_restore_kills_the_tasks_not_resumed)
 {
 	Scratch s;
