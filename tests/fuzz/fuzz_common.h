@@ -84,22 +84,26 @@ inline const ScratchDir &scratch()
 }
 
 // The input of a target that writes N files, cut into their contents: each
-// of the first N-1 a u16 LE length n and then n bytes (fewer where the
-// input ends first; empty where under two bytes are left), the last one
-// what remains.
-template <size_t N>
+// of the first N-1 a W-byte LE length n and then n bytes (fewer where the
+// input ends first; empty where under W bytes are left), the last one what
+// remains. W is 2 where every file fits 64 KiB, 4 where one may not.
+template <size_t N, size_t W = 2>
 std::array<std::span<const uint8_t>, N> cut_input(const uint8_t *data, size_t size)
 {
+	static_assert(W == 2 || W == 4);
 	std::span<const uint8_t> in(data, size);
 	std::array<std::span<const uint8_t>, N> pieces;
 	for (size_t i = 0; i + 1 < N; i++) {
-		if (in.size() < 2) {
+		if (in.size() < W) {
 			pieces[i] = {};
 			continue;
 		}
-		const size_t n = std::min<size_t>(in[0] | (in[1] << 8), in.size() - 2);
-		pieces[i] = in.subspan(2, n);
-		in = in.subspan(2 + n);
+		size_t len = 0;
+		for (size_t b = 0; b < W; b++)
+			len |= size_t{in[b]} << (8 * b);
+		const size_t n = std::min(len, in.size() - W);
+		pieces[i] = in.subspan(W, n);
+		in = in.subspan(W + n);
 	}
 	pieces[N - 1] = in;
 	return pieces;

@@ -2,8 +2,8 @@
 //
 // A whole checkpoint directory through amdgpu-img's readers (image set
 // validation, show, verify, diff). The input is cut into three files:
-//   u16 LE n1, n1 bytes  -> amdgpu-kfd-1.img
-//   u16 LE n2, n2 bytes  -> amdgpu-renderD-2.img
+//   u32 LE n1, n1 bytes  -> amdgpu-kfd-1.img (a real one can pass 64 KiB)
+//   u32 LE n2, n2 bytes  -> amdgpu-renderD-2.img
 //   the rest             -> the pages file of the KFD image's first GPU
 //                           (amdgpu-pages-1-0001.img when it has none)
 // Nothing may crash; a checkpoint that verifies clean differs in nothing
@@ -23,7 +23,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	using namespace amdcr;
-	const auto [kfd, render, pages] = fuzz::cut_input<3>(data, size);
+	const auto [kfd, render, pages] = fuzz::cut_input<3, 4>(data, size);
 	uint32_t gpu = 1;
 	if (kfd.size() >= kImageHeaderSize)
 		if (auto img = unpack_kfd_image(kfd.subspan(kImageHeaderSize), "fuzz"); img)

@@ -6,7 +6,8 @@
     make_corpus.py --criu-images DIR --name NAME [--out tests/fuzz/corpus]
 
 BUILD is a normal (gcc) build with the emulator, criu-host, gpu-workload and
-the plugin. Seeds (each small, well under run.sh's -max_len):
+the plugin. Seeds (run.sh gives libFuzzer no -max_len: it takes the largest
+seed's size, at least 4 KiB):
   kfd_image     payloads of real KFD images: a gpu-workload dump on the
                 emulated 2xMI210 (criu-host + plugin), and the sample that
                 CRIU 4.2.1's / criu-dev's generated code writes (tests/interop)
@@ -61,7 +62,11 @@ def read(path):
 
 
 def u16(n):
-    return bytes([n & 0xff, n >> 8])
+    return n.to_bytes(2, "little")
+
+
+def u32(n):
+    return n.to_bytes(4, "little")
 
 
 def kfd_priv_seed(payload):
@@ -88,9 +93,6 @@ def kfd_priv_seed(payload):
 def fd_tables_seed(d):
     """fuzz_criu_fd_tables' input of the CRIU image directory `d`: its
     tasks' ids-<pid>.img (at most 4), then its fdinfo-<id>.img (at most 4)."""
-    def u32(n):
-        return n.to_bytes(4, "little")
-
     def piece(path):
         data = read(path)
         if len(data) > 0xffff:
@@ -190,7 +192,7 @@ def main():
     gpu = [d for d in doc["kfd"][0]["devices"] if d["kind"] == "gpu"][0]["gpu_id"]
     first = [p for p in pages if p.endswith("-%04x.img" % gpu)][0]
     k, r = read(kfd), read(renders[0]) if renders else b""
-    put(a.out, "inspect", "emu-2xMI210", u16(len(k)) + k + u16(len(r)) + r + read(first))
+    put(a.out, "inspect", "emu-2xMI210", u32(len(k)) + k + u32(len(r)) + r + read(first))
 
     for codec in sorted(glob.glob(os.path.join(a.bin_dir, "tests/interop/interop-upstream-*"))):
         ver = os.path.basename(codec).replace("interop-upstream-", "")
@@ -204,7 +206,7 @@ def main():
         pages = 0x1000 + 0x2000 + 0x4000  # the sample's VRAM/GTT BOs
         k = read(f)
         put(a.out, "inspect", "upstream-" + ver,
-            u16(len(k)) + k + u16(0) + pages.to_bytes(8, "little") + bytes(pages))
+            u32(len(k)) + k + u32(0) + pages.to_bytes(8, "little") + bytes(pages))
 
     for m in ("MI100", "2xMI210", "8xMI300X"):
         put(a.out, "topology", "emu-" + m, topology(a, m))
