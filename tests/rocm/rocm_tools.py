@@ -17,13 +17,22 @@ rocm-smi-writes: rocm-smi's writes (--setperflevel, --setpoweroverdrive,
 --resetpoweroverdrive) and shell redirections to sysfs read back as the
 kernel's attributes (each write the whole value).
 
+As root, the tools run with a /dev/shm of their own (harness.private_dev_shm):
+rocm-smi's library keeps a mutex per card there (rocm_smi_card0, ...),
+which tests running at the same time, on machines with the same card
+names, would otherwise share.
+
 Exit 0 when every check holds, 1 otherwise, 77 (NOT RUN) when the tool is
 not installed."""
 import argparse
+import os
 import re
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import harness  # noqa: E402
 
 # Per ASIC (nodes/N/name): what ROCm 5.2 reports. None: ROCr 5.2 does not
 # know the target and leaves the GPU out.
@@ -309,6 +318,8 @@ def main():
     if not shutil.which(tool):
         print(f"NOT RUN: {tool} is not installed (Debian package {tool}; scripts/install-deps.sh)")
         return 77
+    if os.geteuid() == 0:
+        harness.private_dev_shm()
     if a.tool == "rocminfo":
         rocminfo(a.kfd_emu, a.machine)
     elif a.tool == "rocm-smi-writes":

@@ -20,13 +20,13 @@
 //     offset and O_APPEND, and ends with a newline (sysfs_store). The fds
 //     are tracked (attr_fd), and one the process did not open here
 //     (inherited across exec, dup'd) is recognised at its first write by
-//     the file it names. Writes the shim does not see (glibc's stdio
-//     flushes through its own write: fopen's streams, libstdc++'s
-//     ofstream, bash's builtin echo) are whole values because opening for
-//     writing empties the file and drops O_APPEND: unlike kernfs, an
-//     attribute opened for writing and not written reads back empty, and
-//     two such writes on one fd read back joined (and without the newline
-//     a store adds).
+//     the file it names (libstdc++'s ofstream calls write(2): seen).
+//     Writes the shim does not see (glibc's stdio flushes through its
+//     own write: fopen's streams, bash's builtin echo) are whole values
+//     because opening for writing empties the file and drops O_APPEND:
+//     unlike kernfs, an attribute opened for writing and not written
+//     reads back empty, and two such writes on one fd read back joined
+//     (and without the newline a store adds).
 //
 // A relative path through a directory fd or the working directory counts
 // by the directory's path, so a program in the host's /sys (chdir) or
@@ -49,7 +49,20 @@ int openat2_beneath(int root, const std::string &rel, int flags, mode_t mode)
 	how.flags = static_cast<uint64_t>(flags);
 	how.mode = (flags & O_CREAT) ? mode : 0;
 	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-	return static_cast<int>(::syscall(SYS_openat2, root, rel.c_str(), &how, sizeof how));
+	// A walk through ".." under RESOLVE_BENEATH fails with EAGAIN when any
+	// rename or mount change on the host happened meanwhile (the kernel's
+	// global rename and mount sequence counts; the emulated sysfs's links
+	// are full of ".."). Opening a real sysfs file never fails so:
+	// rocm-smi took that EAGAIN for "an unknown error". Tried again, a
+	// bounded number of times.
+	constexpr int kTries = 100;
+	int fd = -1;
+	for (int i = 0; i < kTries; i++) {
+		fd = static_cast<int>(::syscall(SYS_openat2, root, rel.c_str(), &how, sizeof how));
+		if (fd >= 0 || errno != EAGAIN)
+			break;
+	}
+	return fd;
 }
 
 std::string collapse(const std::string &p)

@@ -25,7 +25,9 @@
 #include <sys/uio.h>
 #include <sys/xattr.h>
 
+#include <atomic>
 #include <cerrno>
+#include <thread>
 
 using namespace kfdemu;
 using namespace kfdemu::test;
@@ -189,6 +191,45 @@ void test_store_semantics(const NodeDesc &g)
 		std::fputs("auto\n", f);
 		std::fclose(f);
 	}
+}
+
+// Opening an attribute through its emulated path (".." in its links)
+// while another thread renames files on the host: the kernel's walk under
+// RESOLVE_BENEATH sees the rename and answers EAGAIN, which the shim tries
+// again; a real sysfs open never fails so (rocm-smi reported it as "an
+// unknown error").
+void test_open_beside_renames(const NodeDesc &g)
+{
+	const std::string cap = "/sys/class/drm/card" + std::to_string(g.card_index) + "/device/hwmon/hwmon0/power1_cap";
+	char dir[] = "/tmp/kfdemu-renames-XXXXXX";
+	CHECK(::mkdtemp(dir) != nullptr);
+	const std::string a = std::string(dir) + "/a", b = std::string(dir) + "/b";
+	::close(::open(a.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+	std::atomic<bool> stop{false};
+	std::atomic<long> renames{0};
+	std::thread renamer([&] {
+		for (bool there = true; !stop.load(std::memory_order_relaxed); there = !there, renames++)
+			(void)::syscall(SYS_renameat2, AT_FDCWD, there ? a.c_str() : b.c_str(), AT_FDCWD,
+					there ? b.c_str() : a.c_str(), 0);
+	});
+	int failed = 0, first_errno = 0;
+	for (int i = 0; i < 20000; i++) {
+		const int fd = ::open(cap.c_str(), O_WRONLY | O_CLOEXEC);
+		if (fd < 0) {
+			first_errno = failed++ ? first_errno : errno;
+			continue;
+		}
+		::close(fd);
+	}
+	stop = true;
+	renamer.join();
+	std::printf("  20000 opens of %s beside %ld renames: %d failed (first errno %d)\n", cap.c_str(),
+		    renames.load(), failed, first_errno);
+	CHECK_EQ(failed, 0);
+	CHECK(renames.load() > 0);
+	(void)::unlink(a.c_str());
+	(void)::unlink(b.c_str());
+	(void)::rmdir(dir);
 }
 
 void test_ways_around(const NodeDesc &g)
@@ -407,6 +448,8 @@ int main(int argc, char **argv)
 	    [&] { test_store_semantics(*gpus.front()); });
 	run("'..', a host /sys dirfd and a host working directory lead to the same answers",
 	    [&] { test_ways_around(*gpus.front()); });
+	run("an attribute opens while the host renames files (the shim tries openat2's EAGAIN again)",
+	    [&] { test_open_beside_renames(*gpus.front()); });
 	run("unlink, rmdir, mkdir, mknod, symlink, link, rename, creat get sysfs's answers (EPERM, EEXIST, EXDEV)",
 	    [&] { test_sysfs_names(*gpus.front()); });
 	run("chmod, chown and times are kept in the root, truncate changes nothing",
