@@ -40,10 +40,11 @@ namespace {
 constexpr int kStartTimeoutMs = 30000;
 
 // How long finish() waits for the guardian, told to exit, to have ended.
-// It calls _exit at once; what takes the time is the kernel tearing down a
-// process forked from CRIU's, which under that same load can take seconds
-// (a CI run had a normal dump's guardian still there after the 2 s this
-// bound then was). Only a loaded machine ever waits more than a moment.
+// It calls _exit as soon as it reads the message; a CI run under that same
+// load still had a normal dump's guardian there after the 2 s this bound
+// then was (not reproduced; its scheduling and the teardown of a process
+// forked from CRIU's are what is left to take the time). Only a loaded
+// machine ever waits more than a moment.
 constexpr int kFinishTimeoutMs = 10000;
 
 // Where the guardian `pid` is, for the message of a finish() that timed
