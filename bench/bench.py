@@ -1430,7 +1430,7 @@ def sparse(args, run, table, scratch, total):
     with FixedRateStore(args, scratch, NODE_STORE_GBPS, total + 256 * MiB) as store:
         res = sparse_runs(run, total, store)
         where = "%s, SDMA unthrottled" % store.describe()
-    (rs_, ra, rap, rr), (zs, za, zap, zr) = res["random"], res["zero"]
+    (rs_, ra, _, rr), (zs, za, zap, zr) = res["random"], res["zero"]
     table.add("zero-filled %.0f GiB BO: dump time vs a random one, %s" % (total / GiB, where),
               "%.2f vs %.2f s" % (zs, rs_), "", "%.3f" % (zs / rs_), "<= 0.10", verdict(zs / rs_ <= 0.10))
     table.add("  the zero BO's dump: %.2f GB/s (the emulated SDMA's copy); the random one's: %.2f GB/s" %
