@@ -106,6 +106,33 @@ void note_unmap(uint64_t addr, uint64_t len)
 	errno = saved;
 }
 
+// call() of an Ioctl or Mmap of `fd`, whose key fd_key read into *k. The
+// key names the file the fd had when it was read: a thread frozen between
+// that fstat and the request's send (a CRIU dump lands anywhere) runs on,
+// after the restore, with the key of the dumped file, which the daemon no
+// longer knows (the restored fd is another file). The kernel resolves the
+// fd as the syscall enters (a restarted one again as it is made again), so
+// a call the daemon does not know the file of (kNotEmulated) is made
+// again, stamped anew, if the fd now names another file (*k updated):
+// otherwise the shim would make the real ioctl on the restored memfd
+// (ENOTTY: libhsakmt's hsaKmtFreeMemory failed so after a restore,
+// rocm_realcriu_*_hsa_stream_* flake (b)). A restarted call (wire::kRestart)
+// that call() re-sends after the restore comes back here the same way.
+int call_on_fd(int fd, Key *k, wire::Request rq, Response *out)
+{
+	for (;;) {
+		rq.dev = k->dev;
+		rq.ino = k->ino;
+		if (int e = call(rq, {}, out))
+			return e;
+		Key now;
+		if (out->rp.result != wire::kNotEmulated || !fd_key(fd, &now) || now == *k)
+			return 0;
+		*k = now;
+		rq.made_ns = now_ns();
+	}
+}
+
 void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	REAL(mmap, void *(*)(void *, size_t, int, int, int, off_t));
@@ -118,13 +145,11 @@ void *do_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 		return errno = EACCES, MAP_FAILED;
 	wire::Request rq{};
 	rq.op = wire::Op::Mmap;
-	rq.dev = k.dev;
-	rq.ino = k.ino;
 	rq.a[0] = uint64_t(off);
 	rq.a[1] = len;
 	rq.a[2] = uint64_t(prot);
 	Response r;
-	if (int e = call(rq, {}, &r))
+	if (int e = call_on_fd(fd, &k, rq, &r))
 		return errno = -e, MAP_FAILED;
 	if (r.rp.result == wire::kNotEmulated)
 		return real_mmap(addr, len, prot, flags, fd, off);
@@ -191,12 +216,10 @@ SHIM_EXPORT int ioctl(int fd, unsigned long request, ...) noexcept
 	wire::Request rq{};
 	rq.made_ns = made;
 	rq.op = wire::Op::Ioctl;
-	rq.dev = k.dev;
-	rq.ino = k.ino;
 	rq.a[0] = request;
 	rq.a[1] = uint64_t(uintptr_t(arg));
 	Response r;
-	if (int e = call(rq, {}, &r))
+	if (int e = call_on_fd(fd, &k, rq, &r))
 		return fail(-e);
 	if (r.rp.result == wire::kNotEmulated)
 		return real_ioctl(fd, request, arg);

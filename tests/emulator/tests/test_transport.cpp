@@ -17,6 +17,7 @@
 #include "../transport/sysfs.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <poll.h>
@@ -746,6 +747,57 @@ void test_served_while_paused()
 		::close(fd);
 }
 
+// An ioctl whose fd names another file by the time the request reaches the
+// daemon than when the shim read the fd's key (fd_key): a thread CRIU froze
+// between the two runs on after the restore with the dumped file's key,
+// which the daemon no longer knows (the restored fd is another memfd). The
+// kernel resolves the fd as the call enters, so the call goes to the fd's
+// file now. Before the shim re-read the key it made the real ioctl on the
+// memfd (ENOTTY): libhsakmt's hsaKmtFreeMemory failed so after a restore
+// (rocm_realcriu_*_hsa_stream_* flake (b)). fstat_hook.cpp runs
+// swap_file() inside the shim's fstat: the fd gets a new /dev/kfd and the
+// old file is released before the request goes.
+long long g_rel0 = 0;
+bool g_swapped = false;
+void swap_file(int fd)
+{
+	const int n = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
+	g_swapped = n >= 0 && ::dup3(n, fd, O_CLOEXEC) == fd;
+	if (n >= 0)
+		::close(n);
+	g_swapped = g_swapped && wait_counter("releases", g_rel0 + 1) >= g_rel0 + 1;
+}
+
+void test_rekey_after_fd_change()
+{
+	using namespace abi;
+	using Arm = void (*)(int, void (*)(int));
+	auto arm = reinterpret_cast<Arm>(::dlsym(RTLD_DEFAULT, "kfdemu_test_after_fstat"));
+	CHECK(arm != nullptr);
+	if (!arm)
+		return;
+	const int kfd = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
+	CHECK(kfd >= 0);
+	struct stat before {}, after {};
+	CHECK_EQ(::syscall(SYS_fstat, kfd, &before), 0);
+	const unsigned long get_version = ioc(kIocRead, kfd::kType, kfd::GET_VERSION, sizeof(kfd::GetVersion));
+	kfd::GetVersion v{};
+	CHECK_EQ(::ioctl(kfd, get_version, &v), 0);
+	g_rel0 = json_number(introspect("transport"), "releases");
+	arm(kfd, swap_file);
+	v = {};
+	const int r = ::ioctl(kfd, get_version, &v);
+	const int err = errno;
+	CHECK(g_swapped);
+	CHECK_EQ(::syscall(SYS_fstat, kfd, &after), 0);
+	CHECK(after.st_ino != before.st_ino);
+	CHECK_EQ(r, 0);
+	if (r)
+		std::fprintf(stderr, "  ioctl after the fd changed: errno %d (%s)\n", err, std::strerror(err));
+	CHECK_EQ(v.major_version, 1u);
+	::close(kfd);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && std::string_view(argv[1]) == "--exec-stage2") {
@@ -754,11 +806,26 @@ int main(int argc, char **argv)
 		const long long execs = json_number(introspect("transport"), "execs");
 		return k >= 0 && execs == std::atoll(argv[2]) ? 0 : 1;
 	}
-	const MachineDesc m = machine_from_args(argc, argv);
-	std::string unreadable;
+	std::string unreadable, fstat_hook;
 	for (int i = 1; i + 1 < argc; i++)
 		if (std::string_view(argv[i]) == "--expect-unreadable")
 			unreadable = argv[i + 1];
+		else if (std::string_view(argv[i]) == "--fstat-hook")
+			fstat_hook = argv[i + 1];
+	if (!fstat_hook.empty()) {
+		// The hook goes after the shim: the shim's real fstat is its.
+		if (!::dlsym(RTLD_DEFAULT, "kfdemu_test_after_fstat")) {
+			const char *pre = std::getenv("LD_PRELOAD");
+			::setenv("LD_PRELOAD", ((pre ? std::string(pre) + " " : std::string()) + fstat_hook).c_str(), 1);
+			::execv("/proc/self/exe", argv);
+			std::perror("test_transport: re-exec with the fstat hook");
+			return 127;
+		}
+		run("an ioctl whose fd changed file after the shim read its key goes to the new file",
+		    test_rekey_after_fd_change);
+		return summary();
+	}
+	const MachineDesc m = machine_from_args(argc, argv);
 
 	if (gpu_nodes(m).empty()) {
 		run("no GPU: no /dev/kfd, topology or render nodes", test_no_gpu);

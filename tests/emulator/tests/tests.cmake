@@ -43,6 +43,17 @@ kfdemu_add_test(emu_transport_unreadable kfdemu_test_transport
   ARGS --machine 2xMI210
        --expect-unreadable /sys/devices/virtual/kfd/kfd/topology/nodes/2/properties)
 
+# An fd that names another file between the shim's fstat (fd_key) and its
+# request (a thread frozen there by a CRIU dump, restored): the call goes to
+# the fd's file now. fstat_hook.cpp, preloaded after the shim, makes it so.
+add_library(kfdemu_test_fstat_hook SHARED ${KFDEMU_TESTS}/fstat_hook.cpp)
+target_link_libraries(kfdemu_test_fstat_hook PRIVATE ${CMAKE_DL_LIBS})
+amdcr_warnings(kfdemu_test_fstat_hook)
+add_dependencies(kfdemu_test_transport kfdemu_test_fstat_hook)
+kfdemu_add_test(emu_transport_rekey_MI100 kfdemu_test_transport
+  LAUNCHER --machine MI100
+  ARGS --machine MI100 --fstat-hook $<TARGET_FILE:kfdemu_test_fstat_hook>)
+
 # The same program built with ASan+UBSan (unless the whole build already is):
 # sanitized programs must run under the shim.
 if(NOT AMDCR_SANITIZE)
