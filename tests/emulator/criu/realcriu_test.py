@@ -1430,8 +1430,9 @@ def dump_killed(run):
 def after_dump_killed(run, procs, p, how, paused, when, gpu_pids=None):
     """Kills `p` (criu dump of `procs`, `paused` of them paused now) as
     `how` says, then: within 1 s the queues of every process with GPU
-    state (`gpu_pids`; default: all) are active, within 2 s no temporary
-    file and within GUARDIAN_EXIT_S no guardian is left, the guardian's log
+    state (`gpu_pids`; default: all) are active, within GUARDIAN_EXIT_S no
+    temporary file (the guardian's unlink waits for the filesystem) and no
+    guardian is left, the guardian's log
     says what it did, and each process completes its next GPU work."""
     pids = [pid for _, pid in procs]
     gpu_pids = pids if gpu_pids is None else gpu_pids
@@ -1450,7 +1451,7 @@ def after_dump_killed(run, procs, p, how, paused, when, gpu_pids=None):
     expect(running, "queues not running 1 s after CRIU ended: " +
            "; ".join(f"{run.emu.ctl('queues', pid)}, {run.emu.process(pid)}" for pid in gpu_pids), False)
     log(f"queues of {gpu_pids} active {took:.3f} s after CRIU ended")
-    expect(wait_for(lambda: not temp_files(run.images), 2.0),
+    expect(wait_for(lambda: not temp_files(run.images), GUARDIAN_EXIT_S),
            f"temporary files left in the image directory: {temp_files(run.images)}", False)
     expect(not (still := guardians_left()), f"guardian processes left {GUARDIAN_EXIT_S:.0f} s after: {still}", False)
     said = guardian_log(run.images)
@@ -1608,8 +1609,8 @@ def restore_killed_at(run):
 def render_killed(run):
     """render-killed: a process with a render node and no /dev/kfd (its GEM
     BOs KFDEMU_WORKLOAD_VRAM_MIB large), CRIU SIGKILLed while one of its
-    amdgpu-drm-pages files is written (nothing paused: no KFD): within 2 s
-    no temporary file and within GUARDIAN_EXIT_S no guardian is left, the
+    amdgpu-drm-pages files is written (nothing paused: no KFD): within
+    GUARDIAN_EXIT_S no temporary file and no guardian is left, the
     guardian's log names each file it removed, and the process completes
     its GEM SDMA copies."""
     procs = run.start()
@@ -1625,7 +1626,7 @@ def render_killed(run):
     rc = kill_criu(p, "dump-killed")
     log(f"criu dump ended with {rc} during the render node's copy; temporary files then: {tmps}; guardian {g[0]}")
     expect(tmps, "no temporary file when CRIU was killed: nothing for the guardian to remove", False)
-    expect(wait_for(lambda: not temp_files(run.images), 2.0),
+    expect(wait_for(lambda: not temp_files(run.images), GUARDIAN_EXIT_S),
            f"temporary files left in the image directory: {temp_files(run.images)}", False)
     expect(not (still := guardians_left()), f"guardian processes left {GUARDIAN_EXIT_S:.0f} s after: {still}", False)
     said = guardian_log(run.images)
@@ -2680,8 +2681,8 @@ SCENARIOS = {s.name: s for s in (
              **{**KILLED, "flags": ("--render",)},
              doc="a process with a render node and no /dev/kfd (workload --render, its GEM BOs "
                  "KFDEMU_WORKLOAD_VRAM_MIB=256 large, the slow machine), CRIU SIGKILLed while an amdgpu-drm-pages "
-                 "file is written (nothing is paused): exactly one guardian ran, within 2 s no temporary file and "
-                 "within 10 s no guardian is left (as dump-killed), the guardian's log names each file it removed, and the process completes its "
+                 "file is written (nothing is paused): exactly one guardian ran, within 10 s no temporary file and "
+                 "no guardian is left (as dump-killed), the guardian's log names each file it removed, and the process completes its "
                  "GEM SDMA copies."),
     Scenario("dump-killed-info", dump_killed_at, tests("dump_killed_info", *BOTH),
              flags=("--user-queue",), stall="CRIU_OP:PROCESS_INFO:stall-after",
