@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <csignal>
 #include <cstdarg>
@@ -219,7 +220,10 @@ void GuardianProcess::detach(pid_t pid)
 	if (::ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) != 0)
 		return;
 	// Up to 1 s for the stop; without it our exit detaches the tracee.
-	for (int i = 0; i < 1000; i++) {
+	// A deadline, not a count of 1 ms sleeps: under load each sleep
+	// takes several (a CI run's guardian logged its UNPAUSE 6 s after it).
+	const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+	while (std::chrono::steady_clock::now() < deadline) {
 		int status = 0;
 		const pid_t r = ::waitpid(pid, &status, __WALL | WNOHANG);
 		if (r < 0)
@@ -243,15 +247,17 @@ int GuardianProcess::seize_unpause(pid_t pid, int pidfd, const Kfd &kfd, bool *s
 	*seized = false;
 	if (pidfd_send_signal(pidfd, 0) != 0)
 		return ESRCH;
-	// CRIU's ptrace ends with CRIU; allow the kernel a moment (2 s at most).
+	// CRIU's ptrace ends with CRIU; allow the kernel a moment (2 s at most,
+	// a deadline as in detach).
 	int err = 0;
-	for (int i = 0; i < 2000; i++) {
+	const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+	for (;;) {
 		if (::ptrace(PTRACE_SEIZE, pid, nullptr, nullptr) == 0) {
 			err = 0;
 			break;
 		}
 		err = errno;
-		if (err != EPERM && err != EBUSY)
+		if ((err != EPERM && err != EBUSY) || std::chrono::steady_clock::now() >= deadline)
 			break;
 		::usleep(1000);
 	}
