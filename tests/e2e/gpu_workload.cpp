@@ -188,10 +188,8 @@ void apply_changes(const std::string &path)
 	std::fclose(f);
 	if (bad)
 		die("--changes: a line is not ADDR SIZE SEED");
-	FILE *done = std::fopen((path + ".done").c_str(), "w");
-	if (!done)
+	if (!testcommon::publish_file(path + ".done"))
 		die("--changes: cannot create the .done file", errno);
-	std::fclose(done);
 }
 
 // A KFD VRAM BO of `size` bytes on `node`, mapped to the GPU: its CPU

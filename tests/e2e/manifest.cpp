@@ -3,24 +3,22 @@
 #include <cstring>
 
 #include "gpu_workload.h"
+#include "testcommon/marker.h"
 
 namespace e2e {
 
 bool write_manifest(const std::string &path, const Manifest &m)
 {
-	const std::string tmp = path + ".tmp";
-	FILE *f = std::fopen(tmp.c_str(), "w");
-	if (!f)
-		return false;
-	std::fprintf(f, "pid %d\n", m.pid);
-	for (const auto &b : m.bos)
-		std::fprintf(f, "bo %u %u %s %#llx %llu %llu %llu\n", b.node, b.render_minor,
-			     b.gem ? "gem" : b.vram ? "vram" : "gtt",
-			     static_cast<unsigned long long>(b.addr), static_cast<unsigned long long>(b.size),
-			     static_cast<unsigned long long>(b.fill), static_cast<unsigned long long>(b.seed));
-	const bool ok = std::fflush(f) == 0 && !std::ferror(f);
-	std::fclose(f);
-	return ok && std::rename(tmp.c_str(), path.c_str()) == 0;
+	std::string text = "pid " + std::to_string(m.pid) + "\n";
+	for (const auto &b : m.bos) {
+		char line[200];
+		std::snprintf(line, sizeof line, "bo %u %u %s %#llx %llu %llu %llu\n", b.node, b.render_minor,
+			      b.gem ? "gem" : b.vram ? "vram" : "gtt", static_cast<unsigned long long>(b.addr),
+			      static_cast<unsigned long long>(b.size), static_cast<unsigned long long>(b.fill),
+			      static_cast<unsigned long long>(b.seed));
+		text += line;
+	}
+	return testcommon::publish_file(path, text);
 }
 
 bool read_manifest(const std::string &path, Manifest *m)

@@ -160,6 +160,7 @@
 #include <string_view>
 #include <vector>
 
+#include "testcommon/marker.h"
 #include "testcommon/pattern.h"
 #include "testcommon/sdma_copy.h"
 #include "testcommon/scm_rights.h"
@@ -226,12 +227,7 @@ pid_t g_child = -1;
 			::waitpid(g_child, &st, 0);
 		}
 	}
-	const std::string tmp = g_dir + "/result.tmp";
-	if (FILE *f = std::fopen(tmp.c_str(), "w")) {
-		std::fprintf(f, "%s\n", verdict.c_str());
-		std::fclose(f);
-		std::rename(tmp.c_str(), (g_dir + "/result").c_str());
-	}
+	(void)testcommon::publish_file(g_dir + "/result", verdict + "\n");
 	std::printf("workload %d: %s\n", int(getpid()), verdict.c_str());
 	std::fflush(stdout);
 	std::exit(verdict == "OK" ? 0 : 1);
@@ -795,15 +791,12 @@ bool gpu_patch(int render_fd, Bo &vram, uint64_t off, uint64_t len, uint64_t see
 
 void write_ready(const std::vector<Bo> &bos)
 {
-	const std::string tmp = g_dir + "/ready.tmp";
-	FILE *f = std::fopen(tmp.c_str(), "w");
-	if (!f)
-		finish("FAIL: cannot write ready");
-	std::fprintf(f, "%d\n", int(getpid()));
+	std::string text = std::to_string(getpid()) + "\n";
 	for (const auto &b : bos)
-		std::fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", uint64_t(uintptr_t(b.addr)), b.size, b.seed);
-	std::fclose(f);
-	std::rename(tmp.c_str(), (g_dir + "/ready").c_str());
+		text += std::to_string(uint64_t(uintptr_t(b.addr))) + " " + std::to_string(b.size) + " " +
+			std::to_string(b.seed) + "\n";
+	if (!testcommon::publish_file(g_dir + "/ready", text))
+		finish("FAIL: cannot write ready");
 }
 
 void wait_for_go()
@@ -1402,12 +1395,7 @@ struct CpQueue {
 
 void write_file(const std::string &name, const char *text)
 {
-	const std::string tmp = g_dir + "/" + name + ".tmp";
-	if (FILE *f = std::fopen(tmp.c_str(), "w")) {
-		std::fprintf(f, "%s\n", text);
-		std::fclose(f);
-		std::rename(tmp.c_str(), (g_dir + "/" + name).c_str());
-	}
+	(void)testcommon::publish_file(g_dir + "/" + name, std::string(text) + "\n");
 }
 
 // Every BO's contents through its mapping, and each GPU's SDMA checks.
