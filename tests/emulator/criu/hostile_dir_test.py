@@ -97,8 +97,7 @@ def dump_killed_planted_log(run):
     log(f"criu dump killed during the copy ({status}); temporary files then: {tmps}")
     rc.expect(rc.wait_for(lambda: rc.queues_running(run.emu, pid), 1.0),
               f"queues of {pid} not running 1 s after CRIU ended: {run.emu.ctl('queues', pid)}", False)
-    rc.expect(rc.wait_for(lambda: not rc.temp_files(run.images), rc.GUARDIAN_EXIT_S),
-              f"temporary files left: {rc.temp_files(run.images)}", False)
+    rc.expect(not (left := rc.temp_files_left(run.images)), f"temporary files left: {left}", False)
     rc.expect(not (still := rc.guardians_left()), f"guardians left: {still}", False)
     with open(secret) as f:
         said = f.read()

@@ -1369,6 +1369,14 @@ def temp_files(images):
     return sorted(n for n in os.listdir(images) if n.startswith(".amdgpu-") and ".tmp-" in n)
 
 
+def temp_files_left(images):
+    """The temporary files of ours still in `images` after up to
+    GUARDIAN_EXIT_S of waiting for a killed dump's guardian to remove
+    them (its unlink waits for the filesystem, as its exit does)."""
+    wait_for(lambda: not temp_files(images), GUARDIAN_EXIT_S)
+    return temp_files(images)
+
+
 def guardian_log(images):
     try:
         with open(os.path.join(images, GUARDIAN_LOG)) as f:
@@ -1431,9 +1439,9 @@ def after_dump_killed(run, procs, p, how, paused, when, gpu_pids=None):
     """Kills `p` (criu dump of `procs`, `paused` of them paused now) as
     `how` says, then: within 1 s the queues of every process with GPU
     state (`gpu_pids`; default: all) are active, within GUARDIAN_EXIT_S no
-    temporary file (the guardian's unlink waits for the filesystem) and no
-    guardian is left, the guardian's log
-    says what it did, and each process completes its next GPU work."""
+    temporary file (temp_files_left) and no guardian is left, the
+    guardian's log says what it did, and each process completes its next
+    GPU work."""
     pids = [pid for _, pid in procs]
     gpu_pids = pids if gpu_pids is None else gpu_pids
     g = guardians()
@@ -1451,8 +1459,7 @@ def after_dump_killed(run, procs, p, how, paused, when, gpu_pids=None):
     expect(running, "queues not running 1 s after CRIU ended: " +
            "; ".join(f"{run.emu.ctl('queues', pid)}, {run.emu.process(pid)}" for pid in gpu_pids), False)
     log(f"queues of {gpu_pids} active {took:.3f} s after CRIU ended")
-    expect(wait_for(lambda: not temp_files(run.images), GUARDIAN_EXIT_S),
-           f"temporary files left in the image directory: {temp_files(run.images)}", False)
+    expect(not (left := temp_files_left(run.images)), f"temporary files left in the image directory: {left}", False)
     expect(not (still := guardians_left()), f"guardian processes left {GUARDIAN_EXIT_S:.0f} s after: {still}", False)
     said = guardian_log(run.images)
     log(f"guardian log:\n{said.rstrip()}")
@@ -1626,8 +1633,7 @@ def render_killed(run):
     rc = kill_criu(p, "dump-killed")
     log(f"criu dump ended with {rc} during the render node's copy; temporary files then: {tmps}; guardian {g[0]}")
     expect(tmps, "no temporary file when CRIU was killed: nothing for the guardian to remove", False)
-    expect(wait_for(lambda: not temp_files(run.images), GUARDIAN_EXIT_S),
-           f"temporary files left in the image directory: {temp_files(run.images)}", False)
+    expect(not (left := temp_files_left(run.images)), f"temporary files left in the image directory: {left}", False)
     expect(not (still := guardians_left()), f"guardian processes left {GUARDIAN_EXIT_S:.0f} s after: {still}", False)
     said = guardian_log(run.images)
     log(f"guardian log:\n{said.rstrip()}")
@@ -2655,7 +2661,7 @@ SCENARIOS = {s.name: s for s in (
              doc="CRIU SIGKILLed during the dump's GPU copy on a machine with slow SDMA (sdma_gbps 0.2, "
                  "KFDEMU_WORKLOAD_VRAM_MIB=256), once the pages file is being written and the process is paused, "
                  "with exactly one guardian (comm amdgpu-guard) running: within 1 s its queues are active again "
-                 "(not paused, not evicted), no temporary file is left, within 10 s no guardian is left (it exits at "
+                 "(not paused, not evicted), within 10 s no temporary file and no guardian is left (it exits at "
                  "once, but its unlink of a large temporary file waits for the filesystem's discard: over 2 s "
                  "under CI's load; where it is after 2 s is logged), the "
                  "guardian's log (amdgpu-guardian.log beside the images) says what it did, and the process "
