@@ -53,9 +53,9 @@ std::string where_is(pid_t pid)
 {
 	const std::string proc = "/proc/" + std::to_string(pid);
 	auto stat = read_text_file(AT_FDCWD, proc + "/stat", 4096);
-	auto wchan = read_text_file(AT_FDCWD, proc + "/wchan", 256);
 	if (!stat)
 		return "";
+	auto wchan = read_text_file(AT_FDCWD, proc + "/wchan", 256);
 	// The state follows the command's closing parenthesis.
 	const auto paren = stat->rfind(')');
 	const char state = paren != std::string::npos && paren + 2 < stat->size() ? (*stat)[paren + 2] : '?';
